@@ -1,0 +1,1 @@
+//! Examples live in this crate's `[[example]]` targets; this library is empty.

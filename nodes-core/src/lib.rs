@@ -1,0 +1,54 @@
+//! The core of `nodes`: the [`Node`] contract, checkpoint [`State`], the
+//! [`Error`] type, the [`Running`] handle and the epoch-aware [`Loader`].
+//!
+//! Most users depend on `nodes-std`, which re-exports all of this together
+//! with the stock nodes and `#[derive(Node)]`. Depend on `nodes-core` alone to
+//! write nodes by hand with the smallest dependency set.
+//!
+//! ```
+//! use nodes_core::{Cx, Loader, Node, Result, State};
+//!
+//! /// Yields 0, 1, 2, ... up to `end`; the state is the next number.
+//! struct Upto { next: u32, end: u32 }
+//!
+//! impl Node for Upto {
+//!     type Item = u32;
+//!     fn next(&mut self, _cx: &mut Cx) -> Result<Option<u32>> {
+//!         if self.next == self.end { return Ok(None) }
+//!         self.next += 1;
+//!         Ok(Some(self.next - 1))
+//!     }
+//!     fn reset(&mut self, state: Option<&State>) -> Result<()> {
+//!         self.next = state.map_or(Ok(0), |s| s.get("next"))?;
+//!         Ok(())
+//!     }
+//!     fn get_state(&self, _cx: &Cx) -> Result<State> {
+//!         State::new().with("next", self.next)
+//!     }
+//! }
+//!
+//! let mut loader = Loader::new(Upto { next: 0, end: 3 });
+//! let items: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
+//! assert_eq!(items, [0, 1, 2]);
+//! # Ok::<(), nodes_core::Error>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod error;
+mod guard;
+mod loader;
+mod node;
+mod running;
+mod state;
+pub mod testing;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use crate::error::{BoxError, Error, Result};
+pub use crate::guard::{Lazy, ResetFlag};
+pub use crate::loader::{Epoch, Loader};
+pub use crate::node::{Cx, Node, Step};
+pub use crate::running::Running;
+pub use crate::state::{State, VERSION_KEY};

@@ -1,0 +1,289 @@
+//! [`Loader`]: epochs over a pipeline, with checkpoints at any point.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::node::{Cx, Node};
+use crate::running::reset_with_rollback;
+use crate::state::State;
+
+/// Where the loader stands between epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Constructed; the root was never reset.
+    Fresh,
+    /// The root stands at a position the next epoch must continue from
+    /// (a state was loaded, or `state_dict` reset a fresh root).
+    Positioned { loaded: bool },
+    /// An epoch was started; the next one resets the root.
+    Started,
+}
+
+/// Runs a pipeline epoch after epoch, with `torchdata.nodes.Loader`'s semantics.
+///
+/// - Each call to [`epoch`](Loader::epoch) starts a new pass (resetting the
+///   root), unless a state was just loaded: then it resumes from that state,
+///   once.
+/// - Loading a state taken at the end of an epoch starts the *next* epoch
+///   (unless [`restart_on_end(false)`](Loader::restart_on_end), which gives
+///   one empty epoch instead).
+/// - [`state_dict`](Loader::state_dict) and
+///   [`load_state_dict`](Loader::load_state_dict) work at any point, including
+///   between epochs. A state is applied (and checked) at once: a bad state is
+///   an `Err` and the loader carries on from where it stood.
+///
+/// The epoch iterator borrows the loader, so a state cannot be loaded while an
+/// epoch is live and then silently ignored. To checkpoint inside a loop, take
+/// the state from the epoch:
+///
+/// ```
+/// use nodes_core::{Cx, Loader, Node, Result, State};
+///
+/// // A minimal hand-written source: 0..5, state = how many were yielded.
+/// struct Count { n: u64, end: u64 }
+/// impl Node for Count {
+///     type Item = u64;
+///     fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+///         if self.n == self.end { return Ok(None) }
+///         self.n += 1;
+///         Ok(Some(self.n - 1))
+///     }
+///     fn reset(&mut self, state: Option<&State>) -> Result<()> {
+///         self.n = match state { Some(s) => s.get("n")?, None => 0 };
+///         Ok(())
+///     }
+///     fn get_state(&self, _cx: &Cx) -> Result<State> { State::new().with("n", self.n) }
+/// }
+///
+/// let mut loader = Loader::new(Count { n: 0, end: 5 });
+/// let mut saved = None;
+/// let mut epoch = loader.epoch();
+/// while let Some(item) = epoch.next() {
+///     if item? == 2 {
+///         saved = Some(epoch.state_dict()?);
+///     }
+/// }
+/// let mut resumed = Loader::new(Count { n: 0, end: 5 });
+/// resumed.load_state_dict(&saved.unwrap())?;
+/// let rest: Vec<u64> = resumed.epoch().collect::<Result<_>>()?;
+/// assert_eq!(rest, [3, 4]);
+/// # Ok::<(), nodes_core::Error>(())
+/// ```
+pub struct Loader<N: Node> {
+    root: N,
+    cx: Cx,
+    restart_on_end: bool,
+    phase: Phase,
+    num_yielded: u64,
+    /// One item pulled ahead to see whether a loaded state is at its end,
+    /// with the state from before the pull. An explicit option, so that an
+    /// item that is itself `None` is never mistaken for "nothing cached".
+    peeked: Option<(N::Item, State)>,
+}
+
+impl<N: Node> fmt::Debug for Loader<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Loader")
+            .field("root", &std::any::type_name::<N>())
+            .field("phase", &self.phase)
+            .field("num_yielded", &self.num_yielded)
+            .field("restart_on_end", &self.restart_on_end)
+            .finish_non_exhaustive()
+    }
+}
+
+const ROOT: &str = "root";
+const NUM_YIELDED: &str = "num_yielded";
+
+impl<N: Node> Loader<N> {
+    /// Wraps the root of a pipeline. Nothing runs until the first epoch or
+    /// `state_dict`.
+    pub fn new(root: N) -> Self {
+        Loader {
+            root,
+            cx: Cx::new_running(),
+            restart_on_end: true,
+            phase: Phase::Fresh,
+            num_yielded: 0,
+            peeked: None,
+        }
+    }
+
+    /// Whether loading an end-of-epoch state starts the next epoch (the
+    /// default) or gives one empty epoch first.
+    pub fn restart_on_end(mut self, restart: bool) -> Self {
+        self.restart_on_end = restart;
+        self
+    }
+
+    /// Starts the next epoch (or resumes a loaded state) and returns its iterator.
+    ///
+    /// A failure to reset the root is the epoch's first (and only) item.
+    pub fn epoch(&mut self) -> Epoch<'_, N> {
+        let start = self.begin_epoch();
+        Epoch {
+            pending_error: start.err(),
+            done: false,
+            loader: self,
+        }
+    }
+
+    fn begin_epoch(&mut self) -> Result<()> {
+        match std::mem::replace(&mut self.phase, Phase::Started) {
+            Phase::Positioned { loaded: true } if self.restart_on_end => {
+                // A loaded state may stand at the end of its epoch: look one item
+                // ahead, and start the next epoch if there is none.
+                let before = self.current_state()?;
+                match self.root.next(&mut self.cx)? {
+                    Some(item) => {
+                        self.peeked = Some((item, before));
+                        Ok(())
+                    }
+                    None => self.reset_root(),
+                }
+            }
+            Phase::Positioned { .. } => Ok(()),
+            Phase::Fresh | Phase::Started => self.reset_root(),
+        }
+    }
+
+    fn reset_root(&mut self) -> Result<()> {
+        self.peeked = None;
+        self.num_yielded = 0;
+        self.root.reset(None)
+    }
+
+    fn current_state(&self) -> Result<State> {
+        let mut state = State::new();
+        state.insert_child(ROOT, self.root.get_state(&self.cx)?);
+        state.insert(NUM_YIELDED, self.num_yielded)?;
+        Ok(state)
+    }
+
+    /// The loader's state: `{"root": <root state>, "num_yielded": n}`.
+    ///
+    /// On a fresh loader this resets the root once; the first epoch then starts
+    /// from there without resetting again.
+    pub fn state_dict(&mut self) -> Result<State> {
+        if self.phase == Phase::Fresh {
+            self.reset_root()?;
+            self.phase = Phase::Positioned { loaded: false };
+        }
+        match &self.peeked {
+            Some((_, before)) => Ok(before.clone()),
+            None => self.current_state(),
+        }
+    }
+
+    /// Restores a state taken by [`state_dict`](Loader::state_dict). The next
+    /// epoch continues from it.
+    ///
+    /// The state is applied now: a state that does not fit this pipeline is an
+    /// `Err` naming its JSON path, and the loader is left where it stood.
+    pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
+        let num_yielded: u64 = state.get(NUM_YIELDED)?;
+        let root_state = state.child(ROOT)?;
+        state.expect_keys("Loader", &[ROOT, NUM_YIELDED])?;
+        if self.phase == Phase::Fresh {
+            // Nothing to roll back to: a failed restore leaves the loader fresh.
+            self.root.reset(Some(&root_state)).inspect_err(|_| {
+                self.root.shutdown();
+            })?;
+        } else {
+            // On failure the root is rolled back to its own position, which is
+            // after any peeked item: the cached peek stays valid as it is.
+            reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
+        }
+        self.peeked = None;
+        self.num_yielded = num_yielded;
+        self.phase = Phase::Positioned { loaded: true };
+        Ok(())
+    }
+
+    /// Stops background work in the pipeline. The next epoch starts it again.
+    pub fn shutdown(&mut self) {
+        self.root.shutdown();
+    }
+
+    /// The root node.
+    pub fn root(&self) -> &N {
+        &self.root
+    }
+}
+
+impl<N: Node> Drop for Loader<N> {
+    fn drop(&mut self) {
+        self.root.shutdown();
+    }
+}
+
+impl<'a, N: Node> IntoIterator for &'a mut Loader<N> {
+    type Item = Result<N::Item>;
+    type IntoIter = Epoch<'a, N>;
+
+    fn into_iter(self) -> Epoch<'a, N> {
+        self.epoch()
+    }
+}
+
+/// One pass over a [`Loader`]'s pipeline: an iterator of `Result<Item>`.
+///
+/// Created by [`Loader::epoch`]. It borrows the loader; take checkpoints
+/// through [`Epoch::state_dict`].
+pub struct Epoch<'a, N: Node> {
+    loader: &'a mut Loader<N>,
+    pending_error: Option<Error>,
+    done: bool,
+}
+
+impl<N: Node> fmt::Debug for Epoch<'_, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Epoch")
+            .field("loader", &self.loader)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Node> Epoch<'_, N> {
+    /// The loader's state right now: resuming from it continues after the last
+    /// item this epoch returned.
+    pub fn state_dict(&mut self) -> Result<State> {
+        self.loader.state_dict()
+    }
+
+    /// How many items this epoch has returned (counting those before a restore).
+    pub fn num_yielded(&self) -> u64 {
+        self.loader.num_yielded
+    }
+}
+
+impl<N: Node> Iterator for Epoch<'_, N> {
+    type Item = Result<N::Item>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(err) = self.pending_error.take() {
+            self.done = true;
+            return Some(Err(err));
+        }
+        if self.done {
+            return None;
+        }
+        let loader = &mut *self.loader;
+        if let Some((item, _)) = loader.peeked.take() {
+            loader.num_yielded += 1;
+            return Some(Ok(item));
+        }
+        match loader.root.next(&mut loader.cx) {
+            Ok(Some(item)) => {
+                loader.num_yielded += 1;
+                Some(Ok(item))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(err) => Some(Err(err)),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The [`Node`] contract and the execution context [`Cx`].
+
+use crate::error::Result;
+use crate::state::State;
+
+/// A checkpointable iterator: the building block of every pipeline.
+///
+/// Three verbs:
+/// - [`next`](Node::next): the next item, `Ok(None)` at the end of the pass.
+///   End is idempotent: once `None`, always `None` until the next `reset`.
+/// - [`reset`](Node::reset): start over from the beginning (`None`) or resume
+///   exactly after the last item a saved state had returned (`Some`). A parent
+///   resets its children. A failed reset leaves the node usable only after
+///   another successful `reset`; the [`Loader`](crate::Loader) and
+///   [`Running`](crate::Running) handles roll back for you.
+/// - [`get_state`](Node::get_state): a state that, passed to `reset`, resumes
+///   exactly after the last item returned to this node's consumer (never the
+///   position of any read-ahead).
+///
+/// `next` and `get_state` take an execution context [`Cx`], which user code
+/// cannot construct: only a running handle ([`Running::start`](crate::Running::start),
+/// `NodeExt::start` in `nodes-std`, [`Loader`](crate::Loader)) makes one, after it has reset the pipeline, and a
+/// parent hands its own to its children. So advancing, or reading the state of,
+/// a node that was only constructed does not compile.
+///
+/// The trait is dyn-compatible: `Box<dyn Node<Item = T>>` is itself a node.
+///
+/// Most nodes are written with `#[derive(Node)]` (from `nodes-std`), which
+/// writes `reset` and `get_state` from annotated fields; implement the trait by
+/// hand only when the derive cannot express a node.
+pub trait Node: Send {
+    /// What the node yields.
+    type Item;
+
+    /// The next item, or `Ok(None)` at the end of the pass.
+    #[rustfmt::skip]
+    fn next(
+        &mut self,
+        cx: &mut Cx, // only a started pipeline has a `Cx`: call `Running::start(node)` / `.start()`, or wrap it in a `Loader`
+    ) -> Result<Option<Self::Item>>;
+
+    /// Starts a new pass (`None`) or resumes from a saved state (`Some`).
+    fn reset(&mut self, state: Option<&State>) -> Result<()>;
+
+    /// The state that resumes right after the last item returned.
+    #[rustfmt::skip]
+    fn get_state(
+        &self,
+        cx: &Cx, // only a started pipeline has a `Cx`: call `Running::start(node)` / `.start()`, or wrap it in a `Loader`
+    ) -> Result<State>;
+
+    /// Stops background work (threads, open handles). The node can be reset
+    /// and used again afterwards. Parents forward it to their children.
+    fn shutdown(&mut self) {}
+}
+
+impl<N: Node + ?Sized> Node for Box<N> {
+    type Item = N::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
+        (**self).next(cx)
+    }
+
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        (**self).reset(state)
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        (**self).get_state(cx)
+    }
+
+    fn shutdown(&mut self) {
+        (**self).shutdown();
+    }
+}
+
+/// The execution context handed down through [`Node::next`] and
+/// [`Node::get_state`].
+///
+/// It is the proof that the pipeline was reset: only a running handle
+/// ([`Running`](crate::Running), [`Loader`](crate::Loader)) constructs one,
+/// after resetting its root. Node code only passes it on to its children.
+///
+/// ```compile_fail
+/// use nodes_core::{Cx, Node};
+/// fn advance<N: Node>(node: &mut N) {
+///     // There is no way to make a `Cx` outside a running pipeline.
+///     let mut cx = Cx::new();
+///     node.next(&mut cx);
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Cx {
+    _private: (),
+}
+
+impl Cx {
+    /// Only the running handles (and, through `__private`, the worker threads
+    /// of stock nodes) make contexts.
+    pub(crate) fn new_running() -> Cx {
+        Cx { _private: () }
+    }
+}
+
+/// What a node author writes when deriving [`Node`]: the item type, `next`,
+/// and optionally a lazy `init`.
+///
+/// `#[derive(Node)]` (from `nodes-std`) implements [`Node`] for the type: its
+/// `reset` resets the `#[node(child)]` fields first, then restores or defaults
+/// the `#[node(state)]` fields, clears the `#[node(lazy)]` slots, and finally
+/// calls [`init`](Step::init); its `get_state` nests the children's states and
+/// serialises the state fields.
+///
+/// Inside `next`, advance children with `self.source.next(cx)`. (If a child's
+/// concrete type is itself a derived node, and both `Node` and `Step` are in
+/// scope, write `Node::next(&mut self.source, cx)` to pick the trait.)
+pub trait Step: Send {
+    /// What the node yields.
+    type Item;
+
+    /// The next item, or `Ok(None)` at the end of the pass.
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>>;
+
+    /// Runs at the end of every reset, after children and state fields are in
+    /// place: open files, fill `Lazy` slots. `restored` tells whether the reset
+    /// came with a saved state.
+    fn init(&mut self, restored: bool) -> Result<()> {
+        let _ = restored;
+        Ok(())
+    }
+}

@@ -1,0 +1,120 @@
+//! Used by generated code and by the stock nodes' worker threads. Not public API.
+
+pub use serde;
+pub use serde_json;
+
+use crate::error::{Error, Result};
+use crate::node::{Cx, Node};
+use crate::state::State;
+
+/// A context for a worker thread of a stock node that pulls from a source on
+/// its owner's behalf (the owner was reset, so its source was too).
+pub fn worker_cx() -> Cx {
+    Cx::new_running()
+}
+
+/// Serialises a `#[node(state)]` field.
+pub fn encode_field<T: serde::Serialize>(state: &mut State, key: &str, value: &T) -> Result<()> {
+    state.insert(key, value)
+}
+
+/// Decodes a `#[node(state)]` field.
+pub fn decode_field<T: serde::de::DeserializeOwned>(state: &State, key: &str) -> Result<T> {
+    state.get(key)
+}
+
+/// Resets a `#[node(child)]` field from its sub-state (or from the start).
+pub fn reset_child<N: Node + ?Sized>(
+    child: &mut N,
+    state: Option<&State>,
+    key: &str,
+) -> Result<()> {
+    match state {
+        None => child.reset(None),
+        Some(s) => child.reset(Some(&s.child(key)?)),
+    }
+}
+
+/// Checks that `state` holds a nested state under `key`, without applying it.
+pub fn check_child(state: &State, key: &str) -> Result<()> {
+    state.child(key).map(drop)
+}
+
+/// A collection of child nodes: `Vec<N>` (keyed by index) or an ordered map
+/// (keyed by its keys).
+pub trait Children {
+    /// Resets every child, from the start or from its entry of `state`.
+    fn reset_children(&mut self, state: Option<&State>) -> Result<()>;
+    /// Each child's state, keyed as above.
+    fn children_state(&self, cx: &Cx) -> Result<State>;
+    /// Forwards shutdown to every child.
+    fn shutdown_children(&mut self);
+}
+
+impl<N: Node> Children for Vec<N> {
+    fn reset_children(&mut self, state: Option<&State>) -> Result<()> {
+        if let Some(s) = state {
+            expect_len(s, self.len())?;
+        }
+        for (i, child) in self.iter_mut().enumerate() {
+            reset_child(child, state, &i.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn children_state(&self, cx: &Cx) -> Result<State> {
+        let mut out = State::new();
+        for (i, child) in self.iter().enumerate() {
+            out.insert_child(i.to_string(), child.get_state(cx)?);
+        }
+        Ok(out)
+    }
+
+    fn shutdown_children(&mut self) {
+        self.iter_mut().for_each(Node::shutdown);
+    }
+}
+
+impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::BTreeMap<K, N> {
+    fn reset_children(&mut self, state: Option<&State>) -> Result<()> {
+        if let Some(s) = state {
+            expect_len(s, self.len())?;
+        }
+        for (k, child) in self.iter_mut() {
+            reset_child(child, state, &k.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn children_state(&self, cx: &Cx) -> Result<State> {
+        let mut out = State::new();
+        for (k, child) in self {
+            out.insert_child(k.to_string(), child.get_state(cx)?);
+        }
+        Ok(out)
+    }
+
+    fn shutdown_children(&mut self) {
+        self.values_mut().for_each(Node::shutdown);
+    }
+}
+
+fn expect_len(state: &State, len: usize) -> Result<()> {
+    let found = state.as_map().len();
+    if found == len {
+        Ok(())
+    } else {
+        Err(Error::bad_state(
+            state.path(),
+            format!("expected states for {len} children, found {found}"),
+        ))
+    }
+}
+
+/// Compile-time assertion helpers: generated code names the bound a field
+/// needs at the field's span, so an error points at the field.
+pub fn assert_node<N: Node + ?Sized>() {}
+/// See [`assert_node`].
+pub fn assert_children<C: Children + ?Sized>() {}
+/// See [`assert_node`].
+pub fn assert_state<T: serde::Serialize + serde::de::DeserializeOwned>() {}

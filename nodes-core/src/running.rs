@@ -1,0 +1,109 @@
+//! [`Running`]: a started pipeline, usable as a plain iterator.
+
+use std::fmt;
+
+use crate::error::Result;
+use crate::node::{Cx, Node};
+use crate::state::State;
+
+/// A started pipeline: the root node, reset, plus the context that proves it.
+///
+/// An `Iterator<Item = Result<N::Item>>` with [`get_state`](Running::get_state),
+/// [`reset`](Running::reset) and [`shutdown`](Running::shutdown). Dropping it
+/// shuts the pipeline down (joins worker threads). Use a
+/// [`Loader`](crate::Loader) when you want epochs.
+///
+/// A failed [`reset`](Running::reset) rolls back: the pipeline continues from
+/// where it stood, as if the bad state had never been offered.
+pub struct Running<N: Node> {
+    node: N,
+    cx: Cx,
+}
+
+impl<N: Node> fmt::Debug for Running<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("node", &std::any::type_name::<N>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Node> Running<N> {
+    /// Resets `node` to the beginning and starts it.
+    pub fn start(mut node: N) -> Result<Self> {
+        node.reset(None)?;
+        Ok(Running {
+            node,
+            cx: Cx::new_running(),
+        })
+    }
+
+    /// Resets `node` from `state` and starts it.
+    pub fn start_from(mut node: N, state: &State) -> Result<Self> {
+        node.reset(Some(state))?;
+        Ok(Running {
+            node,
+            cx: Cx::new_running(),
+        })
+    }
+
+    /// The state that resumes right after the last item returned.
+    pub fn get_state(&self) -> Result<State> {
+        self.node.get_state(&self.cx)
+    }
+
+    /// Starts over (`None`) or resumes from `state`. On error the pipeline is
+    /// rolled back to where it stood.
+    pub fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        reset_with_rollback(&mut self.node, &self.cx, state)
+    }
+
+    /// Stops background work; the pipeline can be reset and used again.
+    pub fn shutdown(&mut self) {
+        self.node.shutdown();
+    }
+
+    /// The root node.
+    pub fn node(&self) -> &N {
+        &self.node
+    }
+
+    /// The next item, as [`Node::next`] reports it (`Ok(None)` at the end).
+    pub fn try_next(&mut self) -> Result<Option<N::Item>> {
+        self.node.next(&mut self.cx)
+    }
+}
+
+/// Resets `node` from `state`; if that fails, puts it back where it stood.
+pub(crate) fn reset_with_rollback<N: Node>(
+    node: &mut N,
+    cx: &Cx,
+    state: Option<&State>,
+) -> Result<()> {
+    let before = node.get_state(cx);
+    match node.reset(state) {
+        Ok(()) => Ok(()),
+        Err(err) => {
+            if let Ok(before) = before {
+                // The saved state came from this very node, so it fits; if the
+                // node cannot even take that back, report the original error.
+                let _ = node.reset(Some(&before));
+            }
+            Err(err)
+        }
+    }
+}
+
+impl<N: Node> Iterator for Running<N> {
+    type Item = Result<N::Item>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.try_next().transpose()
+    }
+}
+
+impl<N: Node> Drop for Running<N> {
+    fn drop(&mut self) {
+        self.node.shutdown();
+    }
+}

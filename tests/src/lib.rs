@@ -1,0 +1,1 @@
+//! Tests live in `tests/tests` and `tests/ui`; this library is empty.
