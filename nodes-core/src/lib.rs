@@ -6,7 +6,7 @@
 //! write nodes by hand with the smallest dependency set.
 //!
 //! ```
-//! use nodes_core::{Cx, Loader, Node, Result, State};
+//! use nodes_core::{Cx, Description, Loader, Node, Result, State};
 //!
 //! /// Yields 0, 1, 2, ... up to `end`; the state is the next number.
 //! struct Upto { next: u32, end: u32 }
@@ -25,6 +25,9 @@
 //!     fn get_state(&self, _cx: &Cx) -> Result<State> {
 //!         State::new().with("next", self.next)
 //!     }
+//!     fn describe(&self) -> Description {
+//!         Description::new("Upto").param("end", self.end)
+//!     }
 //! }
 //!
 //! let mut loader = Loader::new(Upto { next: 0, end: 3 });
@@ -34,6 +37,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod describe;
 mod error;
 mod guard;
 mod loader;
@@ -46,6 +50,7 @@ pub mod testing;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use crate::describe::Description;
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};

@@ -37,7 +37,7 @@ enum Phase {
 /// the state from the epoch:
 ///
 /// ```
-/// use nodes_core::{Cx, Loader, Node, Result, State};
+/// use nodes_core::{Cx, Description, Loader, Node, Result, State};
 ///
 /// // A minimal hand-written source: 0..5, state = how many were yielded.
 /// struct Count { n: u64, end: u64 }
@@ -53,6 +53,7 @@ enum Phase {
 ///         Ok(())
 ///     }
 ///     fn get_state(&self, _cx: &Cx) -> Result<State> { State::new().with("n", self.n) }
+///     fn describe(&self) -> Description { Description::new("Count") }
 /// }
 ///
 /// let mut loader = Loader::new(Count { n: 0, end: 5 });

@@ -1,5 +1,6 @@
 //! The [`Node`] contract and the execution context [`Cx`].
 
+use crate::describe::Description;
 use crate::error::Result;
 use crate::state::State;
 
@@ -49,6 +50,10 @@ pub trait Node: Send {
         cx: &Cx, // only a started pipeline has a `Cx`: call `Running::start(node)` / `.start()`, or wrap it in a `Loader`
     ) -> Result<State>;
 
+    /// What this node is (type, order-affecting parameters, children), without
+    /// running it.
+    fn describe(&self) -> Description;
+
     /// Stops background work (threads, open handles). The node can be reset
     /// and used again afterwards. Parents forward it to their children.
     fn shutdown(&mut self) {}
@@ -67,6 +72,10 @@ impl<N: Node + ?Sized> Node for Box<N> {
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         (**self).get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        (**self).describe()
     }
 
     fn shutdown(&mut self) {

@@ -23,7 +23,7 @@ use crate::state::State;
 ///    or, with `restart_on_end(false)`, one empty epoch and then epoch 1.
 ///
 /// ```
-/// use nodes_core::{testing, Cx, Node, Result, State};
+/// use nodes_core::{testing, Cx, Description, Node, Result, State};
 ///
 /// struct Count { n: u64 }
 /// impl Node for Count {
@@ -38,6 +38,7 @@ use crate::state::State;
 ///         Ok(())
 ///     }
 ///     fn get_state(&self, _cx: &Cx) -> Result<State> { State::new().with("n", self.n) }
+///     fn describe(&self) -> Description { Description::new("Count") }
 /// }
 /// for midpoint in [0, 1, 3, 4] {
 ///     testing::assert_save_load(|| Count { n: 0 }, midpoint);

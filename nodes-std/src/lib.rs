@@ -1,1 +1,29 @@
+//! Stock nodes and `#[derive(Node)]` for checkpointable data-loading pipelines.
+//!
+//! This crate is the one to depend on: it re-exports everything from
+//! `nodes-core` (the [`Node`] contract, [`State`], [`Loader`], ...), the
+//! derive, and the stock nodes. `use nodes_std::prelude::*;` brings in what a
+//! pipeline needs.
+#![forbid(unsafe_code)]
 
+// Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
+extern crate self as nodes_std;
+
+mod ext;
+
+pub use crate::ext::NodeExt;
+pub use nodes_core::{
+    BoxError, Cx, Description, Epoch, Error, Lazy, Loader, Node, ResetFlag, Result, Running, State,
+    Step, testing,
+};
+pub use nodes_derive::Node;
+
+#[doc(hidden)]
+pub use nodes_core::__private;
+
+/// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
+pub mod prelude {
+    pub use crate::NodeExt;
+    pub use nodes_core::{Cx, Description, Error, Lazy, Loader, Node, Result, State, Step};
+    pub use nodes_derive::Node;
+}
