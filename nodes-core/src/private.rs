@@ -3,9 +3,39 @@
 pub use serde;
 pub use serde_json;
 
-use crate::error::{Error, Result};
-use crate::node::{Cx, Node};
-use crate::state::State;
+pub use crate::describe::Description;
+pub use crate::error::{Error, Result};
+pub use crate::guard::Lazy;
+pub use crate::node::{Cx, Node, Step};
+pub use crate::state::State;
+
+/// What a `#[node(state)]` field must be: serialisable both ways.
+pub trait StateField: serde::Serialize + serde::de::DeserializeOwned {}
+impl<T: serde::Serialize + serde::de::DeserializeOwned> StateField for T {}
+
+/// What a `#[node(lazy)]` field must be: a [`Lazy`] slot.
+pub trait LazySlot {
+    /// Empties the slot, recording names for its error messages.
+    fn clear(&mut self, node: &'static str, field: &'static str);
+}
+
+impl<T> LazySlot for Lazy<T> {
+    fn clear(&mut self, node: &'static str, field: &'static str) {
+        self.__clear(node, field);
+    }
+}
+
+/// Resets a `#[node(children)]` field from the sub-state under `key`.
+pub fn reset_children<C: Children + ?Sized>(
+    children: &mut C,
+    state: Option<&State>,
+    key: &str,
+) -> Result<()> {
+    match state {
+        None => children.reset_children(None),
+        Some(s) => children.reset_children(Some(&s.child(key)?)),
+    }
+}
 
 /// A context for a worker thread of a stock node that pulls from a source on
 /// its owner's behalf (the owner was reset, so its source was too).
@@ -49,6 +79,8 @@ pub trait Children {
     fn children_state(&self, cx: &Cx) -> Result<State>;
     /// Forwards shutdown to every child.
     fn shutdown_children(&mut self);
+    /// A description grouping the children under their keys.
+    fn describe_children(&self) -> Description;
 }
 
 impl<N: Node> Children for Vec<N> {
@@ -72,6 +104,14 @@ impl<N: Node> Children for Vec<N> {
 
     fn shutdown_children(&mut self) {
         self.iter_mut().for_each(Node::shutdown);
+    }
+
+    fn describe_children(&self) -> Description {
+        self.iter()
+            .enumerate()
+            .fold(Description::new("Vec"), |d, (i, c)| {
+                d.child(i.to_string(), c.describe())
+            })
     }
 }
 
@@ -97,6 +137,12 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::
     fn shutdown_children(&mut self) {
         self.values_mut().for_each(Node::shutdown);
     }
+
+    fn describe_children(&self) -> Description {
+        self.iter().fold(Description::new("Map"), |d, (k, c)| {
+            d.child(k.to_string(), c.describe())
+        })
+    }
 }
 
 fn expect_len(state: &State, len: usize) -> Result<()> {
@@ -110,11 +156,3 @@ fn expect_len(state: &State, len: usize) -> Result<()> {
         ))
     }
 }
-
-/// Compile-time assertion helpers: generated code names the bound a field
-/// needs at the field's span, so an error points at the field.
-pub fn assert_node<N: Node + ?Sized>() {}
-/// See [`assert_node`].
-pub fn assert_children<C: Children + ?Sized>() {}
-/// See [`assert_node`].
-pub fn assert_state<T: serde::Serialize + serde::de::DeserializeOwned>() {}

@@ -10,8 +10,10 @@
 extern crate self as nodes_std;
 
 mod ext;
+mod iterable;
 
 pub use crate::ext::NodeExt;
+pub use crate::iterable::IterableWrapper;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Lazy, Loader, Node, ResetFlag, Result, Running, State,
     Step, testing,

@@ -1,0 +1,117 @@
+//! The model a derive input is parsed into; each part keeps its `original`
+//! syntax for error spans.
+
+use crate::attr::{ContainerAttrs, FieldAttrs, RenameRule, Role};
+use crate::ctxt::Ctxt;
+
+pub(crate) struct Input<'a> {
+    pub(crate) original: &'a syn::DeriveInput,
+    pub(crate) ident: &'a syn::Ident,
+    pub(crate) generics: &'a syn::Generics,
+    pub(crate) attrs: ContainerAttrs,
+    pub(crate) fields: Vec<Field<'a>>,
+}
+
+pub(crate) struct Field<'a> {
+    pub(crate) original: &'a syn::Field,
+    pub(crate) ident: &'a syn::Ident,
+    pub(crate) ty: &'a syn::Type,
+    pub(crate) attrs: FieldAttrs,
+    /// The field's state key: `rename`, else the unraw'd name under `rename_all`.
+    pub(crate) key: String,
+}
+
+impl<'a> Input<'a> {
+    /// Parses `input`; returns `None` (with the error recorded) for shapes the
+    /// derive cannot handle at all.
+    pub(crate) fn from_syn(cx: &Ctxt, input: &'a syn::DeriveInput) -> Option<Self> {
+        let attrs = ContainerAttrs::from_ast(cx, input);
+        let named = match &input.data {
+            syn::Data::Struct(syn::DataStruct {
+                fields: syn::Fields::Named(named),
+                ..
+            }) => named,
+            syn::Data::Struct(s) => {
+                cx.error_spanned_by(
+                    &s.fields,
+                    "`#[derive(Node)]` supports only structs with named fields; name the fields so each can carry a state key",
+                );
+                return None;
+            }
+            syn::Data::Enum(e) => {
+                cx.error_spanned_by(
+                    e.enum_token,
+                    "`#[derive(Node)]` supports only structs with named fields, not enums; hold the variants in a struct field or implement `Node` by hand",
+                );
+                return None;
+            }
+            syn::Data::Union(u) => {
+                cx.error_spanned_by(
+                    u.union_token,
+                    "`#[derive(Node)]` supports only structs with named fields, not unions",
+                );
+                return None;
+            }
+        };
+        let rule = attrs.rename_all.get().copied().unwrap_or(RenameRule::Snake);
+        let fields = named
+            .named
+            .iter()
+            .filter_map(|f| {
+                let ident = f.ident.as_ref()?;
+                let attrs = FieldAttrs::from_ast(cx, f);
+                let key = match attrs.rename.get() {
+                    Some(lit) => lit.value(),
+                    None => rule.apply(&unraw(ident)),
+                };
+                Some(Field {
+                    original: f,
+                    ident,
+                    ty: &f.ty,
+                    attrs,
+                    key,
+                })
+            })
+            .collect();
+        Some(Input {
+            original: input,
+            ident: &input.ident,
+            generics: &input.generics,
+            attrs,
+            fields,
+        })
+    }
+
+    /// Fields with the given role, in declaration order.
+    pub(crate) fn with_role(&self, role: Role) -> impl Iterator<Item = &Field<'a>> {
+        self.fields
+            .iter()
+            .filter(move |f| f.attrs.role() == Some(role))
+    }
+
+    /// Fields that appear in the state (children and state fields), in declaration order.
+    pub(crate) fn keyed(&self) -> impl Iterator<Item = &Field<'a>> {
+        self.fields.iter().filter(|f| {
+            matches!(
+                f.attrs.role(),
+                Some(Role::Child | Role::Children | Role::State)
+            )
+        })
+    }
+
+    /// The state format version (0 = unversioned).
+    pub(crate) fn version(&self) -> u32 {
+        self.attrs.version.get().copied().unwrap_or(0)
+    }
+
+    /// The node's name in messages and descriptions.
+    pub(crate) fn name(&self) -> String {
+        unraw(self.ident)
+    }
+}
+
+/// `r#type` → `type`, so keys and messages never show the raw prefix.
+pub(crate) fn unraw(ident: &syn::Ident) -> String {
+    let s = ident.to_string();
+    s.strip_prefix("r#").map(str::to_owned).unwrap_or(s)
+}

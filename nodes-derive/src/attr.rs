@@ -1,0 +1,282 @@
+//! Parses `#[node(...)]` attributes. Parsing never fails outright: a bad key is
+//! recorded in the [`Ctxt`] and skipped, so the user sees every error at once.
+
+use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+
+use crate::ctxt::Ctxt;
+use crate::symbol::*;
+
+/// One attribute value, remembering where it was set so a second setting can
+/// be reported at its own span.
+pub(crate) struct Attr<T> {
+    name: &'static str,
+    value: Option<(Span, T)>,
+}
+
+impl<T> Attr<T> {
+    fn none(name: &'static str) -> Self {
+        Attr { name, value: None }
+    }
+
+    fn set(&mut self, cx: &Ctxt, span: Span, value: T) {
+        if self.value.is_some() {
+            cx.push(syn::Error::new(
+                span,
+                format!("duplicate node attribute `{}`", self.name),
+            ));
+        } else {
+            self.value = Some((span, value));
+        }
+    }
+
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.value.as_ref().map(|(_, v)| v)
+    }
+
+    pub(crate) fn span(&self) -> Option<Span> {
+        self.value.as_ref().map(|(s, _)| *s)
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.value.is_some()
+    }
+}
+
+/// What a field is to the node.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Role {
+    Child,
+    Children,
+    State,
+    Lazy,
+    Param,
+}
+
+impl Role {
+    pub(crate) fn keyword(self) -> &'static str {
+        match self {
+            Role::Child => CHILD,
+            Role::Children => CHILDREN,
+            Role::State => STATE,
+            Role::Lazy => LAZY,
+            Role::Param => PARAM,
+        }
+    }
+}
+
+/// The attributes of one field.
+pub(crate) struct FieldAttrs {
+    /// Every role keyword given, in order (more than one is an error found by `check`).
+    pub(crate) roles: Vec<(Span, Role)>,
+    pub(crate) default: Attr<syn::Expr>,
+    pub(crate) rename: Attr<syn::LitStr>,
+}
+
+impl FieldAttrs {
+    pub(crate) fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
+        let mut out = FieldAttrs {
+            roles: Vec::new(),
+            default: Attr::none(DEFAULT),
+            rename: Attr::none(RENAME),
+        };
+        for attr in field.attrs.iter().filter(|a| a.path().is_ident(NODE)) {
+            let result = attr.parse_nested_meta(|meta| {
+                out.parse_one(cx, &meta);
+                Ok(())
+            });
+            if let Err(err) = result {
+                cx.push(err);
+            }
+        }
+        out
+    }
+
+    fn parse_one(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) {
+        let span = meta.path.span();
+        let role = [
+            (CHILD, Role::Child),
+            (CHILDREN, Role::Children),
+            (STATE, Role::State),
+            (LAZY, Role::Lazy),
+            (PARAM, Role::Param),
+        ]
+        .into_iter()
+        .find(|(kw, _)| meta.path.is_ident(kw));
+        if let Some((kw, role)) = role {
+            if self.roles.iter().any(|(_, r)| *r == role) {
+                cx.push(syn::Error::new(
+                    span,
+                    format!("duplicate node attribute `{kw}`"),
+                ));
+            } else {
+                self.roles.push((span, role));
+            }
+        } else if meta.path.is_ident(DEFAULT) {
+            match meta.value().and_then(|v| v.parse::<syn::Expr>()) {
+                Ok(expr) => self.default.set(cx, span, expr),
+                Err(err) => cx.push(err),
+            }
+        } else if meta.path.is_ident(RENAME) {
+            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
+                Ok(lit) => self.rename.set(cx, span, lit),
+                Err(err) => cx.push(err),
+            }
+        } else {
+            cx.push(syn::Error::new(
+                span,
+                format!(
+                    "unknown node field attribute `{}`; expected one of `child`, `children`, `state`, `lazy`, `param`, `default = ...`, `rename = \"...\"`",
+                    path_to_string(&meta.path)
+                ),
+            ));
+            skip_value(meta);
+        }
+    }
+
+    /// The single role, if exactly one was given (more are reported by `check`).
+    pub(crate) fn role(&self) -> Option<Role> {
+        self.roles.first().map(|(_, r)| *r)
+    }
+}
+
+/// Key styles for `rename_all`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RenameRule {
+    Snake,
+    Camel,
+    Pascal,
+    Kebab,
+    ScreamingSnake,
+}
+
+impl RenameRule {
+    const ALL: [(&'static str, RenameRule); 5] = [
+        ("snake_case", RenameRule::Snake),
+        ("camelCase", RenameRule::Camel),
+        ("PascalCase", RenameRule::Pascal),
+        ("kebab-case", RenameRule::Kebab),
+        ("SCREAMING_SNAKE_CASE", RenameRule::ScreamingSnake),
+    ];
+
+    /// Applies the rule to a snake_case field name.
+    pub(crate) fn apply(self, field: &str) -> String {
+        let words = field.split('_').filter(|w| !w.is_empty());
+        match self {
+            RenameRule::Snake => field.to_owned(),
+            RenameRule::Kebab => field.replace('_', "-"),
+            RenameRule::ScreamingSnake => field.to_ascii_uppercase(),
+            RenameRule::Pascal => words.map(capitalise).collect(),
+            RenameRule::Camel => {
+                let pascal: String = words.map(capitalise).collect();
+                let mut chars = pascal.chars();
+                chars
+                    .next()
+                    .map(|c| c.to_ascii_lowercase().to_string() + chars.as_str())
+                    .unwrap_or_default()
+            }
+        }
+    }
+}
+
+fn capitalise(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
+/// The attributes of the struct itself.
+pub(crate) struct ContainerAttrs {
+    pub(crate) krate: Attr<syn::Path>,
+    pub(crate) version: Attr<u32>,
+    pub(crate) rename_all: Attr<RenameRule>,
+}
+
+impl ContainerAttrs {
+    pub(crate) fn from_ast(cx: &Ctxt, input: &syn::DeriveInput) -> Self {
+        let mut out = ContainerAttrs {
+            krate: Attr::none(CRATE),
+            version: Attr::none(VERSION),
+            rename_all: Attr::none(RENAME_ALL),
+        };
+        for attr in input.attrs.iter().filter(|a| a.path().is_ident(NODE)) {
+            let result = attr.parse_nested_meta(|meta| {
+                out.parse_one(cx, &meta);
+                Ok(())
+            });
+            if let Err(err) = result {
+                cx.push(err);
+            }
+        }
+        out
+    }
+
+    fn parse_one(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) {
+        let span = meta.path.span();
+        if meta.path.is_ident(CRATE) {
+            match meta.value().and_then(|v| v.parse::<syn::Path>()) {
+                Ok(path) => self.krate.set(cx, span, path),
+                Err(err) => cx.push(err),
+            }
+        } else if meta.path.is_ident(VERSION) {
+            match meta
+                .value()
+                .and_then(|v| v.parse::<syn::LitInt>())
+                .and_then(|lit| lit.base10_parse::<u32>())
+            {
+                Ok(v) => self.version.set(cx, span, v),
+                Err(err) => cx.push(err),
+            }
+        } else if meta.path.is_ident(RENAME_ALL) {
+            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
+                Ok(lit) => {
+                    let value = lit.value();
+                    match RenameRule::ALL.iter().find(|(name, _)| *name == value) {
+                        Some((_, rule)) => self.rename_all.set(cx, span, *rule),
+                        None => cx.error_spanned_by(
+                            &lit,
+                            format!(
+                                "unknown `rename_all` style {value:?}; expected one of {}",
+                                RenameRule::ALL
+                                    .iter()
+                                    .map(|(n, _)| format!("{n:?}"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ),
+                    }
+                }
+                Err(err) => cx.push(err),
+            }
+        } else {
+            cx.push(syn::Error::new(
+                span,
+                format!(
+                    "unknown node container attribute `{}`; expected one of `crate = ...`, `version = N`, `rename_all = \"...\"`",
+                    path_to_string(&meta.path)
+                ),
+            ));
+            skip_value(meta);
+        }
+    }
+}
+
+fn path_to_string(path: &syn::Path) -> String {
+    path.segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// Consumes `= value` after an unknown key so parsing can go on to the next key.
+fn skip_value(meta: &ParseNestedMeta<'_>) {
+    if meta.input.peek(syn::Token![=]) {
+        let _ = meta.value().and_then(|v| v.parse::<syn::Expr>());
+    } else if meta.input.peek(syn::token::Paren) {
+        let _ = meta.parse_nested_meta(|_| Ok(()));
+    }
+}

@@ -1,0 +1,116 @@
+//! Rules that involve more than one attribute or field. Simple per-key checks
+//! happen while parsing (`attr.rs`).
+
+use std::collections::BTreeMap;
+
+use crate::ast::Input;
+use crate::attr::Role;
+use crate::ctxt::Ctxt;
+use crate::symbol::VERSION_KEY;
+
+pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
+    check_roles(cx, input);
+    check_options(cx, input);
+    check_lazy_types(cx, input);
+    check_keys(cx, input);
+    check_crate_path(cx, input);
+}
+
+/// A field has at most one role.
+fn check_roles(cx: &Ctxt, input: &Input<'_>) {
+    for field in &input.fields {
+        if let [(_, first), rest @ ..] = field.attrs.roles.as_slice() {
+            for (span, role) in rest {
+                cx.push(syn::Error::new(
+                    *span,
+                    format!(
+                        "a field has one role: `{}` conflicts with `{}` on the same field",
+                        role.keyword(),
+                        first.keyword()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// `default` only on state fields; `rename` only on fields that have a key.
+fn check_options(cx: &Ctxt, input: &Input<'_>) {
+    for field in &input.fields {
+        let role = field.attrs.role();
+        if let Some(span) = field.attrs.default.span()
+            && role != Some(Role::State)
+        {
+            cx.push(syn::Error::new(
+                span,
+                "`default = ...` is only allowed with `state`: it is the value a `#[node(state)]` field takes on `reset(None)`",
+            ));
+        }
+        if let Some(span) = field.attrs.rename.span()
+            && !matches!(role, Some(Role::Child | Role::Children | Role::State))
+        {
+            cx.push(syn::Error::new(
+                span,
+                "`rename` is only allowed on `child`, `children` and `state` fields: other fields have no state key",
+            ));
+        }
+    }
+}
+
+/// A `lazy` field must be a `Lazy<T>` slot (checked by name here, and by type
+/// in the generated code).
+fn check_lazy_types(cx: &Ctxt, input: &Input<'_>) {
+    for field in input.with_role(Role::Lazy) {
+        let is_lazy = match field.ty {
+            syn::Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Lazy"),
+            _ => false,
+        };
+        if !is_lazy {
+            cx.error_spanned_by(
+                field.ty,
+                "a `#[node(lazy)]` field must have type `Lazy<T>`: the derive clears it on every reset and `init` fills it",
+            );
+        }
+    }
+}
+
+/// No two fields share a state key, and none takes the version key of a versioned node.
+fn check_keys(cx: &Ctxt, input: &Input<'_>) {
+    let mut seen: BTreeMap<&str, &syn::Ident> = BTreeMap::new();
+    for field in input.keyed() {
+        if let Some(first) = seen.get(field.key.as_str()) {
+            cx.error_spanned_by(
+                field.original,
+                format!(
+                    "state key `{}` is used twice (also by field `{}`); give one of them `#[node(rename = \"...\")]`",
+                    field.key, first
+                ),
+            );
+        } else {
+            seen.insert(&field.key, field.ident);
+        }
+        if input.version() != 0 && field.key == VERSION_KEY {
+            cx.error_spanned_by(
+                field.original,
+                "state key `version` is reserved for `#[node(version = N)]`; rename this field's key",
+            );
+        }
+    }
+}
+
+/// The `crate` override must be an absolute path (`::my_facade::nodes`) or
+/// start with `crate`, so it resolves the same from every module.
+fn check_crate_path(cx: &Ctxt, input: &Input<'_>) {
+    if let Some(path) = input.attrs.krate.get() {
+        let starts_with_crate = path.segments.first().is_some_and(|s| s.ident == "crate");
+        if path.leading_colon.is_none() && !starts_with_crate {
+            cx.error_spanned_by(
+                path,
+                format!(
+                    "`crate` must be an absolute path, e.g. `crate = ::{}` or `crate = crate::reexport`; a relative path resolves differently in every module",
+                    quote::quote!(#path).to_string().replace(' ', "")
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! What to emit when the input is bad: the errors, plus a stub impl so that
+//! code using the type as a node keeps type-checking and the user sees only
+//! the real errors.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub(crate) fn expand(input: &syn::DeriveInput, error: &syn::Error) -> TokenStream {
+    let errors = error.to_compile_error();
+    let krate = crate::expand::krate(input);
+    let p = quote!(#krate::__private);
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        #errors
+        #[allow(unused_qualifications)]
+        impl #impl_generics #p::Node for #ident #ty_generics #where_clause {
+            type Item = ();
+            fn next(&mut self, _: &mut #p::Cx) -> #p::Result<::core::option::Option<()>> {
+                ::core::unreachable!()
+            }
+            fn reset(&mut self, _: ::core::option::Option<&#p::State>) -> #p::Result<()> {
+                ::core::unreachable!()
+            }
+            fn get_state(&self, _: &#p::Cx) -> #p::Result<#p::State> {
+                ::core::unreachable!()
+            }
+            fn describe(&self) -> #p::Description {
+                ::core::unreachable!()
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The keywords of `#[node(...)]`, in one place so messages stay uniform.
+
+pub(crate) const NODE: &str = "node";
+
+// Field roles.
+pub(crate) const CHILD: &str = "child";
+pub(crate) const CHILDREN: &str = "children";
+pub(crate) const STATE: &str = "state";
+pub(crate) const LAZY: &str = "lazy";
+pub(crate) const PARAM: &str = "param";
+
+// Field options.
+pub(crate) const DEFAULT: &str = "default";
+pub(crate) const RENAME: &str = "rename";
+
+// Container options.
+pub(crate) const CRATE: &str = "crate";
+pub(crate) const VERSION: &str = "version";
+pub(crate) const RENAME_ALL: &str = "rename_all";
+
+/// The state key a versioned node stores its version under (matches
+/// `nodes_core::VERSION_KEY`).
+pub(crate) const VERSION_KEY: &str = "version";
