@@ -1,3 +1,5 @@
+//! IterableWrapper: save/load conformance and bad states.
+
 use nodes_std::prelude::*;
 use nodes_std::{IterableWrapper, testing};
 
