@@ -1,6 +1,17 @@
 //! [`NodeExt`]: the front door for starting and combining nodes.
 
-use nodes_core::{Node, Result, Running, State};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::batch::Batcher;
+use crate::cycle::Cycler;
+use crate::filter::Filter;
+use crate::header::Header;
+use crate::map::{Mapper, TryMapper};
+use crate::shuffle::Shuffler;
+use crate::unbatch::Unbatcher;
+use crate::zip::Zip;
+use nodes_core::{BoxError, Node, Result, Running, State};
 
 /// Combinators and starters for every [`Node`]; implemented for all of them.
 pub trait NodeExt: Node + Sized {
@@ -20,6 +31,196 @@ pub trait NodeExt: Node + Sized {
         Self: 'a,
     {
         Box::new(self)
+    }
+
+    /// Applies `f` to every item, in the caller's thread.
+    ///
+    /// A panic in `f` is not caught. The state is the source's.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let out: Vec<String> = IterableWrapper::new(1..3).map(|x: i32| x.to_string()).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(out, ["1", "2"]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn map<U, F>(self, f: F) -> Mapper<Self, F>
+    where
+        F: FnMut(Self::Item) -> U + Send,
+    {
+        Mapper::new(self, f)
+    }
+
+    /// Applies a fallible `f` to every item; an `Err` is returned as
+    /// [`Error::User`](crate::Error::User) naming `TryMapper` and the item's
+    /// index in the pass, and the next call goes on with the next item.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let mut running = IterableWrapper::new(["7", "x"]).try_map(|s: &str| s.parse::<u8>()).start()?;
+    /// assert_eq!(running.next().transpose()?, Some(7));
+    /// assert!(matches!(running.next(), Some(Err(Error::User { index: Some(1), .. }))));
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn try_map<U, E, F>(self, f: F) -> TryMapper<Self, F>
+    where
+        F: FnMut(Self::Item) -> std::result::Result<U, E> + Send,
+        E: Into<BoxError>,
+    {
+        TryMapper::new(self, f)
+    }
+
+    /// Keeps the items for which `f` returns `true`.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let odd: Vec<u8> = IterableWrapper::new(0..6u8).filter(|x| x % 2 == 1).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(odd, [1, 3, 5]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn filter<F>(self, f: F) -> Filter<Self, F>
+    where
+        F: FnMut(&Self::Item) -> bool + Send,
+    {
+        Filter::new(self, f)
+    }
+
+    /// Groups items into `Vec`s of `batch_size`; the last batch of a pass
+    /// may be shorter (like [`slice::chunks`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `batch_size` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let b: Vec<Vec<u8>> = IterableWrapper::new(0..3u8).batch(2)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(b, [vec![0, 1], vec![2]]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn batch(self, batch_size: usize) -> Result<Batcher<Self>> {
+        Batcher::new(self, batch_size, false)
+    }
+
+    /// Groups items into `Vec`s of exactly `batch_size`; a shorter last
+    /// batch is dropped (like [`slice::chunks_exact`]; torchdata's
+    /// `drop_last=True`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `batch_size` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let b: Vec<Vec<u8>> = IterableWrapper::new(0..3u8).batch_exact(2)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(b, [vec![0, 1]]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn batch_exact(self, batch_size: usize) -> Result<Batcher<Self>> {
+        Batcher::new(self, batch_size, true)
+    }
+
+    /// Flattens items that are collections into their elements.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let flat: Vec<u8> = IterableWrapper::new(0..5u8).batch(2)?.unbatch().start()?.collect::<Result<_>>()?;
+    /// assert_eq!(flat, [0, 1, 2, 3, 4]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn unbatch(self) -> Unbatcher<Self>
+    where
+        Self::Item: IntoIterator,
+        <Self::Item as IntoIterator>::IntoIter: Send,
+    {
+        Unbatcher::new(self)
+    }
+
+    /// The first `n` items of each pass (torchdata's `Header`; `take` in
+    /// `std::iter`). `n = 0` yields nothing.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let first: Vec<u8> = IterableWrapper::new(0..100u8).header(2).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(first, [0, 1]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn header(self, n: u64) -> Header<Self> {
+        Header::new(self, n)
+    }
+
+    /// Repeats the source endlessly, resetting it whenever it ends (each pass
+    /// is a new epoch of the source). An empty source yields nothing.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let v: Vec<u8> = IterableWrapper::new(0..2u8).cycle().header(5).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(v, [0, 1, 0, 1, 0]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn cycle(self) -> Cycler<Self> {
+        Cycler::endless(self)
+    }
+
+    /// Reads the source `max_cycles` times over (torchdata's `Cycler` with
+    /// `max_cycles`), resetting it in between.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `max_cycles` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let v: Vec<u8> = IterableWrapper::new(0..2u8).cycle_n(3)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(v, [0, 1, 0, 1, 0, 1]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn cycle_n(self, max_cycles: u64) -> Result<Cycler<Self>> {
+        Cycler::with_max_cycles(self, max_cycles)
+    }
+
+    /// Shuffles through a buffer of `buffer_size` items with a generator
+    /// seeded by `seed`, a new order each epoch. The buffered items are part
+    /// of the state, hence the serde bounds (see [`Shuffler`](crate::Shuffler)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `buffer_size` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let mut v: Vec<u8> = IterableWrapper::new(0..8u8).shuffle(8, 1)?.start()?.collect::<Result<_>>()?;
+    /// v.sort();
+    /// assert_eq!(v, (0..8).collect::<Vec<_>>());
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn shuffle(self, buffer_size: usize, seed: u64) -> Result<Shuffler<Self>>
+    where
+        Self::Item: Serialize + DeserializeOwned + Send,
+    {
+        Shuffler::new(self, buffer_size, seed)
+    }
+
+    /// Pairs each item with one of `other`'s, until either ends.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let z: Vec<(u8, u8)> = IterableWrapper::new(0..3u8).zip(IterableWrapper::new(10..12u8)).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(z, [(0, 10), (1, 11)]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn zip<O: Node>(self, other: O) -> Zip<Self, O> {
+        Zip::new(self, other)
     }
 }
 

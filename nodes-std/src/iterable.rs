@@ -1,4 +1,5 @@
-//! [`IterableWrapper`]: any re-iterable collection as a source node.
+//! [`IterableWrapper`]: any re-iterable collection as a source node, and
+//! [`SeekableIterator`] for iterators that can jump ahead.
 
 use std::fmt;
 
@@ -6,13 +7,24 @@ use crate::{Cx, Error, Lazy, Node, Result, Step};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a slice...).
 ///
-/// Each pass iterates a fresh clone of the collection.
+/// Each pass (every `reset`) iterates a fresh clone of the collection: cheap
+/// for ranges and slices, a full copy for an owned `Vec` (share large data
+/// through a slice, or through a [`Dataset`](crate::Dataset) and
+/// [`MapStyleWrapper`](crate::MapStyleWrapper)).
 ///
 /// # State
-/// `num_yielded`: items returned this pass. Restore re-creates the iterator
-/// and skips that many items with [`Iterator::nth`], which is O(1) for
-/// iterators that can seek (integer ranges, slices, `Vec`'s iterator, and
-/// anything that overrides `nth`) and O(n) otherwise.
+/// `num_yielded`: items returned this pass.
+///
+/// # Restoring
+/// Restore re-creates the iterator and skips `num_yielded` items:
+/// - built with [`IterableWrapper::new`], by [`Iterator::nth`]. That is O(1)
+///   for the iterators std lets jump (integer ranges, slice iterators and
+///   their `copied()`, `Vec`'s `IntoIter` apart from dropping the skipped
+///   items, and any iterator of yours that overrides `nth`) and an O(n)
+///   replay otherwise (`map`, `filter`, `chain`... re-run their closures);
+/// - built with [`IterableWrapper::seekable`], by
+///   [`SeekableIterator::skip_ahead`]: O(1) by contract, checked at compile
+///   time, and no item is produced while skipping.
 ///
 /// # Errors
 /// Restoring a `num_yielded` larger than the collection is a bad state.
@@ -23,12 +35,19 @@ use crate::{Cx, Error, Lazy, Node, Result, Step};
 ///
 /// let items: Vec<u32> = IterableWrapper::new(0..4u32).start()?.collect::<Result<_>>()?;
 /// assert_eq!(items, [0, 1, 2, 3]);
+///
+/// // Resume after two items: the range jumps straight there.
+/// let state = State::new().with("num_yielded", 2u64)?;
+/// let rest: Vec<u32> = IterableWrapper::seekable(0..4u32).start_from(&state)?.collect::<Result<_>>()?;
+/// assert_eq!(rest, [2, 3]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
 #[must_use = "nodes do nothing until started"]
 pub struct IterableWrapper<I: IntoIterator> {
     iterable: I,
+    /// How `init` skips the items a restored state had already returned.
+    skip: fn(&mut I::IntoIter, u64) -> u64,
     #[node(state)]
     num_yielded: u64,
     #[node(lazy)]
@@ -45,13 +64,34 @@ impl<I: IntoIterator> fmt::Debug for IterableWrapper<I> {
 }
 
 impl<I: IntoIterator> IterableWrapper<I> {
-    /// Wraps `iterable`; each pass iterates a clone of it.
+    /// Wraps `iterable`; each pass iterates a clone of it. Restore skips with
+    /// [`Iterator::nth`] (see the type's docs for its cost).
     pub fn new(iterable: I) -> Self {
         IterableWrapper {
             iterable,
+            skip: skip_by_nth::<I::IntoIter>,
             num_yielded: 0,
             iter: Lazy::new(),
         }
+    }
+
+    /// Wraps `iterable` whose iterator can seek: restoring is O(1) whatever
+    /// the position, and skips without producing items.
+    pub fn seekable(iterable: I) -> Self
+    where
+        I::IntoIter: SeekableIterator,
+    {
+        IterableWrapper {
+            iterable,
+            skip: <I::IntoIter as SeekableIterator>::skip_ahead,
+            num_yielded: 0,
+            iter: Lazy::new(),
+        }
+    }
+
+    /// Items returned this pass.
+    pub fn num_yielded(&self) -> u64 {
+        self.num_yielded
     }
 }
 
@@ -62,6 +102,7 @@ where
 {
     type Item = I::Item;
 
+    #[inline]
     fn next(&mut self, _cx: &mut Cx) -> Result<Option<I::Item>> {
         let item = self.iter.get_mut()?.next();
         if item.is_some() {
@@ -72,16 +113,13 @@ where
 
     fn init(&mut self, _restored: bool) -> Result<()> {
         let mut iter = self.iterable.clone().into_iter();
-        if let Some(last) = self.num_yielded.checked_sub(1) {
-            let skipped = usize::try_from(last)
-                .ok()
-                .and_then(|n| iter.nth(n))
-                .is_some();
-            if !skipped {
+        if self.num_yielded > 0 {
+            let skipped = (self.skip)(&mut iter, self.num_yielded);
+            if skipped < self.num_yielded {
                 return Err(Error::bad_state(
                     "num_yielded",
                     format!(
-                        "IterableWrapper cannot skip {} items: the iterable is shorter",
+                        "IterableWrapper cannot skip {} items: the iterable has only {skipped}",
                         self.num_yielded
                     ),
                 ));
@@ -89,5 +127,117 @@ where
         }
         self.iter.set(iter);
         Ok(())
+    }
+}
+
+/// An iterator that can skip ahead in O(1), without producing the items it
+/// skips.
+///
+/// [`IterableWrapper::seekable`] requires it, so a wrapper built that way
+/// restores a checkpoint in O(1) whatever its position, by construction.
+///
+/// # Relation to [`Iterator::nth`]
+/// std already makes `nth` jump in O(1) for integer ranges, slice iterators
+/// and `Vec`'s `IntoIter`, and [`IterableWrapper::new`] skips with `nth`, so
+/// those restore in O(1) either way. This trait adds what `nth` cannot say:
+/// - a compile-time promise: a type implements it only if skipping costs
+///   O(1), so `IterableWrapper::seekable(iter.map(f))` does not compile
+///   rather than silently replaying `f` on restore;
+/// - skipping without producing: `nth(k - 1)` returns item `k - 1`, which is
+///   real work for an iterator that decodes or loads its items.
+///
+/// Implement it for your own iterators over data with computed offsets (fixed
+/// size records, an index of a file...). It is implemented here for integer
+/// ranges (`a..b`, `a..=b`, `a..`), `slice::Iter` and its `copied()`, and
+/// `vec::IntoIter` (which still drops the skipped items).
+///
+/// ```
+/// use nodes_std::SeekableIterator;
+///
+/// let mut it = 10..20u32;
+/// assert_eq!(it.skip_ahead(4), 4);
+/// assert_eq!(it.next(), Some(14));
+/// assert_eq!(it.skip_ahead(100), 5); // only five were left
+/// assert_eq!(it.next(), None);
+/// ```
+pub trait SeekableIterator: Iterator {
+    /// Skips the next `n` items without producing them, in O(1). Returns how
+    /// many were skipped: `n`, or fewer if the iterator ended first.
+    fn skip_ahead(&mut self, n: u64) -> u64;
+}
+
+/// Skips `n` items with `nth`; O(1) where `nth` is, a replay otherwise.
+fn skip_by_nth<T: Iterator>(iter: &mut T, n: u64) -> u64 {
+    let mut skipped = 0;
+    while skipped < n {
+        let step = usize::try_from(n - skipped).unwrap_or(usize::MAX);
+        if iter.nth(step - 1).is_none() {
+            // `nth` does not say how far it got; exactness only matters for
+            // the error message, so report what certainly was skipped.
+            return skipped;
+        }
+        skipped += step as u64;
+    }
+    skipped
+}
+
+/// Skips `min(n, remaining)` items with `nth`, for iterators whose `nth` is
+/// O(1) and whose remaining length is known.
+fn skip_known<T: Iterator>(iter: &mut T, remaining: u128, n: u64) -> u64 {
+    let k = u64::try_from(remaining).map_or(n, |r| r.min(n));
+    skip_by_nth(iter, k)
+}
+
+macro_rules! seekable_ranges {
+    ($($t:ty)*) => {$(
+        impl SeekableIterator for std::ops::Range<$t> {
+            fn skip_ahead(&mut self, n: u64) -> u64 {
+                let remaining = if self.start < self.end {
+                    (self.end as i128 - self.start as i128) as u128
+                } else {
+                    0
+                };
+                skip_known(self, remaining, n)
+            }
+        }
+
+        impl SeekableIterator for std::ops::RangeInclusive<$t> {
+            fn skip_ahead(&mut self, n: u64) -> u64 {
+                let remaining = if std::ops::RangeInclusive::is_empty(self) {
+                    0
+                } else {
+                    (*self.end() as i128 - *self.start() as i128) as u128 + 1
+                };
+                skip_known(self, remaining, n)
+            }
+        }
+
+        /// Unbounded: always skips `n` (overflowing the type panics in debug
+        /// builds, as iterating that far would).
+        impl SeekableIterator for std::ops::RangeFrom<$t> {
+            fn skip_ahead(&mut self, n: u64) -> u64 {
+                skip_by_nth(self, n)
+            }
+        }
+    )*};
+}
+
+seekable_ranges!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize);
+
+impl<T> SeekableIterator for std::slice::Iter<'_, T> {
+    fn skip_ahead(&mut self, n: u64) -> u64 {
+        skip_known(self, self.len() as u128, n)
+    }
+}
+
+impl<T: Copy> SeekableIterator for std::iter::Copied<std::slice::Iter<'_, T>> {
+    fn skip_ahead(&mut self, n: u64) -> u64 {
+        skip_known(self, self.len() as u128, n)
+    }
+}
+
+impl<T> SeekableIterator for std::vec::IntoIter<T> {
+    fn skip_ahead(&mut self, n: u64) -> u64 {
+        skip_known(self, self.len() as u128, n)
     }
 }

@@ -9,11 +9,34 @@
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
 
+mod batch;
+mod cycle;
 mod ext;
+mod filter;
+mod header;
 mod iterable;
+mod map;
+mod map_style;
+mod permute;
+mod sampler_wrapper;
+mod shuffle;
+mod unbatch;
+mod zip;
 
+pub use crate::batch::Batcher;
+pub use crate::cycle::Cycler;
 pub use crate::ext::NodeExt;
-pub use crate::iterable::IterableWrapper;
+pub use crate::filter::Filter;
+pub use crate::header::Header;
+pub use crate::iterable::{IterableWrapper, SeekableIterator};
+pub use crate::map::{Mapper, TryMapper};
+pub use crate::map_style::{Dataset, MapStyleWrapper};
+pub use crate::sampler_wrapper::{
+    RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
+};
+pub use crate::shuffle::Shuffler;
+pub use crate::unbatch::Unbatcher;
+pub use crate::zip::Zip;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Lazy, Loader, Node, ResetFlag, Result, Running, State,
     Step, testing,
@@ -26,6 +49,10 @@ pub use nodes_core::__private;
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
     pub use crate::NodeExt;
+    pub use crate::{
+        Dataset, IterableWrapper, MapStyleWrapper, RandomSampler, Remainder, Sampler,
+        SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
+    };
     pub use nodes_core::{Cx, Description, Error, Lazy, Loader, Node, Result, State, Step};
     pub use nodes_derive::Node;
 }

@@ -1,7 +1,14 @@
-//! IterableWrapper: save/load conformance and bad states.
+//! IterableWrapper and SeekableIterator: save/load conformance, O(1) seeking
+//! and bad states.
 
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{collect, save_load_at_cuts};
 use nodes_std::prelude::*;
-use nodes_std::{IterableWrapper, testing};
+use nodes_std::testing;
 
 #[test]
 fn iterable_wrapper_save_load() {
@@ -14,8 +21,158 @@ fn iterable_wrapper_save_load() {
 }
 
 #[test]
+fn seekable_wrapper_save_load() {
+    save_load_at_cuts(|| IterableWrapper::seekable(3..11u8));
+    save_load_at_cuts(|| IterableWrapper::seekable(vec!['a', 'b', 'c']));
+    static DATA: [u16; 4] = [7, 8, 9, 10];
+    save_load_at_cuts(|| IterableWrapper::seekable(DATA.iter().copied()));
+    save_load_at_cuts(|| IterableWrapper::seekable(&DATA[..]));
+    save_load_at_cuts(|| IterableWrapper::seekable(Vec::<u8>::new()));
+}
+
+#[test]
+fn iterable_wrapper_epochs_repeat() {
+    let epochs = common::epochs(IterableWrapper::new(0..20u32), 2);
+    assert_eq!(epochs[0], (0..20).collect::<Vec<_>>());
+    assert_eq!(epochs[0], epochs[1]);
+}
+
+#[test]
 fn iterable_wrapper_restore_past_end_is_bad_state() {
     let state = State::new().with("num_yielded", 9u64).unwrap();
     let err = IterableWrapper::new(0..3u8).start_from(&state).unwrap_err();
     assert!(err.is_bad_state(), "{err}");
+    let err = IterableWrapper::seekable(0..3u8)
+        .start_from(&state)
+        .unwrap_err();
+    assert!(err.is_bad_state(), "{err}");
+    assert!(err.to_string().contains("has only 3"), "{err}");
+}
+
+#[test]
+fn seekable_restore_far_into_a_huge_range_is_immediate() {
+    // Replaying 2^62 items would never finish: this only passes if restore seeks.
+    let far = 1u64 << 62;
+    let state = State::new().with("num_yielded", far).unwrap();
+    let mut it = IterableWrapper::seekable(0..u64::MAX)
+        .start_from(&state)
+        .unwrap();
+    assert_eq!(it.next().transpose().unwrap(), Some(far));
+    assert_eq!(
+        it.get_state().unwrap().get::<u64>("num_yielded").unwrap(),
+        far + 1
+    );
+    // `new` skips with `nth`, which std also makes O(1) for ranges.
+    let mut it = IterableWrapper::new(0..u64::MAX)
+        .start_from(&state)
+        .unwrap();
+    assert_eq!(it.next().transpose().unwrap(), Some(far));
+}
+
+#[test]
+fn new_replays_non_seekable_iterators_and_seekable_rejects_them_at_compile_time() {
+    // Adapters (`map`, `inspect`...) re-run their closure on skipped items
+    // when restored through `nth`.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let iterable = (0..10u32).inspect(move |_| {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    let state = State::new().with("num_yielded", 6u64).unwrap();
+    let rest: Vec<u32> = IterableWrapper::new(iterable)
+        .start_from(&state)
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(rest, [6, 7, 8, 9]);
+    assert_eq!(calls.load(Ordering::Relaxed), 10);
+    // (`IterableWrapper::seekable(iterable)` would not compile: `Inspect` is not
+    // a `SeekableIterator`.)
+}
+
+#[test]
+fn skip_ahead_counts_what_was_skipped() {
+    let mut r = 5..9i8;
+    assert_eq!(r.skip_ahead(0), 0);
+    assert_eq!(r.skip_ahead(3), 3);
+    assert_eq!(r.next(), Some(8));
+    assert_eq!(r.skip_ahead(1), 0);
+
+    let mut r = -3..=3i64;
+    assert_eq!(r.skip_ahead(6), 6);
+    assert_eq!(r.next(), Some(3));
+    assert_eq!(r.skip_ahead(2), 0);
+    let mut r = 0..=u64::MAX;
+    assert_eq!(r.skip_ahead(u64::MAX), u64::MAX);
+    assert_eq!(r.next(), Some(u64::MAX));
+    assert_eq!(r.next(), None);
+
+    let mut r = 10usize..;
+    assert_eq!(r.skip_ahead(1000), 1000);
+    assert_eq!(r.next(), Some(1010));
+
+    let data = [1u8, 2, 3, 4];
+    let mut s = data.iter();
+    assert_eq!(s.skip_ahead(2), 2);
+    assert_eq!(s.next(), Some(&3));
+    let mut s = data.iter().copied();
+    assert_eq!(s.skip_ahead(9), 4);
+    assert_eq!(s.next(), None);
+
+    let mut v = vec![String::from("a"), String::from("b"), String::from("c")].into_iter();
+    assert_eq!(v.skip_ahead(2), 2);
+    assert_eq!(v.next().as_deref(), Some("c"));
+    assert_eq!(v.skip_ahead(5), 0);
+}
+
+/// A user iterator over fixed-size records: seeking is arithmetic.
+#[derive(Clone)]
+struct Records {
+    next: u64,
+    end: u64,
+    decoded: Arc<AtomicUsize>,
+}
+
+impl Iterator for Records {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        (self.next < self.end).then(|| {
+            self.decoded.fetch_add(1, Ordering::Relaxed);
+            self.next += 1;
+            self.next * 100
+        })
+    }
+}
+
+impl SeekableIterator for Records {
+    fn skip_ahead(&mut self, n: u64) -> u64 {
+        let k = n.min(self.end - self.next);
+        self.next += k;
+        k
+    }
+}
+
+#[test]
+fn user_seekable_iterator_restores_without_decoding() {
+    let decoded = Arc::new(AtomicUsize::new(0));
+    let records = Records {
+        next: 0,
+        end: 1000,
+        decoded: decoded.clone(),
+    };
+    let state = State::new().with("num_yielded", 997u64).unwrap();
+    let rest: Vec<u64> = IterableWrapper::seekable(records.clone())
+        .start_from(&state)
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(rest, [99800, 99900, 100000]);
+    assert_eq!(decoded.load(Ordering::Relaxed), 3);
+    save_load_at_cuts(|| {
+        IterableWrapper::seekable(Records {
+            end: 6,
+            ..records.clone()
+        })
+    });
+    assert_eq!(collect(IterableWrapper::seekable(records)).len(), 1000);
 }

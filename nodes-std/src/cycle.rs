@@ -1,0 +1,142 @@
+//! [`Cycler`]: restart the source whenever it ends.
+
+use std::fmt;
+
+use crate::{Cx, Error, Node, Result, Step};
+
+/// Repeats its source: when the source ends, it is reset and read again.
+///
+/// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
+/// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
+/// passes over the source). See their documentation for more.
+///
+/// Each restart is a `reset(None)` of the source, i.e. a new epoch of it (a
+/// [`SamplerWrapper`](crate::SamplerWrapper) or a
+/// [`Shuffler`](crate::Shuffler) below gives a new order each pass). A
+/// source that is empty from the start yields nothing and is not restarted;
+/// a source that is empty after a restart ends the cycler (no busy loop).
+/// Once the cycler ends, it stays ended, without touching the source, until
+/// its next reset.
+///
+/// # State
+/// `source`, `num_cycles` (restarts so far this pass), `has_started`
+/// (whether the source ever yielded this pass) and `num_yielded`. Restore is
+/// the source's restore. Unlike torchdata, `max_cycles` is configuration,
+/// not state: the value given to the constructor applies after a restore.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let items: Vec<u32> = IterableWrapper::new(0..3u32).cycle_n(2)?.start()?.collect::<Result<_>>()?;
+/// assert_eq!(items, [0, 1, 2, 0, 1, 2]);
+///
+/// let endless: Vec<u32> = IterableWrapper::new(0..3u32).cycle().header(7).start()?.collect::<Result<_>>()?;
+/// assert_eq!(endless, [0, 1, 2, 0, 1, 2, 0]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Node)]
+#[must_use = "nodes do nothing until started"]
+pub struct Cycler<S> {
+    #[node(child)]
+    source: S,
+    #[node(state)]
+    num_cycles: u64,
+    #[node(state)]
+    has_started: bool,
+    #[node(state)]
+    num_yielded: u64,
+    #[node(param)]
+    max_cycles: Option<u64>,
+    /// Latched when the source was empty right after a restart; cleared by
+    /// `init`. Not state: a restored cycler finds the same end again.
+    ended: bool,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Cycler<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cycler")
+            .field("source", &self.source)
+            .field("num_cycles", &self.num_cycles)
+            .field("has_started", &self.has_started)
+            .field("num_yielded", &self.num_yielded)
+            .field("max_cycles", &self.max_cycles)
+            .finish()
+    }
+}
+
+impl<S> Cycler<S> {
+    pub(crate) fn endless(source: S) -> Self {
+        Cycler {
+            source,
+            num_cycles: 0,
+            has_started: false,
+            num_yielded: 0,
+            max_cycles: None,
+            ended: false,
+        }
+    }
+
+    pub(crate) fn with_max_cycles(source: S, max_cycles: u64) -> Result<Self> {
+        if max_cycles == 0 {
+            return Err(Error::invalid_argument(
+                "Cycler",
+                "max_cycles must be at least 1 (the number of passes over the source)",
+            ));
+        }
+        Ok(Cycler {
+            max_cycles: Some(max_cycles),
+            ..Cycler::endless(source)
+        })
+    }
+
+    /// Times the source was restarted (or found ended) this pass: after 12
+    /// items over a 5-item source, 2.
+    pub fn num_cycles(&self) -> u64 {
+        self.num_cycles
+    }
+
+    /// Items returned this pass.
+    pub fn num_yielded(&self) -> u64 {
+        self.num_yielded
+    }
+
+    fn exhausted(&self) -> bool {
+        self.ended || self.max_cycles.is_some_and(|max| self.num_cycles >= max)
+    }
+}
+
+impl<S: Node> Step for Cycler<S> {
+    type Item = S::Item;
+
+    #[inline]
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
+        if self.exhausted() {
+            return Ok(None);
+        }
+        if let Some(item) = self.source.next(cx)? {
+            self.has_started = true;
+            self.num_yielded += 1;
+            return Ok(Some(item));
+        }
+        if !self.has_started {
+            return Ok(None);
+        }
+        self.num_cycles += 1;
+        if self.exhausted() {
+            return Ok(None);
+        }
+        self.source.reset(None)?;
+        let item = self.source.next(cx)?;
+        match item {
+            Some(_) => self.num_yielded += 1,
+            // The source is empty after a restart: end for good this pass.
+            None => self.ended = true,
+        }
+        Ok(item)
+    }
+
+    fn init(&mut self, _restored: bool) -> Result<()> {
+        self.ended = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! [`Header`]: the first `n` items of a pass.
+
+use std::fmt;
+
+use crate::{Cx, Node, Result, Step};
+
+/// Yields at most the first `n` items of each pass of its source.
+///
+/// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
+/// its documentation for more.
+///
+/// Once `n` items were returned, `next` returns the end without touching the
+/// source (so a header over an endless source ends). `n = 0` yields nothing
+/// and never pulls.
+///
+/// # State
+/// `source`: the source's state; `num_yielded`: items returned this pass.
+/// Restore is the source's restore.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let items: Vec<u32> = IterableWrapper::new(0..10u32).header(3).start()?.collect::<Result<_>>()?;
+/// assert_eq!(items, [0, 1, 2]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Node)]
+#[must_use = "nodes do nothing until started"]
+pub struct Header<S> {
+    #[node(child)]
+    source: S,
+    #[node(state)]
+    num_yielded: u64,
+    #[node(param)]
+    n: u64,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Header<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Header")
+            .field("source", &self.source)
+            .field("num_yielded", &self.num_yielded)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl<S> Header<S> {
+    pub(crate) fn new(source: S, n: u64) -> Self {
+        Header {
+            source,
+            num_yielded: 0,
+            n,
+        }
+    }
+
+    /// Items returned this pass.
+    pub fn num_yielded(&self) -> u64 {
+        self.num_yielded
+    }
+}
+
+impl<S: Node> Step for Header<S> {
+    type Item = S::Item;
+
+    #[inline]
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
+        if self.num_yielded >= self.n {
+            return Ok(None);
+        }
+        let item = self.source.next(cx)?;
+        if item.is_some() {
+            self.num_yielded += 1;
+        }
+        Ok(item)
+    }
+}

@@ -1,0 +1,422 @@
+//! [`SamplerWrapper`] and the index samplers: [`Sampler`],
+//! [`SequentialSampler`], [`RandomSampler`], [`ShardedSampler`].
+
+use std::fmt;
+
+use crate::permute::Permutation;
+use crate::{Cx, Error, Node, Result, Step};
+
+/// An epoch-aware order of dataset indices with random access: position
+/// `pos` of the current epoch maps to a dataset index.
+///
+/// Random access is what makes [`SamplerWrapper`] restore in O(1) at any
+/// position: there is no iterator to replay. `set_epoch` is torch's
+/// `Sampler.set_epoch`: the wrapper calls it at every reset with the epoch
+/// it is about to run (or has restored).
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// /// Every index twice in a row: 0, 0, 1, 1, ...
+/// #[derive(Debug)]
+/// struct Twice { n: usize }
+///
+/// impl Sampler for Twice {
+///     fn len(&self) -> usize { 2 * self.n }
+///     fn index(&self, pos: usize) -> usize { pos / 2 }
+/// }
+///
+/// let order: Vec<usize> = SamplerWrapper::new(Twice { n: 2 }).start()?.collect::<Result<_>>()?;
+/// assert_eq!(order, [0, 0, 1, 1]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+pub trait Sampler: Send {
+    /// How many indices an epoch yields.
+    fn len(&self) -> usize;
+
+    /// Whether an epoch yields nothing.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Prepares the order of `epoch`. Called at every reset of the wrapper,
+    /// before any `index`; the default ignores it (the order is the same
+    /// every epoch).
+    fn set_epoch(&mut self, epoch: u64) {
+        let _ = epoch;
+    }
+
+    /// The index at position `pos` of the current epoch, for `pos < len()`.
+    /// Must be a pure function of the epoch and `pos`.
+    fn index(&self, pos: usize) -> usize;
+}
+
+impl<S: Sampler + ?Sized> Sampler for Box<S> {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+
+    fn set_epoch(&mut self, epoch: u64) {
+        (**self).set_epoch(epoch);
+    }
+
+    fn index(&self, pos: usize) -> usize {
+        (**self).index(pos)
+    }
+}
+
+/// A source node of dataset indices from a [`Sampler`], counting epochs:
+/// torchdata's `SamplerWrapper`.
+///
+/// Each epoch yields `sampler.index(0)`, `sampler.index(1)`, ... up to
+/// `sampler.len()` indices. The epoch starts at 0 (or
+/// [`with_initial_epoch`](SamplerWrapper::with_initial_epoch)) and advances
+/// on `reset(None)` only if the previous pass was started (`next` was
+/// called at least once since the last reset, even if it returned the end),
+/// so resets without iteration do not skip epochs, and restoring a state
+/// taken at the end of an epoch continues with the next epoch.
+///
+/// # State
+/// `epoch`, `num_yielded` and `started` (whether the pass was started, which
+/// decides whether the next `reset(None)` advances the epoch). Restore is
+/// O(1): it sets the epoch on the sampler and the position.
+///
+/// # Errors
+/// Restoring a `num_yielded` larger than the sampler's length is a bad state.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let mut loader = Loader::new(SamplerWrapper::new(RandomSampler::new(5, 42)));
+/// let epoch0: Vec<usize> = loader.epoch().collect::<Result<_>>()?;
+/// let epoch1: Vec<usize> = loader.epoch().collect::<Result<_>>()?;
+/// assert_ne!(epoch0, epoch1);
+/// assert_eq!(loader.root().epoch(), 1);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Node)]
+#[must_use = "nodes do nothing until started"]
+pub struct SamplerWrapper<S> {
+    sampler: S,
+    // Declared before `started`: its default reads the value `started` had
+    // before the reset.
+    #[node(state, default = self.next_epoch())]
+    epoch: u64,
+    #[node(state)]
+    num_yielded: u64,
+    /// Whether `next` ran since the last `reset(None)`. Part of the state so
+    /// that a restored wrapper advances its epoch exactly when the original
+    /// would have, even if no `next` reaches it before the next reset (under
+    /// a `Header` that has hit its limit, for example).
+    #[node(state)]
+    started: bool,
+}
+
+impl<S: fmt::Debug> fmt::Debug for SamplerWrapper<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SamplerWrapper")
+            .field("sampler", &self.sampler)
+            .field("epoch", &self.epoch)
+            .field("num_yielded", &self.num_yielded)
+            .finish()
+    }
+}
+
+impl<S: Sampler> SamplerWrapper<S> {
+    /// Wraps `sampler`, starting at epoch 0.
+    pub fn new(sampler: S) -> Self {
+        SamplerWrapper::with_initial_epoch(sampler, 0)
+    }
+
+    /// Wraps `sampler`, starting at `epoch`.
+    pub fn with_initial_epoch(sampler: S, epoch: u64) -> Self {
+        SamplerWrapper {
+            sampler,
+            epoch,
+            num_yielded: 0,
+            started: false,
+        }
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The sampler.
+    pub fn sampler(&self) -> &S {
+        &self.sampler
+    }
+}
+
+impl<S> SamplerWrapper<S> {
+    /// The epoch a `reset(None)` moves to (used by the derived reset).
+    fn next_epoch(&self) -> u64 {
+        if self.started {
+            self.epoch.wrapping_add(1)
+        } else {
+            self.epoch
+        }
+    }
+}
+
+impl<S: Sampler> Step for SamplerWrapper<S> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<usize>> {
+        self.started = true;
+        // `init` checked that the position fits in the sampler's length.
+        let pos = self.num_yielded as usize;
+        if pos >= self.sampler.len() {
+            return Ok(None);
+        }
+        self.num_yielded += 1;
+        Ok(Some(self.sampler.index(pos)))
+    }
+
+    fn init(&mut self, _restored: bool) -> Result<()> {
+        let len = self.sampler.len();
+        if usize::try_from(self.num_yielded).map_or(true, |n| n > len) {
+            return Err(Error::bad_state(
+                "num_yielded",
+                format!(
+                    "SamplerWrapper cannot resume after {} indices: the sampler has {len}",
+                    self.num_yielded
+                ),
+            ));
+        }
+        self.sampler.set_epoch(self.epoch);
+        Ok(())
+    }
+}
+
+/// The indices `0, 1, ..., len - 1`, in order, every epoch.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let order: Vec<usize> = SamplerWrapper::new(SequentialSampler::new(3)).start()?.collect::<Result<_>>()?;
+/// assert_eq!(order, [0, 1, 2]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SequentialSampler {
+    len: usize,
+}
+
+impl SequentialSampler {
+    /// The indices of a dataset of `len` items, in order.
+    pub fn new(len: usize) -> Self {
+        SequentialSampler { len }
+    }
+}
+
+impl Sampler for SequentialSampler {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn index(&self, pos: usize) -> usize {
+        pos
+    }
+}
+
+/// A seeded random permutation of `0..len`, a different one every epoch.
+///
+/// The order of an epoch depends only on `(seed, epoch)`: the same on every
+/// run and machine. The permutation is never materialised: each index is
+/// computed on demand (a keyed Feistel network over the next even power of
+/// two, cycle-walked into `0..len`), so it takes O(1) memory whatever the
+/// dataset size and position `pos` is reached in O(1) — which is what lets
+/// [`SamplerWrapper`] restore anywhere in O(1). It is a well-mixed
+/// pseudo-random permutation, not a cryptographic or exactly uniform one.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let mut sampler = RandomSampler::new(10, 7);
+/// let epoch0: Vec<usize> = (0..10).map(|i| sampler.index(i)).collect();
+/// let mut sorted = epoch0.clone();
+/// sorted.sort();
+/// assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+///
+/// sampler.set_epoch(1);
+/// let epoch1: Vec<usize> = (0..10).map(|i| sampler.index(i)).collect();
+/// assert_ne!(epoch0, epoch1);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RandomSampler {
+    seed: u64,
+    epoch: u64,
+    perm: Permutation,
+}
+
+impl RandomSampler {
+    /// A shuffled order of `0..len` for `seed`, starting at epoch 0. (`len`
+    /// may be 0: every epoch is then empty.)
+    pub fn new(len: usize, seed: u64) -> Self {
+        RandomSampler {
+            seed,
+            epoch: 0,
+            perm: Permutation::new(len as u64, seed, 0),
+        }
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The epoch whose order `index` gives.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+impl Sampler for RandomSampler {
+    fn len(&self) -> usize {
+        self.perm.len() as usize
+    }
+
+    fn set_epoch(&mut self, epoch: u64) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.perm = Permutation::new(self.perm.len(), self.seed, epoch);
+        }
+    }
+
+    #[inline]
+    fn index(&self, pos: usize) -> usize {
+        self.perm.get(pos as u64) as usize
+    }
+}
+
+/// What [`ShardedSampler`] does when the length does not divide evenly
+/// between the ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Remainder {
+    /// Every rank gets `ceil(len / world_size)` indices; the last ones wrap
+    /// around to the start of the order (some indices are seen twice).
+    /// torch's `DistributedSampler(drop_last=False)`.
+    Pad,
+    /// Every rank gets `floor(len / world_size)` indices; the tail of the
+    /// order is dropped. torch's `DistributedSampler(drop_last=True)`.
+    Drop,
+}
+
+/// One rank's share of another sampler's order: positions `rank`,
+/// `rank + world_size`, `rank + 2 * world_size`, ... of it, as torch's
+/// `DistributedSampler` splits.
+///
+/// All ranks see the same inner order (same seed, same epoch), so their
+/// shards are disjoint and, with [`Remainder::Pad`], together cover every
+/// index. Compose it with a [`RandomSampler`] to shuffle globally, then
+/// shard.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let shard = |rank| -> Result<Vec<usize>> {
+///     let sampler = ShardedSampler::new(RandomSampler::new(10, 3), rank, 3, Remainder::Pad)?;
+///     SamplerWrapper::new(sampler).start()?.collect()
+/// };
+/// let (a, b, c) = (shard(0)?, shard(1)?, shard(2)?);
+/// assert_eq!((a.len(), b.len(), c.len()), (4, 4, 4)); // 10 padded to 12
+/// let mut all: Vec<usize> = [a, b, c].concat();
+/// all.sort();
+/// all.dedup();
+/// assert_eq!(all, (0..10).collect::<Vec<_>>());
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardedSampler<S> {
+    inner: S,
+    rank: usize,
+    world_size: usize,
+    remainder: Remainder,
+}
+
+impl<S: Sampler> ShardedSampler<S> {
+    /// Rank `rank` of `world_size` ranks over `inner`'s order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `world_size` is 0, `rank >= world_size`,
+    /// or `inner` is empty with [`Remainder::Pad`] (there is nothing to pad
+    /// with).
+    pub fn new(inner: S, rank: usize, world_size: usize, remainder: Remainder) -> Result<Self> {
+        const NODE: &str = "ShardedSampler";
+        if world_size == 0 {
+            return Err(Error::invalid_argument(
+                NODE,
+                "world_size must be at least 1",
+            ));
+        }
+        if rank >= world_size {
+            return Err(Error::invalid_argument(
+                NODE,
+                format!("rank must be below world_size ({world_size}), got {rank}"),
+            ));
+        }
+        if remainder == Remainder::Pad && inner.is_empty() {
+            return Err(Error::invalid_argument(
+                NODE,
+                "cannot pad an empty sampler to an even split; use Remainder::Drop",
+            ));
+        }
+        Ok(ShardedSampler {
+            inner,
+            rank,
+            world_size,
+            remainder,
+        })
+    }
+
+    /// This shard's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The sampler being sharded.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Sampler> Sampler for ShardedSampler<S> {
+    fn len(&self) -> usize {
+        let n = self.inner.len();
+        match self.remainder {
+            Remainder::Pad => n.div_ceil(self.world_size),
+            Remainder::Drop => n / self.world_size,
+        }
+    }
+
+    fn set_epoch(&mut self, epoch: u64) {
+        self.inner.set_epoch(epoch);
+    }
+
+    #[inline]
+    fn index(&self, pos: usize) -> usize {
+        // Position in the (padded or truncated) global order; padding wraps
+        // around to its start (several times if world_size > len).
+        let n = self.inner.len();
+        let global = match pos
+            .checked_mul(self.world_size)
+            .and_then(|g| g.checked_add(self.rank))
+        {
+            Some(g) => g % n,
+            // Only for lengths near usize::MAX.
+            None => {
+                ((pos as u128 * self.world_size as u128 + self.rank as u128) % n as u128) as usize
+            }
+        };
+        self.inner.index(global)
+    }
+}

@@ -1,0 +1,169 @@
+//! [`Shuffler`]: a seeded buffer shuffle with exact resume.
+
+use std::fmt;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{Cx, Error, Node, Result, Step};
+
+/// Shuffles its source through a buffer: each item returned is drawn at
+/// random from the next `buffer_size` items not yet returned.
+///
+/// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
+/// See its documentation for more.
+///
+/// The first call of a pass fills the buffer (`buffer_size` pulls); each
+/// later call pulls one item to replace the one it returns. A buffer at
+/// least as large as the pass is a full shuffle; a buffer of 1 keeps the
+/// order. The randomness comes from a ChaCha8 generator seeded with `seed`
+/// on stream `epoch`: the same seed gives the same order on every run and
+/// machine, and each epoch has its own order. The epoch advances on
+/// `reset(None)` only if the previous pass was started, as for
+/// [`SamplerWrapper`](crate::SamplerWrapper).
+///
+/// # State
+/// `source` (the source's state, *after* the buffered items were pulled),
+/// `epoch`, `rng` (the generator, with its position), `buffer` (the
+/// buffered items themselves, in buffer order) and `started`. Keeping the items in the
+/// state is what makes resume exact without replaying: restore is the
+/// source's restore plus deserialising at most `buffer_size` items —
+/// O(buffer_size), independent of the position. The price is the bound
+/// `Item: Serialize + DeserializeOwned` and a state that grows with the
+/// buffer: shuffle indices or small records, not decoded images.
+///
+/// # Errors
+/// Restoring a state whose buffer holds more than `buffer_size` items is a
+/// bad state.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let mut loader = Loader::new(IterableWrapper::new(0..10u32).shuffle(4, 7)?);
+/// let epoch0: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
+/// let epoch1: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
+/// assert_ne!(epoch0, epoch1);
+/// let mut sorted = epoch0.clone();
+/// sorted.sort();
+/// assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Node)]
+#[must_use = "nodes do nothing until started"]
+pub struct Shuffler<S: Node> {
+    #[node(child)]
+    source: S,
+    #[node(param)]
+    buffer_size: usize,
+    #[node(param)]
+    seed: u64,
+    // Declaration order is reset order: `epoch` reads the old `started`, and
+    // `rng` reads the new `epoch`.
+    #[node(state, default = self.next_epoch())]
+    epoch: u64,
+    #[node(state, default = epoch_rng(self.seed, self.epoch))]
+    rng: ChaCha8Rng,
+    #[node(state)]
+    buffer: Vec<S::Item>,
+    /// Whether `next` ran since the last `reset(None)` (see `SamplerWrapper`
+    /// for why this is state).
+    #[node(state)]
+    started: bool,
+}
+
+fn epoch_rng(seed: u64, epoch: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(epoch);
+    rng
+}
+
+impl<S: Node + fmt::Debug> fmt::Debug for Shuffler<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shuffler")
+            .field("source", &self.source)
+            .field("buffer_size", &self.buffer_size)
+            .field("seed", &self.seed)
+            .field("epoch", &self.epoch)
+            .field("buffered", &self.buffer.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Node> Shuffler<S> {
+    pub(crate) fn new(source: S, buffer_size: usize, seed: u64) -> Result<Self> {
+        if buffer_size == 0 {
+            return Err(Error::invalid_argument(
+                "Shuffler",
+                "buffer_size must be at least 1",
+            ));
+        }
+        Ok(Shuffler {
+            source,
+            buffer_size,
+            seed,
+            epoch: 0,
+            rng: epoch_rng(seed, 0),
+            buffer: Vec::new(),
+            started: false,
+        })
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Items currently buffered.
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    fn next_epoch(&self) -> u64 {
+        if self.started {
+            self.epoch.wrapping_add(1)
+        } else {
+            self.epoch
+        }
+    }
+}
+
+impl<S> Step for Shuffler<S>
+where
+    S: Node,
+    S::Item: Serialize + DeserializeOwned + Send,
+{
+    type Item = S::Item;
+
+    #[inline]
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
+        self.started = true;
+        while self.buffer.len() < self.buffer_size {
+            match self.source.next(cx)? {
+                Some(item) => self.buffer.push(item),
+                None => break,
+            }
+        }
+        if self.buffer.is_empty() {
+            return Ok(None);
+        }
+        let pick = self.rng.random_range(0..self.buffer.len());
+        Ok(Some(self.buffer.swap_remove(pick)))
+    }
+
+    fn init(&mut self, _restored: bool) -> Result<()> {
+        if self.buffer.len() > self.buffer_size {
+            let found = self.buffer.len();
+            self.buffer.clear();
+            return Err(Error::bad_state(
+                "buffer",
+                format!(
+                    "Shuffler has a buffer of {} items, the state holds {found}",
+                    self.buffer_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

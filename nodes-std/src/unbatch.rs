@@ -1,0 +1,171 @@
+//! [`Unbatcher`]: flatten a node of collections into their elements.
+
+use std::fmt;
+
+use crate::{Cx, Description, Error, Node, ResetFlag, Result, State};
+
+const NAME: &str = "Unbatcher";
+const SOURCE: &str = "source";
+const BATCH_IDX: &str = "batch_idx";
+
+/// Yields the elements of each collection its source yields, in order;
+/// empty collections are skipped.
+///
+/// This struct is created by [`NodeExt::unbatch`](crate::NodeExt::unbatch).
+/// See its documentation for more.
+///
+/// # State
+/// `source`: the source's state from just before the current batch was
+/// pulled; `batch_idx`: how many elements of that batch were returned
+/// (torchdata's layout). Restore resets the source to that state, and the
+/// next call pulls that one batch again and skips `batch_idx` elements with
+/// `nth`: O(1) in the position, plus re-producing one batch.
+///
+/// Pulling a batch also takes the source's state (to remember where the
+/// batch began): one `get_state` of the source per batch.
+///
+/// # Errors
+/// A `batch_idx` larger than the re-pulled batch is a bad state, reported by
+/// the first `next` after the restore.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let items: Vec<u32> = IterableWrapper::new(vec![vec![1, 2], vec![], vec![3]])
+///     .unbatch()
+///     .start()?
+///     .collect::<Result<_>>()?;
+/// assert_eq!(items, [1, 2, 3]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+// Written by hand: its state nests, under `source`, the source's state from
+// *before* the current batch rather than the source's current state, which
+// `#[node(child)]` cannot express (the derive always asks the child).
+#[must_use = "nodes do nothing until started"]
+pub struct Unbatcher<S: Node>
+where
+    S::Item: IntoIterator,
+{
+    source: S,
+    /// The current batch and the source's state from before it was pulled.
+    current: Option<(<S::Item as IntoIterator>::IntoIter, State)>,
+    /// Elements returned from the current batch.
+    idx: u64,
+    /// After a restore: elements to skip in the next batch pulled.
+    skip: u64,
+    flag: ResetFlag,
+}
+
+impl<S: Node + fmt::Debug> fmt::Debug for Unbatcher<S>
+where
+    S::Item: IntoIterator,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unbatcher")
+            .field("source", &self.source)
+            .field("batch_idx", &self.idx)
+            .field("pending_skip", &self.skip)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Node> Unbatcher<S>
+where
+    S::Item: IntoIterator,
+{
+    pub(crate) fn new(source: S) -> Self {
+        Unbatcher {
+            source,
+            current: None,
+            idx: 0,
+            skip: 0,
+            flag: ResetFlag::default(),
+        }
+    }
+}
+
+impl<S> Node for Unbatcher<S>
+where
+    S: Node,
+    S::Item: IntoIterator,
+    <S::Item as IntoIterator>::IntoIter: Send,
+{
+    type Item = <S::Item as IntoIterator>::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
+        self.flag.check(NAME)?;
+        loop {
+            if let Some((batch, _)) = &mut self.current
+                && let Some(item) = batch.next()
+            {
+                self.idx += 1;
+                return Ok(Some(item));
+            }
+            let before = self.source.get_state(cx)?;
+            let Some(batch) = self.source.next(cx)? else {
+                self.current = None;
+                self.idx = 0;
+                return Ok(None);
+            };
+            let mut batch = batch.into_iter();
+            let skip = std::mem::take(&mut self.skip);
+            if skip > 0 {
+                let landed = usize::try_from(skip - 1)
+                    .ok()
+                    .and_then(|n| batch.nth(n))
+                    .is_some();
+                if !landed {
+                    self.current = None;
+                    return Err(Error::bad_state(
+                        BATCH_IDX,
+                        format!("Unbatcher cannot skip {skip} elements: the batch is shorter"),
+                    ));
+                }
+            }
+            self.idx = skip;
+            self.current = Some((batch, before));
+        }
+    }
+
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        let (source_state, skip) = match state {
+            Some(s) => {
+                s.expect_keys(NAME, &[SOURCE, BATCH_IDX])?;
+                (Some(s.child(SOURCE)?), s.get::<u64>(BATCH_IDX)?)
+            }
+            None => (None, 0),
+        };
+        self.source.reset(source_state.as_ref())?;
+        self.current = None;
+        self.idx = 0;
+        self.skip = skip;
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(NAME)?;
+        let mut out = State::new();
+        match &self.current {
+            Some((_, before)) => {
+                out.insert_child(SOURCE, before.clone());
+                out.insert(BATCH_IDX, self.idx)?;
+            }
+            // No batch pulled since the reset (or the source ended): the
+            // source stands where the next batch begins.
+            None => {
+                out.insert_child(SOURCE, self.source.get_state(cx)?);
+                out.insert(BATCH_IDX, self.skip)?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new(NAME).child(SOURCE, self.source.describe())
+    }
+
+    fn shutdown(&mut self) {
+        self.source.shutdown();
+    }
+}
