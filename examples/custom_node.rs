@@ -21,7 +21,7 @@ struct RunningSum<S> {
     sum: u64,
 }
 
-impl<S: Node<Item = u64>> Step for RunningSum<S> {
+impl<S: Node<Item = u64>> nodes_std::Node for RunningSum<S> {
     type Item = u64;
     fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
         let Some(x) = self.source.next(cx)? else {

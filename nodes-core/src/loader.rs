@@ -37,7 +37,7 @@ enum Phase {
 /// the state from the epoch:
 ///
 /// ```
-/// use nodes_core::{Cx, Description, Loader, Node, Result, State};
+/// use nodes_core::{Cx, Description, Loader, Node, Result, State, Stateful};
 ///
 /// // A minimal hand-written source: 0..5, state = how many were yielded.
 /// struct Count { n: u64, end: u64 }
@@ -48,6 +48,8 @@ enum Phase {
 ///         self.n += 1;
 ///         Ok(Some(self.n - 1))
 ///     }
+/// }
+/// impl Stateful for Count {
 ///     fn reset(&mut self, state: Option<&State>) -> Result<()> {
 ///         self.n = match state { Some(s) => s.get("n")?, None => 0 };
 ///         Ok(())

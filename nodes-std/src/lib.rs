@@ -15,8 +15,8 @@ mod iterable;
 pub use crate::ext::NodeExt;
 pub use crate::iterable::IterableWrapper;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Lazy, Loader, Node, ResetFlag, Result, Running, State,
-    Step, testing,
+    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, ResetFlag, Result, Running,
+    State, Stateful, testing,
 };
 pub use nodes_derive::Node;
 
@@ -26,6 +26,8 @@ pub use nodes_core::__private;
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
     pub use crate::NodeExt;
-    pub use nodes_core::{Cx, Description, Error, Lazy, Loader, Node, Result, State, Step};
+    pub use nodes_core::{
+        Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful,
+    };
     pub use nodes_derive::Node;
 }
