@@ -94,7 +94,7 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 }
 
 /// The execution context handed down through [`Node::next`] and
-/// [`Node::get_state`].
+/// [`Stateful::get_state`].
 ///
 /// It is the proof that the pipeline was reset: only a running handle
 /// ([`Running`](crate::Running), [`Loader`](crate::Loader)) constructs one,

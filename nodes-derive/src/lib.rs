@@ -4,9 +4,9 @@
 //! optionally an `init` method, named by `#[node(init)]`).
 //!
 //! Use it through `nodes-std`, which documents the attributes and re-exports
-//! the macro. The crate is a switchboard: parse into a model ([`ast`],
-//! [`attr`]), check the model ([`check`]), then generate ([`expand`]); on any
-//! error, [`fallback`] emits the errors plus a stub impl so the rest of the
+//! the macro. The crate is a switchboard: parse into a model (`ast`,
+//! `attr`), check the model (`check`), then generate (`expand`); on any
+//! error, `fallback` emits the errors plus a stub impl so the rest of the
 //! user's code still type-checks.
 
 extern crate proc_macro;

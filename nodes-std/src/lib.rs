@@ -5,6 +5,9 @@
 //! derive, and the stock nodes. `use nodes_std::prelude::*;` brings in what a
 //! pipeline needs.
 #![forbid(unsafe_code)]
+// The workspace README's quickstart runs as a doc test.
+#![doc = ""]
+#![doc = include_str!("../../README.md")]
 
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
