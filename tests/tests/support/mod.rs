@@ -29,7 +29,6 @@ impl Probe {
             shutdowns: Arc::new(AtomicUsize::new(0)),
         }
     }
-
 }
 
 impl Node for Probe {
