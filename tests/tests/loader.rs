@@ -122,25 +122,29 @@ fn bad_state_is_rejected_and_the_loader_continues_where_it_stood() {
     let good = epoch.state_dict().unwrap();
     drop(epoch);
 
-    let bad_root = State::from_json(r#"{"root":{"i":"two","resets":1},"num_yielded":2}"#).unwrap();
-    let err = loader.load_state_dict(&bad_root).unwrap_err();
-    assert_eq!(err.state_path(), Some("/root/i"), "{err}");
-    let err = loader
-        .load_state_dict(
-            &State::from_json(r#"{"root":{"i":99,"resets":1},"num_yielded":2}"#).unwrap(),
+    let with = |key: &str, json: &str| {
+        let mut bad = good.clone();
+        bad.insert(
+            key,
+            serde_json::from_str::<serde_json::Value>(json).unwrap(),
         )
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/root/i"), "{err}");
-    let err = loader
-        .load_state_dict(&State::from_json(r#"{"num_yielded":2}"#).unwrap())
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/root"), "{err}");
-    let err = loader
-        .load_state_dict(
-            &State::from_json(r#"{"root":{"i":1,"resets":1},"num_yielded":-1}"#).unwrap(),
-        )
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/num_yielded"), "{err}");
+        .unwrap();
+        bad
+    };
+    let cases = [
+        (with("root", r#"{"i":"two","resets":1}"#), "/root/i"),
+        (with("root", r#"{"i":99,"resets":1}"#), "/root/i"),
+        (with("root", r#"{"i":1}"#), "/root/resets"),
+        (with("num_yielded", "-1"), "/num_yielded"),
+        (with("format", "7"), "/format"),
+        (with("pipeline", "[]"), "/pipeline"),
+        (with("unexpected", "1"), "/unexpected"),
+        (State::from_json(r#"{"num_yielded":2}"#).unwrap(), "/root"),
+    ];
+    for (bad, path) in &cases {
+        let err = loader.load_state_dict(bad).unwrap_err();
+        assert_eq!(err.state_path(), Some(*path), "{err}");
+    }
 
     assert_eq!(loader.state_dict().unwrap(), good);
     // The current epoch is over (its iterator was dropped); the loader's root
@@ -151,8 +155,11 @@ fn bad_state_is_rejected_and_the_loader_continues_where_it_stood() {
 
 #[test]
 fn a_failed_restore_into_a_fresh_loader_leaves_it_fresh() {
+    let mut donor = Loader::new(Probe::new(2));
+    let mut bad = donor.state_dict().unwrap();
+    bad.insert("root", serde_json::json!({"i": 9, "resets": 0}))
+        .unwrap();
     let mut loader = Loader::new(Probe::new(2));
-    let bad = State::from_json(r#"{"root":{"i":9,"resets":0},"num_yielded":0}"#).unwrap();
     assert!(loader.load_state_dict(&bad).is_err());
     assert_eq!(collect(&mut loader), [1000, 1001]);
 }
@@ -174,4 +181,23 @@ fn probe_passes_the_save_load_protocol() {
     for midpoint in [0, 1, 4, 5, 8] {
         testing::assert_save_load(|| Probe::new(5), midpoint);
     }
+}
+
+#[test]
+fn a_state_from_a_pipeline_of_another_shape_is_rejected_naming_the_node() {
+    let mut loader = Loader::new(Probe::new(5));
+    let state = loader.state_dict().unwrap();
+    // Same node type, another order-affecting parameter.
+    let mut other = Loader::new(Probe::new(6));
+    let err = other.load_state_dict(&state).unwrap_err();
+    assert_eq!(err.state_path(), Some("/root"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("state is from Probe(len=5), pipeline has Probe(len=6)"),
+        "{err}"
+    );
+    // The opt-out accepts it (the state itself still fits).
+    let mut other = Loader::new(Probe::new(6)).check_shape(false);
+    other.load_state_dict(&state).unwrap();
+    assert_eq!(collect(&mut other).len(), 6);
 }
