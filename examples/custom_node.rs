@@ -21,14 +21,12 @@ struct RunningSum<S> {
     sum: u64,
 }
 
-impl<S: Node<Item = u64>> Step for RunningSum<S> {
+impl<S: Node<Item = u64>> Node for RunningSum<S> {
     type Item = u64;
     fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
-        let Some(x) = self.source.next(cx)? else {
-            return Ok(None);
-        };
-        self.sum += x;
-        Ok(Some(self.sum))
+        let item = self.source.next(cx)?;
+        self.sum += item.unwrap_or(0);
+        Ok(item.map(|_| self.sum))
     }
 }
 // --- end of the node ---

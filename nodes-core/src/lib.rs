@@ -6,7 +6,7 @@
 //! write nodes by hand with the smallest dependency set.
 //!
 //! ```
-//! use nodes_core::{Cx, Description, Loader, Node, Result, State};
+//! use nodes_core::{Cx, Description, Loader, Node, Result, State, Stateful};
 //!
 //! /// Yields 0, 1, 2, ... up to `end`; the state is the next number.
 //! struct Upto { next: u32, end: u32 }
@@ -18,6 +18,8 @@
 //!         self.next += 1;
 //!         Ok(Some(self.next - 1))
 //!     }
+//! }
+//! impl Stateful for Upto {
 //!     fn reset(&mut self, state: Option<&State>) -> Result<()> {
 //!         self.next = state.map_or(Ok(0), |s| s.get("next"))?;
 //!         Ok(())
@@ -54,6 +56,6 @@ pub use crate::describe::Description;
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};
-pub use crate::node::{Cx, Node, Step};
+pub use crate::node::{Cx, Init, Node, Stateful};
 pub use crate::running::Running;
 pub use crate::state::{State, VERSION_KEY};

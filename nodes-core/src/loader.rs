@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
@@ -27,6 +28,10 @@ enum Phase {
 /// - Loading a state taken at the end of an epoch starts the *next* epoch
 ///   (unless [`restart_on_end(false)`](Loader::restart_on_end), which gives
 ///   one empty epoch instead).
+/// - Every state records the pipeline's shape ([`Description`]: node types,
+///   order-affecting parameters, children); loading a state from a pipeline of
+///   another shape is rejected before anything is applied, naming the first
+///   node that differs (opt out with [`check_shape(false)`](Loader::check_shape)).
 /// - [`state_dict`](Loader::state_dict) and
 ///   [`load_state_dict`](Loader::load_state_dict) work at any point, including
 ///   between epochs. A state is applied (and checked) at once: a bad state is
@@ -37,7 +42,7 @@ enum Phase {
 /// the state from the epoch:
 ///
 /// ```
-/// use nodes_core::{Cx, Description, Loader, Node, Result, State};
+/// use nodes_core::{Cx, Description, Loader, Node, Result, State, Stateful};
 ///
 /// // A minimal hand-written source: 0..5, state = how many were yielded.
 /// struct Count { n: u64, end: u64 }
@@ -48,6 +53,8 @@ enum Phase {
 ///         self.n += 1;
 ///         Ok(Some(self.n - 1))
 ///     }
+/// }
+/// impl Stateful for Count {
 ///     fn reset(&mut self, state: Option<&State>) -> Result<()> {
 ///         self.n = match state { Some(s) => s.get("n")?, None => 0 };
 ///         Ok(())
@@ -80,6 +87,12 @@ pub struct Loader<N: Node> {
     /// with the state from before the pull. An explicit option, so that an
     /// item that is itself `None` is never mistaken for "nothing cached".
     peeked: Option<(N::Item, State)>,
+    /// The pipeline's shape, taken once: saved with every state and compared
+    /// with the shape a loaded state was taken from.
+    shape: Description,
+    shape_json: serde_json::Value,
+    fingerprint: String,
+    check_shape: bool,
 }
 
 impl<N: Node> fmt::Debug for Loader<N> {
@@ -95,12 +108,22 @@ impl<N: Node> fmt::Debug for Loader<N> {
 
 const ROOT: &str = "root";
 const NUM_YIELDED: &str = "num_yielded";
+const PIPELINE: &str = "pipeline";
+const FINGERPRINT: &str = "fingerprint";
+const FORMAT: &str = "format";
+/// The layout version of the loader's own state.
+const FORMAT_VERSION: u32 = 1;
 
 impl<N: Node> Loader<N> {
     /// Wraps the root of a pipeline. Nothing runs until the first epoch or
     /// `state_dict`.
     pub fn new(root: N) -> Self {
+        let shape = root.describe();
         Loader {
+            shape_json: shape.to_json(),
+            fingerprint: format!("{:016x}", shape.fingerprint()),
+            shape,
+            check_shape: true,
             root,
             cx: Cx::new_running(),
             restart_on_end: true,
@@ -115,6 +138,19 @@ impl<N: Node> Loader<N> {
     pub fn restart_on_end(mut self, restart: bool) -> Self {
         self.restart_on_end = restart;
         self
+    }
+
+    /// Whether [`load_state_dict`](Loader::load_state_dict) rejects a state
+    /// taken from a pipeline of another shape (the default). Turn it off for a
+    /// deliberate change, e.g. a new batch size; the state must still fit.
+    pub fn check_shape(mut self, check: bool) -> Self {
+        self.check_shape = check;
+        self
+    }
+
+    /// The pipeline's structure, as every state records it.
+    pub fn describe(&self) -> &Description {
+        &self.shape
     }
 
     /// Starts the next epoch (or resumes a loaded state) and returns its iterator.
@@ -158,10 +194,46 @@ impl<N: Node> Loader<N> {
         let mut state = State::new();
         state.insert_child(ROOT, self.root.get_state(&self.cx)?);
         state.insert(NUM_YIELDED, self.num_yielded)?;
+        state.insert(FORMAT, FORMAT_VERSION)?;
+        state.insert(FINGERPRINT, &self.fingerprint)?;
+        state.insert(PIPELINE, &self.shape_json)?;
         Ok(state)
     }
 
-    /// The loader's state: `{"root": <root state>, "num_yielded": n}`.
+    /// Rejects a state taken from a pipeline of another shape, naming the
+    /// first node where the two differ.
+    fn check_state_shape(&self, state: &State) -> Result<()> {
+        let format: u32 = state.get(FORMAT)?;
+        if format != FORMAT_VERSION {
+            return Err(Error::bad_state(
+                state.path_of(FORMAT),
+                format!(
+                    "loader state format {format} is not supported (this build reads format {FORMAT_VERSION})"
+                ),
+            ));
+        }
+        let fingerprint: String = state.get(FINGERPRINT)?;
+        let saved = Description::from_json(state.value(PIPELINE)?, &state.path_of(PIPELINE))?;
+        if !self.check_shape || fingerprint == self.fingerprint {
+            return Ok(());
+        }
+        let (path, message) = saved.first_difference(&self.shape).unwrap_or_else(|| {
+            (
+                "/".to_owned(),
+                "the pipeline description does not match its fingerprint".to_owned(),
+            )
+        });
+        let path = if path == "/" { String::new() } else { path };
+        Err(Error::bad_state(
+            format!("{}{path}", state.path_of(ROOT)),
+            format!(
+                "{message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
+            ),
+        ))
+    }
+
+    /// The loader's state: `{"root": <root state>, "num_yielded": n,
+    /// "format": 1, "fingerprint": "<hex>", "pipeline": <description>}`.
     ///
     /// On a fresh loader this resets the root once; the first epoch then starts
     /// from there without resetting again.
@@ -182,9 +254,13 @@ impl<N: Node> Loader<N> {
     /// The state is applied now: a state that does not fit this pipeline is an
     /// `Err` naming its JSON path, and the loader is left where it stood.
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
+        state.expect_keys(
+            "Loader",
+            &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELINE],
+        )?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         let root_state = state.child(ROOT)?;
-        state.expect_keys("Loader", &[ROOT, NUM_YIELDED])?;
+        self.check_state_shape(state)?;
         if self.phase == Phase::Fresh {
             // Nothing to roll back to: a failed restore leaves the loader fresh.
             self.root.reset(Some(&root_state)).inspect_err(|_| {

@@ -6,30 +6,25 @@ use crate::state::State;
 
 /// A checkpointable iterator: the building block of every pipeline.
 ///
-/// Three verbs:
-/// - [`next`](Node::next): the next item, `Ok(None)` at the end of the pass.
-///   End is idempotent: once `None`, always `None` until the next `reset`.
-/// - [`reset`](Node::reset): start over from the beginning (`None`) or resume
-///   exactly after the last item a saved state had returned (`Some`). A parent
-///   resets its children. A failed reset leaves the node usable only after
-///   another successful `reset`; the [`Loader`](crate::Loader) and
-///   [`Running`](crate::Running) handles roll back for you.
-/// - [`get_state`](Node::get_state): a state that, passed to `reset`, resumes
-///   exactly after the last item returned to this node's consumer (never the
-///   position of any read-ahead).
+/// The contract has three verbs, split over two traits so that a node author
+/// writes only what is specific to the node:
+/// - [`next`](Node::next) (this trait): the next item, `Ok(None)` at the end
+///   of the pass. End is idempotent: once `None`, always `None` until the next
+///   `reset`.
+/// - [`reset`](Stateful::reset) and [`get_state`](Stateful::get_state) (the
+///   supertrait [`Stateful`], which `#[derive(Node)]` writes from annotated
+///   fields): start over or resume from a saved state; report a state that
+///   resumes exactly after the last item returned.
 ///
 /// `next` and `get_state` take an execution context [`Cx`], which user code
 /// cannot construct: only a running handle ([`Running::start`](crate::Running::start),
-/// `NodeExt::start` in `nodes-std`, [`Loader`](crate::Loader)) makes one, after it has reset the pipeline, and a
-/// parent hands its own to its children. So advancing, or reading the state of,
-/// a node that was only constructed does not compile.
+/// `NodeExt::start` in `nodes-std`, [`Loader`](crate::Loader)) makes one,
+/// after it has reset the pipeline, and a parent hands its own to its
+/// children. So advancing, or reading the state of, a node that was only
+/// constructed does not compile.
 ///
 /// The trait is dyn-compatible: `Box<dyn Node<Item = T>>` is itself a node.
-///
-/// Most nodes are written with `#[derive(Node)]` (from `nodes-std`), which
-/// writes `reset` and `get_state` from annotated fields; implement the trait by
-/// hand only when the derive cannot express a node.
-pub trait Node: Send {
+pub trait Node: Stateful + Send {
     /// What the node yields.
     type Item;
 
@@ -39,11 +34,24 @@ pub trait Node: Send {
         &mut self,
         cx: &mut Cx, // only a started pipeline has a `Cx`: call `Running::start(node)` / `.start()`, or wrap it in a `Loader`
     ) -> Result<Option<Self::Item>>;
+}
 
+/// The checkpointing half of the [`Node`] contract: reset, state, description
+/// and shutdown.
+///
+/// `#[derive(Node)]` (from `nodes-std`) implements it from annotated fields;
+/// implement it by hand only when the derive cannot express a node.
+pub trait Stateful {
     /// Starts a new pass (`None`) or resumes from a saved state (`Some`).
+    ///
+    /// A parent resets its children. A failed reset leaves the node usable
+    /// only after another successful reset; the [`Loader`](crate::Loader) and
+    /// [`Running`](crate::Running) handles roll back for you.
     fn reset(&mut self, state: Option<&State>) -> Result<()>;
 
-    /// The state that resumes right after the last item returned.
+    /// The state that, passed to [`reset`](Stateful::reset), resumes right
+    /// after the last item returned to this node's consumer (never the
+    /// position of any read-ahead).
     #[rustfmt::skip]
     fn get_state(
         &self,
@@ -65,7 +73,9 @@ impl<N: Node + ?Sized> Node for Box<N> {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
         (**self).next(cx)
     }
+}
 
+impl<N: Stateful + ?Sized> Stateful for Box<N> {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         (**self).reset(state)
     }
@@ -84,7 +94,7 @@ impl<N: Node + ?Sized> Node for Box<N> {
 }
 
 /// The execution context handed down through [`Node::next`] and
-/// [`Node::get_state`].
+/// [`Stateful::get_state`].
 ///
 /// It is the proof that the pipeline was reset: only a running handle
 /// ([`Running`](crate::Running), [`Loader`](crate::Loader)) constructs one,
@@ -111,30 +121,13 @@ impl Cx {
     }
 }
 
-/// What a node author writes when deriving [`Node`]: the item type, `next`,
-/// and optionally a lazy `init`.
+/// The optional lazy initialisation of a derived node, run at the end of every
+/// reset (after children and state fields are in place): open files, fill
+/// [`Lazy`](crate::Lazy) slots, seek to a restored position.
 ///
-/// `#[derive(Node)]` (from `nodes-std`) implements [`Node`] for the type: its
-/// `reset` resets the `#[node(child)]` fields first, then restores or defaults
-/// the `#[node(state)]` fields, clears the `#[node(lazy)]` slots, and finally
-/// calls [`init`](Step::init); its `get_state` nests the children's states and
-/// serialises the state fields.
-///
-/// Inside `next`, advance children with `self.source.next(cx)`. (If a child's
-/// concrete type is itself a derived node, and both `Node` and `Step` are in
-/// scope, write `Node::next(&mut self.source, cx)` to pick the trait.)
-pub trait Step: Send {
-    /// What the node yields.
-    type Item;
-
-    /// The next item, or `Ok(None)` at the end of the pass.
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>>;
-
-    /// Runs at the end of every reset, after children and state fields are in
-    /// place: open files, fill `Lazy` slots. `restored` tells whether the reset
-    /// came with a saved state.
-    fn init(&mut self, restored: bool) -> Result<()> {
-        let _ = restored;
-        Ok(())
-    }
+/// Ask `#[derive(Node)]` to call it with the container attribute
+/// `#[node(init)]`. Its bounds become the derived impl's bounds.
+pub trait Init {
+    /// `restored` tells whether the reset came with a saved state.
+    fn init(&mut self, restored: bool) -> Result<()>;
 }

@@ -6,7 +6,7 @@ pub use serde_json;
 pub use crate::describe::Description;
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
-pub use crate::node::{Cx, Node, Step};
+pub use crate::node::{Cx, Init, Node, Stateful};
 pub use crate::state::State;
 
 /// What a `#[node(state)]` field must be: serialisable both ways.
@@ -54,7 +54,7 @@ pub fn decode_field<T: serde::de::DeserializeOwned>(state: &State, key: &str) ->
 }
 
 /// Resets a `#[node(child)]` field from its sub-state (or from the start).
-pub fn reset_child<N: Node + ?Sized>(
+pub fn reset_child<N: Stateful + ?Sized>(
     child: &mut N,
     state: Option<&State>,
     key: &str,
@@ -103,7 +103,7 @@ impl<N: Node> Children for Vec<N> {
     }
 
     fn shutdown_children(&mut self) {
-        self.iter_mut().for_each(Node::shutdown);
+        self.iter_mut().for_each(Stateful::shutdown);
     }
 
     fn describe_children(&self) -> Description {
@@ -135,7 +135,7 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::
     }
 
     fn shutdown_children(&mut self) {
-        self.values_mut().for_each(Node::shutdown);
+        self.values_mut().for_each(Stateful::shutdown);
     }
 
     fn describe_children(&self) -> Description {
@@ -155,4 +155,52 @@ fn expect_len(state: &State, len: usize) -> Result<()> {
             format!("expected states for {len} children, found {found}"),
         ))
     }
+}
+
+/// The compile-time guard behind "a node that was only constructed cannot be
+/// advanced": derived and stock nodes get inherent `next()`/`get_state()`
+/// methods bounded on this trait, which nothing public implements, so a call
+/// on a concrete node that is not running fails with this message. (Generic
+/// code and running handles go through the `Node`/`Stateful` traits.)
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` was only constructed, not started: call `.start()` on it (or wrap it in a `Loader`) and use the handle that returns",
+    label = "needs a started pipeline",
+    note = "`next` and `get_state` need the `Cx` of a started pipeline, which resets the node first",
+    note = "inside a node's own `next`, advance a concretely typed child with `Node::next(&mut self.child, cx)`"
+)]
+pub trait Started<'a> {}
+
+// One impl, on a type nobody can name, so the compiler does not suggest adding one.
+#[allow(dead_code)]
+struct Unnameable;
+impl Started<'_> for Unnameable {}
+
+/// Emits the inherent guard methods for a hand-written node type:
+/// `__started_guards!(impl[S: Node, F] MyNode<S, F>);` (optionally followed by
+/// `where [...]`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __started_guards {
+    (impl [$($gen:tt)*] $ty:ty $(where [$($wc:tt)*])?) => {
+        #[allow(dead_code, unreachable_pub, clippy::should_implement_trait)]
+        impl<$($gen)*> $ty $(where $($wc)*)? {
+            /// Not callable: start the pipeline first (see [`Node`]).
+            #[doc(hidden)]
+            pub fn next(&self) -> ::core::convert::Infallible
+            where
+                for<'__a> Self: $crate::__private::Started<'__a>,
+            {
+                ::core::unreachable!()
+            }
+
+            /// Not callable: start the pipeline first (see [`Node`]).
+            #[doc(hidden)]
+            pub fn get_state(&self) -> ::core::convert::Infallible
+            where
+                for<'__a> Self: $crate::__private::Started<'__a>,
+            {
+                ::core::unreachable!()
+            }
+        }
+    };
 }

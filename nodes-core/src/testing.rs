@@ -23,7 +23,7 @@ use crate::state::State;
 ///    or, with `restart_on_end(false)`, one empty epoch and then epoch 1.
 ///
 /// ```
-/// use nodes_core::{testing, Cx, Description, Node, Result, State};
+/// use nodes_core::{testing, Cx, Description, Node, Result, State, Stateful};
 ///
 /// struct Count { n: u64 }
 /// impl Node for Count {
@@ -33,6 +33,8 @@ use crate::state::State;
 ///         self.n += 1;
 ///         Ok(Some(self.n))
 ///     }
+/// }
+/// impl Stateful for Count {
 ///     fn reset(&mut self, s: Option<&State>) -> Result<()> {
 ///         self.n = s.map_or(Ok(0), |s| s.get("n"))?;
 ///         Ok(())

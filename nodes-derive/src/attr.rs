@@ -193,6 +193,8 @@ pub(crate) struct ContainerAttrs {
     pub(crate) krate: Attr<syn::Path>,
     pub(crate) version: Attr<u32>,
     pub(crate) rename_all: Attr<RenameRule>,
+    /// `#[node(init)]`: call the author's `init(&mut self, restored: bool)` at the end of reset.
+    pub(crate) init: Attr<()>,
 }
 
 impl ContainerAttrs {
@@ -201,6 +203,7 @@ impl ContainerAttrs {
             krate: Attr::none(CRATE),
             version: Attr::none(VERSION),
             rename_all: Attr::none(RENAME_ALL),
+            init: Attr::none(INIT),
         };
         for attr in input.attrs.iter().filter(|a| a.path().is_ident(NODE)) {
             let result = attr.parse_nested_meta(|meta| {
@@ -216,7 +219,9 @@ impl ContainerAttrs {
 
     fn parse_one(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) {
         let span = meta.path.span();
-        if meta.path.is_ident(CRATE) {
+        if meta.path.is_ident(INIT) {
+            self.init.set(cx, span, ());
+        } else if meta.path.is_ident(CRATE) {
             match meta.value().and_then(|v| v.parse::<syn::Path>()) {
                 Ok(path) => self.krate.set(cx, span, path),
                 Err(err) => cx.push(err),
@@ -255,7 +260,7 @@ impl ContainerAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node container attribute `{}`; expected one of `crate = ...`, `version = N`, `rename_all = \"...\"`",
+                    "unknown node container attribute `{}`; expected one of `init`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
                     path_to_string(&meta.path)
                 ),
             ));

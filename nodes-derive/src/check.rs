@@ -12,6 +12,7 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_roles(cx, input);
     check_options(cx, input);
     check_lazy_types(cx, input);
+    check_lazy_needs_init(cx, input);
     check_keys(cx, input);
     check_crate_path(cx, input);
 }
@@ -74,6 +75,19 @@ fn check_lazy_types(cx: &Ctxt, input: &Input<'_>) {
     }
 }
 
+/// Nothing fills a `lazy` slot unless the node has an `init`.
+fn check_lazy_needs_init(cx: &Ctxt, input: &Input<'_>) {
+    if input.attrs.init.is_set() {
+        return;
+    }
+    for field in input.with_role(Role::Lazy) {
+        cx.error_spanned_by(
+            field.original,
+            "a `#[node(lazy)]` slot is filled by `init`: add `#[node(init)]` to the struct and implement `Init` to fill it",
+        );
+    }
+}
+
 /// No two fields share a state key, and none takes the version key of a versioned node.
 fn check_keys(cx: &Ctxt, input: &Input<'_>) {
     let mut seen: BTreeMap<&str, &syn::Ident> = BTreeMap::new();
@@ -82,8 +96,8 @@ fn check_keys(cx: &Ctxt, input: &Input<'_>) {
             cx.error_spanned_by(
                 field.original,
                 format!(
-                    "state key `{}` is used twice (also by field `{}`); give one of them `#[node(rename = \"...\")]`",
-                    field.key, first
+                    "state key `{}` of field `{}` is already used by field `{}`; give one of them another key with `#[node(rename = \"...\")]`",
+                    field.key, field.ident, first
                 ),
             );
         } else {

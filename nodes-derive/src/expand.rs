@@ -47,12 +47,13 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let name = input.name();
     let version = input.version();
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
-    let bounds = field_bounds(input, &p);
     let mut predicates: Vec<TokenStream> = where_clause
         .map(|w| w.predicates.iter().map(|p| quote!(#p)).collect())
         .unwrap_or_default();
-    predicates.push(quote!(Self: #p::Step));
-    predicates.extend(bounds);
+    predicates.extend(field_bounds(input, &p));
+    if let Some(span) = input.attrs.init.span() {
+        predicates.push(quote_spanned!(span=> Self: #p::Init));
+    }
 
     let reset = reset_body(input, &p, &name, version);
     let get_state = get_state_body(input, &p, version);
@@ -60,21 +61,34 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let shutdown = shutdown_body(input, &p);
 
     quote! {
+        // Inherent `next()`/`get_state()` that cannot be called: a node that was
+        // only constructed gets a compile error saying to start it first.
+        #[automatically_derived]
+        #[allow(dead_code, unreachable_pub, clippy::should_implement_trait)]
+        impl #impl_generics #ident #ty_generics #where_clause {
+            #[doc(hidden)]
+            pub fn next(&self) -> ::core::convert::Infallible
+            where
+                for<'__a> Self: #p::Started<'__a>,
+            {
+                ::core::unreachable!()
+            }
+
+            #[doc(hidden)]
+            pub fn get_state(&self) -> ::core::convert::Infallible
+            where
+                for<'__a> Self: #p::Started<'__a>,
+            {
+                ::core::unreachable!()
+            }
+        }
+
         #[automatically_derived]
         #[allow(unused_qualifications, clippy::needless_question_mark)]
-        impl #impl_generics #p::Node for #ident #ty_generics
+        impl #impl_generics #p::Stateful for #ident #ty_generics
         where
             #(#predicates,)*
         {
-            type Item = <Self as #p::Step>::Item;
-
-            fn next(
-                &mut self,
-                __cx: &mut #p::Cx,
-            ) -> #p::Result<::core::option::Option<Self::Item>> {
-                <Self as #p::Step>::next(self, __cx)
-            }
-
             fn reset(
                 &mut self,
                 __state: ::core::option::Option<&#p::State>,
@@ -97,6 +111,23 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     }
 }
 
+/// `tokens` with every span replaced by `span`.
+fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tt = proc_macro2::TokenTree::Group(group);
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
+}
+
 /// One bound per annotated field, spanned at the field's type so that an
 /// unmet bound ("`u64` is not a node") points at the field.
 fn field_bounds(input: &Input<'_>, p: &TokenStream) -> Vec<TokenStream> {
@@ -106,15 +137,20 @@ fn field_bounds(input: &Input<'_>, p: &TokenStream) -> Vec<TokenStream> {
         .filter_map(|f| {
             let ty = f.ty;
             let span = ty.span();
+            // Every token of the bound carries the field's span, so the error
+            // for an unmet bound points at the field type.
+            let p = &respan(p.clone(), span);
             Some(match f.attrs.role()? {
                 Role::Child => quote_spanned!(span=> #ty: #p::Node),
                 Role::Children => quote_spanned!(span=> #ty: #p::Children),
-                Role::State if f.attrs.default.is_set() => {
-                    quote_spanned!(span=> #ty: #p::StateField)
-                }
-                Role::State => {
-                    quote_spanned!(span=> #ty: #p::StateField + ::core::default::Default)
-                }
+                Role::State if f.attrs.default.is_set() => quote_spanned!(span=>
+                    #ty: #p::serde::Serialize + #p::serde::de::DeserializeOwned
+                ),
+                Role::State => quote_spanned!(span=>
+                    #ty: #p::serde::Serialize
+                        + #p::serde::de::DeserializeOwned
+                        + ::core::default::Default
+                ),
                 Role::Lazy => quote_spanned!(span=> #ty: #p::LazySlot),
                 Role::Param => quote_spanned!(span=> #ty: ::core::fmt::Debug),
             })
@@ -167,6 +203,11 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> T
         quote!(#p::LazySlot::clear(&mut self.#member, #name, #field);)
     });
     let tuple = quote!((#(#decoded,)*));
+    let init = match input.attrs.init.span() {
+        // The author's method, called by name so a missing one is reported at the attribute.
+        Some(span) => quote_spanned!(span=> <Self as #p::Init>::init(self, __state.is_some())),
+        None => quote!(::core::result::Result::Ok(())),
+    };
     quote! {
         // Validate everything this node owns before applying anything.
         let __decoded = match __state {
@@ -185,7 +226,7 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> T
             ::core::option::Option::None => { #(#assign_default)* }
         }
         #(#clear_lazy)*
-        <Self as #p::Step>::init(self, __state.is_some())
+        #init
     }
 }
 
@@ -194,7 +235,7 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
         let (member, key) = (f.ident, &f.key);
         match f.attrs.role() {
             Some(Role::Child) => {
-                quote!(__out.insert_child(#key, #p::Node::get_state(&self.#member, __cx)?);)
+                quote!(__out.insert_child(#key, #p::Stateful::get_state(&self.#member, __cx)?);)
             }
             Some(Role::Children) => quote!(
                 __out.insert_child(#key, #p::Children::children_state(&self.#member, __cx)?);
@@ -219,7 +260,7 @@ fn describe_body(input: &Input<'_>, p: &TokenStream, name: &str) -> TokenStream 
                 __d = __d.param(#field, ::core::format_args!("{:?}", &self.#member));
             )),
             Role::Child => Some(quote!(
-                __d = __d.child(#key, #p::Node::describe(&self.#member));
+                __d = __d.child(#key, #p::Stateful::describe(&self.#member));
             )),
             Role::Children => Some(quote!(
                 __d = __d.child(#key, #p::Children::describe_children(&self.#member));
@@ -238,7 +279,7 @@ fn shutdown_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     let parts = input.fields.iter().filter_map(|f| {
         let member = f.ident;
         match f.attrs.role()? {
-            Role::Child => Some(quote!(#p::Node::shutdown(&mut self.#member);)),
+            Role::Child => Some(quote!(#p::Stateful::shutdown(&mut self.#member);)),
             Role::Children => Some(quote!(#p::Children::shutdown_children(&mut self.#member);)),
             _ => None,
         }

@@ -14,11 +14,7 @@ pub(crate) fn expand(input: &syn::DeriveInput, error: &syn::Error) -> TokenStrea
     quote! {
         #errors
         #[allow(unused_qualifications)]
-        impl #impl_generics #p::Node for #ident #ty_generics #where_clause {
-            type Item = ();
-            fn next(&mut self, _: &mut #p::Cx) -> #p::Result<::core::option::Option<()>> {
-                ::core::unreachable!()
-            }
+        impl #impl_generics #p::Stateful for #ident #ty_generics #where_clause {
             fn reset(&mut self, _: ::core::option::Option<&#p::State>) -> #p::Result<()> {
                 ::core::unreachable!()
             }

@@ -1,11 +1,12 @@
-//! `#[derive(Node)]`: writes `reset`, `get_state`, `describe` and `shutdown`
-//! for a node from its annotated fields; the author writes `next` (and
-//! optionally `init`) by implementing `Step`.
+//! `#[derive(Node)]`: implements `Stateful` (`reset`, `get_state`,
+//! `describe`, `shutdown`) for a node from its annotated fields; the author
+//! implements `Node` itself, which is only `type Item` and `next` (and
+//! optionally an `init` method, named by `#[node(init)]`).
 //!
 //! Use it through `nodes-std`, which documents the attributes and re-exports
-//! the macro. The crate is a switchboard: parse into a model ([`ast`],
-//! [`attr`]), check the model ([`check`]), then generate ([`expand`]); on any
-//! error, [`fallback`] emits the errors plus a stub impl so the rest of the
+//! the macro. The crate is a switchboard: parse into a model (`ast`,
+//! `attr`), check the model (`check`), then generate (`expand`); on any
+//! error, `fallback` emits the errors plus a stub impl so the rest of the
 //! user's code still type-checks.
 
 extern crate proc_macro;

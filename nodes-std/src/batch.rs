@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Node, Result, Step};
+use crate::{Cx, Error, Node, Result};
 
 /// Groups consecutive items of its source into `Vec`s of `batch_size`.
 ///
@@ -76,7 +76,7 @@ impl<S> Batcher<S> {
     }
 }
 
-impl<S: Node> Step for Batcher<S> {
+impl<S: Node> Node for Batcher<S> {
     type Item = Vec<S::Item>;
 
     #[inline]

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Node, Result, Step};
+use crate::{Cx, Error, Node, Result};
 
 /// Repeats its source: when the source ends, it is reset and read again.
 ///
@@ -20,9 +20,11 @@ use crate::{Cx, Error, Node, Result, Step};
 ///
 /// # State
 /// `source`, `num_cycles` (restarts so far this pass), `has_started`
-/// (whether the source ever yielded this pass) and `num_yielded`. Restore is
-/// the source's restore. Unlike torchdata, `max_cycles` is configuration,
-/// not state: the value given to the constructor applies after a restore.
+/// (whether the source ever yielded this pass) and `ended` (the source was
+/// empty after a restart). Restore is the source's restore. Unlike
+/// torchdata, `max_cycles` is configuration, not state (the value given to
+/// the constructor applies after a restore), and there is no `num_yielded`
+/// counter (not needed to resume; it would cost a store per item).
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -43,13 +45,12 @@ pub struct Cycler<S> {
     num_cycles: u64,
     #[node(state)]
     has_started: bool,
+    /// Latched when the source was empty right after a restart, so that the
+    /// end does not keep resetting the source.
     #[node(state)]
-    num_yielded: u64,
+    ended: bool,
     #[node(param)]
     max_cycles: Option<u64>,
-    /// Latched when the source was empty right after a restart; cleared by
-    /// `init`. Not state: a restored cycler finds the same end again.
-    ended: bool,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Cycler<S> {
@@ -58,7 +59,6 @@ impl<S: fmt::Debug> fmt::Debug for Cycler<S> {
             .field("source", &self.source)
             .field("num_cycles", &self.num_cycles)
             .field("has_started", &self.has_started)
-            .field("num_yielded", &self.num_yielded)
             .field("max_cycles", &self.max_cycles)
             .finish()
     }
@@ -70,7 +70,6 @@ impl<S> Cycler<S> {
             source,
             num_cycles: 0,
             has_started: false,
-            num_yielded: 0,
             max_cycles: None,
             ended: false,
         }
@@ -95,17 +94,12 @@ impl<S> Cycler<S> {
         self.num_cycles
     }
 
-    /// Items returned this pass.
-    pub fn num_yielded(&self) -> u64 {
-        self.num_yielded
-    }
-
     fn exhausted(&self) -> bool {
         self.ended || self.max_cycles.is_some_and(|max| self.num_cycles >= max)
     }
 }
 
-impl<S: Node> Step for Cycler<S> {
+impl<S: Node> Node for Cycler<S> {
     type Item = S::Item;
 
     #[inline]
@@ -115,7 +109,6 @@ impl<S: Node> Step for Cycler<S> {
         }
         if let Some(item) = self.source.next(cx)? {
             self.has_started = true;
-            self.num_yielded += 1;
             return Ok(Some(item));
         }
         if !self.has_started {
@@ -127,16 +120,8 @@ impl<S: Node> Step for Cycler<S> {
         }
         self.source.reset(None)?;
         let item = self.source.next(cx)?;
-        match item {
-            Some(_) => self.num_yielded += 1,
-            // The source is empty after a restart: end for good this pass.
-            None => self.ended = true,
-        }
+        // The source is empty after a restart: end for good this pass.
+        self.ended = item.is_none();
         Ok(item)
-    }
-
-    fn init(&mut self, _restored: bool) -> Result<()> {
-        self.ended = false;
-        Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Node, Result, Step};
+use crate::{Cx, Node, Result};
 
 /// Yields at most the first `n` items of each pass of its source.
 ///
@@ -60,7 +60,7 @@ impl<S> Header<S> {
     }
 }
 
-impl<S: Node> Step for Header<S> {
+impl<S: Node> Node for Header<S> {
     type Item = S::Item;
 
     #[inline]

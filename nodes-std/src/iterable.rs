@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Lazy, Node, Result, Step};
+use crate::{Cx, Error, Init, Lazy, Node, Result};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a slice...).
 ///
@@ -43,6 +43,7 @@ use crate::{Cx, Error, Lazy, Node, Result, Step};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(init)]
 #[must_use = "nodes do nothing until started"]
 pub struct IterableWrapper<I: IntoIterator> {
     iterable: I,
@@ -95,7 +96,7 @@ impl<I: IntoIterator> IterableWrapper<I> {
     }
 }
 
-impl<I> Step for IterableWrapper<I>
+impl<I> Node for IterableWrapper<I>
 where
     I: IntoIterator + Clone + Send,
     I::IntoIter: Send,
@@ -110,7 +111,10 @@ where
         }
         Ok(item)
     }
+}
 
+/// Re-creates the iterator and skips what a restored state had yielded.
+impl<I: IntoIterator + Clone> Init for IterableWrapper<I> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         let mut iter = self.iterable.clone().into_iter();
         if self.num_yielded > 0 {

@@ -5,6 +5,9 @@
 //! derive, and the stock nodes. `use nodes_std::prelude::*;` brings in what a
 //! pipeline needs.
 #![forbid(unsafe_code)]
+// The workspace README's quickstart runs as a doc test.
+#![doc = ""]
+#![doc = include_str!("../../README.md")]
 
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
@@ -38,8 +41,8 @@ pub use crate::shuffle::Shuffler;
 pub use crate::unbatch::Unbatcher;
 pub use crate::zip::Zip;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Lazy, Loader, Node, ResetFlag, Result, Running, State,
-    Step, testing,
+    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, ResetFlag, Result, Running,
+    State, Stateful, testing,
 };
 pub use nodes_derive::Node;
 
@@ -53,6 +56,8 @@ pub mod prelude {
         Dataset, IterableWrapper, MapStyleWrapper, RandomSampler, Remainder, Sampler,
         SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
     };
-    pub use nodes_core::{Cx, Description, Error, Lazy, Loader, Node, Result, State, Step};
+    pub use nodes_core::{
+        Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful,
+    };
     pub use nodes_derive::Node;
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{BoxError, Cx, Error, Node, Result, Step};
+use crate::{BoxError, Cx, Error, Node, Result};
 
 /// Applies a function to every item of its source.
 ///
@@ -48,7 +48,7 @@ impl<S, F> Mapper<S, F> {
     }
 }
 
-impl<S, F, U> Step for Mapper<S, F>
+impl<S, F, U> Node for Mapper<S, F>
 where
     S: Node,
     F: FnMut(S::Item) -> U + Send,
@@ -117,7 +117,7 @@ impl<S, F> TryMapper<S, F> {
     }
 }
 
-impl<S, F, U, E> Step for TryMapper<S, F>
+impl<S, F, U, E> Node for TryMapper<S, F>
 where
     S: Node,
     F: FnMut(S::Item) -> std::result::Result<U, E> + Send,

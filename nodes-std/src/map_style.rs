@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::sampler_wrapper::{RandomSampler, SamplerWrapper, SequentialSampler};
-use crate::{BoxError, Cx, Error, Node, Result, Step};
+use crate::{BoxError, Cx, Error, Node, Result};
 
 /// A collection with random access by index: torch's map-style dataset.
 ///
@@ -176,7 +176,7 @@ impl<D: Dataset, S> MapStyleWrapper<D, S> {
     }
 }
 
-impl<D: Dataset, S: Node<Item = usize>> Step for MapStyleWrapper<D, S> {
+impl<D: Dataset, S: Node<Item = usize>> Node for MapStyleWrapper<D, S> {
     type Item = D::Item;
 
     #[inline]

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::permute::Permutation;
-use crate::{Cx, Error, Node, Result, Step};
+use crate::{Cx, Error, Init, Node, Result};
 
 /// An epoch-aware order of dataset indices with random access: position
 /// `pos` of the current epoch maps to a dataset index.
@@ -95,6 +95,7 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(init)]
 #[must_use = "nodes do nothing until started"]
 pub struct SamplerWrapper<S> {
     sampler: S,
@@ -160,7 +161,7 @@ impl<S> SamplerWrapper<S> {
     }
 }
 
-impl<S: Sampler> Step for SamplerWrapper<S> {
+impl<S: Sampler> Node for SamplerWrapper<S> {
     type Item = usize;
 
     #[inline]
@@ -174,7 +175,10 @@ impl<S: Sampler> Step for SamplerWrapper<S> {
         self.num_yielded += 1;
         Ok(Some(self.sampler.index(pos)))
     }
+}
 
+/// Checks the restored position and sets the sampler's epoch.
+impl<S: Sampler> Init for SamplerWrapper<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         let len = self.sampler.len();
         if usize::try_from(self.num_yielded).map_or(true, |n| n > len) {

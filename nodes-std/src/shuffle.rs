@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Cx, Error, Node, Result, Step};
+use crate::{Cx, Error, Init, Node, Result};
 
 /// Shuffles its source through a buffer: each item returned is drawn at
 /// random from the next `buffer_size` items not yet returned.
@@ -51,6 +51,7 @@ use crate::{Cx, Error, Node, Result, Step};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(init)]
 #[must_use = "nodes do nothing until started"]
 pub struct Shuffler<S: Node> {
     #[node(child)]
@@ -129,7 +130,7 @@ impl<S: Node> Shuffler<S> {
     }
 }
 
-impl<S> Step for Shuffler<S>
+impl<S> Node for Shuffler<S>
 where
     S: Node,
     S::Item: Serialize + DeserializeOwned + Send,
@@ -151,7 +152,10 @@ where
         let pick = self.rng.random_range(0..self.buffer.len());
         Ok(Some(self.buffer.swap_remove(pick)))
     }
+}
 
+/// Checks that a restored buffer fits.
+impl<S: Node> Init for Shuffler<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         if self.buffer.len() > self.buffer_size {
             let found = self.buffer.len();

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, ResetFlag, Result, State};
+use crate::{Cx, Description, Error, Node, ResetFlag, Result, State, Stateful};
 
 const NAME: &str = "Unbatcher";
 const SOURCE: &str = "source";
@@ -17,16 +17,18 @@ const BATCH_IDX: &str = "batch_idx";
 /// # State
 /// `source`: the source's state from just before the current batch was
 /// pulled; `batch_idx`: how many elements of that batch were returned
-/// (torchdata's layout). Restore resets the source to that state, and the
-/// next call pulls that one batch again and skips `batch_idx` elements with
-/// `nth`: O(1) in the position, plus re-producing one batch.
+/// (torchdata's layout). Restore resets the source to that state, pulls that
+/// one batch again at once (as torchdata does, so the source stands exactly
+/// where it stood, flags included) and skips `batch_idx` elements with `nth`:
+/// O(1) in the position, plus re-producing one batch.
 ///
 /// Pulling a batch also takes the source's state (to remember where the
 /// batch began): one `get_state` of the source per batch.
 ///
 /// # Errors
-/// A `batch_idx` larger than the re-pulled batch is a bad state, reported by
-/// the first `next` after the restore.
+/// Restoring a `batch_idx` larger than the re-pulled batch is a bad state;
+/// so is a `batch_idx` above 0 where the source has no batch left. Errors
+/// from the source while re-pulling come out of `reset`.
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -51,8 +53,6 @@ where
     current: Option<(<S::Item as IntoIterator>::IntoIter, State)>,
     /// Elements returned from the current batch.
     idx: u64,
-    /// After a restore: elements to skip in the next batch pulled.
-    skip: u64,
     flag: ResetFlag,
 }
 
@@ -64,10 +64,12 @@ where
         f.debug_struct("Unbatcher")
             .field("source", &self.source)
             .field("batch_idx", &self.idx)
-            .field("pending_skip", &self.skip)
             .finish_non_exhaustive()
     }
 }
+
+// The compile-time "start it first" guard the derive gives derived nodes.
+nodes_core::__started_guards!(impl[S: Node] Unbatcher<S> where [S::Item: IntoIterator]);
 
 impl<S: Node> Unbatcher<S>
 where
@@ -78,7 +80,6 @@ where
             source,
             current: None,
             idx: 0,
-            skip: 0,
             flag: ResetFlag::default(),
         }
     }
@@ -107,38 +108,57 @@ where
                 self.idx = 0;
                 return Ok(None);
             };
-            let mut batch = batch.into_iter();
-            let skip = std::mem::take(&mut self.skip);
-            if skip > 0 {
-                let landed = usize::try_from(skip - 1)
-                    .ok()
-                    .and_then(|n| batch.nth(n))
-                    .is_some();
-                if !landed {
-                    self.current = None;
-                    return Err(Error::bad_state(
-                        BATCH_IDX,
-                        format!("Unbatcher cannot skip {skip} elements: the batch is shorter"),
-                    ));
-                }
-            }
-            self.idx = skip;
-            self.current = Some((batch, before));
+            self.current = Some((batch.into_iter(), before));
+            self.idx = 0;
         }
     }
+}
 
+impl<S> Stateful for Unbatcher<S>
+where
+    S: Node,
+    S::Item: IntoIterator,
+{
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        let (source_state, skip) = match state {
-            Some(s) => {
-                s.expect_keys(NAME, &[SOURCE, BATCH_IDX])?;
-                (Some(s.child(SOURCE)?), s.get::<u64>(BATCH_IDX)?)
-            }
-            None => (None, 0),
+        let Some(state) = state else {
+            self.source.reset(None)?;
+            self.current = None;
+            self.idx = 0;
+            self.flag.mark();
+            return Ok(());
         };
-        self.source.reset(source_state.as_ref())?;
+        state.expect_keys(NAME, &[SOURCE, BATCH_IDX])?;
+        let before = state.child(SOURCE)?;
+        let idx: u64 = state.get(BATCH_IDX)?;
+        self.source.reset(Some(&before))?;
         self.current = None;
         self.idx = 0;
-        self.skip = skip;
+        if idx > 0 {
+            // Re-pull the batch the state stands in. `reset` has no `Cx`; the
+            // source was just reset, which is what a `Cx` vouches for.
+            let mut cx = crate::__private::worker_cx();
+            let Some(batch) = self.source.next(&mut cx)? else {
+                return Err(Error::bad_state(
+                    state.path_of(BATCH_IDX),
+                    format!(
+                        "Unbatcher is {idx} elements into a batch, but the source has none left"
+                    ),
+                ));
+            };
+            let mut batch = batch.into_iter();
+            let landed = usize::try_from(idx - 1)
+                .ok()
+                .and_then(|n| batch.nth(n))
+                .is_some();
+            if !landed {
+                return Err(Error::bad_state(
+                    state.path_of(BATCH_IDX),
+                    format!("Unbatcher cannot skip {idx} elements: the batch is shorter"),
+                ));
+            }
+            self.current = Some((batch, before));
+            self.idx = idx;
+        }
         self.flag.mark();
         Ok(())
     }
@@ -155,7 +175,7 @@ where
             // source stands where the next batch begins.
             None => {
                 out.insert_child(SOURCE, self.source.get_state(cx)?);
-                out.insert(BATCH_IDX, self.skip)?;
+                out.insert(BATCH_IDX, 0u64)?;
             }
         }
         Ok(out)

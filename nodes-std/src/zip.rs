@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Node, Result, Step};
+use crate::{Cx, Node, Result};
 
 /// Yields pairs of one item from each of two nodes, until either ends.
 ///
@@ -10,10 +10,13 @@ use crate::{Cx, Node, Result, Step};
 /// documentation for more.
 ///
 /// Like [`Iterator::zip`], `left` is pulled first: when `right` ends, the
-/// item just taken from `left` is dropped.
+/// item just taken from `left` is dropped. Once either side has ended, the
+/// zip stays ended without pulling either side again until its next reset
+/// (so the end does not keep consuming, and resetting, `left`).
 ///
 /// # State
-/// `left` and `right`: the two sources' states. Restore is their restores.
+/// `left` and `right` (the two sources' states) and `ended`. Restore is
+/// their restores.
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -32,6 +35,8 @@ pub struct Zip<A, B> {
     left: A,
     #[node(child)]
     right: B,
+    #[node(state)]
+    ended: bool,
 }
 
 impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Zip<A, B> {
@@ -39,27 +44,35 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Zip<A, B> {
         f.debug_struct("Zip")
             .field("left", &self.left)
             .field("right", &self.right)
+            .field("ended", &self.ended)
             .finish()
     }
 }
 
 impl<A, B> Zip<A, B> {
     pub(crate) fn new(left: A, right: B) -> Self {
-        Zip { left, right }
+        Zip {
+            left,
+            right,
+            ended: false,
+        }
     }
 }
 
-impl<A: Node, B: Node> Step for Zip<A, B> {
+impl<A: Node, B: Node> Node for Zip<A, B> {
     type Item = (A::Item, B::Item);
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<(A::Item, B::Item)>> {
-        let Some(a) = self.left.next(cx)? else {
+        if self.ended {
             return Ok(None);
-        };
-        let Some(b) = self.right.next(cx)? else {
-            return Ok(None);
-        };
-        Ok(Some((a, b)))
+        }
+        if let Some(a) = self.left.next(cx)?
+            && let Some(b) = self.right.next(cx)?
+        {
+            return Ok(Some((a, b)));
+        }
+        self.ended = true;
+        Ok(None)
     }
 }

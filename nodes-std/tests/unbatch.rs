@@ -70,14 +70,26 @@ fn unbatch_save_load() {
 #[test]
 fn unbatch_rejects_an_index_past_the_batch() {
     let state =
-        State::from_json(r#"{"source":{"source":{"num_yielded":0}},"batch_idx":9}"#).unwrap();
-    let mut running = IterableWrapper::new(0..20u32)
+        State::from_json(r#"{"source":{"source":{"num_yielded":20}},"batch_idx":1}"#).unwrap();
+    let err = IterableWrapper::new(0..20u32)
         .batch(4)
         .unwrap()
         .unbatch()
         .start_from(&state)
-        .unwrap();
-    let err = running.next().unwrap().unwrap_err();
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("the source has none left"),
+        "{err}"
+    );
+    let state =
+        State::from_json(r#"{"source":{"source":{"num_yielded":0}},"batch_idx":9}"#).unwrap();
+    let err = IterableWrapper::new(0..20u32)
+        .batch(4)
+        .unwrap()
+        .unbatch()
+        .start_from(&state)
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/batch_idx"), "{err}");
     assert!(err.is_bad_state(), "{err}");
     let state = State::from_json(r#"{"source":{"source":{"num_yielded":0}},"batch":1}"#).unwrap();
     let err = IterableWrapper::new(0..20u32)

@@ -38,6 +38,6 @@ fn zip_state_nests_both_sides() {
     running.next();
     assert_eq!(
         running.get_state().unwrap().to_json().unwrap(),
-        r#"{"left":{"num_yielded":1},"right":{"num_yielded":1}}"#
+        r#"{"left":{"num_yielded":1},"right":{"num_yielded":1},"ended":false}"#
     );
 }

@@ -24,7 +24,7 @@ impl RangeNode {
     }
 }
 
-impl Step for RangeNode {
+impl Node for RangeNode {
     type Item = (u64, u64);
 
     fn next(&mut self, _cx: &mut Cx) -> Result<Option<(u64, u64)>> {

@@ -1,0 +1,291 @@
+//! Behaviour of the code `#[derive(Node)]` writes: state layout and key
+//! order, defaults, lazy slots and `init`, children, versions, describe,
+//! shutdown, and validate-then-apply restores.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use nodes_std::prelude::*;
+use nodes_std::{Init, IterableWrapper, testing};
+use support::Probe;
+
+/// Adds an offset to every item of the first source, then drains the others.
+#[derive(Node)]
+#[node(init, version = 2)]
+struct Mixer<S: Node<Item = u64>> {
+    #[node(child)]
+    first: S,
+    #[node(children, rename = "others")]
+    rest: Vec<S>,
+    #[node(state, default = self.start_offset)]
+    offset: u64,
+    #[node(state)]
+    from_rest: u64,
+    #[node(param)]
+    start_offset: u64,
+    #[node(lazy)]
+    scratch: Lazy<Vec<u64>>,
+    inits: Vec<bool>,
+}
+
+impl<S: Node<Item = u64>> Init for Mixer<S> {
+    fn init(&mut self, restored: bool) -> Result<()> {
+        self.inits.push(restored);
+        self.scratch.set(Vec::new());
+        Ok(())
+    }
+}
+
+impl<S: Node<Item = u64>> Node for Mixer<S> {
+    type Item = u64;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        if let Some(x) = self.first.next(cx)? {
+            self.offset += 1;
+            self.scratch.get_mut()?.push(x);
+            return Ok(Some(x + self.offset));
+        }
+        for s in &mut self.rest {
+            if let Some(x) = s.next(cx)? {
+                self.from_rest += 1;
+                return Ok(Some(x));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn mixer() -> Mixer<IterableWrapper<Vec<u64>>> {
+    Mixer {
+        first: IterableWrapper::new(vec![1, 2, 3]),
+        rest: vec![
+            IterableWrapper::new(vec![10]),
+            IterableWrapper::new(vec![20, 21]),
+        ],
+        offset: 999,
+        from_rest: 999,
+        start_offset: 100,
+        scratch: Lazy::new(),
+        inits: Vec::new(),
+    }
+}
+
+#[test]
+fn state_layout_is_declaration_order_with_version() {
+    let mut running = mixer().start().unwrap();
+    assert_eq!(running.next().unwrap().unwrap(), 1 + 101);
+    let state = running.get_state().unwrap();
+    assert_eq!(
+        state.to_json().unwrap(),
+        r#"{"first":{"num_yielded":1},"others":{"0":{"num_yielded":0},"1":{"num_yielded":0}},"offset":101,"from_rest":0,"version":2}"#
+    );
+}
+
+#[test]
+fn reset_none_applies_defaults_and_calls_init() {
+    let mut node = mixer();
+    node.reset(None).unwrap();
+    // `default = self.start_offset` for offset, `Default` for from_rest.
+    assert_eq!((node.offset, node.from_rest), (100, 0));
+    let state = node.get_state_for_test();
+    node.reset(Some(&state)).unwrap();
+    assert_eq!(node.inits, [false, true]);
+}
+
+impl<S: Node<Item = u64>> Mixer<S> {
+    fn get_state_for_test(&self) -> State {
+        // A state as a checkpoint would hold it, built by hand.
+        let mut s = State::new();
+        let mut first = State::new();
+        first.insert("num_yielded", 2u64).unwrap();
+        s.insert_child("first", first);
+        let mut others = State::new();
+        for i in 0..self.rest.len() {
+            others.insert_child(
+                i.to_string(),
+                State::new().with("num_yielded", 0u64).unwrap(),
+            );
+        }
+        s.insert_child("others", others);
+        s.insert("offset", 7u64).unwrap();
+        s.insert("from_rest", 0u64).unwrap();
+        s.insert("version", 2u32).unwrap();
+        s
+    }
+}
+
+#[test]
+fn derived_node_resumes_exactly() {
+    for midpoint in [0, 1, 3, 5, 6, 9] {
+        testing::assert_save_load(mixer, midpoint);
+    }
+}
+
+#[test]
+fn describe_lists_params_and_children() {
+    assert_eq!(
+        mixer().describe().render_text(),
+        "Mixer(start_offset=100)\n  first: IterableWrapper\n  others: Vec\n    0: IterableWrapper\n    1: IterableWrapper\n"
+    );
+}
+
+#[test]
+fn bad_states_name_their_path_and_leave_the_node_unchanged() {
+    let mut running = mixer().start().unwrap();
+    let _ = running.next().unwrap().unwrap();
+    let good = running.get_state().unwrap();
+
+    let mut cases: Vec<(State, &str)> = Vec::new();
+    let mut wrong_type = good.clone();
+    wrong_type.insert("from_rest", "seven").unwrap();
+    cases.push((wrong_type, "/from_rest"));
+    let mut missing = State::new();
+    for (k, v) in good.as_map() {
+        if k != "offset" {
+            missing.insert(k.clone(), v).unwrap();
+        }
+    }
+    cases.push((missing, "/offset"));
+    let mut nested = good.clone();
+    let mut first = good.child("first").unwrap();
+    first.insert("num_yielded", -3).unwrap();
+    nested.insert_child("first", first);
+    cases.push((nested, "/first/num_yielded"));
+    let mut version = good.clone();
+    version.insert("version", 1u32).unwrap();
+    cases.push((version, "/version"));
+    let mut unknown = good.clone();
+    unknown.insert("batch_idx", 3).unwrap();
+    cases.push((unknown, "/batch_idx"));
+    // A state meant for another node (an IterableWrapper's).
+    cases.push((State::new().with("num_yielded", 1).unwrap(), "/num_yielded"));
+    let mut few_children = good.clone();
+    let mut others = State::new();
+    others.insert_child("0", State::new().with("num_yielded", 0).unwrap());
+    few_children.insert_child("others", others);
+    cases.push((few_children, "/others"));
+
+    for (bad, path) in cases {
+        let err = running.reset(Some(&bad)).unwrap_err();
+        assert_eq!(err.state_path(), Some(path), "{err}");
+        // Rolled back: the node continues exactly where it stood.
+        assert_eq!(running.get_state().unwrap(), good, "after {path}");
+    }
+    let rest: Vec<u64> = running.by_ref().collect::<Result<_>>().unwrap();
+    assert_eq!(rest, [2 + 102, 3 + 103, 10, 20, 21]);
+}
+
+#[test]
+fn restore_validates_before_applying_anything() {
+    // Reset the node directly (no rollback handle): a bad state field must be
+    // rejected before the children or other fields are touched.
+    let mut node = mixer();
+    node.reset(None).unwrap();
+    node.offset = 55;
+    let mut bad = node.get_state_for_test();
+    bad.insert("from_rest", "x").unwrap();
+    assert!(node.reset(Some(&bad)).is_err());
+    assert_eq!(node.offset, 55);
+    assert_eq!(node.inits, [false]);
+}
+
+#[derive(Node)]
+#[node(init)]
+struct ForgetsToFill {
+    #[node(lazy)]
+    cache: Lazy<u64>,
+}
+
+impl Init for ForgetsToFill {
+    fn init(&mut self, _restored: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Node for ForgetsToFill {
+    type Item = u64;
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        Ok(Some(*self.cache.get()?))
+    }
+}
+
+#[test]
+fn lazy_slot_read_before_init_names_node_and_field() {
+    let mut running = ForgetsToFill { cache: Lazy::new() }.start().unwrap();
+    let err = running.next().unwrap().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotInitialized {
+                node: "ForgetsToFill",
+                field: "cache"
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// A parent that forgot to annotate its child: the child is never reset.
+#[derive(Node)]
+struct Forgetful {
+    child: Probe,
+}
+
+impl Node for Forgetful {
+    type Item = u64;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        Node::next(&mut self.child, cx)
+    }
+}
+
+#[test]
+fn runtime_guard_catches_a_child_that_was_never_reset() {
+    let mut running = Forgetful {
+        child: Probe::new(3),
+    }
+    .start()
+    .unwrap();
+    let err = running.next().unwrap().unwrap_err();
+    assert!(matches!(err, Error::NotReset { node: "Probe" }), "{err}");
+}
+
+#[derive(Node)]
+struct Fan {
+    #[node(children)]
+    sources: BTreeMap<String, Box<dyn Node<Item = u64>>>,
+    #[node(child)]
+    probe: Probe,
+}
+
+impl Node for Fan {
+    type Item = u64;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        for s in self.sources.values_mut() {
+            if let Some(x) = s.next(cx)? {
+                return Ok(Some(x));
+            }
+        }
+        Node::next(&mut self.probe, cx)
+    }
+}
+
+#[test]
+fn shutdown_reaches_every_child_and_drop_shuts_down() {
+    let probe = Probe::new(2);
+    let boxed_probe = Probe::new(1);
+    let counters = [probe.shutdowns.clone(), boxed_probe.shutdowns.clone()];
+    let mut sources: BTreeMap<String, Box<dyn Node<Item = u64>>> = BTreeMap::new();
+    sources.insert("a".into(), boxed_probe.boxed());
+    let mut running = Fan { sources, probe }.start().unwrap();
+    let items: Vec<u64> = running.by_ref().collect::<Result<_>>().unwrap();
+    assert_eq!(items, [1000, 1000, 1001]);
+    running.shutdown();
+    let counts = || {
+        counters
+            .each_ref()
+            .map(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    assert_eq!(counts(), [1, 1]);
+    drop(running);
+    assert_eq!(counts(), [2, 2]);
+}

@@ -1,0 +1,19 @@
+use nodes_std::prelude::*;
+
+#[derive(Node)]
+struct Bad {
+    #[node(state, default = 1, default = 2)]
+    n: u64,
+    #[node(state)]
+    #[node(state)]
+    m: u64,
+}
+
+impl nodes_std::Node for Bad {
+    type Item = u64;
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        Ok(None)
+    }
+}
+
+fn main() {}
