@@ -4,13 +4,13 @@ use std::fmt;
 
 use crate::{Cx, Error, Node, Result};
 
-/// Groups consecutive items of its source into `Vec`s of `batch_size`.
-///
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and
 /// [`NodeExt::batch_exact`](crate::NodeExt::batch_exact) (a short last batch
 /// is dropped, like [`slice::chunks_exact`]; torchdata's default
 /// `drop_last=True`). See their documentation for more.
+///
+/// Groups consecutive items of its source into `Vec`s of `batch_size`.
 ///
 /// A full batch is returned as soon as it is full; the source is not polled
 /// further.

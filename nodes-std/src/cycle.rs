@@ -4,11 +4,11 @@ use std::fmt;
 
 use crate::{Cx, Error, Node, Result};
 
-/// Repeats its source: when the source ends, it is reset and read again.
-///
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
 /// passes over the source). See their documentation for more.
+///
+/// Repeats its source: when the source ends, it is reset and read again.
 ///
 /// Each restart is a `reset(None)` of the source, i.e. a new epoch of it (a
 /// [`SamplerWrapper`](crate::SamplerWrapper) or a

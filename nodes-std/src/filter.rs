@@ -4,10 +4,10 @@ use std::fmt;
 
 use crate::{Cx, Node, Result};
 
-/// Yields only the items of its source for which a predicate returns `true`.
-///
 /// This struct is created by [`NodeExt::filter`](crate::NodeExt::filter). See
 /// its documentation for more.
+///
+/// Yields only the items of its source for which a predicate returns `true`.
 ///
 /// The predicate runs in the caller's thread; a panic in it is not caught.
 ///

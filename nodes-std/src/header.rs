@@ -4,10 +4,10 @@ use std::fmt;
 
 use crate::{Cx, Node, Result};
 
-/// Yields at most the first `n` items of each pass of its source.
-///
 /// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
 /// its documentation for more.
+///
+/// Yields at most the first `n` items of each pass of its source.
 ///
 /// Once `n` items were returned, `next` returns the end without touching the
 /// source (so a header over an endless source ends). `n = 0` yields nothing

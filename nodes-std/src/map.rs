@@ -5,10 +5,10 @@ use std::fmt;
 
 use crate::{BoxError, Cx, Error, Node, Result};
 
-/// Applies a function to every item of its source.
-///
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
+///
+/// Applies a function to every item of its source.
 ///
 /// The function runs in the caller's thread, once per item, in order. A
 /// panic in it is not caught: it unwinds through `next` like a panic in an
@@ -61,10 +61,10 @@ where
     }
 }
 
-/// Applies a fallible function to every item of its source.
-///
 /// This struct is created by [`NodeExt::try_map`](crate::NodeExt::try_map).
 /// See its documentation for more.
+///
+/// Applies a fallible function to every item of its source.
 ///
 /// # State
 /// `source`: the source's state; `num_seen`: items taken from the source

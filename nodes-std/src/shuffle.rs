@@ -9,11 +9,11 @@ use serde::de::DeserializeOwned;
 
 use crate::{Cx, Error, Init, Node, Result};
 
-/// Shuffles its source through a buffer: each item returned is drawn at
-/// random from the next `buffer_size` items not yet returned.
-///
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
+///
+/// Shuffles its source through a buffer: each item returned is drawn at
+/// random from the next `buffer_size` items not yet returned.
 ///
 /// The first call of a pass fills the buffer (`buffer_size` pulls); each
 /// later call pulls one item to replace the one it returns. A buffer at

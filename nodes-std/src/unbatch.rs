@@ -8,11 +8,11 @@ const NAME: &str = "Unbatcher";
 const SOURCE: &str = "source";
 const BATCH_IDX: &str = "batch_idx";
 
-/// Yields the elements of each collection its source yields, in order;
-/// empty collections are skipped.
-///
 /// This struct is created by [`NodeExt::unbatch`](crate::NodeExt::unbatch).
 /// See its documentation for more.
+///
+/// Yields the elements of each collection its source yields, in order;
+/// empty collections are skipped.
 ///
 /// # State
 /// `source`: the source's state from just before the current batch was

@@ -4,10 +4,10 @@ use std::fmt;
 
 use crate::{Cx, Node, Result};
 
-/// Yields pairs of one item from each of two nodes, until either ends.
-///
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
 /// documentation for more.
+///
+/// Yields pairs of one item from each of two nodes, until either ends.
 ///
 /// Like [`Iterator::zip`], `left` is pulled first: when `right` ends, the
 /// item just taken from `left` is dropped. Once either side has ended, the
