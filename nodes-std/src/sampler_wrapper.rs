@@ -78,7 +78,9 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 ///
 /// # State
 /// `epoch`, `num_yielded` and `started` (whether the pass was started, which
-/// decides whether the next `reset(None)` advances the epoch). Restore is
+/// decides whether the next `reset(None)` advances the epoch; torchdata
+/// clears it on restore instead, which loses an epoch when nothing pulls
+/// from the wrapper between the restore and the next reset). Restore is
 /// O(1): it sets the epoch on the sampler and the position.
 ///
 /// # Errors
