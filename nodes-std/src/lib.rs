@@ -18,8 +18,8 @@ mod iterable;
 pub use crate::ext::NodeExt;
 pub use crate::iterable::IterableWrapper;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, ResetFlag, Result, Running,
-    State, Stateful, testing,
+    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats,
+    ResetFlag, Result, Running, State, Stateful, Stats, testing,
 };
 pub use nodes_derive::Node;
 
