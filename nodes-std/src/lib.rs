@@ -14,9 +14,14 @@ extern crate self as nodes_std;
 
 mod ext;
 mod iterable;
+mod sampler;
 
 pub use crate::ext::NodeExt;
 pub use crate::iterable::IterableWrapper;
+pub use crate::sampler::{
+    MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, OutputMode, Plain, StopCriteria, Tagged,
+    WithSource,
+};
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats,
     ResetFlag, Result, Running, State, Stateful, Stats, testing,
@@ -29,6 +34,7 @@ pub use nodes_core::__private;
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
     pub use crate::NodeExt;
+    pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
         Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful,
     };
