@@ -317,15 +317,20 @@ fn source_error_keeps_the_turn() {
 
 #[test]
 fn used_before_reset_is_an_error() {
+    // Through the traits, as a parent that forgot to reset its child would
+    // call it (on the concrete type, the call does not compile).
     let mut s = rr(&[2], StopCriteria::AllDatasetsExhausted);
     let mut cx = nodes_std::__private::worker_cx();
     assert!(matches!(
-        s.next(&mut cx),
+        Node::next(&mut s, &mut cx),
         Err(Error::NotReset {
             node: "MultiNodeRoundRobinSampler"
         })
     ));
-    assert!(matches!(s.get_state(&cx), Err(Error::NotReset { .. })));
+    assert!(matches!(
+        Stateful::get_state(&s, &cx),
+        Err(Error::NotReset { .. })
+    ));
 }
 
 #[test]
@@ -336,4 +341,16 @@ fn describe_lists_sources() {
         "MultiNodeRoundRobinSampler(stop_criteria=CYCLE_FOREVER, tag_output=false)"
     );
     assert_eq!(d.children.len(), 2);
+}
+
+/// The sampler reports to `Loader::with_stats`: one item per item returned.
+#[test]
+fn reports_to_loader_statistics() {
+    let mut loader =
+        nodes_std::Loader::new(rr(&[1, 2, 3], StopCriteria::AllDatasetsExhausted)).with_stats();
+    let epoch: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
+    let row = loader.stats().unwrap();
+    let row = row.get("MultiNodeRoundRobinSampler").unwrap();
+    assert_eq!(row.items as usize, epoch.len());
+    assert_eq!(row.items, 6);
 }

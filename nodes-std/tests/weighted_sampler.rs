@@ -748,9 +748,11 @@ fn rejects_states_that_do_not_fit_and_keeps_running() {
 
 #[test]
 fn used_before_reset_is_an_error() {
+    // Through the traits, as a parent that forgot to reset its child would
+    // call it (on the concrete type, the call does not compile).
     let mut s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
     let mut cx = nodes_std::__private::worker_cx();
-    let err = s.next(&mut cx).unwrap_err();
+    let err = Node::next(&mut s, &mut cx).unwrap_err();
     assert!(
         matches!(
             err,
@@ -760,9 +762,12 @@ fn used_before_reset_is_an_error() {
         ),
         "{err}"
     );
-    assert!(matches!(s.get_state(&cx), Err(Error::NotReset { .. })));
+    assert!(matches!(
+        Stateful::get_state(&s, &cx),
+        Err(Error::NotReset { .. })
+    ));
     s.reset(None).unwrap();
-    assert_eq!(s.next(&mut cx).unwrap(), Some(0));
+    assert_eq!(Node::next(&mut s, &mut cx).unwrap(), Some(0));
 }
 
 #[test]
@@ -852,4 +857,17 @@ fn save_load_over_iterable_wrappers() {
             testing::assert_save_load(build, m);
         }
     }
+}
+
+/// The sampler reports to `Loader::with_stats`: one item per item returned.
+#[test]
+fn reports_to_loader_statistics() {
+    let build = || sampler(&[3, 4], &[1.0, 1.0], StopCriteria::AllDatasetsExhausted, 0);
+    let mut loader = Loader::new(build()).with_stats();
+    let epoch0: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
+    let epoch1: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
+    let stats = loader.stats().unwrap();
+    let row = stats.get("MultiNodeWeightedSampler").unwrap();
+    assert_eq!(row.items as usize, epoch0.len() + epoch1.len());
+    assert_eq!(row.items, 14);
 }

@@ -9,11 +9,16 @@
 //! The sources of one sampler share a node type `N`. To mix different node
 //! types, box them: `Box<dyn Node<Item = T>>` is itself a node (see
 //! [`NodeExt::boxed`](crate::NodeExt::boxed)).
-//!
-//! Both are written by hand ([`Node`] and [`Stateful`] impls with a
-//! [`ResetFlag`](crate::ResetFlag) run-time guard) because they were written
-//! alongside `#[derive(Node)]`; the lead may port them onto the derive
-//! (`#[node(children)]`), keeping the state layout.
+
+// Why `Stateful` is hand-written here rather than derived: the samplers were
+// written alongside `#[derive(Node)]`, and their restore validates across
+// fields before applying anything (the state's seed/rank/world size against
+// the configuration, `dataset_keys` against the source order, "empty implies
+// exhausted"), then rebuilds derived data (the draw table, the exhausted
+// counters, the generator at its word position). They keep a `ResetFlag` and
+// the `__started_guards!` compile-time guard. They could be ported onto the
+// derive (`#[node(children)]` plus an `init`) if it grows cross-field
+// validation, keeping the state layout below.
 
 mod round_robin;
 mod stop;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -221,13 +221,19 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     }
 }
 
+// A concrete sampler that was only constructed has no `next`/`get_state`:
+// calling them is a compile error that says to start the pipeline.
+nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
+
 impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeRoundRobinSampler<N, O> {
     type Item = O::Output;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
-        Ok(self
-            .next_indexed(cx)?
-            .map(|(i, item)| O::output(&self.sources.names[i], item)))
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            Ok(self
+                .next_indexed(cx)?
+                .map(|(i, item)| O::output(&self.sources.names[i], item)))
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -536,13 +536,19 @@ fn join(names: &[std::sync::Arc<str>]) -> String {
     names.iter().map(|n| &**n).collect::<Vec<_>>().join(", ")
 }
 
+// A concrete sampler that was only constructed has no `next`/`get_state`:
+// calling them is a compile error that says to start the pipeline.
+nodes_core::__started_guards!(impl[N, O] MultiNodeWeightedSampler<N, O>);
+
 impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeWeightedSampler<N, O> {
     type Item = O::Output;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
-        Ok(self
-            .next_indexed(cx)?
-            .map(|(i, item)| O::output(&self.sources.names[i], item)))
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            Ok(self
+                .next_indexed(cx)?
+                .map(|(i, item)| O::output(&self.sources.names[i], item)))
+        })
     }
 }
 
