@@ -46,6 +46,7 @@ mod loader;
 mod node;
 mod running;
 mod state;
+mod stats;
 pub mod testing;
 
 #[doc(hidden)]
@@ -59,3 +60,4 @@ pub use crate::loader::{Epoch, Loader};
 pub use crate::node::{Cx, Init, Node, Stateful};
 pub use crate::running::Running;
 pub use crate::state::{State, VERSION_KEY};
+pub use crate::stats::{NodeId, NodeStats, Stats};

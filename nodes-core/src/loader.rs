@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
 use crate::state::State;
+use crate::stats::Stats;
 
 /// Where the loader stands between epochs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +147,20 @@ impl<N: Node> Loader<N> {
     pub fn check_shape(mut self, check: bool) -> Self {
         self.check_shape = check;
         self
+    }
+
+    /// Collects per-node statistics (items, self time, time blocked, queue
+    /// depths) from every node that reports them (all stock nodes do; nodes
+    /// running on a worker thread do not). Off by default, and then free.
+    pub fn with_stats(mut self) -> Self {
+        self.cx.enable_stats();
+        self
+    }
+
+    /// The statistics so far, bottleneck first; `None` unless
+    /// [`with_stats`](Loader::with_stats) turned them on.
+    pub fn stats(&self) -> Option<Stats> {
+        self.cx.stats_snapshot()
     }
 
     /// The pipeline's structure, as every state records it.

@@ -1,8 +1,12 @@
 //! The [`Node`] contract and the execution context [`Cx`].
 
+use std::fmt;
+use std::time::Duration;
+
 use crate::describe::Description;
 use crate::error::Result;
 use crate::state::State;
+use crate::stats::{NodeId, Recorder, Stats};
 
 /// A checkpointable iterator: the building block of every pipeline.
 ///
@@ -108,16 +112,97 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 ///     node.next(&mut cx);
 /// }
 /// ```
-#[derive(Debug)]
 pub struct Cx {
-    _private: (),
+    /// Statistics sink, present only when a loader turned stats on.
+    stats: Option<Box<Recorder>>,
+}
+
+impl fmt::Debug for Cx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cx")
+            .field("stats", &self.stats.is_some())
+            .finish()
+    }
 }
 
 impl Cx {
     /// Only the running handles (and, through `__private`, the worker threads
     /// of stock nodes) make contexts.
     pub(crate) fn new_running() -> Cx {
-        Cx { _private: () }
+        Cx { stats: None }
+    }
+
+    pub(crate) fn enable_stats(&mut self) {
+        self.stats.get_or_insert_with(Box::default);
+    }
+
+    pub(crate) fn stats_snapshot(&self) -> Option<Stats> {
+        self.stats.as_ref().map(|s| s.snapshot())
+    }
+
+    /// Whether statistics are being collected (to skip measuring otherwise).
+    #[inline]
+    pub fn stats_enabled(&self) -> bool {
+        self.stats.is_some()
+    }
+
+    /// Runs a node's `next` body, recording it in the statistics when they are
+    /// on: an item if it returns `Ok(Some)`, and the time spent, excluding
+    /// time inside observed children. With stats off this is just `body(self)`.
+    ///
+    /// ```
+    /// # use nodes_core::{Cx, NodeId, Result};
+    /// # struct Twice<S> { source: S }
+    /// # impl<S: nodes_core::Node<Item = u32>> Twice<S> {
+    /// fn next(&mut self, cx: &mut Cx) -> Result<Option<u32>> {
+    ///     cx.observe(NodeId::of(self), "Twice", |cx| {
+    ///         Ok(self.source.next(cx)?.map(|x| x * 2))
+    ///     })
+    /// }
+    /// # }
+    /// ```
+    #[inline]
+    pub fn observe<T>(
+        &mut self,
+        id: NodeId,
+        name: &'static str,
+        body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        if self.stats.is_none() {
+            return body(self);
+        }
+        self.observe_slow(id, name, body)
+    }
+
+    #[cold]
+    fn observe_slow<T>(
+        &mut self,
+        id: NodeId,
+        name: &'static str,
+        body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        if let Some(stats) = &mut self.stats {
+            stats.enter(id, name);
+        }
+        let result = body(self);
+        if let Some(stats) = &mut self.stats {
+            stats.exit(matches!(result, Ok(Some(_))));
+        }
+        result
+    }
+
+    /// Records time the current node spent blocked on workers or a queue.
+    pub fn record_blocked(&mut self, waited: Duration) {
+        if let Some(stats) = &mut self.stats {
+            stats.blocked(waited);
+        }
+    }
+
+    /// Records the current node's queue depth.
+    pub fn record_queue_depth(&mut self, depth: usize) {
+        if let Some(stats) = &mut self.stats {
+            stats.queue_depth(depth);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ mod iterable;
 mod map;
 mod map_style;
 mod permute;
+mod sampler;
 mod sampler_wrapper;
 mod shuffle;
 mod unbatch;
@@ -34,6 +35,10 @@ pub use crate::header::Header;
 pub use crate::iterable::{IterableWrapper, SeekableIterator};
 pub use crate::map::{Mapper, TryMapper};
 pub use crate::map_style::{Dataset, MapStyleWrapper};
+pub use crate::sampler::{
+    MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, OutputMode, Plain, StopCriteria, Tagged,
+    WithSource,
+};
 pub use crate::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };
@@ -41,8 +46,8 @@ pub use crate::shuffle::Shuffler;
 pub use crate::unbatch::Unbatcher;
 pub use crate::zip::Zip;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, ResetFlag, Result, Running,
-    State, Stateful, testing,
+    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats,
+    ResetFlag, Result, Running, State, Stateful, Stats, testing,
 };
 pub use nodes_derive::Node;
 
@@ -56,6 +61,7 @@ pub mod prelude {
         Dataset, IterableWrapper, MapStyleWrapper, RandomSampler, Remainder, Sampler,
         SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
     };
+    pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
         Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful,
     };

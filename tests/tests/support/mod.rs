@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nodes_std::ResetFlag;
 use nodes_std::prelude::*;
+use nodes_std::{NodeId, ResetFlag};
 
 /// Yields `0..len`, counting resets: epoch `e` (reset count) yields
 /// `e * 1000 + i`, so a replayed epoch is visible. State: `i`, `resets`.
@@ -34,13 +34,15 @@ impl Probe {
 impl Node for Probe {
     type Item = u64;
 
-    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
-        self.flag.check("Probe")?;
-        if self.i == self.len {
-            return Ok(None);
-        }
-        self.i += 1;
-        Ok(Some(self.resets * 1000 + self.i - 1))
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        cx.observe(NodeId::of(self), "Probe", |_| {
+            self.flag.check("Probe")?;
+            if self.i == self.len {
+                return Ok(None);
+            }
+            self.i += 1;
+            Ok(Some(self.resets * 1000 + self.i - 1))
+        })
     }
 }
 

@@ -1,0 +1,230 @@
+//! Per-node statistics, carried by the execution context when a
+//! [`Loader`](crate::Loader) turns them on.
+//!
+//! Nodes report through [`Cx::observe`](crate::Cx::observe) (every stock node
+//! does): items produced, time inside `next` excluding observed children
+//! ("self time"), time blocked on workers or queues, and queue depths. With
+//! stats off — the default — `observe` is a branch on a null pointer.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Identifies one node instance for statistics: its address while running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeId(usize);
+
+impl NodeId {
+    /// The id of `node` (its address).
+    pub fn of<T: ?Sized>(node: &T) -> NodeId {
+        NodeId(std::ptr::from_ref(node).cast::<()>() as usize)
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Row {
+    name: &'static str,
+    label: String,
+    items: u64,
+    calls: u64,
+    self_time: Duration,
+    blocked: Duration,
+    depth_sum: u64,
+    depth_samples: u64,
+    depth_max: u64,
+}
+
+struct Frame {
+    row: usize,
+    start: Instant,
+    children: Duration,
+}
+
+/// Collects statistics while a pipeline runs.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    rows: Vec<Row>,
+    /// Rows by (node address, parent row, name): a node and its first field
+    /// share an address, so the address alone does not identify a node.
+    by_id: HashMap<(NodeId, Option<usize>, &'static str), usize>,
+    /// How many children of each name a row has seen, for sibling labels.
+    sibling_counts: HashMap<(Option<usize>, &'static str), usize>,
+    stack: Vec<Frame>,
+}
+
+impl Recorder {
+    fn row_for(&mut self, id: NodeId, name: &'static str) -> usize {
+        let parent = self.stack.last().map(|f| f.row);
+        if let Some(&row) = self.by_id.get(&(id, parent, name)) {
+            return row;
+        }
+        let count = self.sibling_counts.entry((parent, name)).or_insert(0);
+        *count += 1;
+        let own = if *count == 1 {
+            name.to_owned()
+        } else {
+            format!("{name}#{count}")
+        };
+        let label = match parent {
+            Some(p) => format!("{}/{own}", self.rows[p].label),
+            None => own,
+        };
+        self.rows.push(Row {
+            name,
+            label,
+            ..Row::default()
+        });
+        self.by_id.insert((id, parent, name), self.rows.len() - 1);
+        self.rows.len() - 1
+    }
+
+    pub(crate) fn enter(&mut self, id: NodeId, name: &'static str) {
+        let row = self.row_for(id, name);
+        self.stack.push(Frame {
+            row,
+            start: Instant::now(),
+            children: Duration::ZERO,
+        });
+    }
+
+    pub(crate) fn exit(&mut self, produced: bool) {
+        let Some(frame) = self.stack.pop() else {
+            return;
+        };
+        let elapsed = frame.start.elapsed();
+        let row = &mut self.rows[frame.row];
+        row.calls += 1;
+        row.items += u64::from(produced);
+        row.self_time += elapsed.saturating_sub(frame.children);
+        if let Some(parent) = self.stack.last_mut() {
+            parent.children += elapsed;
+        }
+    }
+
+    pub(crate) fn blocked(&mut self, waited: Duration) {
+        if let Some(frame) = self.stack.last() {
+            self.rows[frame.row].blocked += waited;
+        }
+    }
+
+    pub(crate) fn queue_depth(&mut self, depth: usize) {
+        if let Some(frame) = self.stack.last() {
+            let row = &mut self.rows[frame.row];
+            let depth = depth as u64;
+            row.depth_sum += depth;
+            row.depth_samples += 1;
+            row.depth_max = row.depth_max.max(depth);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        // Rows with the same label (the same node seen at two addresses, e.g.
+        // after the loader moved) are merged.
+        let mut merged: Vec<NodeStats> = Vec::new();
+        for row in &self.rows {
+            let entry = match merged.iter_mut().find(|n| n.node == row.label) {
+                Some(e) => e,
+                None => {
+                    merged.push(NodeStats {
+                        node: row.label.clone(),
+                        name: row.name,
+                        ..NodeStats::default()
+                    });
+                    merged.last_mut().expect("just pushed")
+                }
+            };
+            entry.items += row.items;
+            entry.calls += row.calls;
+            entry.self_time += row.self_time;
+            entry.blocked += row.blocked;
+            entry.depth_sum += row.depth_sum;
+            entry.depth_samples += row.depth_samples;
+            entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
+        }
+        merged.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.node.cmp(&b.node)));
+        Stats { nodes: merged }
+    }
+}
+
+/// A snapshot of per-node statistics, bottleneck first (most self time).
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// One entry per observed node.
+    pub nodes: Vec<NodeStats>,
+}
+
+/// Statistics of one node.
+#[derive(Debug, Clone, Default)]
+pub struct NodeStats {
+    /// Where the node sits: type names from the root, `/`-separated
+    /// (`Name#2` for a second sibling of the same type).
+    pub node: String,
+    /// The node's type name.
+    pub name: &'static str,
+    /// Items returned by `next`.
+    pub items: u64,
+    /// Calls to `next` (items plus end signals and errors).
+    pub calls: u64,
+    /// Time inside `next`, excluding time inside observed children.
+    pub self_time: Duration,
+    /// Part of `self_time` spent blocked on workers or queues.
+    pub blocked: Duration,
+    /// Largest queue depth reported.
+    pub max_queue_depth: u64,
+    depth_sum: u64,
+    depth_samples: u64,
+}
+
+impl NodeStats {
+    /// Mean reported queue depth, if the node reports one.
+    pub fn mean_queue_depth(&self) -> Option<f64> {
+        (self.depth_samples > 0).then(|| self.depth_sum as f64 / self.depth_samples as f64)
+    }
+}
+
+impl Stats {
+    /// The entry for the first node whose position ends with `suffix`.
+    pub fn get(&self, suffix: &str) -> Option<&NodeStats> {
+        self.nodes.iter().find(|n| n.node.ends_with(suffix))
+    }
+}
+
+/// A table, bottleneck first.
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let width = self
+            .nodes
+            .iter()
+            .map(|n| n.node.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        writeln!(
+            f,
+            "{:<width$}  {:>10}  {:>12}  {:>10}  {:>12}  {:>10}",
+            "node", "items", "self ms", "self %", "blocked ms", "queue avg"
+        )?;
+        let total: Duration = self.nodes.iter().map(|n| n.self_time).sum();
+        for n in &self.nodes {
+            let share = if total.is_zero() {
+                0.0
+            } else {
+                100.0 * n.self_time.as_secs_f64() / total.as_secs_f64()
+            };
+            let queue = n
+                .mean_queue_depth()
+                .map_or_else(|| "-".to_owned(), |d| format!("{d:.1}"));
+            writeln!(
+                f,
+                "{:<width$}  {:>10}  {:>12.3}  {:>9.1}%  {:>12.3}  {:>10}",
+                n.node,
+                n.items,
+                n.self_time.as_secs_f64() * 1e3,
+                share,
+                n.blocked.as_secs_f64() * 1e3,
+                queue
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,289 @@
+//! Mixing several sources into one stream: [`MultiNodeWeightedSampler`],
+//! [`MultiNodeRoundRobinSampler`] and their [`StopCriteria`].
+//!
+//! Both samplers take an ordered list of named sources (`(name, node)` pairs;
+//! the names key the sources' states in a checkpoint) and yield the sources'
+//! items unchanged, or, after `.tagged()`, as [`Tagged`] items that carry the
+//! name of the source they came from.
+//!
+//! The sources of one sampler share a node type `N`. To mix different node
+//! types, box them: `Box<dyn Node<Item = T>>` is itself a node (see
+//! [`NodeExt::boxed`](crate::NodeExt::boxed)).
+
+// Why `Stateful` is hand-written here rather than derived: the samplers were
+// written alongside `#[derive(Node)]`, and their restore validates across
+// fields before applying anything (the state's seed/rank/world size against
+// the configuration, `dataset_keys` against the source order, "empty implies
+// exhausted"), then rebuilds derived data (the draw table, the exhausted
+// counters, the generator at its word position). They keep a `ResetFlag` and
+// the `__started_guards!` compile-time guard. They could be ported onto the
+// derive (`#[node(children)]` plus an `init`) if it grows cross-field
+// validation, keeping the state layout below.
+
+mod round_robin;
+mod stop;
+mod weighted;
+
+use std::fmt;
+use std::sync::Arc;
+
+use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
+
+pub use self::round_robin::MultiNodeRoundRobinSampler;
+pub use self::stop::StopCriteria;
+pub use self::weighted::MultiNodeWeightedSampler;
+
+/// An item together with the name of the source it came from: what a sampler
+/// yields after `.tagged()` (torchdata's `tag_output=True`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use nodes_std::Tagged;
+///
+/// let t = Tagged { source: Arc::from("books"), item: 7 };
+/// let (source, item) = t.into_parts();
+/// assert_eq!((&*source, item), ("books", 7));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tagged<T> {
+    /// The name of the source, as given to the sampler (shared, not copied per item).
+    pub source: Arc<str>,
+    /// The source's item, unchanged.
+    pub item: T,
+}
+
+impl<T> Tagged<T> {
+    /// `(source, item)`.
+    pub fn into_parts(self) -> (Arc<str>, T) {
+        (self.source, self.item)
+    }
+}
+
+/// What a sampler yields for an item of one of its sources: the item itself
+/// ([`Plain`], the default) or a [`Tagged`] item ([`WithSource`], after
+/// `.tagged()`).
+///
+/// The mode is a type parameter of the sampler, so the item type is known at
+/// compile time and tagging costs one reference-count increment per item.
+pub trait OutputMode<T>: Send {
+    /// The sampler's item type.
+    type Output;
+    /// Whether the source name is part of the output (shown by `describe`).
+    const TAGGED: bool;
+    /// Builds the output for `item`, drawn from the source named `source`.
+    fn output(source: &Arc<str>, item: T) -> Self::Output;
+}
+
+/// Output mode: yield the sources' items unchanged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Plain;
+
+/// Output mode: yield [`Tagged`] items naming their source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WithSource;
+
+impl<T> OutputMode<T> for Plain {
+    type Output = T;
+    const TAGGED: bool = false;
+    fn output(_source: &Arc<str>, item: T) -> T {
+        item
+    }
+}
+
+impl<T> OutputMode<T> for WithSource {
+    type Output = Tagged<T>;
+    const TAGGED: bool = true;
+    fn output(source: &Arc<str>, item: T) -> Tagged<T> {
+        Tagged {
+            source: Arc::clone(source),
+            item,
+        }
+    }
+}
+
+// State keys shared by both samplers.
+pub(crate) const DATASET_KEYS: &str = "dataset_keys";
+pub(crate) const NODE_STATES: &str = "dataset_node_states";
+pub(crate) const EXHAUSTED: &str = "datasets_exhausted";
+pub(crate) const EMPTY: &str = "datasets_empty";
+
+/// The named sources of a sampler and their per-pass flags, indexed by
+/// position (the hot path never compares names).
+pub(crate) struct Sources<N> {
+    pub(crate) names: Vec<Arc<str>>,
+    pub(crate) nodes: Vec<N>,
+    /// Signalled its end during this pass.
+    pub(crate) exhausted: Vec<bool>,
+    /// Signalled its end again right after a restart: nothing to draw from
+    /// for the rest of this pass.
+    pub(crate) empty: Vec<bool>,
+}
+
+/// The per-source part of a restored state, decoded and checked but not applied.
+pub(crate) struct DecodedSources {
+    pub(crate) exhausted: Vec<bool>,
+    pub(crate) empty: Vec<bool>,
+    pub(crate) states: Vec<State>,
+}
+
+impl<N: Node> Sources<N> {
+    /// Takes ownership of the sources, rejecting an empty list and duplicate names.
+    pub(crate) fn new<K: Into<String>>(
+        node: &'static str,
+        sources: impl IntoIterator<Item = (K, N)>,
+    ) -> Result<Self> {
+        let mut names: Vec<Arc<str>> = Vec::new();
+        let mut nodes = Vec::new();
+        for (name, source) in sources {
+            let name: String = name.into();
+            if names.iter().any(|n| **n == *name) {
+                return Err(Error::invalid_argument(
+                    node,
+                    format!("source name {name:?} appears more than once"),
+                ));
+            }
+            names.push(Arc::from(name));
+            nodes.push(source);
+        }
+        if nodes.is_empty() {
+            return Err(Error::invalid_argument(
+                node,
+                "at least one source is required",
+            ));
+        }
+        let len = nodes.len();
+        Ok(Sources {
+            names,
+            nodes,
+            exhausted: vec![false; len],
+            empty: vec![false; len],
+        })
+    }
+
+    /// Resets every source to its beginning and clears the flags.
+    pub(crate) fn reset_all(&mut self) -> Result<()> {
+        for node in &mut self.nodes {
+            node.reset(None)?;
+        }
+        self.exhausted.fill(false);
+        self.empty.fill(false);
+        Ok(())
+    }
+
+    /// Decodes and checks the per-source keys of `state` (names and order,
+    /// flags, nested states) without touching anything.
+    pub(crate) fn decode(&self, node: &'static str, state: &State) -> Result<DecodedSources> {
+        let keys: Vec<String> = state.get(DATASET_KEYS)?;
+        if keys.len() != self.len() || keys.iter().zip(&self.names).any(|(k, n)| **k != **n) {
+            return Err(Error::bad_state(
+                state.path_of(DATASET_KEYS),
+                format!(
+                    "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
+                    keys.join(", "),
+                    self.names
+                        .iter()
+                        .map(|n| &**n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
+        let flags = |key: &str| -> Result<Vec<bool>> {
+            let map = state.child(key)?;
+            map.expect_keys(node, &names)?;
+            names.iter().map(|n| map.get::<bool>(n)).collect()
+        };
+        let exhausted = flags(EXHAUSTED)?;
+        let empty = flags(EMPTY)?;
+        if let Some(i) = (0..self.len()).find(|&i| empty[i] && !exhausted[i]) {
+            return Err(Error::bad_state(
+                state.child(EMPTY)?.path_of(names[i]),
+                "a source marked empty must also be marked exhausted",
+            ));
+        }
+        let nested = state.child(NODE_STATES)?;
+        nested.expect_keys(node, &names)?;
+        let states = names
+            .iter()
+            .map(|n| nested.child(n))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DecodedSources {
+            exhausted,
+            empty,
+            states,
+        })
+    }
+
+    /// Resets every source from its decoded state, then adopts the flags.
+    pub(crate) fn restore(&mut self, decoded: DecodedSources) -> Result<()> {
+        for (node, state) in self.nodes.iter_mut().zip(&decoded.states) {
+            node.reset(Some(state))?;
+        }
+        self.exhausted = decoded.exhausted;
+        self.empty = decoded.empty;
+        Ok(())
+    }
+
+    /// Writes the per-source keys into `state`.
+    pub(crate) fn save(&self, state: &mut State, cx: &Cx) -> Result<()> {
+        let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
+        state.insert(DATASET_KEYS, &names)?;
+        let flags = |values: &[bool]| -> Result<State> {
+            let mut map = State::new();
+            for (name, value) in names.iter().zip(values) {
+                map.insert(*name, *value)?;
+            }
+            Ok(map)
+        };
+        state.insert_child(EXHAUSTED, flags(&self.exhausted)?);
+        state.insert_child(EMPTY, flags(&self.empty)?);
+        let mut nested = State::new();
+        for (name, node) in names.iter().zip(&self.nodes) {
+            nested.insert_child(*name, node.get_state(cx)?);
+        }
+        state.insert_child(NODE_STATES, nested);
+        Ok(())
+    }
+
+    pub(crate) fn describe_into(&self, mut description: Description) -> Description {
+        for (name, node) in self.names.iter().zip(&self.nodes) {
+            description = description.child(&**name, node.describe());
+        }
+        description
+    }
+
+    pub(crate) fn shutdown(&mut self) {
+        self.nodes.iter_mut().for_each(Stateful::shutdown);
+    }
+}
+
+impl<N> Sources<N> {
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| **n == *name)
+    }
+
+    /// The flags as `name: exhausted/empty` pairs, for `Debug`.
+    pub(crate) fn debug_flags(&self) -> impl fmt::Debug + '_ {
+        struct Flags<'a>(&'a [Arc<str>], &'a [bool], &'a [bool]);
+        impl fmt::Debug for Flags<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut map = f.debug_map();
+                for ((name, &exhausted), &empty) in self.0.iter().zip(self.1).zip(self.2) {
+                    let status = match (exhausted, empty) {
+                        (_, true) => "empty",
+                        (true, false) => "exhausted",
+                        (false, false) => "active",
+                    };
+                    map.entry(name, &status);
+                }
+                map.finish()
+            }
+        }
+        Flags(&self.names, &self.exhausted, &self.empty)
+    }
+}

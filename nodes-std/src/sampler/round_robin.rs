@@ -1,0 +1,300 @@
+//! [`MultiNodeRoundRobinSampler`]: takes one item from each source in turn.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+
+use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
+use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
+
+const NAME: &str = "MultiNodeRoundRobinSampler";
+
+const CURSOR: &str = "current_dataset_index";
+const KEYS: [&str; 5] = [CURSOR, DATASET_KEYS, EXHAUSTED, EMPTY, NODE_STATES];
+
+/// Mixes several named sources by taking one item from each in turn, in source
+/// order (torchdata's `MultiNodeRoundRobinSampler`).
+///
+/// It has no single upstream, so it is built with [`new`](Self::new);
+/// [`tagged`](Self::tagged) makes it yield [`Tagged`](crate::Tagged) items
+/// naming their source.
+///
+/// # Semantics
+///
+/// - A cursor walks the sources in order; each turn pulls one item from the
+///   cursor's source and moves the cursor on. A source is found exhausted only
+///   when it signals its end on its own turn.
+/// - When a source ends, the [`StopCriteria`] decides:
+///   `CycleUntilAllDatasetsExhausted` (the default) restarts it and takes its
+///   first item on the same turn, until every source has ended at least once;
+///   `AllDatasetsExhausted` skips it from then on (every item of every source
+///   exactly once); `FirstDatasetExhausted` ends the pass; `CycleForever`
+///   restarts it forever (torchdata rejects this criterion here). A source that
+///   ends again right after a restart is *empty* and is skipped for the rest of
+///   the pass.
+/// - For sources of sizes 1, 2, 3: `AllDatasetsExhausted` yields 6 items,
+///   `FirstDatasetExhausted` 3, `CycleUntilAllDatasetsExhausted` 11.
+/// - There is no randomness and no epoch: every pass is the same.
+///
+/// # State
+///
+/// ```json
+/// {
+///   "current_dataset_index": 1,
+///   "dataset_keys": ["a", "b"],
+///   "datasets_exhausted": {"a": false, "b": false},
+///   "datasets_empty": {"a": false, "b": false},
+///   "dataset_node_states": {"a": {"...": "..."}, "b": {"...": "..."}}
+/// }
+/// ```
+///
+/// The sources' states are keyed by name (torchdata keys them by position).
+/// Tagging does not change the state.
+///
+/// # Errors
+///
+/// - [`new`](Self::new) returns [`Error::InvalidArgument`] for no sources or
+///   duplicate source names.
+/// - `reset(Some(state))` returns [`Error::BadState`] for a state that does
+///   not fit, in particular one whose `dataset_keys` differ from this
+///   sampler's names or their order ("mismatch between the dataset keys").
+///   Nothing is changed until the whole state has been checked.
+/// - `next` and `get_state` return [`Error::NotReset`] before the first reset.
+/// - An error from a source is passed through without moving the cursor, so
+///   calling `next` again asks the same source again.
+///
+/// # Examples
+///
+/// ```
+/// use nodes_std::{IterableWrapper, MultiNodeRoundRobinSampler, NodeExt, Result, StopCriteria};
+/// let sources = || {
+///     [
+///         ("a", IterableWrapper::new(0..1u32)),
+///         ("b", IterableWrapper::new(10..12)),
+///         ("c", IterableWrapper::new(20..23)),
+///     ]
+/// };
+///
+/// let all = MultiNodeRoundRobinSampler::new(sources())?
+///     .with_stop_criteria(StopCriteria::AllDatasetsExhausted);
+/// let items: Vec<u32> = all.start()?.collect::<Result<_>>()?;
+/// assert_eq!(items, [0, 10, 20, 11, 21, 22]);
+///
+/// let cycle = MultiNodeRoundRobinSampler::new(sources())?; // CycleUntilAllDatasetsExhausted
+/// let items: Vec<u32> = cycle.start()?.collect::<Result<_>>()?;
+/// assert_eq!(items, [0, 10, 20, 0, 11, 21, 0, 10, 22, 0, 11]);
+///
+/// let tagged = MultiNodeRoundRobinSampler::new(sources())?.tagged();
+/// let first = tagged.start()?.next().unwrap()?;
+/// assert_eq!((&*first.source, first.item), ("a", 0));
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[must_use = "nodes do nothing until started"]
+pub struct MultiNodeRoundRobinSampler<N, O = Plain> {
+    sources: Sources<N>,
+    stop: StopCriteria,
+    cursor: usize,
+    num_exhausted: usize,
+    num_empty: usize,
+    flag: ResetFlag,
+    _mode: PhantomData<fn() -> O>,
+}
+
+impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
+    /// A round-robin sampler over `sources` (ordered `(name, node)` pairs),
+    /// with `CycleUntilAllDatasetsExhausted`.
+    ///
+    /// To mix different node types, box them with
+    /// [`NodeExt::boxed`](crate::NodeExt::boxed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no sources or duplicate names.
+    pub fn new<K: Into<String>>(sources: impl IntoIterator<Item = (K, N)>) -> Result<Self> {
+        Ok(MultiNodeRoundRobinSampler {
+            sources: Sources::new(NAME, sources)?,
+            stop: StopCriteria::default(),
+            cursor: 0,
+            num_exhausted: 0,
+            num_empty: 0,
+            flag: ResetFlag::default(),
+            _mode: PhantomData,
+        })
+    }
+
+    /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
+    /// (torchdata's `tag_output=True`). The state is unchanged.
+    pub fn tagged(self) -> MultiNodeRoundRobinSampler<N, WithSource> {
+        MultiNodeRoundRobinSampler {
+            sources: self.sources,
+            stop: self.stop,
+            cursor: self.cursor,
+            num_exhausted: self.num_exhausted,
+            num_empty: self.num_empty,
+            flag: self.flag,
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
+    /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
+    /// The node must be reset afterwards.
+    pub fn with_stop_criteria(mut self, stop: StopCriteria) -> Self {
+        self.stop = stop;
+        self.flag = ResetFlag::default();
+        self
+    }
+
+    /// When a pass ends.
+    pub fn stop_criteria(&self) -> StopCriteria {
+        self.stop
+    }
+
+    /// The index of the source whose turn is next.
+    pub fn current_index(&self) -> usize {
+        self.cursor
+    }
+
+    fn finished(&self) -> bool {
+        match self.stop {
+            StopCriteria::FirstDatasetExhausted => self.num_exhausted > 0,
+            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
+                self.num_exhausted == self.sources.len()
+            }
+            StopCriteria::CycleForever => self.num_empty == self.sources.len(),
+        }
+    }
+
+    fn advance(&mut self) {
+        self.cursor += 1;
+        if self.cursor == self.sources.len() {
+            self.cursor = 0;
+        }
+    }
+
+    fn mark_exhausted(&mut self, i: usize) {
+        if !self.sources.exhausted[i] {
+            self.sources.exhausted[i] = true;
+            self.num_exhausted += 1;
+        }
+    }
+
+    /// The next item with the index of its source.
+    fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
+        self.flag.check(NAME)?;
+        loop {
+            if self.finished() {
+                return Ok(None);
+            }
+            let i = self.cursor;
+            let skip = self.sources.empty[i]
+                || (self.stop == StopCriteria::AllDatasetsExhausted && self.sources.exhausted[i]);
+            if skip {
+                self.advance();
+                continue;
+            }
+            if let Some(item) = self.sources.nodes[i].next(cx)? {
+                self.advance();
+                return Ok(Some((i, item)));
+            }
+            self.mark_exhausted(i);
+            if !self.stop.restarts() || self.finished() {
+                continue;
+            }
+            let node = &mut self.sources.nodes[i];
+            node.reset(None)?;
+            if let Some(item) = node.next(cx)? {
+                self.advance();
+                return Ok(Some((i, item)));
+            }
+            self.sources.empty[i] = true;
+            self.num_empty += 1;
+            self.advance();
+        }
+    }
+
+    fn recount(&mut self) {
+        self.num_exhausted = self.sources.exhausted.iter().filter(|&&e| e).count();
+        self.num_empty = self.sources.empty.iter().filter(|&&e| e).count();
+    }
+}
+
+// A concrete sampler that was only constructed has no `next`/`get_state`:
+// calling them is a compile error that says to start the pipeline.
+nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
+
+impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeRoundRobinSampler<N, O> {
+    type Item = O::Output;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            Ok(self
+                .next_indexed(cx)?
+                .map(|(i, item)| O::output(&self.sources.names[i], item)))
+        })
+    }
+}
+
+impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        match state {
+            None => {
+                self.sources.reset_all()?;
+                self.cursor = 0;
+            }
+            Some(state) => {
+                state.expect_keys(NAME, &KEYS)?;
+                let cursor: usize = state.get(CURSOR)?;
+                let decoded = self.sources.decode(NAME, state)?;
+                if cursor >= self.sources.len() {
+                    return Err(Error::bad_state(
+                        state.path_of(CURSOR),
+                        format!(
+                            "index {cursor} is out of range for {} sources",
+                            self.sources.len()
+                        ),
+                    ));
+                }
+                self.sources.restore(decoded)?;
+                self.cursor = cursor;
+            }
+        }
+        self.recount();
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(NAME)?;
+        let mut state = State::new().with(CURSOR, self.cursor)?;
+        self.sources.save(&mut state, cx)?;
+        Ok(state)
+    }
+
+    fn describe(&self) -> Description {
+        let d = Description::new(NAME)
+            .param("stop_criteria", self.stop)
+            .param("tag_output", O::TAGGED);
+        self.sources.describe_into(d)
+    }
+
+    fn shutdown(&mut self) {
+        self.sources.shutdown();
+    }
+}
+
+impl<N, O> fmt::Debug for MultiNodeRoundRobinSampler<N, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(NAME)
+            .field("stop_criteria", &self.stop)
+            .field("output", &std::any::type_name::<O>())
+            .field("current_dataset_index", &self.cursor)
+            .field("sources", &self.sources.debug_flags())
+            .field("flag", &self.flag)
+            .finish_non_exhaustive()
+    }
+}

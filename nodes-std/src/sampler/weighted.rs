@@ -1,0 +1,636 @@
+//! [`MultiNodeWeightedSampler`]: a seeded weighted mix of several sources.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+
+use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+
+use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
+use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
+
+const NAME: &str = "MultiNodeWeightedSampler";
+
+const EPOCH: &str = "epoch";
+const NUM_YIELDED: &str = "num_yielded";
+const STARTED: &str = "started";
+const RNG: &str = "rng";
+const KEYS: [&str; 8] = [
+    EPOCH,
+    NUM_YIELDED,
+    STARTED,
+    RNG,
+    DATASET_KEYS,
+    EXHAUSTED,
+    EMPTY,
+    NODE_STATES,
+];
+
+const RNG_SEED: &str = "seed";
+const RNG_RANK: &str = "rank";
+const RNG_WORLD_SIZE: &str = "world_size";
+const RNG_WORD_POS: &str = "word_pos";
+const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
+
+/// Every draw reads one `u64`, i.e. two 32-bit words of the ChaCha stream.
+const WORDS_PER_DRAW: u128 = 2;
+
+/// Mixes several named sources, choosing the source of each item at random in
+/// proportion to its weight, from a seeded generator (torchdata's
+/// `MultiNodeWeightedSampler`).
+///
+/// It has no single upstream, so it is built with [`new`](Self::new) and
+/// configured with the `with_*` methods; [`tagged`](Self::tagged) makes it
+/// yield [`Tagged`](crate::Tagged) items naming their source.
+///
+/// # Semantics
+///
+/// - Sources are an ordered list of `(name, node)` pairs with distinct names;
+///   weights are `(name, weight)` pairs for exactly the same names, in any
+///   order (a `HashMap` is fine). Weights are finite, non-negative `f64`s, at
+///   least one positive; they need not sum to 1. A source of weight 0 is never
+///   drawn (it is still reset, and its state kept) and takes no part in the
+///   stop criterion.
+/// - For each item one source is drawn: a uniform `f64` in `[0, 1)` made from
+///   the top 53 bits of the generator's next `u64`, scaled by the total weight
+///   of the sources still drawn from, and looked up in their cumulative
+///   weights (in source order).
+/// - When a source ends, what happens depends on the [`StopCriteria`]:
+///   `CycleUntilAllDatasetsExhausted` (the default) restarts it and keeps
+///   drawing until every source has ended at least once;
+///   `AllDatasetsExhausted` stops drawing from it (every item of every source
+///   is yielded exactly once); `FirstDatasetExhausted` ends the pass;
+///   `CycleForever` restarts it forever. A source that ends again right after
+///   a restart is *empty* and is no longer drawn from in this pass (a pass of
+///   `CycleForever` ends only when every source is empty).
+/// - **Randomness.** A pass draws from ChaCha8 keyed by the `seed` (expanded
+///   with `SeedableRng::seed_from_u64`) on stream number
+///   `epoch × world_size + rank` (wrapping): every epoch and every rank of a
+///   job gets its own independent stream. The epoch starts at 0 and advances
+///   on `reset(None)` if the previous pass had started (a `next` was called),
+///   as in torchdata.
+/// - Same seed, rank, world size, sources and state ⇒ the same sequence, on
+///   any machine.
+///
+/// # State
+///
+/// ```json
+/// {
+///   "epoch": 1,
+///   "num_yielded": 5,
+///   "started": true,
+///   "rng": {"seed": 0, "rank": 0, "world_size": 1, "word_pos": 10},
+///   "dataset_keys": ["a", "b"],
+///   "datasets_exhausted": {"a": false, "b": false},
+///   "datasets_empty": {"a": false, "b": false},
+///   "dataset_node_states": {"a": {"...": "..."}, "b": {"...": "..."}}
+/// }
+/// ```
+///
+/// `word_pos` is the generator's position in its stream (in 32-bit words, two
+/// per draw): restoring jumps straight there, in constant time however many
+/// items were drawn, and restores each source from its own state. Tagging
+/// does not change the state.
+///
+/// # Errors
+///
+/// - [`new`](Self::new) and [`with_rank`](Self::with_rank) return
+///   [`Error::InvalidArgument`] for: no sources, duplicate source names,
+///   weights whose names differ from the sources', negative or non-finite
+///   weights, all weights zero, weights whose sum overflows, `world_size` 0,
+///   `rank >= world_size`.
+/// - `reset(Some(state))` returns [`Error::BadState`] (naming the JSON path)
+///   for a state that does not fit: unknown or missing keys, other source
+///   names or order, or a state taken with another seed, rank or world size.
+///   Nothing is changed until the whole state has been checked.
+/// - `next` and `get_state` return [`Error::NotReset`] before the first reset.
+/// - An error from a source is passed through. The draw that chose that source
+///   is taken back, so calling `next` again asks the same source again.
+///
+/// # Examples
+///
+/// ```
+/// use nodes_std::{IterableWrapper, MultiNodeWeightedSampler, NodeExt, Result, StopCriteria};
+/// let build = || -> Result<_> {
+///     Ok(MultiNodeWeightedSampler::new(
+///         [("small", IterableWrapper::new(0..3u32)), ("large", IterableWrapper::new(100..110))],
+///         [("small", 0.25), ("large", 0.75)],
+///     )?
+///     .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+///     .with_seed(7))
+/// };
+///
+/// // Every item of every source exactly once, in a seeded random interleaving.
+/// let mut run = build()?.start()?;
+/// let first: Vec<u32> = run.by_ref().take(4).collect::<Result<_>>()?;
+/// let state = run.get_state()?;
+/// let rest: Vec<u32> = run.collect::<Result<_>>()?;
+/// assert_eq!(first.len() + rest.len(), 13);
+///
+/// // A checkpoint resumes exactly.
+/// let resumed: Vec<u32> = build()?.start_from(&state)?.collect::<Result<_>>()?;
+/// assert_eq!(resumed, rest);
+///
+/// // Tagged items name their source.
+/// for tagged in build()?.tagged().start()? {
+///     let tagged = tagged?;
+///     assert_eq!(&*tagged.source, if tagged.item < 100 { "small" } else { "large" });
+/// }
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[must_use = "nodes do nothing until started"]
+pub struct MultiNodeWeightedSampler<N, O = Plain> {
+    sources: Sources<N>,
+    weights: Vec<f64>,
+    stop: StopCriteria,
+    seed: u64,
+    rank: u64,
+    world_size: u64,
+    /// Sources with a positive weight.
+    active: usize,
+    // Per pass.
+    epoch: u64,
+    num_yielded: u64,
+    started: bool,
+    rng: ChaCha8Rng,
+    /// Running sums of the weights of the sources still drawn from, in source
+    /// order (a source not drawn from adds 0).
+    cumulative: Vec<f64>,
+    /// The last source still drawn from, if any.
+    last_live: Option<usize>,
+    /// Sources with a positive weight that ended in this pass.
+    active_exhausted: usize,
+    flag: ResetFlag,
+    _mode: PhantomData<fn() -> O>,
+}
+
+impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
+    /// A sampler over `sources` (ordered `(name, node)` pairs) with the given
+    /// weights (`(name, weight)` pairs naming exactly the same sources),
+    /// `CycleUntilAllDatasetsExhausted`, seed 0, rank 0 of 1.
+    ///
+    /// To mix different node types, box them with
+    /// [`NodeExt::boxed`](crate::NodeExt::boxed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no sources, duplicate names, weights
+    /// whose names differ from the sources', a negative or non-finite weight,
+    /// all weights zero, or weights whose sum is not finite.
+    pub fn new<K, W>(
+        sources: impl IntoIterator<Item = (K, N)>,
+        weights: impl IntoIterator<Item = (W, f64)>,
+    ) -> Result<Self>
+    where
+        K: Into<String>,
+        W: AsRef<str>,
+    {
+        let sources = Sources::new(NAME, sources)?;
+        let n = sources.len();
+        let mut by_index: Vec<Option<f64>> = vec![None; n];
+        for (name, weight) in weights {
+            let name = name.as_ref();
+            let Some(i) = sources.index_of(name) else {
+                return Err(Error::invalid_argument(
+                    NAME,
+                    format!(
+                        "the names of sources and weights must be the same: weight given for {name:?}, which is not a source (sources: {})",
+                        join(&sources.names)
+                    ),
+                ));
+            };
+            if by_index[i].is_some() {
+                return Err(Error::invalid_argument(
+                    NAME,
+                    format!("weight for {name:?} given more than once"),
+                ));
+            }
+            if !weight.is_finite() || weight < 0.0 {
+                return Err(Error::invalid_argument(
+                    NAME,
+                    format!("weight for {name:?} must be finite and non-negative, got {weight}"),
+                ));
+            }
+            by_index[i] = Some(weight);
+        }
+        let mut weights = Vec::with_capacity(n);
+        for (i, w) in by_index.into_iter().enumerate() {
+            match w {
+                Some(w) => weights.push(w),
+                None => {
+                    return Err(Error::invalid_argument(
+                        NAME,
+                        format!(
+                            "the names of sources and weights must be the same: no weight for source {:?}",
+                            &*sources.names[i]
+                        ),
+                    ));
+                }
+            }
+        }
+        let active = weights.iter().filter(|&&w| w > 0.0).count();
+        if active == 0 {
+            return Err(Error::invalid_argument(
+                NAME,
+                "at least one weight must be positive (all weights are zero)",
+            ));
+        }
+        if !weights.iter().sum::<f64>().is_finite() {
+            return Err(Error::invalid_argument(
+                NAME,
+                "the weights must have a finite sum",
+            ));
+        }
+        Ok(MultiNodeWeightedSampler {
+            sources,
+            weights,
+            stop: StopCriteria::default(),
+            seed: 0,
+            rank: 0,
+            world_size: 1,
+            active,
+            epoch: 0,
+            num_yielded: 0,
+            started: false,
+            rng: make_rng(0, 0, 0, 1),
+            cumulative: vec![0.0; n],
+            last_live: None,
+            active_exhausted: 0,
+            flag: ResetFlag::default(),
+            _mode: PhantomData,
+        })
+    }
+
+    /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
+    /// (torchdata's `tag_output=True`). The state is unchanged.
+    pub fn tagged(self) -> MultiNodeWeightedSampler<N, WithSource> {
+        MultiNodeWeightedSampler {
+            sources: self.sources,
+            weights: self.weights,
+            stop: self.stop,
+            seed: self.seed,
+            rank: self.rank,
+            world_size: self.world_size,
+            active: self.active,
+            epoch: self.epoch,
+            num_yielded: self.num_yielded,
+            started: self.started,
+            rng: self.rng,
+            cumulative: self.cumulative,
+            last_live: self.last_live,
+            active_exhausted: self.active_exhausted,
+            flag: self.flag,
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
+    /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
+    /// The node must be reset afterwards.
+    pub fn with_stop_criteria(mut self, stop: StopCriteria) -> Self {
+        self.stop = stop;
+        self.flag = ResetFlag::default();
+        self
+    }
+
+    /// Sets the seed (default 0). The node must be reset afterwards.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self.flag = ResetFlag::default();
+        self
+    }
+
+    /// Sets this process's rank among `world_size` (default 0 of 1): each rank
+    /// draws from its own random stream. The node must be reset afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] if `world_size` is 0 or `rank >= world_size`.
+    pub fn with_rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
+        if world_size == 0 {
+            return Err(Error::invalid_argument(
+                NAME,
+                "world_size must be at least 1",
+            ));
+        }
+        if rank >= world_size {
+            return Err(Error::invalid_argument(
+                NAME,
+                format!("rank must be below world_size, got rank {rank} of {world_size}"),
+            ));
+        }
+        self.rank = rank;
+        self.world_size = world_size;
+        self.flag = ResetFlag::default();
+        Ok(self)
+    }
+
+    /// When a pass ends.
+    pub fn stop_criteria(&self) -> StopCriteria {
+        self.stop
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u64 {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn world_size(&self) -> u64 {
+        self.world_size
+    }
+
+    /// The current epoch (0 for the first pass).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Items yielded in the current pass.
+    pub fn num_yielded(&self) -> u64 {
+        self.num_yielded
+    }
+
+    /// Whether source `i` is still drawn from in this pass.
+    fn is_live(&self, i: usize) -> bool {
+        self.weights[i] > 0.0
+            && !self.sources.empty[i]
+            && !(self.stop == StopCriteria::AllDatasetsExhausted && self.sources.exhausted[i])
+    }
+
+    /// Recomputes the draw table from the weights and flags. Runs on reset
+    /// and when a source stops being drawn from, never per item.
+    fn rebuild_table(&mut self) {
+        let mut sum = 0.0;
+        self.last_live = None;
+        for i in 0..self.weights.len() {
+            if self.is_live(i) {
+                sum += self.weights[i];
+                self.last_live = Some(i);
+            }
+            self.cumulative[i] = sum;
+        }
+    }
+
+    fn recount(&mut self) {
+        self.active_exhausted = (0..self.weights.len())
+            .filter(|&i| self.weights[i] > 0.0 && self.sources.exhausted[i])
+            .count();
+    }
+
+    fn finished(&self) -> bool {
+        match self.stop {
+            StopCriteria::FirstDatasetExhausted => self.active_exhausted > 0,
+            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
+                self.active_exhausted == self.active
+            }
+            StopCriteria::CycleForever => self.last_live.is_none(),
+        }
+    }
+
+    /// Draws the index of the next source (one `u64` from the generator).
+    fn draw(&mut self) -> Option<usize> {
+        let last = self.last_live?;
+        let total = self.cumulative[last];
+        // The top 53 bits as a uniform f64 in [0, 1).
+        let unit = (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        let x = unit * total;
+        let i = self.cumulative.partition_point(|&c| c <= x);
+        // `x` can round up to `total`: that is the last live source.
+        Some(if i > last { last } else { i })
+    }
+
+    /// Takes back the last draw, so that a retry draws the same source.
+    fn undo_draw(&mut self) {
+        let pos = self.rng.get_word_pos();
+        self.rng.set_word_pos(pos.saturating_sub(WORDS_PER_DRAW));
+    }
+
+    fn mark_exhausted(&mut self, i: usize) {
+        if !self.sources.exhausted[i] {
+            self.sources.exhausted[i] = true;
+            if self.weights[i] > 0.0 {
+                self.active_exhausted += 1;
+            }
+        }
+    }
+
+    /// Pulls from source `i` after it was drawn; `Ok(None)` means "draw again"
+    /// (the loop then checks the stop criterion).
+    fn pull(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
+        if let Some(item) = self.sources.nodes[i].next(cx)? {
+            return Ok(Some(item));
+        }
+        self.mark_exhausted(i);
+        if !self.stop.restarts() {
+            if self.stop == StopCriteria::AllDatasetsExhausted {
+                self.rebuild_table();
+            }
+            return Ok(None);
+        }
+        if self.finished() {
+            return Ok(None);
+        }
+        let node = &mut self.sources.nodes[i];
+        node.reset(None)?;
+        if let Some(item) = node.next(cx)? {
+            return Ok(Some(item));
+        }
+        self.sources.empty[i] = true;
+        self.rebuild_table();
+        Ok(None)
+    }
+
+    /// The next item with the index of its source.
+    fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
+        self.flag.check(NAME)?;
+        self.started = true;
+        loop {
+            if self.finished() {
+                return Ok(None);
+            }
+            let Some(i) = self.draw() else {
+                return Ok(None);
+            };
+            match self.pull(i, cx) {
+                Ok(Some(item)) => {
+                    self.num_yielded = self.num_yielded.saturating_add(1);
+                    return Ok(Some((i, item)));
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    self.undo_draw();
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Starts a new pass (the next epoch if the last one had started).
+    fn reset_fresh(&mut self) -> Result<()> {
+        let epoch = if self.started {
+            self.epoch.wrapping_add(1)
+        } else {
+            self.epoch
+        };
+        self.sources.reset_all()?;
+        self.epoch = epoch;
+        self.num_yielded = 0;
+        self.started = false;
+        self.rng = make_rng(self.seed, epoch, self.rank, self.world_size);
+        Ok(())
+    }
+
+    /// Checks the whole state, then applies it.
+    fn reset_from(&mut self, state: &State) -> Result<()> {
+        state.expect_keys(NAME, &KEYS)?;
+        let epoch: u64 = state.get(EPOCH)?;
+        let num_yielded: u64 = state.get(NUM_YIELDED)?;
+        let started: bool = state.get(STARTED)?;
+        let rng = state.child(RNG)?;
+        rng.expect_keys(NAME, &RNG_KEYS)?;
+        for (key, ours, what) in [
+            (RNG_SEED, self.seed, "seed"),
+            (RNG_RANK, self.rank, "rank"),
+            (RNG_WORLD_SIZE, self.world_size, "world size"),
+        ] {
+            let theirs: u64 = rng.get(key)?;
+            if theirs != ours {
+                return Err(Error::bad_state(
+                    rng.path_of(key),
+                    format!(
+                        "the state was taken with {what} {theirs}, this {NAME} has {what} {ours}"
+                    ),
+                ));
+            }
+        }
+        let word_pos: u64 = rng.get(RNG_WORD_POS)?;
+        let decoded = self.sources.decode(NAME, state)?;
+
+        self.sources.restore(decoded)?;
+        self.epoch = epoch;
+        self.num_yielded = num_yielded;
+        self.started = started;
+        self.rng = make_rng(self.seed, epoch, self.rank, self.world_size);
+        self.rng.set_word_pos(u128::from(word_pos));
+        Ok(())
+    }
+}
+
+/// The generator of one pass: ChaCha8 keyed by `seed`, on the stream of
+/// (`epoch`, `rank`).
+fn make_rng(seed: u64, epoch: u64, rank: u64, world_size: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(epoch.wrapping_mul(world_size).wrapping_add(rank));
+    rng
+}
+
+fn join(names: &[std::sync::Arc<str>]) -> String {
+    names.iter().map(|n| &**n).collect::<Vec<_>>().join(", ")
+}
+
+// A concrete sampler that was only constructed has no `next`/`get_state`:
+// calling them is a compile error that says to start the pipeline.
+nodes_core::__started_guards!(impl[N, O] MultiNodeWeightedSampler<N, O>);
+
+impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeWeightedSampler<N, O> {
+    type Item = O::Output;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            Ok(self
+                .next_indexed(cx)?
+                .map(|(i, item)| O::output(&self.sources.names[i], item)))
+        })
+    }
+}
+
+impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        match state {
+            None => self.reset_fresh()?,
+            Some(state) => self.reset_from(state)?,
+        }
+        self.recount();
+        self.rebuild_table();
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(NAME)?;
+        let word_pos = u64::try_from(self.rng.get_word_pos()).map_err(|_| {
+            Error::bad_state(
+                format!("/{RNG}/{RNG_WORD_POS}"),
+                "generator position beyond 2^64 words",
+            )
+        })?;
+        let rng = State::new()
+            .with(RNG_SEED, self.seed)?
+            .with(RNG_RANK, self.rank)?
+            .with(RNG_WORLD_SIZE, self.world_size)?
+            .with(RNG_WORD_POS, word_pos)?;
+        let mut state = State::new()
+            .with(EPOCH, self.epoch)?
+            .with(NUM_YIELDED, self.num_yielded)?
+            .with(STARTED, self.started)?;
+        state.insert_child(RNG, rng);
+        self.sources.save(&mut state, cx)?;
+        Ok(state)
+    }
+
+    fn describe(&self) -> Description {
+        let weights: Vec<String> = self
+            .sources
+            .names
+            .iter()
+            .zip(&self.weights)
+            .map(|(n, w)| format!("{n}: {w}"))
+            .collect();
+        let d = Description::new(NAME)
+            .param("weights", format!("{{{}}}", weights.join(", ")))
+            .param("stop_criteria", self.stop)
+            .param("seed", self.seed)
+            .param("rank", self.rank)
+            .param("world_size", self.world_size)
+            .param("tag_output", O::TAGGED);
+        self.sources.describe_into(d)
+    }
+
+    fn shutdown(&mut self) {
+        self.sources.shutdown();
+    }
+}
+
+impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let weights: Vec<(&str, f64)> = self
+            .sources
+            .names
+            .iter()
+            .map(|n| &**n)
+            .zip(self.weights.iter().copied())
+            .collect();
+        f.debug_struct(NAME)
+            .field("weights", &weights)
+            .field("stop_criteria", &self.stop)
+            .field("seed", &self.seed)
+            .field("rank", &self.rank)
+            .field("world_size", &self.world_size)
+            .field("output", &std::any::type_name::<O>())
+            .field("epoch", &self.epoch)
+            .field("num_yielded", &self.num_yielded)
+            .field("sources", &self.sources.debug_flags())
+            .field("flag", &self.flag)
+            .finish_non_exhaustive()
+    }
+}

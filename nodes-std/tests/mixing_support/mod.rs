@@ -1,0 +1,271 @@
+//! Test-only sources and helpers for the mixing tests (until the stock
+//! `IterableWrapper` and `Header` land).
+// Each test file uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nodes_std::{Cx, Description, Error, Node, NodeExt, ResetFlag, Result, State, Stateful};
+
+/// Yields `base, base + 1, ..., base + len - 1`; state = number yielded,
+/// restored directly.
+#[derive(Debug)]
+pub(crate) struct Count {
+    base: u64,
+    len: u64,
+    yielded: u64,
+    flag: ResetFlag,
+}
+
+impl Count {
+    pub(crate) fn new(base: u64, len: u64) -> Self {
+        Count {
+            base,
+            len,
+            yielded: 0,
+            flag: ResetFlag::default(),
+        }
+    }
+}
+
+impl Node for Count {
+    type Item = u64;
+
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        self.flag.check("Count")?;
+        if self.yielded == self.len {
+            return Ok(None);
+        }
+        self.yielded += 1;
+        Ok(Some(self.base + self.yielded - 1))
+    }
+}
+
+impl Stateful for Count {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        let yielded = match state {
+            None => 0,
+            Some(s) => {
+                s.expect_keys("Count", &["num_yielded"])?;
+                let n: u64 = s.get("num_yielded")?;
+                if n > self.len {
+                    return Err(Error::bad_state(s.path_of("num_yielded"), "past the end"));
+                }
+                n
+            }
+        };
+        self.yielded = yielded;
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, _cx: &Cx) -> Result<State> {
+        self.flag.check("Count")?;
+        State::new().with("num_yielded", self.yielded)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Count")
+            .param("base", self.base)
+            .param("len", self.len)
+    }
+}
+
+/// A source of another type: yields the items of a vector; state = position.
+#[derive(Debug)]
+pub(crate) struct FromVec {
+    items: Vec<u64>,
+    pos: usize,
+}
+
+impl FromVec {
+    pub(crate) fn new(items: Vec<u64>) -> Self {
+        FromVec { items, pos: 0 }
+    }
+}
+
+impl Node for FromVec {
+    type Item = u64;
+
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        let item = self.items.get(self.pos).copied();
+        if item.is_some() {
+            self.pos += 1;
+        }
+        Ok(item)
+    }
+}
+
+impl Stateful for FromVec {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.pos = state.map_or(Ok(0), |s| s.get("pos"))?;
+        Ok(())
+    }
+
+    fn get_state(&self, _cx: &Cx) -> Result<State> {
+        State::new().with("pos", self.pos)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("FromVec")
+    }
+}
+
+/// Like [`Count`], but the first attempt at item `fail_at` of each pass
+/// returns an error instead (the retry succeeds).
+#[derive(Debug)]
+pub(crate) struct Flaky {
+    inner: Count,
+    fail_at: u64,
+    failed: bool,
+}
+
+impl Flaky {
+    pub(crate) fn new(base: u64, len: u64, fail_at: u64) -> Self {
+        Flaky {
+            inner: Count::new(base, len),
+            fail_at,
+            failed: false,
+        }
+    }
+}
+
+impl Node for Flaky {
+    type Item = u64;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        if !self.failed && self.inner.yielded == self.fail_at {
+            self.failed = true;
+            return Err(Error::user(
+                "Flaky",
+                Some(self.fail_at),
+                "transient failure",
+            ));
+        }
+        self.inner.next(cx)
+    }
+}
+
+impl Stateful for Flaky {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.failed = false;
+        self.inner.reset(state)
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.inner.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Flaky")
+    }
+}
+
+/// Stops after `limit` items of its source (for infinite pipelines).
+#[derive(Debug)]
+pub(crate) struct Take<N> {
+    source: N,
+    limit: u64,
+    taken: u64,
+}
+
+impl<N> Take<N> {
+    pub(crate) fn new(source: N, limit: u64) -> Self {
+        Take {
+            source,
+            limit,
+            taken: 0,
+        }
+    }
+}
+
+impl<N: Node> Node for Take<N> {
+    type Item = N::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
+        if self.taken == self.limit {
+            return Ok(None);
+        }
+        let item = self.source.next(cx)?;
+        if item.is_some() {
+            self.taken += 1;
+        }
+        Ok(item)
+    }
+}
+
+impl<N: Node> Stateful for Take<N> {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        match state {
+            None => {
+                self.source.reset(None)?;
+                self.taken = 0;
+            }
+            Some(s) => {
+                let taken: u64 = s.get("taken")?;
+                self.source.reset(Some(&s.child("source")?))?;
+                self.taken = taken;
+            }
+        }
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        let mut s = State::new().with("taken", self.taken)?;
+        s.insert_child("source", self.source.get_state(cx)?);
+        Ok(s)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Take")
+            .param("limit", self.limit)
+            .child("source", self.source.describe())
+    }
+}
+
+/// Runs `node` from the start to its end (or `limit` items).
+pub(crate) fn run<N: Node>(node: N, limit: usize) -> Vec<N::Item> {
+    node.start()
+        .expect("start")
+        .take(limit)
+        .collect::<Result<_>>()
+        .expect("run")
+}
+
+/// Sources `(name, Count)` whose items encode the source: source `i` yields
+/// `1000 * i + k`.
+pub(crate) fn counts(sizes: &[u64]) -> Vec<(String, Count)> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (format!("ds{i}"), Count::new(1000 * i as u64, len)))
+        .collect()
+}
+
+/// How many items came from each source, for items made by [`counts`].
+pub(crate) fn per_source(items: &[u64], sources: usize) -> Vec<usize> {
+    let mut out = vec![0; sources];
+    for item in items {
+        out[(item / 1000) as usize] += 1;
+    }
+    out
+}
+
+/// Runs `body` on a thread and fails if it takes longer than `secs` seconds.
+pub(crate) fn watchdog<F: FnOnce() + Send + 'static>(secs: u64, body: F) {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        body();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(()) => handle.join().expect("test body panicked"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {secs} s"),
+    }
+}
