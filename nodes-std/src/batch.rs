@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Node, Result};
+use crate::{Cx, Error, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and
@@ -81,14 +81,16 @@ impl<S: Node> Node for Batcher<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Vec<S::Item>>> {
-        let mut batch = Vec::with_capacity(self.batch_size);
-        while batch.len() < self.batch_size {
-            match self.source.next(cx)? {
-                Some(item) => batch.push(item),
-                None if batch.is_empty() || self.drop_last => return Ok(None),
-                None => break,
+        cx.observe(NodeId::of(self), "Batcher", |cx| {
+            let mut batch = Vec::with_capacity(self.batch_size);
+            while batch.len() < self.batch_size {
+                match self.source.next(cx)? {
+                    Some(item) => batch.push(item),
+                    None if batch.is_empty() || self.drop_last => return Ok(None),
+                    None => break,
+                }
             }
-        }
-        Ok(Some(batch))
+            Ok(Some(batch))
+        })
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Node, Result};
+use crate::{Cx, Error, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
@@ -104,24 +104,26 @@ impl<S: Node> Node for Cycler<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        if self.exhausted() {
-            return Ok(None);
-        }
-        if let Some(item) = self.source.next(cx)? {
-            self.has_started = true;
-            return Ok(Some(item));
-        }
-        if !self.has_started {
-            return Ok(None);
-        }
-        self.num_cycles += 1;
-        if self.exhausted() {
-            return Ok(None);
-        }
-        self.source.reset(None)?;
-        let item = self.source.next(cx)?;
-        // The source is empty after a restart: end for good this pass.
-        self.ended = item.is_none();
-        Ok(item)
+        cx.observe(NodeId::of(self), "Cycler", |cx| {
+            if self.exhausted() {
+                return Ok(None);
+            }
+            if let Some(item) = self.source.next(cx)? {
+                self.has_started = true;
+                return Ok(Some(item));
+            }
+            if !self.has_started {
+                return Ok(None);
+            }
+            self.num_cycles += 1;
+            if self.exhausted() {
+                return Ok(None);
+            }
+            self.source.reset(None)?;
+            let item = self.source.next(cx)?;
+            // The source is empty after a restart: end for good this pass.
+            self.ended = item.is_none();
+            Ok(item)
+        })
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Node, Result};
+use crate::{Cx, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::filter`](crate::NodeExt::filter). See
 /// its documentation for more.
@@ -57,11 +57,13 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        while let Some(item) = self.source.next(cx)? {
-            if (self.f)(&item) {
-                return Ok(Some(item));
+        cx.observe(NodeId::of(self), "Filter", |cx| {
+            while let Some(item) = self.source.next(cx)? {
+                if (self.f)(&item) {
+                    return Ok(Some(item));
+                }
             }
-        }
-        Ok(None)
+            Ok(None)
+        })
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Node, Result};
+use crate::{Cx, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
 /// its documentation for more.
@@ -65,13 +65,15 @@ impl<S: Node> Node for Header<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        if self.num_yielded >= self.n {
-            return Ok(None);
-        }
-        let item = self.source.next(cx)?;
-        if item.is_some() {
-            self.num_yielded += 1;
-        }
-        Ok(item)
+        cx.observe(NodeId::of(self), "Header", |cx| {
+            if self.num_yielded >= self.n {
+                return Ok(None);
+            }
+            let item = self.source.next(cx)?;
+            if item.is_some() {
+                self.num_yielded += 1;
+            }
+            Ok(item)
+        })
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Init, Lazy, Node, Result};
+use crate::{Cx, Error, Init, Lazy, Node, NodeId, Result};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a slice...).
 ///
@@ -104,12 +104,14 @@ where
     type Item = I::Item;
 
     #[inline]
-    fn next(&mut self, _cx: &mut Cx) -> Result<Option<I::Item>> {
-        let item = self.iter.get_mut()?.next();
-        if item.is_some() {
-            self.num_yielded += 1;
-        }
-        Ok(item)
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>> {
+        cx.observe(NodeId::of(self), "IterableWrapper", |_cx| {
+            let item = self.iter.get_mut()?.next();
+            if item.is_some() {
+                self.num_yielded += 1;
+            }
+            Ok(item)
+        })
     }
 }
 

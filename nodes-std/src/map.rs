@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{BoxError, Cx, Error, Node, Result};
+use crate::{BoxError, Cx, Error, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
@@ -57,7 +57,9 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
-        Ok(self.source.next(cx)?.map(&mut self.f))
+        cx.observe(NodeId::of(self), "Mapper", |cx| {
+            Ok(self.source.next(cx)?.map(&mut self.f))
+        })
     }
 }
 
@@ -127,14 +129,16 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
-        let Some(item) = self.source.next(cx)? else {
-            return Ok(None);
-        };
-        let index = self.num_seen;
-        self.num_seen += 1;
-        match (self.f)(item) {
-            Ok(out) => Ok(Some(out)),
-            Err(e) => Err(Error::user("TryMapper", Some(index), e)),
-        }
+        cx.observe(NodeId::of(self), "TryMapper", |cx| {
+            let Some(item) = self.source.next(cx)? else {
+                return Ok(None);
+            };
+            let index = self.num_seen;
+            self.num_seen += 1;
+            match (self.f)(item) {
+                Ok(out) => Ok(Some(out)),
+                Err(e) => Err(Error::user("TryMapper", Some(index), e)),
+            }
+        })
     }
 }

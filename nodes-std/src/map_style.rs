@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::sampler_wrapper::{RandomSampler, SamplerWrapper, SequentialSampler};
-use crate::{BoxError, Cx, Error, Node, Result};
+use crate::{BoxError, Cx, Error, Node, NodeId, Result};
 
 /// A collection with random access by index: torch's map-style dataset.
 ///
@@ -181,12 +181,14 @@ impl<D: Dataset, S: Node<Item = usize>> Node for MapStyleWrapper<D, S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
-        let Some(index) = self.sampler.next(cx)? else {
-            return Ok(None);
-        };
-        match self.dataset.get(index) {
-            Ok(item) => Ok(Some(item)),
-            Err(e) => Err(Error::user("MapStyleWrapper", Some(index as u64), e)),
-        }
+        cx.observe(NodeId::of(self), "MapStyleWrapper", |cx| {
+            let Some(index) = self.sampler.next(cx)? else {
+                return Ok(None);
+            };
+            match self.dataset.get(index) {
+                Ok(item) => Ok(Some(item)),
+                Err(e) => Err(Error::user("MapStyleWrapper", Some(index as u64), e)),
+            }
+        })
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::permute::Permutation;
-use crate::{Cx, Error, Init, Node, Result};
+use crate::{Cx, Error, Init, Node, NodeId, Result};
 
 /// An epoch-aware order of dataset indices with random access: position
 /// `pos` of the current epoch maps to a dataset index.
@@ -167,15 +167,17 @@ impl<S: Sampler> Node for SamplerWrapper<S> {
     type Item = usize;
 
     #[inline]
-    fn next(&mut self, _cx: &mut Cx) -> Result<Option<usize>> {
-        self.started = true;
-        // `init` checked that the position fits in the sampler's length.
-        let pos = self.num_yielded as usize;
-        if pos >= self.sampler.len() {
-            return Ok(None);
-        }
-        self.num_yielded += 1;
-        Ok(Some(self.sampler.index(pos)))
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<usize>> {
+        cx.observe(NodeId::of(self), "SamplerWrapper", |_cx| {
+            self.started = true;
+            // `init` checked that the position fits in the sampler's length.
+            let pos = self.num_yielded as usize;
+            if pos >= self.sampler.len() {
+                return Ok(None);
+            }
+            self.num_yielded += 1;
+            Ok(Some(self.sampler.index(pos)))
+        })
     }
 }
 

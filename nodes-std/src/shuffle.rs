@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Cx, Error, Init, Node, Result};
+use crate::{Cx, Error, Init, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
@@ -139,18 +139,20 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        self.started = true;
-        while self.buffer.len() < self.buffer_size {
-            match self.source.next(cx)? {
-                Some(item) => self.buffer.push(item),
-                None => break,
+        cx.observe(NodeId::of(self), "Shuffler", |cx| {
+            self.started = true;
+            while self.buffer.len() < self.buffer_size {
+                match self.source.next(cx)? {
+                    Some(item) => self.buffer.push(item),
+                    None => break,
+                }
             }
-        }
-        if self.buffer.is_empty() {
-            return Ok(None);
-        }
-        let pick = self.rng.random_range(0..self.buffer.len());
-        Ok(Some(self.buffer.swap_remove(pick)))
+            if self.buffer.is_empty() {
+                return Ok(None);
+            }
+            let pick = self.rng.random_range(0..self.buffer.len());
+            Ok(Some(self.buffer.swap_remove(pick)))
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, ResetFlag, Result, State, Stateful};
+use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 const NAME: &str = "Unbatcher";
 const SOURCE: &str = "source";
@@ -94,23 +94,25 @@ where
     type Item = <S::Item as IntoIterator>::Item;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
-        self.flag.check(NAME)?;
-        loop {
-            if let Some((batch, _)) = &mut self.current
-                && let Some(item) = batch.next()
-            {
-                self.idx += 1;
-                return Ok(Some(item));
-            }
-            let before = self.source.get_state(cx)?;
-            let Some(batch) = self.source.next(cx)? else {
-                self.current = None;
+        cx.observe(NodeId::of(self), "Unbatcher", |cx| {
+            self.flag.check(NAME)?;
+            loop {
+                if let Some((batch, _)) = &mut self.current
+                    && let Some(item) = batch.next()
+                {
+                    self.idx += 1;
+                    return Ok(Some(item));
+                }
+                let before = self.source.get_state(cx)?;
+                let Some(batch) = self.source.next(cx)? else {
+                    self.current = None;
+                    self.idx = 0;
+                    return Ok(None);
+                };
+                self.current = Some((batch.into_iter(), before));
                 self.idx = 0;
-                return Ok(None);
-            };
-            self.current = Some((batch.into_iter(), before));
-            self.idx = 0;
-        }
+            }
+        })
     }
 }
 

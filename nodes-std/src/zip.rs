@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Node, Result};
+use crate::{Cx, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
 /// documentation for more.
@@ -64,15 +64,17 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<(A::Item, B::Item)>> {
-        if self.ended {
-            return Ok(None);
-        }
-        if let Some(a) = self.left.next(cx)?
-            && let Some(b) = self.right.next(cx)?
-        {
-            return Ok(Some((a, b)));
-        }
-        self.ended = true;
-        Ok(None)
+        cx.observe(NodeId::of(self), "Zip", |cx| {
+            if self.ended {
+                return Ok(None);
+            }
+            if let Some(a) = self.left.next(cx)?
+                && let Some(b) = self.right.next(cx)?
+            {
+                return Ok(Some((a, b)));
+            }
+            self.ended = true;
+            Ok(None)
+        })
     }
 }
