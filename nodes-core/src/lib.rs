@@ -57,7 +57,7 @@ pub use crate::describe::Description;
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};
-pub use crate::node::{Cx, Init, Node, Stateful};
+pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::running::Running;
 pub use crate::state::{State, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};

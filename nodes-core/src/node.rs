@@ -216,3 +216,12 @@ pub trait Init {
     /// `restored` tells whether the reset came with a saved state.
     fn init(&mut self, restored: bool) -> Result<()>;
 }
+
+/// A derived node's own check of a saved state, run before any of it is
+/// applied (after the derive has checked keys, the version and that every
+/// state field decodes): cross-field rules such as "the position is within
+/// the data". Ask `#[derive(Node)]` to call it with `#[node(validate)]`.
+pub trait Validate {
+    /// `Err` (use [`State::path_of`] for the path) if `state` cannot be applied.
+    fn validate(&self, state: &State) -> Result<()>;
+}

@@ -6,7 +6,7 @@ pub use serde_json;
 pub use crate::describe::Description;
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
-pub use crate::node::{Cx, Init, Node, Stateful};
+pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::state::State;
 
 /// What a `#[node(state)]` field must be: serialisable both ways.

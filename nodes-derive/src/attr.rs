@@ -195,6 +195,8 @@ pub(crate) struct ContainerAttrs {
     pub(crate) rename_all: Attr<RenameRule>,
     /// `#[node(init)]`: call the author's `init(&mut self, restored: bool)` at the end of reset.
     pub(crate) init: Attr<()>,
+    /// `#[node(validate)]`: call the author's `Validate::validate` before applying a state.
+    pub(crate) validate: Attr<()>,
 }
 
 impl ContainerAttrs {
@@ -204,6 +206,7 @@ impl ContainerAttrs {
             version: Attr::none(VERSION),
             rename_all: Attr::none(RENAME_ALL),
             init: Attr::none(INIT),
+            validate: Attr::none(VALIDATE),
         };
         for attr in input.attrs.iter().filter(|a| a.path().is_ident(NODE)) {
             let result = attr.parse_nested_meta(|meta| {
@@ -221,6 +224,8 @@ impl ContainerAttrs {
         let span = meta.path.span();
         if meta.path.is_ident(INIT) {
             self.init.set(cx, span, ());
+        } else if meta.path.is_ident(VALIDATE) {
+            self.validate.set(cx, span, ());
         } else if meta.path.is_ident(CRATE) {
             match meta.value().and_then(|v| v.parse::<syn::Path>()) {
                 Ok(path) => self.krate.set(cx, span, path),
@@ -260,7 +265,7 @@ impl ContainerAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node container attribute `{}`; expected one of `init`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
+                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
                     path_to_string(&meta.path)
                 ),
             ));

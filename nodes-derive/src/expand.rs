@@ -54,6 +54,9 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     if let Some(span) = input.attrs.init.span() {
         predicates.push(quote_spanned!(span=> Self: #p::Init));
     }
+    if let Some(span) = input.attrs.validate.span() {
+        predicates.push(quote_spanned!(span=> Self: #p::Validate));
+    }
 
     let reset = reset_body(input, &p, &name, version);
     let get_state = get_state_body(input, &p, version);
@@ -193,7 +196,12 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> T
     let assign_default = state_fields.iter().map(|f| {
         let member = f.ident;
         match f.attrs.default.get() {
-            Some(expr) => quote_spanned!(expr.span()=> self.#member = #expr;),
+            // Through a temporary, so `default = self.x + 1` does not read as
+            // `self.a = self.a + 1` to lints in the user's crate.
+            Some(expr) => quote_spanned!(expr.span()=> {
+                let __default = #expr;
+                self.#member = __default;
+            }),
             None => quote!(self.#member = ::core::default::Default::default();),
         }
     });
@@ -208,6 +216,11 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> T
         Some(span) => quote_spanned!(span=> <Self as #p::Init>::init(self, __state.is_some())),
         None => quote!(::core::result::Result::Ok(())),
     };
+    let validate = input
+        .attrs
+        .validate
+        .span()
+        .map(|span| quote_spanned!(span=> <Self as #p::Validate>::validate(self, __s)?;));
     quote! {
         // Validate everything this node owns before applying anything.
         let __decoded = match __state {
@@ -216,6 +229,7 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> T
                 __s.expect_version(#name, #version)?;
                 #(#check_children)*
                 #(#decode)*
+                #validate
                 ::core::option::Option::Some(#tuple)
             }
             ::core::option::Option::None => ::core::option::Option::None,

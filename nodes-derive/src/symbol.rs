@@ -18,6 +18,7 @@ pub(crate) const CRATE: &str = "crate";
 pub(crate) const VERSION: &str = "version";
 pub(crate) const RENAME_ALL: &str = "rename_all";
 pub(crate) const INIT: &str = "init";
+pub(crate) const VALIDATE: &str = "validate";
 
 /// The state key a versioned node stores its version under (matches
 /// `nodes_core::VERSION_KEY`).

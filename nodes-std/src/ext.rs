@@ -8,6 +8,7 @@ use crate::cycle::Cycler;
 use crate::filter::Filter;
 use crate::header::Header;
 use crate::map::{Mapper, TryMapper};
+use crate::shard::Sharder;
 use crate::shuffle::Shuffler;
 use crate::unbatch::Unbatcher;
 use crate::zip::Zip;
@@ -221,6 +222,30 @@ pub trait NodeExt: Node + Sized {
     /// ```
     fn zip<O: Node>(self, other: O) -> Zip<Self, O> {
         Zip::new(self, other)
+    }
+
+    /// Keeps every `world_size`-th item, starting at item `rank`: the shard of
+    /// one rank in a distributed job. Shards of all ranks are disjoint and
+    /// cover the source.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let shard: Vec<u8> = IterableWrapper::new(0..10u8).shard(1, 3)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(shard, [1, 4, 7]);
+    /// assert!(IterableWrapper::new(0..10u8).shard(3, 3).is_err());
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn shard(self, rank: u64, world_size: u64) -> Result<Sharder<Self>> {
+        Sharder::new(self, rank, world_size)
+    }
+
+    /// [`shard`](NodeExt::shard) with the rank and world size a launcher such
+    /// as `torchrun` puts in `RANK` and `WORLD_SIZE` (one shard of one when
+    /// neither is set). See [`rank_from_env`](crate::rank_from_env).
+    fn shard_from_env(self) -> Result<Sharder<Self>> {
+        let (rank, world_size) = crate::rank_from_env()?;
+        Sharder::new(self, rank, world_size)
     }
 }
 

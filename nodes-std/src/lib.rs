@@ -23,6 +23,7 @@ mod map_style;
 mod permute;
 mod sampler;
 mod sampler_wrapper;
+mod shard;
 mod shuffle;
 mod unbatch;
 mod zip;
@@ -42,12 +43,13 @@ pub use crate::sampler::{
 pub use crate::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };
+pub use crate::shard::{Sharder, rank_from_env};
 pub use crate::shuffle::Shuffler;
 pub use crate::unbatch::Unbatcher;
 pub use crate::zip::Zip;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats,
-    ResetFlag, Result, Running, State, Stateful, Stats, testing,
+    ResetFlag, Result, Running, State, Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;
 
@@ -63,7 +65,7 @@ pub mod prelude {
     };
     pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
-        Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful,
+        Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful, Validate,
     };
     pub use nodes_derive::Node;
 }

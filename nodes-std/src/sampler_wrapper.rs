@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::permute::Permutation;
-use crate::{Cx, Error, Init, Node, NodeId, Result};
+use crate::{Cx, Error, Init, Node, NodeId, Result, State, Validate};
 
 /// An epoch-aware order of dataset indices with random access: position
 /// `pos` of the current epoch maps to a dataset index.
@@ -97,7 +97,7 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init)]
+#[node(init, validate)]
 #[must_use = "nodes do nothing until started"]
 pub struct SamplerWrapper<S> {
     sampler: S,
@@ -170,7 +170,7 @@ impl<S: Sampler> Node for SamplerWrapper<S> {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<usize>> {
         cx.observe(NodeId::of(self), "SamplerWrapper", |_cx| {
             self.started = true;
-            // `init` checked that the position fits in the sampler's length.
+            // `validate` checked that the position fits in the sampler's length.
             let pos = self.num_yielded as usize;
             if pos >= self.sampler.len() {
                 return Ok(None);
@@ -181,19 +181,26 @@ impl<S: Sampler> Node for SamplerWrapper<S> {
     }
 }
 
-/// Checks the restored position and sets the sampler's epoch.
-impl<S: Sampler> Init for SamplerWrapper<S> {
-    fn init(&mut self, _restored: bool) -> Result<()> {
+/// Rejects a position past the sampler's end, before anything is applied.
+impl<S: Sampler> Validate for SamplerWrapper<S> {
+    fn validate(&self, state: &State) -> Result<()> {
+        let num_yielded: u64 = state.get("num_yielded")?;
         let len = self.sampler.len();
-        if usize::try_from(self.num_yielded).map_or(true, |n| n > len) {
+        if usize::try_from(num_yielded).map_or(true, |n| n > len) {
             return Err(Error::bad_state(
-                "num_yielded",
+                state.path_of("num_yielded"),
                 format!(
-                    "SamplerWrapper cannot resume after {} indices: the sampler has {len}",
-                    self.num_yielded
+                    "SamplerWrapper cannot resume after {num_yielded} indices: the sampler has {len}"
                 ),
             ));
         }
+        Ok(())
+    }
+}
+
+/// Sets the sampler's epoch.
+impl<S: Sampler> Init for SamplerWrapper<S> {
+    fn init(&mut self, _restored: bool) -> Result<()> {
         self.sampler.set_epoch(self.epoch);
         Ok(())
     }

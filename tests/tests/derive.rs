@@ -289,3 +289,49 @@ fn shutdown_reaches_every_child_and_drop_shuts_down() {
     drop(running);
     assert_eq!(counts(), [2, 2]);
 }
+
+/// Yields `0..limit`; `validate` rejects a saved position past the limit
+/// before anything is applied.
+#[derive(Node)]
+#[node(validate)]
+struct Upto {
+    #[node(param)]
+    limit: u64,
+    #[node(state)]
+    next: u64,
+}
+
+impl nodes_std::Validate for Upto {
+    fn validate(&self, state: &State) -> Result<()> {
+        let next: u64 = state.get("next")?;
+        if next > self.limit {
+            return Err(Error::bad_state(state.path_of("next"), "past the limit"));
+        }
+        Ok(())
+    }
+}
+
+impl Node for Upto {
+    type Item = u64;
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        if self.next == self.limit {
+            return Ok(None);
+        }
+        self.next += 1;
+        Ok(Some(self.next - 1))
+    }
+}
+
+#[test]
+fn validate_hook_runs_before_anything_is_applied() {
+    let mut node = Upto { limit: 3, next: 0 };
+    node.reset(None).unwrap();
+    node.next = 2;
+    let err = node
+        .reset(Some(&State::new().with("next", 9u64).unwrap()))
+        .unwrap_err();
+    assert_eq!(err.to_string(), "bad state at /next: past the limit");
+    assert_eq!(node.next, 2);
+    node.reset(Some(&State::new().with("next", 3u64).unwrap())).unwrap();
+    assert_eq!(node.next, 3);
+}
