@@ -8,6 +8,8 @@ use crate::cycle::Cycler;
 use crate::filter::Filter;
 use crate::header::Header;
 use crate::map::{Mapper, TryMapper};
+use crate::par_map::{ParallelMapper, ParallelOptions};
+use crate::prefetch::Prefetcher;
 use crate::shard::Sharder;
 use crate::shuffle::Shuffler;
 use crate::unbatch::Unbatcher;
@@ -246,6 +248,66 @@ pub trait NodeExt: Node + Sized {
     fn shard_from_env(self) -> Result<Sharder<Self>> {
         let (rank, world_size) = crate::rank_from_env()?;
         Sharder::new(self, rank, world_size)
+    }
+
+    /// Maps every item with `f` on a pool of worker threads, in source order
+    /// by default, with exact checkpoints (see [`ParallelMapper`]).
+    ///
+    /// `f` returns `Ok(value)`, or `Err` for an item that cannot be mapped
+    /// (anything convertible to [`BoxError`], so `?` works inside it); the
+    /// error reaches the consumer as [`Error::User`](crate::Error::User) at
+    /// that item's position. `options` sets the worker count and the rest
+    /// ([`ParallelOptions`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// `max_concurrent == 0`, `snapshot_frequency == 0` or more than
+    /// [`ParallelOptions::MAX_WORKERS`] workers.
+    ///
+    /// ```
+    /// use nodes_std::{IterableWrapper, NodeExt, ParallelOptions, Result};
+    ///
+    /// let parsed = IterableWrapper::new(0..4u64).par_map(
+    ///     |x| Ok(format!("{x}").parse::<u64>()? * 10),
+    ///     ParallelOptions::new(2),
+    /// )?;
+    /// let items: Vec<u64> = parsed.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(items, [0, 10, 20, 30]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn par_map<U, F>(self, f: F, options: ParallelOptions) -> Result<ParallelMapper<Self, U>>
+    where
+        Self: 'static,
+        Self::Item: Send + 'static,
+        U: Send + 'static,
+        F: Fn(Self::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
+    {
+        ParallelMapper::new(self, f, options)
+    }
+
+    /// Reads up to `prefetch_factor` items ahead on a background thread (see
+    /// [`Prefetcher`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// `prefetch_factor == 0`.
+    ///
+    /// ```
+    /// use nodes_std::{IterableWrapper, NodeExt, Result};
+    ///
+    /// let items: Vec<u64> = IterableWrapper::new(0..3u64).prefetch(8)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(items, [0, 1, 2]);
+    /// assert!(IterableWrapper::new(0..3u64).prefetch(0).is_err());
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn prefetch(self, prefetch_factor: usize) -> Result<Prefetcher<Self>>
+    where
+        Self: 'static,
+        Self::Item: Send + 'static,
+    {
+        Prefetcher::new(self, prefetch_factor)
     }
 }
 

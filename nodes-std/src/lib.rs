@@ -20,12 +20,15 @@ mod header;
 mod iterable;
 mod map;
 mod map_style;
+mod par_map;
 mod permute;
+mod prefetch;
 mod sampler;
 mod sampler_wrapper;
 mod shard;
 mod shuffle;
 mod unbatch;
+mod worker;
 mod zip;
 
 pub use crate::batch::Batcher;
@@ -36,6 +39,8 @@ pub use crate::header::Header;
 pub use crate::iterable::{IterableWrapper, SeekableIterator};
 pub use crate::map::{Mapper, TryMapper};
 pub use crate::map_style::{Dataset, MapStyleWrapper};
+pub use crate::par_map::{ParallelMapper, ParallelOptions};
+pub use crate::prefetch::Prefetcher;
 pub use crate::sampler::{
     MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, OutputMode, Plain, StopCriteria, Tagged,
     WithSource,
@@ -59,6 +64,7 @@ pub use nodes_core::__private;
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
     pub use crate::NodeExt;
+    pub use crate::ParallelOptions;
     pub use crate::{
         Dataset, IterableWrapper, MapStyleWrapper, RandomSampler, Remainder, Sampler,
         SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,

@@ -1,0 +1,277 @@
+//! The consumer's position: a source snapshot plus what was received since.
+//!
+//! Workers run ahead of the consumer, so the source's own state describes the
+//! read-ahead position, not what the consumer has seen. The thread-backed
+//! nodes therefore use torchdata's snapshot protocol: the thread that pulls
+//! from the source numbers every item (0, 1, 2, ... from the start of the
+//! pass) and, every `snapshot_frequency` items, records the source's state
+//! right after pulling an item and sends it along with that item. The consumer
+//! adopts a snapshot once every item before it has been delivered, and counts
+//! what it delivered since.
+//!
+//! Unlike torchdata, the position stays exact when items are delivered out of
+//! order: besides the contiguous count after the snapshot, the [`Cursor`]
+//! remembers the indices delivered beyond the first gap (at most
+//! `max_concurrent` of them), and a snapshot is only adopted when everything
+//! before it was delivered. Restoring skips exactly the delivered items.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nodes_core::{Error, Result, State};
+
+/// Key of the source snapshot.
+pub(crate) const SNAPSHOT: &str = "snapshot";
+/// Key of the index of the first item after the snapshot.
+pub(crate) const SNAPSHOT_INDEX: &str = "snapshot_index";
+/// Key of the count of items after the snapshot that were all delivered.
+pub(crate) const STEPS: &str = "steps_since_snapshot";
+/// Key of the offsets (from the snapshot) of items delivered beyond that count.
+pub(crate) const DELIVERED_AHEAD: &str = "delivered_ahead";
+
+/// A saved position, decoded and checked but not applied yet.
+#[derive(Debug)]
+pub(crate) struct Saved {
+    /// The source state to reset the source to.
+    pub(crate) snapshot: State,
+    /// The index (from the start of the pass) of the first item after `snapshot`.
+    pub(crate) snapshot_index: u64,
+    /// Items right after the snapshot that were delivered: skip them.
+    pub(crate) steps: u64,
+    /// Indices (from the start of the pass, ascending, all beyond
+    /// `snapshot_index + steps`) of items delivered out of order: skip them too.
+    pub(crate) ahead: Vec<u64>,
+}
+
+impl Saved {
+    /// Decodes `{snapshot, snapshot_index, steps_since_snapshot, delivered_ahead}`.
+    pub(crate) fn decode(node: &str, state: &State) -> Result<Saved> {
+        state.expect_keys(node, &[SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD])?;
+        let snapshot = state.child(SNAPSHOT)?;
+        let snapshot_index: u64 = state.get(SNAPSHOT_INDEX)?;
+        let steps: u64 = state.get(STEPS)?;
+        let offsets: Vec<u64> = state.get(DELIVERED_AHEAD)?;
+        let resume = snapshot_index.checked_add(steps).ok_or_else(|| {
+            Error::bad_state(
+                state.path_of(STEPS),
+                "snapshot_index + steps_since_snapshot overflows",
+            )
+        })?;
+        let mut ahead = Vec::with_capacity(offsets.len());
+        let mut previous = steps;
+        for (i, &offset) in offsets.iter().enumerate() {
+            if offset <= previous {
+                return Err(Error::bad_state(
+                    format!("{}/{i}", state.path_of(DELIVERED_AHEAD)),
+                    format!(
+                        "offsets must be ascending and greater than {STEPS} ({steps}), found {offset} after {previous}"
+                    ),
+                ));
+            }
+            previous = offset;
+            ahead.push(snapshot_index.checked_add(offset).ok_or_else(|| {
+                Error::bad_state(
+                    format!("{}/{i}", state.path_of(DELIVERED_AHEAD)),
+                    "snapshot_index + offset overflows",
+                )
+            })?);
+        }
+        debug_assert!(ahead.first().is_none_or(|&a| a > resume));
+        Ok(Saved {
+            snapshot,
+            snapshot_index,
+            steps,
+            ahead,
+        })
+    }
+
+    /// Decodes the two-key form `{snapshot, steps_since_snapshot}` (a node
+    /// that delivers strictly in order and needs no absolute index).
+    pub(crate) fn decode_in_order(node: &str, state: &State) -> Result<Saved> {
+        state.expect_keys(node, &[SNAPSHOT, STEPS])?;
+        Ok(Saved {
+            snapshot: state.child(SNAPSHOT)?,
+            snapshot_index: 0,
+            steps: state.get(STEPS)?,
+            ahead: Vec::new(),
+        })
+    }
+
+    /// The index of the first item that was not delivered.
+    pub(crate) fn resume_index(&self) -> u64 {
+        self.snapshot_index.saturating_add(self.steps)
+    }
+}
+
+/// Encodes the four-key form that [`Saved::decode`] reads.
+pub(crate) fn encode(
+    snapshot: &State,
+    snapshot_index: u64,
+    low: u64,
+    ahead: impl Iterator<Item = u64>,
+) -> Result<State> {
+    let mut state = State::new();
+    state.insert_child(SNAPSHOT, snapshot.clone());
+    state.insert(SNAPSHOT_INDEX, snapshot_index)?;
+    state.insert(STEPS, low - snapshot_index)?;
+    state.insert(
+        DELIVERED_AHEAD,
+        ahead.map(|i| i - snapshot_index).collect::<Vec<u64>>(),
+    )?;
+    Ok(state)
+}
+
+/// What the consumer has received, as a resumable position.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    /// The adopted source snapshot.
+    snapshot: State,
+    /// Index of the first item after `snapshot`.
+    base: u64,
+    /// Every index below this was delivered (or skipped on restore).
+    low: u64,
+    /// Delivered indices above `low` (out-of-order delivery, or restored skips).
+    ahead: BTreeSet<u64>,
+    /// Snapshots that arrived before everything ahead of them was delivered,
+    /// keyed by the index of the first item after them.
+    pending: BTreeMap<u64, State>,
+}
+
+impl Cursor {
+    /// A cursor standing right after `snapshot`, which was taken before item
+    /// `base`; `skip` are indices above `base` that count as delivered.
+    pub(crate) fn new(snapshot: State, base: u64, skip: impl IntoIterator<Item = u64>) -> Self {
+        Cursor {
+            snapshot,
+            base,
+            low: base,
+            ahead: skip.into_iter().filter(|&i| i > base).collect(),
+            pending: BTreeMap::new(),
+        }
+    }
+
+    /// The first index not delivered yet: the next one in order.
+    pub(crate) fn low(&self) -> u64 {
+        self.low
+    }
+
+    /// Records that item `index` was returned to the consumer; `snapshot` is
+    /// the source state taken right after that item was pulled, if one was.
+    pub(crate) fn deliver(&mut self, index: u64, snapshot: Option<State>) {
+        if index == self.low {
+            self.low += 1;
+            if !self.ahead.is_empty() {
+                while self.ahead.remove(&self.low) {
+                    self.low += 1;
+                }
+            }
+        } else if index > self.low {
+            self.ahead.insert(index);
+        }
+        if let Some(snapshot) = snapshot {
+            let after = index + 1;
+            if after <= self.low && self.pending.is_empty() {
+                // The in-order fast path: adopt at once.
+                if after > self.base {
+                    self.snapshot = snapshot;
+                    self.base = after;
+                }
+                return;
+            }
+            if after > self.base {
+                self.pending.insert(after, snapshot);
+            }
+        }
+        // Adopt the newest snapshot that everything before it was delivered for.
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() > self.low {
+                break;
+            }
+            let (base, snapshot) = entry.remove_entry();
+            self.snapshot = snapshot;
+            self.base = base;
+        }
+    }
+
+    /// The position as a state (see [`encode`]).
+    pub(crate) fn to_state(&self) -> Result<State> {
+        encode(
+            &self.snapshot,
+            self.base,
+            self.low,
+            self.ahead.iter().copied(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(n: u64) -> State {
+        State::new().with("n", n).unwrap()
+    }
+
+    fn decoded(cursor: &Cursor) -> (u64, u64, u64, Vec<u64>) {
+        let state = State::from_json(&cursor.to_state().unwrap().to_json().unwrap()).unwrap();
+        let saved = Saved::decode("Test", &state).unwrap();
+        let n: u64 = saved.snapshot.get("n").unwrap();
+        (n, saved.snapshot_index, saved.steps, saved.ahead)
+    }
+
+    #[test]
+    fn in_order_adopts_each_snapshot() {
+        let mut c = Cursor::new(snap(0), 0, []);
+        c.deliver(0, None);
+        c.deliver(1, None);
+        assert_eq!(decoded(&c), (0, 0, 2, vec![]));
+        c.deliver(2, Some(snap(3)));
+        assert_eq!(decoded(&c), (3, 3, 0, vec![]));
+    }
+
+    #[test]
+    fn out_of_order_waits_for_the_gap_to_close() {
+        let mut c = Cursor::new(snap(0), 0, []);
+        // Items 1 and 2 arrive before 0; item 2 carries the snapshot after 3 items.
+        c.deliver(1, None);
+        c.deliver(2, Some(snap(3)));
+        assert_eq!(decoded(&c), (0, 0, 0, vec![1, 2]));
+        c.deliver(4, None);
+        c.deliver(0, None);
+        assert_eq!(decoded(&c), (3, 3, 0, vec![4]));
+        c.deliver(3, None);
+        assert_eq!(decoded(&c), (3, 3, 2, vec![]));
+    }
+
+    #[test]
+    fn restored_skips_count_as_delivered() {
+        let mut c = Cursor::new(snap(5), 5, [7, 9]);
+        assert_eq!(decoded(&c), (5, 5, 0, vec![7, 9]));
+        c.deliver(5, None);
+        c.deliver(6, None);
+        assert_eq!(c.low(), 8);
+        c.deliver(8, Some(snap(9)));
+        assert_eq!(decoded(&c), (9, 9, 1, vec![]));
+    }
+
+    #[test]
+    fn decode_rejects_bad_offsets() {
+        let state = |steps: u64, ahead: Vec<u64>| {
+            State::new()
+                .with(SNAPSHOT, State::new())
+                .unwrap()
+                .with(SNAPSHOT_INDEX, 0u64)
+                .unwrap()
+                .with(STEPS, steps)
+                .unwrap()
+                .with(DELIVERED_AHEAD, ahead)
+                .unwrap()
+        };
+        assert!(Saved::decode("T", &state(2, vec![3, 5])).is_ok());
+        let err = Saved::decode("T", &state(2, vec![2])).unwrap_err();
+        assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
+        let err = Saved::decode("T", &state(2, vec![4, 4])).unwrap_err();
+        assert_eq!(err.state_path(), Some("/delivered_ahead/1"));
+        let err = Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap()).unwrap_err();
+        assert_eq!(err.state_path(), Some("/extra"));
+    }
+}

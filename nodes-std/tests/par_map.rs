@@ -1,0 +1,729 @@
+//! ParallelMapper: ordering, exact resume (in and out of order), errors,
+//! bounds, arguments, and no deadlocks. Every test that could hang runs under
+//! a watchdog.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use nodes_std::{Error, NodeExt, ParallelMapper, ParallelOptions, Result, Running, State, testing};
+use support::{Counting, Gate, assert_each_once, watchdog};
+
+/// Small item-dependent delays so that workers finish out of order.
+fn jitter(x: u64) {
+    match x % 4 {
+        0 => std::thread::sleep(Duration::from_micros(400)),
+        1 => std::thread::sleep(Duration::from_micros(50)),
+        _ => {}
+    }
+}
+
+fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
+    run.map(|r| r.expect("no error expected")).collect()
+}
+
+fn take<N: nodes_std::Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
+    (0..n)
+        .map(|_| run.next().expect("an item").expect("no error expected"))
+        .collect()
+}
+
+#[test]
+fn in_order_output_equals_the_serial_map() {
+    watchdog("in order", || {
+        let want: Vec<u64> = (0..60).map(|x| x * 3 + 1).collect();
+        for workers in [0, 1, 2, 4, 8] {
+            for max_concurrent in [None, Some(1), Some(3), Some(64)] {
+                let mut options = ParallelOptions::new(workers);
+                if let Some(m) = max_concurrent {
+                    options = options.max_concurrent(m);
+                }
+                let node = Counting::new(60)
+                    .par_map(
+                        |x| {
+                            jitter(x);
+                            Ok(x * 3 + 1)
+                        },
+                        options,
+                    )
+                    .unwrap();
+                let mut run = node.start().unwrap();
+                assert_eq!(
+                    collect(&mut run),
+                    want,
+                    "{workers} workers, {max_concurrent:?}"
+                );
+                // End is idempotent, and a second pass is identical.
+                assert!(run.next().is_none());
+                run.reset(None).unwrap();
+                assert_eq!(collect(&mut run), want, "second pass");
+            }
+        }
+    });
+}
+
+#[test]
+fn out_of_order_yields_every_item_once_as_they_complete() {
+    watchdog("out of order", || {
+        let gate = Gate::default();
+        let g = gate.clone();
+        let node = Counting::new(200)
+            .par_map(
+                move |x| {
+                    if x == 0 {
+                        g.wait();
+                    }
+                    jitter(x);
+                    Ok(x)
+                },
+                ParallelOptions::new(4).in_order(false),
+            )
+            .unwrap();
+        let mut run = node.start().unwrap();
+        // Item 0 is held back, so the first items are others: completion order.
+        let mut items = take(&mut run, 3);
+        assert!(!items.contains(&0));
+        gate.open();
+        items.extend(collect(&mut run));
+        assert_each_once(items, 200);
+    });
+}
+
+#[test]
+fn inline_mode_maps_on_the_callers_thread() {
+    let caller = std::thread::current().id();
+    let node = Counting::new(5)
+        .par_map(
+            move |x| {
+                assert_eq!(std::thread::current().id(), caller);
+                Ok(x + 1)
+            },
+            ParallelOptions::new(0),
+        )
+        .unwrap();
+    let mut run = node.start().unwrap();
+    assert_eq!(collect(&mut run), [1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn save_load_in_order_at_many_cut_points_and_snapshot_frequencies() {
+    watchdog("save/load", || {
+        for workers in [0, 1, 3] {
+            for freq in [1, 7, 100] {
+                for midpoint in [0, 1, 6, 7, 8, 15, 16, 17] {
+                    testing::assert_save_load(
+                        || {
+                            Counting::new(16)
+                                .par_map(
+                                    |x| Ok(x * 2),
+                                    ParallelOptions::new(workers).snapshot_frequency(freq),
+                                )
+                                .unwrap()
+                        },
+                        midpoint,
+                    );
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn save_load_with_slow_items_and_small_bounds() {
+    watchdog("save/load slow", || {
+        for (workers, max_concurrent, freq) in [(4, 2, 1), (2, 8, 3), (8, 1, 5)] {
+            for midpoint in [0, 5, 11, 12] {
+                testing::assert_save_load(
+                    || {
+                        Counting::new(12)
+                            .par_map(
+                                |x| {
+                                    jitter(x);
+                                    Ok(x)
+                                },
+                                ParallelOptions::new(workers)
+                                    .max_concurrent(max_concurrent)
+                                    .snapshot_frequency(freq),
+                            )
+                            .unwrap()
+                    },
+                    midpoint,
+                );
+            }
+        }
+    });
+}
+
+fn gated(gate: &Gate, options: ParallelOptions) -> ParallelMapper<Counting, u64> {
+    let gate = gate.clone();
+    Counting::new(40)
+        .par_map(
+            move |x| {
+                if x == 0 {
+                    gate.wait();
+                }
+                Ok(x)
+            },
+            options,
+        )
+        .unwrap()
+}
+
+/// The restore is exact out of order: while item 0 is held back, the state
+/// records the items delivered beyond it, and a restored run yields exactly
+/// the others, each once — into an out-of-order, an in-order or an inline node.
+#[test]
+fn out_of_order_resume_is_exact() {
+    watchdog("out-of-order resume", || {
+        for freq in [1, 3, 100] {
+            for cut in [1, 2, 5, 10, 20, 39] {
+                let gate = Gate::default();
+                let options = ParallelOptions::new(4)
+                    .in_order(false)
+                    .max_concurrent(8)
+                    .snapshot_frequency(freq);
+                let mut run = gated(&gate, options).start().unwrap();
+                let first = take(&mut run, cut);
+                assert!(!first.contains(&0));
+                let state = run.get_state().unwrap();
+                let ahead: Vec<u64> = state.get("delivered_ahead").unwrap();
+                assert_eq!(ahead.len(), cut, "{state}");
+                gate.open();
+                drop(run);
+
+                let open = Gate::default();
+                open.open();
+                let targets = [
+                    options,
+                    ParallelOptions::new(3).snapshot_frequency(freq),
+                    ParallelOptions::new(0),
+                ];
+                for (i, target) in targets.into_iter().enumerate() {
+                    let json = state.to_json().unwrap();
+                    let state = State::from_json(&json).unwrap();
+                    let mut run = gated(&open, target).start_from(&state).unwrap();
+                    let rest = collect(&mut run);
+                    if i > 0 {
+                        // In order: exactly the undelivered items, ascending.
+                        let want: Vec<u64> = (0..40).filter(|x| !first.contains(x)).collect();
+                        assert_eq!(rest, want, "freq {freq}, cut {cut}, target {i}");
+                    }
+                    let mut all = first.clone();
+                    all.extend(rest);
+                    assert_each_once(all, 40);
+                }
+            }
+        }
+    });
+}
+
+/// Chained restores at arbitrary points with real out-of-order completion:
+/// take some, save, restore into a fresh node (and save right away), take
+/// some more, save, restore again, drain. Every item exactly once.
+#[test]
+fn out_of_order_chained_restores_lose_and_repeat_nothing() {
+    watchdog("chained restores", || {
+        let build = |freq: usize| {
+            Counting::new(64)
+                .par_map(
+                    |x| {
+                        jitter(x * 7 + 3);
+                        Ok(x)
+                    },
+                    ParallelOptions::new(5)
+                        .in_order(false)
+                        .max_concurrent(10)
+                        .snapshot_frequency(freq),
+                )
+                .unwrap()
+        };
+        for freq in [1, 2, 7, 1000] {
+            for (a, b) in [(0, 0), (1, 1), (3, 10), (17, 5), (40, 23), (63, 1), (64, 0)] {
+                let mut got = Vec::new();
+                let mut run = build(freq).start().unwrap();
+                got.extend(take(&mut run, a));
+                let s1 = run.get_state().unwrap();
+                drop(run);
+                let run = build(freq).start_from(&s1).unwrap();
+                let again = run.get_state().unwrap();
+                let mut run = build(freq).start_from(&again).unwrap();
+                got.extend(take(&mut run, b));
+                let s2 = run.get_state().unwrap();
+                // The same state restored twice gives the same rest (as a set).
+                let mut rest1 = collect(&mut build(freq).start_from(&s2).unwrap());
+                let mut rest2 = collect(&mut build(freq).start_from(&s2).unwrap());
+                rest1.sort_unstable();
+                rest2.sort_unstable();
+                assert_eq!(rest1, rest2);
+                got.extend(rest1);
+                assert_each_once(got, 64);
+            }
+        }
+    });
+}
+
+#[test]
+fn state_reflects_only_what_the_consumer_received() {
+    watchdog("state", || {
+        // Workers race ahead of a consumer that has taken 3 items.
+        let node = Counting::new(100)
+            .par_map(Ok, ParallelOptions::new(4).max_concurrent(16))
+            .unwrap();
+        let mut run = node.start().unwrap();
+        assert_eq!(take(&mut run, 3), [0, 1, 2]);
+        std::thread::sleep(Duration::from_millis(20));
+        let state = run.get_state().unwrap();
+        assert_eq!(state.child("snapshot").unwrap().get::<u64>("n").unwrap(), 3);
+        assert_eq!(state.get::<u64>("snapshot_index").unwrap(), 3);
+        assert_eq!(state.get::<u64>("steps_since_snapshot").unwrap(), 0);
+
+        let node = Counting::new(100)
+            .par_map(Ok, ParallelOptions::new(4).snapshot_frequency(7))
+            .unwrap();
+        let mut run = node.start().unwrap();
+        take(&mut run, 10);
+        let state = run.get_state().unwrap();
+        assert_eq!(state.child("snapshot").unwrap().get::<u64>("n").unwrap(), 7);
+        assert_eq!(state.get::<u64>("steps_since_snapshot").unwrap(), 3);
+    });
+}
+
+#[test]
+fn in_flight_items_never_exceed_max_concurrent() {
+    watchdog("bound", || {
+        for in_order in [true, false] {
+            let pulled = Arc::new(AtomicU64::new(0));
+            let max_concurrent = 5;
+            let node = Counting::new(300)
+                .counted(&pulled)
+                .par_map(
+                    Ok,
+                    ParallelOptions::new(8)
+                        .in_order(in_order)
+                        .max_concurrent(max_concurrent),
+                )
+                .unwrap();
+            let mut run = node.start().unwrap();
+            let mut received = 0;
+            for item in run.by_ref() {
+                item.unwrap();
+                received += 1;
+                if received % 10 == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                let in_flight = pulled.load(Ordering::SeqCst) - received;
+                assert!(
+                    in_flight <= max_concurrent as u64,
+                    "{in_flight} items in flight, bound {max_concurrent}"
+                );
+            }
+            assert_eq!(received, 300);
+        }
+    });
+}
+
+fn expect_user_error(err: &Error, index: u64, text: &str) {
+    match err {
+        Error::User {
+            node,
+            index: i,
+            source,
+        } => {
+            assert_eq!((*node, *i), ("ParallelMapper", Some(index)));
+            assert!(source.to_string().contains(text), "{source}");
+        }
+        other => panic!("expected a user error, got {other:?}"),
+    }
+}
+
+#[test]
+fn user_error_arrives_at_its_position_then_the_pass_ends_until_reset() {
+    watchdog("user error", || {
+        let fail = Arc::new(AtomicBool::new(true));
+        let f2 = Arc::clone(&fail);
+        let node = Counting::new(20)
+            .par_map(
+                move |x| {
+                    if x < 5 {
+                        // Earlier items finish last.
+                        std::thread::sleep(Duration::from_millis(5 - x));
+                    }
+                    if x == 5 && f2.load(Ordering::SeqCst) {
+                        return Err(format!("bad item {x}").into());
+                    }
+                    Ok(x)
+                },
+                ParallelOptions::new(4),
+            )
+            .unwrap();
+        let mut run = node.start().unwrap();
+        assert_eq!(take(&mut run, 5), [0, 1, 2, 3, 4]);
+        let err = run.next().unwrap().unwrap_err();
+        expect_user_error(&err, 5, "bad item 5");
+        assert!(err.to_string().contains("at item 5"), "{err}");
+        assert!(run.next().is_none());
+        assert!(run.next().is_none());
+        // The state points at the failed item: restoring retries it.
+        let state = run.get_state().unwrap();
+        fail.store(false, Ordering::SeqCst);
+        run.reset(Some(&state)).unwrap();
+        assert_eq!(collect(&mut run), (5..20).collect::<Vec<_>>());
+        run.reset(None).unwrap();
+        assert_eq!(collect(&mut run), (0..20).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn panicking_function_becomes_an_error_with_message_and_index() {
+    watchdog("panic", || {
+        for workers in [0, 3] {
+            let node = Counting::new(10)
+                .par_map(
+                    |x| {
+                        if x == 6 {
+                            panic!("boom at {x}");
+                        }
+                        Ok(x)
+                    },
+                    ParallelOptions::new(workers),
+                )
+                .unwrap();
+            let mut run = node.start().unwrap();
+            assert_eq!(take(&mut run, 6), [0, 1, 2, 3, 4, 5]);
+            match run.next().unwrap().unwrap_err() {
+                Error::Panicked {
+                    node,
+                    index,
+                    message,
+                } => {
+                    assert_eq!((node, index), ("ParallelMapper", Some(6)));
+                    assert_eq!(message, "boom at 6");
+                }
+                other => panic!("expected a panic error, got {other:?}"),
+            }
+            if workers == 0 {
+                // Inline, like a plain map, carries on after an error.
+                assert_eq!(collect(&mut run), [7, 8, 9]);
+            } else {
+                assert!(run.next().is_none());
+            }
+            // And the node works again after a reset.
+            run.reset(None).unwrap();
+            assert_eq!(take(&mut run, 3), [0, 1, 2]);
+        }
+    });
+}
+
+#[test]
+fn source_errors_and_panics_arrive_in_position() {
+    watchdog("source errors", || {
+        for workers in [1, 4] {
+            let node = Counting::new(20)
+                .fail_at(7)
+                .par_map(
+                    |x| {
+                        jitter(x);
+                        Ok(x)
+                    },
+                    ParallelOptions::new(workers),
+                )
+                .unwrap();
+            let mut run = node.start().unwrap();
+            assert_eq!(take(&mut run, 7), (0..7).collect::<Vec<_>>());
+            match run.next().unwrap().unwrap_err() {
+                // The source's own error, unchanged.
+                Error::User { node, index, .. } => assert_eq!((node, index), ("Counting", Some(7))),
+                other => panic!("{other:?}"),
+            }
+            assert!(run.next().is_none());
+
+            let node = Counting::new(20)
+                .panic_at(3)
+                .par_map(Ok, ParallelOptions::new(workers))
+                .unwrap();
+            let mut run = node.start().unwrap();
+            assert_eq!(take(&mut run, 3), [0, 1, 2]);
+            match run.next().unwrap().unwrap_err() {
+                Error::Panicked { index, message, .. } => {
+                    assert_eq!(index, Some(3));
+                    assert_eq!(message, "source panicked at 3");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(run.next().is_none());
+            run.reset(None).unwrap();
+            assert_eq!(take(&mut run, 3), [0, 1, 2]);
+        }
+    });
+}
+
+#[test]
+fn out_of_order_error_reaches_the_consumer_and_resume_stays_exact() {
+    watchdog("out-of-order error", || {
+        let fail = Arc::new(AtomicBool::new(true));
+        let build = |fail: Arc<AtomicBool>| {
+            Counting::new(50)
+                .par_map(
+                    move |x| {
+                        jitter(x);
+                        if x == 20 && fail.load(Ordering::SeqCst) {
+                            return Err("item 20 is bad".into());
+                        }
+                        Ok(x)
+                    },
+                    ParallelOptions::new(4).in_order(false),
+                )
+                .unwrap()
+        };
+        let mut run = build(Arc::clone(&fail)).start().unwrap();
+        let mut got = Vec::new();
+        let err = loop {
+            match run.next().expect("the error comes before the end") {
+                Ok(x) => got.push(x),
+                Err(e) => break e,
+            }
+        };
+        expect_user_error(&err, 20, "item 20 is bad");
+        assert!(run.next().is_none());
+        let state = run.get_state().unwrap();
+        fail.store(false, Ordering::SeqCst);
+        got.extend(collect(&mut build(fail).start_from(&state).unwrap()));
+        assert_each_once(got, 50);
+    });
+}
+
+#[test]
+fn an_error_stops_the_other_workers() {
+    watchdog("error stops workers", || {
+        let pulled = Arc::new(AtomicU64::new(0));
+        let node = Counting::new(10_000)
+            .counted(&pulled)
+            .par_map(
+                |x| {
+                    std::thread::sleep(Duration::from_micros(200));
+                    if x == 30 {
+                        return Err("stop here".into());
+                    }
+                    Ok(x)
+                },
+                ParallelOptions::new(4).max_concurrent(8),
+            )
+            .unwrap();
+        let mut run = node.start().unwrap();
+        let err = run.find_map(|r| r.err()).unwrap();
+        expect_user_error(&err, 30, "stop here");
+        // The workers were joined before the error was returned.
+        let after = pulled.load(Ordering::SeqCst);
+        assert!(after <= 31 + 8, "{after} items pulled");
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(pulled.load(Ordering::SeqCst), after);
+    });
+}
+
+#[test]
+fn bad_arguments_are_rejected_at_construction() {
+    let bad = [
+        ParallelOptions::new(2).max_concurrent(0),
+        ParallelOptions::new(0).max_concurrent(0),
+        ParallelOptions::new(2).snapshot_frequency(0),
+        ParallelOptions::new(ParallelOptions::MAX_WORKERS + 1),
+    ];
+    for options in bad {
+        match Counting::new(3).par_map(Ok, options) {
+            Err(Error::InvalidArgument { node, message }) => {
+                assert_eq!(node, "ParallelMapper");
+                assert!(!message.is_empty());
+            }
+            other => panic!("{options:?} accepted: {other:?}"),
+        }
+    }
+    // More workers than permits is fine: the extra workers wait.
+    let node = Counting::new(5)
+        .par_map(Ok, ParallelOptions::new(8).max_concurrent(1))
+        .unwrap();
+    assert_eq!(collect(&mut node.start().unwrap()), [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn shutdown_then_reset_resumes() {
+    watchdog("shutdown", || {
+        let node = Counting::new(10)
+            .par_map(Ok, ParallelOptions::new(3))
+            .unwrap();
+        let mut run = node.start().unwrap();
+        assert_eq!(take(&mut run, 4), [0, 1, 2, 3]);
+        run.shutdown();
+        assert!(matches!(
+            run.next(),
+            Some(Err(Error::ShutDown {
+                node: "ParallelMapper"
+            }))
+        ));
+        let state = run.get_state().unwrap();
+        run.reset(Some(&state)).unwrap();
+        assert_eq!(collect(&mut run), (4..10).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn bad_states_are_rejected_and_the_run_continues() {
+    watchdog("bad states", || {
+        let node = Counting::new(10)
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap();
+        let mut run = node.start().unwrap();
+        assert_eq!(take(&mut run, 2), [0, 1]);
+        let good = run.get_state().unwrap();
+        let mut wrong_key = good.clone();
+        wrong_key.insert("it_state", 1).unwrap();
+        let mut too_far = good.clone();
+        too_far.insert("steps_since_snapshot", 50u64).unwrap();
+        let mut beyond_end = good.clone();
+        beyond_end
+            .insert("delivered_ahead", vec![3u64, 30])
+            .unwrap();
+        for (bad, path) in [
+            (wrong_key, "/it_state"),
+            (too_far, "/steps_since_snapshot"),
+            (State::new(), "/snapshot"),
+        ] {
+            let err = run.reset(Some(&bad)).unwrap_err();
+            assert_eq!(err.state_path(), Some(path), "{err}");
+            // Rolled back: the run continues where it stood.
+            let before: u64 = run.get_state().unwrap().get("snapshot_index").unwrap();
+            assert_eq!(run.next().unwrap().unwrap(), before);
+        }
+        // A state claiming items past the end surfaces as an error, not a hang.
+        run.reset(Some(&beyond_end)).unwrap();
+        let items: Vec<Result<u64>> = run.by_ref().collect();
+        assert!(items.last().unwrap().as_ref().unwrap_err().is_bad_state());
+    });
+}
+
+#[test]
+fn describe_shows_order_and_source() {
+    let node = Counting::new(5)
+        .par_map(Ok, ParallelOptions::new(2).in_order(false))
+        .unwrap();
+    let d = nodes_std::Stateful::describe(&node);
+    assert_eq!(
+        d.render_text(),
+        "ParallelMapper(in_order=false)\n  source: Counting(len=5)\n"
+    );
+    let debug = format!("{node:?}");
+    assert!(debug.contains("num_workers: 2"), "{debug}");
+}
+
+// ---- No deadlocks: every scenario under the watchdog. ----
+
+#[test]
+fn no_deadlock_when_the_consumer_stops_early() {
+    watchdog("consumer stops early", || {
+        for in_order in [true, false] {
+            for taken in [0, 1, 5] {
+                let node = Counting::new(1_000_000)
+                    .par_map(
+                        |x| {
+                            std::thread::sleep(Duration::from_millis(1));
+                            Ok(x)
+                        },
+                        ParallelOptions::new(8).in_order(in_order),
+                    )
+                    .unwrap();
+                let mut run = node.start().unwrap();
+                take(&mut run, taken);
+                drop(run);
+            }
+        }
+    });
+}
+
+#[test]
+fn no_deadlock_when_the_source_is_slower_than_the_workers() {
+    watchdog("slow source", || {
+        for in_order in [true, false] {
+            let node = Counting::new(30)
+                .sleep(Duration::from_millis(1))
+                .par_map(Ok, ParallelOptions::new(8).in_order(in_order))
+                .unwrap();
+            let items = collect(&mut node.start().unwrap());
+            assert_each_once(items, 30);
+        }
+    });
+}
+
+#[test]
+fn no_deadlock_on_reset_mid_epoch() {
+    watchdog("reset mid-epoch", || {
+        for in_order in [true, false] {
+            let node = Counting::new(100)
+                .par_map(
+                    |x| {
+                        jitter(x);
+                        Ok(x)
+                    },
+                    ParallelOptions::new(4).in_order(in_order).max_concurrent(6),
+                )
+                .unwrap();
+            let mut run = node.start().unwrap();
+            for k in 0..12 {
+                take(&mut run, k);
+                let state = run.get_state().unwrap();
+                if k % 2 == 0 {
+                    run.reset(None).unwrap();
+                } else {
+                    run.reset(Some(&state)).unwrap();
+                }
+            }
+            run.reset(None).unwrap();
+            assert_each_once(collect(&mut run), 100);
+        }
+    });
+}
+
+#[test]
+fn no_deadlock_when_the_source_errors_with_workers_busy() {
+    watchdog("source error, busy workers", || {
+        for in_order in [true, false] {
+            let node = Counting::new(100)
+                .fail_at(10)
+                .par_map(
+                    |x| {
+                        std::thread::sleep(Duration::from_millis(2));
+                        Ok(x)
+                    },
+                    ParallelOptions::new(6).in_order(in_order),
+                )
+                .unwrap();
+            let mut run = node.start().unwrap();
+            let results: Vec<Result<u64>> = run.by_ref().collect();
+            assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
+            if in_order {
+                assert_eq!(results.len(), 11);
+                assert!(results[10].is_err());
+            }
+        }
+    });
+}
+
+#[test]
+fn no_deadlock_across_loader_epochs_with_early_stops() {
+    watchdog("loader epochs", || {
+        let node = Counting::new(50)
+            .par_map(
+                |x| {
+                    jitter(x);
+                    Ok(x)
+                },
+                ParallelOptions::new(3),
+            )
+            .unwrap();
+        let mut loader = nodes_std::Loader::new(node);
+        for epoch in 0..6 {
+            let got: Vec<u64> = loader.epoch().take(epoch * 7).map(|r| r.unwrap()).collect();
+            assert_eq!(got, (0..(epoch as u64 * 7).min(50)).collect::<Vec<_>>());
+        }
+    });
+}

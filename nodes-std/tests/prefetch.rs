@@ -1,0 +1,350 @@
+//! Prefetcher: order, exact resume across chunk boundaries, bounds, errors,
+//! and no deadlocks. Every test that could hang runs under a watchdog.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nodes_std::{Error, NodeExt, ParallelOptions, Result, Running, testing};
+use support::{Counting, assert_each_once, watchdog};
+
+fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
+    run.map(|r| r.expect("no error expected")).collect()
+}
+
+fn take<N: nodes_std::Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
+    (0..n)
+        .map(|_| run.next().expect("an item").expect("no error expected"))
+        .collect()
+}
+
+#[test]
+fn output_is_the_source_in_order() {
+    watchdog("order", || {
+        // Small factors hand over item by item: fewer items keep this quick.
+        for (factor, len) in [(1, 100), (2, 100), (3, 100), (16, 500), (5000, 20_000)] {
+            let mut run = Counting::new(len)
+                .prefetch(factor)
+                .unwrap()
+                .start()
+                .unwrap();
+            assert_eq!(collect(&mut run), (0..len).collect::<Vec<_>>());
+            assert!(run.next().is_none());
+            run.reset(None).unwrap();
+            assert_eq!(collect(&mut run), (0..len).collect::<Vec<_>>());
+        }
+    });
+}
+
+#[test]
+fn save_load_at_many_cut_points() {
+    watchdog("save/load", || {
+        for factor in [1, 2, 8] {
+            for midpoint in [0, 1, 2, 3, 4, 5, 11, 12, 13] {
+                testing::assert_save_load(|| Counting::new(12).prefetch(factor).unwrap(), midpoint);
+            }
+        }
+    });
+}
+
+/// Large chunks: cut points inside and at the edges of chunks.
+#[test]
+fn save_load_inside_large_chunks() {
+    watchdog("save/load large", || {
+        for midpoint in [0, 511, 512, 513, 1023, 1024, 1500, 2999, 3000] {
+            testing::assert_save_load(|| Counting::new(3000).prefetch(4096).unwrap(), midpoint);
+        }
+    });
+}
+
+#[test]
+fn save_load_through_parallel_mapper_and_nested_prefetchers() {
+    watchdog("nested", || {
+        for midpoint in [0, 4, 17, 40] {
+            testing::assert_save_load(
+                || {
+                    Counting::new(40)
+                        .prefetch(3)
+                        .unwrap()
+                        .par_map(
+                            |x| Ok(x * 10),
+                            ParallelOptions::new(3).snapshot_frequency(4),
+                        )
+                        .unwrap()
+                        .prefetch(5)
+                        .unwrap()
+                },
+                midpoint,
+            );
+        }
+    });
+}
+
+#[test]
+fn state_counts_only_items_received() {
+    watchdog("state", || {
+        let mut run = Counting::new(5000).prefetch(100).unwrap().start().unwrap();
+        take(&mut run, 10);
+        std::thread::sleep(Duration::from_millis(20));
+        let state = run.get_state().unwrap();
+        let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
+        let steps: u64 = state.get("steps_since_snapshot").unwrap();
+        assert_eq!(snapshot + steps, 10, "{state}");
+        // A fresh node resumes with item 10.
+        let mut resumed = Counting::new(5000)
+            .prefetch(100)
+            .unwrap()
+            .start_from(&state)
+            .unwrap();
+        assert_eq!(take(&mut resumed, 2), [10, 11]);
+    });
+}
+
+#[test]
+fn read_ahead_never_exceeds_the_prefetch_factor() {
+    watchdog("bound", || {
+        for (factor, len) in [(1, 200), (2, 200), (7, 400), (64, 2000)] {
+            let pulled = Arc::new(AtomicU64::new(0));
+            let mut run = Counting::new(len)
+                .counted(&pulled)
+                .prefetch(factor)
+                .unwrap()
+                .start()
+                .unwrap();
+            let mut received = 0;
+            for item in run.by_ref() {
+                item.unwrap();
+                received += 1;
+                if received % 100 == 0 {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                let ahead = pulled.load(Ordering::SeqCst) - received;
+                assert!(
+                    ahead <= factor as u64,
+                    "{ahead} items ahead, factor {factor}"
+                );
+            }
+            assert_eq!(received, len);
+        }
+    });
+}
+
+#[test]
+fn source_errors_arrive_after_the_items_before_them() {
+    watchdog("errors", || {
+        for factor in [1, 4, 100] {
+            let mut run = Counting::new(50)
+                .fail_at(20)
+                .prefetch(factor)
+                .unwrap()
+                .start()
+                .unwrap();
+            assert_eq!(take(&mut run, 20), (0..20).collect::<Vec<_>>());
+            match run.next().unwrap().unwrap_err() {
+                Error::User { node, index, .. } => {
+                    assert_eq!((node, index), ("Counting", Some(20)))
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(run.next().is_none());
+            // The state points before the failed pull; a reset starts over.
+            let state = run.get_state().unwrap();
+            let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
+            let steps: u64 = state.get("steps_since_snapshot").unwrap();
+            assert_eq!(snapshot + steps, 20);
+            run.reset(None).unwrap();
+            assert_eq!(take(&mut run, 3), [0, 1, 2]);
+
+            let mut run = Counting::new(50)
+                .panic_at(5)
+                .prefetch(factor)
+                .unwrap()
+                .start()
+                .unwrap();
+            assert_eq!(take(&mut run, 5), [0, 1, 2, 3, 4]);
+            match run.next().unwrap().unwrap_err() {
+                Error::Panicked { node, message, .. } => {
+                    assert_eq!(node, "Prefetcher");
+                    assert_eq!(message, "source panicked at 5");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(run.next().is_none());
+        }
+    });
+}
+
+#[test]
+fn bad_arguments_are_rejected_at_construction() {
+    match Counting::new(3).prefetch(0) {
+        Err(Error::InvalidArgument { node, .. }) => assert_eq!(node, "Prefetcher"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn shutdown_then_reset_resumes() {
+    watchdog("shutdown", || {
+        let mut run = Counting::new(100).prefetch(8).unwrap().start().unwrap();
+        assert_eq!(take(&mut run, 4), [0, 1, 2, 3]);
+        run.shutdown();
+        assert!(matches!(
+            run.next(),
+            Some(Err(Error::ShutDown { node: "Prefetcher" }))
+        ));
+        let state = run.get_state().unwrap();
+        run.reset(Some(&state)).unwrap();
+        assert_eq!(collect(&mut run), (4..100).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn bad_states_are_rejected_and_the_run_continues() {
+    watchdog("bad states", || {
+        let mut run = Counting::new(10).prefetch(2).unwrap().start().unwrap();
+        assert_eq!(take(&mut run, 3), [0, 1, 2]);
+        let good = run.get_state().unwrap();
+        let mut too_far = good.clone();
+        too_far.insert("steps_since_snapshot", 50u64).unwrap();
+        let mut wrong_type = good.clone();
+        wrong_type.insert("steps_since_snapshot", "three").unwrap();
+        let mut inner = good.clone();
+        inner
+            .insert(
+                "snapshot",
+                nodes_std::State::new().with("n", 99u64).unwrap(),
+            )
+            .unwrap();
+        for (bad, path) in [
+            (too_far, "/steps_since_snapshot"),
+            (wrong_type, "/steps_since_snapshot"),
+            (inner, "/snapshot/n"),
+        ] {
+            let err = run.reset(Some(&bad)).unwrap_err();
+            assert_eq!(err.state_path(), Some(path), "{err}");
+        }
+        assert_eq!(collect(&mut run), (3..10).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn describe_shows_the_source() {
+    let node = Counting::new(5).prefetch(2).unwrap();
+    assert_eq!(
+        nodes_std::Stateful::describe(&node).render_text(),
+        "Prefetcher\n  source: Counting(len=5)\n"
+    );
+    assert!(format!("{node:?}").contains("prefetch_factor: 2"));
+}
+
+// ---- No deadlocks: every scenario under the watchdog. ----
+
+#[test]
+fn no_deadlock_when_the_consumer_stops_early() {
+    watchdog("consumer stops early", || {
+        for factor in [1, 3, 1000] {
+            for taken in [0, 1, 10] {
+                let mut run = Counting::new(u64::MAX)
+                    .prefetch(factor)
+                    .unwrap()
+                    .start()
+                    .unwrap();
+                take(&mut run, taken);
+                drop(run);
+            }
+        }
+    });
+}
+
+#[test]
+fn no_deadlock_with_a_slow_source_or_a_slow_consumer() {
+    watchdog("slow source", || {
+        let mut run = Counting::new(40)
+            .sleep(Duration::from_millis(1))
+            .prefetch(4)
+            .unwrap()
+            .start()
+            .unwrap();
+        assert_eq!(collect(&mut run), (0..40).collect::<Vec<_>>());
+        let mut run = Counting::new(40).prefetch(4).unwrap().start().unwrap();
+        let mut got = Vec::new();
+        for x in run.by_ref() {
+            got.push(x.unwrap());
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        assert_each_once(got, 40);
+    });
+}
+
+#[test]
+fn no_deadlock_on_reset_mid_epoch() {
+    watchdog("reset mid-epoch", || {
+        let mut run = Counting::new(300).prefetch(16).unwrap().start().unwrap();
+        for k in 0..15 {
+            take(&mut run, k * 3);
+            let state = run.get_state().unwrap();
+            if k % 2 == 0 {
+                run.reset(None).unwrap();
+            } else {
+                run.reset(Some(&state)).unwrap();
+                assert_eq!(take(&mut run, 1), [k as u64 * 3]);
+            }
+        }
+    });
+}
+
+#[test]
+fn no_deadlock_when_the_source_errors() {
+    watchdog("source error", || {
+        for factor in [1, 2, 50] {
+            let results: Vec<Result<u64>> = Counting::new(100)
+                .fail_at(0)
+                .prefetch(factor)
+                .unwrap()
+                .start()
+                .unwrap()
+                .collect();
+            assert_eq!(results.len(), 1);
+            assert!(results[0].is_err());
+        }
+    });
+}
+
+#[test]
+fn stats_report_items_and_blocked_time() {
+    watchdog("stats", || {
+        let pipeline = Counting::new(200)
+            .par_map(
+                |x| {
+                    std::thread::sleep(Duration::from_micros(50));
+                    Ok(x)
+                },
+                ParallelOptions::new(2),
+            )
+            .unwrap()
+            .prefetch(8)
+            .unwrap();
+        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
+        assert_eq!(loader.epoch().count(), 200);
+        let stats = loader.stats().unwrap();
+        let prefetch = stats.get("Prefetcher").expect("a Prefetcher row");
+        assert_eq!(prefetch.items, 200);
+        assert!(prefetch.mean_queue_depth().is_some());
+        // The mapper runs on the reader thread, whose context records nothing;
+        // the prefetcher waited for it.
+        assert!(stats.get("ParallelMapper").is_none(), "{stats}");
+        assert!(prefetch.blocked > Duration::ZERO, "{stats}");
+
+        let mut loader = nodes_std::Loader::new(
+            Counting::new(50)
+                .par_map(Ok, ParallelOptions::new(2))
+                .unwrap(),
+        )
+        .with_stats();
+        assert_eq!(loader.epoch().count(), 50);
+        let stats = loader.stats().unwrap();
+        assert_eq!(stats.get("ParallelMapper").expect("a row").items, 50);
+    });
+}
