@@ -171,6 +171,11 @@ struct Resolved {
 /// run yields precisely the items not yet received, each once, in either
 /// mode. States are interchangeable between modes and worker counts.
 ///
+/// A new pass (`reset(None)`) after one the consumer stopped early first puts
+/// the source back where the consumer stood, then resets it: whatever the
+/// workers' read-ahead did (a `Cycler` below wrapping around and moving a
+/// sampler to its next epoch) does not leak into the next pass.
+///
 /// # Errors
 ///
 /// A function that returns `Err` becomes [`Error::User`], and one that panics
@@ -220,6 +225,9 @@ pub struct ParallelMapper<N: Node, U> {
     phase: Phase<U>,
     /// What the consumer received (with workers; inline the source's own state is exact).
     cursor: Cursor,
+    /// The consumer received the end of data: the source stands where the
+    /// consumer does.
+    ended: bool,
 }
 
 impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
@@ -535,6 +543,7 @@ where
             flag: ResetFlag::default(),
             phase: Phase::Idle,
             cursor: Cursor::new(State::new(), 0, []),
+            ended: false,
         })
     }
 
@@ -622,6 +631,7 @@ where
                     Ok(Some(value)) => Ok(Some(value)),
                     // End of data or an error: the pass is over.
                     other => {
+                        self.ended = matches!(other, Ok(None));
                         self.finish();
                         other
                     }
@@ -683,10 +693,19 @@ where
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Validate our own keys before touching anything.
         let saved = state.map(|s| Saved::decode(NAME, s)).transpose()?;
+        // A new pass after one the consumer did not finish starts from where
+        // the consumer stood, not from where the workers got to.
+        let rewind =
+            saved.is_none() && self.options.num_workers > 0 && self.flag.is_reset() && !self.ended;
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
+        self.ended = false;
         self.stop_workers();
         self.phase = Phase::Idle;
+        if rewind {
+            let (snapshot, steps) = self.cursor.position();
+            snapshot::rewind(&mut lock(&self.puller).source, snapshot, steps)?;
+        }
         let snapshot = self.reset_source(saved.as_ref())?;
         let base = saved.as_ref().map_or(0, Saved::resume_index);
         let ahead = saved.map(|s| s.ahead).unwrap_or_default();

@@ -11,7 +11,7 @@ use nodes_core::__private::worker_cx;
 use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use crate::worker::panic::catch;
-use crate::worker::snapshot::{SNAPSHOT, STEPS, Saved};
+use crate::worker::snapshot::{self, SNAPSHOT, STEPS, Saved};
 use crate::worker::thread;
 
 const NAME: &str = "Prefetcher";
@@ -55,6 +55,11 @@ const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
 /// items (fewer than one chunk: at most 4095 items, or about 100 µs of source
 /// work).
 ///
+/// A new pass (`reset(None)`) after one the consumer stopped early first puts
+/// the source back where the consumer stood, then resets it, so that the
+/// read-ahead (a `Cycler` below wrapping around and moving a sampler to its
+/// next epoch) does not leak into the next pass.
+///
 /// # Errors
 ///
 /// A source error (or a panic in the source, as [`Error::Panicked`]) reaches
@@ -97,6 +102,9 @@ pub struct Prefetcher<N: Node> {
     snapshot: State,
     /// Items the consumer received since `snapshot`.
     steps: u64,
+    /// The consumer received the end of data: the source stands where the
+    /// consumer does.
+    ended: bool,
     /// The rest of the chunk being handed out (empty unless running).
     current: std::vec::IntoIter<N::Item>,
 }
@@ -300,6 +308,7 @@ where
             phase: Phase::Idle,
             snapshot: State::new(),
             steps: 0,
+            ended: false,
             current: Vec::new().into_iter(),
         })
     }
@@ -348,6 +357,7 @@ where
                 Phase::Idle => return Err(Error::NotReset { node: NAME }),
             };
             if let Some(terminal) = reader.terminal.take() {
+                self.ended = terminal.is_ok();
                 self.finish();
                 return terminal.map(|()| None);
             }
@@ -468,9 +478,19 @@ where
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Validate our own keys before touching anything.
         let saved = state.map(|s| Saved::decode_in_order(NAME, s)).transpose()?;
+        // A new pass after one the consumer did not finish starts from where
+        // the consumer stood, not from where the reader got to.
+        let rewind = (saved.is_none() && self.flag.is_reset() && !self.ended)
+            .then(|| (self.snapshot.clone(), self.steps));
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        self.ended = false;
         self.stop_reader();
         self.phase = Phase::Idle;
         let source = self.source.as_mut().ok_or_else(lost_source)?;
+        if let Some((snapshot, steps)) = rewind {
+            snapshot::rewind(source, &snapshot, steps)?;
+        }
         source.reset(saved.as_ref().map(|s| &s.snapshot))?;
         let mut cx = worker_cx();
         let steps = saved.as_ref().map_or(0, |s| s.steps);

@@ -80,6 +80,9 @@ enum Spec {
     CycleHeader(Box<Spec>, u64),
     Shuffle(Box<Spec>, usize, u64),
     Zip(Box<Spec>, Box<Spec>),
+    /// In order, so that the output is deterministic: workers, snapshot frequency.
+    ParMap(Box<Spec>, usize, usize),
+    Prefetch(Box<Spec>, usize),
 }
 
 type Pipeline = Box<dyn Node<Item = V>>;
@@ -154,6 +157,17 @@ fn build(spec: &Spec) -> Pipeline {
             .zip(build(right))
             .map(|(a, b)| V::P(Box::new(a), Box::new(b)))
             .boxed(),
+        Spec::ParMap(inner, workers, freq) => build(inner)
+            .par_map(
+                |v| Ok(v.mapped(3)),
+                ParallelOptions::new(*workers).snapshot_frequency(*freq),
+            )
+            .expect("valid options")
+            .boxed(),
+        Spec::Prefetch(inner, factor) => build(inner)
+            .prefetch(*factor)
+            .expect("factor is positive")
+            .boxed(),
     }
 }
 
@@ -208,7 +222,17 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
                     n,
                     seed
                 )),
-                (inner.clone(), inner).prop_map(|(a, b)| Spec::Zip(Box::new(a), Box::new(b))),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| Spec::Zip(Box::new(a), Box::new(b))),
+                // Thread-backed nodes: few workers and a mix of tiny and
+                // chunk-sized read-ahead keep the cases quick on a busy machine.
+                (inner.clone(), 0usize..3, 1usize..6).prop_map(|(s, w, f)| Spec::ParMap(
+                    Box::new(s),
+                    w,
+                    f
+                )),
+                (inner, prop_oneof![Just(1usize), Just(2), Just(16)])
+                    .prop_map(|(s, n)| Spec::Prefetch(Box::new(s), n)),
             ]
         })
 }
@@ -225,7 +249,9 @@ fn depth(spec: &Spec) -> usize {
         | Spec::Header(s, _)
         | Spec::CycleN(s, _)
         | Spec::CycleHeader(s, _)
-        | Spec::Shuffle(s, _, _) => 1 + depth(s),
+        | Spec::Shuffle(s, _, _)
+        | Spec::ParMap(s, _, _)
+        | Spec::Prefetch(s, _) => 1 + depth(s),
     }
 }
 

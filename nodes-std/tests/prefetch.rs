@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use nodes_std::{Error, NodeExt, ParallelOptions, Result, Running, testing};
-use support::{Counting, assert_each_once, watchdog};
+use support::{Counting, Epochs, assert_each_once, watchdog};
 
 fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
     run.map(|r| r.expect("no error expected")).collect()
@@ -237,6 +237,45 @@ fn describe_shows_the_source() {
         "Prefetcher\n  source: Counting(len=5)\n"
     );
     assert!(format!("{node:?}").contains("prefetch_factor: 2"));
+}
+
+/// The read-ahead (here through a `Cycler`, which resets its source on every
+/// wrap) must not change what the next pass yields: after a pass the consumer
+/// stopped early, the next one is the same as without the thread-backed node,
+/// and the same after a restore.
+#[test]
+fn the_next_pass_does_not_depend_on_how_far_the_workers_read_ahead() {
+    watchdog("read-ahead and the next pass", || {
+        let epochs = |threaded: bool| {
+            let source = Epochs::new(2).cycle();
+            let node = if threaded {
+                source.prefetch(4).unwrap().boxed()
+            } else {
+                source.boxed()
+            };
+            let mut loader = nodes_std::Loader::new(node.header(3));
+            let mut out = Vec::new();
+            for _ in 0..4 {
+                let mut epoch = Vec::new();
+                for item in loader.epoch() {
+                    epoch.push(item.unwrap());
+                    // A slow consumer: the workers read as far ahead as allowed.
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                out.push(epoch);
+            }
+            out
+        };
+        let reference = epochs(false);
+        assert_eq!(reference[0], [0, 1, 1000]);
+        assert_eq!(epochs(true), reference);
+        for midpoint in [0, 1, 2, 3] {
+            testing::assert_save_load(
+                || Epochs::new(2).cycle().prefetch(4).unwrap().header(3),
+                midpoint,
+            );
+        }
+    });
 }
 
 // ---- No deadlocks: every scenario under the watchdog. ----

@@ -17,7 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodes_core::{Error, Result, State};
+use nodes_core::__private::worker_cx;
+use nodes_core::{Error, Node, Result, State};
 
 /// Key of the source snapshot.
 pub(crate) const SNAPSHOT: &str = "snapshot";
@@ -102,6 +103,28 @@ impl Saved {
     }
 }
 
+/// Puts `source` back where the consumer stands: reset to `snapshot`, then
+/// `steps` items pulled again.
+///
+/// A thread-backed node calls this before starting a new pass when the
+/// previous one was not read to its end. Its source may have run ahead of the
+/// consumer, and what it did there can outlive the pass: a `Cycler` below it
+/// resets its own source on every wrap, which moves a sampler to its next
+/// epoch. Without the rewind, how far the workers happened to read ahead would
+/// decide the next pass's order, and a pipeline restored from a checkpoint
+/// (which stands at the consumer's position) would disagree with one that ran
+/// straight through. Costs at most the replay of one snapshot interval.
+pub(crate) fn rewind<N: Node>(source: &mut N, snapshot: &State, steps: u64) -> Result<()> {
+    source.reset(Some(snapshot))?;
+    let mut cx = worker_cx();
+    for _ in 0..steps {
+        if source.next(&mut cx)?.is_none() {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Encodes the four-key form that [`Saved::decode`] reads.
 pub(crate) fn encode(
     snapshot: &State,
@@ -152,6 +175,11 @@ impl Cursor {
     /// The first index not delivered yet: the next one in order.
     pub(crate) fn low(&self) -> u64 {
         self.low
+    }
+
+    /// The adopted snapshot and the count of items received in order after it.
+    pub(crate) fn position(&self) -> (&State, u64) {
+        (&self.snapshot, self.low - self.base)
     }
 
     /// Records that item `index` was returned to the consumer; `snapshot` is

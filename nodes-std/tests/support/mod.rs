@@ -119,6 +119,68 @@ impl Stateful for Counting {
     }
 }
 
+/// Yields `epoch * 1000 + i` for `i` in `0..len`; every `reset(None)` after
+/// the first moves to the next epoch (like a sampler that reshuffles per
+/// epoch), so its output depends on how often it was reset.
+#[derive(Debug)]
+pub(crate) struct Epochs {
+    len: u64,
+    epoch: u64,
+    n: u64,
+    flag: ResetFlag,
+}
+
+impl Epochs {
+    pub(crate) fn new(len: u64) -> Self {
+        Epochs {
+            len,
+            epoch: 0,
+            n: 0,
+            flag: ResetFlag::default(),
+        }
+    }
+}
+
+impl Node for Epochs {
+    type Item = u64;
+
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        self.flag.check("Epochs")?;
+        if self.n == self.len {
+            return Ok(None);
+        }
+        self.n += 1;
+        Ok(Some(self.epoch * 1000 + self.n - 1))
+    }
+}
+
+impl Stateful for Epochs {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        match state {
+            Some(s) => {
+                s.expect_keys("Epochs", &["epoch", "n"])?;
+                (self.epoch, self.n) = (s.get("epoch")?, s.get("n")?);
+            }
+            None => {
+                if self.flag.is_reset() {
+                    self.epoch += 1;
+                }
+                self.n = 0;
+            }
+        }
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, _cx: &Cx) -> Result<State> {
+        State::new().with("epoch", self.epoch)?.with("n", self.n)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Epochs").param("len", self.len)
+    }
+}
+
 /// Runs `body` on its own thread and fails the test if it does not finish
 /// within 60 s (a hang becomes a failure instead of blocking CI). A panic in
 /// the body is re-raised with its message.
