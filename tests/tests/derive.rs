@@ -332,6 +332,7 @@ fn validate_hook_runs_before_anything_is_applied() {
         .unwrap_err();
     assert_eq!(err.to_string(), "bad state at /next: past the limit");
     assert_eq!(node.next, 2);
-    node.reset(Some(&State::new().with("next", 3u64).unwrap())).unwrap();
+    node.reset(Some(&State::new().with("next", 3u64).unwrap()))
+        .unwrap();
     assert_eq!(node.next, 3);
 }
