@@ -9,7 +9,7 @@ use crate::{BoxError, Cx, Error, Node, NodeId, Result};
 
 /// A collection with random access by index: torch's map-style dataset.
 ///
-/// `get` may fail (a missing file, a corrupt record): return any error and
+/// `get_item` may fail (a missing file, a corrupt record): return any error and
 /// [`MapStyleWrapper`] reports it as [`Error::User`] with the index.
 ///
 /// Implemented for `Vec<T>`, slices and `Arc<D>` of a dataset (items are
@@ -25,7 +25,7 @@ use crate::{BoxError, Cx, Error, Node, NodeId, Result};
 /// impl Dataset for Squares {
 ///     type Item = u64;
 ///     fn len(&self) -> usize { self.n }
-///     fn get(&self, index: usize) -> std::result::Result<u64, BoxError> {
+///     fn get_item(&self, index: usize) -> std::result::Result<u64, BoxError> {
 ///         if index >= self.n { return Err(format!("no square #{index}").into()) }
 ///         Ok((index as u64).pow(2))
 ///     }
@@ -36,7 +36,7 @@ use crate::{BoxError, Cx, Error, Node, NodeId, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 pub trait Dataset: Send {
-    /// What `get` returns.
+    /// What `get_item` returns.
     type Item;
 
     /// The number of items; valid indices are `0..len()`.
@@ -48,7 +48,7 @@ pub trait Dataset: Send {
     }
 
     /// The item at `index`.
-    fn get(&self, index: usize) -> std::result::Result<Self::Item, BoxError>;
+    fn get_item(&self, index: usize) -> std::result::Result<Self::Item, BoxError>;
 }
 
 fn out_of_range(index: usize, len: usize) -> BoxError {
@@ -62,7 +62,7 @@ impl<T: Clone + Send> Dataset for Vec<T> {
         self.as_slice().len()
     }
 
-    fn get(&self, index: usize) -> std::result::Result<T, BoxError> {
+    fn get_item(&self, index: usize) -> std::result::Result<T, BoxError> {
         self.as_slice()
             .get(index)
             .cloned()
@@ -77,7 +77,7 @@ impl<T: Clone + Sync> Dataset for &[T] {
         <[T]>::len(self)
     }
 
-    fn get(&self, index: usize) -> std::result::Result<T, BoxError> {
+    fn get_item(&self, index: usize) -> std::result::Result<T, BoxError> {
         <[T]>::get(self, index)
             .cloned()
             .ok_or_else(|| out_of_range(index, <[T]>::len(self)))
@@ -91,12 +91,12 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
         (**self).len()
     }
 
-    fn get(&self, index: usize) -> std::result::Result<D::Item, BoxError> {
-        (**self).get(index)
+    fn get_item(&self, index: usize) -> std::result::Result<D::Item, BoxError> {
+        (**self).get_item(index)
     }
 }
 
-/// A source that yields `dataset.get(i)` for each index `i` its sampler node
+/// A source that yields `dataset.get_item(i)` for each index `i` its sampler node
 /// yields: torchdata's `MapStyleWrapper`.
 ///
 /// The sampler is any node of `usize` indices: usually a
@@ -109,7 +109,7 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 /// (O(1) for `SamplerWrapper`); no item is fetched while restoring.
 ///
 /// # Errors
-/// An error from [`Dataset::get`] is an [`Error::User`] naming
+/// An error from [`Dataset::get_item`] is an [`Error::User`] naming
 /// `MapStyleWrapper` with the dataset index; the next call goes on with the
 /// next index.
 ///
@@ -185,7 +185,7 @@ impl<D: Dataset, S: Node<Item = usize>> Node for MapStyleWrapper<D, S> {
             let Some(index) = self.sampler.next(cx)? else {
                 return Ok(None);
             };
-            match self.dataset.get(index) {
+            match self.dataset.get_item(index) {
                 Ok(item) => Ok(Some(item)),
                 Err(e) => Err(Error::user("MapStyleWrapper", Some(index as u64), e)),
             }

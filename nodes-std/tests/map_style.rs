@@ -24,7 +24,7 @@ impl Dataset for Rows {
     fn len(&self) -> usize {
         self.n
     }
-    fn get(&self, index: usize) -> std::result::Result<Row, BoxError> {
+    fn get_item(&self, index: usize) -> std::result::Result<Row, BoxError> {
         if index == 13 {
             return Err("row 13 is corrupt".into());
         }

@@ -1,0 +1,359 @@
+//! The benchmark behind every speed claim: one JSON line per case, each
+//! comparing the framework with plain Rust doing the same work in the same
+//! run. `ratio` is framework / baseline throughput: higher is better.
+//!
+//! Run with `cargo run --release --example bench` (about a minute on a
+//! two-vCPU machine). Set `BENCH_QUICK=1` for a smaller, faster run.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use nodes_std::prelude::*;
+use nodes_std::{MultiNodeWeightedSampler, ParallelOptions, StopCriteria};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let scale = if quick { 10 } else { 1 };
+    seq_chain(10_000_000 / scale)?;
+    restore_cost(quick)?;
+    parallel_io(2_000 / scale)?;
+    parallel_cpu(3_000 / scale)?;
+    prefetch(1_000_000 / scale)?;
+    weighted_mix(3_000_000 / scale)?;
+    Ok(())
+}
+
+/// Best (shortest) of `runs` timings of `f`.
+fn best_of<T>(runs: usize, mut f: impl FnMut() -> Res<T>) -> Res<(Duration, T)> {
+    let mut best: Option<(Duration, T)> = None;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let out = f()?;
+        let took = start.elapsed();
+        if best.as_ref().is_none_or(|(b, _)| took < *b) {
+            best = Some((took, out));
+        }
+    }
+    best.ok_or_else(|| "no runs".into())
+}
+
+fn per_s(items: u64, took: Duration) -> f64 {
+    items as f64 / took.as_secs_f64()
+}
+
+fn emit(
+    case: &str,
+    items: u64,
+    framework: Duration,
+    baseline: Duration,
+    target: f64,
+    extra: serde_json::Value,
+) {
+    let (f, b) = (per_s(items, framework), per_s(items, baseline));
+    let mut line = json!({
+        "case": case,
+        "items": items,
+        "framework_per_s": f.round(),
+        "baseline_per_s": b.round(),
+        "ratio": (f / b * 1000.0).round() / 1000.0,
+        "target": target,
+    });
+    if let (Some(line), Some(extra)) = (line.as_object_mut(), extra.as_object()) {
+        line.extend(extra.clone());
+    }
+    println!("{line}");
+}
+
+// --- seq_chain and state_every_batch ---
+
+fn chain(n: u64) -> Res<impl Node<Item = Vec<u64>>> {
+    Ok(IterableWrapper::new(0..n)
+        .map(|x| x.wrapping_mul(0x9E37_79B9))
+        .map(|x| x ^ (x >> 7))
+        .filter(|x| x % 3 != 0)
+        .batch(64)?)
+}
+
+/// Runs one epoch; returns (items, checksum, states taken).
+fn run_chain(n: u64, state_every_batch: bool) -> Res<(u64, u64, u64)> {
+    let mut loader = Loader::new(chain(n)?);
+    let mut epoch = loader.epoch();
+    let (mut items, mut sum, mut states) = (0u64, 0u64, 0u64);
+    while let Some(batch) = epoch.next() {
+        let batch = batch?;
+        items += batch.len() as u64;
+        sum = sum.wrapping_add(batch[0]);
+        if state_every_batch {
+            black_box(epoch.state_dict()?);
+            states += 1;
+        }
+    }
+    Ok((items, sum, states))
+}
+
+fn baseline_chain(n: u64) -> (u64, u64) {
+    let mut it = (0..n)
+        .map(|x: u64| x.wrapping_mul(0x9E37_79B9))
+        .map(|x| x ^ (x >> 7))
+        .filter(|x| x % 3 != 0);
+    let (mut items, mut sum) = (0u64, 0u64);
+    loop {
+        let batch: Vec<u64> = it.by_ref().take(64).collect();
+        if batch.is_empty() {
+            break;
+        }
+        items += batch.len() as u64;
+        sum = sum.wrapping_add(batch[0]);
+    }
+    (items, sum)
+}
+
+fn seq_chain(n: u64) -> Res<()> {
+    let (t_base, (items, base_sum)) = best_of(3, || Ok(baseline_chain(black_box(n))))?;
+    let (t_fw, (fw_items, fw_sum, _)) = best_of(3, || run_chain(black_box(n), false))?;
+    assert_eq!(
+        (fw_items, fw_sum),
+        (items, base_sum),
+        "framework and baseline disagree"
+    );
+    emit(
+        "seq_chain",
+        n,
+        t_fw,
+        t_base,
+        0.7,
+        json!({"output_items": items}),
+    );
+
+    let (t_state, (_, state_sum, states)) = best_of(3, || run_chain(black_box(n), true))?;
+    assert_eq!(state_sum, base_sum);
+    let state_ns = t_state.saturating_sub(t_fw).as_nanos() as f64 / states as f64;
+    emit(
+        "state_every_batch",
+        n,
+        t_state,
+        t_fw,
+        0.8,
+        json!({"states": states, "state_ns": state_ns.round()}),
+    );
+    Ok(())
+}
+
+// --- restore_cost ---
+
+fn restore_pipeline() -> Res<impl Node<Item = Vec<u64>>> {
+    Ok(IterableWrapper::new(0..u64::MAX)
+        .map(|x| x.wrapping_add(1))
+        .batch(64)?)
+}
+
+fn restore_cost(quick: bool) -> Res<()> {
+    let ks: &[u64] = if quick {
+        &[1_000, 100_000, 1_000_000]
+    } else {
+        &[1_000, 100_000, 1_000_000, 10_000_000]
+    };
+    let mut first: Option<Duration> = None;
+    for &k in ks {
+        // Take a state after k items (not timed).
+        let mut loader = Loader::new(restore_pipeline()?);
+        let mut epoch = loader.epoch();
+        for _ in 0..k / 64 {
+            black_box(epoch.next());
+        }
+        let state = State::from_json(&epoch.state_dict()?.to_json()?)?;
+        drop(epoch);
+        // Time: a fresh pipeline, restored, fetching one batch.
+        let (took, batch) = best_of(5, || {
+            let mut fresh = Loader::new(restore_pipeline()?);
+            fresh.load_state_dict(&state)?;
+            let batch = fresh.epoch().next().ok_or("no batch after restore")??;
+            Ok(batch)
+        })?;
+        assert_eq!(batch[0], (k / 64) * 64 + 1, "restored at the wrong place");
+        let base = *first.get_or_insert(took);
+        println!(
+            "{}",
+            json!({
+                "case": "restore_cost",
+                "items": k,
+                "restore_s": took.as_secs_f64(),
+                "framework_per_s": (1.0 / took.as_secs_f64()).round(),
+                "baseline_per_s": (1.0 / base.as_secs_f64()).round(),
+                "ratio": ((base.as_secs_f64() / took.as_secs_f64()) * 1000.0).round() / 1000.0,
+                "target": 0.5,
+            })
+        );
+    }
+    Ok(())
+}
+
+// --- parallel_io and parallel_cpu ---
+
+fn io_bound(x: u64) -> u64 {
+    std::thread::sleep(Duration::from_micros(200));
+    x
+}
+
+fn parallel_io(n: u64) -> Res<()> {
+    let serial = |_: ()| -> Res<u64> {
+        let mut loader = Loader::new(IterableWrapper::new(0..n).map(io_bound));
+        Ok(loader
+            .epoch()
+            .map(|r| r.map(black_box))
+            .sum::<Result<u64>>()?)
+    };
+    let parallel = |_: ()| -> Res<u64> {
+        let node =
+            IterableWrapper::new(0..n).par_map(|x| Ok(io_bound(x)), ParallelOptions::new(16))?;
+        let mut loader = Loader::new(node);
+        Ok(loader
+            .epoch()
+            .map(|r| r.map(black_box))
+            .sum::<Result<u64>>()?)
+    };
+    let (t_base, a) = best_of(1, || serial(()))?;
+    let (t_fw, b) = best_of(2, || parallel(()))?;
+    assert_eq!(a, b);
+    emit(
+        "parallel_io",
+        n,
+        t_fw,
+        t_base,
+        12.0,
+        json!({"workers": 16, "sleep_us": 200}),
+    );
+    Ok(())
+}
+
+/// 16 rounds of a 64-bit multiply-xorshift hash over a 4 KiB record.
+fn cpu_bound(seed: u64) -> u64 {
+    let mut record = [0u64; 512];
+    for (i, w) in record.iter_mut().enumerate() {
+        *w = seed
+            .wrapping_add(i as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    let mut h = seed;
+    for _ in 0..16 {
+        for w in &mut record {
+            h = (h ^ *w).wrapping_mul(0x1000_0000_01B3);
+            h ^= h >> 29;
+            *w = h;
+        }
+    }
+    h
+}
+
+fn parallel_cpu(n: u64) -> Res<()> {
+    let serial = || -> Res<u64> {
+        let mut loader = Loader::new(IterableWrapper::new(0..n).map(cpu_bound));
+        xor_all(loader.epoch())
+    };
+    let parallel = |in_order: bool| -> Res<u64> {
+        let options = ParallelOptions::new(2).in_order(in_order);
+        let node = IterableWrapper::new(0..n).par_map(|x| Ok(cpu_bound(x)), options)?;
+        let mut loader = Loader::new(node);
+        xor_all(loader.epoch())
+    };
+    let (t_base, a) = best_of(3, serial)?;
+    let (t_fw, b) = best_of(3, || parallel(true))?;
+    let (t_unordered, c) = best_of(3, || parallel(false))?;
+    assert_eq!((a, a), (b, c), "parallel map changed the results");
+    emit(
+        "parallel_cpu",
+        n,
+        t_fw,
+        t_base,
+        0.95,
+        json!({
+            "workers": 2,
+            "available_parallelism": std::thread::available_parallelism().map_or(0, |p| p.get()),
+            "unordered_per_s": per_s(n, t_unordered).round(),
+            "in_order_cost": ((t_fw.as_secs_f64() / t_unordered.as_secs_f64() - 1.0) * 1000.0).round() / 1000.0,
+        }),
+    );
+    Ok(())
+}
+
+/// XOR of every item; the first error stops it.
+fn xor_all(items: impl Iterator<Item = Result<u64>>) -> Res<u64> {
+    let mut acc = 0u64;
+    for x in items {
+        acc ^= black_box(x?);
+    }
+    Ok(acc)
+}
+
+// --- prefetch ---
+
+fn prefetch(n: u64) -> Res<()> {
+    let plain = || -> Res<u64> {
+        let mut loader = Loader::new(IterableWrapper::new(0..n).map(|x| x + 1));
+        Ok(loader.epoch().sum::<Result<u64>>()?)
+    };
+    let prefetched = || -> Res<u64> {
+        let mut loader = Loader::new(IterableWrapper::new(0..n).map(|x| x + 1).prefetch(16)?);
+        Ok(loader.epoch().sum::<Result<u64>>()?)
+    };
+    let (t_base, a) = best_of(3, plain)?;
+    let (t_fw, b) = best_of(3, prefetched)?;
+    assert_eq!(a, b);
+    emit(
+        "prefetch",
+        n,
+        t_fw,
+        t_base,
+        0.67,
+        json!({"prefetch_factor": 16}),
+    );
+    Ok(())
+}
+
+// --- weighted_mix ---
+
+const WEIGHTS: [f64; 3] = [0.5, 0.3, 0.2];
+
+fn weighted_mix(n: u64) -> Res<()> {
+    let framework = || -> Res<u64> {
+        let sources = (0..3u64).map(|i| {
+            (
+                format!("s{i}"),
+                IterableWrapper::new(i * 1_000_000_000..u64::MAX),
+            )
+        });
+        let weights = (0..3).map(|i| (format!("s{i}"), WEIGHTS[i]));
+        let mix = MultiNodeWeightedSampler::new(sources, weights)?
+            .with_stop_criteria(StopCriteria::CycleForever)
+            .with_seed(7)
+            .header(n);
+        let mut loader = Loader::new(mix);
+        let mut sum = 0u64;
+        for x in loader.epoch() {
+            sum = sum.wrapping_add(x?);
+        }
+        Ok(sum)
+    };
+    let baseline = || -> Res<u64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let cumulative = [WEIGHTS[0], WEIGHTS[0] + WEIGHTS[1], 1.0];
+        let mut next = [0u64, 1_000_000_000, 2_000_000_000];
+        let mut sum = 0u64;
+        for _ in 0..n {
+            let u: f64 = rng.random();
+            let i = cumulative.iter().position(|c| u < *c).unwrap_or(2);
+            sum = sum.wrapping_add(black_box(next[i]));
+            next[i] += 1;
+        }
+        Ok(sum)
+    };
+    let (t_base, _) = best_of(3, baseline)?;
+    let (t_fw, _) = best_of(3, framework)?;
+    emit("weighted_mix", n, t_fw, t_base, 0.7, json!({"sources": 3}));
+    Ok(())
+}
