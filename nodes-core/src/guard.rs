@@ -46,6 +46,7 @@ impl ResetFlag {
     }
 
     /// `Err(NotReset)` naming `node` unless [`ResetFlag::mark`] was called.
+    #[inline]
     pub fn check(&self, node: &'static str) -> Result<()> {
         if self.reset {
             Ok(())
@@ -112,19 +113,24 @@ impl<T> Lazy<T> {
     }
 
     /// The value, or `Err(NotInitialized)` naming the node and field.
+    #[inline]
     pub fn get(&self) -> Result<&T> {
-        self.value.as_ref().ok_or(Error::NotInitialized {
-            node: self.node,
-            field: self.field,
-        })
+        match &self.value {
+            Some(value) => Ok(value),
+            None => Err(not_initialized(self.node, self.field)),
+        }
     }
 
     /// The value mutably, or `Err(NotInitialized)` naming the node and field.
+    #[inline]
     pub fn get_mut(&mut self) -> Result<&mut T> {
         let (node, field) = (self.node, self.field);
-        self.value
-            .as_mut()
-            .ok_or(Error::NotInitialized { node, field })
+        match &mut self.value {
+            Some(value) => Ok(value),
+            // Built only when empty (not eagerly, as `ok_or` would): this is
+            // on the path of every item.
+            None => Err(not_initialized(node, field)),
+        }
     }
 
     /// The value if filled, without an error.
@@ -150,4 +156,9 @@ impl<T> Lazy<T> {
         self.node = node;
         self.field = field;
     }
+}
+
+#[cold]
+fn not_initialized(node: &'static str, field: &'static str) -> Error {
+    Error::NotInitialized { node, field }
 }

@@ -162,6 +162,9 @@ pub struct MultiNodeWeightedSampler<N, O = Plain> {
     last_live: Option<usize>,
     /// Sources with a positive weight that ended in this pass.
     active_exhausted: usize,
+    /// `finished()`, kept up to date where its inputs change (on reset and
+    /// when a source ends), so that the per-item path reads one flag.
+    over: bool,
     flag: ResetFlag,
     _mode: PhantomData<fn() -> O>,
 }
@@ -258,6 +261,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             cumulative: vec![0.0; n],
             last_live: None,
             active_exhausted: 0,
+            over: false,
             flag: ResetFlag::default(),
             _mode: PhantomData,
         })
@@ -281,6 +285,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             cumulative: self.cumulative,
             last_live: self.last_live,
             active_exhausted: self.active_exhausted,
+            over: self.over,
             flag: self.flag,
             _mode: PhantomData,
         }
@@ -377,12 +382,14 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             }
             self.cumulative[i] = sum;
         }
+        self.over = self.finished();
     }
 
     fn recount(&mut self) {
         self.active_exhausted = (0..self.weights.len())
             .filter(|&i| self.weights[i] > 0.0 && self.sources.exhausted[i])
             .count();
+        self.over = self.finished();
     }
 
     fn finished(&self) -> bool {
@@ -396,15 +403,25 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     }
 
     /// Draws the index of the next source (one `u64` from the generator).
+    #[inline]
     fn draw(&mut self) -> Option<usize> {
         let last = self.last_live?;
-        let total = self.cumulative[last];
+        // Sources after the last live one add nothing to the running sums.
+        let cumulative = &self.cumulative[..=last];
+        let total = cumulative[last];
         // The top 53 bits as a uniform f64 in [0, 1).
         let unit = (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
         let x = unit * total;
-        let i = self.cumulative.partition_point(|&c| c <= x);
+        // The first source whose running sum exceeds `x`, i.e. the number of
+        // sums at or below it (they are sorted). Counted without branches:
+        // the source drawn is random, so a branch on it would mispredict.
+        let i = if cumulative.len() <= 8 {
+            cumulative.iter().map(|&c| usize::from(c <= x)).sum()
+        } else {
+            cumulative.partition_point(|&c| c <= x)
+        };
         // `x` can round up to `total`: that is the last live source.
-        Some(if i > last { last } else { i })
+        Some(i.min(last))
     }
 
     /// Takes back the last draw, so that a retry draws the same source.
@@ -420,14 +437,30 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
                 self.active_exhausted += 1;
             }
         }
+        self.over = self.finished();
     }
 
-    /// Pulls from source `i` after it was drawn; `Ok(None)` means "draw again"
-    /// (the loop then checks the stop criterion).
-    fn pull(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
-        if let Some(item) = self.sources.nodes[i].next(cx)? {
-            return Ok(Some(item));
-        }
+    /// After source `i` (just drawn) signalled its end: marks it, restarts it
+    /// if the stop criterion says so, and returns its first item after the
+    /// restart. `Ok(None)` means "draw again" (the caller then checks the
+    /// stop criterion). Off the per-item path.
+    #[cold]
+    #[inline(never)]
+    fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
+        self.restart_after_end(i, cx)
+            .map_err(|err| self.take_back(err))
+    }
+
+    /// Takes back the draw that chose a source which then failed, so that
+    /// calling `next` again asks the same source again; returns `err`.
+    #[cold]
+    fn take_back(&mut self, err: Error) -> Error {
+        self.undo_draw();
+        err
+    }
+
+    /// [`source_ended`](Self::source_ended) before the draw is taken back.
+    fn restart_after_end(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
         self.mark_exhausted(i);
         if !self.stop.restarts() {
             if self.stop == StopCriteria::AllDatasetsExhausted {
@@ -435,7 +468,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             }
             return Ok(None);
         }
-        if self.finished() {
+        if self.over {
             return Ok(None);
         }
         let node = &mut self.sources.nodes[i];
@@ -449,26 +482,29 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     }
 
     /// The next item with the index of its source.
+    #[inline]
     fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
         self.flag.check(NAME)?;
         self.started = true;
         loop {
-            if self.finished() {
+            if self.over {
                 return Ok(None);
             }
             let Some(i) = self.draw() else {
                 return Ok(None);
             };
-            match self.pull(i, cx) {
+            match self.sources.nodes[i].next(cx) {
                 Ok(Some(item)) => {
-                    self.num_yielded = self.num_yielded.saturating_add(1);
+                    self.num_yielded += 1;
                     return Ok(Some((i, item)));
                 }
-                Ok(None) => {}
-                Err(err) => {
-                    self.undo_draw();
-                    return Err(err);
+                Ok(None) => {
+                    if let Some(item) = self.source_ended(i, cx)? {
+                        self.num_yielded += 1;
+                        return Ok(Some((i, item)));
+                    }
                 }
+                Err(err) => return Err(self.take_back(err)),
             }
         }
     }
@@ -543,6 +579,7 @@ nodes_core::__started_guards!(impl[N, O] MultiNodeWeightedSampler<N, O>);
 impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeWeightedSampler<N, O> {
     type Item = O::Output;
 
+    #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
         cx.observe(NodeId::of(self), NAME, |cx| {
             Ok(self
