@@ -4,6 +4,11 @@
 //!
 //! Run with `cargo run --release --example bench` (about a minute on a
 //! two-vCPU machine). Set `BENCH_QUICK=1` for a smaller, faster run.
+//!
+//! Besides the cases with targets, `seq_chain_stats` runs the `seq_chain`
+//! pipeline with `Loader::with_stats()` against the same without, printing
+//! both throughputs (with statistics off, the default, `seq_chain` itself
+//! shows they cost nothing).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -51,7 +56,7 @@ fn emit(
     items: u64,
     framework: Duration,
     baseline: Duration,
-    target: f64,
+    target: impl Into<Option<f64>>,
     extra: serde_json::Value,
 ) {
     let (f, b) = (per_s(items, framework), per_s(items, baseline));
@@ -61,7 +66,7 @@ fn emit(
         "framework_per_s": f.round(),
         "baseline_per_s": b.round(),
         "ratio": (f / b * 1000.0).round() / 1000.0,
-        "target": target,
+        "target": target.into(),
     });
     if let (Some(line), Some(extra)) = (line.as_object_mut(), extra.as_object()) {
         line.extend(extra.clone());
@@ -79,9 +84,13 @@ fn chain(n: u64) -> Res<impl Node<Item = Vec<u64>>> {
         .batch(64)?)
 }
 
-/// Runs one epoch; returns (items, checksum, states taken).
-fn run_chain(n: u64, state_every_batch: bool) -> Res<(u64, u64, u64)> {
+/// Runs one epoch, with or without per-node statistics; returns (items,
+/// checksum, states taken).
+fn run_chain(n: u64, state_every_batch: bool, stats: bool) -> Res<(u64, u64, u64)> {
     let mut loader = Loader::new(chain(n)?);
+    if stats {
+        loader = loader.with_stats();
+    }
     let mut epoch = loader.epoch();
     let (mut items, mut sum, mut states) = (0u64, 0u64, 0u64);
     while let Some(batch) = epoch.next() {
@@ -115,7 +124,7 @@ fn baseline_chain(n: u64) -> (u64, u64) {
 
 fn seq_chain(n: u64) -> Res<()> {
     let (t_base, (items, base_sum)) = best_of(3, || Ok(baseline_chain(black_box(n))))?;
-    let (t_fw, (fw_items, fw_sum, _)) = best_of(3, || run_chain(black_box(n), false))?;
+    let (t_fw, (fw_items, fw_sum, _)) = best_of(3, || run_chain(black_box(n), false, false))?;
     assert_eq!(
         (fw_items, fw_sum),
         (items, base_sum),
@@ -130,7 +139,7 @@ fn seq_chain(n: u64) -> Res<()> {
         json!({"output_items": items}),
     );
 
-    let (t_state, (_, state_sum, states)) = best_of(3, || run_chain(black_box(n), true))?;
+    let (t_state, (_, state_sum, states)) = best_of(3, || run_chain(black_box(n), true, false))?;
     assert_eq!(state_sum, base_sum);
     let state_ns = t_state.saturating_sub(t_fw).as_nanos() as f64 / states as f64;
     emit(
@@ -140,6 +149,23 @@ fn seq_chain(n: u64) -> Res<()> {
         t_fw,
         0.8,
         json!({"states": states, "state_ns": state_ns.round()}),
+    );
+
+    // The same chain with `Loader::with_stats()`, against it without (no
+    // target: stats cost what they measure; off, they must cost nothing,
+    // which `seq_chain` shows).
+    let (t_stats, (_, stats_sum, _)) = best_of(3, || run_chain(black_box(n), false, true))?;
+    assert_eq!(stats_sum, base_sum);
+    emit(
+        "seq_chain_stats",
+        n,
+        t_stats,
+        t_fw,
+        None,
+        json!({
+            "stats_off_per_s": per_s(n, t_fw).round(),
+            "stats_on_per_s": per_s(n, t_stats).round(),
+        }),
     );
     Ok(())
 }

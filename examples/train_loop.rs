@@ -20,11 +20,11 @@ use nodes_std::prelude::*;
 use nodes_std::{BoxError, Dataset, ParallelOptions};
 use serde::{Deserialize, Serialize};
 
-const RECORDS: usize = 4096;
+pub(crate) const RECORDS: usize = 4096;
 const RECORD_BYTES: usize = 4096;
-const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 const EPOCHS: u64 = 2;
-const SEED: u64 = 2024;
+pub(crate) const SEED: u64 = 2024;
 /// Where the first process stops: this many batches into the second epoch.
 const STOP_AT_BATCH: usize = 50;
 
@@ -54,7 +54,7 @@ impl Dataset for SyntheticImages {
 
 /// A decoded sample: the record id, a label and a few features.
 #[derive(Debug, Clone, PartialEq)]
-struct Sample {
+pub(crate) struct Sample {
     id: u32,
     label: u8,
     features: [f32; 4],
@@ -77,7 +77,8 @@ fn decode((id, bytes): (u32, Vec<u8>)) -> Result<Sample, BoxError> {
     })
 }
 
-fn pipeline() -> Result<impl Node<Item = Vec<Sample>>> {
+/// The pipeline (the `describe` example prints its graph).
+pub(crate) fn pipeline() -> Result<impl Node<Item = Vec<Sample>>> {
     MapStyleWrapper::shuffled(SyntheticImages, SEED)
         .par_map(decode, ParallelOptions::new(4))?
         .batch(BATCH)

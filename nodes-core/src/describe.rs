@@ -26,7 +26,10 @@ pub struct Description {
     pub name: String,
     /// Order-affecting parameters, as `(name, rendered value)`.
     pub params: Vec<(String, String)>,
-    /// Children, as `(key in the state, description)`.
+    /// Children, as `(where the child's state lives in this node's state,
+    /// description)`: a key (`source`), or a `/`-separated path for a child
+    /// nested deeper (`dataset_node_states/books`). Paths in shape mismatch
+    /// errors are built from these, so they point into the state.
     pub children: Vec<(String, Description)>,
 }
 

@@ -146,6 +146,16 @@ impl Cx {
         self.stats.is_some()
     }
 
+    /// Whether the current call is timed: statistics are on and the call is
+    /// part of the sample whose times are recorded (one outermost call in 16,
+    /// with every call below it). A node that measures time itself, such as
+    /// time blocked on a queue for [`record_blocked`](Cx::record_blocked),
+    /// reads the clock only then.
+    #[inline]
+    pub fn timing(&self) -> bool {
+        self.stats.as_ref().is_some_and(|s| s.timing())
+    }
+
     /// Runs a node's `next` body, recording it in the statistics when they are
     /// on: an item if it returns `Ok(Some)`, and the time spent, excluding
     /// time inside observed children. With stats off this is just `body(self)`.
@@ -191,7 +201,8 @@ impl Cx {
         result
     }
 
-    /// Records time the current node spent blocked on workers or a queue.
+    /// Records time the current node spent blocked on workers or a queue
+    /// (kept only when the call is [timed](Cx::timing)).
     pub fn record_blocked(&mut self, waited: Duration) {
         if let Some(stats) = &mut self.stats {
             stats.blocked(waited);

@@ -5,10 +5,19 @@
 //! does): items produced, time inside `next` excluding observed children
 //! ("self time"), time blocked on workers or queues, and queue depths. With
 //! stats off — the default — `observe` is a branch on a null pointer.
+//!
+//! With stats on, items and calls are counted exactly. Reading the clock
+//! costs more than a cheap node's `next`, so times are sampled: one outermost
+//! call in [`TIME_EVERY`] (a call from the loader into the root) is timed,
+//! together with every call below it, and each node's times are scaled up by
+//! its calls over its timed calls.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
+
+/// One outermost call in this many is timed, with every call below it.
+pub(crate) const TIME_EVERY: u64 = 16;
 
 /// Identifies one node instance for statistics: its address while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,16 +36,35 @@ struct Row {
     label: String,
     items: u64,
     calls: u64,
+    /// Calls inside a timed outermost call: `self_time` and `blocked` add up
+    /// those calls only.
+    timed_calls: u64,
     self_time: Duration,
     blocked: Duration,
     depth_sum: u64,
     depth_samples: u64,
     depth_max: u64,
+    /// The rows of the nodes this one called.
+    children: Callees,
+}
+
+/// Rows of the nodes seen called from one place, as `(node address, name,
+/// row)`: a node and its first field share an address, so the address alone
+/// does not identify a node. A list, searched in order: a node calls one or
+/// a few others.
+type Callees = Vec<(NodeId, &'static str, usize)>;
+
+fn find(callees: &Callees, id: NodeId, name: &'static str) -> Option<usize> {
+    callees
+        .iter()
+        .find(|(i, n, _)| *i == id && (std::ptr::eq(*n, name) || *n == name))
+        .map(|&(_, _, row)| row)
 }
 
 struct Frame {
     row: usize,
-    start: Instant,
+    /// When the call started, if it is timed.
+    start: Option<Instant>,
     children: Duration,
 }
 
@@ -44,20 +72,32 @@ struct Frame {
 #[derive(Default)]
 pub(crate) struct Recorder {
     rows: Vec<Row>,
-    /// Rows by (node address, parent row, name): a node and its first field
-    /// share an address, so the address alone does not identify a node.
-    by_id: HashMap<(NodeId, Option<usize>, &'static str), usize>,
+    /// The rows of the nodes called with nothing observed above them.
+    roots: Callees,
     /// How many children of each name a row has seen, for sibling labels.
     sibling_counts: HashMap<(Option<usize>, &'static str), usize>,
     stack: Vec<Frame>,
+    /// Outermost calls so far.
+    outermost: u64,
+    /// Whether the current outermost call (and all below it) is timed.
+    timing: bool,
 }
 
 impl Recorder {
     fn row_for(&mut self, id: NodeId, name: &'static str) -> usize {
         let parent = self.stack.last().map(|f| f.row);
-        if let Some(&row) = self.by_id.get(&(id, parent, name)) {
-            return row;
+        let callees = match parent {
+            Some(p) => &self.rows[p].children,
+            None => &self.roots,
+        };
+        match find(callees, id, name) {
+            Some(row) => row,
+            None => self.new_row(id, name, parent),
         }
+    }
+
+    #[cold]
+    fn new_row(&mut self, id: NodeId, name: &'static str, parent: Option<usize>) -> usize {
         let count = self.sibling_counts.entry((parent, name)).or_insert(0);
         *count += 1;
         let own = if *count == 1 {
@@ -74,15 +114,23 @@ impl Recorder {
             label,
             ..Row::default()
         });
-        self.by_id.insert((id, parent, name), self.rows.len() - 1);
-        self.rows.len() - 1
+        let row = self.rows.len() - 1;
+        match parent {
+            Some(p) => self.rows[p].children.push((id, name, row)),
+            None => self.roots.push((id, name, row)),
+        }
+        row
     }
 
     pub(crate) fn enter(&mut self, id: NodeId, name: &'static str) {
+        if self.stack.is_empty() {
+            self.timing = self.outermost.is_multiple_of(TIME_EVERY);
+            self.outermost += 1;
+        }
         let row = self.row_for(id, name);
         self.stack.push(Frame {
             row,
-            start: Instant::now(),
+            start: self.timing.then(Instant::now),
             children: Duration::ZERO,
         });
     }
@@ -91,17 +139,28 @@ impl Recorder {
         let Some(frame) = self.stack.pop() else {
             return;
         };
-        let elapsed = frame.start.elapsed();
         let row = &mut self.rows[frame.row];
         row.calls += 1;
         row.items += u64::from(produced);
-        row.self_time += elapsed.saturating_sub(frame.children);
-        if let Some(parent) = self.stack.last_mut() {
-            parent.children += elapsed;
+        if let Some(start) = frame.start {
+            let elapsed = start.elapsed();
+            row.timed_calls += 1;
+            row.self_time += elapsed.saturating_sub(frame.children);
+            if let Some(parent) = self.stack.last_mut() {
+                parent.children += elapsed;
+            }
         }
     }
 
+    /// Whether the current call is timed.
+    pub(crate) fn timing(&self) -> bool {
+        self.timing && !self.stack.is_empty()
+    }
+
     pub(crate) fn blocked(&mut self, waited: Duration) {
+        if !self.timing {
+            return;
+        }
         if let Some(frame) = self.stack.last() {
             self.rows[frame.row].blocked += waited;
         }
@@ -135,11 +194,22 @@ impl Recorder {
             };
             entry.items += row.items;
             entry.calls += row.calls;
+            entry.timed_calls += row.timed_calls;
             entry.self_time += row.self_time;
             entry.blocked += row.blocked;
             entry.depth_sum += row.depth_sum;
             entry.depth_samples += row.depth_samples;
             entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
+        }
+        // From the timed calls to all calls.
+        for n in &mut merged {
+            let scale = if n.timed_calls == 0 {
+                0.0
+            } else {
+                n.calls as f64 / n.timed_calls as f64
+            };
+            n.self_time = n.self_time.mul_f64(scale);
+            n.blocked = n.blocked.mul_f64(scale);
         }
         merged.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.node.cmp(&b.node)));
         Stats { nodes: merged }
@@ -147,6 +217,9 @@ impl Recorder {
 }
 
 /// A snapshot of per-node statistics, bottleneck first (most self time).
+///
+/// Items and calls are exact; times are estimated from a sample of the calls
+/// (see [`NodeStats::timed_calls`]).
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     /// One entry per observed node.
@@ -165,9 +238,16 @@ pub struct NodeStats {
     pub items: u64,
     /// Calls to `next` (items plus end signals and errors).
     pub calls: u64,
-    /// Time inside `next`, excluding time inside observed children.
+    /// Calls that were timed. Reading the clock costs more than a cheap
+    /// node's `next`, so one outermost call in 16 (from the loader into the
+    /// root) is timed, with every call below it; the times below are scaled
+    /// up from these calls to all of them.
+    pub timed_calls: u64,
+    /// Time inside `next`, excluding time inside observed children
+    /// (estimated from the timed calls).
     pub self_time: Duration,
-    /// Part of `self_time` spent blocked on workers or queues.
+    /// Part of `self_time` spent blocked on workers or queues (estimated
+    /// from the timed calls).
     pub blocked: Duration,
     /// Largest queue depth reported.
     pub max_queue_depth: u64,

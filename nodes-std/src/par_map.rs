@@ -409,7 +409,7 @@ impl<U> Pool<U> {
             } else if self.end_at.is_some_and(|end| cursor.low() >= end) {
                 return Ok(None);
             }
-            let waiting = cx.stats_enabled().then(Instant::now);
+            let waiting = cx.timing().then(Instant::now);
             let received = self.results.recv();
             if let Some(started) = waiting {
                 cx.record_blocked(started.elapsed());
@@ -744,7 +744,8 @@ where
     fn describe(&self) -> Description {
         Description::new(NAME)
             .param("in_order", self.options.in_order)
-            .child("source", self.source_description.clone())
+            // Keyed by where the source's state lives in ours.
+            .child(snapshot::SNAPSHOT, self.source_description.clone())
     }
 
     fn shutdown(&mut self) {

@@ -364,7 +364,7 @@ where
             if cx.stats_enabled() {
                 cx.record_queue_depth(reader.chunks.len());
             }
-            let waiting = cx.stats_enabled().then(Instant::now);
+            let waiting = cx.timing().then(Instant::now);
             let received = reader.chunks.recv();
             if let Some(started) = waiting {
                 cx.record_blocked(started.elapsed());
@@ -526,7 +526,8 @@ where
     }
 
     fn describe(&self) -> Description {
-        Description::new(NAME).child("source", self.source_description.clone())
+        // Keyed by where the source's state lives in ours.
+        Description::new(NAME).child(SNAPSHOT, self.source_description.clone())
     }
 
     fn shutdown(&mut self) {

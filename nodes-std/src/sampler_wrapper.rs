@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::permute::Permutation;
-use crate::{Cx, Error, Init, Node, NodeId, Result, State, Validate};
+use crate::{Cx, Description, Error, Init, Node, NodeId, Result, State, Validate};
 
 /// An epoch-aware order of dataset indices with random access: position
 /// `pos` of the current epoch maps to a dataset index.
@@ -30,6 +30,31 @@ use crate::{Cx, Error, Init, Node, NodeId, Result, State, Validate};
 /// assert_eq!(order, [0, 0, 1, 1]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
+///
+/// # Description
+///
+/// [`describe`](Sampler::describe) says what decides the order (a length, a
+/// seed...). The wrapper shows it as its `sampler` parameter, so it is part of
+/// the pipeline's graph and of the shape a [`Loader`](crate::Loader) checks
+/// when it restores a state. The default is the type's name alone; override
+/// it to add your parameters:
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// struct Twice { n: usize }
+///
+/// impl Sampler for Twice {
+///     fn len(&self) -> usize { 2 * self.n }
+///     fn index(&self, pos: usize) -> usize { pos / 2 }
+///     fn describe(&self) -> Description {
+///         Description::new("Twice").param("n", self.n)
+///     }
+/// }
+///
+/// let wrapper = SamplerWrapper::new(Twice { n: 3 });
+/// assert_eq!(wrapper.describe().to_string(), "SamplerWrapper(sampler=Twice(n=3))");
+/// ```
 pub trait Sampler: Send {
     /// How many indices an epoch yields.
     fn len(&self) -> usize;
@@ -49,6 +74,19 @@ pub trait Sampler: Send {
     /// The index at position `pos` of the current epoch, for `pos < len()`.
     /// Must be a pure function of the epoch and `pos`.
     fn index(&self, pos: usize) -> usize;
+
+    /// What decides the order: a name and the parameters (not the epoch,
+    /// which is the wrapper's state). The default is the type's name, without
+    /// its path and generic arguments.
+    fn describe(&self) -> Description {
+        Description::new(short_type_name(std::any::type_name::<Self>()))
+    }
+}
+
+/// `a::b::Name<c::D>` -> `Name`.
+fn short_type_name(full: &str) -> &str {
+    let path = full.split('<').next().unwrap_or(full);
+    path.rsplit("::").next().unwrap_or(path)
 }
 
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -62,6 +100,10 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 
     fn index(&self, pos: usize) -> usize {
         (**self).index(pos)
+    }
+
+    fn describe(&self) -> Description {
+        (**self).describe()
     }
 }
 
@@ -100,7 +142,9 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 #[node(init, validate)]
 #[must_use = "nodes do nothing until started"]
 pub struct SamplerWrapper<S> {
-    sampler: S,
+    /// Shown in `describe()` as `sampler=<its description>`.
+    #[node(param)]
+    sampler: Described<S>,
     // Declared before `started`: its default reads the value `started` had
     // before the reset.
     #[node(state, default = self.next_epoch())]
@@ -115,10 +159,20 @@ pub struct SamplerWrapper<S> {
     started: bool,
 }
 
+/// A sampler that formats (with `{:?}`, which is what the derive shows for a
+/// parameter) as its [`Sampler::describe`].
+struct Described<S>(S);
+
+impl<S: Sampler> fmt::Debug for Described<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.describe(), f)
+    }
+}
+
 impl<S: fmt::Debug> fmt::Debug for SamplerWrapper<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SamplerWrapper")
-            .field("sampler", &self.sampler)
+            .field("sampler", &self.sampler.0)
             .field("epoch", &self.epoch)
             .field("num_yielded", &self.num_yielded)
             .finish()
@@ -134,7 +188,7 @@ impl<S: Sampler> SamplerWrapper<S> {
     /// Wraps `sampler`, starting at `epoch`.
     pub fn with_initial_epoch(sampler: S, epoch: u64) -> Self {
         SamplerWrapper {
-            sampler,
+            sampler: Described(sampler),
             epoch,
             num_yielded: 0,
             started: false,
@@ -148,7 +202,7 @@ impl<S: Sampler> SamplerWrapper<S> {
 
     /// The sampler.
     pub fn sampler(&self) -> &S {
-        &self.sampler
+        &self.sampler.0
     }
 }
 
@@ -172,11 +226,11 @@ impl<S: Sampler> Node for SamplerWrapper<S> {
             self.started = true;
             // `validate` checked that the position fits in the sampler's length.
             let pos = self.num_yielded as usize;
-            if pos >= self.sampler.len() {
+            if pos >= self.sampler.0.len() {
                 return Ok(None);
             }
             self.num_yielded += 1;
-            Ok(Some(self.sampler.index(pos)))
+            Ok(Some(self.sampler.0.index(pos)))
         })
     }
 }
@@ -185,7 +239,7 @@ impl<S: Sampler> Node for SamplerWrapper<S> {
 impl<S: Sampler> Validate for SamplerWrapper<S> {
     fn validate(&self, state: &State) -> Result<()> {
         let num_yielded: u64 = state.get("num_yielded")?;
-        let len = self.sampler.len();
+        let len = self.sampler.0.len();
         if usize::try_from(num_yielded).map_or(true, |n| n > len) {
             return Err(Error::bad_state(
                 state.path_of("num_yielded"),
@@ -201,7 +255,7 @@ impl<S: Sampler> Validate for SamplerWrapper<S> {
 /// Sets the sampler's epoch.
 impl<S: Sampler> Init for SamplerWrapper<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
-        self.sampler.set_epoch(self.epoch);
+        self.sampler.0.set_epoch(self.epoch);
         Ok(())
     }
 }
@@ -235,6 +289,10 @@ impl Sampler for SequentialSampler {
     #[inline]
     fn index(&self, pos: usize) -> usize {
         pos
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("SequentialSampler").param("len", self.len)
     }
 }
 
@@ -305,6 +363,12 @@ impl Sampler for RandomSampler {
     #[inline]
     fn index(&self, pos: usize) -> usize {
         self.perm.get(pos as u64) as usize
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("RandomSampler")
+            .param("len", self.perm.len())
+            .param("seed", self.seed)
     }
 }
 
@@ -433,5 +497,13 @@ impl<S: Sampler> Sampler for ShardedSampler<S> {
             }
         };
         self.inner.index(global)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("ShardedSampler")
+            .param("rank", self.rank)
+            .param("world_size", self.world_size)
+            .param("remainder", format_args!("{:?}", self.remainder))
+            .param("inner", self.inner.describe())
     }
 }

@@ -827,7 +827,10 @@ fn describe_lists_parameters_and_sources() {
         "MultiNodeWeightedSampler(weights={ds0: 1, ds1: 3}, stop_criteria=FIRST_DATASET_EXHAUSTED, seed=42, rank=0, world_size=1, tag_output=true)"
     );
     let children: Vec<&str> = d.children.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(children, ["ds0", "ds1"]);
+    assert_eq!(
+        children,
+        ["dataset_node_states/ds0", "dataset_node_states/ds1"]
+    );
     let debug = format!("{s:?}");
     assert!(
         debug.contains("ds1") && debug.contains("FirstDatasetExhausted"),

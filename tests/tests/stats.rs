@@ -1,10 +1,16 @@
-//! Per-node statistics: counts equal the true item counts, self time
-//! excludes children, and stats are off unless asked for.
+//! Per-node statistics: counts equal the true item counts (for a
+//! hand-written node and for a pipeline of stock nodes), self time excludes
+//! children, threaded nodes report blocked time and queue depths, and stats
+//! are off unless asked for.
 
 mod support;
 
-use nodes_std::NodeId;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use nodes_std::prelude::*;
+use nodes_std::{NodeId, ParallelOptions, StopCriteria};
 use support::Probe;
 
 /// Passes items through, dropping odd ones; reports to the statistics.
@@ -65,9 +71,289 @@ fn counts_equal_true_item_counts_across_epochs() {
     assert!(table.contains("Evens/Probe"), "{table}");
 }
 
+/// Times are read on one outermost call in 16, together with every call
+/// below it (so self time still excludes the children's time); counts are
+/// exact.
+#[test]
+fn times_come_from_whole_sampled_outermost_calls() {
+    let mut loader = Loader::new(Evens {
+        source: Probe::new(100),
+    })
+    .with_stats();
+    assert_eq!(loader.epoch().count(), 50);
+    let stats = loader.stats().unwrap();
+    let evens = stats.get("Evens").unwrap();
+    let probe = stats.get("Evens/Probe").unwrap();
+    // 51 calls from the loader (50 items and the end): calls 0, 16, 32 and
+    // 48 are timed. The first pulls one number (0), the others two (an odd
+    // one, then an even one).
+    assert_eq!((evens.calls, evens.timed_calls), (51, 4));
+    assert_eq!((probe.calls, probe.timed_calls), (101, 1 + 2 + 2 + 2));
+    assert_eq!((evens.items, probe.items), (50, 100));
+}
+
 #[test]
 fn stats_are_off_by_default() {
     let mut loader = Loader::new(Probe::new(3));
     let _ = loader.epoch().count();
     assert!(loader.stats().is_none());
+}
+
+/// Counts the calls of a closure.
+#[derive(Clone, Default)]
+struct Calls(Arc<AtomicU64>);
+
+impl Calls {
+    fn tick(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A pipeline of stock nodes that reads every source to its end, with
+/// counters in its closures: `(mapped, tried, filtered, kept)`.
+fn stock_pipeline(calls: &[Calls; 4]) -> impl Node<Item = Vec<(u64, u64)>> + use<> {
+    let [mapped, tried, filtered, kept] = calls.clone();
+    // 30 items per pass, in a seeded order.
+    let a = MapStyleWrapper::new(
+        (0..30u64).collect::<Vec<_>>(),
+        SamplerWrapper::new(RandomSampler::new(30, 5)),
+    );
+    // 10 items, read twice: 20.
+    let b = IterableWrapper::new(100..110u64)
+        .map(move |x| {
+            mapped.tick();
+            x
+        })
+        .cycle_n(2)
+        .unwrap();
+    // Every 4th of 40 items, from the 2nd: 10 (all odd).
+    let c = IterableWrapper::new(0..40u64).shard(1, 4).unwrap();
+    MultiNodeWeightedSampler::new(
+        [("a", a.boxed()), ("b", b.boxed()), ("c", c.boxed())],
+        [("a", 0.5), ("b", 0.25), ("c", 0.25)],
+    )
+    .unwrap()
+    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+    .with_seed(1)
+    // Every item of every source once: 60.
+    .try_map(move |x: u64| {
+        tried.tick();
+        Ok::<u64, Error>(x * 3)
+    })
+    // The even ones: 15 of `a`, 2 x 5 of `b`, none of `c`: 25.
+    .filter(move |x| {
+        filtered.tick();
+        let keep = x % 2 == 0;
+        if keep {
+            kept.tick();
+        }
+        keep
+    })
+    .shuffle(4, 9)
+    .unwrap()
+    // 25 items in 9 batches, unbatched again.
+    .batch(3)
+    .unwrap()
+    .unbatch()
+    // Paired with 0..25: the right side is never asked past its 25th.
+    .zip(IterableWrapper::new(0..25u64))
+    .header(25)
+    // 7 batches (the last one of a single pair).
+    .batch(4)
+    .unwrap()
+}
+
+#[test]
+fn stock_node_counts_equal_the_items_each_node_produced() {
+    let calls: [Calls; 4] = Default::default();
+    let mut loader = Loader::new(stock_pipeline(&calls)).with_stats();
+    const EPOCHS: u64 = 2;
+    let mut pairs = 0;
+    for _ in 0..EPOCHS {
+        for batch in loader.epoch() {
+            pairs += batch.unwrap().len() as u64;
+        }
+    }
+    assert_eq!(pairs, 25 * EPOCHS);
+    let [mapped, tried, filtered, kept] = &calls;
+    // The closures saw what their nodes produced (and consumed).
+    assert_eq!(
+        (mapped.get(), tried.get(), filtered.get(), kept.get()),
+        (20 * EPOCHS, 60 * EPOCHS, 60 * EPOCHS, 25 * EPOCHS)
+    );
+
+    let stats = loader.stats().unwrap();
+    let chain =
+        "Batcher/Header/Zip/Unbatcher/Batcher/Shuffler/Filter/TryMapper/MultiNodeWeightedSampler";
+    let expected: Vec<(String, u64)> = [
+        ("Batcher", 7),
+        ("Batcher/Header", 25),
+        ("Batcher/Header/Zip", 25),
+        ("Batcher/Header/Zip/IterableWrapper", 25),
+        ("Batcher/Header/Zip/Unbatcher", 25),
+        ("Batcher/Header/Zip/Unbatcher/Batcher", 9),
+        ("Batcher/Header/Zip/Unbatcher/Batcher/Shuffler", 25),
+        (
+            "Batcher/Header/Zip/Unbatcher/Batcher/Shuffler/Filter",
+            kept.get() / EPOCHS,
+        ),
+        (
+            "Batcher/Header/Zip/Unbatcher/Batcher/Shuffler/Filter/TryMapper",
+            tried.get() / EPOCHS,
+        ),
+        (chain, 60),
+        ("/MapStyleWrapper", 30),
+        ("/MapStyleWrapper/SamplerWrapper", 30),
+        ("/Cycler", 20),
+        ("/Cycler/Mapper", mapped.get() / EPOCHS),
+        ("/Cycler/Mapper/IterableWrapper", 20),
+        ("/Sharder", 10),
+        ("/Sharder/IterableWrapper", 40),
+    ]
+    .into_iter()
+    .map(|(node, per_epoch)| {
+        let node = if node.starts_with('/') {
+            format!("{chain}{node}")
+        } else {
+            node.to_owned()
+        };
+        (node, per_epoch * EPOCHS)
+    })
+    .collect();
+    let mut found: Vec<(String, u64)> = stats
+        .nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.items))
+        .collect();
+    found.sort();
+    let mut expected = expected;
+    expected.sort();
+    assert_eq!(found, expected, "\n{stats}");
+    for n in &stats.nodes {
+        // Calls are items plus end signals (a `Shuffler` draining its buffer
+        // asks its ended source again, as the contract allows).
+        assert!(n.calls >= n.items, "{stats}");
+        // Sequential nodes never wait on a queue.
+        assert!(n.blocked.is_zero() && n.mean_queue_depth().is_none());
+    }
+    let sampler = stats.get("MultiNodeWeightedSampler").unwrap();
+    assert!(sampler.calls > sampler.items, "the end was signalled");
+}
+
+/// Runs `f` on a thread and fails if it takes more than 60 s (a deadlock).
+fn watchdog(name: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => handle.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{name}: no progress in 60 s"),
+    }
+}
+
+/// Waits (up to 10 s) until `calls` reaches `at_least`.
+fn wait_for(calls: &Calls, at_least: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while calls.get() < at_least && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A consumer faster than the workers is blocked on them; one slower than
+/// them finds results queued up. Both are recorded, as samples, not timings.
+#[test]
+fn parallel_mapper_reports_blocked_time_and_queue_depth() {
+    watchdog("ParallelMapper stats", || {
+        const N: u64 = 20;
+        let done = Calls::default();
+        let counter = done.clone();
+        let node = IterableWrapper::new(0..N)
+            .par_map(
+                move |x| {
+                    std::thread::sleep(Duration::from_millis(2));
+                    counter.tick();
+                    Ok(x)
+                },
+                ParallelOptions::new(2).max_concurrent(4),
+            )
+            .unwrap();
+        let mut loader = Loader::new(node).with_stats();
+        // Fast consumer: waits for every item.
+        assert_eq!(loader.epoch().count() as u64, N);
+        let stats = loader.stats().unwrap();
+        let mapper = stats.get("ParallelMapper").expect("a row");
+        assert_eq!(mapper.items, N);
+        assert!(mapper.blocked > Duration::ZERO, "{stats}");
+        assert!(mapper.blocked <= mapper.self_time, "{stats}");
+        assert!(mapper.mean_queue_depth().is_some(), "{stats}");
+
+        // Slow consumer: lets the workers fill the bound before each call.
+        let mut epoch = loader.epoch();
+        for received in 0..N {
+            wait_for(&done, (N + received + 4).min(2 * N));
+            std::thread::sleep(Duration::from_millis(1));
+            epoch.next().unwrap().unwrap();
+        }
+        assert!(epoch.next().is_none());
+        drop(epoch);
+        let stats = loader.stats().unwrap();
+        let mapper = stats.get("ParallelMapper").expect("a row");
+        assert_eq!(mapper.items, 2 * N);
+        assert!(mapper.max_queue_depth >= 1, "{stats}");
+    });
+}
+
+#[test]
+fn prefetcher_reports_blocked_time_and_queue_depth() {
+    watchdog("Prefetcher stats", || {
+        const N: u64 = 20;
+        let pulled = Calls::default();
+        let counter = pulled.clone();
+        let slow = IterableWrapper::new(0..N).map(|x| {
+            std::thread::sleep(Duration::from_millis(2));
+            x
+        });
+        let mut loader = Loader::new(slow.prefetch(4).unwrap()).with_stats();
+        assert_eq!(loader.epoch().count() as u64, N);
+        let stats = loader.stats().unwrap();
+        let prefetcher = stats.get("Prefetcher").expect("a row");
+        assert_eq!(prefetcher.items, N);
+        assert!(prefetcher.blocked > Duration::ZERO, "{stats}");
+        assert!(prefetcher.mean_queue_depth().is_some(), "{stats}");
+        // The source runs on the reader thread, which records nothing.
+        assert!(stats.get("Mapper").is_none(), "{stats}");
+
+        let fast = IterableWrapper::new(0..N).map(move |x| {
+            counter.tick();
+            x
+        });
+        let mut loader = Loader::new(fast.prefetch(4).unwrap()).with_stats();
+        let mut epoch = loader.epoch();
+        // Items cross in chunks of 2 (half the read-ahead), and the reader
+        // gets its permits back when the consumer finishes a chunk. At a
+        // chunk boundary, once the reader has pulled 4 ahead, the next chunk
+        // has been handed over: it is waiting in the queue.
+        for received in 0..N {
+            if received % 2 == 0 {
+                wait_for(&pulled, (received + 4).min(N));
+            }
+            epoch.next().unwrap().unwrap();
+        }
+        assert!(epoch.next().is_none());
+        drop(epoch);
+        let stats = loader.stats().unwrap();
+        let prefetcher = stats.get("Prefetcher").expect("a row");
+        assert_eq!(prefetcher.items, N);
+        assert!(prefetcher.max_queue_depth >= 1, "{stats}");
+    });
 }

@@ -246,9 +246,11 @@ impl<N: Node> Sources<N> {
         Ok(())
     }
 
+    /// Adds the sources as children, in source order, keyed by where their
+    /// states live: `dataset_node_states/<name>`.
     pub(crate) fn describe_into(&self, mut description: Description) -> Description {
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            description = description.child(&**name, node.describe());
+            description = description.child(format!("{NODE_STATES}/{name}"), node.describe());
         }
         description
     }

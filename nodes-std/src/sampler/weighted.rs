@@ -625,14 +625,18 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         Ok(state)
     }
 
+    /// The weights are listed by source name (the order of the sources is
+    /// the order of the children), so a reordering is reported as one.
     fn describe(&self) -> Description {
-        let weights: Vec<String> = self
+        let mut weights: Vec<(&str, f64)> = self
             .sources
             .names
             .iter()
-            .zip(&self.weights)
-            .map(|(n, w)| format!("{n}: {w}"))
+            .map(|n| &**n)
+            .zip(self.weights.iter().copied())
             .collect();
+        weights.sort_by(|a, b| a.0.cmp(b.0));
+        let weights: Vec<String> = weights.iter().map(|(n, w)| format!("{n}: {w}")).collect();
         let d = Description::new(NAME)
             .param("weights", format!("{{{}}}", weights.join(", ")))
             .param("stop_criteria", self.stop)
