@@ -189,6 +189,54 @@ impl Description {
         out
     }
 
+    /// Parses what [`Description::render_text`] wrote. Each node's whole label
+    /// (`Name(param=value, ...)`) becomes its `name`, with no separate
+    /// parameters: enough to compare shapes and to name a node in a message.
+    pub fn from_text(text: &str, path: &str) -> crate::Result<Description> {
+        let bad = |line: usize, what: &str| {
+            crate::Error::bad_state(
+                path,
+                format!("not a pipeline description (line {}): {what}", line + 1),
+            )
+        };
+        // (depth, key, node) for the chain of ancestors of the current line.
+        let mut stack: Vec<(usize, String, Description)> = Vec::new();
+        let fold = |stack: &mut Vec<(usize, String, Description)>, depth: usize| {
+            while stack.len() > depth + 1 {
+                if let Some((_, key, node)) = stack.pop()
+                    && let Some((_, _, parent)) = stack.last_mut()
+                {
+                    parent.children.push((key, node));
+                }
+            }
+        };
+        for (i, line) in text.lines().enumerate() {
+            let body = line.trim_start_matches(' ');
+            let indent = line.len() - body.len();
+            if indent % 2 != 0 || body.is_empty() {
+                return Err(bad(i, "bad indentation"));
+            }
+            let depth = indent / 2;
+            if (i == 0) != (depth == 0) || depth > stack.len() {
+                return Err(bad(i, "bad nesting"));
+            }
+            fold(&mut stack, depth.saturating_sub(1));
+            if depth == 0 {
+                stack.push((0, String::new(), Description::new(body)));
+            } else {
+                let (key, label) = body
+                    .split_once(": ")
+                    .ok_or_else(|| bad(i, "expected `key: label`"))?;
+                stack.push((depth, key.to_owned(), Description::new(label)));
+            }
+        }
+        fold(&mut stack, 0);
+        stack
+            .pop()
+            .map(|(_, _, root)| root)
+            .ok_or_else(|| bad(0, "empty"))
+    }
+
     /// Where `self` (the pipeline a state came from) and `other` (the pipeline
     /// it is offered to) first differ, as `(path, message)`; `None` if they
     /// have the same shape.
@@ -204,7 +252,9 @@ impl Description {
                 path.to_owned()
             }
         };
-        if self.name != other.name || self.params != other.params {
+        // Compare the rendered labels, so a description parsed back from text
+        // (where the label is the name) compares like the original.
+        if self.to_string() != other.to_string() {
             return Some((
                 here(),
                 format!("state is from {self}, pipeline has {other}"),
@@ -321,5 +371,19 @@ mod tests {
         assert_eq!(json["params"]["batch_size"], "8");
         assert_eq!(Description::from_json(&json, "/pipeline").unwrap(), d);
         assert!(Description::from_json(&serde_json::json!([1]), "/pipeline").is_err());
+        let parsed = Description::from_text(&d.render_text(), "/pipeline").unwrap();
+        assert_eq!(parsed.render_text(), d.render_text());
+        assert_eq!(parsed.first_difference(&d), None);
+        let (path, msg) = parsed.first_difference(&chain(9)).unwrap();
+        assert_eq!(
+            (path.as_str(), msg.as_str()),
+            (
+                "/",
+                "state is from Batcher(batch_size=8), pipeline has Batcher(batch_size=9)"
+            )
+        );
+        for bad in ["", " x", "A\nB", "A\n    b: C", "A\n  nokey"] {
+            assert!(Description::from_text(bad, "/p").is_err(), "{bad:?}");
+        }
     }
 }

@@ -59,5 +59,5 @@ pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::running::Running;
-pub use crate::state::{State, VERSION_KEY};
+pub use crate::state::{Key, State, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};

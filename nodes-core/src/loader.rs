@@ -91,8 +91,10 @@ pub struct Loader<N: Node> {
     /// The pipeline's shape, taken once: saved with every state and compared
     /// with the shape a loaded state was taken from.
     shape: Description,
-    shape_json: serde_json::Value,
-    fingerprint: String,
+    /// The shape as saved in states: its text rendering (one string, so
+    /// taking a state stays cheap).
+    shape_text: std::sync::Arc<str>,
+    fingerprint: std::sync::Arc<str>,
     check_shape: bool,
 }
 
@@ -121,8 +123,8 @@ impl<N: Node> Loader<N> {
     pub fn new(root: N) -> Self {
         let shape = root.describe();
         Loader {
-            shape_json: shape.to_json(),
-            fingerprint: format!("{:016x}", shape.fingerprint()),
+            shape_text: shape.render_text().into(),
+            fingerprint: format!("{:016x}", shape.fingerprint()).into(),
             shape,
             check_shape: true,
             root,
@@ -210,8 +212,8 @@ impl<N: Node> Loader<N> {
         state.insert_child(ROOT, self.root.get_state(&self.cx)?);
         state.insert(NUM_YIELDED, self.num_yielded)?;
         state.insert(FORMAT, FORMAT_VERSION)?;
-        state.insert(FINGERPRINT, &self.fingerprint)?;
-        state.insert(PIPELINE, &self.shape_json)?;
+        state.insert_shared(FINGERPRINT, self.fingerprint.clone());
+        state.insert_shared(PIPELINE, self.shape_text.clone());
         Ok(state)
     }
 
@@ -228,8 +230,9 @@ impl<N: Node> Loader<N> {
             ));
         }
         let fingerprint: String = state.get(FINGERPRINT)?;
-        let saved = Description::from_json(state.value(PIPELINE)?, &state.path_of(PIPELINE))?;
-        if !self.check_shape || fingerprint == self.fingerprint {
+        let saved_text: String = state.get(PIPELINE)?;
+        let saved = Description::from_text(&saved_text, &state.path_of(PIPELINE))?;
+        if !self.check_shape || *fingerprint == *self.fingerprint {
             return Ok(());
         }
         let (path, message) = saved.first_difference(&self.shape).unwrap_or_else(|| {

@@ -44,7 +44,11 @@ pub fn worker_cx() -> Cx {
 }
 
 /// Serialises a `#[node(state)]` field.
-pub fn encode_field<T: serde::Serialize>(state: &mut State, key: &str, value: &T) -> Result<()> {
+pub fn encode_field<T: serde::Serialize>(
+    state: &mut State,
+    key: &'static str,
+    value: &T,
+) -> Result<()> {
     state.insert(key, value)
 }
 
@@ -146,7 +150,7 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::
 }
 
 fn expect_len(state: &State, len: usize) -> Result<()> {
-    let found = state.as_map().len();
+    let found = state.len();
     if found == len {
         Ok(())
     } else {

@@ -31,30 +31,85 @@ use crate::error::{Error, Result};
 /// assert_eq!(err.to_string(), "bad state at /source/num_yielded: expected a string, found number 3");
 /// # Ok::<(), nodes_core::Error>(())
 /// ```
-#[derive(Clone, Default, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Default)]
 pub struct State {
-    map: Map<String, Value>,
-    #[serde(skip)]
+    /// Entries in insertion order. A node's state has a handful of keys, so a
+    /// vector beats a map, and taking a state costs one allocation per node.
+    entries: Vec<(Key, Entry)>,
+    /// Where this state sits in the checkpoint it was read from (not saved).
     path: String,
+}
+
+/// A state key: static for the keys nodes write (no allocation when taking a
+/// state), owned for keys read back from JSON or made at run time.
+pub type Key = std::borrow::Cow<'static, str>;
+
+#[derive(Clone)]
+enum Entry {
+    /// A plain JSON value (a nested object read back from JSON stays here
+    /// until [`State::child`] turns it into a `State`).
+    Json(Value),
+    /// A child node's state.
+    Child(State),
+    /// A shared string (the loader's pipeline shape), cloned by reference.
+    Shared(std::sync::Arc<str>),
+}
+
+impl Entry {
+    fn to_value(&self) -> Value {
+        match self {
+            Entry::Json(v) => v.clone(),
+            Entry::Child(s) => s.to_value(),
+            Entry::Shared(s) => Value::String(s.to_string()),
+        }
+    }
 }
 
 /// Equality compares content only, not the path a state was read from.
 impl PartialEq for State {
     fn eq(&self, other: &Self) -> bool {
-        self.map == other.map
+        self.to_value() == other.to_value()
     }
 }
 
 impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "State({})", Value::Object(self.map.clone()))
+        write!(f, "State({})", self.to_value())
     }
 }
 
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", Value::Object(self.map.clone()))
+        write!(f, "{}", self.to_value())
+    }
+}
+
+/// Serialises as the bare JSON object.
+impl Serialize for State {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.entries.len()))?;
+        for (key, entry) in &self.entries {
+            match entry {
+                Entry::Json(v) => map.serialize_entry(key.as_ref(), v)?,
+                Entry::Child(s) => map.serialize_entry(key.as_ref(), s)?,
+                Entry::Shared(s) => map.serialize_entry(key.as_ref(), s.as_ref())?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// Deserialises from a JSON object (anything else is an error).
+impl<'de> Deserialize<'de> for State {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let map = Map::<String, Value>::deserialize(deserializer)?;
+        Ok(State::from_map(map))
     }
 }
 
@@ -64,13 +119,20 @@ impl State {
         State::default()
     }
 
+    fn from_map(map: Map<String, Value>) -> Self {
+        State {
+            entries: map
+                .into_iter()
+                .map(|(k, v)| (Key::Owned(k), Entry::Json(v)))
+                .collect(),
+            path: String::new(),
+        }
+    }
+
     /// Wraps a JSON value, which must be an object.
     pub fn from_value(value: Value) -> Result<Self> {
         match value {
-            Value::Object(map) => Ok(State {
-                map,
-                path: String::new(),
-            }),
+            Value::Object(map) => Ok(State::from_map(map)),
             other => Err(Error::bad_state(
                 "/",
                 format!("expected a JSON object, found {}", describe(&other)),
@@ -87,23 +149,42 @@ impl State {
 
     /// The state as a compact JSON document.
     pub fn to_json(&self) -> Result<String> {
-        serde_json::to_string(&self.map).map_err(|e| Error::bad_state(self.path(), e.to_string()))
+        serde_json::to_string(self).map_err(|e| Error::bad_state(self.path(), e.to_string()))
     }
 
     /// The state as a pretty-printed JSON document.
     pub fn to_json_pretty(&self) -> Result<String> {
-        serde_json::to_string_pretty(&self.map)
-            .map_err(|e| Error::bad_state(self.path(), e.to_string()))
+        serde_json::to_string_pretty(self).map_err(|e| Error::bad_state(self.path(), e.to_string()))
+    }
+
+    /// The state as a JSON value.
+    pub fn to_value(&self) -> Value {
+        Value::Object(
+            self.entries
+                .iter()
+                .map(|(k, e)| (k.to_string(), e.to_value()))
+                .collect(),
+        )
     }
 
     /// The JSON value this state holds.
     pub fn into_value(self) -> Value {
-        Value::Object(self.map)
+        self.to_value()
     }
 
-    /// The underlying map.
-    pub fn as_map(&self) -> &Map<String, Value> {
-        &self.map
+    /// The keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(k, _)| k.as_ref())
+    }
+
+    /// The number of keys.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the state has no keys.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     /// The path of this state inside the checkpoint it was read from (`/` at the root).
@@ -120,41 +201,70 @@ impl State {
         format!("{}/{}", self.path, key)
     }
 
+    fn entry(&self, key: &str) -> Option<&Entry> {
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, e)| e)
+    }
+
+    fn put(&mut self, key: Key, entry: Entry) {
+        match self.entries.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = entry,
+            None => {
+                if self.entries.capacity() == 0 {
+                    self.entries.reserve_exact(4);
+                }
+                self.entries.push((key, entry));
+            }
+        }
+    }
+
     /// Stores `value` under `key`, replacing what was there.
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Serialize) -> Result<()> {
+    pub fn insert(&mut self, key: impl Into<Key>, value: impl Serialize) -> Result<()> {
         let key = key.into();
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(self.path_of(&key), format!("cannot serialise: {e}")))?;
-        self.map.insert(key, value);
+        self.put(key, Entry::Json(value));
         Ok(())
     }
 
     /// Builder form of [`State::insert`].
-    pub fn with(mut self, key: impl Into<String>, value: impl Serialize) -> Result<Self> {
+    pub fn with(mut self, key: impl Into<Key>, value: impl Serialize) -> Result<Self> {
         self.insert(key, value)?;
         Ok(self)
     }
 
     /// Nests `child` under `key`.
-    pub fn insert_child(&mut self, key: impl Into<String>, child: State) {
-        self.map.insert(key.into(), Value::Object(child.map));
+    pub fn insert_child(&mut self, key: impl Into<Key>, child: State) {
+        self.put(key.into(), Entry::Child(child));
+    }
+
+    /// Stores a shared string under `key` without copying it.
+    pub(crate) fn insert_shared(&mut self, key: impl Into<Key>, text: std::sync::Arc<str>) {
+        self.put(key.into(), Entry::Shared(text));
     }
 
     /// Whether `key` is present.
     pub fn contains(&self, key: &str) -> bool {
-        self.map.contains_key(key)
+        self.entry(key).is_some()
     }
 
-    /// The raw value under `key`, or an error naming the missing path.
-    pub fn value(&self, key: &str) -> Result<&Value> {
-        self.map
-            .get(key)
+    /// A copy of the JSON value under `key`, or an error naming the missing path.
+    pub fn value(&self, key: &str) -> Result<Value> {
+        self.entry(key)
+            .map(Entry::to_value)
             .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))
     }
 
     /// Decodes the value under `key` as `T`.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
-        let value = self.value(key)?;
+        let owned;
+        let value = match self.entry(key) {
+            Some(Entry::Json(v)) => v,
+            Some(other) => {
+                owned = other.to_value();
+                &owned
+            }
+            None => return Err(Error::bad_state(self.path_of(key), "missing key")),
+        };
         T::deserialize(value).map_err(|e| {
             Error::bad_state(
                 self.path_of(key),
@@ -174,26 +284,32 @@ impl State {
 
     /// The nested state under `key`, carrying its full path.
     pub fn child(&self, key: &str) -> Result<State> {
-        match self.value(key)? {
-            Value::Object(map) => Ok(State {
-                map: map.clone(),
-                path: self.path_of(key),
+        let path = self.path_of(key);
+        match self.entry(key) {
+            Some(Entry::Child(s)) => Ok(State {
+                entries: s.entries.clone(),
+                path,
             }),
-            other => Err(Error::bad_state(
-                self.path_of(key),
+            Some(Entry::Json(Value::Object(map))) => Ok(State {
+                path,
+                ..State::from_map(map.clone())
+            }),
+            Some(other) => Err(Error::bad_state(
+                path,
                 format!(
                     "expected a nested state (object), found {}",
-                    describe(other)
+                    describe(&other.to_value())
                 ),
             )),
+            None => Err(Error::bad_state(path, "missing key")),
         }
     }
 
     /// Rejects keys other than `allowed`: a state from another node type is
     /// caught here rather than half-applied.
     pub fn expect_keys(&self, node: &str, allowed: &[&str]) -> Result<()> {
-        for key in self.map.keys() {
-            if !allowed.contains(&key.as_str()) {
+        for key in self.keys() {
+            if !allowed.contains(&key) {
                 return Err(Error::bad_state(
                     self.path_of(key),
                     format!(
@@ -204,7 +320,7 @@ impl State {
             }
         }
         for key in allowed {
-            if *key != VERSION_KEY && !self.map.contains_key(*key) {
+            if *key != VERSION_KEY && !self.contains(key) {
                 return Err(Error::bad_state(
                     self.path_of(key),
                     format!("missing key for {node}; is this state from another pipeline?"),

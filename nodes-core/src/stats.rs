@@ -181,17 +181,18 @@ impl Recorder {
         // after the loader moved) are merged.
         let mut merged: Vec<NodeStats> = Vec::new();
         for row in &self.rows {
-            let entry = match merged.iter_mut().find(|n| n.node == row.label) {
-                Some(e) => e,
+            let at = match merged.iter().position(|n| n.node == row.label) {
+                Some(at) => at,
                 None => {
                     merged.push(NodeStats {
                         node: row.label.clone(),
                         name: row.name,
                         ..NodeStats::default()
                     });
-                    merged.last_mut().expect("just pushed")
+                    merged.len() - 1
                 }
             };
+            let entry = &mut merged[at];
             entry.items += row.items;
             entry.calls += row.calls;
             entry.timed_calls += row.timed_calls;

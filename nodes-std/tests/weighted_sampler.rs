@@ -56,10 +56,7 @@ fn source_yielded(sampler_state: &State, name: &str) -> u64 {
 
 fn flags(sampler_state: &State, key: &str) -> Vec<bool> {
     let map = sampler_state.child(key).unwrap();
-    map.as_map()
-        .values()
-        .map(|v| v.as_bool().unwrap())
-        .collect()
+    map.keys().map(|k| map.get::<bool>(k).unwrap()).collect()
 }
 
 /// The scenario from the original design discussion: a rare source (weight
@@ -783,7 +780,7 @@ fn state_layout() {
     run.by_ref().take(3).for_each(drop);
     let state = run.get_state().unwrap();
     println!("{}", state.to_json_pretty().unwrap());
-    let keys: Vec<&str> = state.as_map().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = state.keys().collect();
     assert_eq!(
         keys,
         [

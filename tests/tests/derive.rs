@@ -140,10 +140,10 @@ fn bad_states_name_their_path_and_leave_the_node_unchanged() {
     wrong_type.insert("from_rest", "seven").unwrap();
     cases.push((wrong_type, "/from_rest"));
     let mut missing = State::new();
-    for (k, v) in good.as_map() {
-        if k != "offset" {
-            missing.insert(k.clone(), v).unwrap();
-        }
+    for k in good.keys().filter(|k| *k != "offset") {
+        missing
+            .insert(k.to_owned(), good.value(k).unwrap())
+            .unwrap();
     }
     cases.push((missing, "/offset"));
     let mut nested = good.clone();

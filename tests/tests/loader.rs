@@ -122,7 +122,7 @@ fn bad_state_is_rejected_and_the_loader_continues_where_it_stood() {
     let good = epoch.state_dict().unwrap();
     drop(epoch);
 
-    let with = |key: &str, json: &str| {
+    let with = |key: &'static str, json: &str| {
         let mut bad = good.clone();
         bad.insert(
             key,

@@ -232,7 +232,7 @@ impl<N: Node> Sources<N> {
         let flags = |values: &[bool]| -> Result<State> {
             let mut map = State::new();
             for (name, value) in names.iter().zip(values) {
-                map.insert(*name, *value)?;
+                map.insert(name.to_string(), *value)?;
             }
             Ok(map)
         };
@@ -240,7 +240,7 @@ impl<N: Node> Sources<N> {
         state.insert_child(EMPTY, flags(&self.empty)?);
         let mut nested = State::new();
         for (name, node) in names.iter().zip(&self.nodes) {
-            nested.insert_child(*name, node.get_state(cx)?);
+            nested.insert_child(name.to_string(), node.get_state(cx)?);
         }
         state.insert_child(NODE_STATES, nested);
         Ok(())
