@@ -9,8 +9,10 @@
 //! With stats on, items and calls are counted exactly. Reading the clock
 //! costs more than a cheap node's `next`, so times are sampled: one outermost
 //! call in [`TIME_EVERY`] (a call from the loader into the root) is timed,
-//! together with every call below it, and each node's times are scaled up by
-//! its calls over its timed calls.
+//! together with every call below it, starting with the first. The first
+//! counts as it is (it may carry start-up costs, such as starting threads);
+//! each node's time in the others is scaled up by its calls over its timed
+//! calls.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -36,8 +38,14 @@ struct Row {
     label: String,
     items: u64,
     calls: u64,
-    /// Calls inside a timed outermost call: `self_time` and `blocked` add up
-    /// those calls only.
+    /// Calls inside the first outermost call, which is always timed and is
+    /// counted as it is (it may include start-up costs that the others do
+    /// not have, such as starting threads).
+    first_calls: u64,
+    first_self_time: Duration,
+    first_blocked: Duration,
+    /// Calls inside the later timed outermost calls: `self_time` and
+    /// `blocked` add up those calls only.
     timed_calls: u64,
     self_time: Duration,
     blocked: Duration,
@@ -144,8 +152,14 @@ impl Recorder {
         row.items += u64::from(produced);
         if let Some(start) = frame.start {
             let elapsed = start.elapsed();
-            row.timed_calls += 1;
-            row.self_time += elapsed.saturating_sub(frame.children);
+            let own = elapsed.saturating_sub(frame.children);
+            if self.outermost == 1 {
+                row.first_calls += 1;
+                row.first_self_time += own;
+            } else {
+                row.timed_calls += 1;
+                row.self_time += own;
+            }
             if let Some(parent) = self.stack.last_mut() {
                 parent.children += elapsed;
             }
@@ -162,7 +176,12 @@ impl Recorder {
             return;
         }
         if let Some(frame) = self.stack.last() {
-            self.rows[frame.row].blocked += waited;
+            let row = &mut self.rows[frame.row];
+            if self.outermost == 1 {
+                row.first_blocked += waited;
+            } else {
+                row.blocked += waited;
+            }
         }
     }
 
@@ -179,39 +198,60 @@ impl Recorder {
     pub(crate) fn snapshot(&self) -> Stats {
         // Rows with the same label (the same node seen at two addresses, e.g.
         // after the loader moved) are merged.
-        let mut merged: Vec<NodeStats> = Vec::new();
+        let mut merged: Vec<(NodeStats, Row)> = Vec::new();
         for row in &self.rows {
-            let at = match merged.iter().position(|n| n.node == row.label) {
+            let at = match merged.iter().position(|(n, _)| n.node == row.label) {
                 Some(at) => at,
                 None => {
-                    merged.push(NodeStats {
+                    let entry = NodeStats {
                         node: row.label.clone(),
                         name: row.name,
                         ..NodeStats::default()
-                    });
+                    };
+                    merged.push((entry, Row::default()));
                     merged.len() - 1
                 }
             };
-            let entry = &mut merged[at];
+            let (entry, sums) = &mut merged[at];
             entry.items += row.items;
             entry.calls += row.calls;
-            entry.timed_calls += row.timed_calls;
-            entry.self_time += row.self_time;
-            entry.blocked += row.blocked;
             entry.depth_sum += row.depth_sum;
             entry.depth_samples += row.depth_samples;
             entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
+            sums.first_calls += row.first_calls;
+            sums.first_self_time += row.first_self_time;
+            sums.first_blocked += row.first_blocked;
+            sums.timed_calls += row.timed_calls;
+            sums.self_time += row.self_time;
+            sums.blocked += row.blocked;
         }
-        // From the timed calls to all calls.
-        for n in &mut merged {
-            let scale = if n.timed_calls == 0 {
-                0.0
-            } else {
-                n.calls as f64 / n.timed_calls as f64
-            };
-            n.self_time = n.self_time.mul_f64(scale);
-            n.blocked = n.blocked.mul_f64(scale);
-        }
+        let mut merged: Vec<NodeStats> = merged
+            .into_iter()
+            .map(|(mut n, sums)| {
+                n.timed_calls = sums.first_calls + sums.timed_calls;
+                // The first outermost call as it is; the other calls from the
+                // later timed ones (or, if there are none, from the first).
+                let rest = n.calls.saturating_sub(sums.first_calls);
+                let (self_time, blocked) = if sums.timed_calls > 0 {
+                    let scale = rest as f64 / sums.timed_calls as f64;
+                    (
+                        sums.first_self_time + sums.self_time.mul_f64(scale),
+                        sums.first_blocked + sums.blocked.mul_f64(scale),
+                    )
+                } else if sums.first_calls > 0 {
+                    let scale = n.calls as f64 / sums.first_calls as f64;
+                    (
+                        sums.first_self_time.mul_f64(scale),
+                        sums.first_blocked.mul_f64(scale),
+                    )
+                } else {
+                    (Duration::ZERO, Duration::ZERO)
+                };
+                n.self_time = self_time;
+                n.blocked = blocked;
+                n
+            })
+            .collect();
         merged.sort_by(|a, b| b.self_time.cmp(&a.self_time).then(a.node.cmp(&b.node)));
         Stats { nodes: merged }
     }
@@ -241,8 +281,9 @@ pub struct NodeStats {
     pub calls: u64,
     /// Calls that were timed. Reading the clock costs more than a cheap
     /// node's `next`, so one outermost call in 16 (from the loader into the
-    /// root) is timed, with every call below it; the times below are scaled
-    /// up from these calls to all of them.
+    /// root) is timed, with every call below it, starting with the first. The
+    /// times below count the first as it is and scale the others up to all
+    /// calls.
     pub timed_calls: u64,
     /// Time inside `next`, excluding time inside observed children
     /// (estimated from the timed calls).
