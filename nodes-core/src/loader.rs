@@ -277,15 +277,18 @@ impl<N: Node> Loader<N> {
         let root_state = state.child(ROOT)?;
         self.check_state_shape(state)?;
         if self.phase == Phase::Fresh {
-            // Nothing to roll back to: a failed restore leaves the loader fresh.
-            self.root.reset(Some(&root_state)).inspect_err(|_| {
-                self.root.shutdown();
-            })?;
-        } else {
-            // On failure the root is rolled back to its own position, which is
-            // after any peeked item: the cached peek stays valid as it is.
-            reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
+            // A root that was never reset has no position to roll back to,
+            // and a state that fails halfway may already be applied to part
+            // of the pipeline (a sampler moved to the state's epoch), which
+            // would leak into the first epoch. So put the root at its start
+            // first, as `state_dict` does on a fresh loader: the first epoch
+            // begins there, and a failed restore rolls back to it.
+            self.reset_root()?;
+            self.phase = Phase::Positioned { loaded: false };
         }
+        // On failure the root is rolled back to its own position, which is
+        // after any peeked item: the cached peek stays valid as it is.
+        reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
         self.peeked = None;
         self.num_yielded = num_yielded;
         self.phase = Phase::Positioned { loaded: true };
