@@ -366,12 +366,12 @@ impl<N: Node> Iterator for Epoch<'_, N> {
         }
         let loader = &mut *self.loader;
         if let Some((item, _)) = loader.peeked.take() {
-            loader.num_yielded += 1;
+            loader.num_yielded = loader.num_yielded.saturating_add(1);
             return Some(Ok(item));
         }
         match loader.root.next(&mut loader.cx) {
             Ok(Some(item)) => {
-                loader.num_yielded += 1;
+                loader.num_yielded = loader.num_yielded.saturating_add(1);
                 Some(Ok(item))
             }
             Ok(None) => {
