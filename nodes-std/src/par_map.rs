@@ -278,6 +278,9 @@ struct Puller<N: Node> {
     skip: BTreeSet<u64>,
     /// The source ended or failed: nobody pulls again this pass.
     done: bool,
+    /// Where `skip` came from in the restored state, for the error when the
+    /// source ends before a skipped index.
+    skip_path: String,
 }
 
 /// One pull from the source.
@@ -334,7 +337,7 @@ impl<N: Node> Puller<N> {
                         return Pulled::Failed(
                             index,
                             Error::bad_state(
-                                format!("/{}", snapshot::DELIVERED_AHEAD),
+                                self.skip_path.clone(),
                                 format!(
                                     "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
                                 ),
@@ -537,6 +540,7 @@ where
                 next_index: 0,
                 skip: BTreeSet::new(),
                 done: false,
+                skip_path: String::new(),
             })),
             f: Arc::new(f),
             options,
@@ -575,7 +579,7 @@ where
             for i in 0..saved.steps {
                 if puller.source.next(&mut cx)?.is_none() {
                     return Err(Error::bad_state(
-                        format!("/{}", snapshot::STEPS),
+                        saved.steps_path.clone(),
                         format!(
                             "the source ended after {i} of the {} items to skip: the state does not belong to this source",
                             saved.steps
@@ -585,6 +589,7 @@ where
             }
             puller.next_index = saved.resume_index();
             puller.skip = saved.ahead.iter().copied().collect();
+            puller.skip_path.clone_from(&saved.ahead_path);
         }
         self.source_description = puller.source.describe();
         if threaded {

@@ -493,15 +493,17 @@ where
         }
         source.reset(saved.as_ref().map(|s| &s.snapshot))?;
         let mut cx = worker_cx();
-        let steps = saved.as_ref().map_or(0, |s| s.steps);
-        for i in 0..steps {
-            if source.next(&mut cx)?.is_none() {
-                return Err(Error::bad_state(
-                    format!("/{STEPS}"),
-                    format!(
-                        "the source ended after {i} of the {steps} items to skip: the state does not belong to this source"
-                    ),
-                ));
+        if let Some(saved) = &saved {
+            for i in 0..saved.steps {
+                if source.next(&mut cx)?.is_none() {
+                    return Err(Error::bad_state(
+                        saved.steps_path.clone(),
+                        format!(
+                            "the source ended after {i} of the {} items to skip: the state does not belong to this source",
+                            saved.steps
+                        ),
+                    ));
+                }
             }
         }
         let snapshot = source.get_state(&cx)?;
