@@ -232,17 +232,30 @@ impl<N: Node> Loader<N> {
         if !self.check_shape || fingerprint == self.fingerprint {
             return Ok(());
         }
-        let (path, message) = saved.first_difference(&self.shape).unwrap_or_else(|| {
-            (
-                "/".to_owned(),
-                "the pipeline description does not match its fingerprint".to_owned(),
-            )
-        });
-        let path = if path == "/" { String::new() } else { path };
+        let Some((path, message)) = saved.first_difference(&self.shape) else {
+            return Err(Error::bad_state(
+                state.path_of(FINGERPRINT),
+                "the fingerprint does not match the pipeline description saved with it, which matches this pipeline",
+            ));
+        };
+        // `path` walks the description tree (`/source/source`, `/` for the
+        // root). The state holds that tree under `pipeline`, each node's
+        // children under `children`: point at the differing node there (the
+        // root state's own layout need not follow the tree: a thread-backed
+        // node nests its source's state under `snapshot`).
+        let in_state = path
+            .split('/')
+            .filter(|k| !k.is_empty())
+            .fold(state.path_of(PIPELINE), |p, k| format!("{p}/children/{k}"));
+        let at = if path == "/" {
+            "its root".to_owned()
+        } else {
+            path.clone()
+        };
         Err(Error::bad_state(
-            format!("{}{path}", state.path_of(ROOT)),
+            in_state,
             format!(
-                "{message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
+                "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
             ),
         ))
     }

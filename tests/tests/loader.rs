@@ -190,7 +190,9 @@ fn a_state_from_a_pipeline_of_another_shape_is_rejected_naming_the_node() {
     // Same node type, another order-affecting parameter.
     let mut other = Loader::new(Probe::new(6));
     let err = other.load_state_dict(&state).unwrap_err();
-    assert_eq!(err.state_path(), Some("/root"), "{err}");
+    // The path is that of the differing node in the description saved with
+    // the state.
+    assert_eq!(err.state_path(), Some("/pipeline"), "{err}");
     assert!(
         err.to_string()
             .contains("state is from Probe(len=5), pipeline has Probe(len=6)"),
