@@ -170,6 +170,15 @@ struct Resolved {
 /// received items are skipped (pulled again but not mapped), so the restored
 /// run yields precisely the items not yet received, each once, in either
 /// mode. States are interchangeable between modes and worker counts.
+/// Once the consumer has received the end of the pass, the snapshot is the
+/// source's state past its end, so that the next pass after a restore starts
+/// exactly as it would have without one.
+///
+/// Replaying needs a source that yields the same items again after a
+/// restore. A source whose order varies from run to run (an out-of-order
+/// `ParallelMapper`) does not: above one, deliver in order with
+/// `snapshot_frequency(1)` (every item then carries its own snapshot and
+/// nothing is replayed), or put the out-of-order map on top.
 ///
 /// A new pass (`reset(None)`) after one the consumer stopped early first puts
 /// the source back where the consumer stood, then resets it: whatever the
@@ -564,6 +573,20 @@ where
         self.phase = Phase::Finished;
     }
 
+    /// The consumer received the end of data and the workers are joined: the
+    /// source now stands past its end, which can differ from where the last
+    /// snapshot and the count after it put it (a sampler that was asked for
+    /// one more index counts as started, and moves to its next epoch on the
+    /// next reset). Snapshot that position, so that restoring a state taken
+    /// at the end of a pass sets the source up for the next pass exactly as
+    /// the uninterrupted run does.
+    fn snapshot_at_end(&mut self) -> Result<()> {
+        let puller = lock(&self.puller);
+        let snapshot = puller.source.get_state(&worker_cx())?;
+        self.cursor = Cursor::new(snapshot, puller.next_index, []);
+        Ok(())
+    }
+
     /// Resets the source (the workers are joined) to `saved`, skips the
     /// delivered items, and returns the snapshot the cursor starts from.
     fn reset_source(&mut self, saved: Option<&Saved>) -> Result<State> {
@@ -634,11 +657,17 @@ where
             Phase::Running(pool) => {
                 match pool.next(&mut self.cursor, self.options.in_order, cx) {
                     Ok(Some(value)) => Ok(Some(value)),
-                    // End of data or an error: the pass is over.
-                    other => {
-                        self.ended = matches!(other, Ok(None));
+                    Ok(None) => {
+                        self.ended = true;
                         self.finish();
-                        other
+                        self.snapshot_at_end()?;
+                        Ok(None)
+                    }
+                    // An error: the pass is over, and the state still points
+                    // before the failed item.
+                    Err(e) => {
+                        self.finish();
+                        Err(e)
                     }
                 }
             }
