@@ -235,17 +235,25 @@ impl<N: Node> Loader<N> {
         if !self.check_shape || *fingerprint == *self.fingerprint {
             return Ok(());
         }
-        let (path, message) = saved.first_difference(&self.shape).unwrap_or_else(|| {
-            (
-                "/".to_owned(),
-                "the pipeline description does not match its fingerprint".to_owned(),
-            )
-        });
-        let path = if path == "/" { String::new() } else { path };
+        let Some((path, message)) = saved.first_difference(&self.shape) else {
+            return Err(Error::bad_state(
+                state.path_of(FINGERPRINT),
+                "the fingerprint does not match the pipeline description saved with it, which matches this pipeline",
+            ));
+        };
+        // Child keys in a description are the keys their states are nested
+        // under, so the differing node's path in the description is also the
+        // path of its state under `root`.
+        let in_state = format!("{}{}", state.path_of(ROOT), path.trim_end_matches('/'));
+        let at = if path == "/" {
+            "its root".to_owned()
+        } else {
+            path.clone()
+        };
         Err(Error::bad_state(
-            format!("{}{path}", state.path_of(ROOT)),
+            in_state,
             format!(
-                "{message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
+                "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
             ),
         ))
     }
@@ -280,15 +288,18 @@ impl<N: Node> Loader<N> {
         let root_state = state.child(ROOT)?;
         self.check_state_shape(state)?;
         if self.phase == Phase::Fresh {
-            // Nothing to roll back to: a failed restore leaves the loader fresh.
-            self.root.reset(Some(&root_state)).inspect_err(|_| {
-                self.root.shutdown();
-            })?;
-        } else {
-            // On failure the root is rolled back to its own position, which is
-            // after any peeked item: the cached peek stays valid as it is.
-            reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
+            // A root that was never reset has no position to roll back to,
+            // and a state that fails halfway may already be applied to part
+            // of the pipeline (a sampler moved to the state's epoch), which
+            // would leak into the first epoch. So put the root at its start
+            // first, as `state_dict` does on a fresh loader: the first epoch
+            // begins there, and a failed restore rolls back to it.
+            self.reset_root()?;
+            self.phase = Phase::Positioned { loaded: false };
         }
+        // On failure the root is rolled back to its own position, which is
+        // after any peeked item: the cached peek stays valid as it is.
+        reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
         self.peeked = None;
         self.num_yielded = num_yielded;
         self.phase = Phase::Positioned { loaded: true };
@@ -366,12 +377,12 @@ impl<N: Node> Iterator for Epoch<'_, N> {
         }
         let loader = &mut *self.loader;
         if let Some((item, _)) = loader.peeked.take() {
-            loader.num_yielded += 1;
+            loader.num_yielded = loader.num_yielded.saturating_add(1);
             return Some(Ok(item));
         }
         match loader.root.next(&mut loader.cx) {
             Ok(Some(item)) => {
-                loader.num_yielded += 1;
+                loader.num_yielded = loader.num_yielded.saturating_add(1);
                 Some(Ok(item))
             }
             Ok(None) => {

@@ -225,6 +225,12 @@ impl Cx {
 /// `#[node(init)]`. Its bounds become the derived impl's bounds.
 pub trait Init {
     /// `restored` tells whether the reset came with a saved state.
+    ///
+    /// To reject a restored state here, return [`Error::bad_state`] with the
+    /// offending key of this node's state as the path (`"num_yielded"`, no
+    /// leading `/`): the derive reports it at that key's full path.
+    ///
+    /// [`Error::bad_state`]: crate::Error::bad_state
     fn init(&mut self, restored: bool) -> Result<()>;
 }
 

@@ -69,6 +69,21 @@ pub fn reset_child<N: Stateful + ?Sized>(
     }
 }
 
+/// Called by derived nodes with the result of their `init`: a
+/// [`Error::BadState`] whose path is relative (a key of the node's own state,
+/// such as `"num_yielded"`) is reported at that key's full path in `state`.
+pub fn root_init_error(state: Option<&State>, result: Result<()>) -> Result<()> {
+    match (result, state) {
+        (Err(Error::BadState { path, message }), Some(s)) if !path.starts_with('/') => {
+            Err(Error::BadState {
+                path: s.path_of(&path),
+                message,
+            })
+        }
+        (result, _) => result,
+    }
+}
+
 /// Checks that `state` holds a nested state under `key`, without applying it.
 pub fn check_child(state: &State, key: &str) -> Result<()> {
     state.child(key).map(drop)

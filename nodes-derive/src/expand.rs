@@ -213,7 +213,12 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> T
     let tuple = quote!((#(#decoded,)*));
     let init = match input.attrs.init.span() {
         // The author's method, called by name so a missing one is reported at the attribute.
-        Some(span) => quote_spanned!(span=> <Self as #p::Init>::init(self, __state.is_some())),
+        // A bad-state error from `init` names a key of this node's state
+        // (it has no `State` to ask for the full path): root it there.
+        Some(span) => quote_spanned!(span=> #p::root_init_error(
+            __state,
+            <Self as #p::Init>::init(self, __state.is_some()),
+        )),
         None => quote!(::core::result::Result::Ok(())),
     };
     let validate = input

@@ -115,7 +115,8 @@ impl<S: Node> Node for Cycler<S> {
             if !self.has_started {
                 return Ok(None);
             }
-            self.num_cycles += 1;
+            // Saturating: a restored state may hold any count.
+            self.num_cycles = self.num_cycles.saturating_add(1);
             if self.exhausted() {
                 return Ok(None);
             }

@@ -134,7 +134,8 @@ where
                 return Ok(None);
             };
             let index = self.num_seen;
-            self.num_seen += 1;
+            // Saturating: a restored state may hold any count.
+            self.num_seen = self.num_seen.saturating_add(1);
             match (self.f)(item) {
                 Ok(out) => Ok(Some(out)),
                 Err(e) => Err(Error::user("TryMapper", Some(index), e)),

@@ -170,6 +170,15 @@ struct Resolved {
 /// received items are skipped (pulled again but not mapped), so the restored
 /// run yields precisely the items not yet received, each once, in either
 /// mode. States are interchangeable between modes and worker counts.
+/// Once the consumer has received the end of the pass, the snapshot is the
+/// source's state past its end, so that the next pass after a restore starts
+/// exactly as it would have without one.
+///
+/// Replaying needs a source that yields the same items again after a
+/// restore. A source whose order varies from run to run (an out-of-order
+/// `ParallelMapper`) does not: above one, deliver in order with
+/// `snapshot_frequency(1)` (every item then carries its own snapshot and
+/// nothing is replayed), or put the out-of-order map on top.
 ///
 /// A new pass (`reset(None)`) after one the consumer stopped early first puts
 /// the source back where the consumer stood, then resets it: whatever the
@@ -278,6 +287,9 @@ struct Puller<N: Node> {
     skip: BTreeSet<u64>,
     /// The source ended or failed: nobody pulls again this pass.
     done: bool,
+    /// Where `skip` came from in the restored state, for the error when the
+    /// source ends before a skipped index.
+    skip_path: String,
 }
 
 /// One pull from the source.
@@ -334,7 +346,7 @@ impl<N: Node> Puller<N> {
                         return Pulled::Failed(
                             index,
                             Error::bad_state(
-                                format!("/{}", snapshot::DELIVERED_AHEAD),
+                                self.skip_path.clone(),
                                 format!(
                                     "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
                                 ),
@@ -537,6 +549,7 @@ where
                 next_index: 0,
                 skip: BTreeSet::new(),
                 done: false,
+                skip_path: String::new(),
             })),
             f: Arc::new(f),
             options,
@@ -560,6 +573,20 @@ where
         self.phase = Phase::Finished;
     }
 
+    /// The consumer received the end of data and the workers are joined: the
+    /// source now stands past its end, which can differ from where the last
+    /// snapshot and the count after it put it (a sampler that was asked for
+    /// one more index counts as started, and moves to its next epoch on the
+    /// next reset). Snapshot that position, so that restoring a state taken
+    /// at the end of a pass sets the source up for the next pass exactly as
+    /// the uninterrupted run does.
+    fn snapshot_at_end(&mut self) -> Result<()> {
+        let puller = lock(&self.puller);
+        let snapshot = puller.source.get_state(&worker_cx())?;
+        self.cursor = Cursor::new(snapshot, puller.next_index, []);
+        Ok(())
+    }
+
     /// Resets the source (the workers are joined) to `saved`, skips the
     /// delivered items, and returns the snapshot the cursor starts from.
     fn reset_source(&mut self, saved: Option<&Saved>) -> Result<State> {
@@ -575,7 +602,7 @@ where
             for i in 0..saved.steps {
                 if puller.source.next(&mut cx)?.is_none() {
                     return Err(Error::bad_state(
-                        format!("/{}", snapshot::STEPS),
+                        saved.steps_path.clone(),
                         format!(
                             "the source ended after {i} of the {} items to skip: the state does not belong to this source",
                             saved.steps
@@ -585,6 +612,7 @@ where
             }
             puller.next_index = saved.resume_index();
             puller.skip = saved.ahead.iter().copied().collect();
+            puller.skip_path.clone_from(&saved.ahead_path);
         }
         self.source_description = puller.source.describe();
         if threaded {
@@ -629,11 +657,17 @@ where
             Phase::Running(pool) => {
                 match pool.next(&mut self.cursor, self.options.in_order, cx) {
                     Ok(Some(value)) => Ok(Some(value)),
-                    // End of data or an error: the pass is over.
-                    other => {
-                        self.ended = matches!(other, Ok(None));
+                    Ok(None) => {
+                        self.ended = true;
                         self.finish();
-                        other
+                        self.snapshot_at_end()?;
+                        Ok(None)
+                    }
+                    // An error: the pass is over, and the state still points
+                    // before the failed item.
+                    Err(e) => {
+                        self.finish();
+                        Err(e)
                     }
                 }
             }

@@ -53,7 +53,13 @@ const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
 /// chunk it received. It describes only what the consumer received, never the
 /// read-ahead. Restoring resets the source to the snapshot and skips the `k`
 /// items (fewer than one chunk: at most 4095 items, or about 100 µs of source
-/// work).
+/// work). Once the consumer has received the end of the pass, the snapshot
+/// is the source's state past its end, so that the next pass after a restore
+/// starts exactly as it would have without one.
+///
+/// Replaying needs a source that yields the same items again after a
+/// restore: put an out-of-order [`ParallelMapper`](crate::ParallelMapper)
+/// above a `Prefetcher`, not below it.
 ///
 /// A new pass (`reset(None)`) after one the consumer stopped early first puts
 /// the source back where the consumer stood, then resets it, so that the
@@ -329,6 +335,20 @@ where
         self.phase = Phase::Finished;
     }
 
+    /// The consumer received the end of data and the reader is joined: the
+    /// source now stands past its end, which can differ from the last
+    /// chunk's snapshot plus the steps after it (a sampler that was asked for
+    /// one more index counts as started, and moves to its next epoch on the
+    /// next reset). Snapshot that position, so that restoring a state taken
+    /// at the end of a pass sets the source up for the next pass exactly as
+    /// the uninterrupted run does.
+    fn snapshot_at_end(&mut self) -> Result<()> {
+        let source = self.source.as_ref().ok_or_else(lost_source)?;
+        self.snapshot = source.get_state(&worker_cx())?;
+        self.steps = 0;
+        Ok(())
+    }
+
     /// The last item of a chunk was handed out: adopt the chunk's snapshot
     /// and give its permits back to the reader.
     #[inline(never)]
@@ -359,7 +379,9 @@ where
             if let Some(terminal) = reader.terminal.take() {
                 self.ended = terminal.is_ok();
                 self.finish();
-                return terminal.map(|()| None);
+                terminal?;
+                self.snapshot_at_end()?;
+                return Ok(None);
             }
             if cx.stats_enabled() {
                 cx.record_queue_depth(reader.chunks.len());
@@ -493,15 +515,17 @@ where
         }
         source.reset(saved.as_ref().map(|s| &s.snapshot))?;
         let mut cx = worker_cx();
-        let steps = saved.as_ref().map_or(0, |s| s.steps);
-        for i in 0..steps {
-            if source.next(&mut cx)?.is_none() {
-                return Err(Error::bad_state(
-                    format!("/{STEPS}"),
-                    format!(
-                        "the source ended after {i} of the {steps} items to skip: the state does not belong to this source"
-                    ),
-                ));
+        if let Some(saved) = &saved {
+            for i in 0..saved.steps {
+                if source.next(&mut cx)?.is_none() {
+                    return Err(Error::bad_state(
+                        saved.steps_path.clone(),
+                        format!(
+                            "the source ended after {i} of the {} items to skip: the state does not belong to this source",
+                            saved.steps
+                        ),
+                    ));
+                }
             }
         }
         let snapshot = source.get_state(&cx)?;

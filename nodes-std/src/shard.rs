@@ -114,7 +114,8 @@ impl<S: Node> Node for Sharder<S> {
         cx.observe(NodeId::of(self), "Sharder", |cx| {
             while let Some(item) = self.source.next(cx)? {
                 let position = self.seen;
-                self.seen += 1;
+                // Wrapping: a restored state may hold any count.
+                self.seen = self.seen.wrapping_add(1);
                 if position % self.world_size == self.rank {
                     return Ok(Some(item));
                 }

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Cx, Error, Init, Node, NodeId, Result};
+use crate::{Cx, Error, Node, NodeId, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
@@ -51,7 +51,7 @@ use crate::{Cx, Error, Init, Node, NodeId, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init)]
+#[node(validate)]
 #[must_use = "nodes do nothing until started"]
 pub struct Shuffler<S: Node> {
     #[node(child)]
@@ -156,17 +156,32 @@ where
     }
 }
 
-/// Checks that a restored buffer fits.
-impl<S: Node> Init for Shuffler<S> {
-    fn init(&mut self, _restored: bool) -> Result<()> {
-        if self.buffer.len() > self.buffer_size {
-            let found = self.buffer.len();
-            self.buffer.clear();
+/// The largest generator position a restored state may hold: no pass draws
+/// anywhere near 2^62 times, and the state can record it again (serde_json
+/// writes the position, a `u128`, only while it fits in 64 bits).
+const MAX_WORD_POS: u128 = i64::MAX as u128;
+
+/// Checks a restored state before any of it is applied: the buffer fits, and
+/// the generator's position can be saved again.
+impl<S: Node> Validate for Shuffler<S> {
+    fn validate(&self, state: &State) -> Result<()> {
+        let found = state.value("buffer")?.as_array().map_or(0, Vec::len);
+        if found > self.buffer_size {
             return Err(Error::bad_state(
-                "buffer",
+                state.path_of("buffer"),
                 format!(
                     "Shuffler has a buffer of {} items, the state holds {found}",
                     self.buffer_size
+                ),
+            ));
+        }
+        let rng: ChaCha8Rng = state.get("rng")?;
+        if rng.get_word_pos() > MAX_WORD_POS {
+            return Err(Error::bad_state(
+                format!("{}/word_pos", state.path_of("rng")),
+                format!(
+                    "generator position {} is beyond any pass (at most {MAX_WORD_POS} words)",
+                    rng.get_word_pos()
                 ),
             ));
         }

@@ -190,6 +190,7 @@ fn a_state_from_a_pipeline_of_another_shape_is_rejected_naming_the_node() {
     // Same node type, another order-affecting parameter.
     let mut other = Loader::new(Probe::new(6));
     let err = other.load_state_dict(&state).unwrap_err();
+    // The path is that of the differing node's state (here the root's).
     assert_eq!(err.state_path(), Some("/root"), "{err}");
     assert!(
         err.to_string()

@@ -36,6 +36,9 @@ const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 
 /// Every draw reads one `u64`, i.e. two 32-bit words of the ChaCha stream.
 const WORDS_PER_DRAW: u128 = 2;
+/// The largest generator position a restored state may hold: it leaves room
+/// for 2^62 more draws before `get_state` could no longer record it.
+const MAX_WORD_POS: u64 = i64::MAX as u64;
 
 /// Mixes several named sources, choosing the source of each item at random in
 /// proportion to its weight, from a seeded generator (torchdata's
@@ -548,6 +551,16 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             }
         }
         let word_pos: u64 = rng.get(RNG_WORD_POS)?;
+        if word_pos > MAX_WORD_POS {
+            // No pass draws 2^62 times; a position this far on would run out
+            // of the 64-bit range the state records it in.
+            return Err(Error::bad_state(
+                rng.path_of(RNG_WORD_POS),
+                format!(
+                    "generator position {word_pos} is beyond any pass (at most {MAX_WORD_POS} words)"
+                ),
+            ));
+        }
         let decoded = self.sources.decode(NAME, state)?;
 
         self.sources.restore(decoded)?;

@@ -41,6 +41,26 @@ pub(crate) struct Saved {
     /// Indices (from the start of the pass, ascending, all beyond
     /// `snapshot_index + steps`) of items delivered out of order: skip them too.
     pub(crate) ahead: Vec<u64>,
+    /// The JSON paths of `steps` and `ahead` in the checkpoint, for errors
+    /// found while applying them.
+    pub(crate) steps_path: String,
+    pub(crate) ahead_path: String,
+}
+
+/// The largest item index a restored position may name. No pass comes near
+/// 2^63 items, and the headroom keeps the index arithmetic of the pass that
+/// follows (one increment per item) from overflowing.
+const MAX_INDEX: u64 = i64::MAX as u64;
+
+/// An error unless `index <= MAX_INDEX`.
+fn check_index(index: Option<u64>, path: String, what: &str) -> Result<u64> {
+    match index {
+        Some(i) if i <= MAX_INDEX => Ok(i),
+        _ => Err(Error::bad_state(
+            path,
+            format!("{what} is beyond any pass (at most 2^63 - 1 items)"),
+        )),
+    }
 }
 
 impl Saved {
@@ -51,30 +71,34 @@ impl Saved {
         let snapshot_index: u64 = state.get(SNAPSHOT_INDEX)?;
         let steps: u64 = state.get(STEPS)?;
         let offsets: Vec<u64> = state.get(DELIVERED_AHEAD)?;
-        let resume = snapshot_index.checked_add(steps).ok_or_else(|| {
-            Error::bad_state(
-                state.path_of(STEPS),
-                "snapshot_index + steps_since_snapshot overflows",
-            )
-        })?;
+        check_index(
+            Some(snapshot_index),
+            state.path_of(SNAPSHOT_INDEX),
+            "snapshot_index",
+        )?;
+        let resume = check_index(
+            snapshot_index.checked_add(steps),
+            state.path_of(STEPS),
+            "snapshot_index + steps_since_snapshot",
+        )?;
         let mut ahead = Vec::with_capacity(offsets.len());
         let mut previous = steps;
         for (i, &offset) in offsets.iter().enumerate() {
+            let path = format!("{}/{i}", state.path_of(DELIVERED_AHEAD));
             if offset <= previous {
                 return Err(Error::bad_state(
-                    format!("{}/{i}", state.path_of(DELIVERED_AHEAD)),
+                    path,
                     format!(
                         "offsets must be ascending and greater than {STEPS} ({steps}), found {offset} after {previous}"
                     ),
                 ));
             }
             previous = offset;
-            ahead.push(snapshot_index.checked_add(offset).ok_or_else(|| {
-                Error::bad_state(
-                    format!("{}/{i}", state.path_of(DELIVERED_AHEAD)),
-                    "snapshot_index + offset overflows",
-                )
-            })?);
+            ahead.push(check_index(
+                snapshot_index.checked_add(offset),
+                path,
+                "snapshot_index + offset",
+            )?);
         }
         debug_assert!(ahead.first().is_none_or(|&a| a > resume));
         Ok(Saved {
@@ -82,6 +106,8 @@ impl Saved {
             snapshot_index,
             steps,
             ahead,
+            steps_path: state.path_of(STEPS),
+            ahead_path: state.path_of(DELIVERED_AHEAD),
         })
     }
 
@@ -94,6 +120,8 @@ impl Saved {
             snapshot_index: 0,
             steps: state.get(STEPS)?,
             ahead: Vec::new(),
+            steps_path: state.path_of(STEPS),
+            ahead_path: state.path_of(DELIVERED_AHEAD),
         })
     }
 

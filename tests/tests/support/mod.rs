@@ -41,7 +41,10 @@ impl Node for Probe {
                 return Ok(None);
             }
             self.i += 1;
-            Ok(Some(self.resets * 1000 + self.i - 1))
+            // Wrapping: a mutated state may hold any count (bad_states.rs).
+            Ok(Some(
+                self.resets.wrapping_mul(1000).wrapping_add(self.i - 1),
+            ))
         })
     }
 }
@@ -61,7 +64,7 @@ impl Stateful for Probe {
             }
             None => {
                 self.i = 0;
-                self.resets += 1;
+                self.resets = self.resets.wrapping_add(1);
             }
         }
         self.flag.mark();
@@ -81,3 +84,8 @@ impl Stateful for Probe {
         self.shutdowns.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+// The reliability suite's shared parts (see README, "Reliability suite").
+pub(crate) mod faulty;
+pub(crate) mod spec;
+pub(crate) mod watch;

@@ -1,0 +1,191 @@
+//! Load: a `ParallelMapper` with 32 workers and `max_concurrent` 64 over a
+//! million items, with a slow consumer. Instrumented counts (not clocks)
+//! show that the items in flight — pulled from the source and not yet
+//! returned to the consumer — never exceed 64, that at most 32 map calls run
+//! at once, that the bound is reached (so the check can fail), and that
+//! every item arrives exactly once (in order, when asked for).
+//!
+//! The map is trivial and the consumer is "slow" by stalling every so often
+//! until the pipeline is full, so the run stays short in a debug build.
+//! `NODES_RELIABILITY_LONG=1` runs ten times the items.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use nodes_std::prelude::*;
+use nodes_std::{NodeId, ParallelOptions, ResetFlag};
+use support::watch::{scale, watchdog};
+
+const WORKERS: usize = 32;
+const MAX_CONCURRENT: u64 = 64;
+
+/// Counters shared by the source, the map and the consumer.
+#[derive(Debug, Default)]
+struct Gauge {
+    /// Items the source has yielded.
+    pulled: AtomicU64,
+    /// `next` calls the consumer has started.
+    asked: AtomicU64,
+    /// Items the consumer has received.
+    returned: AtomicU64,
+    /// The most items in flight seen by the source (`pulled - asked`, which
+    /// never undercounts the real figure by more than the one item a `next`
+    /// in progress may already have released).
+    max_at_source: AtomicU64,
+    /// Items the source yielded while more than the bound were in flight.
+    violations: AtomicU64,
+    /// Map calls running now, and the most at once.
+    mapping: AtomicUsize,
+    max_mapping: AtomicUsize,
+}
+
+/// Yields `0..len`, recording every item in the gauge. State `{"i"}`.
+#[derive(Debug)]
+struct Counted {
+    len: u64,
+    i: u64,
+    gauge: Arc<Gauge>,
+    flag: ResetFlag,
+}
+
+impl Node for Counted {
+    type Item = u64;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        cx.observe(NodeId::of(self), "Counted", |_| {
+            self.flag.check("Counted")?;
+            if self.i == self.len {
+                return Ok(None);
+            }
+            self.i += 1;
+            let g = &self.gauge;
+            // `asked` is read after counting this item: a consumer call that
+            // starts in between only lowers the figure.
+            let pulled = g.pulled.fetch_add(1, Ordering::SeqCst) + 1;
+            let in_flight = pulled.saturating_sub(g.asked.load(Ordering::SeqCst));
+            g.max_at_source.fetch_max(in_flight, Ordering::SeqCst);
+            if in_flight > MAX_CONCURRENT {
+                g.violations.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(Some(self.i - 1))
+        })
+    }
+}
+
+impl Stateful for Counted {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.i = match state {
+            Some(s) => s.get("i")?,
+            None => 0,
+        };
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, _cx: &Cx) -> Result<State> {
+        State::new().with("i", self.i)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Counted").param("len", self.len)
+    }
+}
+
+/// How often the consumer stalls until the pipeline is full.
+const STALL_EVERY: u64 = 20_000;
+
+fn run_under_load(len: u64, in_order: bool) {
+    let gauge = Arc::new(Gauge::default());
+    let g = Arc::clone(&gauge);
+    let source = Counted {
+        len,
+        i: 0,
+        gauge: Arc::clone(&gauge),
+        flag: ResetFlag::default(),
+    };
+    let options = ParallelOptions::new(WORKERS)
+        .in_order(in_order)
+        .max_concurrent(MAX_CONCURRENT as usize);
+    let mapped = source
+        .par_map(
+            move |x| {
+                let now = g.mapping.fetch_add(1, Ordering::SeqCst) + 1;
+                g.max_mapping.fetch_max(now, Ordering::SeqCst);
+                g.mapping.fetch_sub(1, Ordering::SeqCst);
+                Ok(x * 2)
+            },
+            options,
+        )
+        .unwrap();
+    let mut run = mapped.start().unwrap();
+    let mut seen = vec![false; len as usize];
+    let mut stalls = 0;
+    loop {
+        gauge.asked.fetch_add(1, Ordering::SeqCst);
+        let Some(item) = run.next() else { break };
+        let returned = gauge.returned.fetch_add(1, Ordering::SeqCst) + 1;
+        let v = item.unwrap() / 2;
+        if in_order {
+            assert_eq!(v, returned - 1, "out of order");
+        }
+        assert!(
+            !std::mem::replace(&mut seen[v as usize], true),
+            "item {v} twice"
+        );
+        // Between calls nothing is in progress: the count is exact.
+        let in_flight = gauge.pulled.load(Ordering::SeqCst) - returned;
+        assert!(
+            in_flight <= MAX_CONCURRENT,
+            "{in_flight} items in flight after {returned} returned"
+        );
+        if returned % STALL_EVERY == 0 && len - returned >= MAX_CONCURRENT {
+            // The slow consumer: wait until the workers have filled every
+            // slot, linger, and check that they stopped at the bound.
+            while gauge.pulled.load(Ordering::SeqCst) - returned < MAX_CONCURRENT {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            let full = gauge.pulled.load(Ordering::SeqCst) - returned;
+            assert_eq!(full, MAX_CONCURRENT, "a stalled consumer");
+            stalls += 1;
+        }
+    }
+    assert_eq!(gauge.returned.load(Ordering::SeqCst), len);
+    assert!(seen.iter().all(|&s| s), "an item never arrived");
+    assert_eq!(
+        gauge.violations.load(Ordering::SeqCst),
+        0,
+        "the bound was exceeded"
+    );
+    let max = gauge.max_at_source.load(Ordering::SeqCst);
+    assert!(max <= MAX_CONCURRENT, "{max} in flight");
+    assert!(
+        gauge.max_mapping.load(Ordering::SeqCst) <= WORKERS,
+        "more map calls at once than workers"
+    );
+    assert!(stalls > 0 || len < STALL_EVERY);
+}
+
+/// A million items by default (ten million in the long mode).
+fn items() -> u64 {
+    1_000_000 * u64::from(scale())
+}
+
+#[test]
+fn thirty_two_workers_keep_at_most_sixty_four_items_in_flight_in_order() {
+    let len = items();
+    watchdog("in-order load", Duration::from_secs(600), move || {
+        run_under_load(len, true)
+    });
+}
+
+#[test]
+fn thirty_two_workers_keep_at_most_sixty_four_items_in_flight_out_of_order() {
+    let len = items();
+    watchdog("out-of-order load", Duration::from_secs(600), move || {
+        run_under_load(len, false)
+    });
+}
