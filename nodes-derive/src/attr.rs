@@ -81,15 +81,7 @@ impl FieldAttrs {
             default: Attr::none(DEFAULT),
             rename: Attr::none(RENAME),
         };
-        for attr in field.attrs.iter().filter(|a| a.path().is_ident(NODE)) {
-            let result = attr.parse_nested_meta(|meta| {
-                out.parse_one(cx, &meta);
-                Ok(())
-            });
-            if let Err(err) = result {
-                cx.push(err);
-            }
-        }
+        for_each_node_key(cx, &field.attrs, |meta| out.parse_one(cx, meta));
         out
     }
 
@@ -208,15 +200,7 @@ impl ContainerAttrs {
             init: Attr::none(INIT),
             validate: Attr::none(VALIDATE),
         };
-        for attr in input.attrs.iter().filter(|a| a.path().is_ident(NODE)) {
-            let result = attr.parse_nested_meta(|meta| {
-                out.parse_one(cx, &meta);
-                Ok(())
-            });
-            if let Err(err) = result {
-                cx.push(err);
-            }
-        }
+        for_each_node_key(cx, &input.attrs, |meta| out.parse_one(cx, meta));
         out
     }
 
@@ -270,6 +254,24 @@ impl ContainerAttrs {
                 ),
             ));
             skip_value(meta);
+        }
+    }
+}
+
+/// Calls `parse_one` for every key of every `#[node(...)]` attribute in
+/// `attrs`; a malformed attribute is recorded and parsing goes on.
+fn for_each_node_key(
+    cx: &Ctxt,
+    attrs: &[syn::Attribute],
+    mut parse_one: impl FnMut(&ParseNestedMeta<'_>),
+) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident(NODE)) {
+        let result = attr.parse_nested_meta(|meta| {
+            parse_one(&meta);
+            Ok(())
+        });
+        if let Err(err) = result {
+            cx.push(err);
         }
     }
 }
