@@ -70,6 +70,18 @@ pub enum Error {
         /// The panic payload, when it was a string.
         message: String,
     },
+    /// The pipeline cannot resume exactly as built: a node that restores by
+    /// pulling its source again sits above a node whose output order varies
+    /// from run to run. Reported when the pipeline starts.
+    #[error("{node} cannot resume exactly over {below}: {message}")]
+    InvalidPipeline {
+        /// The node that refused the pipeline.
+        node: &'static str,
+        /// The node below it that makes the replay inexact.
+        below: String,
+        /// Why, and how to build the pipeline instead.
+        message: String,
+    },
     /// A node was used after `shutdown`.
     #[error("{node} was used after shutdown: reset it to start again")]
     ShutDown {
@@ -186,6 +198,15 @@ impl Error {
                 message: message.clone(),
             },
             Error::ShutDown { node } => Error::ShutDown { node },
+            Error::InvalidPipeline {
+                node,
+                below,
+                message,
+            } => Error::InvalidPipeline {
+                node,
+                below: below.clone(),
+                message: message.clone(),
+            },
         }
     }
 }

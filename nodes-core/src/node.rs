@@ -69,6 +69,23 @@ pub trait Stateful {
     /// Stops background work (threads, open handles). The node can be reset
     /// and used again afterwards. Parents forward it to their children.
     fn shutdown(&mut self) {}
+
+    /// The node in this subtree whose output order can differ between two
+    /// runs from the same state, if there is one (an out-of-order
+    /// `ParallelMapper` with workers), rendered for error messages.
+    ///
+    /// A node that restores by pulling its source again after a reset (an
+    /// unbatcher re-pulling its batch, a read-ahead replaying its last
+    /// chunk) asks this when it starts: over such a source a replay would
+    /// give other items, so it either records positions per item instead,
+    /// or refuses the pipeline with an error naming both nodes.
+    ///
+    /// `#[derive(Node)]` forwards it from the children. A hand-written node
+    /// with children should forward it too (the default says "replays
+    /// exactly", which is right for a source).
+    fn varying_order(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<N: Node + ?Sized> Node for Box<N> {
@@ -94,6 +111,10 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 
     fn shutdown(&mut self) {
         (**self).shutdown();
+    }
+
+    fn varying_order(&self) -> Option<String> {
+        (**self).varying_order()
     }
 }
 
@@ -206,6 +227,14 @@ impl Cx {
     pub fn record_blocked(&mut self, waited: Duration) {
         if let Some(stats) = &mut self.stats {
             stats.blocked(waited);
+        }
+    }
+
+    /// Records `n` bad records the current node dropped under its error
+    /// policy (shown as [`NodeStats::skipped`](crate::NodeStats::skipped)).
+    pub fn record_skipped(&mut self, n: u64) {
+        if let Some(stats) = &mut self.stats {
+            stats.skipped(n);
         }
     }
 

@@ -100,6 +100,8 @@ pub trait Children {
     fn shutdown_children(&mut self);
     /// A description grouping the children under their keys.
     fn describe_children(&self) -> Description;
+    /// The first child's [`Stateful::varying_order`], if any child has one.
+    fn children_varying_order(&self) -> Option<String>;
 }
 
 impl<N: Node> Children for Vec<N> {
@@ -123,6 +125,10 @@ impl<N: Node> Children for Vec<N> {
 
     fn shutdown_children(&mut self) {
         self.iter_mut().for_each(Stateful::shutdown);
+    }
+
+    fn children_varying_order(&self) -> Option<String> {
+        self.iter().find_map(Stateful::varying_order)
     }
 
     fn describe_children(&self) -> Description {
@@ -155,6 +161,10 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::
 
     fn shutdown_children(&mut self) {
         self.values_mut().for_each(Stateful::shutdown);
+    }
+
+    fn children_varying_order(&self) -> Option<String> {
+        self.values().find_map(Stateful::varying_order)
     }
 
     fn describe_children(&self) -> Description {

@@ -52,6 +52,7 @@ struct Row {
     depth_sum: u64,
     depth_samples: u64,
     depth_max: u64,
+    skipped: u64,
     /// The rows of the nodes this one called.
     children: Callees,
 }
@@ -185,6 +186,13 @@ impl Recorder {
         }
     }
 
+    pub(crate) fn skipped(&mut self, n: u64) {
+        if let Some(frame) = self.stack.last() {
+            let row = &mut self.rows[frame.row];
+            row.skipped = row.skipped.saturating_add(n);
+        }
+    }
+
     pub(crate) fn queue_depth(&mut self, depth: usize) {
         if let Some(frame) = self.stack.last() {
             let row = &mut self.rows[frame.row];
@@ -215,6 +223,7 @@ impl Recorder {
             let (entry, sums) = &mut merged[at];
             entry.items += row.items;
             entry.calls += row.calls;
+            entry.skipped += row.skipped;
             entry.depth_sum += row.depth_sum;
             entry.depth_samples += row.depth_samples;
             entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
@@ -293,6 +302,9 @@ pub struct NodeStats {
     pub blocked: Duration,
     /// Largest queue depth reported.
     pub max_queue_depth: u64,
+    /// Bad records dropped under a skipping
+    /// [`ErrorPolicy`](../nodes_std/enum.ErrorPolicy.html).
+    pub skipped: u64,
     depth_sum: u64,
     depth_samples: u64,
 }

@@ -62,6 +62,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let get_state = get_state_body(input, &p, version);
     let describe = describe_body(input, &p, &name);
     let shutdown = shutdown_body(input, &p);
+    let varying_order = varying_order_body(input, &p);
 
     quote! {
         // Inherent `next()`/`get_state()` that cannot be called: a node that was
@@ -109,6 +110,10 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
 
             fn shutdown(&mut self) {
                 #shutdown
+            }
+
+            fn varying_order(&self) -> ::core::option::Option<::std::string::String> {
+                #varying_order
             }
         }
     }
@@ -304,4 +309,19 @@ fn shutdown_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
         }
     });
     quote!(#(#parts)*)
+}
+
+/// The first child (in field order) whose output order varies between runs.
+fn varying_order_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+    let parts = input.fields.iter().filter_map(|f| {
+        let member = f.ident;
+        match f.attrs.role()? {
+            Role::Child => Some(quote!(.or_else(|| #p::Stateful::varying_order(&self.#member)))),
+            Role::Children => {
+                Some(quote!(.or_else(|| #p::Children::children_varying_order(&self.#member))))
+            }
+            _ => None,
+        }
+    });
+    quote!(::core::option::Option::None #(#parts)*)
 }

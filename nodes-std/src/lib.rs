@@ -22,6 +22,7 @@ mod map;
 mod map_style;
 mod par_map;
 mod permute;
+mod policy;
 mod prefetch;
 mod sampler;
 mod sampler_wrapper;
@@ -40,6 +41,7 @@ pub use crate::iterable::{IterableWrapper, SeekableIterator};
 pub use crate::map::{Mapper, TryMapper};
 pub use crate::map_style::{Dataset, MapStyleWrapper};
 pub use crate::par_map::{ParallelMapper, ParallelOptions};
+pub use crate::policy::ErrorPolicy;
 pub use crate::prefetch::Prefetcher;
 pub use crate::sampler::{
     MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, OutputMode, Plain, StopCriteria, Tagged,
@@ -63,6 +65,7 @@ pub use nodes_core::__private;
 
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
+    pub use crate::ErrorPolicy;
     pub use crate::NodeExt;
     pub use crate::ParallelOptions;
     pub use crate::{
