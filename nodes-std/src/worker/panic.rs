@@ -19,7 +19,16 @@ pub(crate) fn catch<R>(
 ) -> Result<R> {
     match panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
-        Err(payload) => Err(Error::from_panic(node, index, &*payload)),
+        Err(payload) => {
+            let error = Error::from_panic(node, index, &*payload);
+            // A payload's `Drop` is user code too, and may panic again: that
+            // would unwind through our thread. Drop it under a guard, and
+            // leak whatever a second failure leaves behind.
+            if let Err(second) = panic::catch_unwind(AssertUnwindSafe(|| drop(payload))) {
+                std::mem::forget(second);
+            }
+            Err(error)
+        }
     }
 }
 

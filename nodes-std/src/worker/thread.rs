@@ -52,8 +52,4 @@ impl Workers {
         }
     }
 
-    /// How many threads have not been joined yet.
-    pub(crate) fn len(&self) -> usize {
-        self.handles.len()
-    }
 }
