@@ -29,7 +29,7 @@ use crossbeam_channel::{Receiver, Sender};
 use nodes_core::__private::worker_cx;
 use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
 
-use super::panic::catch;
+use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
 use super::snapshot::{self, Cursor, Saved};
@@ -163,10 +163,10 @@ impl<N: Node> Puller<N> {
         let mut chunk = Chunk::new(limit.min(64));
         while chunk.items.len() < limit {
             let index = self.next_index;
-            let pulled = catch(node, Some(index), || self.source.next(cx));
+            let pulled = guard(node, Some(index), || self.source.next(cx));
             let item = match pulled {
-                Ok(Some(item)) => Ok(item),
-                Ok(None) => {
+                Ok(Ok(Some(item))) => Ok(item),
+                Ok(Ok(None)) => {
                     chunk.end = Some(index);
                     self.done = true;
                     if let Some(&beyond) = self.skip.iter().next() {
@@ -184,15 +184,16 @@ impl<N: Node> Puller<N> {
                     }
                     return chunk;
                 }
-                Err(e @ Error::Panicked { .. }) => {
+                Err(panicked) => {
                     // A source that panicked is in no known state: deliver
                     // the panic and end the pass.
                     self.done = true;
-                    chunk.items.push((index, Err(e)));
+                    chunk.items.push((index, Err(panicked)));
                     chunk.end = Some(index + 1);
                     return chunk;
                 }
-                Err(e) => Err(e),
+                // An error the source returned is one item.
+                Ok(Err(e)) => Err(e),
             };
             self.next_index += 1;
             if !self.skip.is_empty() && self.skip.remove(&index) {
@@ -493,7 +494,9 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             .into_iter()
             .map(|(index, item)| {
                 let out = item.and_then(|item| {
-                    catch(self.plan.node, Some(index), || self.stage.apply(index, item))
+                    catch(self.plan.node, Some(index), || {
+                        self.stage.apply(index, item)
+                    })
                 });
                 (index, out)
             })
@@ -606,13 +609,15 @@ where
         self.flag.check(node)?;
         loop {
             let delivered = match &mut self.phase {
-                Phase::Running(pool) => match pool.next(&self.cursor, self.run.in_order, node, cx) {
-                    Some((index, value, snapshot)) => {
-                        self.cursor.deliver(index, snapshot);
-                        Some(value)
+                Phase::Running(pool) => {
+                    match pool.next(&self.cursor, self.run.in_order, node, cx) {
+                        Some((index, value, snapshot)) => {
+                            self.cursor.deliver(index, snapshot);
+                            Some(value)
+                        }
+                        None => None,
                     }
-                    None => None,
-                },
+                }
                 Phase::Inline => self.next_inline(cx),
                 Phase::Finished => return Ok(None),
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
@@ -756,11 +761,9 @@ where
         if let Some(saved) = saved {
             for i in 0..saved.steps {
                 // An `Err` is an item too: it was delivered, so it is skipped.
-                match catch(node, Some(i), || puller.source.next(&mut cx)) {
-                    Ok(Some(_)) => {}
-                    Err(e @ Error::Panicked { .. }) => return Err(e),
+                match guard(node, Some(i), || puller.source.next(&mut cx))? {
                     // An `Err` is an item too: it was delivered, so skip it.
-                    Err(_) => {}
+                    Ok(Some(_)) | Err(_) => {}
                     Ok(None) => {
                         return Err(Error::bad_state(
                             saved.steps_path.clone(),
@@ -819,7 +822,11 @@ where
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.plan.node)?;
         let mut state = match self.phase {
-            Phase::Idle => return Err(Error::NotReset { node: self.plan.node }),
+            Phase::Idle => {
+                return Err(Error::NotReset {
+                    node: self.plan.node,
+                });
+            }
             _ if self.run.workers == 0 => {
                 let puller = lock(&self.puller);
                 // Skipped items right at the front count as received steps.
@@ -828,7 +835,12 @@ where
                     low += 1;
                 }
                 let source = puller.source.get_state(cx)?;
-                self.encode(&source, puller.next_index, low, puller.skip.range(low..).copied())?
+                self.encode(
+                    &source,
+                    puller.next_index,
+                    low,
+                    puller.skip.range(low..).copied(),
+                )?
             }
             _ => {
                 let (snapshot, base, low, ahead) = self.cursor.parts();

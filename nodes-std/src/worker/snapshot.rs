@@ -264,7 +264,12 @@ impl Cursor {
     /// The position as `(snapshot, index after it, first undelivered
     /// index, delivered indices beyond that)`, for [`encode`].
     pub(crate) fn parts(&self) -> (&State, u64, u64, impl Iterator<Item = u64> + '_) {
-        (&self.snapshot, self.base, self.low, self.ahead.iter().copied())
+        (
+            &self.snapshot,
+            self.base,
+            self.low,
+            self.ahead.iter().copied(),
+        )
     }
 
     /// The position as a state (see [`encode`]).

@@ -51,5 +51,4 @@ impl Workers {
             let _ = handle.join();
         }
     }
-
 }
