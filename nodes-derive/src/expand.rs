@@ -11,37 +11,17 @@ use crate::ctxt::Ctxt;
 use crate::{check, fallback};
 
 pub(crate) fn derive(input: &syn::DeriveInput) -> TokenStream {
-    match try_expand(input) {
-        Ok(tokens) => tokens,
-        Err(err) => fallback::expand(input, &err),
-    }
-}
-
-fn try_expand(input: &syn::DeriveInput) -> syn::Result<TokenStream> {
     let cx = Ctxt::new();
     let model = Input::from_syn(&cx, input);
-    if let Some(model) = &model {
-        check::check(&cx, model);
-    }
-    cx.check()?;
-    // `from_syn` records an error whenever it returns `None`, so this is set.
-    let model = model.ok_or_else(|| syn::Error::new_spanned(input, "unsupported input"))?;
-    Ok(impl_node(&model))
-}
-
-/// The path generated code reaches the runtime through.
-pub(crate) fn krate(input: &syn::DeriveInput) -> TokenStream {
-    let cx = Ctxt::new();
-    let attrs = crate::attr::ContainerAttrs::from_ast(&cx, input);
-    let _ = cx.check();
-    match attrs.krate.get() {
-        Some(path) => quote!(#path),
-        None => quote!(::nodes_std),
+    check::check(&cx, &model);
+    match cx.check() {
+        Ok(()) => impl_node(&model),
+        Err(err) => fallback::expand(&model, &err),
     }
 }
 
 fn impl_node(input: &Input<'_>) -> TokenStream {
-    let krate = krate(input.original);
+    let krate = input.krate();
     let p = quote!(#krate::__private);
     let ident = input.ident;
     let name = input.name();
@@ -58,6 +38,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
         predicates.push(quote_spanned!(span=> Self: #p::Validate));
     }
 
+    let guards = started_guards(input, &p);
     let reset = reset_body(input, &p, &name, version);
     let get_state = get_state_body(input, &p, version);
     let describe = describe_body(input, &p, &name);
@@ -67,25 +48,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     quote! {
         // Inherent `next()`/`get_state()` that cannot be called: a node that was
         // only constructed gets a compile error saying to start it first.
-        #[automatically_derived]
-        #[allow(dead_code, unreachable_pub, clippy::should_implement_trait)]
-        impl #impl_generics #ident #ty_generics #where_clause {
-            #[doc(hidden)]
-            pub fn next(&self) -> ::core::convert::Infallible
-            where
-                for<'__a> Self: #p::Started<'__a>,
-            {
-                ::core::unreachable!()
-            }
-
-            #[doc(hidden)]
-            pub fn get_state(&self) -> ::core::convert::Infallible
-            where
-                for<'__a> Self: #p::Started<'__a>,
-            {
-                ::core::unreachable!()
-            }
-        }
+        #guards
 
         #[automatically_derived]
         #[allow(unused_qualifications, clippy::needless_question_mark)]
@@ -117,6 +80,26 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
             }
         }
     }
+}
+
+/// The call of `__started_guards!` for this type: its generic parameters
+/// without defaults (as in an `impl<...>`) and its own where clause.
+fn started_guards(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+    let mut params = input.generics.params.clone();
+    for param in &mut params {
+        match param {
+            syn::GenericParam::Type(t) => t.default = None,
+            syn::GenericParam::Const(c) => c.default = None,
+            syn::GenericParam::Lifetime(_) => {}
+        }
+    }
+    let ident = input.ident;
+    let (_, ty_generics, where_clause) = input.generics.split_for_impl();
+    let where_clause = where_clause.map(|w| {
+        let predicates = &w.predicates;
+        quote!(where [#predicates])
+    });
+    quote!(#p::__started_guards!(impl [#params] #ident #ty_generics #where_clause);)
 }
 
 /// `tokens` with every span replaced by `span`.
