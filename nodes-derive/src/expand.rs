@@ -144,6 +144,7 @@ fn field_bounds(input: &Input<'_>, p: &TokenStream) -> Vec<TokenStream> {
                 ),
                 Role::Lazy => quote_spanned!(span=> #ty: #p::LazySlot),
                 Role::Param => quote_spanned!(span=> #ty: ::core::fmt::Debug),
+                Role::Config => return None,
             })
         })
         .collect()
@@ -272,7 +273,7 @@ fn describe_body(input: &Input<'_>, p: &TokenStream, name: &str) -> TokenStream 
             Role::Children => Some(quote!(
                 __d = __d.child(#key, #p::Children::describe_children(&self.#member));
             )),
-            Role::State | Role::Lazy => None,
+            Role::State | Role::Lazy | Role::Config => None,
         }
     });
     quote! {

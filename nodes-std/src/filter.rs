@@ -31,6 +31,7 @@ use crate::{Cx, Node, NodeId, Result};
 pub struct Filter<S, F> {
     #[node(child)]
     source: S,
+    #[node(config)]
     f: F,
 }
 

@@ -46,8 +46,10 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, Result};
 #[node(init)]
 #[must_use = "nodes do nothing until started"]
 pub struct IterableWrapper<I: IntoIterator> {
+    #[node(config)]
     iterable: I,
     /// How `init` skips the items a restored state had already returned.
+    #[node(config)]
     skip: fn(&mut I::IntoIter, u64) -> u64,
     #[node(state)]
     num_yielded: u64,

@@ -31,6 +31,7 @@ use crate::{BoxError, Cx, Error, Node, NodeId, Result};
 pub struct Mapper<S, F> {
     #[node(child)]
     source: S,
+    #[node(config)]
     f: F,
 }
 
@@ -97,6 +98,7 @@ pub struct TryMapper<S, F> {
     source: S,
     #[node(state)]
     num_seen: u64,
+    #[node(config)]
     f: F,
 }
 

@@ -127,6 +127,7 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 #[derive(Node)]
 #[must_use = "nodes do nothing until started"]
 pub struct MapStyleWrapper<D, S> {
+    #[node(config)]
     dataset: D,
     #[node(child)]
     sampler: S,
