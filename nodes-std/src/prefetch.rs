@@ -166,6 +166,7 @@ fn plan(prefetch_factor: usize) -> Result<Plan> {
         // Half the read-ahead, so the reader fills one chunk while the
         // consumer empties the other.
         max_chunk: (prefetch_factor / 2).clamp(1, MAX_CHUNK),
+        adaptive_chunks: false,
         snapshots: Snapshots::ChunkEnd,
         layout: Layout::InOrder,
         policy: ErrorPolicy::Deliver,

@@ -82,6 +82,10 @@ pub(crate) struct Plan {
     pub(crate) max_in_flight: usize,
     /// Items pulled under one hold of the source lock, at most.
     pub(crate) max_chunk: usize,
+    /// Whether workers start with chunks of one item and grow them while
+    /// the stage is cheap (see [`ChunkSizer`]), or always ask for
+    /// `max_chunk`.
+    pub(crate) adaptive_chunks: bool,
     pub(crate) snapshots: Snapshots,
     pub(crate) layout: Layout,
     pub(crate) policy: ErrorPolicy,
@@ -100,6 +104,7 @@ impl Plan {
         Plan {
             in_order: true,
             max_chunk: 1,
+            adaptive_chunks: false,
             snapshots: Snapshots::Every(1),
             ..self
         }
@@ -430,6 +435,51 @@ impl<U> Drop for DeathNotice<U> {
     }
 }
 
+/// How many items a worker asks for at a time.
+///
+/// Handing a chunk to the consumer costs a channel operation and, when the
+/// consumer sleeps, a wake-up (microseconds on a VM). A chunk of one item
+/// keeps latency and read-ahead low for an expensive stage; a cheap stage
+/// would pay the hand-over on every item. So a worker starts at one item and
+/// doubles its chunk while processing a chunk takes less than
+/// [`CHEAP_CHUNK`], up to the plan's `max_chunk` (the credits bound it too),
+/// and halves it again once a chunk takes longer than [`DEAR_CHUNK`].
+#[derive(Debug)]
+struct ChunkSizer {
+    size: usize,
+    max: usize,
+    adaptive: bool,
+}
+
+/// A chunk processed faster than this is worth growing.
+const CHEAP_CHUNK: Duration = Duration::from_micros(50);
+/// A chunk processed slower than this is worth shrinking.
+const DEAR_CHUNK: Duration = Duration::from_micros(500);
+
+impl ChunkSizer {
+    fn new(plan: &Plan) -> Self {
+        let max = plan.max_chunk.max(1);
+        ChunkSizer {
+            size: if plan.adaptive_chunks { 1 } else { max },
+            max,
+            adaptive: plan.adaptive_chunks,
+        }
+    }
+
+    /// A chunk of `len` items took `took` to process.
+    fn observe(&mut self, len: usize, took: Duration) {
+        if !self.adaptive || len < self.size {
+            // A short chunk (credits ran low, end of data) says little.
+            return;
+        }
+        if took < CHEAP_CHUNK {
+            self.size = (self.size * 2).min(self.max);
+        } else if took > DEAR_CHUNK {
+            self.size = (self.size / 2).max(1);
+        }
+    }
+}
+
 /// Everything one worker thread needs.
 struct Worker<N: Node, S, U> {
     puller: Arc<Mutex<Puller<N>>>,
@@ -450,11 +500,12 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             node: self.plan.node,
             index: 0,
         };
+        let mut sizer = ChunkSizer::new(&self.plan);
         loop {
             if self.halt.load(Ordering::Acquire) {
                 return;
             }
-            let granted = self.permits.acquire_up_to(self.plan.max_chunk);
+            let granted = self.permits.acquire_up_to(sizer.size);
             if granted == 0 {
                 return;
             }
@@ -480,7 +531,9 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 // chunk's first item, which is the one it waits for in order.
                 notice.index = *first;
             }
+            let started = Instant::now();
             let chunk = self.process(pulled);
+            sizer.observe(chunk.items.len(), started.elapsed());
             if self.results.send(chunk).is_err() || last {
                 return;
             }
