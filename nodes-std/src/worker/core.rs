@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use nodes_core::__private::worker_cx;
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
+use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
 
 use super::panic::{catch, guard};
 use super::permits::Permits;
@@ -260,6 +259,9 @@ enum Phase<U> {
     Idle,
     /// `workers == 0`: the consumer pulls and processes.
     Inline,
+    /// Reset; the workers start at the first `next`, from the consumer's
+    /// context (a pass beginning at this index).
+    Ready(u64),
     /// Workers are running.
     Running(Pool<U>),
     /// The pass ended; workers joined.
@@ -273,6 +275,7 @@ impl<U> fmt::Debug for Phase<U> {
         f.write_str(match self {
             Phase::Idle => "Idle",
             Phase::Inline => "Inline",
+            Phase::Ready(_) => "Ready",
             Phase::Running(_) => "Running",
             Phase::Finished => "Finished",
             Phase::ShutDown => "ShutDown",
@@ -493,8 +496,7 @@ struct Worker<N: Node, S, U> {
 impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// Take credits, pull a chunk under the source lock, process it with the
     /// lock released, send it; until the pass ends or the owner stops it.
-    fn run(self) {
-        let mut cx = worker_cx();
+    fn run(self, mut cx: Cx) {
         let mut notice = DeathNotice {
             results: self.results.clone(),
             node: self.plan.node,
@@ -661,6 +663,9 @@ where
         let node = self.plan.node;
         self.flag.check(node)?;
         loop {
+            if let Phase::Ready(base) = self.phase {
+                self.phase = Phase::Running(self.spawn_pool(base, cx)?);
+            }
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
                     match pool.next(&self.cursor, self.run.in_order, node, cx) {
@@ -674,10 +679,10 @@ where
                 Phase::Inline => self.next_inline(cx),
                 Phase::Finished => return Ok(None),
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
-                Phase::Idle => return Err(Error::NotReset { node }),
+                Phase::Idle | Phase::Ready(_) => return Err(Error::NotReset { node }),
             };
             let error = match delivered {
-                None => return self.end_of_data(),
+                None => return self.end_of_data(cx),
                 Some(Ok(value)) => return Ok(Some(value)),
                 Some(Err(error)) => error,
             };
@@ -707,13 +712,13 @@ where
     }
 
     /// The consumer reached the end of the pass.
-    fn end_of_data(&mut self) -> Result<Option<U>> {
+    fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
         self.finish();
         // The source stands where the consumer does only if it really ended
         // (not when a worker died, leaving others' read-ahead behind).
         self.ended = lock(&self.puller).done;
         if self.ended {
-            self.snapshot_at_end()?;
+            self.snapshot_at_end(cx)?;
         }
         Ok(None)
     }
@@ -737,13 +742,13 @@ where
     /// reset). Snapshot that position, so that restoring a state taken at
     /// the end of a pass sets the source up for the next pass exactly as the
     /// uninterrupted run does.
-    fn snapshot_at_end(&mut self) -> Result<()> {
+    fn snapshot_at_end(&mut self, cx: &Cx) -> Result<()> {
         if self.run.workers == 0 {
             return Ok(());
         }
         let puller = lock(&self.puller);
         let node = self.plan.node;
-        let snapshot = catch(node, None, || puller.source.get_state(&worker_cx()))?;
+        let snapshot = catch(node, None, || puller.source.get_state(cx))?;
         self.cursor = Cursor::new(snapshot, puller.next_index, []);
         Ok(())
     }
@@ -792,7 +797,7 @@ where
         } else if self.run.workers == 0 {
             Phase::Inline
         } else {
-            Phase::Running(self.spawn_pool(base)?)
+            Phase::Ready(base)
         };
         self.flag.mark();
         Ok(())
@@ -806,15 +811,13 @@ where
         let threaded = self.run.workers > 0;
         let mut puller = lock(&self.puller);
         let puller = &mut *puller;
-        let mut cx = worker_cx();
         puller.done = false;
         puller.skip.clear();
         puller.next_index = 0;
-        puller.source.reset(saved.map(|s| &s.snapshot))?;
+        let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
         if let Some(saved) = saved {
             for i in 0..saved.steps {
-                // An `Err` is an item too: it was delivered, so it is skipped.
-                match guard(node, Some(i), || puller.source.next(&mut cx))? {
+                match guard(node, Some(i), || replay.next())? {
                     // An `Err` is an item too: it was delivered, so skip it.
                     Ok(Some(_)) | Err(_) => {}
                     Ok(None) => {
@@ -828,20 +831,23 @@ where
                     }
                 }
             }
+        }
+        let snapshot = if threaded {
+            replay.get_state()?
+        } else {
+            State::new()
+        };
+        if let Some(saved) = saved {
             puller.next_index = saved.resume_index();
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);
         }
         self.source_description = puller.source.describe();
-        if threaded {
-            puller.source.get_state(&cx)
-        } else {
-            Ok(State::new())
-        }
+        Ok(snapshot)
     }
 
     /// Starts the worker threads for a pass beginning at `base`.
-    fn spawn_pool(&self, base: u64) -> Result<Pool<U>> {
+    fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut pool = Pool {
             results: rx,
@@ -864,7 +870,8 @@ where
             };
             let name = format!("{}-{i}", self.plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
-            let handle = thread::spawn(self.plan.node, name, move || worker.run())?;
+            let worker_cx = cx.fork();
+            let handle = thread::spawn(self.plan.node, name, move || worker.run(worker_cx))?;
             pool.workers.push(handle);
         }
         Ok(pool)
