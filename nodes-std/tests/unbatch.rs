@@ -30,7 +30,7 @@ fn unbatch_state_is_source_before_batch_plus_index() {
     let state = running.get_state().unwrap();
     assert_eq!(
         state.to_json().unwrap(),
-        r#"{"source":{"source":{"num_yielded":4}},"batch_idx":1}"#
+        r#"{"source":{"source":{"num_yielded":4},"pending_errors":[]},"batch_idx":1}"#
     );
     let rest: Vec<u32> = IterableWrapper::new(0..20u32)
         .batch(4)
@@ -69,8 +69,10 @@ fn unbatch_save_load() {
 
 #[test]
 fn unbatch_rejects_an_index_past_the_batch() {
-    let state =
-        State::from_json(r#"{"source":{"source":{"num_yielded":20}},"batch_idx":1}"#).unwrap();
+    let state = State::from_json(
+        r#"{"source":{"source":{"num_yielded":20},"pending_errors":[]},"batch_idx":1}"#,
+    )
+    .unwrap();
     let err = IterableWrapper::new(0..20u32)
         .batch(4)
         .unwrap()
@@ -81,8 +83,10 @@ fn unbatch_rejects_an_index_past_the_batch() {
         err.to_string().contains("the source has none left"),
         "{err}"
     );
-    let state =
-        State::from_json(r#"{"source":{"source":{"num_yielded":0}},"batch_idx":9}"#).unwrap();
+    let state = State::from_json(
+        r#"{"source":{"source":{"num_yielded":0},"pending_errors":[]},"batch_idx":9}"#,
+    )
+    .unwrap();
     let err = IterableWrapper::new(0..20u32)
         .batch(4)
         .unwrap()
@@ -91,7 +95,10 @@ fn unbatch_rejects_an_index_past_the_batch() {
         .unwrap_err();
     assert_eq!(err.state_path(), Some("/batch_idx"), "{err}");
     assert!(err.is_bad_state(), "{err}");
-    let state = State::from_json(r#"{"source":{"source":{"num_yielded":0}},"batch":1}"#).unwrap();
+    let state = State::from_json(
+        r#"{"source":{"source":{"num_yielded":0},"pending_errors":[]},"batch":1}"#,
+    )
+    .unwrap();
     let err = IterableWrapper::new(0..20u32)
         .batch(4)
         .unwrap()
@@ -100,3 +107,4 @@ fn unbatch_rejects_an_index_past_the_batch() {
         .unwrap_err();
     assert!(err.is_bad_state(), "{err}");
 }
+
