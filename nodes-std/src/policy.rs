@@ -1,9 +1,6 @@
 //! [`ErrorPolicy`]: what a fallible node does with a bad record, and the
 //! checkpointed budget that applies it.
 
-// Used by the fallible nodes as they adopt the policy.
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
@@ -22,10 +19,17 @@ use crate::{Cx, Error, Result, State};
 ///
 /// ```
 /// use nodes_std::prelude::*;
-/// use nodes_std::ErrorPolicy;
 ///
-/// let policy = ErrorPolicy::SkipAtMost(10);
-/// assert_ne!(policy, ErrorPolicy::default());
+/// fn parse(line: &str) -> std::result::Result<u32, std::num::ParseIntError> {
+///     line.trim().parse()
+/// }
+///
+/// let lines = ["1", "2", "oops", "4"];
+/// let mut loader = Loader::new(IterableWrapper::new(lines).try_map(parse).on_error(ErrorPolicy::Skip)).with_stats();
+/// let numbers: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
+/// assert_eq!(numbers, [1, 2, 4]);
+/// let stats = loader.stats().expect("stats are on");
+/// assert_eq!(stats.get("TryMapper").map(|n| n.skipped), Some(1));
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
