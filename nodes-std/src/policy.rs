@@ -102,6 +102,15 @@ impl ErrorBudget {
 
     /// Decides about `error`, counting a skip in the budget and in the stats.
     pub(crate) fn judge(&mut self, error: Error, cx: &mut Cx) -> Verdict {
+        let verdict = self.decide(error);
+        if let Verdict::Skip = verdict {
+            cx.record_skipped(1);
+        }
+        verdict
+    }
+
+    /// [`judge`](Self::judge) without the statistics.
+    fn decide(&mut self, error: Error) -> Verdict {
         let skip = match self.policy {
             ErrorPolicy::Deliver => return Verdict::Deliver(error),
             ErrorPolicy::Fail => false,
@@ -110,7 +119,6 @@ impl ErrorBudget {
         };
         if skip {
             self.counts.skipped = self.counts.skipped.saturating_add(1);
-            cx.record_skipped(1);
             Verdict::Skip
         } else {
             self.counts.ended = true;
@@ -302,9 +310,8 @@ mod tests {
 
     fn verdicts(policy: ErrorPolicy, n: usize) -> Vec<&'static str> {
         let mut budget = ErrorBudget::new(policy);
-        let mut cx = nodes_core::__private::worker_cx();
         (0..n)
-            .map(|_| match budget.judge(err(), &mut cx) {
+            .map(|_| match budget.decide(err()) {
                 Verdict::Deliver(_) => "deliver",
                 Verdict::DeliverAndEnd(_) => "end",
                 Verdict::Skip => "skip",
@@ -374,17 +381,13 @@ mod tests {
     #[test]
     fn counts_survive_a_save_and_load() {
         let mut budget = ErrorBudget::new(ErrorPolicy::SkipAtMost(1));
-        let mut cx = nodes_core::__private::worker_cx();
-        assert!(matches!(budget.judge(err(), &mut cx), Verdict::Skip));
+        assert!(matches!(budget.decide(err()), Verdict::Skip));
         let mut state = State::new();
         budget.save(&mut state).unwrap();
         let state = State::from_json(&state.to_json().unwrap()).unwrap();
         let mut fresh = ErrorBudget::new(ErrorPolicy::SkipAtMost(1));
         fresh.restore(fresh.load(&state).unwrap());
-        assert!(matches!(
-            fresh.judge(err(), &mut cx),
-            Verdict::DeliverAndEnd(_)
-        ));
+        assert!(matches!(fresh.decide(err()), Verdict::DeliverAndEnd(_)));
         assert!(fresh.ended());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
 
 const NAME: &str = "Unbatcher";
 const SOURCE: &str = "source";
@@ -157,14 +157,12 @@ where
         state.expect_keys(NAME, &[SOURCE, BATCH_IDX])?;
         let before = state.child(SOURCE)?;
         let idx: u64 = state.get(BATCH_IDX)?;
-        self.source.reset(Some(&before))?;
         self.current = None;
         self.idx = 0;
+        let mut replay = Replay::reset(&mut self.source, Some(&before))?;
         if idx > 0 {
-            // Re-pull the batch the state stands in. `reset` has no `Cx`; the
-            // source was just reset, which is what a `Cx` vouches for.
-            let mut cx = crate::__private::worker_cx();
-            let Some(batch) = self.source.next(&mut cx)? else {
+            // Re-pull the batch the state stands in.
+            let Some(batch) = replay.next()? else {
                 return Err(Error::bad_state(
                     state.path_of(BATCH_IDX),
                     format!(

@@ -33,7 +33,7 @@ use super::permits::Permits;
 use super::reorder::ReorderBuffer;
 use super::snapshot::{self, Cursor, Saved};
 use super::thread::{self, Workers, lock};
-use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict};
+use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
 /// The work applied to every item on the worker (or the caller's) thread.
 pub(crate) trait Stage<T, U>: Send + Sync + 'static {
@@ -196,8 +196,16 @@ impl<N: Node> Puller<N> {
                     chunk.end = Some(index + 1);
                     return chunk;
                 }
-                // An error the source returned is one item.
-                Ok(Err(e)) => Err(e),
+                // A bad record from the source is one item.
+                Ok(Err(e)) if is_bad_record(&e) => Err(e),
+                // Any other error says the source cannot go on: deliver it
+                // and end the pass (it would otherwise be pulled forever).
+                Ok(Err(e)) => {
+                    self.done = true;
+                    chunk.items.push((index, Err(e)));
+                    chunk.end = Some(index + 1);
+                    return chunk;
+                }
             };
             self.next_index += 1;
             if !self.skip.is_empty() && self.skip.remove(&index) {
@@ -684,7 +692,9 @@ where
             let error = match delivered {
                 None => return self.end_of_data(cx),
                 Some(Ok(value)) => return Ok(Some(value)),
-                Some(Err(error)) => error,
+                Some(Err(error)) if is_bad_record(&error) => error,
+                // Not a bad record: no policy applies (the pass ends by itself).
+                Some(Err(error)) => return Err(error),
             };
             match self.budget.judge(error, cx) {
                 Verdict::Deliver(error) => return Err(error),
