@@ -87,7 +87,9 @@ pub struct Loader<N: Node> {
     /// One item pulled ahead to see whether a loaded state is at its end,
     /// with the state from before the pull. An explicit option, so that an
     /// item that is itself `None` is never mistaken for "nothing cached".
-    peeked: Option<(N::Item, State)>,
+    /// The item may be an `Err`: an error is one item like any other, and
+    /// the epoch goes on after it.
+    peeked: Option<(Result<N::Item>, State)>,
     /// The pipeline's shape, taken once: saved with every state and compared
     /// with the shape a loaded state was taken from.
     shape: Description,
@@ -172,7 +174,10 @@ impl<N: Node> Loader<N> {
 
     /// Starts the next epoch (or resumes a loaded state) and returns its iterator.
     ///
-    /// A failure to reset the root is the epoch's first (and only) item.
+    /// An `Err` from the pipeline is one item: the epoch goes on after it,
+    /// also when a restored state stands right before a failing item. A
+    /// failure to start (to reset the root) is the epoch's first and only
+    /// item.
     pub fn epoch(&mut self) -> Epoch<'_, N> {
         let start = self.begin_epoch();
         Epoch {
@@ -188,7 +193,7 @@ impl<N: Node> Loader<N> {
                 // A loaded state may stand at the end of its epoch: look one item
                 // ahead, and start the next epoch if there is none.
                 let before = self.current_state()?;
-                match self.root.next(&mut self.cx)? {
+                match self.root.next(&mut self.cx).transpose() {
                     Some(item) => {
                         self.peeked = Some((item, before));
                         Ok(())
@@ -358,7 +363,8 @@ impl<N: Node> Epoch<'_, N> {
         self.loader.state_dict()
     }
 
-    /// How many items this epoch has returned (counting those before a restore).
+    /// How many items this epoch has returned, `Err` items included (counting
+    /// those before a restore).
     pub fn num_yielded(&self) -> u64 {
         self.loader.num_yielded
     }
@@ -376,20 +382,18 @@ impl<N: Node> Iterator for Epoch<'_, N> {
             return None;
         }
         let loader = &mut *self.loader;
-        if let Some((item, _)) = loader.peeked.take() {
-            loader.num_yielded = loader.num_yielded.saturating_add(1);
-            return Some(Ok(item));
-        }
-        match loader.root.next(&mut loader.cx) {
-            Ok(Some(item)) => {
-                loader.num_yielded = loader.num_yielded.saturating_add(1);
-                Some(Ok(item))
-            }
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(err) => Some(Err(err)),
-        }
+        let item = match loader.peeked.take() {
+            Some((item, _)) => item,
+            None => match loader.root.next(&mut loader.cx).transpose() {
+                Some(item) => item,
+                None => {
+                    self.done = true;
+                    return None;
+                }
+            },
+        };
+        // An `Err` is one item: counted, and the epoch goes on after it.
+        loader.num_yielded = loader.num_yielded.saturating_add(1);
+        Some(item)
     }
 }

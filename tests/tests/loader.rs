@@ -202,3 +202,45 @@ fn a_state_from_a_pipeline_of_another_shape_is_rejected_naming_the_node() {
     other.load_state_dict(&state).unwrap();
     assert_eq!(collect(&mut other).len(), 6);
 }
+
+#[test]
+fn a_restore_right_before_a_failing_item_delivers_it_and_the_epoch_goes_on() {
+    // Issue 11, item 2: the look-ahead after a restore used to end the epoch
+    // at an `Err`, losing the rest of it. An `Err` is one item everywhere.
+    for len in [10u64, 6] {
+        let make = move || {
+            IterableWrapper::new(0..len).try_map(|x| if x == 5 { Err("bad") } else { Ok(x) })
+        };
+        let show = |r: Result<u64>| r.map_err(|e| e.to_string());
+        let whole: Vec<_> = Loader::new(make()).epoch().map(show).collect();
+        assert_eq!(whole.len() as u64, len);
+        assert!(whole[5].is_err() && whole.iter().filter(|r| r.is_err()).count() == 1);
+        for cut in 0..=len as usize {
+            let mut loader = Loader::new(make());
+            let mut epoch = loader.epoch();
+            let head: Vec<_> = epoch.by_ref().take(cut).map(show).collect();
+            let saved = epoch.state_dict().unwrap();
+            assert_eq!(epoch.num_yielded(), cut as u64, "an Err counts as an item");
+            let json = saved.to_json().unwrap();
+
+            let mut resumed = Loader::new(make());
+            resumed
+                .load_state_dict(&State::from_json(&json).unwrap())
+                .unwrap();
+            let mut epoch = resumed.epoch();
+            if cut < len as usize {
+                // The look-ahead (here possibly of the `Err`) is not in the state.
+                assert_eq!(epoch.state_dict().unwrap(), saved, "len {len}, cut {cut}");
+            }
+            let rest: Vec<_> = epoch.map(show).collect();
+            let expected_rest = if cut == len as usize {
+                &whole[..]
+            } else {
+                &whole[cut..]
+            };
+            assert_eq!(rest, expected_rest, "len {len}, cut {cut}: {head:?}");
+            // The epoch after it is a whole one.
+            assert_eq!(resumed.epoch().map(show).collect::<Vec<_>>(), whole);
+        }
+    }
+}
