@@ -37,6 +37,11 @@ enum Phase {
 ///   [`load_state_dict`](Loader::load_state_dict) work at any point, including
 ///   between epochs. A state is applied (and checked) at once: a bad state is
 ///   an `Err` and the loader carries on from where it stood.
+/// - Epochs are numbered from 0 ([`Epoch::index`]), and every state records
+///   the number: a state taken mid-epoch resumes in the same epoch, one taken
+///   at the end of epoch `k` resumes with epoch `k + 1`. Drive a training
+///   loop by it, not by a count of your own, and a resumed run does exactly
+///   the epochs that were left.
 ///
 /// The epoch iterator borrows the loader, so a state cannot be loaded while an
 /// epoch is live and then silently ignored. To checkpoint inside a loop, take
@@ -84,6 +89,8 @@ pub struct Loader<N: Node> {
     restart_on_end: bool,
     phase: Phase,
     num_yielded: u64,
+    /// The number of the current (or last) epoch, from 0.
+    epoch_index: u64,
     /// One item pulled ahead to see whether a loaded state is at its end,
     /// with the state from before the pull. An explicit option, so that an
     /// item that is itself `None` is never mistaken for "nothing cached".
@@ -105,6 +112,7 @@ impl<N: Node> fmt::Debug for Loader<N> {
         f.debug_struct("Loader")
             .field("root", &std::any::type_name::<N>())
             .field("phase", &self.phase)
+            .field("epoch_index", &self.epoch_index)
             .field("num_yielded", &self.num_yielded)
             .field("restart_on_end", &self.restart_on_end)
             .finish_non_exhaustive()
@@ -113,11 +121,27 @@ impl<N: Node> fmt::Debug for Loader<N> {
 
 const ROOT: &str = "root";
 const NUM_YIELDED: &str = "num_yielded";
+const EPOCH_INDEX: &str = "epoch_index";
 const PIPELINE: &str = "pipeline";
 const FINGERPRINT: &str = "fingerprint";
 const FORMAT: &str = "format";
-/// The layout version of the loader's own state.
-const FORMAT_VERSION: u32 = 1;
+/// The layout version of the loader's own state. Format 2 added
+/// `epoch_index`; format 1 states still load (as epoch 0).
+const FORMAT_VERSION: u32 = 2;
+/// Every key a loader state may have, in the order they are written.
+const KEYS: &[&str] = &[
+    ROOT,
+    NUM_YIELDED,
+    EPOCH_INDEX,
+    FORMAT,
+    FINGERPRINT,
+    PIPELINE,
+];
+/// The keys a format 1 state has; every format has them.
+const FORMAT_1_KEYS: &[&str] = &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELINE];
+/// The largest epoch index a state may hold: no run gets near it, and the
+/// next epoch's number still fits.
+const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
 
 impl<N: Node> Loader<N> {
     /// Wraps the root of a pipeline. Nothing runs until the first epoch or
@@ -134,6 +158,7 @@ impl<N: Node> Loader<N> {
             restart_on_end: true,
             phase: Phase::Fresh,
             num_yielded: 0,
+            epoch_index: 0,
             peeked: None,
         }
     }
@@ -198,12 +223,18 @@ impl<N: Node> Loader<N> {
                         self.peeked = Some((item, before));
                         Ok(())
                     }
-                    None => self.reset_root(),
+                    None => self.start_next_epoch(),
                 }
             }
             Phase::Positioned { .. } => Ok(()),
-            Phase::Fresh | Phase::Started => self.reset_root(),
+            Phase::Fresh => self.reset_root(),
+            Phase::Started => self.start_next_epoch(),
         }
+    }
+
+    fn start_next_epoch(&mut self) -> Result<()> {
+        self.epoch_index = self.epoch_index.saturating_add(1);
+        self.reset_root()
     }
 
     fn reset_root(&mut self) -> Result<()> {
@@ -216,24 +247,66 @@ impl<N: Node> Loader<N> {
         let mut state = State::new();
         state.insert_child(ROOT, self.root.get_state(&self.cx)?);
         state.insert(NUM_YIELDED, self.num_yielded)?;
+        state.insert(EPOCH_INDEX, self.epoch_index)?;
         state.insert(FORMAT, FORMAT_VERSION)?;
         state.insert_shared(FINGERPRINT, self.fingerprint.clone());
         state.insert_shared(PIPELINE, self.shape_text.clone());
         Ok(state)
     }
 
+    /// Checks the keys of a loader state against its format, and returns
+    /// the format.
+    fn check_keys(state: &State) -> Result<u32> {
+        for key in state.keys() {
+            if !KEYS.contains(&key) {
+                return Err(Error::bad_state(
+                    state.path_of(key),
+                    format!(
+                        "unexpected key for Loader (expected one of: {}); is this state from another pipeline?",
+                        KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+        for key in FORMAT_1_KEYS {
+            if !state.contains(key) {
+                return Err(Error::bad_state(
+                    state.path_of(key),
+                    "missing key for Loader; is this state from another pipeline?",
+                ));
+            }
+        }
+        let format: u32 = state.get(FORMAT)?;
+        let (required, absent): (&[&str], &[&str]) = match format {
+            1 => (&[], &[EPOCH_INDEX]),
+            FORMAT_VERSION => (&[EPOCH_INDEX], &[]),
+            _ => {
+                return Err(Error::bad_state(
+                    state.path_of(FORMAT),
+                    format!(
+                        "loader state format {format} is not supported (this build reads formats 1 to {FORMAT_VERSION})"
+                    ),
+                ));
+            }
+        };
+        if let Some(key) = required.iter().find(|k| !state.contains(k)) {
+            return Err(Error::bad_state(
+                state.path_of(key),
+                format!("missing key for a format {format} Loader state"),
+            ));
+        }
+        if let Some(key) = absent.iter().find(|k| state.contains(k)) {
+            return Err(Error::bad_state(
+                state.path_of(key),
+                format!("unexpected key for a format {format} Loader state"),
+            ));
+        }
+        Ok(format)
+    }
+
     /// Rejects a state taken from a pipeline of another shape, naming the
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
-        let format: u32 = state.get(FORMAT)?;
-        if format != FORMAT_VERSION {
-            return Err(Error::bad_state(
-                state.path_of(FORMAT),
-                format!(
-                    "loader state format {format} is not supported (this build reads format {FORMAT_VERSION})"
-                ),
-            ));
-        }
         let fingerprint: String = state.get(FINGERPRINT)?;
         let saved_text: String = state.get(PIPELINE)?;
         let saved = Description::from_text(&saved_text, &state.path_of(PIPELINE))?;
@@ -264,7 +337,8 @@ impl<N: Node> Loader<N> {
     }
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
-    /// "format": 1, "fingerprint": "<hex>", "pipeline": <description>}`.
+    /// "epoch_index": k, "format": 2, "fingerprint": "<hex>", "pipeline":
+    /// <description>}`.
     ///
     /// On a fresh loader this resets the root once; the first epoch then starts
     /// from there without resetting again.
@@ -285,11 +359,20 @@ impl<N: Node> Loader<N> {
     /// The state is applied now: a state that does not fit this pipeline is an
     /// `Err` naming its JSON path, and the loader is left where it stood.
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
-        state.expect_keys(
-            "Loader",
-            &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELINE],
-        )?;
+        let format = Self::check_keys(state)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
+        // A format 1 state does not say which epoch it is from.
+        let epoch_index: u64 = if format == 1 {
+            0
+        } else {
+            state.get(EPOCH_INDEX)?
+        };
+        if epoch_index > MAX_EPOCH_INDEX {
+            return Err(Error::bad_state(
+                state.path_of(EPOCH_INDEX),
+                format!("epoch index {epoch_index} is beyond 2^63 - 1: no run gets there"),
+            ));
+        }
         let root_state = state.child(ROOT)?;
         self.check_state_shape(state)?;
         if self.phase == Phase::Fresh {
@@ -307,6 +390,7 @@ impl<N: Node> Loader<N> {
         reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
         self.peeked = None;
         self.num_yielded = num_yielded;
+        self.epoch_index = epoch_index;
         self.phase = Phase::Positioned { loaded: true };
         Ok(())
     }
@@ -361,6 +445,61 @@ impl<N: Node> Epoch<'_, N> {
     /// item this epoch returned.
     pub fn state_dict(&mut self) -> Result<State> {
         self.loader.state_dict()
+    }
+
+    /// This epoch's number, counting from 0: the loader's first epoch is 0,
+    /// and each later one adds 1.
+    ///
+    /// It survives checkpoints. An epoch resumed from a state taken in its
+    /// middle has the number it had when the state was taken; a state taken
+    /// at the end of epoch `k` starts epoch `k + 1`. So drive a training
+    /// loop by it rather than by a counter of your own, which would run one
+    /// epoch too many after resuming an end-of-epoch checkpoint:
+    ///
+    /// ```
+    /// use nodes_core::{Cx, Description, Loader, Node, Result, State, Stateful};
+    /// # struct Count { n: u64 }
+    /// # impl Node for Count {
+    /// #     type Item = u64;
+    /// #     fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+    /// #         if self.n == 3 { return Ok(None) }
+    /// #         self.n += 1;
+    /// #         Ok(Some(self.n - 1))
+    /// #     }
+    /// # }
+    /// # impl Stateful for Count {
+    /// #     fn reset(&mut self, s: Option<&State>) -> Result<()> {
+    /// #         self.n = s.map_or(Ok(0), |s| s.get("n"))?;
+    /// #         Ok(())
+    /// #     }
+    /// #     fn get_state(&self, _cx: &Cx) -> Result<State> { State::new().with("n", self.n) }
+    /// #     fn describe(&self) -> Description { Description::new("Count") }
+    /// # }
+    /// const EPOCHS: u64 = 2;
+    /// // `Count` yields 0, 1, 2. Run epoch 0 to its end and save.
+    /// let mut loader = Loader::new(Count { n: 0 });
+    /// let mut epoch = loader.epoch();
+    /// while let Some(item) = epoch.next() { item?; }
+    /// let saved = epoch.state_dict()?.to_json()?;
+    ///
+    /// // Another process resumes: the loop sees epoch 1 only.
+    /// let mut loader = Loader::new(Count { n: 0 });
+    /// loader.load_state_dict(&State::from_json(&saved)?)?;
+    /// let mut seen = Vec::new();
+    /// loop {
+    ///     let mut epoch = loader.epoch();
+    ///     if epoch.index() >= EPOCHS {
+    ///         break;
+    ///     }
+    ///     while let Some(item) = epoch.next() {
+    ///         seen.push((epoch.index(), item?));
+    ///     }
+    /// }
+    /// assert_eq!(seen, [(1, 0), (1, 1), (1, 2)]);
+    /// # Ok::<(), nodes_core::Error>(())
+    /// ```
+    pub fn index(&self) -> u64 {
+        self.loader.epoch_index
     }
 
     /// How many items this epoch has returned, `Err` items included (counting
