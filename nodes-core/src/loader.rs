@@ -5,8 +5,8 @@ use std::fmt;
 use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
-use crate::running::reset_with_rollback;
-use crate::state::State;
+use crate::running::reset_then_check;
+use crate::state::{CHECKSUM_KEY, State};
 use crate::stats::Stats;
 
 /// Where the loader stands between epochs.
@@ -37,6 +37,11 @@ enum Phase {
 ///   [`load_state_dict`](Loader::load_state_dict) work at any point, including
 ///   between epochs. A state is applied (and checked) at once: a bad state is
 ///   an `Err` and the loader carries on from where it stood.
+/// - Every state is sealed with a checksum of its content when it is
+///   serialised (`to_json`, `to_value`, serde), and a state read back whose
+///   content no longer matches it (a damaged checkpoint) is rejected (opt
+///   out for a state edited by hand with
+///   [`verify_checksum(false)`](Loader::verify_checksum)).
 /// - Epochs are numbered from 0 ([`Epoch::index`]), and every state records
 ///   the number: a state taken mid-epoch resumes in the same epoch, one taken
 ///   at the end of epoch `k` resumes with epoch `k + 1`. Drive a training
@@ -105,6 +110,7 @@ pub struct Loader<N: Node> {
     shape_text: std::sync::Arc<str>,
     fingerprint: std::sync::Arc<str>,
     check_shape: bool,
+    verify_checksum: bool,
 }
 
 impl<N: Node> fmt::Debug for Loader<N> {
@@ -125,8 +131,10 @@ const EPOCH_INDEX: &str = "epoch_index";
 const PIPELINE: &str = "pipeline";
 const FINGERPRINT: &str = "fingerprint";
 const FORMAT: &str = "format";
+const CHECKSUM: &str = CHECKSUM_KEY;
 /// The layout version of the loader's own state. Format 2 added
-/// `epoch_index`; format 1 states still load (as epoch 0).
+/// `epoch_index` and `checksum`; format 1 states still load (as epoch 0,
+/// with nothing to verify).
 const FORMAT_VERSION: u32 = 2;
 /// Every key a loader state may have, in the order they are written.
 const KEYS: &[&str] = &[
@@ -136,6 +144,7 @@ const KEYS: &[&str] = &[
     FORMAT,
     FINGERPRINT,
     PIPELINE,
+    CHECKSUM,
 ];
 /// The keys a format 1 state has; every format has them.
 const FORMAT_1_KEYS: &[&str] = &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELINE];
@@ -153,6 +162,7 @@ impl<N: Node> Loader<N> {
             fingerprint: format!("{:016x}", shape.fingerprint()).into(),
             shape,
             check_shape: true,
+            verify_checksum: true,
             root,
             cx: Cx::new_running(),
             restart_on_end: true,
@@ -175,6 +185,59 @@ impl<N: Node> Loader<N> {
     /// deliberate change, e.g. a new batch size; the state must still fit.
     pub fn check_shape(mut self, check: bool) -> Self {
         self.check_shape = check;
+        self
+    }
+
+    /// Whether [`load_state_dict`](Loader::load_state_dict) checks a state's
+    /// content against the checksum written with it (the default).
+    ///
+    /// Serialising a loader state (`to_json`, `to_value`, serde) adds
+    /// `"checksum": "fnv1a64:<16 hex digits>"`, computed over the state's
+    /// canonical content: the rest of it as compact JSON with every object's
+    /// keys in byte order. Re-indenting a checkpoint or reordering its keys
+    /// keeps it valid; any change to what it parses to is an `Err` at
+    /// `/checksum`, and a format 2 state without the key is one too. A state
+    /// passed in memory, never serialised, has nothing to verify.
+    ///
+    /// Turn it off to load a state edited by hand: the checksum key may then
+    /// be absent or stale. Every other check still applies.
+    ///
+    /// ```
+    /// use nodes_core::{Cx, Description, Loader, Node, Result, State, Stateful};
+    /// # struct Count { n: u64 }
+    /// # impl Node for Count {
+    /// #     type Item = u64;
+    /// #     fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+    /// #         if self.n == 5 { return Ok(None) }
+    /// #         self.n += 1;
+    /// #         Ok(Some(self.n - 1))
+    /// #     }
+    /// # }
+    /// # impl Stateful for Count {
+    /// #     fn reset(&mut self, s: Option<&State>) -> Result<()> {
+    /// #         self.n = s.map_or(Ok(0), |s| s.get("n"))?;
+    /// #         Ok(())
+    /// #     }
+    /// #     fn get_state(&self, _cx: &Cx) -> Result<State> { State::new().with("n", self.n) }
+    /// #     fn describe(&self) -> Description { Description::new("Count") }
+    /// # }
+    /// // `Count` yields 0..5 and saves the next number as `n`.
+    /// let saved = Loader::new(Count { n: 0 }).state_dict()?.to_json()?;
+    /// assert!(saved.contains(r#""checksum":"fnv1a64:"#));
+    /// let edited = saved.replace(r#""n":0"#, r#""n":3"#);
+    ///
+    /// let err = Loader::new(Count { n: 0 })
+    ///     .load_state_dict(&State::from_json(&edited)?)
+    ///     .unwrap_err();
+    /// assert_eq!(err.state_path(), Some("/checksum"));
+    ///
+    /// let mut loader = Loader::new(Count { n: 0 }).verify_checksum(false);
+    /// loader.load_state_dict(&State::from_json(&edited)?)?;
+    /// assert_eq!(loader.epoch().collect::<Result<Vec<_>>>()?, [3, 4]);
+    /// # Ok::<(), nodes_core::Error>(())
+    /// ```
+    pub fn verify_checksum(mut self, verify: bool) -> Self {
+        self.verify_checksum = verify;
         self
     }
 
@@ -251,12 +314,14 @@ impl<N: Node> Loader<N> {
         state.insert(FORMAT, FORMAT_VERSION)?;
         state.insert_shared(FINGERPRINT, self.fingerprint.clone());
         state.insert_shared(PIPELINE, self.shape_text.clone());
+        // A slot: the checksum is computed only if the state is serialised.
+        state.insert_checksum();
         Ok(state)
     }
 
-    /// Checks the keys of a loader state against its format, and returns
-    /// the format.
-    fn check_keys(state: &State) -> Result<u32> {
+    /// Checks the keys of a loader state against its format (and the
+    /// checksum's type), and returns the format.
+    fn check_keys(&self, state: &State) -> Result<u32> {
         for key in state.keys() {
             if !KEYS.contains(&key) {
                 return Err(Error::bad_state(
@@ -278,7 +343,8 @@ impl<N: Node> Loader<N> {
         }
         let format: u32 = state.get(FORMAT)?;
         let (required, absent): (&[&str], &[&str]) = match format {
-            1 => (&[], &[EPOCH_INDEX]),
+            1 => (&[], &[EPOCH_INDEX, CHECKSUM]),
+            FORMAT_VERSION if self.verify_checksum => (&[EPOCH_INDEX, CHECKSUM], &[]),
             FORMAT_VERSION => (&[EPOCH_INDEX], &[]),
             _ => {
                 return Err(Error::bad_state(
@@ -290,9 +356,14 @@ impl<N: Node> Loader<N> {
             }
         };
         if let Some(key) = required.iter().find(|k| !state.contains(k)) {
+            let why = if *key == CHECKSUM {
+                ": it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)"
+            } else {
+                ""
+            };
             return Err(Error::bad_state(
                 state.path_of(key),
-                format!("missing key for a format {format} Loader state"),
+                format!("missing key for a format {format} Loader state{why}"),
             ));
         }
         if let Some(key) = absent.iter().find(|k| state.contains(k)) {
@@ -301,7 +372,35 @@ impl<N: Node> Loader<N> {
                 format!("unexpected key for a format {format} Loader state"),
             ));
         }
+        if self.verify_checksum && !state.has_checksum_slot() && state.contains(CHECKSUM) {
+            state.get::<String>(CHECKSUM)?;
+        }
         Ok(format)
+    }
+
+    /// Compares a state read back with the checksum written with it (a
+    /// state that never left memory has none to compare).
+    fn verify_content(state: &State) -> Result<()> {
+        if state.has_checksum_slot() || !state.contains(CHECKSUM) {
+            return Ok(());
+        }
+        let saved: String = state.get(CHECKSUM)?;
+        let computed = state.content_checksum();
+        if saved == computed {
+            return Ok(());
+        }
+        let algorithm = computed.split(':').next().unwrap_or_default();
+        let message = match saved.split_once(':') {
+            Some((other, _)) if other != algorithm => format!(
+                "checksum algorithm {other:?} is not supported (this build writes and reads {algorithm:?})"
+            ),
+            _ => format!(
+                "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
+                 the checkpoint was damaged after it was written, or edited by hand \
+                 (load an edited state with `Loader::verify_checksum(false)`)"
+            ),
+        };
+        Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
 
     /// Rejects a state taken from a pipeline of another shape, naming the
@@ -338,7 +437,11 @@ impl<N: Node> Loader<N> {
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
     /// "epoch_index": k, "format": 2, "fingerprint": "<hex>", "pipeline":
-    /// <description>}`.
+    /// <description>, "checksum": "fnv1a64:<hex>"}`.
+    ///
+    /// The checksum is computed when the state is serialised, not here (see
+    /// [`verify_checksum`](Loader::verify_checksum)), so taking a state costs
+    /// the same with or without it.
     ///
     /// On a fresh loader this resets the root once; the first epoch then starts
     /// from there without resetting again.
@@ -358,8 +461,15 @@ impl<N: Node> Loader<N> {
     ///
     /// The state is applied now: a state that does not fit this pipeline is an
     /// `Err` naming its JSON path, and the loader is left where it stood.
+    ///
+    /// The checks, in order: the loader's keys, types and ranges, and the
+    /// pipeline's shape; then each node's own checks as the root takes the
+    /// state; then the checksum ([`verify_checksum`](Loader::verify_checksum)),
+    /// so that a value out of range is reported at its own path. Only a state
+    /// that passes them all is taken: on any failure, the checksum's
+    /// included, the root is put back where it stood.
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
-        let format = Self::check_keys(state)?;
+        let format = self.check_keys(state)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         // A format 1 state does not say which epoch it is from.
         let epoch_index: u64 = if format == 1 {
@@ -387,7 +497,14 @@ impl<N: Node> Loader<N> {
         }
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
-        reset_with_rollback(&mut self.root, &self.cx, Some(&root_state))?;
+        let verify = self.verify_checksum;
+        reset_then_check(&mut self.root, &self.cx, Some(&root_state), || {
+            if verify {
+                Self::verify_content(state)
+            } else {
+                Ok(())
+            }
+        })?;
         self.peeked = None;
         self.num_yielded = num_yielded;
         self.epoch_index = epoch_index;
@@ -534,5 +651,51 @@ impl<N: Node> Iterator for Epoch<'_, N> {
         // An `Err` is one item: counted, and the epoch goes on after it.
         loader.num_yielded = loader.num_yielded.saturating_add(1);
         Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Stateful;
+
+    struct Count(u64);
+
+    impl Node for Count {
+        type Item = u64;
+        fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+            self.0 += 1;
+            Ok((self.0 <= 3).then_some(self.0))
+        }
+    }
+
+    impl Stateful for Count {
+        fn reset(&mut self, state: Option<&State>) -> Result<()> {
+            self.0 = state.map_or(Ok(0), |s| s.get("n"))?;
+            Ok(())
+        }
+        fn get_state(&self, _cx: &Cx) -> Result<State> {
+            State::new().with("n", self.0)
+        }
+        fn describe(&self) -> Description {
+            Description::new("Count")
+        }
+    }
+
+    #[test]
+    fn taking_a_state_leaves_the_checksum_to_serialisation() {
+        let mut loader = Loader::new(Count(0));
+        let mut epoch = loader.epoch();
+        let _ = epoch.next();
+        let state = epoch.state_dict().unwrap();
+        // Only a slot: nothing was hashed.
+        assert!(state.has_checksum_slot());
+        let back = State::from_json(&state.to_json().unwrap()).unwrap();
+        assert!(!back.has_checksum_slot());
+        assert_eq!(
+            back.get::<String>(CHECKSUM).unwrap(),
+            state.content_checksum()
+        );
+        assert_eq!(back.content_checksum(), state.content_checksum());
     }
 }
