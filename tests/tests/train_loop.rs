@@ -86,7 +86,9 @@ fn an_end_of_epoch_checkpoint_resumes_with_the_next_epoch_only() {
 
 #[test]
 fn a_checkpoint_that_claims_what_its_state_does_not_is_refused() {
-    let edits: [(&str, fn(&mut Checkpoint), &str); 6] = [
+    /// What is changed, how, and what the error says.
+    type Edit = (&'static str, fn(&mut Checkpoint), &'static str);
+    let edits: [Edit; 6] = [
         ("no epochs", |c| c.consumed.clear(), "ids for 0 epochs"),
         (
             "an extra epoch",
@@ -136,6 +138,6 @@ fn a_checkpoint_whose_loader_state_was_changed_is_refused() {
     value["num_yielded"] = 49.into();
     checkpoint.loader = State::from_value(value).unwrap();
     checkpoint.consumed[1].truncate(49 * 32);
-    let err = train_loop::resume_from(checkpoint).err().expect("refused");
+    let err = train_loop::resume_from(checkpoint).expect_err("refused");
     assert!(err.to_string().contains("/checksum"), "{err}");
 }
