@@ -80,8 +80,20 @@ pub(crate) fn reset_with_rollback<N: Node>(
     cx: &Cx,
     state: Option<&State>,
 ) -> Result<()> {
+    reset_then_check(node, cx, state, || Ok(()))
+}
+
+/// Resets `node` from `state`, then runs `check` (a check of the state that
+/// must come after the node's own); if either fails, puts the node back
+/// where it stood.
+pub(crate) fn reset_then_check<N: Node>(
+    node: &mut N,
+    cx: &Cx,
+    state: Option<&State>,
+    check: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let before = node.get_state(cx);
-    match node.reset(state) {
+    match node.reset(state).and_then(|()| check()) {
         Ok(()) => Ok(()),
         Err(err) => {
             if let Ok(before) = before {
