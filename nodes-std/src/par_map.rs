@@ -114,16 +114,19 @@ impl ParallelOptions {
                 "snapshot_frequency must be at least 1, found 0; to snapshot only at the start of each pass, use a value larger than the dataset",
             ));
         }
+        let max_in_flight = self
+            .max_concurrent
+            .unwrap_or(self.num_workers.saturating_mul(2))
+            .max(1);
         Ok(Plan {
             node: NAME,
             thread_name: "nodes-par-map",
             workers: self.num_workers,
             in_order: self.in_order,
-            max_in_flight: self
-                .max_concurrent
-                .unwrap_or(self.num_workers.saturating_mul(2))
-                .max(1),
-            max_chunk: 1,
+            max_in_flight,
+            // Each worker may hold an equal share of the credits at once.
+            max_chunk: (max_in_flight / self.num_workers.max(1)).max(1),
+            adaptive_chunks: true,
             snapshots: Snapshots::Every(self.snapshot_frequency as u64),
             layout: Layout::Indexed,
             policy: self.on_error,
@@ -300,13 +303,12 @@ where
     }
 
     fn describe(&self) -> Description {
-        let plan = self.core.plan();
-        let mut d = Description::new(NAME).param("in_order", plan.in_order);
-        if plan.policy != ErrorPolicy::Deliver {
-            d = d.param("on_error", format_args!("{:?}", plan.policy));
-        }
-        // Keyed by where the source's state lives in ours.
-        d.child(snapshot::SNAPSHOT, self.core.source_description().clone())
+        // The error policy is not shown: like worker counts, it may change
+        // between a save and a restore.
+        Description::new(NAME)
+            .param("in_order", self.core.plan().in_order)
+            // Keyed by where the source's state lives in ours.
+            .child(snapshot::SNAPSHOT, self.core.source_description().clone())
     }
 
     fn shutdown(&mut self) {

@@ -166,6 +166,7 @@ fn plan(prefetch_factor: usize) -> Result<Plan> {
         // Half the read-ahead, so the reader fills one chunk while the
         // consumer empties the other.
         max_chunk: (prefetch_factor / 2).clamp(1, MAX_CHUNK),
+        adaptive_chunks: false,
         snapshots: Snapshots::ChunkEnd,
         layout: Layout::InOrder,
         policy: ErrorPolicy::Deliver,
@@ -198,13 +199,9 @@ where
     }
 
     fn describe(&self) -> Description {
-        let policy = self.core.plan().policy;
-        let mut d = Description::new(NAME);
-        if policy != ErrorPolicy::Deliver {
-            d = d.param("on_error", format_args!("{policy:?}"));
-        }
-        // Keyed by where the source's state lives in ours.
-        d.child(SNAPSHOT, self.core.source_description().clone())
+        // The error policy is not shown: like the read-ahead, it may change
+        // between a save and a restore.
+        Description::new(NAME).child(SNAPSHOT, self.core.source_description().clone())
     }
 
     fn shutdown(&mut self) {
