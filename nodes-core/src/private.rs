@@ -7,6 +7,7 @@ pub use crate::describe::Description;
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
+pub use crate::param::{NodeName, Param};
 pub use crate::state::State;
 
 /// What a `#[node(state)]` field must be: serialisable both ways.

@@ -39,9 +39,9 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     }
 
     let guards = started_guards(input, &p);
-    let reset = reset_body(input, &p, &name, version);
+    let reset = reset_body(input, &p, version);
     let get_state = get_state_body(input, &p, version);
-    let describe = describe_body(input, &p, &name);
+    let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let varying_order = varying_order_body(input, &p);
 
@@ -49,6 +49,11 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
         // Inherent `next()`/`get_state()` that cannot be called: a node that was
         // only constructed gets a compile error saying to start it first.
         #guards
+
+        #[automatically_derived]
+        impl #impl_generics #p::NodeName for #ident #ty_generics #where_clause {
+            const NAME: &'static str = #name;
+        }
 
         #[automatically_derived]
         #[allow(unused_qualifications, clippy::needless_question_mark)]
@@ -143,14 +148,15 @@ fn field_bounds(input: &Input<'_>, p: &TokenStream) -> Vec<TokenStream> {
                         + ::core::default::Default
                 ),
                 Role::Lazy => quote_spanned!(span=> #ty: #p::LazySlot),
-                Role::Param => quote_spanned!(span=> #ty: ::core::fmt::Debug),
+                Role::Param => quote_spanned!(span=> #ty: #p::Param),
                 Role::Config => return None,
             })
         })
         .collect()
 }
 
-fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> TokenStream {
+fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
+    let name = quote!(<Self as #p::NodeName>::NAME);
     let mut keys: Vec<String> = input.keyed().map(|f| f.key.clone()).collect();
     if version != 0 {
         keys.push(crate::symbol::VERSION_KEY.to_owned());
@@ -259,13 +265,13 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
     }
 }
 
-fn describe_body(input: &Input<'_>, p: &TokenStream, name: &str) -> TokenStream {
+fn describe_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     let parts = input.fields.iter().filter_map(|f| {
         let (member, key) = (f.ident, &f.key);
         let field = crate::ast::unraw(member);
         match f.attrs.role()? {
             Role::Param => Some(quote!(
-                __d = __d.param(#field, ::core::format_args!("{:?}", &self.#member));
+                __d = __d.param(#field, &self.#member);
             )),
             Role::Child => Some(quote!(
                 __d = __d.child(#key, #p::Stateful::describe(&self.#member));
@@ -277,7 +283,7 @@ fn describe_body(input: &Input<'_>, p: &TokenStream, name: &str) -> TokenStream 
         }
     });
     quote! {
-        let mut __d = #p::Description::new(#name);
+        let mut __d = #p::Description::new(<Self as #p::NodeName>::NAME);
         #(#parts)*
         __d
     }

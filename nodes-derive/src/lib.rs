@@ -37,9 +37,13 @@ use proc_macro::TokenStream;
 ///   `Init::init`;
 /// - `#[node(param)]`: configuration that decides the output, shown by
 ///   `describe()` and part of the checkpoint's fingerprint (its type
-///   implements `Debug`);
+///   implements `Param`, a stable text rendering, never `Debug`);
 /// - `#[node(config)]`: configuration that is neither saved nor shown
 ///   (closures, datasets, bounds that may change between runs).
+///
+/// It also implements `NodeName` (`NAME` is the struct's name), which
+/// `describe()` uses and `cx.observe(NodeId::of(self), Self::NAME, ...)`
+/// should too.
 ///
 /// Fields also take `rename = "key"`; the struct takes `init`, `validate`,
 /// `version = N`, `rename_all = "..."` and `crate = ::path`. `nodes_std`

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Init, Lazy, Node, NodeId, Result};
+use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a slice...).
 ///
@@ -112,7 +112,7 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>> {
-        cx.observe(NodeId::of(self), "IterableWrapper", |_cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |_cx| {
             let iter = self.iter.get_mut()?;
             // Counted before the call: if the iterator panics and the panic
             // is caught above, the failed item stays consumed (a state taken
