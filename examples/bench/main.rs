@@ -7,6 +7,7 @@
 //! cargo run --release --example bench | tee bench.jsonl   # under 90 s on 2 vCPUs
 //! BENCH_QUICK=1 cargo run --release --example bench       # a tenth of the work
 //! cargo run --release --example bench -- --markdown bench.jsonl  # the README table
+//! cargo run --release --example bench -- --only realistic  # one group of cases
 //! ```
 //!
 //! The cases, their ratios and targets are those of issue 14:
@@ -39,27 +40,50 @@ mod table;
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
+const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [FILE]
+  --only      run these groups only: seq_chain (with state_every_batch and
+              seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
+              prefetch, weighted_mix, realistic (all realistic_* cases)
+  --markdown  print the README table for a run's JSON lines (FILE, or stdin)
+  BENCH_QUICK=1 in the environment runs a tenth of the work";
+
+/// The case groups, in running order.
+const GROUPS: [&str; 7] = [
+    "seq_chain",
+    "restore_cost",
+    "parallel_io",
+    "parallel_cpu",
+    "prefetch",
+    "weighted_mix",
+    "realistic",
+];
+
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--markdown") {
-        return table::print(args.get(1).map(String::as_str));
-    }
-    if let Some(arg) = args.first() {
-        return Err(format!(
-            "unknown argument {arg:?}; usage: bench [--markdown [FILE]] (FILE or stdin: a run's JSON lines)"
-        )
-        .into());
+    let only: Vec<&str> = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => GROUPS.to_vec(),
+        ["--markdown"] => return table::print(None),
+        ["--markdown", file] => return table::print(Some(file)),
+        ["--only", groups] => groups.split(',').collect(),
+        _ => usage_error(&format!("unexpected arguments {args:?}")),
+    };
+    if let Some(unknown) = only.iter().find(|g| !GROUPS.contains(g)) {
+        usage_error(&format!("unknown group {unknown:?}"));
     }
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let scale = if quick { 10 } else { 1 };
     let (start, loadavg_start) = (Instant::now(), loadavg());
-    seq_chain(10_000_000 / scale)?;
-    restore_cost(quick)?;
-    parallel_io(2_000 / scale)?;
-    parallel_cpu(3_000 / scale)?;
-    prefetch(1_000_000 / scale)?;
-    weighted_mix(3_000_000 / scale)?;
-    realistic::run(quick)?;
+    for group in GROUPS.into_iter().filter(|g| only.contains(g)) {
+        match group {
+            "seq_chain" => seq_chain(10_000_000 / scale)?,
+            "restore_cost" => restore_cost(quick)?,
+            "parallel_io" => parallel_io(2_000 / scale)?,
+            "parallel_cpu" => parallel_cpu(3_000 / scale)?,
+            "prefetch" => prefetch(1_000_000 / scale)?,
+            "weighted_mix" => weighted_mix(3_000_000 / scale)?,
+            _ => realistic::run(quick)?,
+        }
+    }
     // The conditions of the run, last: other jobs on the machine skew
     // every figure.
     println!(
@@ -67,6 +91,7 @@ fn main() -> Res<()> {
         json!({
             "case": "run",
             "quick": quick,
+            "groups": only,
             "available_parallelism": std::thread::available_parallelism().map_or(0, |p| p.get()),
             "loadavg_start": loadavg_start,
             "loadavg_end": loadavg(),
@@ -74,6 +99,11 @@ fn main() -> Res<()> {
         })
     );
     Ok(())
+}
+
+fn usage_error(message: &str) -> ! {
+    eprintln!("bench: {message}\n{USAGE}");
+    std::process::exit(2)
 }
 
 /// The 1-, 5- and 15-minute load averages, where the system tells them.
