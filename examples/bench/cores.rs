@@ -10,6 +10,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
+
+use crate::Res;
+
 /// Calls of `cpu_bound` (about 12 µs each) per thread and measurement: about
 /// 20 ms of work, long against a scheduler tick, short against the run.
 const CALLS: u64 = 1_600;
@@ -25,40 +29,38 @@ pub(crate) struct Cores {
 }
 
 impl Cores {
-    /// Combines the measurement taken before the case with `after`.
-    pub(crate) fn and(self, after: Cores) -> Cores {
-        Cores {
-            before: self.before,
-            after: after.before,
-        }
-    }
-
     /// The figure a case is judged by: the smaller of the two.
     pub(crate) fn used(self) -> f64 {
         self.before.min(self.after)
     }
 
-    /// Both figures, `[before, after]`.
-    pub(crate) fn both(self) -> [f64; 2] {
-        [self.before, self.after]
+    /// The fields every line of a parallel case carries.
+    pub(crate) fn json(self) -> Value {
+        json!({
+            "effective_cores": self.used(),
+            "effective_cores_before_after": [self.before, self.after],
+        })
     }
+}
+
+/// Runs `case` between two measurements of `effective_cores`.
+pub(crate) fn around<T>(case: impl FnOnce() -> Res<T>) -> Res<(T, Cores)> {
+    let before = effective_cores();
+    let out = case()?;
+    let after = effective_cores();
+    Ok((out, Cores { before, after }))
 }
 
 /// Measures once (about 150 ms): best of 3 timings of one thread alone and of
 /// two threads at once, alternated.
-pub(crate) fn effective_cores() -> Cores {
+fn effective_cores() -> f64 {
     let mut one = Duration::MAX;
     let mut two = Duration::MAX;
     for round in 0..RUNS as u64 {
         one = one.min(timed_threads(1, round));
         two = two.min(timed_threads(2, round));
     }
-    let ratio = 2.0 * one.as_secs_f64() / two.as_secs_f64();
-    let rounded = crate::round_to(ratio, 2);
-    Cores {
-        before: rounded,
-        after: rounded,
-    }
+    crate::round_to(2.0 * one.as_secs_f64() / two.as_secs_f64(), 2)
 }
 
 /// Wall time for `threads` threads each doing the same `CALLS` calls.

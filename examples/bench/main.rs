@@ -199,6 +199,14 @@ fn emit(
     println!("{line}");
 }
 
+/// `a`'s fields followed by `b`'s (both JSON objects).
+fn with(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
 // --- seq_chain and state_every_batch ---
 
 fn chain(n: u64) -> Res<impl Node<Item = Vec<u64>>> {
@@ -438,10 +446,12 @@ fn parallel_cpu(n: u64) -> Res<()> {
         let mut loader = Loader::new(node);
         xor_all(loader.epoch())
     };
-    let before = cores::effective_cores();
-    let ((t_base, a), (t_fw, b)) = best_of_pair(3, serial, || parallel(true))?;
-    let (t_unordered, c) = best_of(3, || parallel(false))?;
-    let cores = before.and(cores::effective_cores());
+    let ((((t_base, a), (t_fw, b)), (t_unordered, c)), cores) = cores::around(|| {
+        Ok((
+            best_of_pair(3, serial, || parallel(true))?,
+            best_of(3, || parallel(false))?,
+        ))
+    })?;
     assert_eq!((a, a), (b, c), "parallel map changed the results");
     emit(
         "parallel_cpu",
@@ -449,15 +459,16 @@ fn parallel_cpu(n: u64) -> Res<()> {
         t_fw,
         t_base,
         round_to(0.85 * cores.used(), 3),
-        json!({
-            "workers": 2,
-            "target_rule": "0.85 * effective_cores",
-            "effective_cores": cores.used(),
-            "effective_cores_before_after": cores.both(),
-            "available_parallelism": std::thread::available_parallelism().map_or(0, |p| p.get()),
-            "unordered_per_s": per_s(n, t_unordered).round(),
-            "in_order_cost": round_to(t_fw.as_secs_f64() / t_unordered.as_secs_f64() - 1.0, 3),
-        }),
+        with(
+            cores.json(),
+            json!({
+                "workers": 2,
+                "target_rule": "0.85 * effective_cores",
+                "available_parallelism": std::thread::available_parallelism().map_or(0, |p| p.get()),
+                "unordered_per_s": per_s(n, t_unordered).round(),
+                "in_order_cost": round_to(t_fw.as_secs_f64() / t_unordered.as_secs_f64() - 1.0, 3),
+            }),
+        ),
     );
     Ok(())
 }

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::cores;
 use crate::corpus::{Checksum, Corpus, JsonlFile, Sample, tokenize};
-use crate::{Res, best_of_pair, emit, round_to};
+use crate::{Res, best_of_pair, emit, round_to, with};
 
 const BATCH: usize = 32;
 const SHUFFLE: usize = 256;
@@ -197,13 +197,13 @@ fn check(case: &str, expected: &Checksum, got: &Checksum) -> Res<()> {
 
 fn realistic_par(corpus: &Corpus, expected: &Checksum, runs: usize, ns: &StageNs) -> Res<()> {
     let records = corpus.total_records();
-    let before = cores::effective_cores();
-    let ((t_seq, seq), (t_par, par)) = best_of_pair(
-        runs,
-        || Ok(drain(pipeline(corpus, SHUFFLE)?, &Consumer::plain())?.checksum),
-        || Ok(drain(par_pipeline(corpus)?, &Consumer::plain())?.checksum),
-    )?;
-    let cores = before.and(cores::effective_cores());
+    let (((t_seq, seq), (t_par, par)), cores) = cores::around(|| {
+        best_of_pair(
+            runs,
+            || Ok(drain(pipeline(corpus, SHUFFLE)?, &Consumer::plain())?.checksum),
+            || Ok(drain(par_pipeline(corpus)?, &Consumer::plain())?.checksum),
+        )
+    })?;
     check("realistic", expected, &seq)?;
     check("realistic_par", expected, &par)?;
     // What the stage costs allow: reading and parsing move to the workers
@@ -222,16 +222,17 @@ fn realistic_par(corpus: &Corpus, expected: &Checksum, runs: usize, ns: &StageNs
         t_par,
         t_seq,
         1.0,
-        json!({
-            "unit": "records",
-            "baseline": "realistic (0 workers), same run",
-            "workers_per_dataset": WORKERS,
-            "worker_threads": WORKERS * NAMES.len(),
-            "bound": bound,
-            "bound_rule": "sum of stage ns / max(sum / effective_cores, shuffle + mix + batch, read, (read + parse) / workers)",
-            "effective_cores": cores.used(),
-            "effective_cores_before_after": cores.both(),
-        }),
+        with(
+            cores.json(),
+            json!({
+                "unit": "records",
+                "baseline": "realistic (0 workers), same run",
+                "workers_per_dataset": WORKERS,
+                "worker_threads": WORKERS * NAMES.len(),
+                "bound": bound,
+                "bound_rule": "sum of stage ns / max(sum / effective_cores, shuffle + mix + batch, read, (read + parse) / workers)",
+            }),
+        ),
     );
     Ok(())
 }
@@ -247,13 +248,13 @@ fn realistic_prefetch(
         step: Some(step),
         ..Consumer::plain()
     };
-    let before = cores::effective_cores();
-    let ((t_plain, plain), (t_pre, pre)) = best_of_pair(
-        runs,
-        || Ok(drain(pipeline(corpus, SHUFFLE)?, &stepping)?.checksum),
-        || Ok(drain(pipeline(corpus, SHUFFLE)?.prefetch(PREFETCH)?, &stepping)?.checksum),
-    )?;
-    let cores = before.and(cores::effective_cores());
+    let (((t_plain, plain), (t_pre, pre)), cores) = cores::around(|| {
+        best_of_pair(
+            runs,
+            || Ok(drain(pipeline(corpus, SHUFFLE)?, &stepping)?.checksum),
+            || Ok(drain(pipeline(corpus, SHUFFLE)?.prefetch(PREFETCH)?, &stepping)?.checksum),
+        )
+    })?;
     check("realistic_prefetch", expected, &plain)?;
     check("realistic_prefetch", expected, &pre)?;
     // Producing a batch and the step overlap at best.
@@ -267,32 +268,33 @@ fn realistic_prefetch(
         t_pre,
         t_plain,
         target,
-        json!({
-            "unit": "records",
-            "baseline": "the same pipeline without prefetch, same consumer",
-            "prefetch_factor": PREFETCH,
-            "step_us": round_to(step_s * 1e6, 1),
-            "step": "busy-wait per batch, as long as producing one batch took in `realistic`",
-            "target_rule": "1.4 when effective_cores >= 1.5, else none",
-            "bound": round_to((produce + step_s) / floor, 3),
-            "effective_cores": cores.used(),
-            "effective_cores_before_after": cores.both(),
-        }),
+        with(
+            cores.json(),
+            json!({
+                "unit": "records",
+                "baseline": "the same pipeline without prefetch, same consumer",
+                "prefetch_factor": PREFETCH,
+                "step_us": round_to(step_s * 1e6, 1),
+                "step": "busy-wait per batch, as long as producing one batch took in `realistic`",
+                "target_rule": "1.4 when effective_cores >= 1.5, else none",
+                "bound": round_to((produce + step_s) / floor, 3),
+            }),
+        ),
     );
 
-    let before = cores::effective_cores();
-    let ((t_plain, plain), (t_pre, pre)) = best_of_pair(
-        runs,
-        || Ok(drain(pipeline(corpus, SHUFFLE)?, &Consumer::plain())?.checksum),
-        || {
-            Ok(drain(
-                pipeline(corpus, SHUFFLE)?.prefetch(PREFETCH)?,
-                &Consumer::plain(),
-            )?
-            .checksum)
-        },
-    )?;
-    let cores = before.and(cores::effective_cores());
+    let (((t_plain, plain), (t_pre, pre)), cores) = cores::around(|| {
+        best_of_pair(
+            runs,
+            || Ok(drain(pipeline(corpus, SHUFFLE)?, &Consumer::plain())?.checksum),
+            || {
+                Ok(drain(
+                    pipeline(corpus, SHUFFLE)?.prefetch(PREFETCH)?,
+                    &Consumer::plain(),
+                )?
+                .checksum)
+            },
+        )
+    })?;
     check("realistic_prefetch_idle", expected, &plain)?;
     check("realistic_prefetch_idle", expected, &pre)?;
     emit(
@@ -301,14 +303,15 @@ fn realistic_prefetch(
         t_pre,
         t_plain,
         0.9,
-        json!({
-            "unit": "records",
-            "baseline": "the same pipeline without prefetch",
-            "prefetch_factor": PREFETCH,
-            "step": "none",
-            "effective_cores": cores.used(),
-            "effective_cores_before_after": cores.both(),
-        }),
+        with(
+            cores.json(),
+            json!({
+                "unit": "records",
+                "baseline": "the same pipeline without prefetch",
+                "prefetch_factor": PREFETCH,
+                "step": "none",
+            }),
+        ),
     );
     Ok(())
 }
