@@ -11,6 +11,11 @@ use crate::worker::snapshot;
 
 const NAME: &str = "ParallelMapper";
 
+/// Without `prebatch`, the default `max_concurrent` leaves each worker room
+/// for two chunks of this many items (torchdata's default is two items per
+/// worker; a cheap function then pays a thread hand-over every item or two).
+const DEFAULT_CHUNK_ROOM: usize = 16;
+
 /// The user's function, shared by every worker.
 type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 
@@ -21,7 +26,7 @@ type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 /// | --- | --- | --- |
 /// | `num_workers` | (required) | worker threads; `0` maps inline on the caller's thread |
 /// | `in_order` | `true` | deliver in source order, or as items complete |
-/// | `max_concurrent` | `2 * num_workers` | items pulled from the source and not yet returned, at most |
+/// | `max_concurrent` | `32 * num_workers` (`2 * num_workers * k` with `prebatch(k)`) | items pulled from the source and not yet returned, at most |
 /// | `snapshot_frequency` | `1` | take a source snapshot every this many items |
 /// | `prebatch` | (adaptive) | items handed to a worker at once |
 /// | `on_error` | `Deliver` | what to do with a bad record ([`ErrorPolicy`]) |
@@ -54,7 +59,7 @@ impl ParallelOptions {
     pub const MAX_WORKERS: usize = 1024;
 
     /// Options for `num_workers` threads (`0`: map inline), in order,
-    /// `max_concurrent = 2 * num_workers`, a snapshot after every item.
+    /// `max_concurrent = 32 * num_workers`, a snapshot after every item.
     pub fn new(num_workers: usize) -> Self {
         ParallelOptions {
             num_workers,
@@ -149,7 +154,10 @@ impl ParallelOptions {
                 "prebatch must be at least 1 (items handed to a worker at once), found 0",
             ));
         }
-        let per_hand_over = self.prebatch.unwrap_or(1);
+        // Room for two hand-overs per worker: of `prebatch` items, or of
+        // up to 16 items, which is what the adaptive chunks grow to while
+        // the function is cheap.
+        let per_hand_over = self.prebatch.unwrap_or(DEFAULT_CHUNK_ROOM);
         let max_in_flight = self
             .max_concurrent
             .unwrap_or(
