@@ -350,10 +350,9 @@ impl<U> Pool<U> {
                     }
                     _ => None,
                 };
-                if self.position == self.current.items.len() {
-                    // The whole chunk is handed out: its credits go back.
-                    self.permits.release(self.current.items.len());
-                }
+                // One credit back per item handed out: "in flight" counts
+                // exactly the items pulled and not yet returned.
+                self.permits.release(1);
                 return Some((index, value, snapshot));
             }
             if let Some(end) = self.current.end.take() {
