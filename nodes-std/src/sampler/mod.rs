@@ -258,6 +258,12 @@ impl<N: Node> Sources<N> {
     pub(crate) fn shutdown(&mut self) {
         self.nodes.iter_mut().for_each(Stateful::shutdown);
     }
+
+    /// The first source (in source order) whose output order can vary
+    /// between runs: the sampler's output then varies too.
+    pub(crate) fn varying_order(&self) -> Option<String> {
+        self.nodes.iter().find_map(Stateful::varying_order)
+    }
 }
 
 impl<N> Sources<N> {
