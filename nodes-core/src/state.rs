@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry as Slot;
 use std::fmt;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use serde::de::DeserializeOwned;
@@ -81,13 +82,26 @@ impl Default for Content {
 }
 
 /// The entries of a state.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct Body {
     /// Entries in insertion order. A node's state has a handful of keys, so a
     /// vector beats a map, and taking a state costs one allocation per node.
     entries: Vec<(Key, Entry)>,
     /// The position of each key, for wide states (built on first lookup).
     index: Index,
+    /// The position after the last key found: keys are mostly read in the
+    /// order they were written, so this is where the next one usually is.
+    hint: AtomicUsize,
+}
+
+impl Clone for Body {
+    fn clone(&self) -> Self {
+        Body {
+            entries: self.entries.clone(),
+            index: Index::default(),
+            hint: AtomicUsize::new(0),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -195,13 +209,21 @@ impl Body {
 
     /// The position of `key` in `entries`.
     fn position(&self, key: &str) -> Option<usize> {
-        if self.entries.len() < INDEXED_FROM {
-            return self.entries.iter().position(|(k, _)| k == key);
+        let hint = self.hint.load(Ordering::Relaxed);
+        let found = if self.entries.get(hint).is_some_and(|(k, _)| k == key) {
+            Some(hint)
+        } else if self.entries.len() < INDEXED_FROM {
+            self.entries.iter().position(|(k, _)| k == key)
+        } else {
+            self.index
+                .0
+                .get_or_init(|| Box::new(KeyIndex::new(&self.entries)))
+                .find(&self.entries, key)
+        };
+        if let Some(i) = found {
+            self.hint.store(i + 1, Ordering::Relaxed);
         }
-        self.index
-            .0
-            .get_or_init(|| Box::new(KeyIndex::new(&self.entries)))
-            .find(&self.entries, key)
+        found
     }
 
     fn entry(&self, key: &str) -> Option<&Entry> {
@@ -432,10 +454,7 @@ impl State {
     /// The entries, to change them (copied first if they are shared).
     fn body_mut(&mut self) -> &mut Body {
         if let Content::Shared(shared) = &self.body {
-            self.body = Content::Own(Body {
-                entries: shared.entries.clone(),
-                index: Index::default(),
-            });
+            self.body = Content::Own((**shared).clone());
         }
         match &mut self.body {
             Content::Own(body) => body,

@@ -51,7 +51,9 @@ fn iterable_wrapper_restore_past_end_is_bad_state() {
     // length comes from the iterator (it said "has only 0" for 100 items).
     let state = State::new().with("num_yielded", 4000u64).unwrap();
     for err in [
-        IterableWrapper::new(0..100u64).start_from(&state).unwrap_err(),
+        IterableWrapper::new(0..100u64)
+            .start_from(&state)
+            .unwrap_err(),
         IterableWrapper::new((0..100u64).collect::<Vec<_>>())
             .start_from(&state)
             .unwrap_err(),

@@ -1,5 +1,6 @@
 //! [`MultiNodeWeightedSampler`]: a seeded weighted mix of several sources.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -199,10 +200,16 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     {
         let sources = Sources::new(NAME, sources)?;
         let n = sources.len();
+        let position: HashMap<&str, usize> = sources
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (&**name, i))
+            .collect();
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();
-            let Some(i) = sources.index_of(name) else {
+            let Some(&i) = position.get(name) else {
                 return Err(Error::invalid_argument(
                     NAME,
                     format!(
