@@ -136,6 +136,18 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 pub struct Cx {
     /// Statistics sink, present only when a loader turned stats on.
     stats: Option<Box<Recorder>>,
+    /// Made by [`Cx::fork`]: hands its statistics over when dropped.
+    forked: bool,
+}
+
+impl Drop for Cx {
+    fn drop(&mut self) {
+        if self.forked
+            && let Some(stats) = self.stats.take()
+        {
+            stats.finish();
+        }
+    }
 }
 
 impl fmt::Debug for Cx {
@@ -150,7 +162,10 @@ impl Cx {
     /// Only the running handles (and, through `__private`, the worker threads
     /// of stock nodes) make contexts.
     pub(crate) fn new_running() -> Cx {
-        Cx { stats: None }
+        Cx {
+            stats: None,
+            forked: false,
+        }
     }
 
     pub(crate) fn enable_stats(&mut self) {
@@ -159,6 +174,18 @@ impl Cx {
 
     pub(crate) fn stats_snapshot(&self) -> Option<Stats> {
         self.stats.as_ref().map(|s| s.snapshot())
+    }
+
+    /// A context for a thread that works for this pipeline (a worker that
+    /// pulls from a source its node owns). With statistics on, what the
+    /// thread observes is shown under the node that called `fork`, merged
+    /// into the loader's statistics when the thread's context is dropped
+    /// (when the worker ends, at the latest at the end of its pass).
+    pub fn fork(&self) -> Cx {
+        Cx {
+            stats: self.stats.as_ref().map(|s| Box::new(s.fork())),
+            forked: true,
+        }
     }
 
     /// Whether statistics are being collected (to skip measuring otherwise).

@@ -13,7 +13,10 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
+mod checksum;
 mod parse;
+
+pub(crate) use self::checksum::CHECKSUM_KEY;
 
 /// A node's checkpoint: a JSON object, keys in insertion order.
 ///
@@ -114,27 +117,32 @@ enum Entry {
     Child(Arc<Body>),
     /// A shared string (the loader's pipeline shape), cloned by reference.
     Shared(std::sync::Arc<str>),
+    /// The integrity checksum of the state that holds this entry (a loader
+    /// state), computed only when that state is serialised.
+    Checksum,
 }
 
 impl Entry {
-    fn to_value(&self) -> Value {
+    /// The entry as JSON; `owner` is the state that holds it.
+    fn to_value(&self, owner: &Body) -> Value {
         match self {
             Entry::Json(v) => v.clone(),
             Entry::Child(s) => s.to_value(),
             Entry::Shared(s) => Value::String(s.to_string()),
+            Entry::Checksum => Value::String(owner.content_checksum()),
         }
     }
 
     /// [`Entry::to_value`] for a value read by key: a nested state deeper
     /// than serde_json's own nesting limit is refused rather than turned
     /// into a `Value` (whose building and dropping recurse per level).
-    fn to_bounded_value(&self, path: impl FnOnce() -> String) -> Result<Value> {
+    fn to_bounded_value(&self, owner: &Body, path: impl FnOnce() -> String) -> Result<Value> {
         match self {
             Entry::Child(s) if s.deeper_than(VALUE_DEPTH) => Err(Error::bad_state(
                 path(),
                 format!("found an object nested more than {VALUE_DEPTH} levels deep"),
             )),
-            _ => Ok(self.to_value()),
+            _ => Ok(self.to_value(owner)),
         }
     }
 }
@@ -147,7 +155,7 @@ impl Body {
         Value::Object(
             self.entries
                 .iter()
-                .map(|(k, e)| (k.to_string(), e.to_value()))
+                .map(|(k, e)| (k.to_string(), e.to_value(self)))
                 .collect(),
         )
     }
@@ -158,10 +166,13 @@ impl Body {
         fn json(out: &mut impl fmt::Write, value: &(impl Serialize + ?Sized)) -> fmt::Result {
             out.write_str(&serde_json::to_string(value).map_err(|_| fmt::Error)?)
         }
-        let mut stack: Vec<std::slice::Iter<'_, (Key, Entry)>> = vec![self.entries.iter()];
+        // Each open object with its entries still to write.
+        let mut stack: Vec<(&Body, std::slice::Iter<'_, (Key, Entry)>)> =
+            vec![(self, self.entries.iter())];
         out.write_char('{')?;
         let mut first = true;
-        while let Some(top) = stack.last_mut() {
+        while let Some((owner, top)) = stack.last_mut() {
+            let owner: &Body = owner;
             let Some((key, entry)) = top.next() else {
                 stack.pop();
                 out.write_char('}')?;
@@ -177,9 +188,10 @@ impl Body {
             match entry {
                 Entry::Json(v) => json(out, v)?,
                 Entry::Shared(s) => json(out, s.as_ref())?,
+                Entry::Checksum => json(out, &owner.content_checksum())?,
                 Entry::Child(child) => {
                     out.write_char('{')?;
-                    stack.push(child.entries.iter());
+                    stack.push((child, child.entries.iter()));
                     first = true;
                 }
             }
@@ -321,6 +333,10 @@ fn shallow_eq(a: &Body, b: &Body, pending: &mut Vec<(Arc<Body>, Arc<Body>)>) -> 
             (Entry::Shared(x), Entry::Shared(y)) => x == y,
             (Entry::Shared(s), Entry::Json(Value::String(t)))
             | (Entry::Json(Value::String(t)), Entry::Shared(s)) => **s == **t,
+            // Equal contents have equal checksums.
+            (Entry::Checksum, Entry::Checksum) => true,
+            (Entry::Checksum, Entry::Json(Value::String(t))) => a.content_checksum() == *t,
+            (Entry::Json(Value::String(t)), Entry::Checksum) => b.content_checksum() == *t,
             (Entry::Child(x), Entry::Child(y)) => {
                 pending.push((Arc::clone(x), Arc::clone(y)));
                 true
@@ -378,6 +394,7 @@ impl Serialize for Body {
                 Entry::Json(v) => map.serialize_entry(key.as_ref(), v)?,
                 Entry::Child(s) => map.serialize_entry(key.as_ref(), &**s)?,
                 Entry::Shared(s) => map.serialize_entry(key.as_ref(), s.as_ref())?,
+                Entry::Checksum => map.serialize_entry(key.as_ref(), &self.content_checksum())?,
             }
         }
         map.end()
@@ -601,7 +618,7 @@ impl State {
     pub fn value(&self, key: &str) -> Result<Value> {
         self.entry(key)
             .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))?
-            .to_bounded_value(|| self.path_of(key))
+            .to_bounded_value(self.body(), || self.path_of(key))
     }
 
     /// Decodes the value under `key` as `T`.
@@ -610,7 +627,7 @@ impl State {
         let value = match self.entry(key) {
             Some(Entry::Json(v)) => v,
             Some(other) => {
-                owned = other.to_bounded_value(|| self.path_of(key))?;
+                owned = other.to_bounded_value(self.body(), || self.path_of(key))?;
                 &owned
             }
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
@@ -645,7 +662,7 @@ impl State {
                     self.path_of(key),
                     format!(
                         "expected a nested state (object), found {}",
-                        describe(&other.to_value())
+                        describe(&other.to_value(self.body()))
                     ),
                 ));
             }

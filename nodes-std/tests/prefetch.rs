@@ -148,12 +148,15 @@ fn source_errors_arrive_after_the_items_before_them() {
                 }
                 other => panic!("{other:?}"),
             }
-            assert!(run.next().is_none());
-            // The state points before the failed pull; a reset starts over.
+            // The error is one item: the state stands after it, and the
+            // pass goes on.
             let state = run.get_state().unwrap();
             let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
             let steps: u64 = state.get("steps_since_snapshot").unwrap();
-            assert_eq!(snapshot + steps, 20);
+            assert_eq!(snapshot + steps, 21);
+            assert_eq!(collect(&mut run), (21..50).collect::<Vec<_>>());
+            run.reset(Some(&state)).unwrap();
+            assert_eq!(collect(&mut run), (21..50).collect::<Vec<_>>());
             run.reset(None).unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
 
@@ -345,8 +348,9 @@ fn no_deadlock_when_the_source_errors() {
                 .start()
                 .unwrap()
                 .collect();
-            assert_eq!(results.len(), 1);
+            assert_eq!(results.len(), 100);
             assert!(results[0].is_err());
+            assert!(results[1..].iter().all(Result::is_ok));
         }
     });
 }
@@ -371,10 +375,29 @@ fn stats_report_items_and_blocked_time() {
         let prefetch = stats.get("Prefetcher").expect("a Prefetcher row");
         assert_eq!(prefetch.items, 200);
         assert!(prefetch.mean_queue_depth().is_some());
-        // The mapper runs on the reader thread, whose context records nothing;
-        // the prefetcher waited for it.
-        assert!(stats.get("ParallelMapper").is_none(), "{stats}");
+        // The mapper runs on the reader thread; its context is forked from
+        // the loader's, so it shows under the prefetcher.
+        let mapper = stats
+            .get("Prefetcher/ParallelMapper")
+            .unwrap_or_else(|| panic!("a row for the mapper on the reader thread: {stats}"));
+        assert_eq!(mapper.items, 200, "{stats}");
         assert!(prefetch.blocked > Duration::ZERO, "{stats}");
+
+        // Two levels of threads: a map on the workers of a par_map on the
+        // reader thread of a prefetch.
+        let pipeline = nodes_std::IterableWrapper::new(0..300u64)
+            .map(|x| x + 1)
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap()
+            .prefetch(8)
+            .unwrap();
+        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
+        assert_eq!(loader.epoch().count(), 300);
+        let stats = loader.stats().unwrap();
+        let inner = stats
+            .get("Prefetcher/ParallelMapper/Mapper")
+            .unwrap_or_else(|| panic!("a row for the map on the workers: {stats}"));
+        assert_eq!(inner.items, 300, "{stats}");
 
         let mut loader = nodes_std::Loader::new(
             Counting::new(50)
