@@ -28,6 +28,11 @@ use crate::stats::{NodeId, Recorder, Stats};
 /// constructed does not compile.
 ///
 /// The trait is dyn-compatible: `Box<dyn Node<Item = T>>` is itself a node.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a node: it does not implement `Node`",
+    label = "not a `Node`",
+    note = "if `{Self}` derives `Node`, also write `impl Node for` it, with `type Item` and `fn next`: `#[derive(Node)]` implements only `Stateful` (reset, state, describe)"
+)]
 pub trait Node: Stateful + Send {
     /// What the node yields.
     type Item;

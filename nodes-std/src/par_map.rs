@@ -339,6 +339,10 @@ where
     }
 }
 
+impl<N: Node, U> nodes_core::NodeName for ParallelMapper<N, U> {
+    const NAME: &'static str = NAME;
+}
+
 impl<N, U> Stateful for ParallelMapper<N, U>
 where
     N: Node + 'static,

@@ -190,6 +190,10 @@ where
     }
 }
 
+impl<N: Node> nodes_core::NodeName for Prefetcher<N> {
+    const NAME: &'static str = NAME;
+}
+
 impl<N> Stateful for Prefetcher<N>
 where
     N: Node + 'static,
