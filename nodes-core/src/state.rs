@@ -127,37 +127,86 @@ impl Entry {
     fn to_value(&self, owner: &Body) -> Value {
         match self {
             Entry::Json(v) => v.clone(),
-            Entry::Child(s) => s.to_value(),
+            Entry::Child(body) => body.to_value(),
             Entry::Shared(s) => Value::String(s.to_string()),
             Entry::Checksum => Value::String(owner.content_checksum()),
         }
     }
+}
 
-    /// [`Entry::to_value`] for a value read by key: a nested state deeper
-    /// than serde_json's own nesting limit is refused rather than turned
-    /// into a `Value` (whose building and dropping recurse per level).
-    fn to_bounded_value(&self, owner: &Body, path: impl FnOnce() -> String) -> Result<Value> {
-        match self {
-            Entry::Child(s) if s.deeper_than(VALUE_DEPTH) => Err(Error::bad_state(
-                path(),
-                format!("found an object nested more than {VALUE_DEPTH} levels deep"),
-            )),
-            _ => Ok(self.to_value(owner)),
+/// Drops a JSON value without recursion (serde_json's own drop recurses
+/// once per level of nesting): containers are taken apart through an
+/// explicit stack, scalars dropped on the way.
+fn dismantle(value: Value) {
+    let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items.into_iter().filter(nested)),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v).filter(nested)),
+            _ => {}
         }
     }
 }
 
-/// How deep a nested state read as a plain value may be (serde_json's limit).
-const VALUE_DEPTH: usize = 128;
-
 impl Body {
+    /// The body as a JSON value, built without recursion (nested states
+    /// first, then the objects that hold them).
     fn to_value(&self) -> Value {
-        Value::Object(
-            self.entries
+        // Each open object: its body, the entries still to convert, and the
+        // members converted so far.
+        type Open<'a> = (
+            &'a Body,
+            std::slice::Iter<'a, (Key, Entry)>,
+            Map<String, Value>,
+        );
+        let mut stack: Vec<(Open<'_>, Option<&str>)> =
+            vec![((self, self.entries.iter(), Map::new()), None)];
+        loop {
+            let Some(((owner, entries, members), _)) = stack.last_mut() else {
+                unreachable!("the root is popped only to return");
+            };
+            let owner: &Body = owner;
+            match entries.next() {
+                Some((key, Entry::Child(child))) => {
+                    stack.push(((child, child.entries.iter(), Map::new()), Some(key)));
+                }
+                Some((key, entry)) => {
+                    members.insert(key.to_string(), entry.to_value(owner));
+                }
+                None => {
+                    let Some(((_, _, members), key)) = stack.pop() else {
+                        unreachable!("checked above");
+                    };
+                    let value = Value::Object(members);
+                    match (stack.last_mut(), key) {
+                        (Some(((_, _, parent), _)), Some(key)) => {
+                            parent.insert(key.to_owned(), value);
+                        }
+                        _ => return value,
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many levels of objects this body holds (1 for a flat one),
+    /// counted without recursion.
+    fn depth(&self) -> usize {
+        let mut depth = 0;
+        let mut level: Vec<&Body> = vec![self];
+        while !level.is_empty() {
+            depth += 1;
+            level = level
                 .iter()
-                .map(|(k, e)| (k.to_string(), e.to_value(self)))
-                .collect(),
-        )
+                .flat_map(|b| b.entries.iter())
+                .filter_map(|(_, e)| match e {
+                    Entry::Child(c) => Some(&**c),
+                    _ => None,
+                })
+                .collect();
+        }
+        depth
     }
 
     /// Writes the body as compact JSON, nested states through an explicit
@@ -197,26 +246,6 @@ impl Body {
             }
         }
         Ok(())
-    }
-
-    /// Whether nested states go deeper than `limit` levels below this one.
-    fn deeper_than(&self, limit: usize) -> bool {
-        let mut level: Vec<&Body> = vec![self];
-        for _ in 0..limit {
-            let next: Vec<&Body> = level
-                .iter()
-                .flat_map(|b| b.entries.iter())
-                .filter_map(|(_, e)| match e {
-                    Entry::Child(c) => Some(&**c),
-                    _ => None,
-                })
-                .collect();
-            if next.is_empty() {
-                return false;
-            }
-            level = next;
-        }
-        true
     }
 
     /// The position of `key` in `entries`.
@@ -271,25 +300,32 @@ impl Body {
     }
 }
 
-/// Drops nested states without recursion: a state nested a million levels
-/// deep must not overflow the stack when it goes away.
+/// Drops nested states, and nested JSON values, without recursion: a state
+/// nested a million levels deep must not overflow the stack when it goes
+/// away.
 impl Drop for Body {
     fn drop(&mut self) {
-        if !self
-            .entries
-            .iter()
-            .any(|(_, e)| matches!(e, Entry::Child(_)))
-        {
+        let nested = |e: &Entry| {
+            matches!(
+                e,
+                Entry::Child(_) | Entry::Json(Value::Array(_) | Value::Object(_))
+            )
+        };
+        if !self.entries.iter().any(|(_, e)| nested(e)) {
             return;
         }
         let mut pending = vec![std::mem::take(&mut self.entries)];
         while let Some(entries) = pending.pop() {
             for (_, entry) in entries {
-                if let Entry::Child(child) = entry
-                    && let Some(mut child) = Arc::into_inner(child)
-                {
-                    // `child` is dropped with no entries left.
-                    pending.push(std::mem::take(&mut child.entries));
+                match entry {
+                    Entry::Child(child) => {
+                        if let Some(mut child) = Arc::into_inner(child) {
+                            // `child` is dropped with no entries left.
+                            pending.push(std::mem::take(&mut child.entries));
+                        }
+                    }
+                    Entry::Json(value) => dismantle(value),
+                    _ => {}
                 }
             }
         }
@@ -615,29 +651,50 @@ impl State {
     }
 
     /// A copy of the JSON value under `key`, or an error naming the missing path.
+    ///
+    /// A nested state is converted without recursion; the value returned is
+    /// then the caller's (serde_json drops a `Value` recursively).
     pub fn value(&self, key: &str) -> Result<Value> {
         self.entry(key)
-            .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))?
-            .to_bounded_value(self.body(), || self.path_of(key))
+            .map(|e| e.to_value(self.body()))
+            .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))
     }
 
     /// Decodes the value under `key` as `T`.
+    ///
+    /// Reading a nested state this way neither builds nor drops it with
+    /// recursion; decoding it as a recursive type (a tree of `T`) recurses
+    /// in `T`'s own `Deserialize`, once per level: check the nesting with
+    /// [`State::depth`] first when the state comes from outside.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
-        let owned;
+        let mut owned = None;
         let value = match self.entry(key) {
             Some(Entry::Json(v)) => v,
-            Some(other) => {
-                owned = other.to_bounded_value(self.body(), || self.path_of(key))?;
-                &owned
-            }
+            Some(other) => owned.insert(other.to_value(self.body())),
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
-        T::deserialize(value).map_err(|e| {
+        let decoded = T::deserialize(value).map_err(|e| {
             Error::bad_state(
                 self.path_of(key),
                 format!("{}, found {}", expected_of(&e), describe(value)),
             )
-        })
+        });
+        if let Some(value) = owned {
+            dismantle(value);
+        }
+        decoded
+    }
+
+    /// How many levels of nested states this state holds, itself included:
+    /// 1 for a state without nested states, `n + 1` for one whose deepest
+    /// nested state is `n` levels down (a state read by
+    /// [`from_json`](State::from_json) holds every object under a key as a
+    /// nested state; arrays and what is inside them are plain values, parsed
+    /// with serde_json's limit of 128 levels). Counted without recursion, so
+    /// a state read from outside can be checked before it is decoded into a
+    /// recursive type (see [`State::get`]).
+    pub fn depth(&self) -> usize {
+        self.body().depth()
     }
 
     /// Decodes the value under `key` as `T`, or `None` when the key is absent.
@@ -1096,17 +1153,22 @@ mod tests {
             at.path_of("leaf"),
             format!("{}/leaf", "/k".repeat(depth - 1))
         );
-        // Shown, and read as a plain value, without recursion.
+        // Shown, measured, and read as a plain value, without recursion
+        // (decoding a non-recursive type from it fails at once).
         let shown = format!("{state}");
         assert_eq!(shown, json);
         assert_eq!(format!("{state:?}"), format!("State({json})"));
-        let err = state.get::<Value>("k").unwrap_err();
+        assert_eq!(state.depth(), depth);
+        assert_eq!(at.depth(), 1);
+        let err = state.get::<u64>("k").unwrap_err();
         assert_eq!(err.state_path(), Some("/k"));
-        assert!(
-            err.to_string().contains("nested more than 128 levels"),
-            "{err}"
-        );
-        assert!(state.value("k").unwrap_err().is_bad_state());
+        assert!(err.to_string().contains("found an object"), "{err}");
+        // An in-memory state holding a deep plain value drops it without
+        // recursion too.
+        let deep_array = (0..depth).fold(serde_json::json!(1), |v, _| Value::Array(vec![v]));
+        let mut holder = Map::new();
+        holder.insert("v".to_owned(), deep_array);
+        drop(State::from_value(Value::Object(holder)).unwrap());
         let shallow = State::from_json(&nested_json(100)).unwrap();
         assert_eq!(
             shallow.value("k").unwrap(),
