@@ -406,18 +406,15 @@ fn varying_order_is_forwarded_from_the_sources() {
 fn used_before_reset_is_an_error() {
     // Through the traits, as a parent that forgot to reset its child would
     // call it (on the concrete type, the call does not compile).
-    let mut s = rr(&[2], StopCriteria::AllDatasetsExhausted);
-    let mut cx = nodes_std::__private::worker_cx();
+    let s = rr(&[2], StopCriteria::AllDatasetsExhausted);
+    let mut run = mixing_support::Forgetful(s).start().unwrap();
     assert!(matches!(
-        Node::next(&mut s, &mut cx),
-        Err(Error::NotReset {
+        run.next(),
+        Some(Err(Error::NotReset {
             node: "MultiNodeRoundRobinSampler"
-        })
+        }))
     ));
-    assert!(matches!(
-        Stateful::get_state(&s, &cx),
-        Err(Error::NotReset { .. })
-    ));
+    assert!(matches!(run.get_state(), Err(Error::NotReset { .. })));
 }
 
 #[test]

@@ -828,9 +828,9 @@ fn varying_order_is_forwarded_from_the_sources() {
 fn used_before_reset_is_an_error() {
     // Through the traits, as a parent that forgot to reset its child would
     // call it (on the concrete type, the call does not compile).
-    let mut s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
-    let mut cx = nodes_std::__private::worker_cx();
-    let err = Node::next(&mut s, &mut cx).unwrap_err();
+    let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
+    let mut run = mixing_support::Forgetful(s).start().unwrap();
+    let err = run.next().unwrap().unwrap_err();
     assert!(
         matches!(
             err,
@@ -840,12 +840,9 @@ fn used_before_reset_is_an_error() {
         ),
         "{err}"
     );
-    assert!(matches!(
-        Stateful::get_state(&s, &cx),
-        Err(Error::NotReset { .. })
-    ));
-    s.reset(None).unwrap();
-    assert_eq!(Node::next(&mut s, &mut cx).unwrap(), Some(0));
+    assert!(matches!(run.get_state(), Err(Error::NotReset { .. })));
+    let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
+    assert_eq!(s.start().unwrap().next().transpose().unwrap(), Some(0));
 }
 
 #[test]

@@ -404,11 +404,13 @@ impl<U> Pool<U> {
                 let mut broken = Chunk::new(1);
                 broken.items.push((
                     cursor.low(),
-                    Err(Error::Panicked {
+                    Err(Error::internal(
                         node,
-                        index: Some(cursor.low()),
-                        message: "worker threads exited without delivering this item".to_owned(),
-                    }),
+                        format!(
+                            "worker threads exited without delivering item {}",
+                            cursor.low()
+                        ),
+                    )),
                 ));
                 broken.end = Some(cursor.low() + 1);
                 return broken;

@@ -422,3 +422,29 @@ pub(crate) fn watchdog<F: FnOnce() + Send + 'static>(secs: u64, body: F) {
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {secs} s"),
     }
 }
+
+/// A parent that forgets to reset its child: how a child is reached before
+/// its own reset (nothing public makes a context out of thin air).
+pub(crate) struct Forgetful<N>(pub(crate) N);
+
+impl<N: Node> Node for Forgetful<N> {
+    type Item = N::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
+        self.0.next(cx)
+    }
+}
+
+impl<N: Node> Stateful for Forgetful<N> {
+    fn reset(&mut self, _state: Option<&State>) -> Result<()> {
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.0.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Forgetful")
+    }
+}
