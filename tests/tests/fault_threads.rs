@@ -8,6 +8,7 @@
 //! go while it counts; the scenarios run one after another inside it.
 //! `NODES_RELIABILITY_LONG=1` runs ten times the random pipelines.
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::time::Duration;

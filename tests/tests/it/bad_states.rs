@@ -17,7 +17,6 @@
 //! cargo-fuzz target `fuzz/fuzz_targets/load_state.rs` feeds arbitrary
 //! bytes to the same entry points (see README, "Reliability suite").
 
-mod support;
 
 use std::time::Duration;
 
@@ -25,8 +24,8 @@ use nodes_std::prelude::*;
 use nodes_std::{MultiNodeWeightedSampler, ParallelOptions, Running};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use support::spec::{Pipeline, Spec, V, build, is_ordered, spec_strategy};
-use support::watch::{config, with_watchdog};
+use crate::support::spec::{Pipeline, Spec, V, build, is_ordered, spec_strategy};
+use crate::support::watch::{config, with_watchdog};
 
 /// A number to put in place of another.
 #[derive(Clone, Copy, Debug)]

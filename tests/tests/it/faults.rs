@@ -12,7 +12,6 @@
 //!
 //! `NODES_RELIABILITY_LONG=1` runs ten times the cases.
 
-mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
@@ -20,9 +19,9 @@ use std::time::Duration;
 use nodes_std::prelude::*;
 use nodes_std::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, ParallelOptions, Running};
 use proptest::prelude::*;
-use support::faulty::{Fault, FaultKind, Faulty, INJECTED, quiet_injected_panics};
-use support::spec::Par;
-use support::watch::{config, panic_message, with_watchdog};
+use crate::support::faulty::{Fault, FaultKind, Faulty, INJECTED, quiet_injected_panics};
+use crate::support::spec::Par;
+use crate::support::watch::{config, panic_message, with_watchdog};
 
 #[derive(Clone, Debug)]
 enum Stage {

@@ -13,15 +13,14 @@
 //!
 //! `NODES_RELIABILITY_LONG=1` runs ten times the cases, with longer sources.
 
-mod support;
 
 use std::time::Duration;
 
 use nodes_std::Epoch;
 use nodes_std::prelude::*;
 use proptest::prelude::*;
-use support::spec::{Pipeline, Spec, V, build, count_nodes, is_ordered, spec_strategy};
-use support::watch::{config, scale, with_watchdog};
+use crate::support::spec::{Pipeline, Spec, V, build, count_nodes, is_ordered, spec_strategy};
+use crate::support::watch::{config, scale, with_watchdog};
 
 /// What to do with a state taken at a cut.
 #[derive(Clone, Debug)]

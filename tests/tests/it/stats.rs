@@ -3,7 +3,6 @@
 //! children, threaded nodes report blocked time and queue depths, and stats
 //! are off unless asked for.
 
-mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +10,7 @@ use std::time::Duration;
 
 use nodes_std::prelude::*;
 use nodes_std::{NodeId, ParallelOptions, StopCriteria};
-use support::Probe;
+use crate::support::Probe;
 
 /// Passes items through, dropping odd ones; reports to the statistics.
 struct Evens<S> {
