@@ -1,32 +1,54 @@
-//! Exactly-once under restore: random pipelines over every stock node, cut at
-//! random points, restored into freshly built pipelines (also twice in a row,
-//! into a loader that has moved on, and from a state taken right after a
-//! restore), must give the uninterrupted run's output: no item lost, none
-//! repeated.
+//! Exactly-once under restore, for every composition the API accepts:
+//! random pipelines over every stock node (`support::spec`), with
+//! out-of-order parallel maps anywhere their output is defined, jitter in
+//! the user functions and bad records, cut at random points (0, the end,
+//! epoch ends and anywhere between, across epochs), the state taken through
+//! JSON text and restored into a freshly built pipeline (also with other
+//! worker counts, twice in a row, into a loader that has moved on, and from
+//! a state taken right after a restore): the resumed output must be the
+//! uninterrupted run's.
 //!
-//! Each case runs a [`Loader`] over one to three epochs. The reference is one
-//! uninterrupted loader; the resumed run reads to each cut, takes the state
-//! (through JSON text), restores it as the cut's [`Restore`] says, and reads
-//! on. Ordered pipelines must match item for item; pipelines with an
-//! out-of-order parallel map must match as a multiset, epoch by epoch (see
-//! `support::spec`). Epochs must end where the reference's end.
+//! Each case runs a [`Loader`] over one to three epochs. The reference is
+//! one uninterrupted loader; the resumed run reads to each cut, takes the
+//! state, restores it as the cut's [`Restore`] says, and reads on. The two
+//! must agree at the pipeline's [`Level`]: item for item, or where an
+//! out-of-order map with workers is involved as a multiset per epoch (of
+//! items, or of plain values where batches above the map group them
+//! differently). An `Err` (a bad record) is one item: the pass goes on
+//! after it, and it is compared by position or count like any other item.
+//! Epochs must end where the reference's end.
 //!
-//! `NODES_RELIABILITY_LONG=1` runs ten times the cases, with longer sources.
-
+//! Or the pipeline is refused when it starts, with
+//! `Error::InvalidPipeline` from an `Unbatcher` over an out-of-order
+//! parallel map with workers: the one composition that may be refused. Any
+//! other refusal, and any other error, fails the case. The counts of cases
+//! run and refused are printed.
+//!
+//! `NODES_RELIABILITY_LONG=1` runs ten times the cases (20,000). To tell
+//! failures apart, `NODES_EXACTLY_ONCE=no-failures` draws no bad records and
+//! `NODES_EXACTLY_ONCE=exact` no out-of-order map with workers (both:
+//! `no-failures,exact`); `NODES_SURVEY=n` reports up to `n` failing cases
+//! instead of stopping at the first (see `support::runner`).
 
 use std::time::Duration;
 
-use nodes_std::Epoch;
 use nodes_std::prelude::*;
+use nodes_std::{Epoch, testing};
 use proptest::prelude::*;
-use crate::support::spec::{Pipeline, Spec, V, build, count_nodes, is_ordered, spec_strategy};
-use crate::support::watch::{config, scale, with_watchdog};
+
+use crate::support::runner::{Outcome, run_cases};
+use crate::support::spec::{
+    Grammar, Level, Out, Pipeline, Spec, V, build, compare_epoch, show, spec_strategy,
+};
 
 /// What to do with a state taken at a cut.
 #[derive(Clone, Debug)]
 enum Restore {
     /// Load it into a freshly built pipeline.
     Fresh,
+    /// Load it into a freshly built pipeline with other worker counts,
+    /// read-ahead and snapshot frequencies (drawn from the seed).
+    Reworked(u64),
     /// Load it into a freshly built pipeline twice in a row.
     Twice,
     /// Load it into a fresh pipeline, take that loader's state at once, and
@@ -40,18 +62,49 @@ enum Restore {
     Again(usize),
 }
 
+/// Where a cut is.
+#[derive(Clone, Copy, Debug)]
+enum At {
+    /// A fraction of the whole reference run.
+    Fraction(f64),
+    /// The end of an epoch (clamped to the last).
+    EpochEnd(usize),
+}
+
 #[derive(Clone, Debug)]
 struct Cut {
-    /// Where, as a fraction of the reference (clamped to its end).
-    at: f64,
+    at: At,
     restore: Restore,
     /// At an epoch's end, read the end (`None`) before taking the state.
     observe_end: bool,
 }
 
+#[derive(Clone, Debug)]
+struct Case {
+    spec: Spec,
+    epochs: usize,
+    cuts: Vec<Cut>,
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (nodes, threaded) = self.spec.count_nodes();
+        write!(
+            f,
+            "{}\n  ({nodes} nodes, {threaded} threaded, level {:?}, over a varying order: {:?}, {} epochs, cuts {:?})",
+            self.spec,
+            self.spec.level(),
+            self.spec.over_varying(),
+            self.epochs,
+            self.cuts
+        )
+    }
+}
+
 fn restore_strategy() -> impl Strategy<Value = Restore> {
     prop_oneof![
         3 => Just(Restore::Fresh),
+        2 => any::<u64>().prop_map(Restore::Reworked),
         1 => Just(Restore::Twice),
         1 => Just(Restore::ReloadItsState),
         1 => (0usize..6).prop_map(Restore::Rewind),
@@ -59,48 +112,100 @@ fn restore_strategy() -> impl Strategy<Value = Restore> {
     ]
 }
 
+fn at_strategy() -> impl Strategy<Value = At> {
+    prop_oneof![
+        1 => Just(At::Fraction(0.0)),
+        1 => Just(At::Fraction(1.0)),
+        1 => (0usize..3).prop_map(At::EpochEnd),
+        5 => (0.0f64..1.0).prop_map(At::Fraction),
+    ]
+}
+
 fn cuts_strategy() -> impl Strategy<Value = Vec<Cut>> {
     prop::collection::vec(
-        (0.0f64..1.05, restore_strategy(), any::<bool>()).prop_map(|(at, restore, observe_end)| {
-            Cut {
+        (at_strategy(), restore_strategy(), any::<bool>()).prop_map(
+            |(at, restore, observe_end)| Cut {
                 at,
                 restore,
                 observe_end,
-            }
-        }),
+            },
+        ),
         1..5,
     )
 }
 
 /// The uninterrupted run: every item, and where each epoch ends.
 struct Reference {
-    items: Vec<V>,
+    items: Vec<Out>,
     /// The end position of each epoch in `items`.
     bounds: Vec<usize>,
 }
 
-fn reference(spec: &Spec, epochs: usize) -> Result<Reference, String> {
+/// Cases whose reference is longer are skipped (nested cycles can multiply
+/// a small source into a long run).
+const ITEM_LIMIT: usize = 600;
+
+/// An item as the comparison sees it. Only bad records (`Error::User` from
+/// the generated functions) are expected errors.
+fn classify(item: Result<V>, at: usize) -> Result<Out, String> {
+    match item {
+        Ok(v) => Ok(Out::Ok(v)),
+        Err(e @ Error::User { .. }) => Ok(Out::from_result(Err(e))),
+        Err(e) => Err(format!("item {at}: an unexpected error: {e}")),
+    }
+}
+
+/// The reference run, or `None` if the pipeline was refused when it
+/// started (in the one composition that may be).
+fn reference(spec: &Spec, epochs: usize) -> Result<Option<Reference>, String> {
     let mut loader = Loader::new(build(spec));
     let mut items = Vec::new();
     let mut bounds = Vec::new();
     for e in 0..epochs {
         for item in loader.epoch() {
-            items.push(item.map_err(|err| format!("reference epoch {e}: {err}"))?);
+            if let Err(err @ Error::InvalidPipeline { .. }) = &item {
+                if e == 0 && items.is_empty() {
+                    check_refusal(spec, err)?;
+                    return Ok(None);
+                }
+                return Err(format!("refused after {} items: {err}", items.len()));
+            }
+            items.push(
+                classify(item, items.len()).map_err(|m| format!("reference epoch {e}: {m}"))?,
+            );
             if items.len() > ITEM_LIMIT {
-                return Ok(Reference {
+                return Ok(Some(Reference {
                     items,
                     bounds: Vec::new(),
-                });
+                }));
             }
         }
         bounds.push(items.len());
     }
-    Ok(Reference { items, bounds })
+    Ok(Some(Reference { items, bounds }))
 }
 
-/// Cases whose reference is longer are skipped (nested cycles can multiply
-/// a small source into a long run).
-const ITEM_LIMIT: usize = 3000;
+/// A refusal must come from an `Unbatcher` over an out-of-order parallel
+/// map with workers, name both, and also stop `start()`.
+fn check_refusal(spec: &Spec, err: &Error) -> Result<(), String> {
+    let Error::InvalidPipeline { node, below, .. } = err else {
+        unreachable!()
+    };
+    if !spec.may_be_refused() || *node != "Unbatcher" || !below.contains("ParallelMapper") {
+        return Err(format!(
+            "refused outside the one composition that may be (an Unbatcher over an out-of-order ParallelMapper with workers): {err}"
+        ));
+    }
+    match build(spec).start() {
+        Err(Error::InvalidPipeline { .. }) => Ok(()),
+        Err(other) => Err(format!(
+            "the loader refused the pipeline ({err}), start() failed otherwise: {other}"
+        )),
+        Ok(_) => Err(format!(
+            "the loader refused the pipeline ({err}), start() accepted it"
+        )),
+    }
+}
 
 fn roundtrip(state: Result<State>) -> Result<State, String> {
     let json = state
@@ -113,9 +218,9 @@ fn roundtrip(state: Result<State>) -> Result<State, String> {
 struct Resumed<'a> {
     spec: &'a Spec,
     reference: &'a Reference,
-    ordered: bool,
+    level: Level,
     /// Items read so far (the concatenated output).
-    out: Vec<V>,
+    out: Vec<Out>,
 }
 
 impl Resumed<'_> {
@@ -134,12 +239,14 @@ impl Resumed<'_> {
     }
 
     /// Items read from a probe must be the reference's items from `at` on
-    /// (for an ordered pipeline; the multiset of a probe is not defined).
-    fn check_probe(&self, at: usize, items: &[V], what: &str) -> Result<(), String> {
+    /// (for an exact pipeline; the others' order is not defined).
+    fn check_probe(&self, at: usize, items: &[Out], what: &str) -> Result<(), String> {
         let want = &self.reference.items[at..(at + items.len()).min(self.total())];
-        if self.ordered && items != want {
+        if self.level == Level::Exact && items != want {
             return Err(format!(
-                "{what}: items after position {at} were {items:?}, the reference has {want:?}"
+                "{what}: items after position {at} were {}, the reference has {}",
+                show(items),
+                show(want)
             ));
         }
         Ok(())
@@ -173,8 +280,7 @@ impl Resumed<'_> {
                     let mut probed = Vec::new();
                     while probed.len() < probe && until + probed.len() < self.total() {
                         match epoch.next() {
-                            Some(Ok(v)) => probed.push(v),
-                            Some(Err(e)) => return Err(format!("probe after {until}: {e}")),
+                            Some(item) => probed.push(classify(item, until + probed.len())?),
                             None => break,
                         }
                     }
@@ -204,14 +310,21 @@ impl Resumed<'_> {
     /// must be where one of the reference's epochs ends.
     fn pull(&mut self, epoch: &mut Epoch<'_, Pipeline>) -> Result<bool, String> {
         match epoch.next() {
-            Some(Ok(v)) => {
-                if self.out.len() >= self.total() {
-                    return Err(format!("an extra item beyond the reference: {v:?}"));
+            Some(item) => {
+                let at = self.out.len();
+                if let Err(err @ Error::InvalidPipeline { .. }) = &item {
+                    return Err(format!("refused after a restore, at item {at}: {err}"));
                 }
-                self.out.push(v);
+                let item = classify(item, at)?;
+                if at >= self.total() {
+                    return Err(format!(
+                        "an extra item beyond the reference: {}",
+                        show(&[item])
+                    ));
+                }
+                self.out.push(item);
                 Ok(true)
             }
-            Some(Err(e)) => Err(format!("item {}: {e}", self.out.len())),
             None => {
                 let at = self.out.len();
                 if !self.reference.bounds.contains(&at) {
@@ -262,29 +375,32 @@ fn expect_end(epoch: &mut Epoch<'_, Pipeline>, at: usize) -> Result<(), String> 
         Some(Ok(v)) => Err(format!(
             "the epoch did not end after {at} items like the reference's: got {v:?}"
         )),
-        Some(Err(e)) => Err(format!("reading the end after {at} items: {e}")),
+        Some(Err(e)) => Err(format!(
+            "the epoch did not end after {at} items like the reference's: got an error: {e}"
+        )),
     }
 }
 
-fn multiset(items: &[V]) -> Vec<&V> {
-    let mut sorted: Vec<&V> = items.iter().collect();
-    sorted.sort();
-    sorted
-}
-
-fn check(spec: &Spec, epochs: usize, cuts: &[Cut]) -> Result<(), String> {
-    let reference = reference(spec, epochs)?;
+fn check(case: &Case) -> Result<Outcome, String> {
+    let Case { spec, epochs, cuts } = case;
+    let level = spec
+        .level()
+        .ok_or("the generator drew a spec whose output nothing determines")?;
+    let Some(reference) = reference(spec, *epochs)? else {
+        return Ok(Outcome::Refused);
+    };
     if reference.items.len() > ITEM_LIMIT {
-        return Ok(());
+        return Ok(Outcome::Skipped);
     }
     let total = reference.items.len();
     let mut positions: Vec<(usize, &Cut)> = cuts
         .iter()
         .map(|c| {
-            (
-                ((total as f64) * c.at).round().min(total as f64) as usize,
-                c,
-            )
+            let at = match c.at {
+                At::Fraction(f) => ((total as f64) * f).round().min(total as f64) as usize,
+                At::EpochEnd(e) => reference.bounds[e.min(reference.bounds.len() - 1)],
+            };
+            (at, c)
         })
         .collect();
     positions.sort_by_key(|(p, _)| *p);
@@ -292,7 +408,7 @@ fn check(spec: &Spec, epochs: usize, cuts: &[Cut]) -> Result<(), String> {
     let mut run = Resumed {
         spec,
         reference: &reference,
-        ordered: is_ordered(spec),
+        level,
         out: Vec::new(),
     };
     let mut loader = run.fresh();
@@ -308,6 +424,11 @@ fn check(spec: &Spec, epochs: usize, cuts: &[Cut]) -> Result<(), String> {
             Restore::Fresh => {
                 let mut fresh = run.fresh();
                 run.load(&mut fresh, &state, "fresh")?;
+                fresh
+            }
+            Restore::Reworked(seed) => {
+                let mut fresh = Loader::new(build(&spec.reworked(seed)));
+                run.load(&mut fresh, &state, "with other worker counts")?;
                 fresh
             }
             Restore::Twice => {
@@ -336,7 +457,7 @@ fn check(spec: &Spec, epochs: usize, cuts: &[Cut]) -> Result<(), String> {
                 let mut probe = Resumed {
                     spec,
                     reference: &reference,
-                    ordered: run.ordered,
+                    level,
                     out: run.out.clone(),
                 };
                 probe
@@ -350,64 +471,96 @@ fn check(spec: &Spec, epochs: usize, cuts: &[Cut]) -> Result<(), String> {
     }
     run.finish(loader)?;
 
-    let out = &run.out;
-    if run.ordered {
-        if *out != reference.items {
-            let first = out
-                .iter()
-                .zip(&reference.items)
-                .position(|(a, b)| a != b)
-                .unwrap_or(out.len().min(total));
-            return Err(format!(
-                "resumed output differs from the reference at item {first} (cuts at {:?}):\n  resumed   {out:?}\n  reference {:?}",
-                positions.iter().map(|(p, _)| p).collect::<Vec<_>>(),
-                reference.items
-            ));
+    let cut_list: Vec<usize> = positions.iter().map(|(p, _)| *p).collect();
+    let mut start = 0;
+    for (e, &end) in reference.bounds.iter().enumerate() {
+        compare_epoch(level, &run.out[start..end], &reference.items[start..end])
+            .map_err(|m| format!("epoch {e} (items {start}..{end}, cuts at {cut_list:?}) {m}"))?;
+        start = end;
+    }
+    Ok(Outcome::Ran)
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    let mut grammar = Grammar::every_shape(4, 24, 4);
+    let only = std::env::var("NODES_EXACTLY_ONCE").unwrap_or_default();
+    for knob in only.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        match knob {
+            "no-failures" => grammar.failures = false,
+            "exact" => grammar.top = Level::Exact,
+            other => panic!("NODES_EXACTLY_ONCE: unknown knob {other:?}"),
         }
-    } else {
-        let mut start = 0;
-        for (e, &end) in reference.bounds.iter().enumerate() {
-            if multiset(&out[start..end]) != multiset(&reference.items[start..end]) {
-                return Err(format!(
-                    "epoch {e} (items {start}..{end}) is not the reference's multiset:\n  resumed   {:?}\n  reference {:?}",
-                    multiset(&out[start..end]),
-                    multiset(&reference.items[start..end])
-                ));
+    }
+    (spec_strategy(grammar), 1usize..=3, cuts_strategy()).prop_map(|(spec, epochs, cuts)| Case {
+        spec,
+        epochs,
+        cuts,
+    })
+}
+
+#[test]
+fn random_pipelines_deliver_each_item_exactly_once_across_restores() {
+    run_cases(
+        "exactly once",
+        2000,
+        0x5eed_0001,
+        Duration::from_secs(60),
+        case_strategy(),
+        check,
+    );
+}
+
+/// A pipeline of the exact level, for the save/load protocol.
+#[derive(Clone, Debug)]
+struct Protocol {
+    spec: Spec,
+    midpoint: usize,
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at midpoint {}", self.spec, self.midpoint)
+    }
+}
+
+/// The node authors' conformance check (`testing::check_save_load`: four
+/// epochs cut at a midpoint, restored into the same and a fresh loader,
+/// the initial and the end-of-epoch states) on random pipelines whose
+/// output is exact.
+#[test]
+fn random_exact_pipelines_pass_the_save_load_protocol() {
+    let grammar = Grammar {
+        failures: false,
+        top: Level::Exact,
+        ..Grammar::every_shape(4, 16, 3)
+    };
+    let strategy = (spec_strategy(grammar), 0usize..20)
+        .prop_map(|(spec, midpoint)| Protocol { spec, midpoint });
+    run_cases(
+        "save/load protocol",
+        300,
+        0x5eed_0005,
+        Duration::from_secs(60),
+        strategy,
+        |case| {
+            let first = Loader::new(build(&case.spec))
+                .epoch()
+                .take(ITEM_LIMIT + 1)
+                .collect::<Result<Vec<V>>>()
+                .map_err(|e| format!("first epoch: {e}"))?;
+            // The loader cannot tell the start of an empty epoch from its
+            // end (it looks one item ahead and starts the next epoch), so
+            // the protocol's "restore the initial state" step does not apply.
+            if first.is_empty() {
+                return Ok(Outcome::Ran);
             }
-            start = end;
-        }
-    }
-    Ok(())
-}
-
-fn case_strategy() -> impl Strategy<Value = (Spec, usize, Vec<Cut>)> {
-    let long = scale() > 1;
-    let max_len = if long { 32 } else { 16 };
-    let max_epochs: usize = if long { 3 } else { 2 };
-    (
-        spec_strategy(5, max_len, 3),
-        1..=max_epochs,
-        cuts_strategy(),
-    )
-}
-
-proptest! {
-    #![proptest_config(config(1024, 0x5eed_0001))]
-
-    #[test]
-    fn random_pipelines_deliver_each_item_exactly_once_across_restores(
-        (spec, epochs, cuts) in case_strategy()
-    ) {
-        let (s, c) = (spec.clone(), cuts.clone());
-        let outcome = with_watchdog(Duration::from_secs(60), move || check(&s, epochs, &c))
-            .and_then(|r| r);
-        if let Err(message) = outcome {
-            let (nodes, threaded) = count_nodes(&spec);
-            return Err(TestCaseError::fail(format!(
-                "{message}\n  ({nodes} nodes, {threaded} threaded, {epochs} epochs, cuts {cuts:?})"
-            )));
-        }
-    }
+            if first.len() > ITEM_LIMIT / 4 {
+                return Ok(Outcome::Skipped);
+            }
+            testing::check_save_load(|| build(&case.spec), case.midpoint.min(first.len() + 1))?;
+            Ok(Outcome::Ran)
+        },
+    );
 }
 
 /// Regression: `ParallelMapper` and `Prefetcher` described the end of a pass

@@ -3,14 +3,13 @@
 //! children, threaded nodes report blocked time and queue depths, and stats
 //! are off unless asked for.
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::Probe;
 use nodes_std::prelude::*;
 use nodes_std::{NodeId, ParallelOptions, StopCriteria};
-use crate::support::Probe;
 
 /// Passes items through, dropping odd ones; reports to the statistics.
 struct Evens<S> {

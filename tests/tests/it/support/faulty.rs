@@ -47,10 +47,19 @@ impl Fault {
 
     /// Called with each item's value: fails (the first time) at `at`.
     pub(crate) fn hit(&self, value: u64) -> std::result::Result<(), String> {
-        if value != self.at || self.fired.swap(true, Ordering::SeqCst) {
+        if value != self.at {
             return Ok(());
         }
-        let message = format!("{INJECTED} at {value}");
+        self.fire()
+    }
+
+    /// Fails (or panics) with the fault at `at`, the first time it is
+    /// called: for callers that decide themselves which item it applies to.
+    pub(crate) fn fire(&self) -> std::result::Result<(), String> {
+        if self.fired.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let message = format!("{INJECTED} at {}", self.at);
         match self.kind {
             FaultKind::Err => Err(message),
             FaultKind::Panic => panic!("{message}"),

@@ -1,43 +1,56 @@
-//! Random pipelines over every stock node, for the reliability suite.
+//! The one random-pipeline generator of the test suite.
 //!
-//! A [`Spec`] is a plain description of a pipeline (a tree of stock nodes
-//! over small sources); [`build`] turns it into a fresh node each time it is
+//! A [`Spec`] is a plain description of a pipeline: a tree of stock nodes
+//! over small sources. [`build`] turns it into a fresh node each time it is
 //! called, so a test can build the same pipeline again to restore a state
-//! into it. [`spec_strategy`] generates specs for proptest.
+//! into it (or [`Spec::reworked`] builds it with other worker counts, which
+//! a state must not care about). [`spec_strategy`] draws specs of every
+//! shape for proptest, [`chain_strategy`] draws the item-by-item chains the
+//! fault tests need.
 //!
 //! Every pipeline yields one item type, [`V`], so that type-changing nodes
-//! (batch, zip, the samplers' tags) stack in any order.
+//! (batch, zip, the samplers' tags) stack in any order. User functions
+//! sleep a random 0–300 µs on some items ([`Fun::jitter`]) and may fail on
+//! chosen items ([`Fun::fail`]: an `Err`, every time the item is seen).
 //!
-//! # Ordered and unordered pipelines
+//! # What one run determines
 //!
-//! A `ParallelMapper` with `in_order(false)` delivers items in completion
-//! order, which varies from run to run. Only the *multiset* of its output is
-//! defined, and it stays defined through nodes that treat items one by one
-//! or keep every item (map, filter, shuffle, cycle, prefetch, another
-//! parallel map, a sampler that drains all its sources once). Nodes whose
-//! output depends on the order of their input (batch, header, zip, shard, a
-//! cycling sampler) get an ordered input: [`legalize`] switches any
-//! out-of-order map below them to in-order. What remains is either an
-//! ordered pipeline (the output sequence is defined: compare it exactly) or
-//! an unordered one (compare the multiset of each epoch).
+//! An out-of-order `ParallelMapper` with workers delivers items in
+//! completion order, which varies from run to run. What an uninterrupted
+//! run then says about any other run (a resumed one) is the pipeline's
+//! [`Level`]: the sequence ([`Level::Exact`]), the multiset of each epoch's
+//! items ([`Level::Multiset`]: the order varies), or the multiset of each
+//! epoch's plain values ([`Level::Leaves`]: batches above the varying map
+//! group them differently). Errors count as items at every level.
 //!
-//! The thread-backed nodes restore by replaying their source from a snapshot
-//! and skipping what the consumer had received since, which is exact only
-//! when the source yields the same items again. An out-of-order map does
-//! not, so [`legalize`] also gives an ordered input to every `Prefetcher`
-//! and to every `ParallelMapper` that may skip on restore (all but the
-//! inline ones and the in-order ones with `snapshot_frequency` 1).
+//! The generator draws out-of-order maps (with 0 to 4 workers) everywhere
+//! their output is determined at one of these levels, with nothing
+//! rewritten: below map, try_map, filter, shuffle, cycle, prefetch, other
+//! parallel maps (in order or not, any snapshot frequency), batch, unbatch,
+//! and samplers that drain every source (`AllDatasetsExhausted`). It does
+//! not draw them where one run determines nothing another run could be
+//! compared with: below nodes that pick *which* items pass by their
+//! position (header, zip, shard, `batch_exact`'s dropped remainder, samplers
+//! that stop or restart a source part-way), below a filter over batches,
+//! and below a function that may fail on batches (the batches vary, so
+//! which ones fail does too).
 
+use std::cell::Cell;
+use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use nodes_std::prelude::*;
 use nodes_std::{
     MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, ParallelOptions, StopCriteria,
 };
 use proptest::prelude::*;
+use proptest::strategy::{BoxedStrategy, Union};
 use serde::{Deserialize, Serialize};
 
 use super::Probe;
+use super::faulty::{Fault, Faulty};
 
 /// The one item type of every generated pipeline.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -61,7 +74,7 @@ impl V {
         }
     }
 
-    /// A hash of the value, for filters.
+    /// A hash of the value, for filters and failing items.
     pub(crate) fn fingerprint(&self) -> u64 {
         match self {
             V::I(x) => *x,
@@ -79,6 +92,50 @@ impl V {
             other => vec![other],
         }
     }
+
+    /// The plain values inside, in order.
+    pub(crate) fn leaves(&self, out: &mut Vec<u64>) {
+        match self {
+            V::I(x) => out.push(*x),
+            V::L(xs) => xs.iter().for_each(|x| x.leaves(out)),
+            V::P(a, b) => {
+                a.leaves(out);
+                b.leaves(out);
+            }
+        }
+    }
+}
+
+/// One item of a run as the tests compare it: a value, or an error (by the
+/// message of its root cause, which names the failed item's value; node
+/// names and item indices are left out, as they may differ between worker
+/// counts).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Out {
+    Ok(V),
+    Err(String),
+}
+
+impl Out {
+    pub(crate) fn from_result(item: Result<V>) -> Out {
+        match item {
+            Ok(v) => Out::Ok(v),
+            Err(e) => Out::Err(root_cause(&e)),
+        }
+    }
+
+    pub(crate) fn is_err(&self) -> bool {
+        matches!(self, Out::Err(_))
+    }
+}
+
+/// The message of the innermost source of `err`.
+pub(crate) fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = err;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
 }
 
 /// A generated pipeline.
@@ -112,6 +169,21 @@ pub(crate) enum Source {
     Indices(usize, Order),
     /// `MapStyleWrapper` reading a vector in the sampler's order.
     MapStyle(Vec<u64>, Order),
+    /// The test-support `Faulty` over `0..len`; `true`: it carries the
+    /// run's injected fault (see [`build_with`]).
+    Faulty(u64, bool),
+}
+
+/// What a user function does besides its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Fun {
+    /// `(m, r)`: items whose fingerprint is `r` modulo `m` fail with `Err`,
+    /// every time they are seen (a bad record).
+    pub(crate) fail: Option<(u64, u64)>,
+    /// The percentage of calls that sleep a random 0–300 µs first.
+    pub(crate) jitter: u8,
+    /// The function carries the run's injected fault (see [`build_with`]).
+    pub(crate) injected: bool,
 }
 
 /// Options of a `ParallelMapper`.
@@ -123,12 +195,19 @@ pub(crate) struct Par {
     pub(crate) snapshot_frequency: usize,
 }
 
+impl Par {
+    /// Its output order varies between runs: out of order, with workers.
+    pub(crate) fn varies(&self) -> bool {
+        self.workers > 0 && !self.in_order
+    }
+}
+
 /// A pipeline: a source, or a stock node over other specs.
 #[derive(Clone, Debug)]
 pub(crate) enum Spec {
     Src(Source),
-    Map(Box<Spec>, u64),
-    TryMap(Box<Spec>),
+    Map(Box<Spec>, u64, Fun),
+    TryMap(Box<Spec>, Fun),
     /// Keeps items whose fingerprint is not `r` modulo `m`.
     Filter(Box<Spec>, u64, u64),
     /// Batch size, drop the last short batch.
@@ -142,7 +221,7 @@ pub(crate) enum Spec {
     Zip(Box<Spec>, Box<Spec>),
     /// Rank, world size.
     Shard(Box<Spec>, u64, u64),
-    ParMap(Box<Spec>, Par),
+    ParMap(Box<Spec>, Par, Fun),
     Prefetch(Box<Spec>, usize),
     /// Sources with integer weights (at least one positive). `cap` bounds a
     /// `CycleForever` pass with a header; `rank < world`.
@@ -161,6 +240,63 @@ pub(crate) enum Spec {
         tagged: bool,
         cap: u64,
     },
+}
+
+// ---------------------------------------------------------------------------
+// Building
+
+/// A fault injected into one run (the fault tests): it fires once, at the
+/// item equal to `target`, in the function or `Faulty` source marked to
+/// carry it. Build every pipeline of a run with the same one.
+#[derive(Clone, Debug)]
+pub(crate) struct Injected {
+    pub(crate) fault: Fault,
+    pub(crate) target: V,
+}
+
+thread_local! {
+    static JITTER: Cell<u64> = Cell::new(jitter_seed());
+}
+
+fn jitter_seed() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (time ^ NEXT.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)) | 1
+}
+
+/// Sleeps a random 0–300 µs on `percent` % of the calls.
+fn jitter(percent: u8) {
+    if percent == 0 {
+        return;
+    }
+    let r = JITTER.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    });
+    if r % 100 < u64::from(percent) {
+        std::thread::sleep(Duration::from_micros((r >> 32) % 301));
+    }
+}
+
+/// The user function's side: jitter, the injected fault, the bad records.
+fn call(fun: Fun, injected: Option<&Injected>, v: &V) -> std::result::Result<(), String> {
+    jitter(fun.jitter);
+    if fun.injected
+        && let Some(inj) = injected
+        && *v == inj.target
+    {
+        inj.fault.fire()?;
+    }
+    match fun.fail {
+        Some((m, r)) if v.fingerprint() % m == r => Err(format!("bad item {v:?}")),
+        _ => Ok(()),
+    }
 }
 
 fn sampler(order: &Order, len: usize) -> Box<dyn Node<Item = usize>> {
@@ -186,7 +322,7 @@ fn sampler(order: &Order, len: usize) -> Box<dyn Node<Item = usize>> {
     }
 }
 
-fn source(src: &Source) -> Pipeline {
+fn source(src: &Source, injected: Option<&Injected>) -> Pipeline {
     match src {
         Source::Iter(items) => IterableWrapper::new(items.clone()).map(V::I).boxed(),
         Source::Seekable(n) => IterableWrapper::seekable(0..*n).map(V::I).boxed(),
@@ -196,6 +332,13 @@ fn source(src: &Source) -> Pipeline {
             let data: Vec<V> = items.iter().copied().map(V::I).collect();
             let len = data.len();
             MapStyleWrapper::new(data, sampler(order, len)).boxed()
+        }
+        Source::Faulty(n, carries) => {
+            let mut node = Faulty::new(*n);
+            if *carries && let Some(inj) = injected {
+                node = node.fault(inj.fault.clone());
+            }
+            node.map(V::I).boxed()
         }
     }
 }
@@ -216,23 +359,39 @@ fn par_options(par: &Par) -> ParallelOptions {
 
 /// A fresh pipeline for `spec`.
 pub(crate) fn build(spec: &Spec) -> Pipeline {
+    build_with(spec, None)
+}
+
+/// A fresh pipeline for `spec`, with the run's injected fault (if any) in
+/// the functions and sources marked to carry it.
+pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
+    let inj = injected.cloned();
+    let b = |s: &Spec| build_with(s, injected);
     match spec {
-        Spec::Src(src) => source(src),
-        Spec::Map(inner, k) => {
-            let k = *k;
-            build(inner).map(move |v| v.mapped(k)).boxed()
-        }
-        Spec::TryMap(inner) => build(inner)
-            .try_map(|v| Ok::<_, std::io::Error>(V::L(vec![v])))
-            .boxed(),
-        Spec::Filter(inner, m, r) => {
-            let (m, r) = (*m, *r);
-            build(inner)
-                .filter(move |v| v.fingerprint() % m != r)
+        Spec::Src(src) => source(src, injected),
+        Spec::Map(inner, k, fun) => {
+            let (k, fun) = (*k, *fun);
+            b(inner)
+                .map(move |v| {
+                    if let Err(e) = call(fun, inj.as_ref(), &v) {
+                        unreachable!("a map cannot fail, but {e}");
+                    }
+                    v.mapped(k)
+                })
                 .boxed()
         }
+        Spec::TryMap(inner, fun) => {
+            let fun = *fun;
+            b(inner)
+                .try_map(move |v| call(fun, inj.as_ref(), &v).map(|()| V::L(vec![v])))
+                .boxed()
+        }
+        Spec::Filter(inner, m, r) => {
+            let (m, r) = (*m, *r);
+            b(inner).filter(move |v| v.fingerprint() % m != r).boxed()
+        }
         Spec::Batch(inner, size, exact) => {
-            let node = build(inner);
+            let node = b(inner);
             let batched = if *exact {
                 node.batch_exact(*size)
             } else {
@@ -240,27 +399,35 @@ pub(crate) fn build(spec: &Spec) -> Pipeline {
             };
             batched.expect("sizes are positive").map(V::L).boxed()
         }
-        Spec::Unbatch(inner) => build(inner).map(V::flatten).unbatch().boxed(),
-        Spec::Header(inner, n) => build(inner).header(*n).boxed(),
-        Spec::CycleN(inner, n) => build(inner).cycle_n(*n).expect("n is positive").boxed(),
-        Spec::CycleHeader(inner, n) => build(inner).cycle().header(*n).boxed(),
-        Spec::Shuffle(inner, size, seed) => build(inner)
+        Spec::Unbatch(inner) => b(inner).map(V::flatten).unbatch().boxed(),
+        Spec::Header(inner, n) => b(inner).header(*n).boxed(),
+        Spec::CycleN(inner, n) => b(inner).cycle_n(*n).expect("n is positive").boxed(),
+        Spec::CycleHeader(inner, n) => b(inner).cycle().header(*n).boxed(),
+        Spec::Shuffle(inner, size, seed) => b(inner)
             .shuffle(*size, *seed)
             .expect("sizes are positive")
             .boxed(),
-        Spec::Zip(left, right) => build(left)
-            .zip(build(right))
+        Spec::Zip(left, right) => b(left)
+            .zip(b(right))
             .map(|(a, b)| V::P(Box::new(a), Box::new(b)))
             .boxed(),
-        Spec::Shard(inner, rank, world) => build(inner)
-            .shard(*rank, *world)
-            .expect("rank < world")
-            .boxed(),
-        Spec::ParMap(inner, par) => build(inner)
-            .par_map(|v| Ok(v.mapped(3)), par_options(par))
-            .expect("valid options")
-            .boxed(),
-        Spec::Prefetch(inner, factor) => build(inner)
+        Spec::Shard(inner, rank, world) => {
+            b(inner).shard(*rank, *world).expect("rank < world").boxed()
+        }
+        Spec::ParMap(inner, par, fun) => {
+            let fun = *fun;
+            b(inner)
+                .par_map(
+                    move |v: V| {
+                        call(fun, inj.as_ref(), &v)?;
+                        Ok(v.mapped(3))
+                    },
+                    par_options(par),
+                )
+                .expect("valid options")
+                .boxed()
+        }
+        Spec::Prefetch(inner, factor) => b(inner)
             .prefetch(*factor)
             .expect("factor is positive")
             .boxed(),
@@ -276,7 +443,7 @@ pub(crate) fn build(spec: &Spec) -> Pipeline {
             let nodes = sources
                 .iter()
                 .enumerate()
-                .map(|(i, (s, _))| (format!("s{i}"), build(s)));
+                .map(|(i, (s, _))| (format!("s{i}"), b(s)));
             let weights = sources
                 .iter()
                 .enumerate()
@@ -306,7 +473,7 @@ pub(crate) fn build(spec: &Spec) -> Pipeline {
             let nodes = sources
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (format!("s{i}"), build(s)));
+                .map(|(i, s)| (format!("s{i}"), b(s)));
             let sampler = MultiNodeRoundRobinSampler::new(nodes)
                 .expect("distinct names")
                 .with_stop_criteria(*stop);
@@ -332,117 +499,468 @@ fn capped(node: Pipeline, stop: StopCriteria, cap: u64) -> Pipeline {
     }
 }
 
-/// Switches every out-of-order parallel map whose output reaches a node that
-/// needs an ordered input to in-order (see the module docs). `need_ordered`:
-/// whether the consumer of `spec`'s output needs it in a defined order.
-pub(crate) fn legalize(spec: Spec, need_ordered: bool) -> Spec {
-    let b = |s: Box<Spec>, need: bool| Box::new(legalize(*s, need));
-    match spec {
-        Spec::Src(s) => Spec::Src(s),
-        // Item by item, or keeping every item: the order is passed through.
-        Spec::Map(s, k) => Spec::Map(b(s, need_ordered), k),
-        Spec::TryMap(s) => Spec::TryMap(b(s, need_ordered)),
-        Spec::Filter(s, m, r) => Spec::Filter(b(s, need_ordered), m, r),
-        Spec::Shuffle(s, n, seed) => Spec::Shuffle(b(s, need_ordered), n, seed),
-        Spec::CycleN(s, n) => Spec::CycleN(b(s, need_ordered), n),
-        Spec::ParMap(s, mut par) => {
-            if need_ordered && par.workers > 0 {
-                par.in_order = true;
-            }
-            // With workers, a restore replays the source from the last
-            // snapshot, skipping what was received since: exact only if the
-            // source yields the same items again, unless every item carries
-            // its snapshot and delivery is in order (nothing to skip).
-            let replays = par.workers > 0 && !(par.in_order && par.snapshot_frequency == 1);
-            Spec::ParMap(b(s, need_ordered || replays), par)
+// ---------------------------------------------------------------------------
+// Questions about a spec
+
+/// What one uninterrupted run determines about every other run of the same
+/// pipeline, epoch by epoch (see the module docs). Ordered weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Level {
+    /// The multiset of plain values ([`V::leaves`]) and of errors.
+    Leaves,
+    /// The multiset of items (errors included).
+    Multiset,
+    /// The sequence.
+    Exact,
+}
+
+impl Spec {
+    /// The children of this node.
+    pub(crate) fn children(&self) -> Vec<&Spec> {
+        match self {
+            Spec::Src(_) => Vec::new(),
+            Spec::Map(s, ..)
+            | Spec::TryMap(s, _)
+            | Spec::Filter(s, ..)
+            | Spec::Batch(s, ..)
+            | Spec::Unbatch(s)
+            | Spec::Header(s, _)
+            | Spec::CycleN(s, _)
+            | Spec::CycleHeader(s, _)
+            | Spec::Shuffle(s, ..)
+            | Spec::Shard(s, ..)
+            | Spec::ParMap(s, ..)
+            | Spec::Prefetch(s, _) => vec![&**s],
+            Spec::Zip(l, r) => vec![&**l, &**r],
+            Spec::Weighted { sources, .. } => sources.iter().map(|(s, _)| s).collect(),
+            Spec::RoundRobin { sources, .. } => sources.iter().collect(),
         }
-        // Restores by replaying its source from the last chunk's snapshot.
-        Spec::Prefetch(s, n) => Spec::Prefetch(b(s, true), n),
-        // The output depends on the input's order.
-        Spec::Batch(s, n, exact) => Spec::Batch(b(s, true), n, exact),
-        Spec::Unbatch(s) => Spec::Unbatch(b(s, true)),
-        Spec::Header(s, n) => Spec::Header(b(s, true), n),
-        Spec::CycleHeader(s, n) => Spec::CycleHeader(b(s, true), n),
-        Spec::Zip(l, r) => Spec::Zip(b(l, true), b(r, true)),
-        Spec::Shard(s, rank, world) => Spec::Shard(b(s, true), rank, world),
-        Spec::Weighted {
-            sources,
-            stop,
-            seed,
-            rank,
-            world,
-            tagged,
-            cap,
-        } => {
-            let need = need_ordered || stop != StopCriteria::AllDatasetsExhausted;
-            Spec::Weighted {
-                sources: sources
+    }
+
+    pub(crate) fn children_mut(&mut self) -> Vec<&mut Spec> {
+        match self {
+            Spec::Src(_) => Vec::new(),
+            Spec::Map(s, ..)
+            | Spec::TryMap(s, _)
+            | Spec::Filter(s, ..)
+            | Spec::Batch(s, ..)
+            | Spec::Unbatch(s)
+            | Spec::Header(s, _)
+            | Spec::CycleN(s, _)
+            | Spec::CycleHeader(s, _)
+            | Spec::Shuffle(s, ..)
+            | Spec::Shard(s, ..)
+            | Spec::ParMap(s, ..)
+            | Spec::Prefetch(s, _) => vec![&mut **s],
+            Spec::Zip(l, r) => vec![&mut **l, &mut **r],
+            Spec::Weighted { sources, .. } => sources.iter_mut().map(|(s, _)| s).collect(),
+            Spec::RoundRobin { sources, .. } => sources.iter_mut().collect(),
+        }
+    }
+
+    /// Every node of the tree, this one first (pre-order).
+    pub(crate) fn nodes(&self) -> Vec<&Spec> {
+        let mut out = vec![self];
+        for child in self.children() {
+            out.extend(child.nodes());
+        }
+        out
+    }
+
+    /// What one run determines, or `None` where it determines nothing
+    /// comparable (the generator does not draw those).
+    pub(crate) fn level(&self) -> Option<Level> {
+        use Level::{Exact, Leaves, Multiset};
+        let child = |s: &Spec| s.level();
+        // A function that may fail needs determined items as its input.
+        let fallible = |fun: &Fun, l: Level| (fun.fail.is_none() || l >= Multiset).then_some(l);
+        Some(match self {
+            Spec::Src(_) => Exact,
+            Spec::Map(s, _, _)
+            | Spec::CycleN(s, _)
+            | Spec::Shuffle(s, ..)
+            | Spec::Prefetch(s, _) => child(s)?,
+            Spec::Unbatch(s) => child(s)?,
+            Spec::TryMap(s, fun) => fallible(fun, child(s)?)?,
+            Spec::ParMap(s, par, fun) => {
+                let l = fallible(fun, child(s)?)?;
+                if par.varies() { l.min(Multiset) } else { l }
+            }
+            Spec::Filter(s, ..) => Some(child(s)?).filter(|&l| l >= Multiset)?,
+            Spec::Batch(s, _, exact) => match (child(s)?, exact) {
+                (Exact, _) => Exact,
+                (_, false) => Leaves,
+                (_, true) => return None,
+            },
+            Spec::Header(s, _) | Spec::CycleHeader(s, _) | Spec::Shard(s, ..) => {
+                Some(child(s)?).filter(|&l| l == Exact)?
+            }
+            Spec::Zip(l, r) => Some(child(l)?.min(child(r)?)).filter(|&l| l == Exact)?,
+            Spec::Weighted { stop, .. } | Spec::RoundRobin { stop, .. } => {
+                let mut level = Exact;
+                for s in self.children() {
+                    level = level.min(child(s)?);
+                }
+                if level < Exact && *stop != StopCriteria::AllDatasetsExhausted {
+                    return None;
+                }
+                level
+            }
+        })
+    }
+
+    /// Whether the pipeline may be refused when it starts: an `Unbatcher`
+    /// (which restores by pulling its batch again) over an out-of-order
+    /// parallel map with workers, anywhere below it.
+    pub(crate) fn may_be_refused(&self) -> bool {
+        self.nodes().into_iter().any(|n| {
+            matches!(n, Spec::Unbatch(s)
+                if s.nodes().into_iter().any(|m| matches!(m, Spec::ParMap(_, p, _) if p.varies())))
+        })
+    }
+
+    /// The node's kind, as the method (or constructor) that makes it.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Spec::Src(_) => "source",
+            Spec::Map(..) => "map",
+            Spec::TryMap(..) => "try_map",
+            Spec::Filter(..) => "filter",
+            Spec::Batch(_, _, false) => "batch",
+            Spec::Batch(_, _, true) => "batch_exact",
+            Spec::Unbatch(_) => "unbatch",
+            Spec::Header(..) => "header",
+            Spec::CycleN(..) => "cycle_n",
+            Spec::CycleHeader(..) => "cycle",
+            Spec::Shuffle(..) => "shuffle",
+            Spec::Zip(..) => "zip",
+            Spec::Shard(..) => "shard",
+            Spec::ParMap(..) => "par_map",
+            Spec::Prefetch(..) => "prefetch",
+            Spec::Weighted { .. } => "weighted",
+            Spec::RoundRobin { .. } => "round_robin",
+        }
+    }
+
+    /// The nodes that have an out-of-order parallel map with workers below
+    /// them, by kind (for reports: which parents see a varying order).
+    pub(crate) fn over_varying(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = Vec::new();
+        for node in self.nodes() {
+            let varies_below = node.children().into_iter().any(|c| {
+                c.nodes()
                     .into_iter()
-                    .map(|(s, w)| (legalize(s, need), w))
-                    .collect(),
+                    .any(|m| matches!(m, Spec::ParMap(_, p, _) if p.varies()))
+            });
+            if !varies_below {
+                continue;
+            }
+            let kind = match node {
+                Spec::ParMap(_, p, _) if p.varies() => "par_map(out of order)".to_owned(),
+                Spec::ParMap(_, p, _) if p.workers > 0 && p.snapshot_frequency > 1 => {
+                    "par_map(in order, snapshot_frequency > 1)".to_owned()
+                }
+                Spec::ParMap(_, p, _) if p.workers > 0 => "par_map(in order)".to_owned(),
+                Spec::ParMap(..) => "par_map(0 workers)".to_owned(),
+                other => other.kind().to_owned(),
+            };
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        kinds
+    }
+
+    /// How many nodes the spec has, and how many of them run threads.
+    pub(crate) fn count_nodes(&self) -> (usize, usize) {
+        let nodes = self.nodes();
+        let threaded = nodes
+            .iter()
+            .filter(|n| {
+                matches!(n, Spec::ParMap(_, p, _) if p.workers > 0)
+                    || matches!(n, Spec::Prefetch(..))
+            })
+            .count();
+        (nodes.len(), threaded)
+    }
+
+    /// The same pipeline with other worker counts, `max_concurrent`,
+    /// snapshot frequencies and read-ahead (drawn from `seed`): none of them
+    /// is part of the shape, so a state restores into it. Whether an
+    /// out-of-order map has workers is kept (that changes what a run
+    /// determines).
+    pub(crate) fn reworked(&self, seed: u64) -> Spec {
+        let mut spec = self.clone();
+        let mut x = seed | 1;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        fn walk(spec: &mut Spec, next: &mut dyn FnMut(u64) -> u64) {
+            match spec {
+                Spec::ParMap(_, par, _) => {
+                    par.workers = match (par.in_order, par.workers) {
+                        (false, 0) => 0,
+                        (false, _) => 1 + next(4) as usize,
+                        (true, _) => next(5) as usize,
+                    };
+                    par.max_concurrent = [None, Some(1), Some(2), Some(5)][next(4) as usize];
+                    par.snapshot_frequency = [1, 2, 5, 1000][next(4) as usize];
+                }
+                Spec::Prefetch(_, factor) => *factor = [1, 2, 3, 16][next(4) as usize],
+                _ => {}
+            }
+            for child in spec.children_mut() {
+                walk(child, next);
+            }
+        }
+        walk(&mut spec, &mut next);
+        spec
+    }
+}
+
+/// Compares two runs' epochs at `level`; `Err` describes the difference.
+pub(crate) fn compare_epoch(level: Level, got: &[Out], want: &[Out]) -> Result<(), String> {
+    fn sorted<T: Ord + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+        let mut v: Vec<T> = items.into_iter().collect();
+        v.sort();
+        v
+    }
+    let leaves = |items: &[Out]| {
+        let mut values = Vec::new();
+        let mut errors = Vec::new();
+        for item in items {
+            match item {
+                Out::Ok(v) => v.leaves(&mut values),
+                Out::Err(e) => errors.push(e.clone()),
+            }
+        }
+        (sorted(values), sorted(errors))
+    };
+    let same = match level {
+        Level::Exact => got == want,
+        Level::Multiset => sorted(got.iter().cloned()) == sorted(want.iter().cloned()),
+        Level::Leaves => leaves(got) == leaves(want),
+    };
+    if same {
+        return Ok(());
+    }
+    if level == Level::Exact {
+        let first = got
+            .iter()
+            .zip(want)
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.len().min(want.len()));
+        return Err(format!(
+            "differs at item {first} of {} (want {}):\n    got  {}\n    want {}",
+            got.len(),
+            want.len(),
+            show(got),
+            show(want)
+        ));
+    }
+    let (mut got_only, mut want_only) = (sorted(got.iter().cloned()), sorted(want.iter().cloned()));
+    if level == Level::Leaves {
+        let (g, w) = (leaves(got), leaves(want));
+        return Err(format!(
+            "the plain values differ as multisets:\n    got  {:?} + errors {:?}\n    want {:?} + errors {:?}",
+            g.0, g.1, w.0, w.1
+        ));
+    }
+    // Multiset: show what is extra on each side.
+    let common: Vec<Out> = {
+        let mut common = Vec::new();
+        let mut w = want_only.clone();
+        for item in &got_only {
+            if let Some(i) = w.iter().position(|x| x == item) {
+                common.push(w.remove(i));
+            }
+        }
+        common
+    };
+    for item in &common {
+        if let Some(i) = got_only.iter().position(|x| x == item) {
+            got_only.remove(i);
+        }
+        if let Some(i) = want_only.iter().position(|x| x == item) {
+            want_only.remove(i);
+        }
+    }
+    Err(format!(
+        "differs as a multiset ({} items, want {}): repeated or extra {}, lost {}",
+        got.len(),
+        want.len(),
+        show(&got_only),
+        show(&want_only)
+    ))
+}
+
+/// A compact rendering of items.
+pub(crate) fn show(items: &[Out]) -> String {
+    let parts: Vec<String> = items
+        .iter()
+        .map(|o| match o {
+            Out::Ok(v) => format!("{v}"),
+            Out::Err(e) => format!("Err({e})"),
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+impl fmt::Display for V {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            V::I(x) => write!(f, "{x}"),
+            V::L(xs) => {
+                write!(f, "[")?;
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, " ")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                write!(f, "]")
+            }
+            V::P(a, b) => write!(f, "({a},{b})"),
+        }
+    }
+}
+
+/// The spec as the Rust chain that builds it (roughly), for reports.
+impl fmt::Display for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fun = |fun: &Fun| {
+            let mut s = String::new();
+            if let Some((m, r)) = fun.fail {
+                s += &format!(", fails on fp%{m}=={r}");
+            }
+            if fun.jitter > 0 {
+                s += &format!(", jitter {}%", fun.jitter);
+            }
+            if fun.injected {
+                s += ", injected";
+            }
+            s
+        };
+        match self {
+            Spec::Src(src) => match src {
+                Source::Iter(items) => write!(f, "iter({items:?})"),
+                Source::Seekable(n) => write!(f, "seekable(0..{n})"),
+                Source::Probe(n) => write!(f, "probe({n})"),
+                Source::Indices(n, order) => write!(f, "indices({n}, {order:?})"),
+                Source::MapStyle(items, order) => write!(f, "map_style({items:?}, {order:?})"),
+                Source::Faulty(n, carries) => {
+                    write!(f, "faulty({n}{})", if *carries { ", injected" } else { "" })
+                }
+            },
+            Spec::Map(s, k, fn_) => write!(f, "{s}.map(*{k}{})", fun(fn_)),
+            Spec::TryMap(s, fn_) => write!(f, "{s}.try_map(wrap{})", fun(fn_)),
+            Spec::Filter(s, m, r) => write!(f, "{s}.filter(fp%{m}!={r})"),
+            Spec::Batch(s, n, false) => write!(f, "{s}.batch({n})"),
+            Spec::Batch(s, n, true) => write!(f, "{s}.batch_exact({n})"),
+            Spec::Unbatch(s) => write!(f, "{s}.unbatch()"),
+            Spec::Header(s, n) => write!(f, "{s}.header({n})"),
+            Spec::CycleN(s, n) => write!(f, "{s}.cycle_n({n})"),
+            Spec::CycleHeader(s, n) => write!(f, "{s}.cycle().header({n})"),
+            Spec::Shuffle(s, n, seed) => write!(f, "{s}.shuffle({n}, {seed})"),
+            Spec::Zip(l, r) => write!(f, "{l}.zip({r})"),
+            Spec::Shard(s, rank, world) => write!(f, "{s}.shard({rank}, {world})"),
+            Spec::ParMap(s, p, fn_) => {
+                write!(f, "{s}.par_map(*3, {} workers", p.workers)?;
+                if !p.in_order {
+                    write!(f, ", out of order")?;
+                }
+                if let Some(m) = p.max_concurrent {
+                    write!(f, ", max_concurrent {m}")?;
+                }
+                if p.snapshot_frequency != 1 {
+                    write!(f, ", snapshot_frequency {}", p.snapshot_frequency)?;
+                }
+                write!(f, "{})", fun(fn_))
+            }
+            Spec::Prefetch(s, n) => write!(f, "{s}.prefetch({n})"),
+            Spec::Weighted {
+                sources,
                 stop,
                 seed,
                 rank,
                 world,
                 tagged,
                 cap,
+            } => {
+                write!(f, "weighted([")?;
+                for (i, (s, w)) in sources.iter().enumerate() {
+                    write!(f, "{}{s} @{w}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, "], {stop:?}, seed {seed}, rank {rank}/{world}")?;
+                if *tagged {
+                    write!(f, ", tagged")?;
+                }
+                write!(f, ")")?;
+                if *stop == StopCriteria::CycleForever {
+                    write!(f, ".header({cap})")?;
+                }
+                Ok(())
             }
-        }
-        Spec::RoundRobin {
-            sources,
-            stop,
-            tagged,
-            cap,
-        } => {
-            let need = need_ordered || stop != StopCriteria::AllDatasetsExhausted;
             Spec::RoundRobin {
-                sources: sources.into_iter().map(|s| legalize(s, need)).collect(),
+                sources,
                 stop,
                 tagged,
                 cap,
+            } => {
+                write!(f, "round_robin([")?;
+                for (i, s) in sources.iter().enumerate() {
+                    write!(f, "{}{s}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, "], {stop:?}")?;
+                if *tagged {
+                    write!(f, ", tagged")?;
+                }
+                write!(f, ")")?;
+                if *stop == StopCriteria::CycleForever {
+                    write!(f, ".header({cap})")?;
+                }
+                Ok(())
             }
         }
     }
 }
 
-/// The children of a spec node.
-pub(crate) fn children(spec: &Spec) -> Vec<&Spec> {
-    match spec {
-        Spec::Src(_) => Vec::new(),
-        Spec::Map(s, _)
-        | Spec::TryMap(s)
-        | Spec::Filter(s, _, _)
-        | Spec::Batch(s, _, _)
-        | Spec::Unbatch(s)
-        | Spec::Header(s, _)
-        | Spec::CycleN(s, _)
-        | Spec::CycleHeader(s, _)
-        | Spec::Shuffle(s, _, _)
-        | Spec::Shard(s, _, _)
-        | Spec::ParMap(s, _)
-        | Spec::Prefetch(s, _) => vec![&**s],
-        Spec::Zip(l, r) => vec![&**l, &**r],
-        Spec::Weighted { sources, .. } => sources.iter().map(|(s, _)| s).collect(),
-        Spec::RoundRobin { sources, .. } => sources.iter().collect(),
+// ---------------------------------------------------------------------------
+// Strategies
+
+/// The knobs of [`spec_strategy`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Grammar {
+    /// Nodes above the sources, at most.
+    pub(crate) depth: u32,
+    /// Items per source, at most.
+    pub(crate) max_len: usize,
+    /// Workers per parallel map, at most.
+    pub(crate) max_workers: usize,
+    /// Functions may fail on chosen items.
+    pub(crate) failures: bool,
+    /// Functions may sleep on some items.
+    pub(crate) jitter: bool,
+    /// What one run must determine of the whole pipeline: [`Level::Exact`]
+    /// draws no out-of-order map with workers.
+    pub(crate) top: Level,
+}
+
+impl Grammar {
+    /// The suite's default: every shape, with bad records and jitter.
+    pub(crate) fn every_shape(depth: u32, max_len: usize, max_workers: usize) -> Self {
+        Grammar {
+            depth,
+            max_len,
+            max_workers,
+            failures: true,
+            jitter: true,
+            top: Level::Leaves,
+        }
     }
-}
-
-/// Whether the output sequence is defined (no out-of-order parallel map
-/// with workers is left after [`legalize`]).
-pub(crate) fn is_ordered(spec: &Spec) -> bool {
-    let here = !matches!(spec, Spec::ParMap(_, par) if par.workers > 0 && !par.in_order);
-    here && children(spec).into_iter().all(is_ordered)
-}
-
-/// How many nodes the spec has, and how many of them run threads.
-pub(crate) fn count_nodes(spec: &Spec) -> (usize, usize) {
-    let own = usize::from(
-        matches!(spec, Spec::ParMap(_, p) if p.workers > 0) || matches!(spec, Spec::Prefetch(..)),
-    );
-    children(spec)
-        .into_iter()
-        .map(count_nodes)
-        .fold((1, own), |(n, t), (cn, ct)| (n + cn, t + ct))
 }
 
 fn order_strategy() -> impl Strategy<Value = Order> {
@@ -460,111 +978,374 @@ fn order_strategy() -> impl Strategy<Value = Order> {
     ]
 }
 
-/// Sources of at most `max_len` items.
-pub(crate) fn source_strategy(max_len: usize) -> impl Strategy<Value = Source> {
+/// Sources of at most `max_len` items (mostly more than a third of that).
+fn source_strategy(max_len: usize) -> BoxedStrategy<Source> {
     let n = max_len as u64 + 1;
+    let len = prop_oneof![1 => 0..=max_len, 4 => max_len / 3..=max_len];
+    let count = prop_oneof![1 => 0..n, 4 => n / 3..n];
     prop_oneof![
-        prop::collection::vec(0u64..100, 0..=max_len).prop_map(Source::Iter),
-        (0..n).prop_map(Source::Seekable),
-        (0..n).prop_map(Source::Probe),
-        (0..=max_len, order_strategy()).prop_map(|(n, o)| Source::Indices(n, o)),
+        len.clone()
+            .prop_flat_map(|l| prop::collection::vec(0u64..100, l))
+            .prop_map(Source::Iter),
+        count.clone().prop_map(Source::Seekable),
+        count.prop_map(Source::Probe),
+        (len.clone(), order_strategy()).prop_map(|(n, o)| Source::Indices(n, o)),
         (
-            prop::collection::vec(0u64..100, 0..=max_len),
+            len.prop_flat_map(|l| prop::collection::vec(0u64..100, l)),
             order_strategy()
         )
             .prop_map(|(items, o)| Source::MapStyle(items, o)),
     ]
+    .boxed()
 }
 
-fn stop_strategy() -> impl Strategy<Value = StopCriteria> {
-    prop::sample::select(StopCriteria::ALL.to_vec())
+/// Stop criteria; the one that drains every source (and so keeps the
+/// multisets of sources whose order varies) three times as often.
+fn stop_strategy() -> BoxedStrategy<StopCriteria> {
+    prop_oneof![
+        3 => Just(StopCriteria::AllDatasetsExhausted),
+        3 => prop::sample::select(StopCriteria::ALL.to_vec()),
+    ]
+    .boxed()
 }
 
-fn par_strategy(max_workers: usize) -> impl Strategy<Value = Par> {
+fn fun_strategy(grammar: Grammar) -> BoxedStrategy<Fun> {
+    let fail = if grammar.failures {
+        prop_oneof![
+            2 => Just(None),
+            1 => (3u64..11, 0u64..11).prop_map(|(m, r)| Some((m, r % m))),
+        ]
+        .boxed()
+    } else {
+        Just(None).boxed()
+    };
+    let jitter = if grammar.jitter {
+        prop_oneof![Just(0u8), Just(10), Just(50), Just(100)].boxed()
+    } else {
+        Just(0u8).boxed()
+    };
+    (fail, jitter)
+        .prop_map(|(fail, jitter)| Fun {
+            fail,
+            jitter,
+            injected: false,
+        })
+        .boxed()
+}
+
+/// Parallel-map options; `varying`: whether out of order with workers.
+fn par_strategy(max_workers: usize, varying: bool) -> BoxedStrategy<Par> {
+    let workers = if varying {
+        (1..=max_workers.max(1)).boxed()
+    } else {
+        (0..=max_workers).boxed()
+    };
     (
-        0..=max_workers,
+        workers,
         any::<bool>(),
         prop::option::of(1usize..7),
         prop_oneof![Just(1usize), 2usize..6, Just(1000)],
     )
         .prop_map(
-            |(workers, in_order, max_concurrent, snapshot_frequency)| Par {
+            move |(workers, in_order, max_concurrent, snapshot_frequency)| Par {
                 workers,
-                in_order,
+                // Not varying: in order, or out of order without workers.
+                in_order: if varying {
+                    false
+                } else {
+                    in_order || workers > 0
+                },
                 max_concurrent,
                 snapshot_frequency,
             },
         )
+        .boxed()
 }
 
-/// Pipelines of depth at most `depth + 1` over sources of at most `max_len`
-/// items, with parallel maps of at most `max_workers` workers, legalized.
-pub(crate) fn spec_strategy(
-    depth: u32,
-    max_len: usize,
-    max_workers: usize,
-) -> impl Strategy<Value = Spec> {
-    source_strategy(max_len)
-        .prop_map(Spec::Src)
-        .prop_recursive(depth, 64, 2, move |inner| {
-            let sources = prop::collection::vec(inner.clone(), 1..=3);
-            let weighted_sources = prop::collection::vec((inner.clone(), 0u8..4), 1..=3);
-            prop_oneof![
-                1 => (inner.clone(), 1u64..7).prop_map(|(s, k)| Spec::Map(Box::new(s), k)),
-                1 => inner.clone().prop_map(|s| Spec::TryMap(Box::new(s))),
-                1 => (inner.clone(), 2u64..5, 0u64..5)
-                    .prop_map(|(s, m, r)| Spec::Filter(Box::new(s), m, r % m)),
-                1 => (inner.clone(), 1usize..5, any::<bool>())
-                    .prop_map(|(s, n, exact)| Spec::Batch(Box::new(s), n, exact)),
-                1 => inner.clone().prop_map(|s| Spec::Unbatch(Box::new(s))),
-                1 => (inner.clone(), 0u64..15).prop_map(|(s, n)| Spec::Header(Box::new(s), n)),
-                1 => (inner.clone(), 1u64..4).prop_map(|(s, n)| Spec::CycleN(Box::new(s), n)),
-                1 => (inner.clone(), 0u64..25).prop_map(|(s, n)| Spec::CycleHeader(Box::new(s), n)),
-                1 => (inner.clone(), 1usize..8, any::<u64>())
-                    .prop_map(|(s, n, seed)| Spec::Shuffle(Box::new(s), n, seed)),
-                1 => (inner.clone(), inner.clone())
-                    .prop_map(|(a, b)| Spec::Zip(Box::new(a), Box::new(b))),
-                1 => (inner.clone(), 1u64..4).prop_flat_map(|(s, world)| {
-                    (0..world).prop_map(move |rank| Spec::Shard(Box::new(s.clone()), rank, world))
-                }),
-                3 => (inner.clone(), par_strategy(max_workers))
-                    .prop_map(|(s, par)| Spec::ParMap(Box::new(s), par)),
-                2 => (inner.clone(), prop_oneof![Just(1usize), Just(2), Just(3), Just(16)])
-                    .prop_map(|(s, n)| Spec::Prefetch(Box::new(s), n)),
-                1 => (
-                    weighted_sources,
-                    stop_strategy(),
-                    any::<u64>(),
-                    1u64..3,
-                    any::<bool>(),
-                    0u64..30
-                )
-                    .prop_flat_map(|(sources, stop, seed, world, tagged, cap)| {
-                        (0..world).prop_map(move |rank| {
-                            let mut sources = sources.clone();
-                            if sources.iter().all(|(_, w)| *w == 0) {
-                                sources[0].1 = 1;
-                            }
-                            Spec::Weighted {
-                                sources,
-                                stop,
-                                seed,
-                                rank,
-                                world,
-                                tagged,
-                                cap,
-                            }
-                        })
-                    }),
-                1 => (sources, stop_strategy(), any::<bool>(), 0u64..30).prop_map(
-                    |(sources, stop, tagged, cap)| Spec::RoundRobin {
+/// Pipelines of at most `grammar.depth` nodes above their sources.
+pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
+    use Level::{Exact, Leaves, Multiset};
+    let needs = [Leaves, Multiset, Exact];
+    let idx = |l: Level| l as usize;
+    // table[need]: specs of the current depth whose level is at least `need`.
+    let src = source_strategy(grammar.max_len).prop_map(Spec::Src).boxed();
+    let mut table: Vec<BoxedStrategy<Spec>> = needs.iter().map(|_| src.clone()).collect();
+    for _ in 0..grammar.depth {
+        let below = table.clone();
+        let at = |l: Level| below[idx(l)].clone();
+        table = needs
+            .iter()
+            .map(|&need| {
+                let fun = fun_strategy(grammar);
+                // A function that may fail needs determined items below it.
+                let fallible = move |fun: Fun| {
+                    if fun.fail.is_some() {
+                        need.max(Multiset)
+                    } else {
+                        need
+                    }
+                };
+                let with_fun = |fun: BoxedStrategy<Fun>| {
+                    let (a, b) = (at(need), at(need.max(Multiset)));
+                    fun.prop_flat_map(move |f| {
+                        let inner = if fallible(f) == need {
+                            a.clone()
+                        } else {
+                            b.clone()
+                        };
+                        inner.prop_map(move |s| (s, f))
+                    })
+                };
+                let jitter_only = fun_strategy(Grammar {
+                    failures: false,
+                    ..grammar
+                });
+                let mut options: Vec<(u32, BoxedStrategy<Spec>)> = vec![
+                    (3, src.clone()),
+                    (
+                        1,
+                        (with_fun(jitter_only), 1u64..7)
+                            .prop_map(|((s, f), k)| Spec::Map(Box::new(s), k, f))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        with_fun(fun.clone())
+                            .prop_map(|(s, f)| Spec::TryMap(Box::new(s), f))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(need.max(Multiset)), 2u64..5, 0u64..5)
+                            .prop_map(|(s, m, r)| Spec::Filter(Box::new(s), m, r % m))
+                            .boxed(),
+                    ),
+                    (
+                        2,
+                        (at(if need == Leaves { Leaves } else { Exact }), 1usize..5)
+                            .prop_map(|(s, n)| Spec::Batch(Box::new(s), n, false))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(Exact), 1usize..5)
+                            .prop_map(|(s, n)| Spec::Batch(Box::new(s), n, true))
+                            .boxed(),
+                    ),
+                    (2, at(need).prop_map(|s| Spec::Unbatch(Box::new(s))).boxed()),
+                    (
+                        1,
+                        (at(Exact), 0u64..40)
+                            .prop_map(|(s, n)| Spec::Header(Box::new(s), n))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(need), 1u64..3)
+                            .prop_map(|(s, n)| Spec::CycleN(Box::new(s), n))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(Exact), 0u64..40)
+                            .prop_map(|(s, n)| Spec::CycleHeader(Box::new(s), n))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(need), 1usize..8, any::<u64>())
+                            .prop_map(|(s, n, seed)| Spec::Shuffle(Box::new(s), n, seed))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(Exact), at(Exact))
+                            .prop_map(|(a, b)| Spec::Zip(Box::new(a), Box::new(b)))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(Exact), 1u64..4)
+                            .prop_flat_map(|(s, world)| {
+                                (0..world).prop_map(move |rank| {
+                                    Spec::Shard(Box::new(s.clone()), rank, world)
+                                })
+                            })
+                            .boxed(),
+                    ),
+                    (
+                        3,
+                        (
+                            with_fun(fun.clone()),
+                            par_strategy(grammar.max_workers, false),
+                        )
+                            .prop_map(|((s, f), par)| Spec::ParMap(Box::new(s), par, f))
+                            .boxed(),
+                    ),
+                    (
+                        2,
+                        (
+                            at(need),
+                            prop_oneof![Just(1usize), Just(2), Just(3), Just(16)],
+                        )
+                            .prop_map(|(s, n)| Spec::Prefetch(Box::new(s), n))
+                            .boxed(),
+                    ),
+                    (1, weighted_strategy(&below, need)),
+                    (1, round_robin_strategy(&below, need)),
+                ];
+                if need <= Multiset && grammar.max_workers > 0 {
+                    options.push((
+                        4,
+                        (with_fun(fun), par_strategy(grammar.max_workers, true))
+                            .prop_map(|((s, f), par)| Spec::ParMap(Box::new(s), par, f))
+                            .boxed(),
+                    ));
+                }
+                Union::new_weighted(options).boxed()
+            })
+            .collect();
+    }
+    table[idx(grammar.top)].clone()
+}
+
+/// The need of a sampler's sources: only a sampler that drains every
+/// source keeps their multisets.
+fn source_need(stop: StopCriteria, need: Level) -> Level {
+    if stop == StopCriteria::AllDatasetsExhausted {
+        need
+    } else {
+        Level::Exact
+    }
+}
+
+fn weighted_strategy(below: &[BoxedStrategy<Spec>], need: Level) -> BoxedStrategy<Spec> {
+    let below = below.to_vec();
+    (
+        stop_strategy(),
+        any::<u64>(),
+        1u64..3,
+        any::<bool>(),
+        0u64..40,
+    )
+        .prop_flat_map(move |(stop, seed, world, tagged, cap)| {
+            let inner = below[source_need(stop, need) as usize].clone();
+            (prop::collection::vec((inner, 0u8..4), 1..=3), 0..world).prop_map(
+                move |(mut sources, rank)| {
+                    if sources.iter().all(|(_, w)| *w == 0) {
+                        sources[0].1 = 1;
+                    }
+                    Spec::Weighted {
                         sources,
                         stop,
+                        seed,
+                        rank,
+                        world,
                         tagged,
                         cap,
                     }
-                ),
-            ]
+                },
+            )
         })
-        .prop_map(|spec| legalize(spec, false))
+        .boxed()
+}
+
+fn round_robin_strategy(below: &[BoxedStrategy<Spec>], need: Level) -> BoxedStrategy<Spec> {
+    let below = below.to_vec();
+    (stop_strategy(), any::<bool>(), 0u64..40)
+        .prop_flat_map(move |(stop, tagged, cap)| {
+            let inner = below[source_need(stop, need) as usize].clone();
+            prop::collection::vec(inner, 1..=3).prop_map(move |sources| Spec::RoundRobin {
+                sources,
+                stop,
+                tagged,
+                cap,
+            })
+        })
+        .boxed()
+}
+
+/// Item-by-item chains for the fault tests: a `Faulty` source of at most
+/// `max_len` items under 1 to `max_stages` maps, try_maps, parallel maps
+/// (any options) and prefetches, with jitter and no bad records.
+pub(crate) fn chain_strategy(max_len: u64, max_stages: usize) -> BoxedStrategy<Spec> {
+    let grammar = Grammar {
+        failures: false,
+        ..Grammar::every_shape(0, 0, 3)
+    };
+    #[derive(Clone, Debug)]
+    enum Stage {
+        Map(u64, Fun),
+        TryMap(Fun),
+        ParMap(Par, Fun),
+        Prefetch(usize),
+    }
+    let fun = fun_strategy(grammar);
+    let stage = prop_oneof![
+        1 => (1u64..7, fun.clone()).prop_map(|(k, f)| Stage::Map(k, f)),
+        1 => fun.clone().prop_map(Stage::TryMap),
+        3 => (prop_oneof![par_strategy(3, false), par_strategy(3, true)], fun)
+            .prop_map(|(p, f)| Stage::ParMap(p, f)),
+        2 => prop_oneof![Just(1usize), Just(2), Just(8)].prop_map(Stage::Prefetch),
+    ];
+    (1..=max_len, prop::collection::vec(stage, 1..=max_stages))
+        .prop_map(|(len, stages)| {
+            stages
+                .into_iter()
+                .fold(Spec::Src(Source::Faulty(len, false)), |s, stage| {
+                    let s = Box::new(s);
+                    match stage {
+                        Stage::Map(k, f) => Spec::Map(s, k, f),
+                        Stage::TryMap(f) => Spec::TryMap(s, f),
+                        Stage::ParMap(p, f) => Spec::ParMap(s, p, f),
+                        Stage::Prefetch(n) => Spec::Prefetch(s, n),
+                    }
+                })
+        })
+        .boxed()
+}
+
+/// The stages of a chain, from the source up.
+pub(crate) fn chain_stages(spec: &Spec) -> Vec<&Spec> {
+    let mut stages: Vec<&Spec> = Vec::new();
+    let mut at = spec;
+    loop {
+        stages.push(at);
+        match at.children().as_slice() {
+            [] => break,
+            [one] => at = one,
+            _ => panic!("not a chain: {spec}"),
+        }
+    }
+    stages.reverse();
+    stages
+}
+
+/// What the item-by-item node `stage` makes of `v` (no jitter, no faults).
+pub(crate) fn apply(stage: &Spec, v: V) -> V {
+    match stage {
+        Spec::Map(_, k, _) => v.mapped(*k),
+        Spec::TryMap(..) => V::L(vec![v]),
+        Spec::ParMap(..) => v.mapped(3),
+        _ => v,
+    }
+}
+
+/// The levels the generator promises, checked on its own output.
+#[test]
+fn every_drawn_spec_is_determined_at_some_level() {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config::with_cases(300));
+    for top in [Level::Leaves, Level::Multiset, Level::Exact] {
+        let grammar = Grammar {
+            top,
+            ..Grammar::every_shape(4, 24, 4)
+        };
+        runner
+            .run(&spec_strategy(grammar), |spec| {
+                prop_assert!(spec.level() >= Some(top), "{spec}");
+                Ok(())
+            })
+            .unwrap();
+    }
 }
