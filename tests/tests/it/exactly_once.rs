@@ -563,6 +563,70 @@ fn random_exact_pipelines_pass_the_save_load_protocol() {
     );
 }
 
+/// Shapes the random-chain test of nodes-std once shrank failures to, at
+/// every cut, through both checks.
+#[test]
+fn former_chain_failures_resume_exactly() {
+    use crate::support::spec::{Fun, Order, Source};
+    let src = |s: Source| Box::new(Spec::Src(s));
+    let specs = [
+        Spec::Filter(
+            Box::new(Spec::Batch(
+                src(Source::Indices(
+                    2,
+                    Order::Random(11_998_683_575_894_243_456),
+                )),
+                2,
+                false,
+            )),
+            4,
+            0,
+        ),
+        Spec::Zip(
+            Box::new(Spec::Unbatch(Box::new(Spec::CycleHeader(
+                src(Source::Probe(1)),
+                3,
+            )))),
+            Box::new(Spec::TryMap(
+                src(Source::Indices(1, Order::Random(0))),
+                Fun::default(),
+            )),
+        ),
+        Spec::Zip(
+            Box::new(Spec::Unbatch(src(Source::Iter(vec![0])))),
+            Box::new(Spec::Unbatch(src(Source::Indices(
+                2,
+                Order::Sharded {
+                    rank: 0,
+                    world: 1,
+                    pad: false,
+                    seed: 44_366_390_509_479_546,
+                },
+            )))),
+        ),
+    ];
+    for spec in specs {
+        let len = Loader::new(build(&spec)).epoch().count();
+        for cut in 0..=len + 1 {
+            // Not when epoch 0 is empty (see the protocol test above).
+            if len > 0 {
+                testing::check_save_load(|| build(&spec), cut)
+                    .unwrap_or_else(|e| panic!("{spec} at {cut}: {e}"));
+            }
+            let case = Case {
+                spec: spec.clone(),
+                epochs: 2,
+                cuts: vec![Cut {
+                    at: At::Fraction(cut as f64 / (2 * len).max(1) as f64),
+                    restore: Restore::Fresh,
+                    observe_end: true,
+                }],
+            };
+            assert_eq!(check(&case), Ok(Outcome::Ran), "{case}");
+        }
+    }
+}
+
 /// Regression: `ParallelMapper` and `Prefetcher` described the end of a pass
 /// as "after the last item received", where the source had not yet been
 /// asked past its end. A restored pipeline then started its next pass in the
