@@ -1196,7 +1196,7 @@ pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
                 ];
                 if need <= Multiset && grammar.max_workers > 0 {
                     options.push((
-                        4,
+                        8,
                         (with_fun(fun), par_strategy(grammar.max_workers, true))
                             .prop_map(|((s, f), par)| Spec::ParMap(Box::new(s), par, f))
                             .boxed(),
