@@ -1330,22 +1330,3 @@ pub(crate) fn apply(stage: &Spec, v: V) -> V {
         _ => v,
     }
 }
-
-/// The levels the generator promises, checked on its own output.
-#[test]
-fn every_drawn_spec_is_determined_at_some_level() {
-    use proptest::test_runner::{Config, TestRunner};
-    let mut runner = TestRunner::new(Config::with_cases(300));
-    for top in [Level::Leaves, Level::Multiset, Level::Exact] {
-        let grammar = Grammar {
-            top,
-            ..Grammar::every_shape(4, 24, 4)
-        };
-        runner
-            .run(&spec_strategy(grammar), |spec| {
-                prop_assert!(spec.level() >= Some(top), "{spec}");
-                Ok(())
-            })
-            .unwrap();
-    }
-}
