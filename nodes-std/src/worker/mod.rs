@@ -24,6 +24,7 @@
 //!   returns) can only be waited for, so a stuck source makes `reset` and
 //!   `shutdown` wait too. That is the price of never racing on the source.
 
+pub(crate) mod core;
 pub(crate) mod panic;
 pub(crate) mod permits;
 pub(crate) mod reorder;

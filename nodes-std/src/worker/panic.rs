@@ -17,9 +17,25 @@ pub(crate) fn catch<R>(
     index: Option<u64>,
     f: impl FnOnce() -> Result<R>,
 ) -> Result<R> {
+    guard(node, index, f).and_then(|result| result)
+}
+
+/// Runs `f`, keeping a panic apart from what `f` returns: `Err` only for a
+/// panic inside this very call (an [`Error::Panicked`] that `f` merely
+/// returns, from deeper down, stays inside `Ok`).
+pub(crate) fn guard<R>(node: &'static str, index: Option<u64>, f: impl FnOnce() -> R) -> Result<R> {
     match panic::catch_unwind(AssertUnwindSafe(f)) {
-        Ok(result) => result,
-        Err(payload) => Err(Error::from_panic(node, index, &*payload)),
+        Ok(result) => Ok(result),
+        Err(payload) => {
+            let error = Error::from_panic(node, index, &*payload);
+            // A payload's `Drop` is user code too, and may panic again: that
+            // would unwind through our thread. Drop it under a guard, and
+            // leak whatever a second failure leaves behind.
+            if let Err(second) = panic::catch_unwind(AssertUnwindSafe(|| drop(payload))) {
+                std::mem::forget(second);
+            }
+            Err(error)
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::{Condvar, Mutex};
 use super::thread::lock;
 
 /// Permits for items between "pulled from the source" and "returned to the
-/// consumer". Workers [`acquire`](Permits::acquire) one before pulling; the
+/// consumer". Workers [`acquire_up_to`](Permits::acquire_up_to) one before pulling; the
 /// consumer [`release`](Permits::release)s one per item it returns. Closing
 /// wakes every waiter with `false`, which is how the owner stops workers that
 /// wait for room.
@@ -39,16 +39,18 @@ impl Permits {
         }
     }
 
-    /// Takes one permit, blocking while none is available. `false` once closed.
-    pub(crate) fn acquire(&self) -> bool {
+    /// Takes between one and `max` permits (as many as are available),
+    /// blocking while none is. `0` once closed.
+    pub(crate) fn acquire_up_to(&self, max: usize) -> usize {
         let mut state = lock(&self.state);
         loop {
             if state.closed {
-                return false;
+                return 0;
             }
             if state.available > 0 {
-                state.available -= 1;
-                return true;
+                let n = state.available.min(max.max(1));
+                state.available -= n;
+                return n;
             }
             state.waiting += 1;
             state = self
@@ -73,7 +75,7 @@ impl Permits {
         }
     }
 
-    /// Fails every current and future [`acquire`](Permits::acquire).
+    /// Fails every current and future [`acquire_up_to`](Permits::acquire_up_to).
     pub(crate) fn close(&self) {
         lock(&self.state).closed = true;
         self.room.notify_all();
@@ -89,22 +91,22 @@ mod tests {
     #[test]
     fn acquire_blocks_until_release_and_close_wakes_everyone() {
         let permits = Arc::new(Permits::new(1));
-        assert!(permits.acquire());
+        assert_eq!(permits.acquire_up_to(5), 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let waiters: Vec<_> = (0..2)
             .map(|_| {
                 let (permits, tx) = (Arc::clone(&permits), tx.clone());
-                std::thread::spawn(move || tx.send(permits.acquire()).unwrap())
+                std::thread::spawn(move || tx.send(permits.acquire_up_to(1)).unwrap())
             })
             .collect();
         assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
         permits.release(1);
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
         permits.close();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(false));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(0));
         for w in waiters {
             w.join().unwrap();
         }
-        assert!(!permits.acquire());
+        assert_eq!(permits.acquire_up_to(1), 0);
     }
 }

@@ -65,8 +65,11 @@ fn check_index(index: Option<u64>, path: String, what: &str) -> Result<u64> {
 
 impl Saved {
     /// Decodes `{snapshot, snapshot_index, steps_since_snapshot, delivered_ahead}`.
-    pub(crate) fn decode(node: &str, state: &State) -> Result<Saved> {
-        state.expect_keys(node, &[SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD])?;
+    /// `optional` are further keys the node may keep beside these (decoded by it).
+    pub(crate) fn decode(node: &str, state: &State, optional: &[&str]) -> Result<Saved> {
+        let mut keys = vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD];
+        keys.extend(optional.iter().filter(|k| state.contains(k)));
+        state.expect_keys(node, &keys)?;
         let snapshot = state.child(SNAPSHOT)?;
         let snapshot_index: u64 = state.get(SNAPSHOT_INDEX)?;
         let steps: u64 = state.get(STEPS)?;
@@ -113,8 +116,10 @@ impl Saved {
 
     /// Decodes the two-key form `{snapshot, steps_since_snapshot}` (a node
     /// that delivers strictly in order and needs no absolute index).
-    pub(crate) fn decode_in_order(node: &str, state: &State) -> Result<Saved> {
-        state.expect_keys(node, &[SNAPSHOT, STEPS])?;
+    pub(crate) fn decode_in_order(node: &str, state: &State, optional: &[&str]) -> Result<Saved> {
+        let mut keys = vec![SNAPSHOT, STEPS];
+        keys.extend(optional.iter().filter(|k| state.contains(k)));
+        state.expect_keys(node, &keys)?;
         Ok(Saved {
             snapshot: state.child(SNAPSHOT)?,
             snapshot_index: 0,
@@ -168,6 +173,14 @@ pub(crate) fn encode(
         DELIVERED_AHEAD,
         ahead.map(|i| i - snapshot_index).collect::<Vec<u64>>(),
     )?;
+    Ok(state)
+}
+
+/// Encodes the two-key form that [`Saved::decode_in_order`] reads.
+pub(crate) fn encode_in_order(snapshot: &State, steps: u64) -> Result<State> {
+    let mut state = State::new();
+    state.insert_child(SNAPSHOT, snapshot.clone());
+    state.insert(STEPS, steps)?;
     Ok(state)
 }
 
@@ -248,14 +261,22 @@ impl Cursor {
         }
     }
 
-    /// The position as a state (see [`encode`]).
-    pub(crate) fn to_state(&self) -> Result<State> {
-        encode(
+    /// The position as `(snapshot, index after it, first undelivered
+    /// index, delivered indices beyond that)`, for [`encode`].
+    pub(crate) fn parts(&self) -> (&State, u64, u64, impl Iterator<Item = u64> + '_) {
+        (
             &self.snapshot,
             self.base,
             self.low,
             self.ahead.iter().copied(),
         )
+    }
+
+    /// The position as a state (see [`encode`]).
+    #[cfg(test)]
+    pub(crate) fn to_state(&self) -> Result<State> {
+        let (snapshot, base, low, ahead) = self.parts();
+        encode(snapshot, base, low, ahead)
     }
 }
 
@@ -269,7 +290,7 @@ mod tests {
 
     fn decoded(cursor: &Cursor) -> (u64, u64, u64, Vec<u64>) {
         let state = State::from_json(&cursor.to_state().unwrap().to_json().unwrap()).unwrap();
-        let saved = Saved::decode("Test", &state).unwrap();
+        let saved = Saved::decode("Test", &state, &[]).unwrap();
         let n: u64 = saved.snapshot.get("n").unwrap();
         (n, saved.snapshot_index, saved.steps, saved.ahead)
     }
@@ -322,12 +343,12 @@ mod tests {
                 .with(DELIVERED_AHEAD, ahead)
                 .unwrap()
         };
-        assert!(Saved::decode("T", &state(2, vec![3, 5])).is_ok());
-        let err = Saved::decode("T", &state(2, vec![2])).unwrap_err();
+        assert!(Saved::decode("T", &state(2, vec![3, 5]), &[]).is_ok());
+        let err = Saved::decode("T", &state(2, vec![2]), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
-        let err = Saved::decode("T", &state(2, vec![4, 4])).unwrap_err();
+        let err = Saved::decode("T", &state(2, vec![4, 4]), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/1"));
-        let err = Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap()).unwrap_err();
+        let err = Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap(), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/extra"));
     }
 }

@@ -51,9 +51,4 @@ impl Workers {
             let _ = handle.join();
         }
     }
-
-    /// How many threads have not been joined yet.
-    pub(crate) fn len(&self) -> usize {
-        self.handles.len()
-    }
 }

@@ -1,0 +1,937 @@
+//! The threaded pass: the one lifecycle behind every thread-backed node.
+//!
+//! [`Threaded`] owns a source and pulls from it, on the caller's thread
+//! (`workers == 0`) or on worker threads, applies a [`Stage`] to every item
+//! (the user's function for `ParallelMapper`, nothing for `Prefetcher`), and
+//! hands the results to the consumer in chunks. It keeps the consumer's
+//! position with the snapshot protocol of [`snapshot`](super::snapshot), and
+//! applies the node's [`ErrorPolicy`] where items are delivered, so that a
+//! bad record counts the same whatever the worker count.
+//!
+//! The lifecycle, written once: reset (stop and join the old pass, put the
+//! source back where the consumer stood, restore, start the new pass),
+//! next (the per-item path, then the next chunk), end of pass (join, snapshot
+//! the source past its end), shutdown and drop (stop and join).
+//!
+//! Hand-over: workers take credits ([`Permits`]) for up to a chunk of items,
+//! pull them under the source lock, run the stage with the lock released and
+//! send the chunk; the consumer gives the credits back when it has handed out
+//! the whole chunk. A channel operation (and a possible wake-up) is paid per
+//! chunk, not per item.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use nodes_core::__private::worker_cx;
+use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
+
+use super::panic::{catch, guard};
+use super::permits::Permits;
+use super::reorder::ReorderBuffer;
+use super::snapshot::{self, Cursor, Saved};
+use super::thread::{self, Workers, lock};
+use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict};
+
+/// The work applied to every item on the worker (or the caller's) thread.
+pub(crate) trait Stage<T, U>: Send + Sync + 'static {
+    /// Processes the item at `index` (its position in the pass). Panics are
+    /// caught by the caller.
+    fn apply(&self, index: u64, item: T) -> Result<U>;
+}
+
+/// When the pulling thread records the source's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Snapshots {
+    /// After every item whose index + 1 is a multiple of this.
+    Every(u64),
+    /// After the last item of every chunk.
+    ChunkEnd,
+    /// Never (inline: the source's own state is the position).
+    Never,
+}
+
+/// How the state is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `{snapshot, snapshot_index, steps_since_snapshot, delivered_ahead}`.
+    Indexed,
+    /// `{snapshot, steps_since_snapshot}`: delivery is always in order.
+    InOrder,
+}
+
+/// A chunk is handed over early once it took this long to fill, so a slow
+/// source still reaches the consumer item by item.
+const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
+
+/// How a [`Threaded`] runs, fixed when its node is built.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// The node's name, for errors and thread names.
+    pub(crate) node: &'static str,
+    /// Prefix of the worker threads' names.
+    pub(crate) thread_name: &'static str,
+    /// Worker threads; `0` runs everything on the caller's thread.
+    pub(crate) workers: usize,
+    /// Deliver in source order (else in completion order).
+    pub(crate) in_order: bool,
+    /// Items pulled and not yet handed out, at most.
+    pub(crate) max_in_flight: usize,
+    /// Items pulled under one hold of the source lock, at most.
+    pub(crate) max_chunk: usize,
+    /// Whether workers start with chunks of one item and grow them while
+    /// the stage is cheap (see [`ChunkSizer`]), or always ask for
+    /// `max_chunk`.
+    pub(crate) adaptive_chunks: bool,
+    pub(crate) snapshots: Snapshots,
+    pub(crate) layout: Layout,
+    pub(crate) policy: ErrorPolicy,
+}
+
+impl Plan {
+    /// The plan actually run over a source whose order varies between runs
+    /// (see [`Stateful::varying_order`](nodes_core::Stateful::varying_order)):
+    /// such a source cannot be replayed, so every item carries its own
+    /// snapshot and items are delivered in the order they were pulled. The
+    /// state then never asks for a replay, and a restore is exact.
+    fn over(self, varying_source: bool) -> Plan {
+        if !varying_source || self.workers == 0 {
+            return self;
+        }
+        Plan {
+            in_order: true,
+            max_chunk: 1,
+            adaptive_chunks: false,
+            snapshots: Snapshots::Every(1),
+            ..self
+        }
+    }
+}
+
+/// The source and the numbering of the pass; shared with the workers while
+/// a pass runs, the owner's alone otherwise.
+struct Puller<N: Node> {
+    source: N,
+    /// The index the next pulled item gets.
+    next_index: u64,
+    /// Indices delivered before a restore: pulled, not processed, not sent.
+    skip: BTreeSet<u64>,
+    /// Where `skip` came from in the restored state.
+    skip_path: String,
+    /// The source ended or broke: nobody pulls again this pass.
+    done: bool,
+}
+
+/// Items on their way to the consumer, in pull order.
+struct Chunk<U> {
+    items: Vec<(u64, Result<U>)>,
+    /// Source states, as `(position in items, state after that item)`.
+    snapshots: Vec<(usize, State)>,
+    /// The pass ends after these items: the index after the last one. Set on
+    /// end of data, on a source that broke, and when a worker thread died.
+    end: Option<u64>,
+}
+
+impl<U> Chunk<U> {
+    fn new(capacity: usize) -> Self {
+        Chunk {
+            items: Vec::with_capacity(capacity),
+            snapshots: Vec::new(),
+            end: None,
+        }
+    }
+
+    /// The index the consumer waits for before this chunk is its turn.
+    fn first_index(&self) -> u64 {
+        self.items
+            .first()
+            .map_or_else(|| self.end.unwrap_or(u64::MAX), |(i, _)| *i)
+    }
+}
+
+impl<N: Node> Puller<N> {
+    /// Pulls up to `limit` items (passing over restored skips) into a chunk,
+    /// recording snapshots as `snapshots` says. An `Err` from the source is
+    /// an item; a panic in it ends the pass after that item.
+    fn pull_chunk(
+        &mut self,
+        cx: &mut Cx,
+        limit: usize,
+        snapshots: Snapshots,
+        node: &'static str,
+        stop: Option<&AtomicBool>,
+    ) -> Chunk<N::Item> {
+        let started = Instant::now();
+        let mut chunk = Chunk::new(limit.min(64));
+        while chunk.items.len() < limit {
+            let index = self.next_index;
+            let pulled = guard(node, Some(index), || self.source.next(cx));
+            let item = match pulled {
+                Ok(Ok(Some(item))) => Ok(item),
+                Ok(Ok(None)) => {
+                    chunk.end = Some(index);
+                    self.done = true;
+                    if let Some(&beyond) = self.skip.iter().next() {
+                        self.skip.clear();
+                        chunk.items.push((
+                            index,
+                            Err(Error::bad_state(
+                                self.skip_path.clone(),
+                                format!(
+                                    "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
+                                ),
+                            )),
+                        ));
+                        chunk.end = Some(index + 1);
+                    }
+                    return chunk;
+                }
+                Err(panicked) => {
+                    // A source that panicked is in no known state: deliver
+                    // the panic and end the pass.
+                    self.done = true;
+                    chunk.items.push((index, Err(panicked)));
+                    chunk.end = Some(index + 1);
+                    return chunk;
+                }
+                // An error the source returned is one item.
+                Ok(Err(e)) => Err(e),
+            };
+            self.next_index += 1;
+            if !self.skip.is_empty() && self.skip.remove(&index) {
+                // Delivered before the restore. A snapshot due here is not
+                // taken: the consumer adopts the next one instead.
+                continue;
+            }
+            chunk.items.push((index, item));
+            let last = chunk.items.len() >= limit;
+            let due = match snapshots {
+                Snapshots::Every(every) => (index + 1).is_multiple_of(every),
+                Snapshots::ChunkEnd => last,
+                Snapshots::Never => false,
+            };
+            if due && !self.snapshot(cx, &mut chunk, node) {
+                return chunk;
+            }
+            // Checking the clock at powers of two keeps it off the per-item
+            // path while bounding how long a started chunk waits.
+            let len = chunk.items.len();
+            if !last
+                && len.is_power_of_two()
+                && (stop.is_some_and(|s| s.load(Ordering::Relaxed))
+                    || started.elapsed() >= MIN_CHUNK_TIME)
+            {
+                if snapshots == Snapshots::ChunkEnd {
+                    self.snapshot(cx, &mut chunk, node);
+                }
+                return chunk;
+            }
+        }
+        chunk
+    }
+
+    /// Records the source's state after the chunk's last item. A source
+    /// whose `get_state` fails cannot be resumed: the failure is delivered
+    /// in place of that item and the pass ends (`false`).
+    fn snapshot<T>(&mut self, cx: &Cx, chunk: &mut Chunk<T>, node: &'static str) -> bool {
+        let at = chunk.items.len() - 1;
+        let index = chunk.items[at].0;
+        match catch(node, Some(index), || self.source.get_state(cx)) {
+            Ok(state) => {
+                chunk.snapshots.push((at, state));
+                true
+            }
+            Err(e) => {
+                self.done = true;
+                chunk.items[at].1 = Err(e);
+                chunk.end = Some(index + 1);
+                false
+            }
+        }
+    }
+}
+
+/// Where the node stands.
+enum Phase<U> {
+    /// Never reset, or the last reset failed.
+    Idle,
+    /// `workers == 0`: the consumer pulls and processes.
+    Inline,
+    /// Workers are running.
+    Running(Pool<U>),
+    /// The pass ended; workers joined.
+    Finished,
+    /// `shutdown` was called; workers joined.
+    ShutDown,
+}
+
+impl<U> fmt::Debug for Phase<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Idle => "Idle",
+            Phase::Inline => "Inline",
+            Phase::Running(_) => "Running",
+            Phase::Finished => "Finished",
+            Phase::ShutDown => "ShutDown",
+        })
+    }
+}
+
+/// The running workers and the consumer's side of the hand-over.
+struct Pool<U> {
+    results: Receiver<Chunk<U>>,
+    permits: Arc<Permits>,
+    halt: Arc<AtomicBool>,
+    workers: Workers,
+    /// In order: chunks that arrived before their turn, by first index.
+    reorder: ReorderBuffer<Chunk<U>>,
+    /// The chunk being handed out, and how far.
+    current: Chunk<U>,
+    position: usize,
+    /// The end of the pass, once a worker reported it.
+    end_at: Option<u64>,
+}
+
+impl<U> Pool<U> {
+    /// Stops and joins every worker. Idempotent.
+    ///
+    /// The order matters: raise `halt` (no new pulls), close the permits
+    /// (wakes workers waiting for room), drop our receiver (a worker's send
+    /// fails instead of piling up), then join. A worker inside the user's
+    /// function finishes that item first.
+    fn stop(&mut self) {
+        self.halt.store(true, Ordering::SeqCst);
+        self.permits.close();
+        drop(std::mem::replace(
+            &mut self.results,
+            crossbeam_channel::never(),
+        ));
+        self.workers.join();
+    }
+
+    /// The next item in delivery order, with its index and snapshot; `None`
+    /// at the end of the pass.
+    fn next(
+        &mut self,
+        cursor: &Cursor,
+        in_order: bool,
+        node: &'static str,
+        cx: &mut Cx,
+    ) -> Option<(u64, Result<U>, Option<State>)> {
+        loop {
+            if let Some((index, value)) = self.take_current() {
+                let snapshot = match self.current.snapshots.first() {
+                    Some((at, _)) if *at + 1 == self.position => {
+                        Some(self.current.snapshots.remove(0).1)
+                    }
+                    _ => None,
+                };
+                if self.position == self.current.items.len() {
+                    // The whole chunk is handed out: its credits go back.
+                    self.permits.release(self.current.items.len());
+                }
+                return Some((index, value, snapshot));
+            }
+            if let Some(end) = self.current.end.take() {
+                self.end_at = Some(end);
+            }
+            if self.end_at.is_some_and(|end| cursor.low() >= end) {
+                return None;
+            }
+            self.current = self.receive(cursor, in_order, node, cx);
+            self.position = 0;
+        }
+    }
+
+    /// The next item of the current chunk, if any is left.
+    #[inline]
+    fn take_current(&mut self) -> Option<(u64, Result<U>)> {
+        let slot = self.current.items.get_mut(self.position)?;
+        self.position += 1;
+        let index = slot.0;
+        // Leaves a cheap placeholder; the chunk is dropped whole later.
+        let value = std::mem::replace(&mut slot.1, Err(Error::NotReset { node: "" }));
+        Some((index, value))
+    }
+
+    /// Blocks until the chunk whose turn it is arrives (in order) or any
+    /// chunk arrives (out of order).
+    fn receive(
+        &mut self,
+        cursor: &Cursor,
+        in_order: bool,
+        node: &'static str,
+        cx: &mut Cx,
+    ) -> Chunk<U> {
+        if cx.stats_enabled() {
+            cx.record_queue_depth(self.results.len());
+        }
+        loop {
+            if in_order && let Some(chunk) = self.reorder.take(cursor.low()) {
+                return chunk;
+            }
+            let waiting = cx.timing().then(Instant::now);
+            let received = self.results.recv();
+            if let Some(started) = waiting {
+                cx.record_blocked(started.elapsed());
+            }
+            let Ok(chunk) = received else {
+                // Every worker is gone without reporting the end: they always
+                // report, even when dying, so this is a defect. Fail, never hang.
+                let mut broken = Chunk::new(1);
+                broken.items.push((
+                    cursor.low(),
+                    Err(Error::Panicked {
+                        node,
+                        index: Some(cursor.low()),
+                        message: "worker threads exited without delivering this item".to_owned(),
+                    }),
+                ));
+                broken.end = Some(cursor.low() + 1);
+                return broken;
+            };
+            if !in_order || chunk.first_index() == cursor.low() {
+                return chunk;
+            }
+            self.reorder.insert(chunk.first_index(), chunk);
+        }
+    }
+}
+
+impl<U> Drop for Pool<U> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Sends a chunk that ends the pass if its worker dies unwinding (a panic
+/// outside the guarded user calls, such as a panic payload whose `Drop`
+/// panics), so the consumer gets an error instead of waiting forever.
+struct DeathNotice<U> {
+    results: Sender<Chunk<U>>,
+    node: &'static str,
+    /// The first item of the chunk being worked on.
+    index: u64,
+}
+
+impl<U> Drop for DeathNotice<U> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut chunk = Chunk::new(1);
+            chunk.items.push((
+                self.index,
+                Err(Error::Panicked {
+                    node: self.node,
+                    index: Some(self.index),
+                    message: "a worker thread died while processing this item".to_owned(),
+                }),
+            ));
+            chunk.end = Some(self.index + 1);
+            let _ = self.results.send(chunk);
+        }
+    }
+}
+
+/// How many items a worker asks for at a time.
+///
+/// Handing a chunk to the consumer costs a channel operation and, when the
+/// consumer sleeps, a wake-up (microseconds on a VM). A chunk of one item
+/// keeps latency and read-ahead low for an expensive stage; a cheap stage
+/// would pay the hand-over on every item. So a worker starts at one item and
+/// doubles its chunk while processing a chunk takes less than
+/// [`CHEAP_CHUNK`], up to the plan's `max_chunk` (the credits bound it too),
+/// and halves it again once a chunk takes longer than [`DEAR_CHUNK`].
+#[derive(Debug)]
+struct ChunkSizer {
+    size: usize,
+    max: usize,
+    adaptive: bool,
+}
+
+/// A chunk processed faster than this is worth growing.
+const CHEAP_CHUNK: Duration = Duration::from_micros(50);
+/// A chunk processed slower than this is worth shrinking.
+const DEAR_CHUNK: Duration = Duration::from_micros(500);
+
+impl ChunkSizer {
+    fn new(plan: &Plan) -> Self {
+        let max = plan.max_chunk.max(1);
+        ChunkSizer {
+            size: if plan.adaptive_chunks { 1 } else { max },
+            max,
+            adaptive: plan.adaptive_chunks,
+        }
+    }
+
+    /// A chunk of `len` items took `took` to process.
+    fn observe(&mut self, len: usize, took: Duration) {
+        if !self.adaptive || len < self.size {
+            // A short chunk (credits ran low, end of data) says little.
+            return;
+        }
+        if took < CHEAP_CHUNK {
+            self.size = (self.size * 2).min(self.max);
+        } else if took > DEAR_CHUNK {
+            self.size = (self.size / 2).max(1);
+        }
+    }
+}
+
+/// Everything one worker thread needs.
+struct Worker<N: Node, S, U> {
+    puller: Arc<Mutex<Puller<N>>>,
+    stage: Arc<S>,
+    results: Sender<Chunk<U>>,
+    permits: Arc<Permits>,
+    halt: Arc<AtomicBool>,
+    plan: Plan,
+}
+
+impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
+    /// Take credits, pull a chunk under the source lock, process it with the
+    /// lock released, send it; until the pass ends or the owner stops it.
+    fn run(self) {
+        let mut cx = worker_cx();
+        let mut notice = DeathNotice {
+            results: self.results.clone(),
+            node: self.plan.node,
+            index: 0,
+        };
+        let mut sizer = ChunkSizer::new(&self.plan);
+        loop {
+            if self.halt.load(Ordering::Acquire) {
+                return;
+            }
+            let granted = self.permits.acquire_up_to(sizer.size);
+            if granted == 0 {
+                return;
+            }
+            let pulled = {
+                let mut puller = lock(&self.puller);
+                if puller.done || self.halt.load(Ordering::Acquire) {
+                    return;
+                }
+                puller.pull_chunk(
+                    &mut cx,
+                    granted,
+                    self.plan.snapshots,
+                    self.plan.node,
+                    Some(&self.halt),
+                )
+            };
+            if pulled.items.len() < granted {
+                self.permits.release(granted - pulled.items.len());
+            }
+            let last = pulled.end.is_some();
+            if let Some((first, _)) = pulled.items.first() {
+                // If this thread dies now, the consumer is told at the
+                // chunk's first item, which is the one it waits for in order.
+                notice.index = *first;
+            }
+            let started = Instant::now();
+            let chunk = self.process(pulled);
+            sizer.observe(chunk.items.len(), started.elapsed());
+            if self.results.send(chunk).is_err() || last {
+                return;
+            }
+        }
+    }
+
+    /// Runs the stage over a pulled chunk; errors stay items.
+    fn process(&self, pulled: Chunk<N::Item>) -> Chunk<U> {
+        let items = pulled
+            .items
+            .into_iter()
+            .map(|(index, item)| {
+                let out = item.and_then(|item| {
+                    catch(self.plan.node, Some(index), || {
+                        self.stage.apply(index, item)
+                    })
+                });
+                (index, out)
+            })
+            .collect();
+        Chunk {
+            items,
+            snapshots: pulled.snapshots,
+            end: pulled.end,
+        }
+    }
+}
+
+/// A source pulled on the caller's thread or on workers, with the
+/// consumer's position and the error policy. See the module docs.
+pub(crate) struct Threaded<N: Node, S, U> {
+    plan: Plan,
+    /// The plan as run over this source (see [`Plan::over`]).
+    run: Plan,
+    puller: Arc<Mutex<Puller<N>>>,
+    stage: Arc<S>,
+    /// The source's description, refreshed whenever the source is at home.
+    source_description: Description,
+    /// The source's [`varying_order`](nodes_core::Stateful::varying_order),
+    /// taken when the node was built (a tree does not change shape).
+    source_varies: Option<String>,
+    flag: ResetFlag,
+    phase: Phase<U>,
+    /// What the consumer received (with workers; inline the source's own
+    /// state is exact).
+    cursor: Cursor,
+    /// The consumer received the end of data: the source stands where the
+    /// consumer does.
+    ended: bool,
+    budget: ErrorBudget,
+}
+
+impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(self.plan.node)
+            .field("source", &self.source_description.to_string())
+            .field("plan", &self.run)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Node, S, U> Threaded<N, S, U> {
+    /// The plan as built.
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The source's description as of the last reset.
+    pub(crate) fn source_description(&self) -> &Description {
+        &self.source_description
+    }
+}
+
+impl<N, S, U> Threaded<N, S, U>
+where
+    N: Node + 'static,
+    N::Item: Send + 'static,
+    S: Stage<N::Item, U>,
+    U: Send + 'static,
+{
+    /// A node over `source` that was not reset yet.
+    pub(crate) fn new(source: N, stage: S, plan: Plan) -> Self {
+        let source_varies = source.varying_order();
+        Threaded {
+            run: plan.over(source_varies.is_some()),
+            plan,
+            source_description: source.describe(),
+            source_varies,
+            puller: Arc::new(Mutex::new(Puller {
+                source,
+                next_index: 0,
+                skip: BTreeSet::new(),
+                skip_path: String::new(),
+                done: false,
+            })),
+            stage: Arc::new(stage),
+            flag: ResetFlag::default(),
+            phase: Phase::Idle,
+            cursor: Cursor::new(State::new(), 0, []),
+            ended: false,
+            budget: ErrorBudget::new(plan.policy),
+        }
+    }
+
+    /// Sets the error policy (a builder step: before the first reset).
+    pub(crate) fn set_policy(&mut self, policy: ErrorPolicy) {
+        self.plan.policy = policy;
+        self.run.policy = policy;
+        self.budget = ErrorBudget::new(policy);
+    }
+
+    /// This node's own [`varying_order`](nodes_core::Stateful::varying_order):
+    /// the source's, else `own` when this node delivers out of order on
+    /// workers.
+    pub(crate) fn varying_order(&self, own: impl FnOnce() -> String) -> Option<String> {
+        if let Some(below) = &self.source_varies {
+            return Some(below.clone());
+        }
+        (self.run.workers > 0 && !self.run.in_order).then(own)
+    }
+
+    /// The next item for the consumer, after the error policy.
+    pub(crate) fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
+        let node = self.plan.node;
+        self.flag.check(node)?;
+        loop {
+            let delivered = match &mut self.phase {
+                Phase::Running(pool) => {
+                    match pool.next(&self.cursor, self.run.in_order, node, cx) {
+                        Some((index, value, snapshot)) => {
+                            self.cursor.deliver(index, snapshot);
+                            Some(value)
+                        }
+                        None => None,
+                    }
+                }
+                Phase::Inline => self.next_inline(cx),
+                Phase::Finished => return Ok(None),
+                Phase::ShutDown => return Err(Error::ShutDown { node }),
+                Phase::Idle => return Err(Error::NotReset { node }),
+            };
+            let error = match delivered {
+                None => return self.end_of_data(),
+                Some(Ok(value)) => return Ok(Some(value)),
+                Some(Err(error)) => error,
+            };
+            match self.budget.judge(error, cx) {
+                Verdict::Deliver(error) => return Err(error),
+                Verdict::DeliverAndEnd(error) => {
+                    self.finish();
+                    return Err(error);
+                }
+                Verdict::Skip => {}
+            }
+        }
+    }
+
+    /// Inline: pull one item and process it here; `None` at the end.
+    fn next_inline(&self, cx: &mut Cx) -> Option<Result<U>> {
+        let node = self.plan.node;
+        let mut chunk = {
+            let mut puller = lock(&self.puller);
+            if puller.done {
+                return None;
+            }
+            puller.pull_chunk(cx, 1, Snapshots::Never, node, None)
+        };
+        let (index, item) = chunk.items.pop()?;
+        Some(item.and_then(|item| catch(node, Some(index), || self.stage.apply(index, item))))
+    }
+
+    /// The consumer reached the end of the pass.
+    fn end_of_data(&mut self) -> Result<Option<U>> {
+        self.finish();
+        // The source stands where the consumer does only if it really ended
+        // (not when a worker died, leaving others' read-ahead behind).
+        self.ended = lock(&self.puller).done;
+        if self.ended {
+            self.snapshot_at_end()?;
+        }
+        Ok(None)
+    }
+
+    /// Ends the pass: joins the workers and latches.
+    fn finish(&mut self) {
+        self.stop_workers();
+        self.phase = Phase::Finished;
+    }
+
+    fn stop_workers(&mut self) {
+        if let Phase::Running(pool) = &mut self.phase {
+            pool.stop();
+        }
+    }
+
+    /// The consumer received the end of data and the workers are joined: the
+    /// source now stands past its end, which can differ from where the last
+    /// snapshot and the count after it put it (a sampler asked for one more
+    /// index counts as started, and moves to its next epoch on the next
+    /// reset). Snapshot that position, so that restoring a state taken at
+    /// the end of a pass sets the source up for the next pass exactly as the
+    /// uninterrupted run does.
+    fn snapshot_at_end(&mut self) -> Result<()> {
+        if self.run.workers == 0 {
+            return Ok(());
+        }
+        let puller = lock(&self.puller);
+        let node = self.plan.node;
+        let snapshot = catch(node, None, || puller.source.get_state(&worker_cx()))?;
+        self.cursor = Cursor::new(snapshot, puller.next_index, []);
+        Ok(())
+    }
+
+    /// Starts a pass: from the start (`None`) or from a saved state, whose
+    /// layout was checked by the node.
+    pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        let node = self.plan.node;
+        // Validate everything before touching anything.
+        let saved = state
+            .map(|s| match self.plan.layout {
+                Layout::Indexed => Saved::decode(node, s, &[ERRORS]),
+                Layout::InOrder => Saved::decode_in_order(node, s, &[ERRORS]),
+            })
+            .transpose()?;
+        let counts = match state {
+            Some(s) if s.contains(ERRORS) => Some(self.budget.load(s)?),
+            _ => None,
+        };
+        // A new pass after one the consumer did not finish starts from where
+        // the consumer stood, not from where the workers got to.
+        let rewind = saved.is_none() && self.run.workers > 0 && self.flag.is_reset() && !self.ended;
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        self.ended = false;
+        self.stop_workers();
+        self.phase = Phase::Idle;
+        if rewind {
+            let (snapshot, steps) = self.cursor.position();
+            let snapshot = snapshot.clone();
+            let mut puller = lock(&self.puller);
+            catch(node, None, || {
+                snapshot::rewind(&mut puller.source, &snapshot, steps)
+            })?;
+        }
+        let snapshot = self.reset_source(saved.as_ref())?;
+        let base = saved.as_ref().map_or(0, Saved::resume_index);
+        let ahead = saved.map(|s| s.ahead).unwrap_or_default();
+        self.cursor = Cursor::new(snapshot, base, ahead);
+        self.budget.clear();
+        if let Some(counts) = counts {
+            self.budget.restore(counts);
+        }
+        self.phase = if self.budget.ended() {
+            Phase::Finished
+        } else if self.run.workers == 0 {
+            Phase::Inline
+        } else {
+            Phase::Running(self.spawn_pool(base)?)
+        };
+        self.flag.mark();
+        Ok(())
+    }
+
+    /// Resets the source (no worker is left) to `saved`, pulls the items the
+    /// consumer had received since its snapshot again, and returns the
+    /// snapshot the cursor starts from.
+    fn reset_source(&mut self, saved: Option<&Saved>) -> Result<State> {
+        let node = self.plan.node;
+        let threaded = self.run.workers > 0;
+        let mut puller = lock(&self.puller);
+        let puller = &mut *puller;
+        let mut cx = worker_cx();
+        puller.done = false;
+        puller.skip.clear();
+        puller.next_index = 0;
+        puller.source.reset(saved.map(|s| &s.snapshot))?;
+        if let Some(saved) = saved {
+            for i in 0..saved.steps {
+                // An `Err` is an item too: it was delivered, so it is skipped.
+                match guard(node, Some(i), || puller.source.next(&mut cx))? {
+                    // An `Err` is an item too: it was delivered, so skip it.
+                    Ok(Some(_)) | Err(_) => {}
+                    Ok(None) => {
+                        return Err(Error::bad_state(
+                            saved.steps_path.clone(),
+                            format!(
+                                "the source ended after {i} of the {} items to skip: the state does not belong to this source",
+                                saved.steps
+                            ),
+                        ));
+                    }
+                }
+            }
+            puller.next_index = saved.resume_index();
+            puller.skip = saved.ahead.iter().copied().collect();
+            puller.skip_path.clone_from(&saved.ahead_path);
+        }
+        self.source_description = puller.source.describe();
+        if threaded {
+            puller.source.get_state(&cx)
+        } else {
+            Ok(State::new())
+        }
+    }
+
+    /// Starts the worker threads for a pass beginning at `base`.
+    fn spawn_pool(&self, base: u64) -> Result<Pool<U>> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut pool = Pool {
+            results: rx,
+            permits: Arc::new(Permits::new(self.run.max_in_flight)),
+            halt: Arc::new(AtomicBool::new(false)),
+            workers: Workers::default(),
+            reorder: ReorderBuffer::new(base),
+            current: Chunk::new(0),
+            position: 0,
+            end_at: None,
+        };
+        for i in 0..self.run.workers {
+            let worker = Worker {
+                puller: Arc::clone(&self.puller),
+                stage: Arc::clone(&self.stage),
+                results: tx.clone(),
+                permits: Arc::clone(&pool.permits),
+                halt: Arc::clone(&pool.halt),
+                plan: self.run,
+            };
+            let name = format!("{}-{i}", self.plan.thread_name);
+            // On failure `pool` is dropped, which stops and joins the others.
+            let handle = thread::spawn(self.plan.node, name, move || worker.run())?;
+            pool.workers.push(handle);
+        }
+        Ok(pool)
+    }
+
+    /// The consumer's position in the node's layout, with the error counts
+    /// when the policy keeps any.
+    pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(self.plan.node)?;
+        let mut state = match self.phase {
+            Phase::Idle => {
+                return Err(Error::NotReset {
+                    node: self.plan.node,
+                });
+            }
+            _ if self.run.workers == 0 => {
+                let puller = lock(&self.puller);
+                // Skipped items right at the front count as received steps.
+                let mut low = puller.next_index;
+                while puller.skip.contains(&low) {
+                    low += 1;
+                }
+                let source = puller.source.get_state(cx)?;
+                self.encode(
+                    &source,
+                    puller.next_index,
+                    low,
+                    puller.skip.range(low..).copied(),
+                )?
+            }
+            _ => {
+                let (snapshot, base, low, ahead) = self.cursor.parts();
+                self.encode(snapshot, base, low, ahead)?
+            }
+        };
+        if self.budget.policy() != ErrorPolicy::Deliver {
+            self.budget.save(&mut state)?;
+        }
+        Ok(state)
+    }
+
+    fn encode(
+        &self,
+        snapshot: &State,
+        base: u64,
+        low: u64,
+        ahead: impl Iterator<Item = u64>,
+    ) -> Result<State> {
+        match self.plan.layout {
+            Layout::Indexed => snapshot::encode(snapshot, base, low, ahead),
+            Layout::InOrder => snapshot::encode_in_order(snapshot, low - base),
+        }
+    }
+
+    /// Stops the workers and shuts the source down.
+    pub(crate) fn shutdown(&mut self) {
+        self.stop_workers();
+        if !matches!(self.phase, Phase::Idle) {
+            self.phase = Phase::ShutDown;
+        }
+        lock(&self.puller).source.shutdown();
+    }
+}
+
+impl<N: Node, S, U> Drop for Threaded<N, S, U> {
+    fn drop(&mut self) {
+        // Dropping the pool stops and joins its workers.
+        self.phase = Phase::Idle;
+    }
+}
