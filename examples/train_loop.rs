@@ -11,7 +11,19 @@
 //! again as a new process with `--resume FILE`, which restores the state into
 //! a freshly built pipeline, finishes both epochs, and checks that the joined
 //! output equals an uninterrupted run. Exits non-zero if it does not.
+//!
+//! Both loops are driven by the loader's epoch number, `epoch.index()`, which
+//! every checkpoint carries: a checkpoint taken mid-epoch resumes that epoch,
+//! one taken at the end of an epoch resumes with the next, and the loop stops
+//! after `EPOCHS` whatever the point it resumed from. (A loop counting epochs
+//! itself would run one epoch too many after an end-of-epoch checkpoint.)
+//!
+//! `--resume` trusts nothing in the file: it reads at most
+//! `MAX_CHECKPOINT_BYTES`, the loader verifies its state (shape, ranges,
+//! checksum), and what the file claims was consumed must agree with that
+//! state before the run goes on, and with the uninterrupted run at the end.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -23,10 +35,15 @@ use serde::{Deserialize, Serialize};
 pub(crate) const RECORDS: usize = 4096;
 const RECORD_BYTES: usize = 4096;
 pub(crate) const BATCH: usize = 32;
-const EPOCHS: u64 = 2;
+pub(crate) const EPOCHS: u64 = 2;
 pub(crate) const SEED: u64 = 2024;
-/// Where the first process stops: this many batches into the second epoch.
-const STOP_AT_BATCH: usize = 50;
+/// Batches in an epoch.
+pub(crate) const BATCHES_PER_EPOCH: u64 = RECORDS.div_ceil(BATCH) as u64;
+/// Where the first process stops: the epoch, and how many batches into it.
+const STOP_AT: (u64, u64) = (1, 50);
+/// The largest checkpoint file `--resume` reads. This example's are under
+/// 100 KiB; anything near the limit is not one of them.
+pub(crate) const MAX_CHECKPOINT_BYTES: u64 = 16 << 20;
 
 /// Synthetic images: record `i` is 4 KiB of bytes derived from `i`.
 struct SyntheticImages;
@@ -89,11 +106,13 @@ fn train_step(batch: &[Sample]) -> Vec<u32> {
     batch.iter().map(|s| s.id).collect()
 }
 
+/// What the first process saves.
 #[derive(Serialize, Deserialize)]
-struct Checkpoint {
-    loader: State,
-    /// The ids consumed before the checkpoint, per epoch.
-    consumed: Vec<Vec<u32>>,
+pub(crate) struct Checkpoint {
+    pub(crate) loader: State,
+    /// The ids consumed before the checkpoint, per epoch (the last one is
+    /// the epoch the loader state is in).
+    pub(crate) consumed: Vec<Vec<u32>>,
 }
 
 fn main() -> ExitCode {
@@ -129,65 +148,156 @@ fn main() -> ExitCode {
     }
 }
 
-type Res<T> = std::result::Result<T, BoxError>;
+pub(crate) type Res<T> = std::result::Result<T, BoxError>;
 
-/// Trains until `STOP_AT_BATCH` batches into the second epoch, then saves.
+/// Trains until `STOP_AT`, then saves a checkpoint file.
 fn first_part() -> Res<PathBuf> {
+    let checkpoint = train_until(STOP_AT)?;
+    let file = std::env::temp_dir().join(format!("train_loop.{}.ckpt.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_string_pretty(&checkpoint)?)?;
+    let (epoch, batches) = STOP_AT;
+    println!(
+        "checkpoint at epoch {epoch}, batch {batches} -> {}",
+        file.display()
+    );
+    Ok(file)
+}
+
+/// Trains from the start until `batches` batches into epoch `stop_epoch`
+/// (`BATCHES_PER_EPOCH` for its end), and returns the checkpoint taken there.
+pub(crate) fn train_until((stop_epoch, stop_batches): (u64, u64)) -> Res<Checkpoint> {
     let mut loader = Loader::new(pipeline()?);
     let mut consumed: Vec<Vec<u32>> = Vec::new();
-    for epoch_no in 0..EPOCHS {
-        let mut ids = Vec::new();
+    loop {
         let mut epoch = loader.epoch();
+        let index = epoch.index();
+        if index >= EPOCHS {
+            return Err("the run ended before the checkpoint point".into());
+        }
+        let mut ids = Vec::new();
         let started = (Instant::now(), 0);
-        let mut batches = 0;
         while let Some(batch) = epoch.next() {
             ids.extend(train_step(&batch?));
-            batches += 1;
-            progress(epoch_no, epoch.num_yielded(), ids.len(), started);
-            if epoch_no == 1 && batches == STOP_AT_BATCH {
-                let state = epoch.state_dict()?;
+            progress(index, epoch.num_yielded(), ids.len(), started);
+            if (index, epoch.num_yielded()) == (stop_epoch, stop_batches) {
+                println!();
                 consumed.push(ids);
-                let file = std::env::temp_dir()
-                    .join(format!("train_loop.{}.ckpt.json", std::process::id()));
-                let json = serde_json::to_string_pretty(&Checkpoint {
-                    loader: state,
+                return Ok(Checkpoint {
+                    loader: epoch.state_dict()?,
                     consumed,
-                })?;
-                std::fs::write(&file, json)?;
-                println!(
-                    "\ncheckpoint at epoch {epoch_no}, batch {batches} -> {}",
-                    file.display()
-                );
-                return Ok(file);
+                });
             }
         }
         println!();
         consumed.push(ids);
     }
-    Err("the run ended before the checkpoint point".into())
 }
 
-/// Restores the checkpoint into a fresh pipeline, finishes, and checks.
+/// Reads a checkpoint file, refusing one larger than `MAX_CHECKPOINT_BYTES`
+/// (without reading more than that of it: `--resume /dev/zero` fails at once).
+pub(crate) fn read_checkpoint(file: &Path) -> Res<Checkpoint> {
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_CHECKPOINT_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| format!("reading {}: {e}", file.display()))?;
+    if text.len() as u64 > MAX_CHECKPOINT_BYTES {
+        return Err(format!(
+            "{} is larger than {} MiB: not a checkpoint of this example",
+            file.display(),
+            MAX_CHECKPOINT_BYTES >> 20
+        )
+        .into());
+    }
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a checkpoint: {e}", file.display()).into())
+}
+
+/// Restores the checkpoint in `file` into a fresh pipeline, finishes, and checks.
 fn resume(file: &Path) -> Res<()> {
-    let checkpoint: Checkpoint = serde_json::from_str(&std::fs::read_to_string(file)?)?;
-    let mut consumed = checkpoint.consumed;
+    resume_from(read_checkpoint(file)?)
+}
+
+/// Checks what a checkpoint claims was consumed against its loader state
+/// (which the loader has verified): one list of ids per epoch up to the
+/// state's, as many ids as the state's batches, each a record, none twice.
+fn check_claims(checkpoint: &Checkpoint) -> Res<()> {
+    let epoch: u64 = checkpoint.loader.get("epoch_index")?;
+    let batches: u64 = checkpoint.loader.get("num_yielded")?;
+    let claimed = checkpoint.consumed.len();
+    if epoch >= EPOCHS || claimed as u64 != epoch + 1 {
+        return Err(format!(
+            "the checkpoint lists ids for {claimed} epochs, but its loader state is in epoch {epoch} \
+             (of {EPOCHS}): it should list {}",
+            epoch + 1
+        )
+        .into());
+    }
+    if batches > BATCHES_PER_EPOCH {
+        return Err(format!(
+            "the checkpoint's loader state is {batches} batches into an epoch of {BATCHES_PER_EPOCH}"
+        )
+        .into());
+    }
+    for (e, ids) in checkpoint.consumed.iter().enumerate() {
+        let expected = if e == claimed - 1 {
+            (batches as usize * BATCH).min(RECORDS)
+        } else {
+            RECORDS
+        };
+        if ids.len() != expected {
+            return Err(format!(
+                "the checkpoint lists {} ids for epoch {e}; its loader state says {expected} were consumed",
+                ids.len()
+            )
+            .into());
+        }
+        let mut seen = vec![false; RECORDS];
+        for &id in ids {
+            match seen.get_mut(id as usize) {
+                None => return Err(format!("epoch {e}: id {id} is not a record").into()),
+                Some(true) => return Err(format!("epoch {e}: id {id} is listed twice").into()),
+                Some(slot) => *slot = true,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Restores a checkpoint into a fresh pipeline, finishes the run, and checks
+/// the joined output against an uninterrupted run.
+pub(crate) fn resume_from(checkpoint: Checkpoint) -> Res<()> {
     let mut loader = Loader::new(pipeline()?);
     loader.load_state_dict(&checkpoint.loader)?;
+    check_claims(&checkpoint)?;
+    let mut consumed = checkpoint.consumed;
     println!(
         "resumed into a fresh pipeline:\n{}",
         loader.describe().render_text()
     );
-    let first_epoch = consumed.len() as u64 - 1;
-    for epoch_no in first_epoch..EPOCHS {
-        if epoch_no > first_epoch {
+    // Driven by the epoch number: the checkpoint's epoch continues, or, if
+    // it was taken at an epoch's end, the next one starts.
+    loop {
+        let mut epoch = loader.epoch();
+        let index = epoch.index();
+        if index >= EPOCHS {
+            break;
+        }
+        let slot = usize::try_from(index)?;
+        if slot == consumed.len() {
             consumed.push(Vec::new());
         }
-        let ids = consumed.last_mut().ok_or("no epoch in the checkpoint")?;
-        let mut epoch = loader.epoch();
+        if slot + 1 != consumed.len() {
+            return Err(format!(
+                "the loader is in epoch {index}, after {} epochs",
+                consumed.len()
+            )
+            .into());
+        }
+        let ids = &mut consumed[slot];
         let started = (Instant::now(), ids.len());
         while let Some(batch) = epoch.next() {
             ids.extend(train_step(&batch?));
-            progress(epoch_no, epoch.num_yielded(), ids.len(), started);
+            progress(index, epoch.num_yielded(), ids.len(), started);
         }
         println!();
     }
@@ -203,6 +313,14 @@ fn resume(file: &Path) -> Res<()> {
                 .map(|v| v.concat())
         })
         .collect::<Result<_>>()?;
+    if consumed.len() != expected.len() {
+        return Err(format!(
+            "the resumed run has {} epochs, the uninterrupted one {}",
+            consumed.len(),
+            expected.len()
+        )
+        .into());
+    }
     for (e, (got, want)) in consumed.iter().zip(&expected).enumerate() {
         let mut sorted = want.clone();
         sorted.sort_unstable();

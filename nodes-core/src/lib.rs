@@ -58,6 +58,6 @@ pub use crate::error::{BoxError, Error, Result};
 pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
-pub use crate::running::Running;
+pub use crate::running::{Replay, Running};
 pub use crate::state::{Key, State, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};

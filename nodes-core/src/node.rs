@@ -161,6 +161,13 @@ impl Cx {
         self.stats.as_ref().map(|s| s.snapshot())
     }
 
+    /// A context for a thread that works for this pipeline (a worker that
+    /// pulls from a source its node owns). Statistics are not collected on
+    /// other threads.
+    pub fn fork(&self) -> Cx {
+        Cx::new_running()
+    }
+
     /// Whether statistics are being collected (to skip measuring otherwise).
     #[inline]
     pub fn stats_enabled(&self) -> bool {

@@ -80,8 +80,20 @@ pub(crate) fn reset_with_rollback<N: Node>(
     cx: &Cx,
     state: Option<&State>,
 ) -> Result<()> {
+    reset_then_check(node, cx, state, || Ok(()))
+}
+
+/// Resets `node` from `state`, then runs `check` (a check of the state that
+/// must come after the node's own); if either fails, puts the node back
+/// where it stood.
+pub(crate) fn reset_then_check<N: Node>(
+    node: &mut N,
+    cx: &Cx,
+    state: Option<&State>,
+    check: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let before = node.get_state(cx);
-    match node.reset(state) {
+    match node.reset(state).and_then(|()| check()) {
         Ok(()) => Ok(()),
         Err(err) => {
             if let Ok(before) = before {
@@ -105,5 +117,60 @@ impl<N: Node> Iterator for Running<N> {
 impl<N: Node> Drop for Running<N> {
     fn drop(&mut self) {
         self.node.shutdown();
+    }
+}
+
+/// A node that was just reset, pulled on behalf of the node that owns it:
+/// how a node that restores by replaying its source (a read-ahead skipping
+/// what was already delivered, an unbatcher pulling its batch again) pulls
+/// inside `reset`, which has no [`Cx`].
+///
+/// The only way to make one is [`Replay::reset`], which resets the node
+/// first, and the context inside never leaves it: only the node that was
+/// reset can be pulled.
+///
+/// ```
+/// use nodes_core::{Node, Replay, Result, Stateful};
+///
+/// fn skip_first<N: Node>(source: &mut N, n: usize) -> Result<()> {
+///     let mut replay = Replay::reset(source, None)?;
+///     for _ in 0..n {
+///         replay.next()?;
+///     }
+///     Ok(())
+/// }
+/// # Ok::<(), nodes_core::Error>(())
+/// ```
+pub struct Replay<'a, N: ?Sized> {
+    node: &'a mut N,
+    cx: Cx,
+}
+
+impl<N: ?Sized> fmt::Debug for Replay<'_, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Replay")
+            .field("node", &std::any::type_name::<N>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, N: Node + ?Sized> Replay<'a, N> {
+    /// Resets `node` to `state` (or to its start) and returns it ready to pull.
+    pub fn reset(node: &'a mut N, state: Option<&State>) -> Result<Self> {
+        node.reset(state)?;
+        Ok(Replay {
+            node,
+            cx: Cx::new_running(),
+        })
+    }
+
+    /// The node's next item.
+    pub fn next(&mut self) -> Result<Option<N::Item>> {
+        self.node.next(&mut self.cx)
+    }
+
+    /// The node's state where it stands.
+    pub fn get_state(&self) -> Result<State> {
+        self.node.get_state(&self.cx)
     }
 }

@@ -8,6 +8,9 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
+mod checksum;
+pub(crate) use self::checksum::CHECKSUM_KEY;
+
 /// A node's checkpoint: a JSON object, keys in insertion order.
 ///
 /// It (de)serialises as the bare object, so a pipeline's state is a plain JSON
@@ -53,14 +56,19 @@ enum Entry {
     Child(State),
     /// A shared string (the loader's pipeline shape), cloned by reference.
     Shared(std::sync::Arc<str>),
+    /// The integrity checksum of the state that holds this entry (a loader
+    /// state), computed only when that state is serialised.
+    Checksum,
 }
 
 impl Entry {
-    fn to_value(&self) -> Value {
+    /// The entry as JSON; `owner` is the state that holds it.
+    fn to_value(&self, owner: &State) -> Value {
         match self {
             Entry::Json(v) => v.clone(),
             Entry::Child(s) => s.to_value(),
             Entry::Shared(s) => Value::String(s.to_string()),
+            Entry::Checksum => Value::String(owner.content_checksum()),
         }
     }
 }
@@ -97,6 +105,7 @@ impl Serialize for State {
                 Entry::Json(v) => map.serialize_entry(key.as_ref(), v)?,
                 Entry::Child(s) => map.serialize_entry(key.as_ref(), s)?,
                 Entry::Shared(s) => map.serialize_entry(key.as_ref(), s.as_ref())?,
+                Entry::Checksum => map.serialize_entry(key.as_ref(), &self.content_checksum())?,
             }
         }
         map.end()
@@ -162,7 +171,7 @@ impl State {
         Value::Object(
             self.entries
                 .iter()
-                .map(|(k, e)| (k.to_string(), e.to_value()))
+                .map(|(k, e)| (k.to_string(), e.to_value(self)))
                 .collect(),
         )
     }
@@ -250,7 +259,7 @@ impl State {
     /// A copy of the JSON value under `key`, or an error naming the missing path.
     pub fn value(&self, key: &str) -> Result<Value> {
         self.entry(key)
-            .map(Entry::to_value)
+            .map(|e| e.to_value(self))
             .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))
     }
 
@@ -260,7 +269,7 @@ impl State {
         let value = match self.entry(key) {
             Some(Entry::Json(v)) => v,
             Some(other) => {
-                owned = other.to_value();
+                owned = other.to_value(self);
                 &owned
             }
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
@@ -298,7 +307,7 @@ impl State {
                 path,
                 format!(
                     "expected a nested state (object), found {}",
-                    describe(&other.to_value())
+                    describe(&other.to_value(self))
                 ),
             )),
             None => Err(Error::bad_state(path, "missing key")),

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::policy::{HeldErrors, is_bad_record};
 use crate::{Cx, Error, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
@@ -13,11 +14,30 @@ use crate::{Cx, Error, Node, NodeId, Result};
 /// Groups consecutive items of its source into `Vec`s of `batch_size`.
 ///
 /// A full batch is returned as soon as it is full; the source is not polled
-/// further.
+/// further. Memory for a batch is reserved as its items arrive (at most 1 MiB
+/// up front), so a huge `batch_size` costs nothing until items come.
+///
+/// # Errors
+/// An error from the source that is a bad record ([`Error::User`],
+/// [`Error::Panicked`]) is one item of the pass:
+/// - at a batch boundary (no item of the next batch taken yet) it is returned
+///   in its place;
+/// - in the middle of a batch it is held, the batch goes on filling, and the
+///   held errors are returned, in order, right after that batch (after the
+///   end of the pass, if a short last batch is dropped). No item is lost and
+///   batch boundaries do not move.
+///
+/// If 1024 errors arrive while one batch is filling, that batch is returned
+/// short (`batch`) or dropped (`batch_exact`, which returns no short batch),
+/// followed by the errors: a source that keeps failing cannot hold the
+/// batcher forever. Any other error (a pipeline that cannot go on, such
+/// as a source used after `shutdown`) is returned at once and the partial
+/// batch is dropped.
 ///
 /// # State
-/// `source`: the source's state, nothing else (a batch is never held across
-/// calls). Restore is the source's restore.
+/// `source`: the source's state; `pending_errors`: the held errors not yet
+/// returned (each with its kind, node, index and message), usually `[]`. A
+/// batch is never held across calls. Restore is the source's restore.
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -38,6 +58,9 @@ pub struct Batcher<S> {
     batch_size: usize,
     #[node(param)]
     drop_last: bool,
+    /// Bad records taken while the last batch was filling, returned next.
+    #[node(state)]
+    pending_errors: HeldErrors,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Batcher<S> {
@@ -46,6 +69,7 @@ impl<S: fmt::Debug> fmt::Debug for Batcher<S> {
             .field("source", &self.source)
             .field("batch_size", &self.batch_size)
             .field("drop_last", &self.drop_last)
+            .field("pending_errors", &self.pending_errors)
             .finish()
     }
 }
@@ -62,6 +86,7 @@ impl<S> Batcher<S> {
             source,
             batch_size,
             drop_last,
+            pending_errors: HeldErrors::default(),
         })
     }
 
@@ -76,19 +101,47 @@ impl<S> Batcher<S> {
     }
 }
 
+/// The most memory a batch reserves before its items arrive.
+const MAX_RESERVE_BYTES: usize = 1 << 20;
+
+/// The capacity a new batch starts with: `batch_size`, or as many items as
+/// fit in [`MAX_RESERVE_BYTES`] (the `Vec` grows from there).
+fn initial_capacity<T>(batch_size: usize) -> usize {
+    batch_size.min(MAX_RESERVE_BYTES / std::mem::size_of::<T>().max(1))
+}
+
 impl<S: Node> Node for Batcher<S> {
     type Item = Vec<S::Item>;
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Vec<S::Item>>> {
         cx.observe(NodeId::of(self), "Batcher", |cx| {
-            let mut batch = Vec::with_capacity(self.batch_size);
+            if let Some(error) = self.pending_errors.pop() {
+                return Err(error);
+            }
+            let mut batch = Vec::with_capacity(initial_capacity::<S::Item>(self.batch_size));
             while batch.len() < self.batch_size {
-                match self.source.next(cx)? {
-                    Some(item) => batch.push(item),
-                    None if batch.is_empty() || self.drop_last => return Ok(None),
-                    None => break,
+                match self.source.next(cx) {
+                    Ok(Some(item)) => batch.push(item),
+                    Ok(None) if batch.is_empty() || self.drop_last => {
+                        return self.pending_errors.pop().map_or(Ok(None), Err);
+                    }
+                    Ok(None) => break,
+                    // At a batch boundary an error takes its own place.
+                    Err(error) if batch.is_empty() => return Err(error),
+                    Err(error) if is_bad_record(&error) => {
+                        self.pending_errors.push(error);
+                        if self.pending_errors.is_full() {
+                            break;
+                        }
+                    }
+                    // The pipeline cannot go on: the partial batch is dropped.
+                    Err(error) => return Err(error),
                 }
+            }
+            if batch.len() < self.batch_size && self.drop_last {
+                // Cut short by held errors: `batch_exact` returns no short batch.
+                return self.pending_errors.pop().map_or(Ok(None), Err);
             }
             Ok(Some(batch))
         })

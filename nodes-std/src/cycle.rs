@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::policy::is_bad_record;
 use crate::{Cx, Error, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
@@ -17,6 +18,12 @@ use crate::{Cx, Error, Node, NodeId, Result};
 /// a source that is empty after a restart ends the cycler (no busy loop).
 /// Once the cycler ends, it stays ended, without touching the source, until
 /// its next reset.
+///
+/// # Errors
+/// Errors from the source are returned as they come. A bad record
+/// ([`Error::User`], [`Error::Panicked`]) is an item of the pass: a source
+/// that yields only errors is not empty, and is restarted like any other
+/// (endlessly, for [`cycle`](crate::NodeExt::cycle)).
 ///
 /// # State
 /// `source`, `num_cycles` (restarts so far this pass), `has_started`
@@ -108,9 +115,17 @@ impl<S: Node> Node for Cycler<S> {
             if self.exhausted() {
                 return Ok(None);
             }
-            if let Some(item) = self.source.next(cx)? {
-                self.has_started = true;
-                return Ok(Some(item));
+            match self.source.next(cx) {
+                Ok(Some(item)) => {
+                    self.has_started = true;
+                    return Ok(Some(item));
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    // A bad record is an item: the source is not empty.
+                    self.has_started |= is_bad_record(&error);
+                    return Err(error);
+                }
             }
             if !self.has_started {
                 return Ok(None);

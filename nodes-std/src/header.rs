@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::policy::is_bad_record;
 use crate::{Cx, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
@@ -13,8 +14,14 @@ use crate::{Cx, Node, NodeId, Result};
 /// source (so a header over an endless source ends). `n = 0` yields nothing
 /// and never pulls.
 ///
+/// # Errors
+/// A bad record from the source ([`Error::User`](crate::Error::User),
+/// [`Error::Panicked`](crate::Error::Panicked)) is one of the `n` items: it
+/// is returned and counted. Any other error is returned without counting.
+///
 /// # State
-/// `source`: the source's state; `num_yielded`: items returned this pass.
+/// `source`: the source's state; `num_yielded`: items (bad records
+/// included) returned this pass.
 /// Restore is the source's restore.
 ///
 /// ```
@@ -54,7 +61,7 @@ impl<S> Header<S> {
         }
     }
 
-    /// Items returned this pass.
+    /// Items returned this pass, bad records included.
     pub fn num_yielded(&self) -> u64 {
         self.num_yielded
     }
@@ -69,11 +76,12 @@ impl<S: Node> Node for Header<S> {
             if self.num_yielded >= self.n {
                 return Ok(None);
             }
-            let item = self.source.next(cx)?;
-            if item.is_some() {
-                self.num_yielded += 1;
+            let item = self.source.next(cx);
+            if matches!(&item, Ok(Some(_))) || item.as_ref().is_err_and(is_bad_record) {
+                // Saturating: a restored state may hold any count.
+                self.num_yielded = self.num_yielded.saturating_add(1);
             }
-            Ok(item)
+            item
         })
     }
 }

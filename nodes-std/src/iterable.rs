@@ -27,6 +27,11 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, Result};
 ///   time, and no item is produced while skipping.
 ///
 /// # Errors
+/// The iterator cannot fail; a panic in it is not caught (it unwinds through
+/// `next`). If a node above catches it, the item that panicked counts as
+/// returned: a state taken afterwards resumes after it, where the iterator
+/// itself stands.
+///
 /// Restoring a `num_yielded` larger than the collection is a bad state.
 ///
 /// ```
@@ -106,9 +111,15 @@ where
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>> {
         cx.observe(NodeId::of(self), "IterableWrapper", |_cx| {
-            let item = self.iter.get_mut()?.next();
-            if item.is_some() {
-                self.num_yielded += 1;
+            let iter = self.iter.get_mut()?;
+            // Counted before the call: if the iterator panics and the panic
+            // is caught above, the failed item stays consumed (a state taken
+            // afterwards resumes after it, as the iterator itself does).
+            let before = self.num_yielded;
+            self.num_yielded = before.saturating_add(1);
+            let item = iter.next();
+            if item.is_none() {
+                self.num_yielded = before;
             }
             Ok(item)
         })

@@ -55,7 +55,7 @@ pub use crate::shuffle::Shuffler;
 pub use crate::unbatch::Unbatcher;
 pub use crate::zip::Zip;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats,
+    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats, Replay,
     ResetFlag, Result, Running, State, Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;

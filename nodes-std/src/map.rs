@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use crate::{BoxError, Cx, Error, Node, NodeId, Result};
+use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
+use crate::{BoxError, Cx, Description, Error, Node, NodeId, Result, State, Stateful};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
@@ -68,15 +69,31 @@ where
 ///
 /// Applies a fallible function to every item of its source.
 ///
+/// # Errors
+/// An `Err` from the function is [`Error::User`] naming `TryMapper` and the
+/// item's index in this pass (counting from 0, bad records from the source
+/// included). Such an error, or a bad record from the source
+/// ([`Error::User`], [`Error::Panicked`]), is one item of the pass, and what
+/// happens to it is the node's [`ErrorPolicy`] (set with
+/// [`on_error`](TryMapper::on_error)):
+/// - [`Deliver`](ErrorPolicy::Deliver) (the default): returned; the next call
+///   maps the next item;
+/// - [`Fail`](ErrorPolicy::Fail): returned, then the pass is over (`Ok(None)`
+///   until the next reset);
+/// - [`Skip`](ErrorPolicy::Skip): dropped, and counted in
+///   [`NodeStats::skipped`](crate::NodeStats::skipped);
+/// - [`SkipAtMost(n)`](ErrorPolicy::SkipAtMost): the first `n` of the pass
+///   dropped (and counted), the next returned, ending the pass.
+///
+/// Other errors from the source (a pipeline that cannot go on) are returned
+/// as they are, whatever the policy. A panic in the function is not caught.
+///
 /// # State
 /// `source`: the source's state; `num_seen`: items taken from the source
-/// this pass (the index reported with an error). Restore is the source's
-/// restore.
-///
-/// # Errors
-/// An `Err` from the function is returned as [`Error::User`] naming
-/// `TryMapper` and the item's index in this pass (counting from 0). The node
-/// does not stop: the next call maps the next item.
+/// this pass (the index reported with an error); `errors`: the policy's
+/// count, `{"skipped": bad records dropped this pass, "ended": whether the
+/// policy ended the pass}` (so a resume neither forgets nor double-counts a
+/// skip). Restore is the source's restore.
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -88,15 +105,22 @@ where
 /// let err = running.next().unwrap().unwrap_err();
 /// assert_eq!(err.to_string(), "user function failed in TryMapper at item 1: invalid digit found in string");
 /// assert_eq!(running.next().transpose()?, Some(3));
+///
+/// let skipped: Vec<u32> = IterableWrapper::new(["1", "x", "3"])
+///     .try_map(|s: &str| s.parse::<u32>())
+///     .on_error(ErrorPolicy::Skip)
+///     .start()?
+///     .collect::<Result<_>>()?;
+/// assert_eq!(skipped, [1, 3]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-#[derive(Node)]
+// Written by hand: the policy's budget is configuration (the policy) and
+// state (its counts) in one field, which `#[node(state)]` cannot split.
 #[must_use = "nodes do nothing until started"]
 pub struct TryMapper<S, F> {
-    #[node(child)]
     source: S,
-    #[node(state)]
     num_seen: u64,
+    budget: ErrorBudget,
     f: F,
 }
 
@@ -105,17 +129,50 @@ impl<S: fmt::Debug, F> fmt::Debug for TryMapper<S, F> {
         f.debug_struct("TryMapper")
             .field("source", &self.source)
             .field("num_seen", &self.num_seen)
+            .field("on_error", &self.budget.policy())
             .finish_non_exhaustive()
     }
 }
+
+// The compile-time "start it first" guard the derive gives derived nodes.
+nodes_core::__started_guards!(impl[S, F] TryMapper<S, F>);
+
+const NAME: &str = "TryMapper";
+const SOURCE: &str = "source";
+const NUM_SEEN: &str = "num_seen";
 
 impl<S, F> TryMapper<S, F> {
     pub(crate) fn new(source: S, f: F) -> Self {
         TryMapper {
             source,
             num_seen: 0,
+            budget: ErrorBudget::new(ErrorPolicy::Deliver),
             f,
         }
+    }
+
+    /// Sets what happens to a bad record (an `Err` from the function, or a
+    /// bad record from the source): see [`ErrorPolicy`]. The default is
+    /// [`ErrorPolicy::Deliver`].
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let parse = |s: &str| s.parse::<u8>();
+    /// let mut running = IterableWrapper::new(["1", "x", "3"]).try_map(parse).on_error(ErrorPolicy::Fail).start()?;
+    /// assert_eq!(running.next().transpose()?, Some(1));
+    /// assert!(running.next().unwrap().is_err());
+    /// assert!(running.next().is_none()); // the pass is over
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    pub fn on_error(mut self, policy: ErrorPolicy) -> Self {
+        self.budget = ErrorBudget::new(policy);
+        self
+    }
+
+    /// The policy for bad records.
+    pub fn error_policy(&self) -> ErrorPolicy {
+        self.budget.policy()
     }
 }
 
@@ -129,17 +186,73 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
-        cx.observe(NodeId::of(self), "TryMapper", |cx| {
-            let Some(item) = self.source.next(cx)? else {
-                return Ok(None);
-            };
-            let index = self.num_seen;
-            // Saturating: a restored state may hold any count.
-            self.num_seen = self.num_seen.saturating_add(1);
-            match (self.f)(item) {
-                Ok(out) => Ok(Some(out)),
-                Err(e) => Err(Error::user("TryMapper", Some(index), e)),
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            loop {
+                if self.budget.ended() {
+                    return Ok(None);
+                }
+                let index = self.num_seen;
+                let error = match self.source.next(cx) {
+                    Ok(Some(item)) => {
+                        // Saturating: a restored state may hold any count.
+                        self.num_seen = index.saturating_add(1);
+                        match (self.f)(item) {
+                            Ok(out) => return Ok(Some(out)),
+                            Err(e) => Error::user(NAME, Some(index), e),
+                        }
+                    }
+                    Ok(None) => return Ok(None),
+                    Err(error) if is_bad_record(&error) => {
+                        self.num_seen = index.saturating_add(1);
+                        error
+                    }
+                    Err(error) => return Err(error),
+                };
+                match self.budget.judge(error, cx) {
+                    Verdict::Deliver(error) | Verdict::DeliverAndEnd(error) => return Err(error),
+                    Verdict::Skip => {}
+                }
             }
         })
+    }
+}
+
+impl<S: Node, F> Stateful for TryMapper<S, F> {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        let Some(state) = state else {
+            self.source.reset(None)?;
+            self.num_seen = 0;
+            self.budget.clear();
+            return Ok(());
+        };
+        // Check everything before applying anything.
+        state.expect_keys(NAME, &[SOURCE, NUM_SEEN, ERRORS])?;
+        let source = state.child(SOURCE)?;
+        let num_seen: u64 = state.get(NUM_SEEN)?;
+        let counts = self.budget.load(state)?;
+        self.source.reset(Some(&source))?;
+        self.num_seen = num_seen;
+        self.budget.restore(counts);
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        let mut out = State::new();
+        out.insert_child(SOURCE, self.source.get_state(cx)?);
+        out.insert(NUM_SEEN, self.num_seen)?;
+        self.budget.save(&mut out)?;
+        Ok(out)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new(NAME).child(SOURCE, self.source.describe())
+    }
+
+    fn shutdown(&mut self) {
+        self.source.shutdown();
+    }
+
+    fn varying_order(&self) -> Option<String> {
+        self.source.varying_order()
     }
 }

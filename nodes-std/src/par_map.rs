@@ -303,13 +303,12 @@ where
     }
 
     fn describe(&self) -> Description {
-        let plan = self.core.plan();
-        let mut d = Description::new(NAME).param("in_order", plan.in_order);
-        if plan.policy != ErrorPolicy::Deliver {
-            d = d.param("on_error", format_args!("{:?}", plan.policy));
-        }
-        // Keyed by where the source's state lives in ours.
-        d.child(snapshot::SNAPSHOT, self.core.source_description().clone())
+        // The error policy is not shown: like worker counts, it may change
+        // between a save and a restore.
+        Description::new(NAME)
+            .param("in_order", self.core.plan().in_order)
+            // Keyed by where the source's state lives in ours.
+            .child(snapshot::SNAPSHOT, self.core.source_description().clone())
     }
 
     fn shutdown(&mut self) {

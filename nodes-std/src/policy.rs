@@ -1,8 +1,8 @@
 //! [`ErrorPolicy`]: what a fallible node does with a bad record, and the
 //! checkpointed budget that applies it.
 
-// Used by the fallible nodes as they adopt the policy.
-#![allow(dead_code)]
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -19,10 +19,17 @@ use crate::{Cx, Error, Result, State};
 ///
 /// ```
 /// use nodes_std::prelude::*;
-/// use nodes_std::ErrorPolicy;
 ///
-/// let policy = ErrorPolicy::SkipAtMost(10);
-/// assert_ne!(policy, ErrorPolicy::default());
+/// fn parse(line: &str) -> std::result::Result<u32, std::num::ParseIntError> {
+///     line.trim().parse()
+/// }
+///
+/// let lines = ["1", "2", "oops", "4"];
+/// let mut loader = Loader::new(IterableWrapper::new(lines).try_map(parse).on_error(ErrorPolicy::Skip)).with_stats();
+/// let numbers: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
+/// assert_eq!(numbers, [1, 2, 4]);
+/// let stats = loader.stats().expect("stats are on");
+/// assert_eq!(stats.get("TryMapper").map(|n| n.skipped), Some(1));
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,6 +102,15 @@ impl ErrorBudget {
 
     /// Decides about `error`, counting a skip in the budget and in the stats.
     pub(crate) fn judge(&mut self, error: Error, cx: &mut Cx) -> Verdict {
+        let verdict = self.decide(error);
+        if let Verdict::Skip = verdict {
+            cx.record_skipped(1);
+        }
+        verdict
+    }
+
+    /// [`judge`](Self::judge) without the statistics.
+    fn decide(&mut self, error: Error) -> Verdict {
         let skip = match self.policy {
             ErrorPolicy::Deliver => return Verdict::Deliver(error),
             ErrorPolicy::Fail => false,
@@ -103,7 +119,6 @@ impl ErrorBudget {
         };
         if skip {
             self.counts.skipped = self.counts.skipped.saturating_add(1);
-            cx.record_skipped(1);
             Verdict::Skip
         } else {
             self.counts.ended = true;
@@ -132,6 +147,159 @@ impl ErrorBudget {
     }
 }
 
+/// Whether `error` is a bad record: an `Err` from a user's function or
+/// source ([`Error::User`]) or a caught panic ([`Error::Panicked`]).
+///
+/// A bad record is one item of the pass: the source has moved past it, a
+/// node passes it on in the item's place (or holds it until the item being
+/// built is complete), and an [`ErrorPolicy`] may skip it. Any other error (a
+/// node used before `reset` or after `shutdown`, a bad state, an invalid
+/// pipeline) says the pipeline cannot go on: nodes pass it on at once, never
+/// hold, count or skip it (a source that keeps returning it would otherwise
+/// be pulled forever).
+pub(crate) fn is_bad_record(error: &Error) -> bool {
+    matches!(error, Error::User { .. } | Error::Panicked { .. })
+}
+
+/// The most bad records a node holds back at once (see [`HeldErrors`]).
+pub(crate) const MAX_HELD: usize = 1024;
+
+/// Bad records a node took from its source while it was building an item (a
+/// batch, a pair), held back to be delivered right after that item, so that
+/// an error never splits an item and no good item is lost.
+///
+/// They are part of the node's state (node, index, kind and message of each),
+/// so a state taken between the item and its errors delivers them again. A
+/// restored error has the original's variant, node, index and message; the
+/// user's error value itself becomes its message (as
+/// [`Error::duplicate`] does).
+#[derive(Debug, Default)]
+pub(crate) struct HeldErrors(VecDeque<Error>);
+
+impl HeldErrors {
+    /// Holds `error` (a bad record) until [`pop`](Self::pop).
+    pub(crate) fn push(&mut self, error: Error) {
+        debug_assert!(is_bad_record(&error), "only bad records are held");
+        self.0.push_back(error);
+    }
+
+    /// The oldest held error.
+    pub(crate) fn pop(&mut self) -> Option<Error> {
+        self.0.pop_front()
+    }
+
+    /// Whether [`MAX_HELD`] errors are held: the node must stop building its
+    /// item and deliver.
+    pub(crate) fn is_full(&self) -> bool {
+        self.0.len() >= MAX_HELD
+    }
+}
+
+/// One held error as a state stores it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedError {
+    kind: SavedKind,
+    node: String,
+    index: Option<u64>,
+    message: String,
+}
+
+/// The variant of a [`SavedError`].
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SavedKind {
+    /// [`Error::User`]; the message is the user's error.
+    User,
+    /// [`Error::Panicked`]; the message is the panic's.
+    Panicked,
+}
+
+impl SavedError {
+    fn of(error: &Error) -> SavedError {
+        let (kind, node, index, message) = match error {
+            Error::User {
+                node,
+                index,
+                source,
+            } => (SavedKind::User, *node, *index, source.to_string()),
+            Error::Panicked {
+                node,
+                index,
+                message,
+            } => (SavedKind::Panicked, *node, *index, message.clone()),
+            // Never held (see `HeldErrors::push`); kept readable all the same.
+            other => (SavedKind::User, "unknown", None, other.to_string()),
+        };
+        SavedError {
+            kind,
+            node: node.to_owned(),
+            index,
+            message,
+        }
+    }
+
+    fn into_error(self) -> Error {
+        let node = static_name(&self.node);
+        match self.kind {
+            SavedKind::User => Error::user(node, self.index, self.message),
+            SavedKind::Panicked => Error::Panicked {
+                node,
+                index: self.index,
+                message: self.message,
+            },
+        }
+    }
+}
+
+/// A node name read back from a state, as the `&'static str` an [`Error`]
+/// holds.
+///
+/// Each distinct name is leaked once and reused (a process sees a handful of
+/// node names). Past 256 distinct names, or for a name longer than 128 bytes
+/// (neither comes from a real pipeline), the name is `"restored node"`.
+fn static_name(name: &str) -> &'static str {
+    const FALLBACK: &str = "restored node";
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = names.iter().find(|known| **known == name) {
+        return known;
+    }
+    if names.len() >= 256 || name.len() > 128 {
+        return FALLBACK;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(leaked);
+    leaked
+}
+
+impl Serialize for HeldErrors {
+    fn serialize<Z: serde::Serializer>(
+        &self,
+        serializer: Z,
+    ) -> std::result::Result<Z::Ok, Z::Error> {
+        serializer.collect_seq(self.0.iter().map(SavedError::of))
+    }
+}
+
+impl<'de> Deserialize<'de> for HeldErrors {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let saved = Vec::<SavedError>::deserialize(deserializer)?;
+        if saved.len() > MAX_HELD {
+            let expected = format!("at most {MAX_HELD} held errors");
+            return Err(serde::de::Error::invalid_length(
+                saved.len(),
+                &expected.as_str(),
+            ));
+        }
+        Ok(HeldErrors(
+            saved.into_iter().map(SavedError::into_error).collect(),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,9 +310,8 @@ mod tests {
 
     fn verdicts(policy: ErrorPolicy, n: usize) -> Vec<&'static str> {
         let mut budget = ErrorBudget::new(policy);
-        let mut cx = nodes_core::__private::worker_cx();
         (0..n)
-            .map(|_| match budget.judge(err(), &mut cx) {
+            .map(|_| match budget.decide(err()) {
                 Verdict::Deliver(_) => "deliver",
                 Verdict::DeliverAndEnd(_) => "end",
                 Verdict::Skip => "skip",
@@ -164,19 +331,63 @@ mod tests {
     }
 
     #[test]
+    fn held_errors_survive_a_save_and_load() {
+        let mut held = HeldErrors::default();
+        held.push(Error::user("Custom node", Some(3), "bad row"));
+        held.push(Error::Panicked {
+            node: "ParallelMapper",
+            index: None,
+            message: "boom".to_owned(),
+        });
+        let before: Vec<String> = held.0.iter().map(ToString::to_string).collect();
+        let mut state = State::new();
+        state.insert("held", &held).unwrap();
+        let state = State::from_json(&state.to_json().unwrap()).unwrap();
+        let mut back: HeldErrors = state.get("held").unwrap();
+        let after: Vec<String> = back.0.iter().map(ToString::to_string).collect();
+        assert_eq!(after, before);
+        assert!(matches!(
+            back.pop(),
+            Some(Error::User {
+                node: "Custom node",
+                index: Some(3),
+                ..
+            })
+        ));
+        assert!(matches!(
+            back.pop(),
+            Some(Error::Panicked { index: None, .. })
+        ));
+        assert!(back.pop().is_none());
+    }
+
+    #[test]
+    fn restored_node_names_are_shared_and_bounded() {
+        let a = static_name("SomeNode");
+        let b = static_name(&String::from("SomeNode"));
+        assert!(std::ptr::eq(a, b), "one leak per distinct name");
+        assert_eq!(static_name(&"x".repeat(129)), "restored node");
+    }
+
+    #[test]
+    fn only_user_errors_and_panics_are_bad_records() {
+        assert!(is_bad_record(&err()));
+        assert!(is_bad_record(&Error::from_panic("T", None, &"boom")));
+        assert!(!is_bad_record(&Error::ShutDown { node: "T" }));
+        assert!(!is_bad_record(&Error::NotReset { node: "T" }));
+        assert!(!is_bad_record(&Error::bad_state("/x", "bad")));
+    }
+
+    #[test]
     fn counts_survive_a_save_and_load() {
         let mut budget = ErrorBudget::new(ErrorPolicy::SkipAtMost(1));
-        let mut cx = nodes_core::__private::worker_cx();
-        assert!(matches!(budget.judge(err(), &mut cx), Verdict::Skip));
+        assert!(matches!(budget.decide(err()), Verdict::Skip));
         let mut state = State::new();
         budget.save(&mut state).unwrap();
         let state = State::from_json(&state.to_json().unwrap()).unwrap();
         let mut fresh = ErrorBudget::new(ErrorPolicy::SkipAtMost(1));
         fresh.restore(fresh.load(&state).unwrap());
-        assert!(matches!(
-            fresh.judge(err(), &mut cx),
-            Verdict::DeliverAndEnd(_)
-        ));
+        assert!(matches!(fresh.decide(err()), Verdict::DeliverAndEnd(_)));
         assert!(fresh.ended());
     }
 }

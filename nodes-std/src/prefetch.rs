@@ -199,13 +199,9 @@ where
     }
 
     fn describe(&self) -> Description {
-        let policy = self.core.plan().policy;
-        let mut d = Description::new(NAME);
-        if policy != ErrorPolicy::Deliver {
-            d = d.param("on_error", format_args!("{policy:?}"));
-        }
-        // Keyed by where the source's state lives in ours.
-        d.child(SNAPSHOT, self.core.source_description().clone())
+        // The error policy is not shown: like the read-ahead, it may change
+        // between a save and a restore.
+        Description::new(NAME).child(SNAPSHOT, self.core.source_description().clone())
     }
 
     fn shutdown(&mut self) {

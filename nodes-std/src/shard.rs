@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::policy::is_bad_record;
 use crate::{Cx, Error, Node, NodeId, Result};
 
 /// Keeps the items whose position `i` in the source satisfies
@@ -13,9 +14,16 @@ use crate::{Cx, Error, Node, NodeId, Result};
 /// [`NodeExt::shard_from_env`](crate::NodeExt::shard_from_env). See their
 /// documentation for more.
 ///
+/// # Errors
+/// A bad record from the source ([`Error::User`], [`Error::Panicked`]) takes
+/// a position like any item: the rank that owns the position returns it, the
+/// others drop it (it belongs to another shard), and the positions after it
+/// are sharded as if it had been an item. Any other error is returned at
+/// once, on every rank, without taking a position.
+///
 /// # State
-/// `source` (the source's state) and `seen` (items read from the source).
-/// Restoring is the source's restore.
+/// `source` (the source's state) and `seen` (items, bad records included,
+/// read from the source). Restoring is the source's restore.
 #[derive(crate::Node)]
 #[must_use = "nodes do nothing until started"]
 pub struct Sharder<S> {
@@ -112,15 +120,20 @@ impl<S: Node> Node for Sharder<S> {
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
         cx.observe(NodeId::of(self), "Sharder", |cx| {
-            while let Some(item) = self.source.next(cx)? {
+            loop {
+                let item = match self.source.next(cx) {
+                    Ok(Some(item)) => Ok(item),
+                    Ok(None) => return Ok(None),
+                    Err(error) if is_bad_record(&error) => Err(error),
+                    Err(error) => return Err(error),
+                };
                 let position = self.seen;
                 // Wrapping: a restored state may hold any count.
                 self.seen = self.seen.wrapping_add(1);
                 if position % self.world_size == self.rank {
-                    return Ok(Some(item));
+                    return item.map(Some);
                 }
             }
-            Ok(None)
         })
     }
 }

@@ -2,11 +2,17 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
 
 const NAME: &str = "Unbatcher";
 const SOURCE: &str = "source";
 const BATCH_IDX: &str = "batch_idx";
+/// Why an unbatcher refuses a source whose order varies, and what to build.
+const REFUSAL: &str = concat!(
+    "it restores by pulling its current batch again, which over a source whose order varies ",
+    "between runs gives other items; deliver in order with `ParallelOptions::in_order(true)`, ",
+    "or put the out-of-order par_map above the `.unbatch()`",
+);
 
 /// This struct is created by [`NodeExt::unbatch`](crate::NodeExt::unbatch).
 /// See its documentation for more.
@@ -26,6 +32,17 @@ const BATCH_IDX: &str = "batch_idx";
 /// batch began): one `get_state` of the source per batch.
 ///
 /// # Errors
+/// An error from the source is returned in place of the batch it stands for;
+/// a state taken after it resumes after it.
+///
+/// Restoring needs a source that produces the same batch again:
+/// [`reset`](Stateful::reset) (from the start too) refuses a source whose
+/// output order varies between runs (an out-of-order
+/// [`ParallelMapper`](crate::ParallelMapper) with workers, see
+/// [`Stateful::varying_order`]) with [`Error::InvalidPipeline`] naming it.
+/// Deliver in order (`ParallelOptions::in_order(true)`), or put the
+/// out-of-order map above the unbatch.
+///
 /// Restoring a `batch_idx` larger than the re-pulled batch is a bad state;
 /// so is a `batch_idx` above 0 where the source has no batch left. Errors
 /// from the source while re-pulling come out of `reset`.
@@ -104,13 +121,14 @@ where
                     return Ok(Some(item));
                 }
                 let before = self.source.get_state(cx)?;
+                // Whatever comes next, the previous batch is done: a state
+                // taken after an end or an error stands where the source does.
+                self.current = None;
+                self.idx = 0;
                 let Some(batch) = self.source.next(cx)? else {
-                    self.current = None;
-                    self.idx = 0;
                     return Ok(None);
                 };
                 self.current = Some((batch.into_iter(), before));
-                self.idx = 0;
             }
         })
     }
@@ -122,6 +140,13 @@ where
     S::Item: IntoIterator,
 {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        if let Some(below) = self.source.varying_order() {
+            return Err(Error::InvalidPipeline {
+                node: NAME,
+                below,
+                message: REFUSAL.to_owned(),
+            });
+        }
         let Some(state) = state else {
             self.source.reset(None)?;
             self.current = None;
@@ -132,14 +157,12 @@ where
         state.expect_keys(NAME, &[SOURCE, BATCH_IDX])?;
         let before = state.child(SOURCE)?;
         let idx: u64 = state.get(BATCH_IDX)?;
-        self.source.reset(Some(&before))?;
         self.current = None;
         self.idx = 0;
+        let mut replay = Replay::reset(&mut self.source, Some(&before))?;
         if idx > 0 {
-            // Re-pull the batch the state stands in. `reset` has no `Cx`; the
-            // source was just reset, which is what a `Cx` vouches for.
-            let mut cx = crate::__private::worker_cx();
-            let Some(batch) = self.source.next(&mut cx)? else {
+            // Re-pull the batch the state stands in.
+            let Some(batch) = replay.next()? else {
                 return Err(Error::bad_state(
                     state.path_of(BATCH_IDX),
                     format!(
@@ -189,5 +212,9 @@ where
 
     fn shutdown(&mut self) {
         self.source.shutdown();
+    }
+
+    fn varying_order(&self) -> Option<String> {
+        self.source.varying_order()
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::policy::{HeldErrors, is_bad_record};
 use crate::{Cx, Node, NodeId, Result};
 
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
@@ -14,8 +15,23 @@ use crate::{Cx, Node, NodeId, Result};
 /// zip stays ended without pulling either side again until its next reset
 /// (so the end does not keep consuming, and resetting, `left`).
 ///
+/// # Errors
+/// An error from `left` is returned in its place; `right` is not pulled for
+/// it. A bad record ([`Error::User`](crate::Error::User),
+/// [`Error::Panicked`](crate::Error::Panicked)) from `right`, after an item
+/// was taken from `left`, is held: `right` is pulled again, the pair is
+/// returned, and the held errors right after it, so the item from `left` is
+/// not lost and no pair is shifted. If `right` then ends, the left item is
+/// dropped as usual and the held errors come before the end.
+///
+/// If `right` fails 1024 times in a row, the item from `left` is dropped and
+/// the errors are returned (a side that keeps failing cannot hold the zip
+/// forever). Any other error (a pipeline that cannot go on) is returned at
+/// once, and a left item taken for it is dropped.
+///
 /// # State
-/// `left` and `right` (the two sources' states) and `ended`. Restore is
+/// `left` and `right` (the two sources' states), `ended`, and
+/// `pending_errors` (held errors not yet returned, usually `[]`). Restore is
 /// their restores.
 ///
 /// ```
@@ -37,6 +53,9 @@ pub struct Zip<A, B> {
     right: B,
     #[node(state)]
     ended: bool,
+    /// Bad records from `right` taken while building the last pair.
+    #[node(state)]
+    pending_errors: HeldErrors,
 }
 
 impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Zip<A, B> {
@@ -45,6 +64,7 @@ impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Zip<A, B> {
             .field("left", &self.left)
             .field("right", &self.right)
             .field("ended", &self.ended)
+            .field("pending_errors", &self.pending_errors)
             .finish()
     }
 }
@@ -55,6 +75,7 @@ impl<A, B> Zip<A, B> {
             left,
             right,
             ended: false,
+            pending_errors: HeldErrors::default(),
         }
     }
 }
@@ -65,16 +86,31 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<(A::Item, B::Item)>> {
         cx.observe(NodeId::of(self), "Zip", |cx| {
+            if let Some(error) = self.pending_errors.pop() {
+                return Err(error);
+            }
             if self.ended {
                 return Ok(None);
             }
-            if let Some(a) = self.left.next(cx)?
-                && let Some(b) = self.right.next(cx)?
-            {
-                return Ok(Some((a, b)));
+            let Some(a) = self.left.next(cx)? else {
+                self.ended = true;
+                return Ok(None);
+            };
+            loop {
+                match self.right.next(cx) {
+                    Ok(Some(b)) => return Ok(Some((a, b))),
+                    Ok(None) => break,
+                    Err(error) if is_bad_record(&error) => {
+                        self.pending_errors.push(error);
+                        if self.pending_errors.is_full() {
+                            return self.pending_errors.pop().map_or(Ok(None), Err);
+                        }
+                    }
+                    Err(error) => return Err(error),
+                }
             }
             self.ended = true;
-            Ok(None)
+            self.pending_errors.pop().map_or(Ok(None), Err)
         })
     }
 }

@@ -1,10 +1,13 @@
-//! Cycler: wrap-around, max_cycles, empty sources, counters and save/load.
+//! Cycler: wrap-around, max_cycles, empty sources, counters, save/load, and
+//! errors as items.
 
 mod common;
+mod scripted;
 
 use common::{RangeNode, collect, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::testing;
+use scripted::{Bad, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn cycle_wraps_around_and_counts() {
@@ -119,4 +122,29 @@ fn cycle_save_load() {
             .cycle()
             .header(10)
     });
+}
+
+#[test]
+fn a_source_of_bad_records_only_is_not_empty() {
+    // Before: a pass with only errors counted as an empty source, so the
+    // cycler ended after one pass instead of restarting.
+    let out = pass(Script::new([Bad("bad")]).cycle_n(3).unwrap());
+    assert_eq!(
+        out,
+        vec![Err("user function failed in Script at item 0: bad".to_owned()); 3]
+    );
+    let mut running = Script::new([Bad("bad")]).cycle().start().unwrap();
+    assert_eq!(running.by_ref().take(10).filter(Result::is_err).count(), 10);
+}
+
+#[test]
+fn cycle_with_errors_resumes_exactly_at_every_cut() {
+    assert_resumes_at_every_cut(|| Script::with_bad(4, &[1]).cycle_n(3).unwrap());
+    assert_resumes_at_every_cut(|| Script::with_bad(3, &[0]).cycle_n(2).unwrap());
+    assert_resumes_at_every_cut(|| {
+        Script::new([Bad("bad"), Item(1), Bad("worse")])
+            .cycle()
+            .header(9)
+    });
+    assert_resumes_at_every_cut(|| Script::new([Bad("bad")]).cycle_n(3).unwrap());
 }

@@ -1,10 +1,12 @@
-//! Filter: selection, state and save/load.
+//! Filter: selection, state, save/load, and errors from the source.
 
 mod common;
+mod scripted;
 
 use common::{RangeNode, collect, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::testing;
+use scripted::{Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn filter_keeps_what_the_predicate_accepts() {
@@ -62,4 +64,14 @@ fn filter_over_batches() {
             .filter(|b| b.iter().sum::<u32>() % 10 == 0),
     );
     assert_eq!(out, [vec![16, 17, 18, 19]]);
+}
+
+#[test]
+fn filter_passes_errors_on_in_their_place() {
+    let out = pass(Script::with_bad(7, &[1, 2, 5]).filter(|x| x % 2 == 0));
+    let bad = |at| Err(format!("user function failed in Script at item {at}: bad"));
+    assert_eq!(out, [Ok(0), bad(1), bad(2), Ok(4), bad(5), Ok(6)]);
+    for bad in [&[0][..], &[1, 2], &[3, 6]] {
+        assert_resumes_at_every_cut(|| Script::with_bad(7, bad).filter(|x| x % 3 != 1));
+    }
 }

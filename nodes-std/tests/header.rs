@@ -1,10 +1,12 @@
-//! Header: limits, counters and save/load.
+//! Header: limits, counters, save/load, and errors as items.
 
 mod common;
+mod scripted;
 
 use common::{RangeNode, collect, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::testing;
+use scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn header_limits_each_pass() {
@@ -42,4 +44,38 @@ fn header_save_load() {
     }
     // An endless source is fine under a header.
     save_load_at_cuts(|| RangeNode::new(3).cycle().header(8));
+}
+
+#[test]
+fn a_bad_record_is_one_of_the_n_items() {
+    // Before: errors were not counted, so `header(3)` returned 3 items and
+    // the error.
+    let out = pass(Script::with_bad(6, &[1]).header(3));
+    assert_eq!(
+        out,
+        [
+            Ok(0),
+            Err("user function failed in Script at item 1: bad".to_owned()),
+            Ok(2)
+        ]
+    );
+    let mut running = Script::with_bad(6, &[1]).header(3).start().unwrap();
+    running.by_ref().for_each(drop);
+    assert_eq!(
+        running.get_state().unwrap().to_json().unwrap(),
+        r#"{"source":{"i":3},"num_yielded":3}"#
+    );
+}
+
+#[test]
+fn header_with_errors_resumes_exactly_at_every_cut() {
+    for bad in [&[0][..], &[2], &[1, 2], &[4, 5]] {
+        assert_resumes_at_every_cut(|| Script::with_bad(8, bad).header(5));
+    }
+}
+
+#[test]
+fn other_errors_are_not_counted() {
+    let out = pass(Script::new([Item(0), Broken, Item(1), Item(2)]).header(2));
+    assert_eq!(out, [Ok(0), Err(BROKEN.to_owned()), Ok(1)]);
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::{collect, save_load_at_cuts};
 use nodes_std::prelude::*;
@@ -175,4 +175,64 @@ fn user_seekable_iterator_restores_without_decoding() {
         })
     });
     assert_eq!(collect(IterableWrapper::seekable(records)).len(), 1000);
+}
+
+/// Yields `0..5` but panics once at 2 (the first time, across clones);
+/// skips in O(1) without producing items, so a restore never panics.
+#[derive(Debug, Clone)]
+struct PanicsOnce {
+    next: u64,
+    armed: Arc<AtomicBool>,
+}
+
+impl Iterator for PanicsOnce {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        if self.next == 5 {
+            return None;
+        }
+        self.next += 1;
+        if self.next == 3 && self.armed.swap(false, Ordering::SeqCst) {
+            panic!("item 2 is cursed");
+        }
+        Some(self.next - 1)
+    }
+
+    fn nth(&mut self, n: usize) -> Option<u64> {
+        self.next = (self.next + n as u64).min(5);
+        self.next()
+    }
+}
+
+#[test]
+fn an_item_that_panicked_counts_as_returned() {
+    // Before: the count moved only when `next` returned, so a state taken
+    // after a caught panic pointed before the failed item, and a resume
+    // asked for it again (the uninterrupted iterator had moved past it).
+    let armed = Arc::new(AtomicBool::new(true));
+    let build = || {
+        IterableWrapper::new(PanicsOnce {
+            next: 0,
+            armed: Arc::clone(&armed),
+        })
+    };
+    let mut running = build().start().unwrap();
+    assert_eq!(running.next().transpose().unwrap(), Some(0));
+    assert_eq!(running.next().transpose().unwrap(), Some(1));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| running.next()));
+    assert!(caught.is_err(), "item 2 panics");
+    let state = running.get_state().unwrap();
+    assert_eq!(state.to_json().unwrap(), r#"{"num_yielded":3}"#);
+    let rest: Vec<u64> = build()
+        .start_from(&state)
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    let carried_on: Vec<u64> = running.collect::<Result<_>>().unwrap();
+    assert_eq!(rest, [3, 4]);
+    assert_eq!(
+        carried_on, rest,
+        "the resumed run goes on as the uninterrupted one"
+    );
 }

@@ -1,12 +1,14 @@
 //! Dataset and MapStyleWrapper: order, shuffling, errors and save/load.
 
 mod common;
+mod scripted;
 
 use std::sync::Arc;
 
 use common::{collect, epochs, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::{BoxError, testing};
+use scripted::assert_resumes_at_every_cut;
 
 /// torchdata's `DummyMapDataset`: rows computed from the index.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -144,4 +146,17 @@ fn map_style_state_is_the_sampler_state() {
         state.to_json().unwrap(),
         r#"{"sampler":{"epoch":0,"num_yielded":1,"started":true}}"#
     );
+}
+
+#[test]
+fn a_failed_row_is_one_item_and_a_state_after_it_resumes_after_it() {
+    // Row 13 fails: sequentially, shuffled, and under a sampler of indices.
+    assert_resumes_at_every_cut(|| MapStyleWrapper::sequential(Rows { n: 16 }));
+    assert_resumes_at_every_cut(|| MapStyleWrapper::shuffled(Rows { n: 16 }, 4));
+    assert_resumes_at_every_cut(|| {
+        MapStyleWrapper::new(
+            Rows { n: 20 },
+            IterableWrapper::new(vec![13usize, 2, 13, 13, 5]),
+        )
+    });
 }

@@ -1,10 +1,12 @@
 //! Shuffler: seeded orders, epochs, buffer behaviour, bad input and save/load.
 
 mod common;
+mod scripted;
 
 use common::{RangeNode, collect, epochs, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::testing;
+use scripted::{Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn shuffle_is_a_permutation_and_same_seed_same_order() {
@@ -109,4 +111,22 @@ fn shuffle_state_holds_the_buffer() {
         .start_from(&big)
         .unwrap_err();
     assert!(err.is_bad_state(), "{err}");
+}
+
+#[test]
+fn shuffle_passes_errors_on_and_loses_no_item() {
+    // An error is returned when it is pulled (while filling the buffer); the
+    // buffered items stay.
+    let out = pass(Script::with_bad(20, &[0, 7, 8, 19]).shuffle(5, 3).unwrap());
+    let mut ok: Vec<u64> = out
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
+    ok.sort_unstable();
+    let want: Vec<u64> = (0..20).filter(|i| ![0, 7, 8, 19].contains(i)).collect();
+    assert_eq!(ok, want);
+    assert_eq!(out.iter().filter(|r| r.is_err()).count(), 4);
+    for bad in [&[0][..], &[3, 4], &[9]] {
+        assert_resumes_at_every_cut(|| Script::with_bad(10, bad).shuffle(4, 1).unwrap());
+    }
 }

@@ -58,6 +58,9 @@ fn threads_return_to_baseline() {
         for in_order in [true, false] {
             check(baseline, "par_map dropped mid-epoch", || {
                 let mut run = slow_map(3, in_order).start().unwrap();
+                // Workers start with the first `next`, from its context.
+                assert_eq!(thread_count(), baseline, "par_map started, not pulled");
+                take(&mut run, 1);
                 expect_running(baseline, 3, "par_map running");
                 take(&mut run, 5);
                 drop(run);
@@ -73,6 +76,7 @@ fn threads_return_to_baseline() {
                 );
                 // Reset restarts the workers; drop joins them again.
                 run.reset(None).unwrap();
+                take(&mut run, 1);
                 expect_running(baseline, 4, "par_map after shutdown and reset");
             });
             check(baseline, "par_map reset mid-epoch", || {
@@ -81,6 +85,7 @@ fn threads_return_to_baseline() {
                     take(&mut run, k);
                     let state = run.get_state().unwrap();
                     run.reset(Some(&state)).unwrap();
+                    take(&mut run, 1);
                     // The old workers are gone: exactly one pool runs.
                     expect_running(baseline, 3, "par_map after a reset mid-epoch");
                 }
@@ -154,10 +159,12 @@ fn threads_return_to_baseline() {
                 .unwrap()
                 .start()
                 .unwrap();
+            take(&mut run, 1);
             expect_running(baseline, 1, "prefetch running");
             take(&mut run, 10);
             let state = run.get_state().unwrap();
             run.reset(Some(&state)).unwrap();
+            take(&mut run, 1);
             expect_running(baseline, 1, "prefetch after a reset mid-epoch");
             run.shutdown();
             assert_eq!(
@@ -166,6 +173,7 @@ fn threads_return_to_baseline() {
                 "prefetch after shutdown"
             );
             run.reset(None).unwrap();
+            take(&mut run, 1);
             expect_running(baseline, 1, "prefetch after shutdown and reset");
         });
 

@@ -26,15 +26,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use nodes_core::__private::worker_cx;
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
+use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
 
 use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
 use super::snapshot::{self, Cursor, Saved};
 use super::thread::{self, Workers, lock};
-use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict};
+use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
 /// The work applied to every item on the worker (or the caller's) thread.
 pub(crate) trait Stage<T, U>: Send + Sync + 'static {
@@ -197,8 +196,16 @@ impl<N: Node> Puller<N> {
                     chunk.end = Some(index + 1);
                     return chunk;
                 }
-                // An error the source returned is one item.
-                Ok(Err(e)) => Err(e),
+                // A bad record from the source is one item.
+                Ok(Err(e)) if is_bad_record(&e) => Err(e),
+                // Any other error says the source cannot go on: deliver it
+                // and end the pass (it would otherwise be pulled forever).
+                Ok(Err(e)) => {
+                    self.done = true;
+                    chunk.items.push((index, Err(e)));
+                    chunk.end = Some(index + 1);
+                    return chunk;
+                }
             };
             self.next_index += 1;
             if !self.skip.is_empty() && self.skip.remove(&index) {
@@ -260,6 +267,9 @@ enum Phase<U> {
     Idle,
     /// `workers == 0`: the consumer pulls and processes.
     Inline,
+    /// Reset; the workers start at the first `next`, from the consumer's
+    /// context (a pass beginning at this index).
+    Ready(u64),
     /// Workers are running.
     Running(Pool<U>),
     /// The pass ended; workers joined.
@@ -273,6 +283,7 @@ impl<U> fmt::Debug for Phase<U> {
         f.write_str(match self {
             Phase::Idle => "Idle",
             Phase::Inline => "Inline",
+            Phase::Ready(_) => "Ready",
             Phase::Running(_) => "Running",
             Phase::Finished => "Finished",
             Phase::ShutDown => "ShutDown",
@@ -493,8 +504,7 @@ struct Worker<N: Node, S, U> {
 impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// Take credits, pull a chunk under the source lock, process it with the
     /// lock released, send it; until the pass ends or the owner stops it.
-    fn run(self) {
-        let mut cx = worker_cx();
+    fn run(self, mut cx: Cx) {
         let mut notice = DeathNotice {
             results: self.results.clone(),
             node: self.plan.node,
@@ -661,6 +671,9 @@ where
         let node = self.plan.node;
         self.flag.check(node)?;
         loop {
+            if let Phase::Ready(base) = self.phase {
+                self.phase = Phase::Running(self.spawn_pool(base, cx)?);
+            }
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
                     match pool.next(&self.cursor, self.run.in_order, node, cx) {
@@ -674,12 +687,14 @@ where
                 Phase::Inline => self.next_inline(cx),
                 Phase::Finished => return Ok(None),
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
-                Phase::Idle => return Err(Error::NotReset { node }),
+                Phase::Idle | Phase::Ready(_) => return Err(Error::NotReset { node }),
             };
             let error = match delivered {
-                None => return self.end_of_data(),
+                None => return self.end_of_data(cx),
                 Some(Ok(value)) => return Ok(Some(value)),
-                Some(Err(error)) => error,
+                Some(Err(error)) if is_bad_record(&error) => error,
+                // Not a bad record: no policy applies (the pass ends by itself).
+                Some(Err(error)) => return Err(error),
             };
             match self.budget.judge(error, cx) {
                 Verdict::Deliver(error) => return Err(error),
@@ -707,13 +722,13 @@ where
     }
 
     /// The consumer reached the end of the pass.
-    fn end_of_data(&mut self) -> Result<Option<U>> {
+    fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
         self.finish();
         // The source stands where the consumer does only if it really ended
         // (not when a worker died, leaving others' read-ahead behind).
         self.ended = lock(&self.puller).done;
         if self.ended {
-            self.snapshot_at_end()?;
+            self.snapshot_at_end(cx)?;
         }
         Ok(None)
     }
@@ -737,13 +752,13 @@ where
     /// reset). Snapshot that position, so that restoring a state taken at
     /// the end of a pass sets the source up for the next pass exactly as the
     /// uninterrupted run does.
-    fn snapshot_at_end(&mut self) -> Result<()> {
+    fn snapshot_at_end(&mut self, cx: &Cx) -> Result<()> {
         if self.run.workers == 0 {
             return Ok(());
         }
         let puller = lock(&self.puller);
         let node = self.plan.node;
-        let snapshot = catch(node, None, || puller.source.get_state(&worker_cx()))?;
+        let snapshot = catch(node, None, || puller.source.get_state(cx))?;
         self.cursor = Cursor::new(snapshot, puller.next_index, []);
         Ok(())
     }
@@ -792,7 +807,7 @@ where
         } else if self.run.workers == 0 {
             Phase::Inline
         } else {
-            Phase::Running(self.spawn_pool(base)?)
+            Phase::Ready(base)
         };
         self.flag.mark();
         Ok(())
@@ -806,15 +821,13 @@ where
         let threaded = self.run.workers > 0;
         let mut puller = lock(&self.puller);
         let puller = &mut *puller;
-        let mut cx = worker_cx();
         puller.done = false;
         puller.skip.clear();
         puller.next_index = 0;
-        puller.source.reset(saved.map(|s| &s.snapshot))?;
+        let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
         if let Some(saved) = saved {
             for i in 0..saved.steps {
-                // An `Err` is an item too: it was delivered, so it is skipped.
-                match guard(node, Some(i), || puller.source.next(&mut cx))? {
+                match guard(node, Some(i), || replay.next())? {
                     // An `Err` is an item too: it was delivered, so skip it.
                     Ok(Some(_)) | Err(_) => {}
                     Ok(None) => {
@@ -828,20 +841,23 @@ where
                     }
                 }
             }
+        }
+        let snapshot = if threaded {
+            replay.get_state()?
+        } else {
+            State::new()
+        };
+        if let Some(saved) = saved {
             puller.next_index = saved.resume_index();
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);
         }
         self.source_description = puller.source.describe();
-        if threaded {
-            puller.source.get_state(&cx)
-        } else {
-            Ok(State::new())
-        }
+        Ok(snapshot)
     }
 
     /// Starts the worker threads for a pass beginning at `base`.
-    fn spawn_pool(&self, base: u64) -> Result<Pool<U>> {
+    fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut pool = Pool {
             results: rx,
@@ -864,7 +880,8 @@ where
             };
             let name = format!("{}-{i}", self.plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
-            let handle = thread::spawn(self.plan.node, name, move || worker.run())?;
+            let worker_cx = cx.fork();
+            let handle = thread::spawn(self.plan.node, name, move || worker.run(worker_cx))?;
             pool.workers.push(handle);
         }
         Ok(pool)

@@ -17,8 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodes_core::__private::worker_cx;
-use nodes_core::{Error, Node, Result, State};
+use nodes_core::{Error, Node, Replay, Result, State};
 
 /// Key of the source snapshot.
 pub(crate) const SNAPSHOT: &str = "snapshot";
@@ -148,10 +147,10 @@ impl Saved {
 /// (which stands at the consumer's position) would disagree with one that ran
 /// straight through. Costs at most the replay of one snapshot interval.
 pub(crate) fn rewind<N: Node>(source: &mut N, snapshot: &State, steps: u64) -> Result<()> {
-    source.reset(Some(snapshot))?;
-    let mut cx = worker_cx();
+    let mut replay = Replay::reset(source, Some(snapshot))?;
     for _ in 0..steps {
-        if source.next(&mut cx)?.is_none() {
+        // An `Err` was an item of the pass too.
+        if let Ok(None) = replay.next() {
             break;
         }
     }

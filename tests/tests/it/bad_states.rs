@@ -781,7 +781,8 @@ fn huge_counters_never_panic() {
             .pointer_mut(pointer)
             .unwrap_or_else(|| panic!("{what}: no {pointer}")) = json!(u64::MAX);
         let bad = State::from_value(value).unwrap();
-        let mut loader = Loader::new(build());
+        // Edited by hand: the checksum written with the state is stale.
+        let mut loader = Loader::new(build()).verify_checksum(false);
         match loader.load_state_dict(&bad) {
             Err(err) => {
                 assert!(rejected, "{what}: rejected: {err}");

@@ -200,3 +200,202 @@ fn a_state_from_a_pipeline_of_another_shape_is_rejected_naming_the_node() {
     other.load_state_dict(&state).unwrap();
     assert_eq!(collect(&mut other).len(), 6);
 }
+
+#[test]
+fn a_restore_right_before_a_failing_item_delivers_it_and_the_epoch_goes_on() {
+    // Issue 11, item 2: the look-ahead after a restore used to end the epoch
+    // at an `Err`, losing the rest of it. An `Err` is one item everywhere.
+    for len in [10u64, 6] {
+        let make = move || {
+            IterableWrapper::new(0..len).try_map(|x| if x == 5 { Err("bad") } else { Ok(x) })
+        };
+        let show = |r: Result<u64>| r.map_err(|e| e.to_string());
+        let whole: Vec<_> = Loader::new(make()).epoch().map(show).collect();
+        assert_eq!(whole.len() as u64, len);
+        assert!(whole[5].is_err() && whole.iter().filter(|r| r.is_err()).count() == 1);
+        for cut in 0..=len as usize {
+            let mut loader = Loader::new(make());
+            let mut epoch = loader.epoch();
+            let head: Vec<_> = epoch.by_ref().take(cut).map(show).collect();
+            let saved = epoch.state_dict().unwrap();
+            assert_eq!(epoch.num_yielded(), cut as u64, "an Err counts as an item");
+            let json = saved.to_json().unwrap();
+
+            let mut resumed = Loader::new(make());
+            resumed
+                .load_state_dict(&State::from_json(&json).unwrap())
+                .unwrap();
+            let mut epoch = resumed.epoch();
+            if cut < len as usize {
+                // The look-ahead (here possibly of the `Err`) is not in the state.
+                assert_eq!(epoch.state_dict().unwrap(), saved, "len {len}, cut {cut}");
+            }
+            let rest: Vec<_> = epoch.map(show).collect();
+            let expected_rest = if cut == len as usize {
+                &whole[..]
+            } else {
+                &whole[cut..]
+            };
+            assert_eq!(rest, expected_rest, "len {len}, cut {cut}: {head:?}");
+            // The epoch after it is a whole one.
+            assert_eq!(resumed.epoch().map(show).collect::<Vec<_>>(), whole);
+        }
+    }
+}
+
+/// Reads one epoch of `loader`, returning its number and items.
+fn numbered<N: Node>(loader: &mut Loader<N>) -> (u64, Vec<N::Item>) {
+    let mut epoch = loader.epoch();
+    let items = epoch.by_ref().collect::<Result<_>>().unwrap();
+    (epoch.index(), items)
+}
+
+/// A state through JSON text, as a checkpoint file holds it.
+fn through_json(state: &State) -> State {
+    State::from_json(&state.to_json().unwrap()).unwrap()
+}
+
+#[test]
+fn epochs_are_numbered_from_zero_and_the_number_is_in_the_state() {
+    let mut loader = Loader::new(Probe::new(2));
+    assert_eq!(
+        loader
+            .state_dict()
+            .unwrap()
+            .get::<u64>("epoch_index")
+            .unwrap(),
+        0
+    );
+    for k in 0..3 {
+        assert_eq!(
+            numbered(&mut loader),
+            (k, vec![k * 1000 + 1000, k * 1000 + 1001])
+        );
+        let state = loader.state_dict().unwrap();
+        assert_eq!(state.get::<u64>("epoch_index").unwrap(), k);
+    }
+}
+
+#[test]
+fn a_mid_epoch_state_resumes_in_its_epoch_and_an_end_of_epoch_state_in_the_next() {
+    for k in 0..3u64 {
+        for cut in 0..=3usize {
+            let mut donor = Loader::new(Probe::new(3));
+            for _ in 0..k {
+                let _ = collect(&mut donor);
+            }
+            let mut epoch = donor.epoch();
+            assert_eq!(epoch.index(), k);
+            let _ = epoch.by_ref().take(cut).count();
+            let saved = through_json(&epoch.state_dict().unwrap());
+            assert_eq!(saved.get::<u64>("epoch_index").unwrap(), k);
+
+            let mut resumed = Loader::new(Probe::new(3));
+            resumed.load_state_dict(&saved).unwrap();
+            let (index, rest) = numbered(&mut resumed);
+            if cut == 3 {
+                // Taken after the epoch's last item: the next epoch starts.
+                assert_eq!((index, rest.len()), (k + 1, 3), "epoch {k}, cut {cut}");
+            } else {
+                assert_eq!((index, rest.len()), (k, 3 - cut), "epoch {k}, cut {cut}");
+            }
+            assert_eq!(numbered(&mut resumed).0, index + 1);
+            // With `restart_on_end(false)` the end of epoch k is one empty epoch k.
+            if cut == 3 {
+                let mut resumed = Loader::new(Probe::new(3)).restart_on_end(false);
+                resumed.load_state_dict(&saved).unwrap();
+                assert_eq!(numbered(&mut resumed), (k, vec![]));
+                assert_eq!(numbered(&mut resumed).0, k + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_loop_driven_by_the_epoch_index_runs_exactly_the_epochs_left() {
+    // Issue 11, item 4: a loop counting epochs itself ran one epoch too many
+    // after resuming an end-of-epoch checkpoint.
+    const EPOCHS: u64 = 3;
+    let run = |loader: &mut Loader<Probe>, stop_after: Option<u64>| {
+        let mut seen = Vec::new();
+        loop {
+            let mut epoch = loader.epoch();
+            if epoch.index() >= EPOCHS {
+                return (seen, None);
+            }
+            while let Some(item) = epoch.next() {
+                seen.push((epoch.index(), item.unwrap() % 1000));
+            }
+            if stop_after == Some(epoch.index()) {
+                let saved = epoch.state_dict().unwrap().to_json().unwrap();
+                return (seen, Some(saved));
+            }
+        }
+    };
+    let (whole, _) = run(&mut Loader::new(Probe::new(2)), None);
+    assert_eq!(whole.len(), 6);
+    for stop in 0..EPOCHS {
+        let (head, saved) = run(&mut Loader::new(Probe::new(2)), Some(stop));
+        let mut resumed = Loader::new(Probe::new(2));
+        resumed
+            .load_state_dict(&State::from_json(&saved.unwrap()).unwrap())
+            .unwrap();
+        let (tail, _) = run(&mut resumed, None);
+        assert_eq!([head, tail].concat(), whole, "stopped after epoch {stop}");
+    }
+}
+
+#[test]
+fn a_bad_epoch_index_is_rejected_at_its_path_and_a_format_1_state_loads_as_epoch_0() {
+    let mut donor = Loader::new(Probe::new(3));
+    let _ = collect(&mut donor);
+    let mut epoch = donor.epoch();
+    let _ = epoch.next();
+    let good = through_json(&epoch.state_dict().unwrap());
+    assert_eq!(good.get::<u64>("epoch_index").unwrap(), 1);
+    let edit = |f: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let mut value = good.to_value();
+        let map = value.as_object_mut().unwrap();
+        // Hand edits: drop the checksum, and load with the opt-out.
+        map.remove("checksum");
+        f(map);
+        State::from_value(value).unwrap()
+    };
+    let mut loader = Loader::new(Probe::new(3)).verify_checksum(false);
+    for (bad, path) in [
+        (edit(&|m| drop(m.remove("epoch_index"))), "/epoch_index"),
+        (
+            edit(&|m| drop(m.insert("epoch_index".into(), "1".into()))),
+            "/epoch_index",
+        ),
+        (
+            edit(&|m| drop(m.insert("epoch_index".into(), (-1).into()))),
+            "/epoch_index",
+        ),
+        (
+            edit(&|m| drop(m.insert("epoch_index".into(), (1u64 << 63).into()))),
+            "/epoch_index",
+        ),
+        (
+            edit(&|m| drop(m.insert("format".into(), 1.into()))),
+            "/epoch_index",
+        ),
+        (
+            edit(&|m| drop(m.insert("format".into(), 3.into()))),
+            "/format",
+        ),
+    ] {
+        let err = loader.load_state_dict(&bad).unwrap_err();
+        assert_eq!(err.state_path(), Some(path), "{err}");
+    }
+    // A state written by a build before the epoch index and the checksum
+    // (format 1) still loads, checksum verification on.
+    let format_1 = edit(&|m| {
+        m.remove("epoch_index");
+        m.insert("format".into(), 1.into());
+    });
+    let mut loader = Loader::new(Probe::new(3));
+    loader.load_state_dict(&format_1).unwrap();
+    assert_eq!(numbered(&mut loader), (0, vec![2001, 2002]));
+    assert_eq!(numbered(&mut loader).0, 1);
+}

@@ -1,0 +1,251 @@
+//! The integrity checksum of a loader state.
+//!
+//! A loader state carries an [`Entry::Checksum`] slot under [`CHECKSUM_KEY`]:
+//! taking a state costs nothing more, and the checksum is computed only when
+//! the state is serialised (`to_json`, `to_value`, serde), which writes it as
+//! `"fnv1a64:<16 hex digits>"`. A state read back holds it as a plain string,
+//! which [`State::content_checksum`] recomputes for the loader to compare.
+//!
+//! The checksum covers the *canonical content*: the state without its own
+//! checksum key, as compact JSON with the keys of every object in byte order
+//! (serde_json's number and string forms). So re-indenting a checkpoint or
+//! reordering its keys keeps it valid, while any change to what it parses to
+//! does not. The hash is 64-bit FNV-1a: one multiply per byte, and since each
+//! step is a bijection of the hash state, two contents of the same length
+//! that differ in one byte never collide.
+//!
+//! The walk over the content is iterative (an explicit stack), so a deeply
+//! nested state costs heap, not call stack.
+
+use std::io;
+
+use serde_json::Value;
+
+use super::{Entry, State};
+
+/// The key under which a loader state's checksum is written.
+pub(crate) const CHECKSUM_KEY: &str = "checksum";
+
+/// The algorithm tag in front of the hex digits.
+pub(crate) const ALGORITHM: &str = "fnv1a64:";
+
+/// 64-bit FNV-1a over everything written to it.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(Self::PRIME);
+        }
+    }
+
+    /// Writes a JSON scalar (or string) in serde_json's compact form.
+    fn scalar<T: serde::Serialize + ?Sized>(&mut self, value: &T) {
+        // Writing into the hash cannot fail, and a `Value` scalar or a string
+        // always serialises (JSON numbers are finite).
+        let written = serde_json::to_writer(&mut *self, value);
+        debug_assert!(written.is_ok(), "canonical JSON: {written:?}");
+    }
+}
+
+impl io::Write for Fnv1a {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What is left to write of the canonical content.
+enum Step<'a> {
+    Text(&'static str),
+    Str(&'a str),
+    /// A nested loader state's own checksum.
+    Owned(String),
+    /// A state; `top` leaves its checksum key out.
+    State(&'a State, bool),
+    Value(&'a Value),
+}
+
+impl State {
+    /// Marks this state (a loader's) to carry its checksum under
+    /// [`CHECKSUM_KEY`]; nothing is computed until it is serialised.
+    pub(crate) fn insert_checksum(&mut self) {
+        self.put(CHECKSUM_KEY.into(), Entry::Checksum);
+    }
+
+    /// Whether the checksum key holds the unserialised slot (the state was
+    /// taken in this process and never went through JSON).
+    pub(crate) fn has_checksum_slot(&self) -> bool {
+        matches!(self.entry(CHECKSUM_KEY), Some(Entry::Checksum))
+    }
+
+    /// The checksum of this state's canonical content (everything but the
+    /// checksum key itself), as written: `"fnv1a64:<16 hex digits>"`.
+    pub(crate) fn content_checksum(&self) -> String {
+        let mut hash = Fnv1a(Fnv1a::OFFSET_BASIS);
+        let mut todo = vec![Step::State(self, true)];
+        while let Some(step) = todo.pop() {
+            match step {
+                Step::Text(text) => hash.bytes(text.as_bytes()),
+                Step::Str(text) => hash.scalar(text),
+                Step::Owned(text) => hash.scalar(&text),
+                Step::State(state, top) => {
+                    let fields = state
+                        .entries
+                        .iter()
+                        .filter(|(key, _)| !(top && key == CHECKSUM_KEY))
+                        .map(|(key, entry)| {
+                            let step = match entry {
+                                Entry::Json(value) => Step::Value(value),
+                                Entry::Child(child) => Step::State(child, false),
+                                Entry::Shared(text) => Step::Str(text),
+                                Entry::Checksum => Step::Owned(state.content_checksum()),
+                            };
+                            (key.as_ref(), step)
+                        })
+                        .collect();
+                    open_object(&mut hash, &mut todo, fields);
+                }
+                Step::Value(Value::Object(map)) => {
+                    let fields = map.iter().map(|(k, v)| (k.as_str(), Step::Value(v)));
+                    open_object(&mut hash, &mut todo, fields.collect());
+                }
+                Step::Value(Value::Array(items)) => {
+                    hash.bytes(b"[");
+                    todo.push(Step::Text("]"));
+                    for (i, item) in items.iter().enumerate().rev() {
+                        todo.push(Step::Value(item));
+                        if i > 0 {
+                            todo.push(Step::Text(","));
+                        }
+                    }
+                }
+                Step::Value(scalar) => hash.scalar(scalar),
+            }
+        }
+        format!("{ALGORITHM}{:016x}", hash.0)
+    }
+}
+
+/// Writes `{` and schedules the fields, keys in byte order, then `}`.
+fn open_object<'a>(
+    hash: &mut Fnv1a,
+    todo: &mut Vec<Step<'a>>,
+    mut fields: Vec<(&'a str, Step<'a>)>,
+) {
+    fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    hash.bytes(b"{");
+    todo.push(Step::Text("}"));
+    for (i, (key, value)) in fields.into_iter().enumerate().rev() {
+        todo.push(value);
+        todo.push(Step::Text(":"));
+        todo.push(Step::Str(key));
+        if i > 0 {
+            todo.push(Step::Text(","));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checksum_of(json: &str) -> String {
+        State::from_json(json).unwrap().content_checksum()
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        let hash = |text: &str| {
+            let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
+            h.bytes(text.as_bytes());
+            h.0
+        };
+        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(hash("foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn the_canonical_content_is_compact_json_with_sorted_keys() {
+        let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
+        h.bytes(br#"{"a":[1,{"x":null,"y":"\n"}],"b":{"c":-2,"d":0.5}}"#);
+        let expected = format!("{ALGORITHM}{:016x}", h.0);
+        // Key order, whitespace, and the checksum key itself do not count.
+        let json = r#"{ "b": {"d": 0.5, "c": -2}, "checksum": "anything",
+                        "a": [1, {"y": "\u000a", "x": null}] }"#;
+        assert_eq!(checksum_of(json), expected);
+        // A state built in memory, with a child and a slot, gives the same.
+        let mut built = State::new()
+            .with("a", serde_json::json!([1, {"x": null, "y": "\n"}]))
+            .unwrap();
+        built.insert_checksum();
+        built.insert_child(
+            "b",
+            State::new().with("c", -2).unwrap().with("d", 0.5).unwrap(),
+        );
+        assert!(built.has_checksum_slot());
+        assert_eq!(built.content_checksum(), expected);
+        // Serialising writes it; reading back keeps it as a string.
+        let back = State::from_json(&built.to_json().unwrap()).unwrap();
+        assert!(!back.has_checksum_slot());
+        assert_eq!(back.get::<String>(CHECKSUM_KEY).unwrap(), expected);
+        assert_eq!(built.to_value()[CHECKSUM_KEY], expected.as_str());
+    }
+
+    #[test]
+    fn a_changed_value_changes_the_checksum() {
+        let base = checksum_of(r#"{"a":{"n":10},"b":"x"}"#);
+        for other in [
+            r#"{"a":{"n":11},"b":"x"}"#,
+            r#"{"a":{"n":10.0},"b":"x"}"#,
+            r#"{"a":{"m":10},"b":"x"}"#,
+            r#"{"a":{"n":10},"b":"y"}"#,
+            r#"{"a":{"n":10},"b":["x"]}"#,
+            r#"{"a":{"n":10}}"#,
+        ] {
+            assert_ne!(checksum_of(other), base, "{other}");
+        }
+        // Only the top-level checksum key is left out.
+        assert_ne!(
+            checksum_of(r#"{"a":{"checksum":1}}"#),
+            checksum_of(r#"{"a":{"checksum":2}}"#)
+        );
+    }
+
+    #[test]
+    fn deep_nesting_does_not_use_the_call_stack() {
+        let depth = 100_000;
+        let mut json = r#"{"s":"#.repeat(depth);
+        json.push('1');
+        json.push_str(&"}".repeat(depth));
+        let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
+        h.bytes(json.as_bytes());
+        // Run on a small stack, where a recursive walk would overflow.
+        let got = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                // Built bottom-up: serde_json's parser stops at depth 128.
+                let mut value = serde_json::json!(1);
+                for _ in 0..depth {
+                    value = Value::Object([("s".to_owned(), value)].into_iter().collect());
+                }
+                let state = State::from_value(value).unwrap();
+                let checksum = state.content_checksum();
+                // Dropping a deep `Value` recurses: leak it instead.
+                std::mem::forget(state);
+                checksum
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(got, format!("{ALGORITHM}{:016x}", h.0));
+    }
+}

@@ -1,0 +1,288 @@
+//! The integrity checksum of a loader state (issue 12, item 6): written when
+//! the state is serialised, verified by `load_state_dict` after every check
+//! that names a field and before the state is taken, with
+//! `Loader::verify_checksum(false)` for states edited by hand.
+
+use nodes_std::IterableWrapper;
+use nodes_std::prelude::*;
+use serde_json::{Map, Value, json};
+
+/// A small pipeline whose state holds a shuffle buffer and a generator.
+fn pipeline() -> impl Node<Item = Vec<u64>> {
+    IterableWrapper::new(0..12u64)
+        .shuffle(4, 7)
+        .unwrap()
+        .batch(2)
+        .unwrap()
+}
+
+/// A small real checkpoint (compact JSON) two batches into epoch 1, and
+/// the batches after it.
+fn checkpoint() -> (String, Vec<Vec<u64>>) {
+    let mut loader = Loader::new(pipeline());
+    let _ = loader.epoch().count();
+    let mut epoch = loader.epoch();
+    let _ = epoch.by_ref().take(2).count();
+    let json = epoch.state_dict().unwrap().to_json().unwrap();
+    let rest = epoch.collect::<Result<_>>().unwrap();
+    (json, rest)
+}
+
+fn rest_of_epoch<N: Node>(loader: &mut Loader<N>) -> Vec<N::Item> {
+    loader.epoch().collect::<Result<_>>().unwrap()
+}
+
+#[test]
+fn every_single_byte_change_that_alters_a_checkpoint_is_rejected() {
+    let (json, rest) = checkpoint();
+    let original: Value = serde_json::from_str(&json).unwrap();
+    let bytes = json.as_bytes();
+    // One loader for every offer: a rejected state leaves it where it stood.
+    let mut loader = Loader::new(pipeline());
+    let mut accepted = Vec::new();
+    let (mut not_utf8, mut not_json, mut same_content, mut altered) = (0, 0, 0, 0);
+    // The control: digit-for-digit changes, loaded without the checksum.
+    let mut unverified = Loader::new(pipeline()).verify_checksum(false);
+    let (mut digit_changes, mut accepted_unverified) = (0, 0);
+    for at in 0..bytes.len() {
+        for byte in 0..=u8::MAX {
+            if byte == bytes[at] {
+                continue;
+            }
+            let mut text = bytes.to_vec();
+            text[at] = byte;
+            let Ok(text) = String::from_utf8(text) else {
+                not_utf8 += 1; // not even text: no `&str` to parse
+                continue;
+            };
+            let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                assert!(State::from_json(&text).is_err(), "{text}");
+                not_json += 1;
+                continue;
+            };
+            if value == original {
+                same_content += 1; // e.g. an escape spelt another way
+                continue;
+            }
+            altered += 1;
+            let state = match State::from_json(&text) {
+                Ok(state) => state,
+                Err(err) => {
+                    assert!(err.is_bad_state(), "{err}");
+                    continue;
+                }
+            };
+            match loader.load_state_dict(&state) {
+                Err(err) => assert!(err.state_path().is_some(), "no path: {err}"),
+                Ok(()) => {
+                    accepted.push(text.clone());
+                    loader = Loader::new(pipeline());
+                }
+            }
+            if bytes[at].is_ascii_digit() && byte.is_ascii_digit() {
+                digit_changes += 1;
+                if unverified.load_state_dict(&state).is_ok() {
+                    accepted_unverified += 1;
+                    unverified = Loader::new(pipeline()).verify_checksum(false);
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} bytes: {altered} changes alter the content, {same_content} do not, \
+         {not_json} are not JSON, {not_utf8} not UTF-8; without the checksum, \
+         {accepted_unverified} of {digit_changes} digit changes load",
+        bytes.len()
+    );
+    assert!(
+        accepted.is_empty(),
+        "{} altered checkpoints accepted, e.g.\n{}\nfor\n{json}",
+        accepted.len(),
+        accepted[0]
+    );
+    assert!(
+        altered > 50 * bytes.len(),
+        "too few altered checkpoints tried"
+    );
+    // The checksum is what rejects them: many load without it.
+    assert!(accepted_unverified > 50, "{accepted_unverified}");
+    // The loader that was offered them all resumes the real one exactly.
+    loader
+        .load_state_dict(&State::from_json(&json).unwrap())
+        .unwrap();
+    assert_eq!(rest_of_epoch(&mut loader), rest);
+}
+
+#[test]
+fn serialising_writes_the_checksum_and_taking_a_state_does_not_need_it() {
+    let mut loader = Loader::new(pipeline());
+    let state = loader.state_dict().unwrap();
+    let from_json: Value = serde_json::from_str(&state.to_json().unwrap()).unwrap();
+    let from_value = state.to_value();
+    let from_serde = serde_json::to_value(&state).unwrap();
+    let checksum = &from_value["checksum"];
+    let text = checksum.as_str().expect("a string");
+    assert!(
+        text.len() == 24
+            && text.starts_with("fnv1a64:")
+            && text[8..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "{text}"
+    );
+    assert_eq!(&from_json["checksum"], checksum);
+    assert_eq!(&from_serde["checksum"], checksum);
+    assert_eq!(from_json, from_value);
+
+    // Inside a struct of the user's, serialised by serde.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Checkpoint {
+        step: u64,
+        loader: State,
+    }
+    let written = serde_json::to_string_pretty(&Checkpoint {
+        step: 7,
+        loader: state.clone(),
+    })
+    .unwrap();
+    let read: Checkpoint = serde_json::from_str(&written).unwrap();
+    assert_eq!(read.loader.get::<String>("checksum").unwrap(), text);
+    Loader::new(pipeline())
+        .load_state_dict(&read.loader)
+        .unwrap();
+
+    // A state that never left memory has nothing to verify, even edited
+    // through `State`'s own methods.
+    let mut edited = state;
+    edited.insert("num_yielded", 5u64).unwrap();
+    Loader::new(pipeline()).load_state_dict(&edited).unwrap();
+}
+
+/// `value` with the keys of every object in reverse order.
+fn reversed(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .rev()
+                .map(|(k, v)| (k.clone(), reversed(v)))
+                .collect::<Map<_, _>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(reversed).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn a_reformatted_checkpoint_still_loads() {
+    let (json, rest) = checkpoint();
+    let value: Value = serde_json::from_str(&json).unwrap();
+    assert!(json.contains(r"\n"), "the pipeline text has escapes");
+    for (what, text) in [
+        ("pretty", serde_json::to_string_pretty(&value).unwrap()),
+        ("keys reversed", reversed(&value).to_string()),
+        ("escapes spelt out", json.replace(r"\n", r"\u000a")),
+    ] {
+        assert_ne!(text, json);
+        let mut loader = Loader::new(pipeline());
+        loader
+            .load_state_dict(&State::from_json(&text).unwrap())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(rest_of_epoch(&mut loader), rest, "{what}");
+    }
+}
+
+/// The checkpoint with `edit` applied to its JSON value.
+fn edited(json: &str, edit: impl FnOnce(&mut Map<String, Value>)) -> State {
+    let mut value: Value = serde_json::from_str(json).unwrap();
+    edit(value.as_object_mut().unwrap());
+    State::from_value(value).unwrap()
+}
+
+#[test]
+fn a_changed_or_missing_checksum_is_an_error_unless_opted_out() {
+    let (json, rest) = checkpoint();
+    // A loader mid-epoch, and a twin it must still match after each refusal.
+    let stand = || {
+        let mut loader = Loader::new(pipeline());
+        let mut epoch = loader.epoch();
+        let _ = epoch.by_ref().take(3).count();
+        drop(epoch);
+        loader
+    };
+    let (mut loader, mut twin) = (stand(), stand());
+    // A plausible count: only the checksum can tell.
+    let in_range = |m: &mut Map<String, Value>| drop(m.insert("num_yielded".into(), json!(1)));
+    let cases: [(State, &str); 5] = [
+        (edited(&json, in_range), "does not match its checksum"),
+        (edited(&json, |m| drop(m.remove("checksum"))), "missing key"),
+        (
+            edited(&json, |m| drop(m.insert("checksum".into(), json!(7)))),
+            "expected a string",
+        ),
+        (
+            edited(&json, |m| {
+                let upper = m["checksum"].as_str().unwrap().to_uppercase();
+                m.insert(
+                    "checksum".into(),
+                    json!(upper.replace("FNV1A64", "fnv1a64")),
+                );
+            }),
+            "does not match its checksum",
+        ),
+        (
+            edited(&json, |m| {
+                m.insert("checksum".into(), json!("sha256:00"));
+            }),
+            "algorithm \"sha256\" is not supported",
+        ),
+    ];
+    for (state, message) in &cases {
+        let err = loader.load_state_dict(state).unwrap_err();
+        assert_eq!(err.state_path(), Some("/checksum"), "{err}");
+        assert!(err.to_string().contains(message), "{err}");
+        if *message == "missing key" || message.contains("does not match") {
+            assert!(err.to_string().contains("verify_checksum(false)"), "{err}");
+        }
+    }
+    assert_eq!(rest_of_epoch(&mut loader), rest_of_epoch(&mut twin));
+
+    // Opted out, each loads; the edited position is where it resumes.
+    for (state, _) in &cases {
+        let mut loader = Loader::new(pipeline()).verify_checksum(false);
+        loader.load_state_dict(state).unwrap();
+    }
+    let mut loader = Loader::new(pipeline()).verify_checksum(false);
+    loader.load_state_dict(&cases[0].0).unwrap();
+    let epoch = loader.epoch();
+    assert_eq!(epoch.num_yielded(), 1);
+    assert_eq!(epoch.collect::<Result<Vec<_>>>().unwrap(), rest);
+}
+
+#[test]
+fn a_damaged_value_out_of_range_is_reported_at_its_own_path() {
+    // The checks that name a field come before the checksum, and nothing of
+    // the state stays applied.
+    let build = || IterableWrapper::new(0..6u64).zip(IterableWrapper::new(0..6u64));
+    let mut donor = Loader::new(build());
+    let mut epoch = donor.epoch();
+    let _ = epoch.by_ref().take(2).count();
+    let json = epoch.state_dict().unwrap().to_json().unwrap();
+    let damaged = json.replacen(r#""num_yielded":2"#, r#""num_yielded":9"#, 1);
+    assert_ne!(damaged, json);
+    let mut loader = Loader::new(build());
+    let err = loader
+        .load_state_dict(&State::from_json(&damaged).unwrap())
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/root/left/num_yielded"), "{err}");
+    let first = rest_of_epoch(&mut loader);
+    assert_eq!(first, rest_of_epoch(&mut Loader::new(build())));
+    // In range, the same kind of damage is caught by the checksum, and the
+    // root put back: the loader still gives its first epoch's sequel.
+    let damaged = json.replacen(r#""num_yielded":2"#, r#""num_yielded":3"#, 1);
+    let mut loader = Loader::new(build());
+    let err = loader
+        .load_state_dict(&State::from_json(&damaged).unwrap())
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/checksum"), "{err}");
+    assert_eq!(rest_of_epoch(&mut loader), first);
+}
