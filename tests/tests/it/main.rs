@@ -13,6 +13,8 @@ mod describe;
 mod exactly_once;
 mod faults;
 mod hand_written;
+mod integrity;
 mod load;
 mod loader;
 mod stats;
+mod train_loop;
