@@ -42,6 +42,9 @@ struct Case {
     /// The source index of the item that fails.
     at: u64,
     kind: FaultKind,
+    /// A source's `Err` moves past the item (a bad record) rather than
+    /// leaving it to be asked for again (a transient error).
+    moves_on: bool,
     /// Items read after the error before the state is taken, in the
     /// restore check.
     read_on: usize,
@@ -51,8 +54,15 @@ impl std::fmt::Display for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}\n  (a {:?} at source item {} in stage {}, caught by stage {:?}, the item {:?}; state taken {} items after it)",
+            "{}\n  (a {}{:?} at source item {} in stage {}, caught by stage {:?}, the item {:?}; state taken {} items after it)",
             self.spec,
+            if self.moves_on {
+                ""
+            } else if self.site == 0 && self.kind == FaultKind::Err {
+                "transient "
+            } else {
+                ""
+            },
             self.kind,
             self.at,
             self.site,
@@ -114,8 +124,8 @@ impl Case {
     /// What becomes of the failed item.
     fn fate(&self) -> Fate {
         match (self.kind, self.catcher()) {
-            // A source that fails does not move on: it is asked again.
-            (FaultKind::Err, _) if self.site == 0 => Fate::Kept,
+            // A transient error in a source: the item is asked for again.
+            (FaultKind::Err, _) if self.site == 0 && !self.moves_on => Fate::Kept,
             // The error takes the failed item's place.
             (FaultKind::Err, _) => Fate::Consumed,
             // Nothing caught it: the consumer starts again from before it.
@@ -143,7 +153,11 @@ impl Case {
     /// a function by the target value).
     fn injected(&self) -> Injected {
         Injected {
-            fault: Fault::new(self.at, self.kind),
+            fault: if self.moves_on {
+                Fault::new(self.at, self.kind).moving_on()
+            } else {
+                Fault::new(self.at, self.kind)
+            },
             target: self.target(),
         }
     }
@@ -182,9 +196,10 @@ fn case_strategy() -> impl Strategy<Value = Case> {
         any::<prop::sample::Index>(),
         any::<prop::sample::Index>(),
         prop_oneof![3 => Just(FaultKind::Err), 1 => Just(FaultKind::Panic)],
+        any::<bool>(),
         0usize..3,
     )
-        .prop_map(|(mut spec, site, at, kind, read_on)| {
+        .prop_map(|(mut spec, site, at, kind, moves_on, read_on)| {
             let stages = chain_stages(&spec);
             let sites: Vec<usize> = (0..stages.len())
                 .filter(|&i| match stages[i] {
@@ -206,6 +221,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                 site,
                 at,
                 kind,
+                moves_on: moves_on && site == 0 && kind == FaultKind::Err,
                 read_on,
             }
         })
@@ -513,6 +529,7 @@ fn former_fault_failures() {
         site: 0,
         at: 0,
         kind: FaultKind::Panic,
+        moves_on: false,
         read_on: 0,
     };
     assert_eq!(check(&case), Ok(Outcome::Ran), "{case}");
