@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nodes_std::prelude::*;
 use example::{BATCHES_PER_EPOCH, Checkpoint, MAX_CHECKPOINT_BYTES};
+use nodes_std::prelude::*;
 
 /// Runs `f` on its own thread; fails if it takes longer than `limit`.
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -57,9 +57,7 @@ fn an_endless_or_oversized_file_is_refused_without_reading_it_all() {
         .unwrap()
         .set_len(MAX_CHECKPOINT_BYTES + 1)
         .unwrap();
-    let err = example::read_checkpoint(&file)
-        .err()
-        .map(|e| e.to_string());
+    let err = example::read_checkpoint(&file).err().map(|e| e.to_string());
     std::fs::remove_file(&file).unwrap();
     assert!(err.expect("over the limit").contains("larger than"));
 }
