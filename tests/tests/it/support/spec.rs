@@ -175,7 +175,7 @@ pub(crate) enum Source {
 }
 
 /// What a user function does besides its work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Fun {
     /// `(m, r)`: items whose fingerprint is `r` modulo `m` fail with `Err`,
     /// every time they are seen (a bad record).
@@ -184,6 +184,26 @@ pub(crate) struct Fun {
     pub(crate) jitter: u8,
     /// The function carries the run's injected fault (see [`build_with`]).
     pub(crate) injected: bool,
+    /// The node's error policy (`try_map`, `par_map`; a `map` has none).
+    pub(crate) policy: ErrorPolicy,
+}
+
+impl Default for Fun {
+    fn default() -> Self {
+        Fun {
+            fail: None,
+            jitter: 0,
+            injected: false,
+            policy: ErrorPolicy::Deliver,
+        }
+    }
+}
+
+/// Whether an error policy ends or cuts a pass at an error: then which
+/// items come before the end depends on the order, so only an exact input
+/// (and an order that does not vary) determines the output.
+pub(crate) fn cuts_passes(policy: ErrorPolicy) -> bool {
+    matches!(policy, ErrorPolicy::Fail | ErrorPolicy::SkipAtMost(_))
 }
 
 /// Options of a `ParallelMapper`.
@@ -222,7 +242,8 @@ pub(crate) enum Spec {
     /// Rank, world size.
     Shard(Box<Spec>, u64, u64),
     ParMap(Box<Spec>, Par, Fun),
-    Prefetch(Box<Spec>, usize),
+    /// Read-ahead, error policy.
+    Prefetch(Box<Spec>, usize, ErrorPolicy),
     /// Sources with integer weights (at least one positive). `cap` bounds a
     /// `CycleForever` pass with a header; `rank < world`.
     Weighted {
@@ -384,6 +405,7 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
             let fun = *fun;
             b(inner)
                 .try_map(move |v| call(fun, inj.as_ref(), &v).map(|()| V::L(vec![v])))
+                .on_error(fun.policy)
                 .boxed()
         }
         Spec::Filter(inner, m, r) => {
@@ -422,14 +444,15 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
                         call(fun, inj.as_ref(), &v)?;
                         Ok(v.mapped(3))
                     },
-                    par_options(par),
+                    par_options(par).on_error(fun.policy),
                 )
                 .expect("valid options")
                 .boxed()
         }
-        Spec::Prefetch(inner, factor) => b(inner)
+        Spec::Prefetch(inner, factor, policy) => b(inner)
             .prefetch(*factor)
             .expect("factor is positive")
+            .on_error(*policy)
             .boxed(),
         Spec::Weighted {
             sources,
@@ -530,7 +553,7 @@ impl Spec {
             | Spec::Shuffle(s, ..)
             | Spec::Shard(s, ..)
             | Spec::ParMap(s, ..)
-            | Spec::Prefetch(s, _) => vec![&**s],
+            | Spec::Prefetch(s, ..) => vec![&**s],
             Spec::Zip(l, r) => vec![&**l, &**r],
             Spec::Weighted { sources, .. } => sources.iter().map(|(s, _)| s).collect(),
             Spec::RoundRobin { sources, .. } => sources.iter().collect(),
@@ -551,7 +574,7 @@ impl Spec {
             | Spec::Shuffle(s, ..)
             | Spec::Shard(s, ..)
             | Spec::ParMap(s, ..)
-            | Spec::Prefetch(s, _) => vec![&mut **s],
+            | Spec::Prefetch(s, ..) => vec![&mut **s],
             Spec::Zip(l, r) => vec![&mut **l, &mut **r],
             Spec::Weighted { sources, .. } => sources.iter_mut().map(|(s, _)| s).collect(),
             Spec::RoundRobin { sources, .. } => sources.iter_mut().collect(),
@@ -572,18 +595,20 @@ impl Spec {
     pub(crate) fn level(&self) -> Option<Level> {
         use Level::{Exact, Leaves, Multiset};
         let child = |s: &Spec| s.level();
-        // A function that may fail needs determined items as its input.
+        // A function that may fail needs determined items as its input; a
+        // policy that cuts passes, an exact input and its own order.
         let fallible = |fun: &Fun, l: Level| (fun.fail.is_none() || l >= Multiset).then_some(l);
+        let policed = |policy: ErrorPolicy, varies: bool, l: Level| {
+            (!cuts_passes(policy) || (l == Exact && !varies)).then_some(l)
+        };
         Some(match self {
             Spec::Src(_) => Exact,
-            Spec::Map(s, _, _)
-            | Spec::CycleN(s, _)
-            | Spec::Shuffle(s, ..)
-            | Spec::Prefetch(s, _) => child(s)?,
+            Spec::Map(s, _, _) | Spec::CycleN(s, _) | Spec::Shuffle(s, ..) => child(s)?,
+            Spec::Prefetch(s, _, policy) => policed(*policy, false, child(s)?)?,
             Spec::Unbatch(s) => child(s)?,
-            Spec::TryMap(s, fun) => fallible(fun, child(s)?)?,
+            Spec::TryMap(s, fun) => policed(fun.policy, false, fallible(fun, child(s)?)?)?,
             Spec::ParMap(s, par, fun) => {
-                let l = fallible(fun, child(s)?)?;
+                let l = policed(fun.policy, par.varies(), fallible(fun, child(s)?)?)?;
                 if par.varies() { l.min(Multiset) } else { l }
             }
             Spec::Filter(s, ..) => Some(child(s)?).filter(|&l| l >= Multiset)?,
@@ -709,7 +734,7 @@ impl Spec {
                     par.max_concurrent = [None, Some(1), Some(2), Some(5)][next(4) as usize];
                     par.snapshot_frequency = [1, 2, 5, 1000][next(4) as usize];
                 }
-                Spec::Prefetch(_, factor) => *factor = [1, 2, 3, 16][next(4) as usize],
+                Spec::Prefetch(_, factor, _) => *factor = [1, 2, 3, 16][next(4) as usize],
                 _ => {}
             }
             for child in spec.children_mut() {
@@ -842,6 +867,9 @@ impl fmt::Display for Spec {
             if fun.injected {
                 s += ", injected";
             }
+            if fun.policy != ErrorPolicy::Deliver {
+                s += &format!(", on_error {:?}", fun.policy);
+            }
             s
         };
         match self {
@@ -880,7 +908,8 @@ impl fmt::Display for Spec {
                 }
                 write!(f, "{})", fun(fn_))
             }
-            Spec::Prefetch(s, n) => write!(f, "{s}.prefetch({n})"),
+            Spec::Prefetch(s, n, ErrorPolicy::Deliver) => write!(f, "{s}.prefetch({n})"),
+            Spec::Prefetch(s, n, policy) => write!(f, "{s}.prefetch({n}).on_error({policy:?})"),
             Spec::Weighted {
                 sources,
                 stop,
@@ -1009,7 +1038,24 @@ fn stop_strategy() -> BoxedStrategy<StopCriteria> {
     .boxed()
 }
 
-fn fun_strategy(grammar: Grammar) -> BoxedStrategy<Fun> {
+/// Error policies; `cutting`: also those that end or cut a pass.
+fn policy_strategy(grammar: Grammar, cutting: bool) -> BoxedStrategy<ErrorPolicy> {
+    if !grammar.failures {
+        return Just(ErrorPolicy::Deliver).boxed();
+    }
+    let mut options: Vec<(u32, BoxedStrategy<ErrorPolicy>)> = vec![
+        (6, Just(ErrorPolicy::Deliver).boxed()),
+        (1, Just(ErrorPolicy::Skip).boxed()),
+    ];
+    if cutting {
+        options.push((1, Just(ErrorPolicy::Fail).boxed()));
+        options.push((1, (0u64..3).prop_map(ErrorPolicy::SkipAtMost).boxed()));
+    }
+    Union::new_weighted(options).boxed()
+}
+
+/// User functions; `cutting`: their node's policy may end or cut a pass.
+fn fun_strategy(grammar: Grammar, cutting: bool) -> BoxedStrategy<Fun> {
     let fail = if grammar.failures {
         prop_oneof![
             2 => Just(None),
@@ -1024,11 +1070,12 @@ fn fun_strategy(grammar: Grammar) -> BoxedStrategy<Fun> {
     } else {
         Just(0u8).boxed()
     };
-    (fail, jitter)
-        .prop_map(|(fail, jitter)| Fun {
+    (fail, jitter, policy_strategy(grammar, cutting))
+        .prop_map(|(fail, jitter, policy)| Fun {
             fail,
             jitter,
             injected: false,
+            policy,
         })
         .boxed()
 }
@@ -1076,30 +1123,32 @@ pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
         table = needs
             .iter()
             .map(|&need| {
-                let fun = fun_strategy(grammar);
-                // A function that may fail needs determined items below it.
-                let fallible = move |fun: Fun| {
-                    if fun.fail.is_some() {
+                let fun = fun_strategy(grammar, true);
+                // What a node needs below it: a function that may fail,
+                // determined items; a policy that cuts passes, exact ones.
+                let below_need = move |policy: ErrorPolicy, fails: bool| {
+                    if cuts_passes(policy) {
+                        Exact
+                    } else if fails {
                         need.max(Multiset)
                     } else {
                         need
                     }
                 };
                 let with_fun = |fun: BoxedStrategy<Fun>| {
-                    let (a, b) = (at(need), at(need.max(Multiset)));
+                    let below = below.clone();
                     fun.prop_flat_map(move |f| {
-                        let inner = if fallible(f) == need {
-                            a.clone()
-                        } else {
-                            b.clone()
-                        };
+                        let inner = below[idx(below_need(f.policy, f.fail.is_some()))].clone();
                         inner.prop_map(move |s| (s, f))
                     })
                 };
-                let jitter_only = fun_strategy(Grammar {
-                    failures: false,
-                    ..grammar
-                });
+                let jitter_only = fun_strategy(
+                    Grammar {
+                        failures: false,
+                        ..grammar
+                    },
+                    false,
+                );
                 let mut options: Vec<(u32, BoxedStrategy<Spec>)> = vec![
                     (3, src.clone()),
                     (
@@ -1185,10 +1234,17 @@ pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
                     (
                         2,
                         (
-                            at(need),
+                            policy_strategy(grammar, true),
                             prop_oneof![Just(1usize), Just(2), Just(3), Just(16)],
                         )
-                            .prop_map(|(s, n)| Spec::Prefetch(Box::new(s), n))
+                            .prop_flat_map({
+                                let below = below.clone();
+                                move |(policy, n)| {
+                                    below[idx(below_need(policy, false))]
+                                        .clone()
+                                        .prop_map(move |s| Spec::Prefetch(Box::new(s), n, policy))
+                                }
+                            })
                             .boxed(),
                     ),
                     (1, weighted_strategy(&below, need)),
@@ -1197,7 +1253,10 @@ pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
                 if need <= Multiset && grammar.max_workers > 0 {
                     options.push((
                         8,
-                        (with_fun(fun), par_strategy(grammar.max_workers, true))
+                        (
+                            with_fun(fun_strategy(grammar, false)),
+                            par_strategy(grammar.max_workers, true),
+                        )
                             .prop_map(|((s, f), par)| Spec::ParMap(Box::new(s), par, f))
                             .boxed(),
                     ));
@@ -1280,7 +1339,7 @@ pub(crate) fn chain_strategy(max_len: u64, max_stages: usize) -> BoxedStrategy<S
         ParMap(Par, Fun),
         Prefetch(usize),
     }
-    let fun = fun_strategy(grammar);
+    let fun = fun_strategy(grammar, false);
     let stage = prop_oneof![
         1 => (1u64..7, fun.clone()).prop_map(|(k, f)| Stage::Map(k, f)),
         1 => fun.clone().prop_map(Stage::TryMap),
@@ -1298,7 +1357,7 @@ pub(crate) fn chain_strategy(max_len: u64, max_stages: usize) -> BoxedStrategy<S
                         Stage::Map(k, f) => Spec::Map(s, k, f),
                         Stage::TryMap(f) => Spec::TryMap(s, f),
                         Stage::ParMap(p, f) => Spec::ParMap(s, p, f),
-                        Stage::Prefetch(n) => Spec::Prefetch(s, n),
+                        Stage::Prefetch(n) => Spec::Prefetch(s, n, ErrorPolicy::Deliver),
                     }
                 })
         })
