@@ -34,10 +34,10 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), BoxError> {
-    let pipeline = train_loop::pipeline()?;
+    let mut loader = Loader::new(train_loop::pipeline()?).with_stats();
 
     // 1. The graph, before anything runs.
-    let description = pipeline.describe();
+    let description = loader.describe().clone();
     let text = description.render_text();
     println!("== describe(): text ==\n{text}");
     println!("== describe(): Graphviz DOT ==\n{}", description.to_dot());
@@ -45,10 +45,15 @@ fn run() -> Result<(), BoxError> {
         "== describe(): JSON ==\n{}\n",
         serde_json::to_string_pretty(&description.to_json())?
     );
+    // Every checkpoint records the graph (as the JSON above) and its fingerprint.
+    let checkpoint = loader.state_dict()?;
     println!(
-        "fingerprint (stored in every checkpoint): {:016x}\n",
-        description.fingerprint()
+        "fingerprint (stored in every checkpoint): {}\n",
+        checkpoint.get::<String>("fingerprint")?
     );
+    if checkpoint.value("pipeline")? != description.to_json() {
+        return Err("the checkpoint does not record the graph as describe() shows it".into());
+    }
     let expected = format!(
         "Batcher(batch_size={BATCH}, drop_last=false)\n  \
          source: ParallelMapper(in_order=true)\n    \
@@ -59,8 +64,7 @@ fn run() -> Result<(), BoxError> {
         return Err(format!("unexpected graph:\n{text}\nexpected:\n{expected}").into());
     }
 
-    // 2. One epoch with statistics on.
-    let mut loader = Loader::new(pipeline).with_stats();
+    // 2. One epoch with statistics on (from where `state_dict` put the root).
     let started = Instant::now();
     let (mut batches, mut samples) = (0u64, 0usize);
     for batch in loader.epoch() {

@@ -351,14 +351,23 @@ pub(crate) fn resume_from(checkpoint: Checkpoint) -> Res<()> {
     Ok(())
 }
 
-/// One progress line, rewritten in place; the rate counts samples since `from`.
+/// One progress line: rewritten in place on a terminal, whole lines (every
+/// 64th batch) when the output is captured, so logs do not run together.
+/// The rate counts samples since `from`.
 fn progress(epoch: u64, batches: u64, samples: usize, (started, from): (Instant, usize)) {
-    if batches.is_multiple_of(16) {
+    use std::io::{IsTerminal as _, Write as _};
+    let terminal = std::io::stdout().is_terminal();
+    let every = if terminal { 16 } else { 64 };
+    if batches.is_multiple_of(every) {
         let rate = (samples - from) as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        print!(
-            "\repoch {epoch}  batch {batches:>4}  samples {samples:>5}/{RECORDS}  {rate:>9.0} samples/s"
+        let line = format!(
+            "epoch {epoch}  batch {batches:>4}  samples {samples:>5}/{RECORDS}  {rate:>9.0} samples/s"
         );
-        use std::io::Write as _;
-        let _ = std::io::stdout().flush();
+        if terminal {
+            print!("\r{line}");
+            let _ = std::io::stdout().flush();
+        } else {
+            println!("{line}");
+        }
     }
 }

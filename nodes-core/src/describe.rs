@@ -2,14 +2,20 @@
 
 use std::fmt::{self, Display, Write as _};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::param::Param;
 
 /// What a node is: its type name, the parameters that affect the order or
 /// content of its output, and its children — available without running it.
 ///
 /// `#[derive(Node)]` writes it from the annotated fields (`#[node(param)]`
-/// fields become parameters); hand-written nodes build it with the builder
-/// methods.
+/// fields become parameters, rendered by [`Param`]); hand-written nodes build
+/// it with the builder methods.
+///
+/// Every checkpoint records its pipeline's description (as the JSON of
+/// [`to_json`](Description::to_json)) and a fingerprint of it, and a state is
+/// only loaded into a pipeline that describes itself the same way.
 ///
 /// ```
 /// use nodes_core::Description;
@@ -19,18 +25,25 @@ use serde::Serialize;
 ///     .child("source", Description::new("IterableWrapper"));
 /// assert_eq!(d.to_string(), "Batcher(batch_size=32)");
 /// assert_eq!(d.render_text(), "Batcher(batch_size=32)\n  source: IterableWrapper\n");
+/// assert_eq!(d.name(), "Batcher");
+/// assert_eq!(d.get_param("batch_size"), Some("32"));
+/// assert_eq!(d.children().map(|(key, child)| (key, child.name())).collect::<Vec<_>>(), [("source", "IterableWrapper")]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Description {
     /// The node's type name, without generic arguments.
-    pub name: String,
-    /// Order-affecting parameters, as `(name, rendered value)`.
-    pub params: Vec<(String, String)>,
+    name: String,
+    /// Order-affecting parameters, as `(name, rendered value)`, in the order
+    /// they were added.
+    #[serde(with = "entries")]
+    params: Vec<(String, String)>,
     /// Children, as `(where the child's state lives in this node's state,
     /// description)`: a key (`source`), or a `/`-separated path for a child
     /// nested deeper (`dataset_node_states/books`). Paths in shape mismatch
     /// errors are built from these, so they point into the state.
-    pub children: Vec<(String, Description)>,
+    #[serde(with = "entries")]
+    children: Vec<(String, Description)>,
 }
 
 impl Description {
@@ -43,9 +56,9 @@ impl Description {
         }
     }
 
-    /// Adds a parameter.
-    pub fn param(mut self, name: impl Into<String>, value: impl Display) -> Self {
-        self.params.push((name.into(), value.to_string()));
+    /// Adds a parameter, rendered by its [`Param`] implementation.
+    pub fn param(mut self, name: impl Into<String>, value: impl Param) -> Self {
+        self.params.push((name.into(), value.to_param_string()));
         self
     }
 
@@ -53,6 +66,35 @@ impl Description {
     pub fn child(mut self, key: impl Into<String>, child: Description) -> Self {
         self.children.push((key.into(), child));
         self
+    }
+
+    /// The node's type name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parameters, as `(name, rendered value)`, in the order they were added.
+    pub fn params(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.params.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The rendered value of the parameter `name`, if there is one.
+    pub fn get_param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The children, as `(key, description)`, where the key is where the
+    /// child's state lives in this node's state.
+    pub fn children(&self) -> impl ExactSizeIterator<Item = (&str, &Description)> + '_ {
+        self.children.iter().map(|(k, c)| (k.as_str(), c))
+    }
+
+    /// The child under `key`, if there is one.
+    pub fn get_child(&self, key: &str) -> Option<&Description> {
+        self.children.iter().find(|(k, _)| k == key).map(|(_, c)| c)
     }
 
     /// An indented tree, one node per line: `key: Name(param=value, ...)`.
@@ -118,129 +160,46 @@ impl Description {
         id
     }
 
-    /// The tree as JSON: `{"name": ..., "params": {...}, "children": {key: ...}}`.
+    /// The tree as JSON: `{"name": ..., "params": {name: value, ...},
+    /// "children": {key: {...}, ...}}`, the form every checkpoint records
+    /// under `pipeline` (it reads back with serde: `Description` implements
+    /// `Deserialize`).
     pub fn to_json(&self) -> serde_json::Value {
-        let params: serde_json::Map<String, serde_json::Value> = self
-            .params
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-            .collect();
-        let children: serde_json::Map<String, serde_json::Value> = self
-            .children
-            .iter()
-            .map(|(k, c)| (k.clone(), c.to_json()))
-            .collect();
-        serde_json::json!({ "name": self.name, "params": params, "children": children })
+        // Cannot fail: every key and value is a string.
+        serde_json::to_value(self).unwrap_or_default()
     }
 
     /// Parses what [`Description::to_json`] wrote.
+    ///
+    /// # Errors
+    /// [`Error::BadState`](crate::Error::BadState) at `path` if `value` is not
+    /// a description.
+    #[deprecated(
+        note = "`Description` implements `Deserialize`: use `serde_json::from_value::<Description>(value)`"
+    )]
     pub fn from_json(value: &serde_json::Value, path: &str) -> crate::Result<Description> {
-        let bad = |what: &str| {
-            crate::Error::bad_state(path, format!("not a pipeline description: {what}"))
-        };
-        let obj = value.as_object().ok_or_else(|| bad("expected an object"))?;
-        let name = obj
-            .get("name")
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| bad("missing `name`"))?;
-        let mut d = Description::new(name);
-        for (k, v) in obj
-            .get("params")
-            .and_then(|v| v.as_object())
-            .ok_or_else(|| bad("missing `params`"))?
-        {
-            let v = v
-                .as_str()
-                .ok_or_else(|| bad("a parameter is not a string"))?;
-            d.params.push((k.clone(), v.to_owned()));
-        }
-        for (k, v) in obj
-            .get("children")
-            .and_then(|v| v.as_object())
-            .ok_or_else(|| bad("missing `children`"))?
-        {
-            d.children
-                .push((k.clone(), Description::from_json(v, path)?));
-        }
-        Ok(d)
+        Description::deserialize(value)
+            .map_err(|e| crate::Error::bad_state(path, format!("not a pipeline description: {e}")))
     }
 
-    /// A stable 64-bit fingerprint of the structure (FNV-1a over the rendered
-    /// tree: names, parameters, child keys, in order).
-    pub fn fingerprint(&self) -> u64 {
+    /// A 64-bit fingerprint of the structure: FNV-1a over the compact JSON of
+    /// [`to_json`](Description::to_json) (names, parameters as [`Param`]
+    /// renders them, child keys, in order). Nothing in it comes from `Debug`,
+    /// so it stays the same across Rust and crate versions.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let canonical = serde_json::to_string(self).unwrap_or_default();
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.canonical().bytes() {
+        for byte in canonical.bytes() {
             hash ^= u64::from(byte);
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
         hash
     }
 
-    fn canonical(&self) -> String {
-        let mut out = self.to_string();
-        out.push('{');
-        for (k, c) in &self.children {
-            out.push_str(k);
-            out.push(':');
-            out.push_str(&c.canonical());
-            out.push(';');
-        }
-        out.push('}');
-        out
-    }
-
-    /// Parses what [`Description::render_text`] wrote. Each node's whole label
-    /// (`Name(param=value, ...)`) becomes its `name`, with no separate
-    /// parameters: enough to compare shapes and to name a node in a message.
-    pub fn from_text(text: &str, path: &str) -> crate::Result<Description> {
-        let bad = |line: usize, what: &str| {
-            crate::Error::bad_state(
-                path,
-                format!("not a pipeline description (line {}): {what}", line + 1),
-            )
-        };
-        // (depth, key, node) for the chain of ancestors of the current line.
-        let mut stack: Vec<(usize, String, Description)> = Vec::new();
-        let fold = |stack: &mut Vec<(usize, String, Description)>, depth: usize| {
-            while stack.len() > depth + 1 {
-                if let Some((_, key, node)) = stack.pop()
-                    && let Some((_, _, parent)) = stack.last_mut()
-                {
-                    parent.children.push((key, node));
-                }
-            }
-        };
-        for (i, line) in text.lines().enumerate() {
-            let body = line.trim_start_matches(' ');
-            let indent = line.len() - body.len();
-            if indent % 2 != 0 || body.is_empty() {
-                return Err(bad(i, "bad indentation"));
-            }
-            let depth = indent / 2;
-            if (i == 0) != (depth == 0) || depth > stack.len() {
-                return Err(bad(i, "bad nesting"));
-            }
-            fold(&mut stack, depth.saturating_sub(1));
-            if depth == 0 {
-                stack.push((0, String::new(), Description::new(body)));
-            } else {
-                let (key, label) = body
-                    .split_once(": ")
-                    .ok_or_else(|| bad(i, "expected `key: label`"))?;
-                stack.push((depth, key.to_owned(), Description::new(label)));
-            }
-        }
-        fold(&mut stack, 0);
-        stack
-            .pop()
-            .map(|(_, _, root)| root)
-            .ok_or_else(|| bad(0, "empty"))
-    }
-
     /// Where `self` (the pipeline a state came from) and `other` (the pipeline
     /// it is offered to) first differ, as `(path, message)`; `None` if they
     /// have the same shape.
-    pub fn first_difference(&self, other: &Description) -> Option<(String, String)> {
+    pub(crate) fn first_difference(&self, other: &Description) -> Option<(String, String)> {
         self.diff_at(other, "")
     }
 
@@ -252,9 +211,7 @@ impl Description {
                 path.to_owned()
             }
         };
-        // Compare the rendered labels, so a description parsed back from text
-        // (where the label is the name) compares like the original.
-        if self.to_string() != other.to_string() {
+        if (&self.name, &self.params) != (&other.name, &other.params) {
             return Some((
                 here(),
                 format!("state is from {self}, pipeline has {other}"),
@@ -281,6 +238,51 @@ impl Description {
             .iter()
             .zip(&other.children)
             .find_map(|((k, a), (_, b))| a.diff_at(b, &format!("{path}/{k}")))
+    }
+}
+
+/// `(key, value)` pairs as a JSON object, in their order both ways (a map
+/// type would sort them or need another dependency).
+mod entries {
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+    use serde::ser::{Serialize, SerializeMap, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        entries: &[(String, T)],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(entries.len()))?;
+        for (key, value) in entries {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<(String, T)>, D::Error> {
+        struct Entries<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Entries<T> {
+            type Value = Vec<(String, T)>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(entry) = map.next_entry()? {
+                    out.push(entry);
+                }
+                Ok(out)
+            }
+        }
+
+        deserializer.deserialize_map(Entries(PhantomData))
     }
 }
 
@@ -369,10 +371,8 @@ mod tests {
         assert!(dot.contains("n1 -> n0 [label=\"source\"];"), "{dot}");
         let json = d.to_json();
         assert_eq!(json["params"]["batch_size"], "8");
-        assert_eq!(Description::from_json(&json, "/pipeline").unwrap(), d);
-        assert!(Description::from_json(&serde_json::json!([1]), "/pipeline").is_err());
-        let parsed = Description::from_text(&d.render_text(), "/pipeline").unwrap();
-        assert_eq!(parsed.render_text(), d.render_text());
+        let parsed: Description = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(parsed, d);
         assert_eq!(parsed.first_difference(&d), None);
         let (path, msg) = parsed.first_difference(&chain(9)).unwrap();
         assert_eq!(
@@ -382,8 +382,55 @@ mod tests {
                 "state is from Batcher(batch_size=8), pipeline has Batcher(batch_size=9)"
             )
         );
-        for bad in ["", " x", "A\nB", "A\n    b: C", "A\n  nokey"] {
-            assert!(Description::from_text(bad, "/p").is_err(), "{bad:?}");
+        #[allow(deprecated)]
+        {
+            assert_eq!(Description::from_json(&json, "/pipeline").unwrap(), d);
+            let err = Description::from_json(&serde_json::json!([1]), "/pipeline").unwrap_err();
+            assert_eq!(err.state_path(), Some("/pipeline"), "{err}");
         }
+        for bad in [
+            serde_json::json!({"name": "A", "params": {}}),
+            serde_json::json!({"name": "A", "params": {"x": 1}, "children": {}}),
+            serde_json::json!({"name": "A", "params": [], "children": {}}),
+            serde_json::json!({"name": "A", "params": {}, "children": {}, "extra": 1}),
+        ] {
+            assert!(
+                serde_json::from_value::<Description>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn parameters_and_children_keep_their_order_through_json() {
+        let d = Description::new("Mix")
+            .param("zeta", 1)
+            .param("alpha", 2)
+            .child("z", Description::new("Z"))
+            .child("a", Description::new("A"));
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(
+            json,
+            r#"{"name":"Mix","params":{"zeta":"1","alpha":"2"},"children":{"z":{"name":"Z","params":{},"children":{}},"a":{"name":"A","params":{},"children":{}}}}"#
+        );
+        assert_eq!(serde_json::from_str::<Description>(&json).unwrap(), d);
+    }
+
+    /// The fingerprint is part of every checkpoint: a change here makes every
+    /// saved state unloadable, so it is pinned (and a change to it needs a new
+    /// loader state format).
+    #[test]
+    fn the_fingerprint_is_pinned() {
+        // FNV-1a 64 of
+        // {"name":"Batcher","params":{"batch_size":"32"},"children":{"source":{"name":"Mapper",...}}}
+        assert_eq!(
+            format!("{:016x}", chain(32).fingerprint()),
+            "d9b2a9f039253a17"
+        );
+        // ... and of {"name":"IterableWrapper","params":{},"children":{}}.
+        assert_eq!(
+            format!("{:016x}", Description::new("IterableWrapper").fingerprint()),
+            "5991b0e4fe1d9ede"
+        );
     }
 }

@@ -105,9 +105,8 @@ pub struct Loader<N: Node> {
     /// The pipeline's shape, taken once: saved with every state and compared
     /// with the shape a loaded state was taken from.
     shape: Description,
-    /// The shape as saved in states: its text rendering (one string, so
-    /// taking a state stays cheap).
-    shape_text: std::sync::Arc<str>,
+    /// The shape as saved in states: its JSON (`Description::to_json`).
+    shape_json: serde_json::Value,
     fingerprint: std::sync::Arc<str>,
     check_shape: bool,
     verify_checksum: bool,
@@ -133,9 +132,10 @@ const FINGERPRINT: &str = "fingerprint";
 const FORMAT: &str = "format";
 const CHECKSUM: &str = CHECKSUM_KEY;
 /// The layout version of the loader's own state. Format 2 added
-/// `epoch_index` and `checksum`; format 1 states still load (as epoch 0,
-/// with nothing to verify).
-const FORMAT_VERSION: u32 = 2;
+/// `epoch_index` and `checksum`; format 3 saves the pipeline as JSON and
+/// fingerprints parameters as `Param` renders them (not `Debug`), so states
+/// of formats 1 and 2 are refused as from an older version.
+const FORMAT_VERSION: u32 = 3;
 /// Every key a loader state may have, in the order they are written.
 const KEYS: &[&str] = &[
     ROOT,
@@ -146,7 +146,8 @@ const KEYS: &[&str] = &[
     PIPELINE,
     CHECKSUM,
 ];
-/// The keys a format 1 state has; every format has them.
+/// The keys every format has (format 1 had only these), checked before the
+/// format itself.
 const FORMAT_1_KEYS: &[&str] = &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELINE];
 /// The largest epoch index a state may hold: no run gets near it, and the
 /// next epoch's number still fits.
@@ -158,7 +159,7 @@ impl<N: Node> Loader<N> {
     pub fn new(root: N) -> Self {
         let shape = root.describe();
         Loader {
-            shape_text: shape.render_text().into(),
+            shape_json: shape.to_json(),
             fingerprint: format!("{:016x}", shape.fingerprint()).into(),
             shape,
             check_shape: true,
@@ -313,7 +314,7 @@ impl<N: Node> Loader<N> {
         state.insert(EPOCH_INDEX, self.epoch_index)?;
         state.insert(FORMAT, FORMAT_VERSION)?;
         state.insert_shared(FINGERPRINT, self.fingerprint.clone());
-        state.insert_shared(PIPELINE, self.shape_text.clone());
+        state.insert(PIPELINE, &self.shape_json)?;
         // A slot: the checksum is computed only if the state is serialised.
         state.insert_checksum();
         Ok(state)
@@ -343,14 +344,21 @@ impl<N: Node> Loader<N> {
         }
         let format: u32 = state.get(FORMAT)?;
         let (required, absent): (&[&str], &[&str]) = match format {
-            1 => (&[], &[EPOCH_INDEX, CHECKSUM]),
             FORMAT_VERSION if self.verify_checksum => (&[EPOCH_INDEX, CHECKSUM], &[]),
             FORMAT_VERSION => (&[EPOCH_INDEX], &[]),
+            1 | 2 => {
+                return Err(Error::bad_state(
+                    state.path_of(FORMAT),
+                    format!(
+                        "this state is from an older version of nodes (loader state format {format}; this build reads format {FORMAT_VERSION}, whose pipeline fingerprint no longer depends on `Debug` output): resume it with the version that wrote it, or start from a new checkpoint"
+                    ),
+                ));
+            }
             _ => {
                 return Err(Error::bad_state(
                     state.path_of(FORMAT),
                     format!(
-                        "loader state format {format} is not supported (this build reads formats 1 to {FORMAT_VERSION})"
+                        "loader state format {format} is not supported (this build reads format {FORMAT_VERSION})"
                     ),
                 ));
             }
@@ -407,8 +415,7 @@ impl<N: Node> Loader<N> {
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
         let fingerprint: String = state.get(FINGERPRINT)?;
-        let saved_text: String = state.get(PIPELINE)?;
-        let saved = Description::from_text(&saved_text, &state.path_of(PIPELINE))?;
+        let saved: Description = state.get(PIPELINE)?;
         if !self.check_shape || *fingerprint == *self.fingerprint {
             return Ok(());
         }
@@ -436,8 +443,8 @@ impl<N: Node> Loader<N> {
     }
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
-    /// "epoch_index": k, "format": 2, "fingerprint": "<hex>", "pipeline":
-    /// <description>, "checksum": "fnv1a64:<hex>"}`.
+    /// "epoch_index": k, "format": 3, "fingerprint": "<hex>", "pipeline":
+    /// <description as JSON>, "checksum": "fnv1a64:<hex>"}`.
     ///
     /// The checksum is computed when the state is serialised, not here (see
     /// [`verify_checksum`](Loader::verify_checksum)), so taking a state costs
@@ -469,14 +476,9 @@ impl<N: Node> Loader<N> {
     /// that passes them all is taken: on any failure, the checksum's
     /// included, the root is put back where it stood.
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
-        let format = self.check_keys(state)?;
+        self.check_keys(state)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
-        // A format 1 state does not say which epoch it is from.
-        let epoch_index: u64 = if format == 1 {
-            0
-        } else {
-            state.get(EPOCH_INDEX)?
-        };
+        let epoch_index: u64 = state.get(EPOCH_INDEX)?;
         if epoch_index > MAX_EPOCH_INDEX {
             return Err(Error::bad_state(
                 state.path_of(EPOCH_INDEX),

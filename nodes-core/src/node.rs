@@ -28,6 +28,11 @@ use crate::stats::{NodeId, Recorder, Stats};
 /// constructed does not compile.
 ///
 /// The trait is dyn-compatible: `Box<dyn Node<Item = T>>` is itself a node.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a node: it does not implement `Node`",
+    label = "not a `Node`",
+    note = "if `{Self}` derives `Node`, also write `impl Node for` it, with `type Item` and `fn next`: `#[derive(Node)]` implements only `Stateful` (reset, state, describe)"
+)]
 pub trait Node: Stateful + Send {
     /// What the node yields.
     type Item;
@@ -136,6 +141,18 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 pub struct Cx {
     /// Statistics sink, present only when a loader turned stats on.
     stats: Option<Box<Recorder>>,
+    /// Made by [`Cx::fork`]: hands its statistics over when dropped.
+    forked: bool,
+}
+
+impl Drop for Cx {
+    fn drop(&mut self) {
+        if self.forked
+            && let Some(stats) = self.stats.take()
+        {
+            stats.finish();
+        }
+    }
 }
 
 impl fmt::Debug for Cx {
@@ -150,7 +167,10 @@ impl Cx {
     /// Only the running handles (and, through `__private`, the worker threads
     /// of stock nodes) make contexts.
     pub(crate) fn new_running() -> Cx {
-        Cx { stats: None }
+        Cx {
+            stats: None,
+            forked: false,
+        }
     }
 
     pub(crate) fn enable_stats(&mut self) {
@@ -162,10 +182,15 @@ impl Cx {
     }
 
     /// A context for a thread that works for this pipeline (a worker that
-    /// pulls from a source its node owns). Statistics are not collected on
-    /// other threads.
+    /// pulls from a source its node owns). With statistics on, what the
+    /// thread observes is shown under the node that called `fork`, merged
+    /// into the loader's statistics when the thread's context is dropped
+    /// (when the worker ends, at the latest at the end of its pass).
     pub fn fork(&self) -> Cx {
-        Cx::new_running()
+        Cx {
+            stats: self.stats.as_ref().map(|s| Box::new(s.fork())),
+            forked: true,
+        }
     }
 
     /// Whether statistics are being collected (to skip measuring otherwise).

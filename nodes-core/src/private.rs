@@ -7,6 +7,7 @@ pub use crate::describe::Description;
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
+pub use crate::param::{NodeName, Param};
 pub use crate::state::State;
 
 /// What a `#[node(state)]` field must be: serialisable both ways.
@@ -206,14 +207,15 @@ impl Started<'_> for Unnameable {}
 
 /// Emits the inherent guard methods for a hand-written node type:
 /// `__started_guards!(impl[S: Node, F] MyNode<S, F>);` (optionally followed by
-/// `where [...]`).
+/// `where [...]`). `#[derive(Node)]` emits its guards with this macro too.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __started_guards {
     (impl [$($gen:tt)*] $ty:ty $(where [$($wc:tt)*])?) => {
+        #[automatically_derived]
         #[allow(dead_code, unreachable_pub, clippy::should_implement_trait)]
         impl<$($gen)*> $ty $(where $($wc)*)? {
-            /// Not callable: start the pipeline first (see [`Node`]).
+            /// Not callable: start the pipeline first (see `Node`).
             #[doc(hidden)]
             pub fn next(&self) -> ::core::convert::Infallible
             where
@@ -222,7 +224,7 @@ macro_rules! __started_guards {
                 ::core::unreachable!()
             }
 
-            /// Not callable: start the pipeline first (see [`Node`]).
+            /// Not callable: start the pipeline first (see `Node`).
             #[doc(hidden)]
             pub fn get_state(&self) -> ::core::convert::Infallible
             where
@@ -233,3 +235,5 @@ macro_rules! __started_guards {
         }
     };
 }
+
+pub use crate::__started_guards;

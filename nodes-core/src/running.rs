@@ -165,6 +165,8 @@ impl<'a, N: Node + ?Sized> Replay<'a, N> {
     }
 
     /// The node's next item.
+    // Named after `Node::next`, whose result it returns; not an iterator.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<N::Item>> {
         self.node.next(&mut self.cx)
     }

@@ -90,9 +90,47 @@ pub(crate) struct Recorder {
     outermost: u64,
     /// Whether the current outermost call (and all below it) is timed.
     timing: bool,
+    /// For a worker thread's recorder: the label of the node that started
+    /// the thread, which its rows are shown under.
+    prefix: Option<String>,
+    /// Recorders of worker threads that finished, shared by every recorder
+    /// forked from the same loader's.
+    finished: std::sync::Arc<std::sync::Mutex<Vec<Recorder>>>,
 }
 
 impl Recorder {
+    /// A recorder for a worker thread started by the node being observed now.
+    pub(crate) fn fork(&self) -> Recorder {
+        let here = self.stack.last().map(|f| self.rows[f.row].label.as_str());
+        let prefix = match (&self.prefix, here) {
+            (Some(p), Some(h)) => Some(format!("{p}/{h}")),
+            (Some(p), None) => Some(p.clone()),
+            (None, h) => h.map(str::to_owned),
+        };
+        Recorder {
+            prefix,
+            finished: std::sync::Arc::clone(&self.finished),
+            ..Recorder::default()
+        }
+    }
+
+    /// Hands a worker thread's statistics to the loader's recorder.
+    pub(crate) fn finish(self) {
+        let finished = std::sync::Arc::clone(&self.finished);
+        let mut finished = finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        finished.push(self);
+    }
+
+    /// This recorder's rows with their full labels.
+    fn labelled_rows(&self) -> impl Iterator<Item = (String, &Row)> {
+        self.rows.iter().map(|row| match &self.prefix {
+            Some(p) => (format!("{p}/{}", row.label), row),
+            None => (row.label.clone(), row),
+        })
+    }
+
     fn row_for(&mut self, id: NodeId, name: &'static str) -> usize {
         let parent = self.stack.last().map(|f| f.row);
         let callees = match parent {
@@ -207,12 +245,19 @@ impl Recorder {
         // Rows with the same label (the same node seen at two addresses, e.g.
         // after the loader moved) are merged.
         let mut merged: Vec<(NodeStats, Row)> = Vec::new();
-        for row in &self.rows {
-            let at = match merged.iter().position(|(n, _)| n.node == row.label) {
+        let finished = self
+            .finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let rows = self
+            .labelled_rows()
+            .chain(finished.iter().flat_map(Recorder::labelled_rows));
+        for (label, row) in rows {
+            let at = match merged.iter().position(|(n, _)| n.node == label) {
                 Some(at) => at,
                 None => {
                     let entry = NodeStats {
-                        node: row.label.clone(),
+                        node: label,
                         name: row.name,
                         ..NodeStats::default()
                     };

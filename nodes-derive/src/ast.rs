@@ -5,7 +5,6 @@ use crate::attr::{ContainerAttrs, FieldAttrs, RenameRule, Role};
 use crate::ctxt::Ctxt;
 
 pub(crate) struct Input<'a> {
-    pub(crate) original: &'a syn::DeriveInput,
     pub(crate) ident: &'a syn::Ident,
     pub(crate) generics: &'a syn::Generics,
     pub(crate) attrs: ContainerAttrs,
@@ -22,10 +21,19 @@ pub(crate) struct Field<'a> {
 }
 
 impl<'a> Input<'a> {
-    /// Parses `input`; returns `None` (with the error recorded) for shapes the
-    /// derive cannot handle at all.
-    pub(crate) fn from_syn(cx: &Ctxt, input: &'a syn::DeriveInput) -> Option<Self> {
+    /// Parses `input`. A shape the derive cannot handle at all (an enum, a
+    /// tuple struct) is recorded as an error and gives a model without fields,
+    /// so the container attributes (the `crate` path the fallback needs) are
+    /// still parsed once, here.
+    pub(crate) fn from_syn(cx: &Ctxt, input: &'a syn::DeriveInput) -> Self {
         let attrs = ContainerAttrs::from_ast(cx, input);
+        let rule = attrs.rename_all.get().copied().unwrap_or(RenameRule::Snake);
+        let model = |fields| Input {
+            ident: &input.ident,
+            generics: &input.generics,
+            attrs,
+            fields,
+        };
         let named = match &input.data {
             syn::Data::Struct(syn::DataStruct {
                 fields: syn::Fields::Named(named),
@@ -36,24 +44,23 @@ impl<'a> Input<'a> {
                     &s.fields,
                     "`#[derive(Node)]` supports only structs with named fields; name the fields so each can carry a state key",
                 );
-                return None;
+                return model(Vec::new());
             }
             syn::Data::Enum(e) => {
                 cx.error_spanned_by(
                     e.enum_token,
                     "`#[derive(Node)]` supports only structs with named fields, not enums; hold the variants in a struct field or implement `Node` by hand",
                 );
-                return None;
+                return model(Vec::new());
             }
             syn::Data::Union(u) => {
                 cx.error_spanned_by(
                     u.union_token,
                     "`#[derive(Node)]` supports only structs with named fields, not unions",
                 );
-                return None;
+                return model(Vec::new());
             }
         };
-        let rule = attrs.rename_all.get().copied().unwrap_or(RenameRule::Snake);
         let fields = named
             .named
             .iter()
@@ -73,13 +80,7 @@ impl<'a> Input<'a> {
                 })
             })
             .collect();
-        Some(Input {
-            original: input,
-            ident: &input.ident,
-            generics: &input.generics,
-            attrs,
-            fields,
-        })
+        model(fields)
     }
 
     /// Fields with the given role, in declaration order.
@@ -102,6 +103,15 @@ impl<'a> Input<'a> {
     /// The state format version (0 = unversioned).
     pub(crate) fn version(&self) -> u32 {
         self.attrs.version.get().copied().unwrap_or(0)
+    }
+
+    /// The path generated code reaches the runtime through: the container's
+    /// `crate = ...`, else `::nodes_std`.
+    pub(crate) fn krate(&self) -> syn::Path {
+        match self.attrs.krate.get() {
+            Some(path) => path.clone(),
+            None => syn::parse_quote!(::nodes_std),
+        }
     }
 
     /// The node's name in messages and descriptions.

@@ -44,7 +44,7 @@ impl<T> Attr<T> {
     }
 }
 
-/// What a field is to the node.
+/// What a field is to the node. Every field has exactly one.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Role {
     Child,
@@ -52,9 +52,21 @@ pub(crate) enum Role {
     State,
     Lazy,
     Param,
+    /// Configuration that is neither reset, saved nor described.
+    Config,
 }
 
 impl Role {
+    /// Every role, in the order messages list them.
+    pub(crate) const ALL: [Role; 6] = [
+        Role::Child,
+        Role::Children,
+        Role::State,
+        Role::Lazy,
+        Role::Param,
+        Role::Config,
+    ];
+
     pub(crate) fn keyword(self) -> &'static str {
         match self {
             Role::Child => CHILD,
@@ -62,7 +74,17 @@ impl Role {
             Role::State => STATE,
             Role::Lazy => LAZY,
             Role::Param => PARAM,
+            Role::Config => CONFIG,
         }
+    }
+
+    /// `` `child`, `children`, ..., `config` `` for messages.
+    pub(crate) fn list() -> String {
+        Role::ALL
+            .iter()
+            .map(|r| format!("`{}`", r.keyword()))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -72,6 +94,9 @@ pub(crate) struct FieldAttrs {
     pub(crate) roles: Vec<(Span, Role)>,
     pub(crate) default: Attr<syn::Expr>,
     pub(crate) rename: Attr<syn::LitStr>,
+    /// Whether a `#[node(...)]` attribute of the field had an error (already
+    /// reported, so a missing role is not reported on top of it).
+    pub(crate) malformed: bool,
 }
 
 impl FieldAttrs {
@@ -80,27 +105,23 @@ impl FieldAttrs {
             roles: Vec::new(),
             default: Attr::none(DEFAULT),
             rename: Attr::none(RENAME),
+            malformed: false,
         };
-        for_each_node_key(cx, &field.attrs, |meta| out.parse_one(cx, meta));
+        let malformed = for_each_node_key(cx, &field.attrs, |meta| out.parse_one(cx, meta));
+        out.malformed |= malformed;
         out
     }
 
     fn parse_one(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) {
         let span = meta.path.span();
-        let role = [
-            (CHILD, Role::Child),
-            (CHILDREN, Role::Children),
-            (STATE, Role::State),
-            (LAZY, Role::Lazy),
-            (PARAM, Role::Param),
-        ]
-        .into_iter()
-        .find(|(kw, _)| meta.path.is_ident(kw));
-        if let Some((kw, role)) = role {
+        let role = Role::ALL
+            .into_iter()
+            .find(|role| meta.path.is_ident(role.keyword()));
+        if let Some(role) = role {
             if self.roles.iter().any(|(_, r)| *r == role) {
                 cx.push(syn::Error::new(
                     span,
-                    format!("duplicate node attribute `{kw}`"),
+                    format!("duplicate node attribute `{}`", role.keyword()),
                 ));
             } else {
                 self.roles.push((span, role));
@@ -108,19 +129,27 @@ impl FieldAttrs {
         } else if meta.path.is_ident(DEFAULT) {
             match meta.value().and_then(|v| v.parse::<syn::Expr>()) {
                 Ok(expr) => self.default.set(cx, span, expr),
-                Err(err) => cx.push(err),
+                Err(err) => {
+                    self.malformed = true;
+                    cx.push(err);
+                }
             }
         } else if meta.path.is_ident(RENAME) {
             match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
                 Ok(lit) => self.rename.set(cx, span, lit),
-                Err(err) => cx.push(err),
+                Err(err) => {
+                    self.malformed = true;
+                    cx.push(err);
+                }
             }
         } else {
+            self.malformed = true;
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node field attribute `{}`; expected one of `child`, `children`, `state`, `lazy`, `param`, `default = ...`, `rename = \"...\"`",
-                    path_to_string(&meta.path)
+                    "unknown node field attribute `{}`; expected one of {}, `default = ...`, `rename = \"...\"`",
+                    path_to_string(&meta.path),
+                    Role::list()
                 ),
             ));
             skip_value(meta);
@@ -259,21 +288,25 @@ impl ContainerAttrs {
 }
 
 /// Calls `parse_one` for every key of every `#[node(...)]` attribute in
-/// `attrs`; a malformed attribute is recorded and parsing goes on.
+/// `attrs`; a malformed attribute is recorded and parsing goes on. Returns
+/// whether one was malformed.
 fn for_each_node_key(
     cx: &Ctxt,
     attrs: &[syn::Attribute],
     mut parse_one: impl FnMut(&ParseNestedMeta<'_>),
-) {
+) -> bool {
+    let mut malformed = false;
     for attr in attrs.iter().filter(|a| a.path().is_ident(NODE)) {
         let result = attr.parse_nested_meta(|meta| {
             parse_one(&meta);
             Ok(())
         });
         if let Err(err) = result {
+            malformed = true;
             cx.push(err);
         }
     }
+    malformed
 }
 
 fn path_to_string(path: &syn::Path) -> String {

@@ -17,9 +17,27 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_crate_path(cx, input);
 }
 
-/// A field has at most one role.
+/// A field has exactly one role: an unannotated field is an error rather than
+/// silently becoming configuration (a forgotten `state` on a counter would
+/// leak it across epochs and out of every checkpoint).
 fn check_roles(cx: &Ctxt, input: &Input<'_>) {
     for field in &input.fields {
+        if field.attrs.roles.is_empty() && !field.attrs.malformed {
+            let roles: Vec<String> = Role::ALL
+                .iter()
+                .map(|r| format!("`#[node({})]`", r.keyword()))
+                .collect();
+            // The field without its attributes and doc comment.
+            let (vis, ident, ty) = (&field.original.vis, field.ident, field.ty);
+            cx.error_spanned_by(
+                quote::quote!(#vis #ident: #ty),
+                format!(
+                    "field `{}` has no role; add one of {} (`state` is saved and reset, `config` is configuration that is neither saved nor shown)",
+                    field.ident,
+                    roles.join(", ")
+                ),
+            );
+        }
         if let [(_, first), rest @ ..] = field.attrs.roles.as_slice() {
             for (span, role) in rest {
                 cx.push(syn::Error::new(

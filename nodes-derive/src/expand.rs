@@ -11,37 +11,17 @@ use crate::ctxt::Ctxt;
 use crate::{check, fallback};
 
 pub(crate) fn derive(input: &syn::DeriveInput) -> TokenStream {
-    match try_expand(input) {
-        Ok(tokens) => tokens,
-        Err(err) => fallback::expand(input, &err),
-    }
-}
-
-fn try_expand(input: &syn::DeriveInput) -> syn::Result<TokenStream> {
     let cx = Ctxt::new();
     let model = Input::from_syn(&cx, input);
-    if let Some(model) = &model {
-        check::check(&cx, model);
-    }
-    cx.check()?;
-    // `from_syn` records an error whenever it returns `None`, so this is set.
-    let model = model.ok_or_else(|| syn::Error::new_spanned(input, "unsupported input"))?;
-    Ok(impl_node(&model))
-}
-
-/// The path generated code reaches the runtime through.
-pub(crate) fn krate(input: &syn::DeriveInput) -> TokenStream {
-    let cx = Ctxt::new();
-    let attrs = crate::attr::ContainerAttrs::from_ast(&cx, input);
-    let _ = cx.check();
-    match attrs.krate.get() {
-        Some(path) => quote!(#path),
-        None => quote!(::nodes_std),
+    check::check(&cx, &model);
+    match cx.check() {
+        Ok(()) => impl_node(&model),
+        Err(err) => fallback::expand(&model, &err),
     }
 }
 
 fn impl_node(input: &Input<'_>) -> TokenStream {
-    let krate = krate(input.original);
+    let krate = input.krate();
     let p = quote!(#krate::__private);
     let ident = input.ident;
     let name = input.name();
@@ -58,33 +38,21 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
         predicates.push(quote_spanned!(span=> Self: #p::Validate));
     }
 
-    let reset = reset_body(input, &p, &name, version);
+    let guards = started_guards(input, &p);
+    let reset = reset_body(input, &p, version);
     let get_state = get_state_body(input, &p, version);
-    let describe = describe_body(input, &p, &name);
+    let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let varying_order = varying_order_body(input, &p);
 
     quote! {
         // Inherent `next()`/`get_state()` that cannot be called: a node that was
         // only constructed gets a compile error saying to start it first.
-        #[automatically_derived]
-        #[allow(dead_code, unreachable_pub, clippy::should_implement_trait)]
-        impl #impl_generics #ident #ty_generics #where_clause {
-            #[doc(hidden)]
-            pub fn next(&self) -> ::core::convert::Infallible
-            where
-                for<'__a> Self: #p::Started<'__a>,
-            {
-                ::core::unreachable!()
-            }
+        #guards
 
-            #[doc(hidden)]
-            pub fn get_state(&self) -> ::core::convert::Infallible
-            where
-                for<'__a> Self: #p::Started<'__a>,
-            {
-                ::core::unreachable!()
-            }
+        #[automatically_derived]
+        impl #impl_generics #p::NodeName for #ident #ty_generics #where_clause {
+            const NAME: &'static str = #name;
         }
 
         #[automatically_derived]
@@ -117,6 +85,26 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
             }
         }
     }
+}
+
+/// The call of `__started_guards!` for this type: its generic parameters
+/// without defaults (as in an `impl<...>`) and its own where clause.
+fn started_guards(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+    let mut params = input.generics.params.clone();
+    for param in &mut params {
+        match param {
+            syn::GenericParam::Type(t) => t.default = None,
+            syn::GenericParam::Const(c) => c.default = None,
+            syn::GenericParam::Lifetime(_) => {}
+        }
+    }
+    let ident = input.ident;
+    let (_, ty_generics, where_clause) = input.generics.split_for_impl();
+    let where_clause = where_clause.map(|w| {
+        let predicates = &w.predicates;
+        quote!(where [#predicates])
+    });
+    quote!(#p::__started_guards!(impl [#params] #ident #ty_generics #where_clause);)
 }
 
 /// `tokens` with every span replaced by `span`.
@@ -160,13 +148,15 @@ fn field_bounds(input: &Input<'_>, p: &TokenStream) -> Vec<TokenStream> {
                         + ::core::default::Default
                 ),
                 Role::Lazy => quote_spanned!(span=> #ty: #p::LazySlot),
-                Role::Param => quote_spanned!(span=> #ty: ::core::fmt::Debug),
+                Role::Param => quote_spanned!(span=> #ty: #p::Param),
+                Role::Config => return None,
             })
         })
         .collect()
 }
 
-fn reset_body(input: &Input<'_>, p: &TokenStream, name: &str, version: u32) -> TokenStream {
+fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
+    let name = quote!(<Self as #p::NodeName>::NAME);
     let mut keys: Vec<String> = input.keyed().map(|f| f.key.clone()).collect();
     if version != 0 {
         keys.push(crate::symbol::VERSION_KEY.to_owned());
@@ -275,13 +265,13 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
     }
 }
 
-fn describe_body(input: &Input<'_>, p: &TokenStream, name: &str) -> TokenStream {
+fn describe_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     let parts = input.fields.iter().filter_map(|f| {
         let (member, key) = (f.ident, &f.key);
         let field = crate::ast::unraw(member);
         match f.attrs.role()? {
             Role::Param => Some(quote!(
-                __d = __d.param(#field, ::core::format_args!("{:?}", &self.#member));
+                __d = __d.param(#field, &self.#member);
             )),
             Role::Child => Some(quote!(
                 __d = __d.child(#key, #p::Stateful::describe(&self.#member));
@@ -289,11 +279,11 @@ fn describe_body(input: &Input<'_>, p: &TokenStream, name: &str) -> TokenStream 
             Role::Children => Some(quote!(
                 __d = __d.child(#key, #p::Children::describe_children(&self.#member));
             )),
-            Role::State | Role::Lazy => None,
+            Role::State | Role::Lazy | Role::Config => None,
         }
     });
     quote! {
-        let mut __d = #p::Description::new(#name);
+        let mut __d = #p::Description::new(<Self as #p::NodeName>::NAME);
         #(#parts)*
         __d
     }

@@ -5,14 +5,22 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-pub(crate) fn expand(input: &syn::DeriveInput, error: &syn::Error) -> TokenStream {
+use crate::ast::Input;
+
+pub(crate) fn expand(input: &Input<'_>, error: &syn::Error) -> TokenStream {
     let errors = error.to_compile_error();
-    let krate = crate::expand::krate(input);
+    let krate = input.krate();
     let p = quote!(#krate::__private);
-    let ident = &input.ident;
+    let ident = input.ident;
+    let name = input.name();
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     quote! {
         #errors
+        #[automatically_derived]
+        impl #impl_generics #p::NodeName for #ident #ty_generics #where_clause {
+            const NAME: &'static str = #name;
+        }
+        #[automatically_derived]
         #[allow(unused_qualifications)]
         impl #impl_generics #p::Stateful for #ident #ty_generics #where_clause {
             fn reset(&mut self, _: ::core::option::Option<&#p::State>) -> #p::Result<()> {

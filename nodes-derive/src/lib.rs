@@ -21,9 +21,33 @@ mod symbol;
 
 use proc_macro::TokenStream;
 
-/// Derives `Node` for a struct with named fields. See `nodes_std` for the
-/// attributes (`#[node(child)]`, `children`, `state`, `lazy`, `param`, and
-/// container `crate`, `version`, `rename_all`).
+/// Derives `Stateful`, the checkpointing half of a node (`reset`,
+/// `get_state`, `describe`, `shutdown`, `varying_order`), for a struct with
+/// named fields, from the role of each field. It does not implement `Node`
+/// itself: write `impl Node for YourNode` with the item type and `next`.
+///
+/// Every field has exactly one role (a field without one is a compile error):
+///
+/// - `#[node(child)]`: a child node, reset first, its state nested under the
+///   field's key;
+/// - `#[node(children)]`: a `Vec` or `BTreeMap` of child nodes;
+/// - `#[node(state)]` (optionally `default = expr`): saved, restored, and set
+///   to its default on a fresh reset;
+/// - `#[node(lazy)]`: a `Lazy<T>` slot cleared on every reset and filled by
+///   `Init::init`;
+/// - `#[node(param)]`: configuration that decides the output, shown by
+///   `describe()` and part of the checkpoint's fingerprint (its type
+///   implements `Param`, a stable text rendering, never `Debug`);
+/// - `#[node(config)]`: configuration that is neither saved nor shown
+///   (closures, datasets, bounds that may change between runs).
+///
+/// It also implements `NodeName` (`NAME` is the struct's name), which
+/// `describe()` uses and `cx.observe(NodeId::of(self), Self::NAME, ...)`
+/// should too.
+///
+/// Fields also take `rename = "key"`; the struct takes `init`, `validate`,
+/// `version = N`, `rename_all = "..."` and `crate = ::path`. `nodes_std`
+/// documents them in full.
 #[proc_macro_derive(Node, attributes(node))]
 pub fn derive_node(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

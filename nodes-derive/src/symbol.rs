@@ -8,6 +8,7 @@ pub(crate) const CHILDREN: &str = "children";
 pub(crate) const STATE: &str = "state";
 pub(crate) const LAZY: &str = "lazy";
 pub(crate) const PARAM: &str = "param";
+pub(crate) const CONFIG: &str = "config";
 
 // Field options.
 pub(crate) const DEFAULT: &str = "default";

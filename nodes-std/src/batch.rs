@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::policy::{HeldErrors, is_bad_record};
-use crate::{Cx, Error, Node, NodeId, Result};
+use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and
@@ -115,7 +115,7 @@ impl<S: Node> Node for Batcher<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Vec<S::Item>>> {
-        cx.observe(NodeId::of(self), "Batcher", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             if let Some(error) = self.pending_errors.pop() {
                 return Err(error);
             }

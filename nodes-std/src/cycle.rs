@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::policy::is_bad_record;
-use crate::{Cx, Error, Node, NodeId, Result};
+use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
@@ -111,7 +111,7 @@ impl<S: Node> Node for Cycler<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        cx.observe(NodeId::of(self), "Cycler", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             if self.exhausted() {
                 return Ok(None);
             }

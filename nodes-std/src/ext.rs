@@ -66,6 +66,10 @@ pub trait NodeExt: Node + Sized {
     /// assert!(matches!(running.next(), Some(Err(Error::User { index: Some(1), .. }))));
     /// # Ok::<(), nodes_std::Error>(())
     /// ```
+    ///
+    /// An `Err` is one item and the pass goes on after it; to drop bad
+    /// records or stop at the first, set an [`ErrorPolicy`](crate::ErrorPolicy)
+    /// with [`TryMapper::on_error`].
     fn try_map<U, E, F>(self, f: F) -> TryMapper<Self, F>
     where
         F: FnMut(Self::Item) -> std::result::Result<U, E> + Send,

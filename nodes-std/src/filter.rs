@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Node, NodeId, Result};
+use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::filter`](crate::NodeExt::filter). See
 /// its documentation for more.
@@ -31,6 +31,7 @@ use crate::{Cx, Node, NodeId, Result};
 pub struct Filter<S, F> {
     #[node(child)]
     source: S,
+    #[node(config)]
     f: F,
 }
 
@@ -57,7 +58,7 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        cx.observe(NodeId::of(self), "Filter", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             while let Some(item) = self.source.next(cx)? {
                 if (self.f)(&item) {
                     return Ok(Some(item));

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::policy::is_bad_record;
-use crate::{Cx, Node, NodeId, Result};
+use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
 /// its documentation for more.
@@ -72,7 +72,7 @@ impl<S: Node> Node for Header<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        cx.observe(NodeId::of(self), "Header", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             if self.num_yielded >= self.n {
                 return Ok(None);
             }

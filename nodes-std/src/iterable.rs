@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Init, Lazy, Node, NodeId, Result};
+use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a slice...).
 ///
@@ -51,8 +51,10 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, Result};
 #[node(init)]
 #[must_use = "nodes do nothing until started"]
 pub struct IterableWrapper<I: IntoIterator> {
+    #[node(config)]
     iterable: I,
     /// How `init` skips the items a restored state had already returned.
+    #[node(config)]
     skip: fn(&mut I::IntoIter, u64) -> u64,
     #[node(state)]
     num_yielded: u64,
@@ -110,7 +112,7 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>> {
-        cx.observe(NodeId::of(self), "IterableWrapper", |_cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |_cx| {
             let iter = self.iter.get_mut()?;
             // Counted before the call: if the iterator panics and the panic
             // is caught above, the failed item stays consumed (a state taken

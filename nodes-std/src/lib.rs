@@ -55,8 +55,8 @@ pub use crate::shuffle::Shuffler;
 pub use crate::unbatch::Unbatcher;
 pub use crate::zip::Zip;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeStats, Replay,
-    ResetFlag, Result, Running, State, Stateful, Stats, Validate, testing,
+    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeName, NodeStats,
+    Param, Replay, ResetFlag, Result, Running, State, Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;
 
@@ -74,7 +74,8 @@ pub mod prelude {
     };
     pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
-        Cx, Description, Error, Init, Lazy, Loader, Node, Result, State, Stateful, Validate,
+        Cx, Description, Error, Init, Lazy, Loader, Node, NodeName, Param, Result, State, Stateful,
+        Validate,
     };
     pub use nodes_derive::Node;
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::{BoxError, Cx, Description, Error, Node, NodeId, Result, State, Stateful};
+use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
@@ -32,6 +32,7 @@ use crate::{BoxError, Cx, Description, Error, Node, NodeId, Result, State, State
 pub struct Mapper<S, F> {
     #[node(child)]
     source: S,
+    #[node(config)]
     f: F,
 }
 
@@ -58,7 +59,7 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
-        cx.observe(NodeId::of(self), "Mapper", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             Ok(self.source.next(cx)?.map(&mut self.f))
         })
     }
@@ -215,6 +216,10 @@ where
             }
         })
     }
+}
+
+impl<S, F> NodeName for TryMapper<S, F> {
+    const NAME: &'static str = NAME;
 }
 
 impl<S: Node, F> Stateful for TryMapper<S, F> {

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::sampler_wrapper::{RandomSampler, SamplerWrapper, SequentialSampler};
-use crate::{BoxError, Cx, Error, Node, NodeId, Result};
+use crate::{BoxError, Cx, Error, Node, NodeId, NodeName, Result};
 
 /// A collection with random access by index: torch's map-style dataset.
 ///
@@ -127,6 +127,7 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 #[derive(Node)]
 #[must_use = "nodes do nothing until started"]
 pub struct MapStyleWrapper<D, S> {
+    #[node(config)]
     dataset: D,
     #[node(child)]
     sampler: S,
@@ -181,7 +182,7 @@ impl<D: Dataset, S: Node<Item = usize>> Node for MapStyleWrapper<D, S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
-        cx.observe(NodeId::of(self), "MapStyleWrapper", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             let Some(index) = self.sampler.next(cx)? else {
                 return Ok(None);
             };

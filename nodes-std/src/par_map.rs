@@ -11,6 +11,11 @@ use crate::worker::snapshot;
 
 const NAME: &str = "ParallelMapper";
 
+/// Without `prebatch`, the default `max_concurrent` leaves each worker room
+/// for two chunks of this many items (torchdata's default is two items per
+/// worker; a cheap function then pays a thread hand-over every item or two).
+const DEFAULT_CHUNK_ROOM: usize = 16;
+
 /// The user's function, shared by every worker.
 type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 
@@ -21,8 +26,10 @@ type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 /// | --- | --- | --- |
 /// | `num_workers` | (required) | worker threads; `0` maps inline on the caller's thread |
 /// | `in_order` | `true` | deliver in source order, or as items complete |
-/// | `max_concurrent` | `2 * num_workers` | items pulled from the source and not yet returned, at most |
+/// | `max_concurrent` | `32 * num_workers` (`2 * num_workers * k` with `prebatch(k)`) | items pulled from the source and not yet returned, at most |
 /// | `snapshot_frequency` | `1` | take a source snapshot every this many items |
+/// | `prebatch` | (adaptive) | items handed to a worker at once |
+/// | `on_error` | `Deliver` | what to do with a bad record ([`ErrorPolicy`]) |
 ///
 /// A larger `snapshot_frequency` costs fewer source `get_state` calls while
 /// running, and more items to skip (pulled from the source again, but not
@@ -44,6 +51,7 @@ pub struct ParallelOptions {
     max_concurrent: Option<usize>,
     snapshot_frequency: usize,
     on_error: ErrorPolicy,
+    prebatch: Option<usize>,
 }
 
 impl ParallelOptions {
@@ -51,7 +59,7 @@ impl ParallelOptions {
     pub const MAX_WORKERS: usize = 1024;
 
     /// Options for `num_workers` threads (`0`: map inline), in order,
-    /// `max_concurrent = 2 * num_workers`, a snapshot after every item.
+    /// `max_concurrent = 32 * num_workers`, a snapshot after every item.
     pub fn new(num_workers: usize) -> Self {
         ParallelOptions {
             num_workers,
@@ -59,6 +67,7 @@ impl ParallelOptions {
             max_concurrent: None,
             snapshot_frequency: 1,
             on_error: ErrorPolicy::Deliver,
+            prebatch: None,
         }
     }
 
@@ -90,6 +99,31 @@ impl ParallelOptions {
         self
     }
 
+    /// Hands items to a worker `k` at a time (torchdata's `prebatch`): a
+    /// worker pulls `k` items under one hold of the source lock, maps them,
+    /// and hands the `k` results over at once, so a cheap function pays one
+    /// hand-over per `k` items. Without it, workers choose their own chunk
+    /// size (growing it while the function is cheap). Positions stay per
+    /// item: a resume is exact whatever `k` was. `max_concurrent` still
+    /// counts items, and defaults to `2 * num_workers * k`. Must be at
+    /// least 1.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let options = ParallelOptions::new(2).prebatch(64);
+    /// let out: Vec<u64> = IterableWrapper::new(0..1000u64)
+    ///     .par_map(|x| Ok(x + 1), options)?
+    ///     .start()?
+    ///     .collect::<Result<_>>()?;
+    /// assert_eq!(out, (1..=1000).collect::<Vec<_>>());
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    pub fn prebatch(mut self, k: usize) -> Self {
+        self.prebatch = Some(k);
+        self
+    }
+
     /// Checks the options and fills in the defaults.
     fn resolve(self) -> Result<Plan> {
         if self.num_workers > Self::MAX_WORKERS {
@@ -114,9 +148,23 @@ impl ParallelOptions {
                 "snapshot_frequency must be at least 1, found 0; to snapshot only at the start of each pass, use a value larger than the dataset",
             ));
         }
+        if self.prebatch == Some(0) {
+            return Err(Error::invalid_argument(
+                NAME,
+                "prebatch must be at least 1 (items handed to a worker at once), found 0",
+            ));
+        }
+        // Room for two hand-overs per worker: of `prebatch` items, or of
+        // up to 16 items, which is what the adaptive chunks grow to while
+        // the function is cheap.
+        let per_hand_over = self.prebatch.unwrap_or(DEFAULT_CHUNK_ROOM);
         let max_in_flight = self
             .max_concurrent
-            .unwrap_or(self.num_workers.saturating_mul(2))
+            .unwrap_or(
+                self.num_workers
+                    .saturating_mul(2)
+                    .saturating_mul(per_hand_over),
+            )
             .max(1);
         Ok(Plan {
             node: NAME,
@@ -125,8 +173,11 @@ impl ParallelOptions {
             in_order: self.in_order,
             max_in_flight,
             // Each worker may hold an equal share of the credits at once.
-            max_chunk: (max_in_flight / self.num_workers.max(1)).max(1),
-            adaptive_chunks: true,
+            max_chunk: match self.prebatch {
+                Some(k) => k,
+                None => (max_in_flight / self.num_workers.max(1)).max(1),
+            },
+            adaptive_chunks: self.prebatch.is_none(),
             snapshots: Snapshots::Every(self.snapshot_frequency as u64),
             layout: Layout::Indexed,
             policy: self.on_error,
@@ -286,6 +337,10 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
         cx.observe(NodeId::of(self), NAME, |cx| self.core.next(cx))
     }
+}
+
+impl<N: Node, U> nodes_core::NodeName for ParallelMapper<N, U> {
+    const NAME: &'static str = NAME;
 }
 
 impl<N, U> Stateful for ParallelMapper<N, U>

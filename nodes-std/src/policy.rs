@@ -50,6 +50,23 @@ pub enum ErrorPolicy {
     SkipAtMost(u64),
 }
 
+/// As a node parameter: the variant's name, with its bound
+/// (`Deliver`, `Fail`, `Skip`, `SkipAtMost(3)`).
+impl crate::Param for ErrorPolicy {
+    fn render(&self, out: &mut String) {
+        match self {
+            ErrorPolicy::Deliver => out.push_str("Deliver"),
+            ErrorPolicy::Fail => out.push_str("Fail"),
+            ErrorPolicy::Skip => out.push_str("Skip"),
+            ErrorPolicy::SkipAtMost(n) => {
+                out.push_str("SkipAtMost(");
+                n.render(out);
+                out.push(')');
+            }
+        }
+    }
+}
+
 /// What the budget decided about one `Err`.
 #[derive(Debug)]
 pub(crate) enum Verdict {

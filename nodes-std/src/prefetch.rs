@@ -27,8 +27,13 @@ const MAX_CHUNK: usize = 4096;
 /// Items cross the thread boundary in chunks, so a cheap item costs a few
 /// nanoseconds rather than a channel operation each: the reader closes a chunk
 /// when it holds half the read-ahead (at most 4096 items) or when filling it
-/// has taken about 100 µs, so a slow source still delivers item by item. A
-/// source snapshot is taken at the end of every chunk.
+/// has taken about 100 µs, so a slow source still delivers item by item.
+///
+/// The reader takes a source snapshot at the end of a chunk once the source
+/// has worked for a while since the last one (at least 100 µs, and eight
+/// times what the last snapshot cost): a source with a large state (a
+/// shuffle buffer) is then not asked for it on every chunk, and taking
+/// snapshots costs at most about an eighth of the source's own time.
 ///
 /// Each hand-over of a chunk may wake a sleeping thread, which costs a few
 /// microseconds: for cheap items (say under 1 µs each) choose a
@@ -38,14 +43,14 @@ const MAX_CHUNK: usize = 4096;
 ///
 /// # State
 ///
-/// `{"snapshot": <source state>, "steps_since_snapshot": k}`: the source state
-/// at the end of a chunk the consumer finished, and how many items of the next
-/// chunk it received. It describes only what the consumer received, never the
+/// `{"snapshot": <source state>, "steps_since_snapshot": k}`: the last
+/// snapshot whose items the consumer all received, and how many items it
+/// received since. It describes only what the consumer received, never the
 /// read-ahead. Restoring resets the source to the snapshot and skips the `k`
-/// items (fewer than one chunk: at most 4095 items, or about 100 µs of source
-/// work). Once the consumer has received the end of the pass, the snapshot
-/// is the source's state past its end, so that the next pass after a restore
-/// starts exactly as it would have without one.
+/// items (about as much source work as the snapshot spacing above: 100 µs,
+/// or eight snapshots' worth). Once the consumer has received the end of the
+/// pass, the snapshot is the source's state past its end, so that the next
+/// pass after a restore starts exactly as it would have without one.
 ///
 /// Replaying needs a source that yields the same items again after a
 /// restore. Over a source whose order varies from run to run (an
@@ -167,7 +172,7 @@ fn plan(prefetch_factor: usize) -> Result<Plan> {
         // consumer empties the other.
         max_chunk: (prefetch_factor / 2).clamp(1, MAX_CHUNK),
         adaptive_chunks: false,
-        snapshots: Snapshots::ChunkEnd,
+        snapshots: Snapshots::Paced,
         layout: Layout::InOrder,
         policy: ErrorPolicy::Deliver,
     })
@@ -183,6 +188,10 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
         cx.observe(NodeId::of(self), NAME, |cx| self.core.next(cx))
     }
+}
+
+impl<N: Node> nodes_core::NodeName for Prefetcher<N> {
+    const NAME: &'static str = NAME;
 }
 
 impl<N> Stateful for Prefetcher<N>

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::permute::Permutation;
-use crate::{Cx, Description, Error, Init, Node, NodeId, Result, State, Validate};
+use crate::{Cx, Description, Error, Init, Node, NodeId, NodeName, Param, Result, State, Validate};
 
 /// An epoch-aware order of dataset indices with random access: position
 /// `pos` of the current epoch maps to a dataset index.
@@ -159,13 +159,12 @@ pub struct SamplerWrapper<S> {
     started: bool,
 }
 
-/// A sampler that formats (with `{:?}`, which is what the derive shows for a
-/// parameter) as its [`Sampler::describe`].
+/// A sampler shown as a parameter: the label of its [`Sampler::describe`].
 struct Described<S>(S);
 
-impl<S: Sampler> fmt::Debug for Described<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.describe(), f)
+impl<S: Sampler> Param for Described<S> {
+    fn render(&self, out: &mut String) {
+        self.0.describe().render(out);
     }
 }
 
@@ -222,7 +221,7 @@ impl<S: Sampler> Node for SamplerWrapper<S> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<usize>> {
-        cx.observe(NodeId::of(self), "SamplerWrapper", |_cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |_cx| {
             self.started = true;
             // `validate` checked that the position fits in the sampler's length.
             let pos = self.num_yielded as usize;
@@ -385,6 +384,16 @@ pub enum Remainder {
     Drop,
 }
 
+/// As a node parameter: the variant's name.
+impl Param for Remainder {
+    fn render(&self, out: &mut String) {
+        out.push_str(match self {
+            Remainder::Pad => "Pad",
+            Remainder::Drop => "Drop",
+        });
+    }
+}
+
 /// One rank's share of another sampler's order: positions `rank`,
 /// `rank + world_size`, `rank + 2 * world_size`, ... of it, as torch's
 /// `DistributedSampler` splits.
@@ -503,7 +512,7 @@ impl<S: Sampler> Sampler for ShardedSampler<S> {
         Description::new("ShardedSampler")
             .param("rank", self.rank)
             .param("world_size", self.world_size)
-            .param("remainder", format_args!("{:?}", self.remainder))
+            .param("remainder", self.remainder)
             .param("inner", self.inner.describe())
     }
 }

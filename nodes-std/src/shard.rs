@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::policy::is_bad_record;
-use crate::{Cx, Error, Node, NodeId, Result};
+use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 
 /// Keeps the items whose position `i` in the source satisfies
 /// `i % world_size == rank`: the shards of all ranks are disjoint and together
@@ -119,7 +119,7 @@ impl<S: Node> Node for Sharder<S> {
     type Item = S::Item;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        cx.observe(NodeId::of(self), "Sharder", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             loop {
                 let item = match self.source.next(cx) {
                     Ok(Some(item)) => Ok(item),

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Cx, Error, Node, NodeId, Result, State, Validate};
+use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
@@ -139,7 +139,7 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
-        cx.observe(NodeId::of(self), "Shuffler", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             self.started = true;
             while self.buffer.len() < self.buffer_size {
                 match self.source.next(cx)? {

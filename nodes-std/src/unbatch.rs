@@ -111,7 +111,7 @@ where
     type Item = <S::Item as IntoIterator>::Item;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
-        cx.observe(NodeId::of(self), "Unbatcher", |cx| {
+        cx.observe(NodeId::of(self), NAME, |cx| {
             self.flag.check(NAME)?;
             loop {
                 if let Some((batch, _)) = &mut self.current
@@ -132,6 +132,13 @@ where
             }
         })
     }
+}
+
+impl<S: Node> nodes_core::NodeName for Unbatcher<S>
+where
+    S::Item: IntoIterator,
+{
+    const NAME: &'static str = NAME;
 }
 
 impl<S> Stateful for Unbatcher<S>

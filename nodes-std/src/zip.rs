@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::policy::{HeldErrors, is_bad_record};
-use crate::{Cx, Node, NodeId, Result};
+use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
 /// documentation for more.
@@ -85,7 +85,7 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<(A::Item, B::Item)>> {
-        cx.observe(NodeId::of(self), "Zip", |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             if let Some(error) = self.pending_errors.pop() {
                 return Err(error);
             }

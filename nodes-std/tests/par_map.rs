@@ -1046,3 +1046,39 @@ fn a_panic_payload_that_panics_on_drop_is_an_error_not_a_hang() {
         }
     });
 }
+
+/// `prebatch(k)` hands items over `k` at a time, and positions stay per
+/// item: a cut anywhere (also inside a chunk) resumes exactly.
+#[test]
+fn prebatch_resumes_exactly_at_every_cut() {
+    watchdog("prebatch", || {
+        for in_order in [true, false] {
+            for k in [1, 3, 16] {
+                let build = || {
+                    Counting::new(50)
+                        .par_map(
+                            |x| {
+                                jitter(x);
+                                Ok(x * 2)
+                            },
+                            ParallelOptions::new(2).prebatch(k).in_order(in_order),
+                        )
+                        .unwrap()
+                };
+                let want: Vec<u64> = (0..50).map(|x| x * 2).collect();
+                for cut in [0, 1, 2, 3, 15, 16, 17, 48, 49] {
+                    let mut got = cut_and_resume(build, cut);
+                    if !in_order {
+                        got.sort_unstable();
+                    }
+                    assert_eq!(got, want, "in order {in_order}, prebatch {k}, cut {cut}");
+                }
+            }
+        }
+        assert!(
+            Counting::new(1)
+                .par_map(Ok, ParallelOptions::new(2).prebatch(0))
+                .is_err()
+        );
+    });
+}

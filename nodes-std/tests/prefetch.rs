@@ -375,10 +375,29 @@ fn stats_report_items_and_blocked_time() {
         let prefetch = stats.get("Prefetcher").expect("a Prefetcher row");
         assert_eq!(prefetch.items, 200);
         assert!(prefetch.mean_queue_depth().is_some());
-        // The mapper runs on the reader thread, whose context records nothing;
-        // the prefetcher waited for it.
-        assert!(stats.get("ParallelMapper").is_none(), "{stats}");
+        // The mapper runs on the reader thread; its context is forked from
+        // the loader's, so it shows under the prefetcher.
+        let mapper = stats
+            .get("Prefetcher/ParallelMapper")
+            .unwrap_or_else(|| panic!("a row for the mapper on the reader thread: {stats}"));
+        assert_eq!(mapper.items, 200, "{stats}");
         assert!(prefetch.blocked > Duration::ZERO, "{stats}");
+
+        // Two levels of threads: a map on the workers of a par_map on the
+        // reader thread of a prefetch.
+        let pipeline = nodes_std::IterableWrapper::new(0..300u64)
+            .map(|x| x + 1)
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap()
+            .prefetch(8)
+            .unwrap();
+        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
+        assert_eq!(loader.epoch().count(), 300);
+        let stats = loader.stats().unwrap();
+        let inner = stats
+            .get("Prefetcher/ParallelMapper/Mapper")
+            .unwrap_or_else(|| panic!("a row for the map on the workers: {stats}"));
+        assert_eq!(inner.items, 300, "{stats}");
 
         let mut loader = nodes_std::Loader::new(
             Counting::new(50)

@@ -340,7 +340,7 @@ fn describe_lists_sources() {
         d.to_string(),
         "MultiNodeRoundRobinSampler(stop_criteria=CYCLE_FOREVER, tag_output=false)"
     );
-    assert_eq!(d.children.len(), 2);
+    assert_eq!(d.children().len(), 2);
 }
 
 /// The sampler reports to `Loader::with_stats`: one item per item returned.

@@ -823,7 +823,7 @@ fn describe_lists_parameters_and_sources() {
         d.to_string(),
         "MultiNodeWeightedSampler(weights={ds0: 1, ds1: 3}, stop_criteria=FIRST_DATASET_EXHAUSTED, seed=42, rank=0, world_size=1, tag_output=true)"
     );
-    let children: Vec<&str> = d.children.iter().map(|(k, _)| k.as_str()).collect();
+    let children: Vec<&str> = d.children().map(|(k, _)| k).collect();
     assert_eq!(
         children,
         ["dataset_node_states/ds0", "dataset_node_states/ds1"]

@@ -237,6 +237,10 @@ impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeRoundRobinSampler<N, O> 
     }
 }
 
+impl<N, O> nodes_core::NodeName for MultiNodeRoundRobinSampler<N, O> {
+    const NAME: &'static str = NAME;
+}
+
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Unusable until this reset succeeds.

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use nodes_core::{Error, Result};
+use nodes_core::{Error, Param, Result};
 
 /// When a multi-source sampler ([`MultiNodeWeightedSampler`],
 /// [`MultiNodeRoundRobinSampler`]) ends its pass.
@@ -72,6 +72,13 @@ impl StopCriteria {
             self,
             StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever
         )
+    }
+}
+
+/// As a node parameter: torchdata's constant, as [`as_str`](StopCriteria::as_str) gives it.
+impl Param for StopCriteria {
+    fn render(&self, out: &mut String) {
+        out.push_str(self.as_str());
     }
 }
 

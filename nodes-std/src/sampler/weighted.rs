@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -602,6 +602,10 @@ impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeWeightedSampler<N, O> {
     }
 }
 
+impl<N, O> nodes_core::NodeName for MultiNodeWeightedSampler<N, O> {
+    const NAME: &'static str = NAME;
+}
+
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Unusable until this reset succeeds.
@@ -649,7 +653,10 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             .zip(self.weights.iter().copied())
             .collect();
         weights.sort_by(|a, b| a.0.cmp(b.0));
-        let weights: Vec<String> = weights.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+        let weights: Vec<String> = weights
+            .iter()
+            .map(|(n, w)| format!("{n}: {}", w.to_param_string()))
+            .collect();
         let d = Description::new(NAME)
             .param("weights", format!("{{{}}}", weights.join(", ")))
             .param("stop_criteria", self.stop)

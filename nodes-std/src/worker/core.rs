@@ -47,8 +47,11 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
 pub(crate) enum Snapshots {
     /// After every item whose index + 1 is a multiple of this.
     Every(u64),
-    /// After the last item of every chunk.
-    ChunkEnd,
+    /// At the end of a chunk, once the source has worked for a while since
+    /// the last one: at least [`MIN_CHUNK_TIME`], and eight times what the
+    /// last snapshot cost, so that taking them costs at most about an eighth
+    /// of the source's time, and a restore replays about that much work.
+    Paced,
     /// Never (inline: the source's own state is the position).
     Never,
 }
@@ -122,6 +125,10 @@ struct Puller<N: Node> {
     skip_path: String,
     /// The source ended or broke: nobody pulls again this pass.
     done: bool,
+    /// When the last snapshot was taken (or the pass began), and how long to
+    /// wait before the next one under [`Snapshots::Paced`].
+    last_snapshot: Instant,
+    pace: Duration,
 }
 
 /// Items on their way to the consumer, in pull order.
@@ -217,7 +224,7 @@ impl<N: Node> Puller<N> {
             let last = chunk.items.len() >= limit;
             let due = match snapshots {
                 Snapshots::Every(every) => (index + 1).is_multiple_of(every),
-                Snapshots::ChunkEnd => last,
+                Snapshots::Paced => last && self.last_snapshot.elapsed() >= self.pace,
                 Snapshots::Never => false,
             };
             if due && !self.snapshot(cx, &mut chunk, node) {
@@ -231,7 +238,7 @@ impl<N: Node> Puller<N> {
                 && (stop.is_some_and(|s| s.load(Ordering::Relaxed))
                     || started.elapsed() >= MIN_CHUNK_TIME)
             {
-                if snapshots == Snapshots::ChunkEnd {
+                if snapshots == Snapshots::Paced && self.last_snapshot.elapsed() >= self.pace {
                     self.snapshot(cx, &mut chunk, node);
                 }
                 return chunk;
@@ -246,9 +253,12 @@ impl<N: Node> Puller<N> {
     fn snapshot<T>(&mut self, cx: &Cx, chunk: &mut Chunk<T>, node: &'static str) -> bool {
         let at = chunk.items.len() - 1;
         let index = chunk.items[at].0;
+        let started = Instant::now();
         match catch(node, Some(index), || self.source.get_state(cx)) {
             Ok(state) => {
                 chunk.snapshots.push((at, state));
+                self.last_snapshot = Instant::now();
+                self.pace = MIN_CHUNK_TIME.max(8 * (self.last_snapshot - started));
                 true
             }
             Err(e) => {
@@ -639,6 +649,8 @@ where
                 skip: BTreeSet::new(),
                 skip_path: String::new(),
                 done: false,
+                last_snapshot: Instant::now(),
+                pace: MIN_CHUNK_TIME,
             })),
             stage: Arc::new(stage),
             flag: ResetFlag::default(),
@@ -824,6 +836,7 @@ where
         puller.done = false;
         puller.skip.clear();
         puller.next_index = 0;
+        puller.last_snapshot = Instant::now();
         let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
         if let Some(saved) = saved {
             for i in 0..saved.steps {

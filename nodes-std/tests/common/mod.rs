@@ -11,6 +11,7 @@ use nodes_std::testing;
 /// above it shows in the data.
 #[derive(Node, Debug)]
 pub(crate) struct RangeNode {
+    #[node(config)]
     n: u64,
     #[node(state)]
     i: u64,

@@ -24,6 +24,7 @@ struct Mixer<S: Node<Item = u64>> {
     start_offset: u64,
     #[node(lazy)]
     scratch: Lazy<Vec<u64>>,
+    #[node(config)]
     inits: Vec<bool>,
 }
 
@@ -223,9 +224,10 @@ fn lazy_slot_read_before_init_names_node_and_field() {
     );
 }
 
-/// A parent that forgot to annotate its child: the child is never reset.
+/// A parent that marked its child `config` by mistake: the child is never reset.
 #[derive(Node)]
 struct Forgetful {
+    #[node(config)]
     child: Probe,
 }
 

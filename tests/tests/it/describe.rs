@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use nodes_std::prelude::*;
 use nodes_std::{
-    MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, ParallelOptions, Remainder,
+    MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, NodeId, ParallelOptions, Remainder,
     ShardedSampler, StopCriteria,
 };
 
@@ -146,7 +146,7 @@ fn every_stock_node_renders_as_text_dot_and_json() {
     assert_snapshot("every_node.json", &json);
     // The JSON form is what a state carries: it reads back to the same tree.
     assert_eq!(
-        Description::from_json(&d.to_json(), "/pipeline").unwrap(),
+        serde_json::from_value::<Description>(d.to_json()).unwrap(),
         d
     );
 }
@@ -365,4 +365,211 @@ fn the_opt_out_accepts_a_deliberate_change() {
     let mut loader = Loader::new(every_node(Knobs { batch: 5, ..PLAIN })).check_shape(false);
     loader.load_state_dict(&state).unwrap();
     assert!(loader.epoch().next().unwrap().is_ok());
+}
+
+/// Every checkpoint records the pipeline as `describe()` shows it (its JSON)
+/// and a fingerprint of that JSON; both are pinned here for the pipeline with
+/// every stock node, so a change to a stock node's name, parameters or
+/// parameter renderings (which would make saved states unloadable) shows up.
+#[test]
+fn the_checkpoint_records_the_description_and_a_pinned_fingerprint() {
+    let d = every_node(PLAIN).describe();
+    let state = Loader::new(every_node(PLAIN)).state_dict().unwrap();
+    assert_eq!(state.value("pipeline").unwrap(), d.to_json());
+    assert_eq!(state.get::<u32>("format").unwrap(), 3);
+    // FNV-1a 64 over the compact JSON of `snapshots/every_node.json`.
+    assert_eq!(
+        state.get::<String>("fingerprint").unwrap(),
+        "9c1f67309261a13a"
+    );
+}
+
+/// The statistics label of every stock node is its description's name: both
+/// come from one `NodeName::NAME`.
+#[test]
+fn statistics_rows_are_named_as_the_description_names_them() {
+    fn names(d: &Description, out: &mut Vec<String>) {
+        out.push(d.name().to_owned());
+        for (_, child) in d.children() {
+            names(child, out);
+        }
+    }
+    // The stock nodes that run on the consumer's thread (a node below a
+    // `ParallelMapper` or a `Prefetcher` runs on a worker and is not recorded).
+    let mixed = MultiNodeWeightedSampler::new(
+        vec![
+            (
+                "a",
+                MapStyleWrapper::sequential((0..20u64).collect::<Vec<_>>()).boxed(),
+            ),
+            (
+                "b",
+                IterableWrapper::new(0..50u64)
+                    .shard(0, 2)
+                    .unwrap()
+                    .cycle_n(2)
+                    .unwrap()
+                    .boxed(),
+            ),
+        ],
+        [("a", 0.5), ("b", 0.5)],
+    )
+    .unwrap();
+    let round_robin = MultiNodeRoundRobinSampler::new([
+        ("left", IterableWrapper::new(0..1000u64)),
+        ("right", IterableWrapper::new(5000..6000u64)),
+    ])
+    .unwrap();
+    let pipeline = mixed
+        .map(|x: u64| x + 1)
+        .try_map(|x: u64| u32::try_from(x))
+        .filter(|x| x % 3 != 0)
+        .shuffle(8, 1)
+        .unwrap()
+        .batch(4)
+        .unwrap()
+        .unbatch()
+        .zip(round_robin)
+        .header(30)
+        .batch_exact(4)
+        .unwrap();
+    let mut described = Vec::new();
+    names(&pipeline.describe(), &mut described);
+    let mut loader = Loader::new(pipeline).with_stats();
+    loader.epoch().collect::<Result<Vec<_>>>().unwrap();
+    let stats = loader.stats().unwrap();
+    let mut reported: Vec<&str> = stats.nodes.iter().map(|row| row.name).collect();
+    reported.sort_unstable();
+    reported.dedup();
+    assert_eq!(reported.len(), 15, "{reported:?}");
+    for name in reported {
+        assert!(
+            described.iter().any(|n| n == name),
+            "statistics row {name} is not a node of the description {described:?}"
+        );
+    }
+    assert_eq!(
+        <nodes_std::Batcher<IterableWrapper<Vec<u8>>>>::NAME,
+        "Batcher"
+    );
+}
+
+/// A parameter type whose `Debug` and `Param` renderings differ.
+#[derive(Debug, Clone, Copy)]
+enum Resize {
+    Crop,
+}
+
+impl Param for Resize {
+    fn render(&self, out: &mut String) {
+        out.push_str(match self {
+            Resize::Crop => "crop",
+        });
+    }
+}
+
+/// The same `Param` rendering with another `Debug`: `Resize` after its
+/// `Debug` output changed (a derive that shows more, a new Rust version).
+#[derive(Clone, Copy)]
+struct ResizeWithOtherDebug;
+
+impl std::fmt::Debug for ResizeWithOtherDebug {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Resize { mode: \"crop\", version: 2 }")
+    }
+}
+
+impl Param for ResizeWithOtherDebug {
+    fn render(&self, out: &mut String) {
+        out.push_str("crop");
+    }
+}
+
+#[derive(Node)]
+struct Images<S, R> {
+    #[node(child)]
+    source: S,
+    #[node(param)]
+    resize: R,
+    #[node(param)]
+    size: u32,
+    #[node(param)]
+    scale: f64,
+    #[node(param)]
+    limit: Option<u64>,
+    #[node(param)]
+    split: &'static str,
+    #[node(param)]
+    remainder: Remainder,
+    #[node(param)]
+    stop: StopCriteria,
+    #[node(param)]
+    on_error: ErrorPolicy,
+}
+
+impl<S: Node, R: Param + Send> Node for Images<S, R> {
+    type Item = S::Item;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| self.source.next(cx))
+    }
+}
+
+fn images<R: Param + Send>(resize: R) -> Images<IterableWrapper<std::ops::Range<u32>>, R> {
+    Images {
+        source: IterableWrapper::new(0..4u32),
+        resize,
+        size: 224,
+        scale: 0.1 + 0.2,
+        limit: Some(3),
+        split: "train",
+        remainder: Remainder::Drop,
+        stop: StopCriteria::AllDatasetsExhausted,
+        on_error: ErrorPolicy::SkipAtMost(2),
+    }
+}
+
+/// `describe()` and the fingerprint come from `Param`, never from `Debug`:
+/// pinned, and the same when a parameter type's `Debug` changes.
+#[test]
+fn description_and_fingerprint_do_not_depend_on_debug() {
+    let label = "Images(resize=crop, size=224, scale=0.30000000000000004, limit=Some(3), split=train, remainder=Drop, stop=ALL_DATASETS_EXHAUSTED, on_error=SkipAtMost(2))";
+    let fingerprint = |d: Description| {
+        // The fingerprint as a checkpoint records it.
+        struct Shape(Description);
+        impl Stateful for Shape {
+            fn reset(&mut self, _: Option<&State>) -> Result<()> {
+                Ok(())
+            }
+            fn get_state(&self, _: &Cx) -> Result<State> {
+                Ok(State::new())
+            }
+            fn describe(&self) -> Description {
+                self.0.clone()
+            }
+        }
+        impl Node for Shape {
+            type Item = ();
+            fn next(&mut self, _: &mut Cx) -> Result<Option<()>> {
+                Ok(None)
+            }
+        }
+        let state = Loader::new(Shape(d)).state_dict().unwrap();
+        state.get::<String>("fingerprint").unwrap()
+    };
+    let (a, b) = (
+        images(Resize::Crop).describe(),
+        images(ResizeWithOtherDebug).describe(),
+    );
+    assert_ne!(
+        format!("{:?}", Resize::Crop),
+        format!("{ResizeWithOtherDebug:?}")
+    );
+    assert_eq!(a.to_string(), label);
+    assert_eq!(a, b);
+    assert_eq!(
+        a.render_text(),
+        format!("{label}\n  source: IterableWrapper\n")
+    );
+    assert_eq!(fingerprint(a.clone()), "f9596c22442c8faf");
+    assert_eq!(fingerprint(b), fingerprint(a));
 }

@@ -346,7 +346,7 @@ fn a_loop_driven_by_the_epoch_index_runs_exactly_the_epochs_left() {
 }
 
 #[test]
-fn a_bad_epoch_index_is_rejected_at_its_path_and_a_format_1_state_loads_as_epoch_0() {
+fn a_bad_epoch_index_is_rejected_at_its_path_and_an_older_format_is_refused_as_such() {
     let mut donor = Loader::new(Probe::new(3));
     let _ = collect(&mut donor);
     let mut epoch = donor.epoch();
@@ -378,24 +378,50 @@ fn a_bad_epoch_index_is_rejected_at_its_path_and_a_format_1_state_loads_as_epoch
         ),
         (
             edit(&|m| drop(m.insert("format".into(), 1.into()))),
-            "/epoch_index",
+            "/format",
         ),
         (
-            edit(&|m| drop(m.insert("format".into(), 3.into()))),
+            edit(&|m| drop(m.insert("format".into(), 4.into()))),
             "/format",
         ),
     ] {
         let err = loader.load_state_dict(&bad).unwrap_err();
         assert_eq!(err.state_path(), Some(path), "{err}");
     }
-    // A state written by a build before the epoch index and the checksum
-    // (format 1) still loads, checksum verification on.
+    // States written by builds before format 3 (format 1: no epoch index nor
+    // checksum; format 2: a fingerprint over `Debug` renderings and the
+    // pipeline as indented text) are refused, saying they are from an older
+    // version, and the loader carries on from where it stood.
+    let text = Loader::new(Probe::new(3)).describe().render_text();
     let format_1 = edit(&|m| {
         m.remove("epoch_index");
         m.insert("format".into(), 1.into());
+        m.insert("pipeline".into(), text.clone().into());
     });
-    let mut loader = Loader::new(Probe::new(3));
-    loader.load_state_dict(&format_1).unwrap();
-    assert_eq!(numbered(&mut loader), (0, vec![2001, 2002]));
-    assert_eq!(numbered(&mut loader).0, 1);
+    let format_2 = edit(&|m| {
+        m.insert("format".into(), 2.into());
+        m.insert("pipeline".into(), text.clone().into());
+    });
+    for old in [format_1, format_2] {
+        let mut loader = Loader::new(Probe::new(3));
+        let err = loader.load_state_dict(&old).unwrap_err();
+        assert_eq!(err.state_path(), Some("/format"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("this state is from an older version of nodes"),
+            "{err}"
+        );
+        assert_eq!(
+            numbered(&mut loader),
+            numbered(&mut Loader::new(Probe::new(3)))
+        );
+    }
+    let err = loader
+        .load_state_dict(&edit(&|m| drop(m.insert("format".into(), 4.into()))))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("loader state format 4 is not supported (this build reads format 3)"),
+        "{err}"
+    );
 }

@@ -328,8 +328,12 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
         assert_eq!(prefetcher.items, N);
         assert!(prefetcher.blocked > Duration::ZERO, "{stats}");
         assert!(prefetcher.mean_queue_depth().is_some(), "{stats}");
-        // The source runs on the reader thread, which records nothing.
-        assert!(stats.get("Mapper").is_none(), "{stats}");
+        // The source runs on the reader thread, and shows under the prefetcher.
+        assert_eq!(
+            stats.get("Prefetcher/Mapper").expect("a row").items,
+            N,
+            "{stats}"
+        );
 
         let fast = IterableWrapper::new(0..N).map(move |x| {
             counter.tick();
