@@ -38,7 +38,6 @@ pub fn reset_children<C: Children + ?Sized>(
     }
 }
 
-
 /// Serialises a `#[node(state)]` field.
 pub fn encode_field<T: serde::Serialize>(
     state: &mut State,

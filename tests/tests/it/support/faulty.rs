@@ -25,6 +25,9 @@ pub(crate) enum FaultKind {
 pub(crate) struct Fault {
     pub(crate) at: u64,
     pub(crate) kind: FaultKind,
+    /// In a `Faulty` source, an `Err` moves past the item (a bad record)
+    /// instead of leaving it to be asked for again (a transient error).
+    pub(crate) moves_on: bool,
     fired: Arc<AtomicBool>,
 }
 
@@ -36,8 +39,16 @@ impl Fault {
         Fault {
             at,
             kind,
+            moves_on: false,
             fired: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// A `Faulty` source moves past the item it fails at (see
+    /// [`Fault::moves_on`]).
+    pub(crate) fn moving_on(mut self) -> Self {
+        self.moves_on = true;
+        self
     }
 
     /// Whether it has fired.
@@ -47,10 +58,19 @@ impl Fault {
 
     /// Called with each item's value: fails (the first time) at `at`.
     pub(crate) fn hit(&self, value: u64) -> std::result::Result<(), String> {
-        if value != self.at || self.fired.swap(true, Ordering::SeqCst) {
+        if value != self.at {
             return Ok(());
         }
-        let message = format!("{INJECTED} at {value}");
+        self.fire()
+    }
+
+    /// Fails (or panics) with the fault at `at`, the first time it is
+    /// called: for callers that decide themselves which item it applies to.
+    pub(crate) fn fire(&self) -> std::result::Result<(), String> {
+        if self.fired.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let message = format!("{INJECTED} at {}", self.at);
         match self.kind {
             FaultKind::Err => Err(message),
             FaultKind::Panic => panic!("{message}"),
@@ -65,7 +85,8 @@ pub(crate) fn hit_all(faults: &[Fault], value: u64) -> std::result::Result<(), S
 
 /// Yields `0..len`; state `{"i": items yielded}`. A fault makes `next` fail
 /// (or panic) at that item *without* moving on, so the next call (or a
-/// restore of the state) asks for the same item again. Optionally sleeps
+/// restore of the state) asks for the same item again; or, for a fault
+/// [`moving_on`](Fault::moving_on), fail and move past it (a bad record). Optionally sleeps
 /// before every item, and counts every item it yields.
 #[derive(Debug)]
 pub(crate) struct Faulty {
@@ -119,7 +140,12 @@ impl Node for Faulty {
                 std::thread::sleep(d);
             }
             let i = self.i;
-            hit_all(&self.faults, i).map_err(|e| Error::user("Faulty", Some(i), e))?;
+            if let Err(e) = hit_all(&self.faults, i) {
+                if self.faults.iter().any(|f| f.moves_on && f.at == i) {
+                    self.i += 1;
+                }
+                return Err(Error::user("Faulty", Some(i), e));
+            }
             self.i += 1;
             self.yielded.fetch_add(1, Ordering::SeqCst);
             Ok(Some(i))

@@ -1,11 +1,9 @@
 //! `Loader` epoch semantics, including the upstream Loader bugs listed in
 //! torchdata-nodes-spec section 8, each as an expected-correct test.
 
-mod support;
-
+use crate::support::Probe;
 use nodes_std::prelude::*;
 use nodes_std::{IterableWrapper, testing};
-use support::Probe;
 
 fn collect<N: Node>(loader: &mut Loader<N>) -> Vec<N::Item> {
     loader.epoch().collect::<Result<_>>().unwrap()

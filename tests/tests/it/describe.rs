@@ -4,7 +4,7 @@
 //! its state path), and what may change between a save and a restore.
 //!
 //! Re-bless the snapshots in `tests/snapshots/` with
-//! `NODES_BLESS=1 cargo test -p nodes-tests --test describe` and review the diff.
+//! `NODES_BLESS=1 cargo test -p nodes-tests --test it -- describe::` and review the diff.
 
 use std::path::PathBuf;
 

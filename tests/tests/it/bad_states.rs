@@ -17,16 +17,16 @@
 //! cargo-fuzz target `fuzz/fuzz_targets/load_state.rs` feeds arbitrary
 //! bytes to the same entry points (see README, "Reliability suite").
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::spec::{
+    Grammar, Level, Out, Pipeline, Spec, V, build, compare_epoch, spec_strategy,
+};
+use crate::support::watch::{config, with_watchdog};
 use nodes_std::prelude::*;
 use nodes_std::{MultiNodeWeightedSampler, ParallelOptions, Running};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use support::spec::{Pipeline, Spec, V, build, is_ordered, spec_strategy};
-use support::watch::{config, with_watchdog};
 
 /// A number to put in place of another.
 #[derive(Clone, Copy, Debug)]
@@ -381,17 +381,20 @@ fn read_running(run: &mut Running<Pipeline>, prefix: &[V]) -> Epochs {
     vec![pass]
 }
 
-/// Equal, or (unordered pipelines) equal as multisets epoch by epoch.
-fn same_output(a: &Epochs, b: &Epochs, ordered: bool) -> bool {
-    if ordered {
-        return a == b;
-    }
-    let sorted = |e: &Vec<Result<V, String>>| {
-        let mut e = e.clone();
-        e.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")));
-        e
+/// Equal epoch by epoch at the pipeline's level (see `support::spec`).
+fn same_output(a: &Epochs, b: &Epochs, level: Level) -> bool {
+    let outs = |e: &Vec<Result<V, String>>| -> Vec<Out> {
+        e.iter()
+            .map(|r| match r {
+                Ok(v) => Out::Ok(v.clone()),
+                Err(e) => Out::Err(e.clone()),
+            })
+            .collect()
     };
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| sorted(x) == sorted(y))
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| compare_epoch(level, &outs(x), &outs(y)).is_ok())
 }
 
 /// A loader (or started pipeline, with the items it read) standing at `before`.
@@ -495,7 +498,19 @@ fn real_state(spec: &Spec, cut: f64) -> Result<State, String> {
     State::from_json(&state.to_json().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
 }
 
+/// Whether the pipeline is refused when it starts (the one composition that
+/// may be, see `exactly_once.rs`): it has no state to mutate.
+fn refused(spec: &Spec) -> bool {
+    matches!(
+        Loader::new(build(spec)).epoch().next(),
+        Some(Err(Error::InvalidPipeline { .. }))
+    )
+}
+
 fn run_case(case: &Case) -> Result<(), String> {
+    if refused(&case.spec) || refused(&case.other) {
+        return Ok(());
+    }
     let real = real_state(&case.spec, case.cut)?;
     let other = real_state(&case.other, case.cut)?;
     let same_shape =
@@ -504,7 +519,7 @@ fn run_case(case: &Case) -> Result<(), String> {
         return Ok(());
     };
     let original = real.clone().into_value();
-    let ordered = is_ordered(&case.spec);
+    let level = case.spec.level().unwrap_or(Level::Exact);
 
     // Text that is not a JSON object fails before any loader sees it.
     let state = match State::from_json(&m.json) {
@@ -551,7 +566,7 @@ fn run_case(case: &Case) -> Result<(), String> {
             check.map_err(|e| format!("{e}\n  offered state: {}", offered))?;
             let (out_a, out_b) = (read(&mut a), read(&mut b));
             check_items(&out_b, &original)?;
-            if !same_output(&out_a, &out_b, ordered) {
+            if !same_output(&out_a, &out_b, level) {
                 return Err(format!(
                     "after rejecting the state ({err}), the output differs from the twin's:\n  rejected {out_a:?}\n  twin     {out_b:?}"
                 ));
@@ -647,10 +662,20 @@ fn before_strategy() -> impl Strategy<Value = Before> {
     ]
 }
 
+/// Every shape, without bad records (an error would end the set-up) or
+/// jitter (states are the point here).
+fn grammar(depth: u32) -> Grammar {
+    Grammar {
+        failures: false,
+        jitter: false,
+        ..Grammar::every_shape(depth, 8, 2)
+    }
+}
+
 fn case_strategy() -> impl Strategy<Value = Case> {
     (
-        spec_strategy(3, 8, 2),
-        spec_strategy(2, 8, 2),
+        spec_strategy(grammar(3)),
+        spec_strategy(grammar(2)),
         0.0f64..1.0,
         mutation_strategy(),
         before_strategy(),

@@ -9,15 +9,13 @@
 //! until the pipeline is full, so the run stays short in a debug build.
 //! `NODES_RELIABILITY_LONG=1` runs ten times the items.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::watch::{scale, watchdog};
 use nodes_std::prelude::*;
 use nodes_std::{NodeId, ParallelOptions, ResetFlag};
-use support::watch::{scale, watchdog};
 
 const WORKERS: usize = 32;
 const MAX_CONCURRENT: u64 = 64;

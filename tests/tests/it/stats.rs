@@ -3,15 +3,13 @@
 //! children, threaded nodes report blocked time and queue depths, and stats
 //! are off unless asked for.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::Probe;
 use nodes_std::prelude::*;
 use nodes_std::{NodeId, ParallelOptions, StopCriteria};
-use support::Probe;
 
 /// Passes items through, dropping odd ones; reports to the statistics.
 struct Evens<S> {
@@ -360,4 +358,49 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
         assert_eq!(prefetcher.items, N);
         assert!(prefetcher.max_queue_depth >= 1, "{stats}");
     });
+}
+
+/// Every inline stock node reports to the statistics (moved from the
+/// random-chain test of nodes-std).
+#[test]
+fn every_stock_node_reports_to_the_statistics() {
+    let data: Vec<u64> = (0..12).collect();
+    let node = IterableWrapper::new(0..20u64)
+        .map(|x| x + 1)
+        .try_map(|x| Ok::<_, std::io::Error>(x * 2))
+        .filter(|x| x % 3 != 0)
+        .batch(3)
+        .unwrap()
+        .unbatch()
+        .header(10)
+        .shuffle(4, 1)
+        .unwrap()
+        .zip(MapStyleWrapper::shuffled(data, 2))
+        .cycle_n(2)
+        .unwrap();
+    let mut loader = Loader::new(node).with_stats();
+    let out: Vec<(u64, u64)> = loader.epoch().collect::<Result<_>>().unwrap();
+    assert_eq!(out.len(), 20);
+    let stats = loader.stats().unwrap();
+    for name in [
+        "Cycler",
+        "Zip",
+        "Shuffler",
+        "Header",
+        "Unbatcher",
+        "Batcher",
+        "Filter",
+        "TryMapper",
+        "Mapper",
+        "IterableWrapper",
+        "MapStyleWrapper",
+        "SamplerWrapper",
+    ] {
+        assert!(
+            stats.nodes.iter().any(|n| n.name == name),
+            "{name} missing:\n{stats}"
+        );
+    }
+    assert_eq!(stats.get("Cycler").unwrap().items, 20);
+    assert_eq!(stats.get("Header").unwrap().items, 20);
 }

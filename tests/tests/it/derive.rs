@@ -2,13 +2,11 @@
 //! order, defaults, lazy slots and `init`, children, versions, describe,
 //! shutdown, and validate-then-apply restores.
 
-mod support;
-
 use std::collections::BTreeMap;
 
+use crate::support::Probe;
 use nodes_std::prelude::*;
 use nodes_std::{Init, IterableWrapper, testing};
-use support::Probe;
 
 /// Adds an offset to every item of the first source, then drains the others.
 #[derive(Node)]

@@ -87,5 +87,6 @@ impl Stateful for Probe {
 
 // The reliability suite's shared parts (see README, "Reliability suite").
 pub(crate) mod faulty;
+pub(crate) mod runner;
 pub(crate) mod spec;
 pub(crate) mod watch;

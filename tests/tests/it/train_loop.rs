@@ -5,15 +5,15 @@
 
 // The example's own code, as `examples/describe.rs` includes it.
 #[allow(dead_code)]
-#[path = "../../examples/train_loop.rs"]
-mod train_loop;
+#[path = "../../../examples/train_loop.rs"]
+mod example;
 
 use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use example::{BATCHES_PER_EPOCH, Checkpoint, MAX_CHECKPOINT_BYTES};
 use nodes_std::prelude::*;
-use train_loop::{BATCHES_PER_EPOCH, Checkpoint, MAX_CHECKPOINT_BYTES};
 
 /// Runs `f` on its own thread; fails if it takes longer than `limit`.
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -27,7 +27,7 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 fn mid_epoch_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
-        let checkpoint = train_loop::train_until((1, 50)).unwrap();
+        let checkpoint = example::train_until((1, 50)).unwrap();
         serde_json::to_string_pretty(&checkpoint).unwrap()
     })
 }
@@ -45,7 +45,7 @@ fn an_endless_or_oversized_file_is_refused_without_reading_it_all() {
     #[cfg(unix)]
     {
         let err = within(Duration::from_secs(60), || {
-            train_loop::read_checkpoint("/dev/zero".as_ref()).map_err(|e| e.to_string())
+            example::read_checkpoint("/dev/zero".as_ref()).map_err(|e| e.to_string())
         })
         .err()
         .expect("/dev/zero is not a checkpoint");
@@ -57,9 +57,7 @@ fn an_endless_or_oversized_file_is_refused_without_reading_it_all() {
         .unwrap()
         .set_len(MAX_CHECKPOINT_BYTES + 1)
         .unwrap();
-    let err = train_loop::read_checkpoint(&file)
-        .err()
-        .map(|e| e.to_string());
+    let err = example::read_checkpoint(&file).err().map(|e| e.to_string());
     std::fs::remove_file(&file).unwrap();
     assert!(err.expect("over the limit").contains("larger than"));
 }
@@ -68,20 +66,20 @@ fn an_endless_or_oversized_file_is_refused_without_reading_it_all() {
 fn a_real_checkpoint_resumes_and_passes_the_check() {
     let file = temp_file("mid.json");
     std::fs::write(&file, mid_epoch_json()).unwrap();
-    let read = train_loop::read_checkpoint(&file);
+    let read = example::read_checkpoint(&file);
     std::fs::remove_file(&file).unwrap();
-    train_loop::resume_from(read.unwrap()).unwrap();
+    example::resume_from(read.unwrap()).unwrap();
 }
 
 #[test]
 fn an_end_of_epoch_checkpoint_resumes_with_the_next_epoch_only() {
-    let checkpoint = train_loop::train_until((0, BATCHES_PER_EPOCH)).unwrap();
+    let checkpoint = example::train_until((0, BATCHES_PER_EPOCH)).unwrap();
     assert_eq!(checkpoint.consumed.len(), 1);
     assert_eq!(checkpoint.loader.get::<u64>("epoch_index").unwrap(), 0);
     let json = serde_json::to_string(&checkpoint).unwrap();
     // One more epoch, not two: the check compares every epoch with the
     // uninterrupted run, and their number.
-    train_loop::resume_from(serde_json::from_str(&json).unwrap()).unwrap();
+    example::resume_from(serde_json::from_str(&json).unwrap()).unwrap();
 }
 
 #[test]
@@ -121,7 +119,7 @@ fn a_checkpoint_that_claims_what_its_state_does_not_is_refused() {
     for (what, edit, message) in edits {
         let mut checkpoint = mid_epoch();
         edit(&mut checkpoint);
-        let err = train_loop::resume_from(checkpoint)
+        let err = example::resume_from(checkpoint)
             .err()
             .unwrap_or_else(|| panic!("{what}: accepted"));
         assert!(err.to_string().contains(message), "{what}: {err}");
@@ -138,6 +136,6 @@ fn a_checkpoint_whose_loader_state_was_changed_is_refused() {
     value["num_yielded"] = 49.into();
     checkpoint.loader = State::from_value(value).unwrap();
     checkpoint.consumed[1].truncate(49 * 32);
-    let err = train_loop::resume_from(checkpoint).expect_err("refused");
+    let err = example::resume_from(checkpoint).expect_err("refused");
     assert!(err.to_string().contains("/checksum"), "{err}");
 }

@@ -1,0 +1,20 @@
+//! The cross-crate integration tests, in one binary so that `nodes-std` and
+//! proptest are linked once (the compile-fail suite is `ui.rs`; the thread
+//! counts of `fault_threads.rs` need a process of their own).
+//!
+//! Run one module with `cargo test -p nodes-tests --test it -- <module>::`.
+
+mod support;
+
+mod bad_states;
+mod contract;
+mod derive;
+mod describe;
+mod exactly_once;
+mod faults;
+mod hand_written;
+mod integrity;
+mod load;
+mod loader;
+mod stats;
+mod train_loop;
