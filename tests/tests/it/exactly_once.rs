@@ -690,7 +690,6 @@ fn a_state_taken_at_the_end_of_a_pass_starts_the_same_next_pass() {
     }
 }
 
-
 /// The levels the generator promises, checked on its own output.
 #[test]
 fn every_drawn_spec_is_determined_at_some_level() {
