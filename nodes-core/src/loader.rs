@@ -105,8 +105,10 @@ pub struct Loader<N: Node> {
     /// The pipeline's shape, taken once: saved with every state and compared
     /// with the shape a loaded state was taken from.
     shape: Description,
-    /// The shape as saved in states: its JSON (`Description::to_json`).
-    shape_json: serde_json::Value,
+    /// The shape as saved in states (`Description::to_json`), as a state
+    /// whose entries are shared: every state taken refers to it, nothing is
+    /// copied until a state is serialised.
+    shape_json: State,
     fingerprint: std::sync::Arc<str>,
     check_shape: bool,
     verify_checksum: bool,
@@ -153,13 +155,24 @@ const FORMAT_1_KEYS: &[&str] = &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELIN
 /// next epoch's number still fits.
 const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
 
+/// The description as a state that clones by reference.
+fn shared_shape(shape: &Description) -> State {
+    let json = shape.to_json();
+    let mut holder = State::new();
+    if let Ok(state) = State::from_value(json) {
+        holder.insert_child(PIPELINE, state);
+    }
+    // `child` hands out the shared entries, not a copy.
+    holder.child(PIPELINE).unwrap_or_default()
+}
+
 impl<N: Node> Loader<N> {
     /// Wraps the root of a pipeline. Nothing runs until the first epoch or
     /// `state_dict`.
     pub fn new(root: N) -> Self {
         let shape = root.describe();
         Loader {
-            shape_json: shape.to_json(),
+            shape_json: shared_shape(&shape),
             fingerprint: format!("{:016x}", shape.fingerprint()).into(),
             shape,
             check_shape: true,
@@ -314,7 +327,7 @@ impl<N: Node> Loader<N> {
         state.insert(EPOCH_INDEX, self.epoch_index)?;
         state.insert(FORMAT, FORMAT_VERSION)?;
         state.insert_shared(FINGERPRINT, self.fingerprint.clone());
-        state.insert(PIPELINE, &self.shape_json)?;
+        state.insert_child(PIPELINE, self.shape_json.clone());
         // A slot: the checksum is computed only if the state is serialised.
         state.insert_checksum();
         Ok(state)
