@@ -88,6 +88,30 @@ pub enum Error {
         /// The node type.
         node: &'static str,
     },
+    /// The operating system refused to start a worker thread (usually
+    /// because too many threads exist, or memory for their stacks ran out).
+    /// Nothing about the node's arguments is wrong: retrying later, or with
+    /// fewer workers elsewhere, may succeed.
+    #[error("{node} could not start a worker thread: {source}")]
+    Spawn {
+        /// The node that needed the thread.
+        node: &'static str,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A node found one of its own invariants broken: a bug in this library,
+    /// not in the user's code or data (a panic in user code is
+    /// [`Error::Panicked`], a state that does not fit is [`Error::BadState`]).
+    /// The node fails instead of hanging or delivering wrong data; reset it
+    /// to go on.
+    #[error("internal error in {node}: {message} (this is a bug in nodes, please report it)")]
+    Internal {
+        /// The node that found the broken invariant.
+        node: &'static str,
+        /// What was expected and what happened.
+        message: String,
+    },
 }
 
 fn fmt_index(index: Option<u64>) -> impl fmt::Display {
@@ -116,6 +140,19 @@ impl Error {
     pub fn bad_state(path: impl Into<String>, message: impl Into<String>) -> Self {
         Error::BadState {
             path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// An [`Error::Spawn`]: the OS refused to start a worker thread for `node`.
+    pub fn spawn(node: &'static str, source: std::io::Error) -> Self {
+        Error::Spawn { node, source }
+    }
+
+    /// An [`Error::Internal`]: `node` found one of its own invariants broken.
+    pub fn internal(node: &'static str, message: impl Into<String>) -> Self {
+        Error::Internal {
+            node,
             message: message.into(),
         }
     }
@@ -198,6 +235,14 @@ impl Error {
                 message: message.clone(),
             },
             Error::ShutDown { node } => Error::ShutDown { node },
+            Error::Spawn { node, source } => Error::Spawn {
+                node,
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Internal { node, message } => Error::Internal {
+                node,
+                message: message.clone(),
+            },
             Error::InvalidPipeline {
                 node,
                 below,
@@ -208,5 +253,50 @@ impl Error {
                 message: message.clone(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn spawn_and_internal_have_their_own_kind_and_message() {
+        let io = std::io::Error::new(std::io::ErrorKind::OutOfMemory, "no stack");
+        let err = Error::spawn("ParallelMapper", io);
+        assert_eq!(
+            err.to_string(),
+            "ParallelMapper could not start a worker thread: no stack"
+        );
+        assert!(matches!(
+            err,
+            Error::Spawn {
+                node: "ParallelMapper",
+                ..
+            }
+        ));
+        assert!(!matches!(err, Error::InvalidArgument { .. }));
+        let copy = err.duplicate();
+        assert_eq!(copy.to_string(), err.to_string());
+        let source = copy.source().expect("the OS error is the source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::OutOfMemory);
+
+        let err = Error::internal(
+            "Prefetcher",
+            "the reader thread exited without finishing the pass",
+        );
+        assert_eq!(
+            err.to_string(),
+            "internal error in Prefetcher: the reader thread exited without finishing the pass (this is a bug in nodes, please report it)"
+        );
+        assert!(
+            matches!(err.duplicate(), Error::Internal { node: "Prefetcher", message } if message.contains("reader thread"))
+        );
+        assert!(!matches!(err, Error::Panicked { .. }));
     }
 }

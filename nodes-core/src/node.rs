@@ -164,8 +164,9 @@ impl fmt::Debug for Cx {
 }
 
 impl Cx {
-    /// Only the running handles (and, through `__private`, the worker threads
-    /// of stock nodes) make contexts.
+    /// Only the running handles ([`Running`](crate::Running),
+    /// [`Loader`](crate::Loader), [`Replay`](crate::Replay)) make contexts;
+    /// worker threads fork theirs from one.
     pub(crate) fn new_running() -> Cx {
         Cx {
             stats: None,

@@ -38,12 +38,6 @@ pub fn reset_children<C: Children + ?Sized>(
     }
 }
 
-/// A context for a worker thread of a stock node that pulls from a source on
-/// its owner's behalf (the owner was reset, so its source was too).
-pub fn worker_cx() -> Cx {
-    Cx::new_running()
-}
-
 /// Serialises a `#[node(state)]` field.
 pub fn encode_field<T: serde::Serialize>(
     state: &mut State,

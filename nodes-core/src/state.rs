@@ -1,6 +1,11 @@
 //! [`State`]: a node's checkpoint, a plain JSON object.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::fmt;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -9,6 +14,8 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 
 mod checksum;
+mod parse;
+
 pub(crate) use self::checksum::CHECKSUM_KEY;
 
 /// A node's checkpoint: a JSON object, keys in insertion order.
@@ -34,26 +41,80 @@ pub(crate) use self::checksum::CHECKSUM_KEY;
 /// assert_eq!(err.to_string(), "bad state at /source/num_yielded: expected a string, found number 3");
 /// # Ok::<(), nodes_core::Error>(())
 /// ```
+///
+/// # Deep and wide states
+///
+/// A pipeline of many nested nodes writes a state nested as deeply, and a
+/// sampler over many sources one as wide; both read back in time linear in
+/// their size:
+///
+/// - [`State::from_json`] parses objects without recursion, down to
+///   [`State::MAX_DEPTH`] levels;
+/// - nested states are shared, not copied: [`State::child`] and
+///   [`State::insert_child`] cost O(1) whatever lies below, and a clone
+///   copies only its own keys;
+/// - a state with many keys finds them through a hash index;
+/// - dropping and comparing states do not recurse.
+///
+/// Serialising (`to_json`, serde, `to_value`, `Debug`) recurses once per
+/// level, as do the nodes that wrote the state.
 #[derive(Clone, Default)]
 pub struct State {
-    /// Entries in insertion order. A node's state has a handful of keys, so a
-    /// vector beats a map, and taking a state costs one allocation per node.
-    entries: Vec<(Key, Entry)>,
+    /// The keys and values, owned or shared with the parent they were read from.
+    body: Content,
     /// Where this state sits in the checkpoint it was read from (not saved).
-    path: String,
+    path: Path,
 }
 
 /// A state key: static for the keys nodes write (no allocation when taking a
 /// state), owned for keys read back from JSON or made at run time.
 pub type Key = std::borrow::Cow<'static, str>;
 
+/// A state's keys and values: its own, or shared with the nested entry of
+/// the parent it came from (copied on the first write).
+#[derive(Clone)]
+enum Content {
+    Own(Body),
+    Shared(Arc<Body>),
+}
+
+impl Default for Content {
+    fn default() -> Self {
+        Content::Own(Body::default())
+    }
+}
+
+/// The entries of a state.
+#[derive(Default)]
+struct Body {
+    /// Entries in insertion order. A node's state has a handful of keys, so a
+    /// vector beats a map, and taking a state costs one allocation per node.
+    entries: Vec<(Key, Entry)>,
+    /// The position of each key, for wide states (built on first lookup).
+    index: Index,
+    /// The position after the last key found: keys are mostly read in the
+    /// order they were written, so this is where the next one usually is.
+    hint: AtomicUsize,
+}
+
+impl Clone for Body {
+    fn clone(&self) -> Self {
+        Body {
+            entries: self.entries.clone(),
+            index: Index::default(),
+            hint: AtomicUsize::new(0),
+        }
+    }
+}
+
 #[derive(Clone)]
 enum Entry {
-    /// A plain JSON value (a nested object read back from JSON stays here
-    /// until [`State::child`] turns it into a `State`).
+    /// A plain JSON value (an object inserted as a value stays here until
+    /// [`State::child`] turns it into a `State`).
     Json(Value),
-    /// A child node's state.
-    Child(State),
+    /// A child node's state, shared so that [`State::child`] does not copy
+    /// the subtree below it.
+    Child(Arc<Body>),
     /// A shared string (the loader's pipeline shape), cloned by reference.
     Shared(std::sync::Arc<str>),
     /// The integrity checksum of the state that holds this entry (a loader
@@ -63,32 +124,287 @@ enum Entry {
 
 impl Entry {
     /// The entry as JSON; `owner` is the state that holds it.
-    fn to_value(&self, owner: &State) -> Value {
+    fn to_value(&self, owner: &Body) -> Value {
         match self {
             Entry::Json(v) => v.clone(),
-            Entry::Child(s) => s.to_value(),
+            Entry::Child(body) => body.to_value(),
             Entry::Shared(s) => Value::String(s.to_string()),
             Entry::Checksum => Value::String(owner.content_checksum()),
         }
     }
 }
 
-/// Equality compares content only, not the path a state was read from.
+/// Drops a JSON value without recursion (serde_json's own drop recurses
+/// once per level of nesting): containers are taken apart through an
+/// explicit stack, scalars dropped on the way.
+fn dismantle(value: Value) {
+    let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items.into_iter().filter(nested)),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v).filter(nested)),
+            _ => {}
+        }
+    }
+}
+
+impl Body {
+    /// The body as a JSON value, built without recursion (nested states
+    /// first, then the objects that hold them).
+    fn to_value(&self) -> Value {
+        // Each open object: its body, the entries still to convert, and the
+        // members converted so far.
+        type Open<'a> = (
+            &'a Body,
+            std::slice::Iter<'a, (Key, Entry)>,
+            Map<String, Value>,
+        );
+        let mut stack: Vec<(Open<'_>, Option<&str>)> =
+            vec![((self, self.entries.iter(), Map::new()), None)];
+        loop {
+            let Some(((owner, entries, members), _)) = stack.last_mut() else {
+                unreachable!("the root is popped only to return");
+            };
+            let owner: &Body = owner;
+            match entries.next() {
+                Some((key, Entry::Child(child))) => {
+                    stack.push(((child, child.entries.iter(), Map::new()), Some(key)));
+                }
+                Some((key, entry)) => {
+                    members.insert(key.to_string(), entry.to_value(owner));
+                }
+                None => {
+                    let Some(((_, _, members), key)) = stack.pop() else {
+                        unreachable!("checked above");
+                    };
+                    let value = Value::Object(members);
+                    match (stack.last_mut(), key) {
+                        (Some(((_, _, parent), _)), Some(key)) => {
+                            parent.insert(key.to_owned(), value);
+                        }
+                        _ => return value,
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many levels of objects this body holds (1 for a flat one),
+    /// counted without recursion.
+    fn depth(&self) -> usize {
+        let mut depth = 0;
+        let mut level: Vec<&Body> = vec![self];
+        while !level.is_empty() {
+            depth += 1;
+            level = level
+                .iter()
+                .flat_map(|b| b.entries.iter())
+                .filter_map(|(_, e)| match e {
+                    Entry::Child(c) => Some(&**c),
+                    _ => None,
+                })
+                .collect();
+        }
+        depth
+    }
+
+    /// Writes the body as compact JSON, nested states through an explicit
+    /// stack.
+    fn write_json(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        fn json(out: &mut impl fmt::Write, value: &(impl Serialize + ?Sized)) -> fmt::Result {
+            out.write_str(&serde_json::to_string(value).map_err(|_| fmt::Error)?)
+        }
+        // Each open object with its entries still to write.
+        let mut stack: Vec<(&Body, std::slice::Iter<'_, (Key, Entry)>)> =
+            vec![(self, self.entries.iter())];
+        out.write_char('{')?;
+        let mut first = true;
+        while let Some((owner, top)) = stack.last_mut() {
+            let owner: &Body = owner;
+            let Some((key, entry)) = top.next() else {
+                stack.pop();
+                out.write_char('}')?;
+                first = false;
+                continue;
+            };
+            if !first {
+                out.write_char(',')?;
+            }
+            json(out, key.as_ref())?;
+            out.write_char(':')?;
+            first = false;
+            match entry {
+                Entry::Json(v) => json(out, v)?,
+                Entry::Shared(s) => json(out, s.as_ref())?,
+                Entry::Checksum => json(out, &owner.content_checksum())?,
+                Entry::Child(child) => {
+                    out.write_char('{')?;
+                    stack.push((child, child.entries.iter()));
+                    first = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The position of `key` in `entries`.
+    fn position(&self, key: &str) -> Option<usize> {
+        let hint = self.hint.load(Ordering::Relaxed);
+        let found = if self.entries.get(hint).is_some_and(|(k, _)| k == key) {
+            Some(hint)
+        } else if self.entries.len() < INDEXED_FROM {
+            self.entries.iter().position(|(k, _)| k == key)
+        } else {
+            self.index
+                .0
+                .get_or_init(|| Box::new(KeyIndex::new(&self.entries)))
+                .find(&self.entries, key)
+        };
+        if let Some(i) = found {
+            self.hint.store(i + 1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    fn entry(&self, key: &str) -> Option<&Entry> {
+        self.position(key).map(|i| &self.entries[i].1)
+    }
+
+    /// Stores `entry` under `key`, replacing what was there.
+    fn put(&mut self, key: Key, entry: Entry) {
+        if self.index.0.get().is_none() && self.entries.len() >= INDEXED_FROM {
+            let _ = self.index.0.set(Box::new(KeyIndex::new(&self.entries)));
+        }
+        // An index, once there, is kept complete.
+        let existing = match self.index.0.get_mut() {
+            Some(index) => index.find_or_add(&self.entries, &key),
+            None => self.entries.iter().position(|(k, _)| *k == key),
+        };
+        match existing {
+            Some(i) => self.entries[i].1 = entry,
+            None => {
+                if self.entries.capacity() == 0 {
+                    self.entries.reserve_exact(4);
+                }
+                self.entries.push((key, entry));
+            }
+        }
+    }
+
+    /// Appends an entry whose key is known to be new (the index, if any,
+    /// is rebuilt on the next lookup).
+    fn push_new(&mut self, key: Key, entry: Entry) {
+        self.index = Index::default();
+        self.entries.push((key, entry));
+    }
+}
+
+/// Drops nested states, and nested JSON values, without recursion: a state
+/// nested a million levels deep must not overflow the stack when it goes
+/// away.
+impl Drop for Body {
+    fn drop(&mut self) {
+        let nested = |e: &Entry| {
+            matches!(
+                e,
+                Entry::Child(_) | Entry::Json(Value::Array(_) | Value::Object(_))
+            )
+        };
+        if !self.entries.iter().any(|(_, e)| nested(e)) {
+            return;
+        }
+        let mut pending = vec![std::mem::take(&mut self.entries)];
+        while let Some(entries) = pending.pop() {
+            for (_, entry) in entries {
+                match entry {
+                    Entry::Child(child) => {
+                        if let Some(mut child) = Arc::into_inner(child) {
+                            // `child` is dropped with no entries left.
+                            pending.push(std::mem::take(&mut child.entries));
+                        }
+                    }
+                    Entry::Json(value) => dismantle(value),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Equality compares content only, not the path a state was read from, nor
+/// the order of keys (as JSON objects compare). It walks nested states
+/// without recursion.
 impl PartialEq for State {
     fn eq(&self, other: &Self) -> bool {
-        self.to_value() == other.to_value()
+        let mut pending = Vec::new();
+        if !shallow_eq(self.body(), other.body(), &mut pending) {
+            return false;
+        }
+        while let Some((a, b)) = pending.pop() {
+            if !shallow_eq(&a, &b, &mut pending) {
+                return false;
+            }
+        }
+        true
     }
 }
 
+/// Compares the entries of `a` and `b`, leaving pairs of nested states in
+/// `pending` for the caller.
+fn shallow_eq(a: &Body, b: &Body, pending: &mut Vec<(Arc<Body>, Arc<Body>)>) -> bool {
+    if a.entries.len() != b.entries.len() {
+        return false;
+    }
+    for (i, (key, x)) in a.entries.iter().enumerate() {
+        let y = match b.entries.get(i) {
+            Some((k, y)) if k == key => y,
+            _ => match b.entry(key) {
+                Some(y) => y,
+                None => return false,
+            },
+        };
+        let equal = match (x, y) {
+            (Entry::Json(x), Entry::Json(y)) => x == y,
+            (Entry::Shared(x), Entry::Shared(y)) => x == y,
+            (Entry::Shared(s), Entry::Json(Value::String(t)))
+            | (Entry::Json(Value::String(t)), Entry::Shared(s)) => **s == **t,
+            // Equal contents have equal checksums.
+            (Entry::Checksum, Entry::Checksum) => true,
+            (Entry::Checksum, Entry::Json(Value::String(t))) => a.content_checksum() == *t,
+            (Entry::Json(Value::String(t)), Entry::Checksum) => b.content_checksum() == *t,
+            (Entry::Child(x), Entry::Child(y)) => {
+                pending.push((Arc::clone(x), Arc::clone(y)));
+                true
+            }
+            (Entry::Child(c), Entry::Json(Value::Object(m)))
+            | (Entry::Json(Value::Object(m)), Entry::Child(c)) => {
+                pending.push((Arc::clone(c), Arc::new(body_of_map(m.clone()))));
+                true
+            }
+            _ => false,
+        };
+        if !equal {
+            return false;
+        }
+    }
+    true
+}
+
+/// `State(<compact JSON>)`, written without recursion (a failed assertion
+/// on a deep state prints it rather than overflowing the stack).
 impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "State({})", self.to_value())
+        f.write_str("State(")?;
+        self.body().write_json(f)?;
+        f.write_str(")")
     }
 }
 
+/// The compact JSON text, written without recursion.
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.to_value())
+        self.body().write_json(f)
     }
 }
 
@@ -98,12 +414,21 @@ impl Serialize for State {
         &self,
         serializer: S,
     ) -> std::result::Result<S::Ok, S::Error> {
+        self.body().serialize(serializer)
+    }
+}
+
+impl Serialize for Body {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(Some(self.entries.len()))?;
         for (key, entry) in &self.entries {
             match entry {
                 Entry::Json(v) => map.serialize_entry(key.as_ref(), v)?,
-                Entry::Child(s) => map.serialize_entry(key.as_ref(), s)?,
+                Entry::Child(s) => map.serialize_entry(key.as_ref(), &**s)?,
                 Entry::Shared(s) => map.serialize_entry(key.as_ref(), s.as_ref())?,
                 Entry::Checksum => map.serialize_entry(key.as_ref(), &self.content_checksum())?,
             }
@@ -122,19 +447,87 @@ impl<'de> Deserialize<'de> for State {
     }
 }
 
+/// The entries of a JSON object, nested objects becoming nested states
+/// (without recursion, so the depth of `map` does not matter).
+fn body_of_map(map: Map<String, Value>) -> Body {
+    // The objects being converted, innermost last, each with its key in its
+    // parent and the members still to convert.
+    let mut open: Vec<(Key, Body, serde_json::map::IntoIter)> = Vec::new();
+    let mut current = (Key::Borrowed(""), Body::default(), map.into_iter());
+    loop {
+        match current.2.next() {
+            Some((key, Value::Object(inner))) => {
+                open.push(current);
+                current = (Key::Owned(key), Body::default(), inner.into_iter());
+            }
+            // The keys of a JSON object are distinct: no lookup needed.
+            Some((key, value)) => current.1.push_new(Key::Owned(key), Entry::Json(value)),
+            None => match open.pop() {
+                Some(mut parent) => {
+                    let (key, child, _) = current;
+                    parent.1.push_new(key, Entry::Child(Arc::new(child)));
+                    current = parent;
+                }
+                None => return current.1,
+            },
+        }
+    }
+}
+
 impl State {
+    /// The deepest nesting of objects [`State::from_json`] accepts: a million
+    /// levels, far beyond any pipeline (each nested node needs some stack to
+    /// run), while keeping a malicious document from building an unbounded
+    /// tree.
+    pub const MAX_DEPTH: usize = parse::MAX_DEPTH;
+
     /// An empty state at the root path.
     pub fn new() -> Self {
         State::default()
     }
 
-    fn from_map(map: Map<String, Value>) -> Self {
+    fn from_body(body: Body) -> Self {
         State {
-            entries: map
-                .into_iter()
-                .map(|(k, v)| (Key::Owned(k), Entry::Json(v)))
-                .collect(),
-            path: String::new(),
+            body: Content::Own(body),
+            path: Path::default(),
+        }
+    }
+
+    fn from_map(map: Map<String, Value>) -> Self {
+        State::from_body(body_of_map(map))
+    }
+
+    fn body(&self) -> &Body {
+        match &self.body {
+            Content::Own(body) => body,
+            Content::Shared(body) => body,
+        }
+    }
+
+    /// The entries, to change them (copied first if they are shared).
+    fn body_mut(&mut self) -> &mut Body {
+        if let Content::Shared(shared) = &self.body {
+            self.body = Content::Own((**shared).clone());
+        }
+        match &mut self.body {
+            Content::Own(body) => body,
+            Content::Shared(_) => unreachable!("made owned above"),
+        }
+    }
+
+    /// The entries as an owned body (copied if they are shared).
+    fn into_body(self) -> Body {
+        match self.body {
+            Content::Own(body) => body,
+            Content::Shared(body) => Arc::unwrap_or_clone(body),
+        }
+    }
+
+    /// The entries as a shareable nested entry (no copy if already shared).
+    fn into_shared(self) -> Arc<Body> {
+        match self.body {
+            Content::Own(body) => Arc::new(body),
+            Content::Shared(body) => body,
         }
     }
 
@@ -150,10 +543,14 @@ impl State {
     }
 
     /// Parses a JSON document, which must hold an object.
+    ///
+    /// Nested objects are parsed without recursion, so a state as deep as
+    /// any pipeline can write reads back; a document nested deeper than
+    /// [`State::MAX_DEPTH`] objects is an [`Error::BadState`], as is invalid
+    /// JSON. Other values (arrays, strings, numbers) are parsed by
+    /// `serde_json`, with its nesting limit of 128.
     pub fn from_json(json: &str) -> Result<Self> {
-        let value: Value = serde_json::from_str(json)
-            .map_err(|e| Error::bad_state("/", format!("not valid JSON: {e}")))?;
-        State::from_value(value)
+        parse::parse(json).map(State::from_body)
     }
 
     /// The state as a compact JSON document.
@@ -168,12 +565,7 @@ impl State {
 
     /// The state as a JSON value.
     pub fn to_value(&self) -> Value {
-        Value::Object(
-            self.entries
-                .iter()
-                .map(|(k, e)| (k.to_string(), e.to_value(self)))
-                .collect(),
-        )
+        self.body().to_value()
     }
 
     /// The JSON value this state holds.
@@ -183,47 +575,36 @@ impl State {
 
     /// The keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(k, _)| k.as_ref())
+        self.body().entries.iter().map(|(k, _)| k.as_ref())
     }
 
     /// The number of keys.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.body().entries.len()
     }
 
     /// Whether the state has no keys.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.body().entries.is_empty()
     }
 
     /// The path of this state inside the checkpoint it was read from (`/` at the root).
     pub fn path(&self) -> &str {
-        if self.path.is_empty() {
-            "/"
-        } else {
-            &self.path
-        }
+        let path = self.path.text();
+        if path.is_empty() { "/" } else { path }
     }
 
     /// The path of `key` inside this state.
     pub fn path_of(&self, key: &str) -> String {
-        format!("{}/{}", self.path, key)
+        format!("{}/{}", self.path.text(), key)
     }
 
     fn entry(&self, key: &str) -> Option<&Entry> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, e)| e)
+        self.body().entry(key)
     }
 
     fn put(&mut self, key: Key, entry: Entry) {
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = entry,
-            None => {
-                if self.entries.capacity() == 0 {
-                    self.entries.reserve_exact(4);
-                }
-                self.entries.push((key, entry));
-            }
-        }
+        self.body_mut().put(key, entry);
     }
 
     /// Stores `value` under `key`, replacing what was there.
@@ -235,6 +616,19 @@ impl State {
         Ok(())
     }
 
+    /// Reserves room for at least `additional` more keys: a node about to
+    /// insert many (a sampler's sources) saves the regrowth.
+    pub fn reserve(&mut self, additional: usize) {
+        let body = self.body_mut();
+        body.entries.reserve(additional);
+        let len = body.entries.len() + additional;
+        if len >= INDEXED_FROM && body.index.0.get().is_none() {
+            let mut index = KeyIndex::new(&body.entries);
+            index.positions.reserve(len - body.entries.len());
+            let _ = body.index.0.set(Box::new(index));
+        }
+    }
+
     /// Builder form of [`State::insert`].
     pub fn with(mut self, key: impl Into<Key>, value: impl Serialize) -> Result<Self> {
         self.insert(key, value)?;
@@ -243,7 +637,7 @@ impl State {
 
     /// Nests `child` under `key`.
     pub fn insert_child(&mut self, key: impl Into<Key>, child: State) {
-        self.put(key.into(), Entry::Child(child));
+        self.put(key.into(), Entry::Child(child.into_shared()));
     }
 
     /// Stores a shared string under `key` without copying it.
@@ -257,29 +651,50 @@ impl State {
     }
 
     /// A copy of the JSON value under `key`, or an error naming the missing path.
+    ///
+    /// A nested state is converted without recursion; the value returned is
+    /// then the caller's (serde_json drops a `Value` recursively).
     pub fn value(&self, key: &str) -> Result<Value> {
         self.entry(key)
-            .map(|e| e.to_value(self))
+            .map(|e| e.to_value(self.body()))
             .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))
     }
 
     /// Decodes the value under `key` as `T`.
+    ///
+    /// Reading a nested state this way neither builds nor drops it with
+    /// recursion; decoding it as a recursive type (a tree of `T`) recurses
+    /// in `T`'s own `Deserialize`, once per level: check the nesting with
+    /// [`State::depth`] first when the state comes from outside.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
-        let owned;
+        let mut owned = None;
         let value = match self.entry(key) {
             Some(Entry::Json(v)) => v,
-            Some(other) => {
-                owned = other.to_value(self);
-                &owned
-            }
+            Some(other) => owned.insert(other.to_value(self.body())),
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
-        T::deserialize(value).map_err(|e| {
+        let decoded = T::deserialize(value).map_err(|e| {
             Error::bad_state(
                 self.path_of(key),
                 format!("{}, found {}", expected_of(&e), describe(value)),
             )
-        })
+        });
+        if let Some(value) = owned {
+            dismantle(value);
+        }
+        decoded
+    }
+
+    /// How many levels of nested states this state holds, itself included:
+    /// 1 for a state without nested states, `n + 1` for one whose deepest
+    /// nested state is `n` levels down (a state read by
+    /// [`from_json`](State::from_json) holds every object under a key as a
+    /// nested state; arrays and what is inside them are plain values, parsed
+    /// with serde_json's limit of 128 levels). Counted without recursion, so
+    /// a state read from outside can be checked before it is decoded into a
+    /// recursive type (see [`State::get`]).
+    pub fn depth(&self) -> usize {
+        self.body().depth()
     }
 
     /// Decodes the value under `key` as `T`, or `None` when the key is absent.
@@ -292,33 +707,48 @@ impl State {
     }
 
     /// The nested state under `key`, carrying its full path.
+    ///
+    /// The nested state is shared, not copied: walking down a state costs
+    /// O(1) per level however much lies below.
     pub fn child(&self, key: &str) -> Result<State> {
-        let path = self.path_of(key);
-        match self.entry(key) {
-            Some(Entry::Child(s)) => Ok(State {
-                entries: s.entries.clone(),
-                path,
-            }),
-            Some(Entry::Json(Value::Object(map))) => Ok(State {
-                path,
-                ..State::from_map(map.clone())
-            }),
-            Some(other) => Err(Error::bad_state(
-                path,
-                format!(
-                    "expected a nested state (object), found {}",
-                    describe(&other.to_value(self))
-                ),
-            )),
-            None => Err(Error::bad_state(path, "missing key")),
-        }
+        let body = match self.entry(key) {
+            Some(Entry::Child(body)) => Content::Shared(Arc::clone(body)),
+            Some(Entry::Json(Value::Object(map))) => Content::Own(body_of_map(map.clone())),
+            Some(other) => {
+                return Err(Error::bad_state(
+                    self.path_of(key),
+                    format!(
+                        "expected a nested state (object), found {}",
+                        describe(&other.to_value(self.body()))
+                    ),
+                ));
+            }
+            None => return Err(Error::bad_state(self.path_of(key), "missing key")),
+        };
+        Ok(State {
+            body,
+            path: self.path.join(key),
+        })
     }
 
     /// Rejects keys other than `allowed`: a state from another node type is
     /// caught here rather than half-applied.
+    ///
+    /// Linear in the number of keys, however many there are.
     pub fn expect_keys(&self, node: &str, allowed: &[&str]) -> Result<()> {
+        // The common case: exactly the allowed keys, in order.
+        if self.len() == allowed.len() && self.keys().zip(allowed).all(|(k, a)| k == *a) {
+            return Ok(());
+        }
+        // A set for long lists (a sampler's sources), a scan for short ones.
+        let set: Option<std::collections::HashSet<&str>> =
+            (allowed.len() >= INDEXED_FROM).then(|| allowed.iter().copied().collect());
+        let is_allowed = |key: &str| match &set {
+            Some(set) => set.contains(key),
+            None => allowed.contains(&key),
+        };
         for key in self.keys() {
-            if !allowed.contains(&key) {
+            if !is_allowed(key) {
                 return Err(Error::bad_state(
                     self.path_of(key),
                     format!(
@@ -368,7 +798,7 @@ impl State {
     /// Re-roots this state at `path` (used when a state is handed down the tree
     /// by a route other than [`State::child`]).
     pub fn at_path(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
+        self.path = Path::root(path.into());
         self
     }
 }
@@ -399,6 +829,184 @@ fn expected_of(error: &serde_json::Error) -> String {
         return expected.to_owned();
     }
     text.split(" at line ").next().unwrap_or(&text).to_owned()
+}
+
+/// States with at least this many keys find them through a [`KeyIndex`].
+const INDEXED_FROM: usize = 16;
+
+/// A lazily built [`KeyIndex`]; a clone starts without one.
+#[derive(Default)]
+struct Index(OnceLock<Box<KeyIndex>>);
+
+impl Clone for Index {
+    fn clone(&self) -> Self {
+        Index::default()
+    }
+}
+
+/// The position of each key of a wide state, by a hash of the key.
+struct KeyIndex {
+    positions: HashMap<u64, usize, BuildHasherDefault<Identity>>,
+    /// Two keys share a hash: look keys up by scanning instead.
+    collided: bool,
+}
+
+impl KeyIndex {
+    fn new(entries: &[(Key, Entry)]) -> Self {
+        let mut index = KeyIndex {
+            positions: HashMap::with_capacity_and_hasher(entries.len(), Default::default()),
+            collided: false,
+        };
+        for (i, (key, _)) in entries.iter().enumerate() {
+            if index.positions.insert(hash(key), i).is_some() {
+                index.collided = true;
+            }
+        }
+        index
+    }
+
+    fn find(&self, entries: &[(Key, Entry)], key: &str) -> Option<usize> {
+        if self.collided {
+            return entries.iter().position(|(k, _)| k == key);
+        }
+        let i = *self.positions.get(&hash(key))?;
+        (entries[i].0 == key).then_some(i)
+    }
+
+    /// The position of `key`, or `None` after recording that it will be
+    /// appended at the end of `entries`.
+    fn find_or_add(&mut self, entries: &[(Key, Entry)], key: &str) -> Option<usize> {
+        if self.collided {
+            return entries.iter().position(|(k, _)| k == key);
+        }
+        match self.positions.entry(hash(key)) {
+            Slot::Occupied(slot) => {
+                let i = *slot.get();
+                if entries[i].0 == key {
+                    return Some(i);
+                }
+                // Another key with the same hash: fall back to scanning.
+                self.collided = true;
+                entries.iter().position(|(k, _)| k == key)
+            }
+            Slot::Vacant(slot) => {
+                slot.insert(entries.len());
+                None
+            }
+        }
+    }
+}
+
+/// FNV-1a: a fast, fixed hash for short keys.
+fn hash(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// A hasher for keys that are already hashes.
+#[derive(Default)]
+struct Identity(u64);
+
+impl std::hash::Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// Where a state sits in the checkpoint it was read from: a chain of keys
+/// up to the root, shared with the parent, so that going one level down
+/// costs O(1) however deep the state is. The text is built when asked for.
+#[derive(Clone, Default)]
+struct Path(Option<Arc<PathNode>>);
+
+struct PathNode {
+    /// The parent's path (for a key), nothing for an explicit root.
+    parent: Path,
+    /// A key below the parent, or the text of an explicit root path.
+    part: PathPart,
+    /// The full path, built on first use.
+    text: OnceLock<String>,
+}
+
+enum PathPart {
+    Key(String),
+    Root(String),
+}
+
+impl Path {
+    /// An explicit path (from [`State::at_path`]).
+    fn root(text: String) -> Path {
+        Path(Some(Arc::new(PathNode {
+            parent: Path::default(),
+            part: PathPart::Root(text),
+            text: OnceLock::new(),
+        })))
+    }
+
+    /// The path of `key` below this one.
+    fn join(&self, key: &str) -> Path {
+        Path(Some(Arc::new(PathNode {
+            parent: self.clone(),
+            part: PathPart::Key(key.to_owned()),
+            text: OnceLock::new(),
+        })))
+    }
+
+    /// The path as text: `""` at the root, `/a/b` below it.
+    fn text(&self) -> &str {
+        let Some(node) = &self.0 else {
+            return "";
+        };
+        node.text.get_or_init(|| {
+            // Walk up to the root (no recursion), then write top-down.
+            let mut keys = Vec::new();
+            let mut root = "";
+            let mut at = node;
+            loop {
+                match &at.part {
+                    PathPart::Root(text) => {
+                        root = text;
+                        break;
+                    }
+                    PathPart::Key(key) => keys.push(key.as_str()),
+                }
+                match &at.parent.0 {
+                    Some(parent) => at = parent,
+                    None => break,
+                }
+            }
+            let mut text = root.to_owned();
+            for key in keys.iter().rev() {
+                text.push('/');
+                text.push_str(key);
+            }
+            text
+        })
+    }
+}
+
+/// Drops a long chain of otherwise unused parents without recursion.
+impl Drop for PathNode {
+    fn drop(&mut self) {
+        let mut next = self.parent.0.take();
+        while let Some(node) = next {
+            next = match Arc::into_inner(node) {
+                Some(mut node) => node.parent.0.take(),
+                None => None,
+            };
+        }
+    }
 }
 
 #[cfg(test)]
@@ -438,6 +1046,202 @@ mod tests {
         assert_eq!(State::from_json(r#"{"a":1,"b":[1,2]}"#).unwrap(), s);
         assert!(State::from_json("[1]").unwrap_err().is_bad_state());
         assert!(State::from_json("{").unwrap_err().is_bad_state());
+    }
+
+    /// Through serde_json, for comparison (shallow documents only).
+    fn via_serde(json: &str) -> Result<State> {
+        let value: Value = serde_json::from_str(json)
+            .map_err(|e| Error::bad_state("/", format!("not valid JSON: {e}")))?;
+        State::from_value(value)
+    }
+
+    #[test]
+    fn parses_like_serde_json() {
+        for json in [
+            "{}",
+            " { } ",
+            r#"{"a":1,"b":[1,2,{"c":null}],"d":{"e":"x\"}\u00e9\ud83d\ude00","f":{}}}"#,
+            "{\"n\":-1.5e3,\"t\":true,\"f\":false,\"z\":null,\"big\":18446744073709551615}",
+            "{\n  \"a\" : { \"b\" :\t[ ] } ,\r\n \"c\":\"}{][,:\" }\n",
+            r#"{"dup":1,"other":2,"dup":{"x":3}}"#,
+            r#"{"k\u0041":"v","":{"":{}}}"#,
+        ] {
+            let ours = State::from_json(json).unwrap();
+            let theirs = via_serde(json).unwrap();
+            assert_eq!(ours, theirs, "{json}");
+            assert_eq!(ours.to_json().unwrap(), theirs.to_json().unwrap(), "{json}");
+            assert_eq!(ours.to_value(), theirs.to_value(), "{json}");
+        }
+        let dup = State::from_json(r#"{"dup":1,"other":2,"dup":{"x":3}}"#).unwrap();
+        assert_eq!(dup.keys().collect::<Vec<_>>(), ["dup", "other"]);
+        assert_eq!(dup.child("dup").unwrap().get::<u64>("x").unwrap(), 3);
+    }
+
+    #[test]
+    fn rejects_what_serde_json_rejects() {
+        for json in [
+            "",
+            "{",
+            "}",
+            "{,}",
+            r#"{"a"}"#,
+            r#"{"a":}"#,
+            r#"{"a":1,}"#,
+            r#"{"a":1 "b":2}"#,
+            r#"{"a":1}}"#,
+            r#"{"a":1} x"#,
+            r#"{a:1}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":[1,]}"#,
+            r#"{"a":[1}"#,
+            r#"{"a":"x}"#,
+            r#"{"a":"\q"}"#,
+            "{\"a\":\"tab\there\"}",
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":{"b":1}"#,
+            r#"{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"#,
+            "[1]",
+            "3",
+            "\"{}\"",
+        ] {
+            assert!(via_serde(json).is_err(), "serde_json accepts {json}");
+            let err = State::from_json(json).unwrap_err();
+            assert!(err.is_bad_state(), "{json}: {err}");
+            assert_eq!(err.state_path(), Some("/"), "{json}");
+        }
+        let err = State::from_json("{\n  \"a\": 1,\n  \"b\": tru\n}").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad state at /: not valid JSON: invalid value at line 3 column 11"
+        );
+        let err = State::from_json("{\"a\": 1 2}").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad state at /: not valid JSON: expected `,` or `}` at line 1 column 9"
+        );
+    }
+
+    /// `{"k":{"k":...{"leaf":1}...}}`, `depth` objects in all.
+    fn nested_json(depth: usize) -> String {
+        let mut json = "{\"k\":".repeat(depth - 1);
+        json.push_str("{\"leaf\":1}");
+        json.push_str(&"}".repeat(depth - 1));
+        json
+    }
+
+    /// Runs on the test thread's own stack (2 MiB under `cargo test`): deep
+    /// states parse, compare, walk and drop without recursion.
+    #[test]
+    fn deep_states_need_no_stack() {
+        let depth = 200_000;
+        let json = nested_json(depth);
+        let state = State::from_json(&json).unwrap();
+        assert_eq!(state, State::from_json(&json).unwrap());
+        let mut other =
+            State::from_json(&nested_json(depth).replace("\"leaf\":1", "\"leaf\":2")).unwrap();
+        assert_ne!(state, other);
+        // Walk to the bottom, each level a cheap step, paths still exact.
+        let mut at = state.child("k").unwrap();
+        for _ in 2..depth {
+            at = at.child("k").unwrap();
+        }
+        assert_eq!(at.get::<u64>("leaf").unwrap(), 1);
+        assert_eq!(at.path().len(), 2 * (depth - 1));
+        assert_eq!(
+            at.path_of("leaf"),
+            format!("{}/leaf", "/k".repeat(depth - 1))
+        );
+        // Shown, measured, and read as a plain value, without recursion
+        // (decoding a non-recursive type from it fails at once).
+        let shown = format!("{state}");
+        assert_eq!(shown, json);
+        assert_eq!(format!("{state:?}"), format!("State({json})"));
+        assert_eq!(state.depth(), depth);
+        assert_eq!(at.depth(), 1);
+        let err = state.get::<u64>("k").unwrap_err();
+        assert_eq!(err.state_path(), Some("/k"));
+        assert!(err.to_string().contains("found an object"), "{err}");
+        // An in-memory state holding a deep plain value drops it without
+        // recursion too.
+        let deep_array = (0..depth).fold(serde_json::json!(1), |v, _| Value::Array(vec![v]));
+        let mut holder = Map::new();
+        holder.insert("v".to_owned(), deep_array);
+        drop(State::from_value(Value::Object(holder)).unwrap());
+        let shallow = State::from_json(&nested_json(100)).unwrap();
+        assert_eq!(
+            shallow.value("k").unwrap(),
+            serde_json::from_str::<Value>(&nested_json(99)).unwrap()
+        );
+        drop(state);
+        assert_eq!(at.get::<u64>("leaf").unwrap(), 1);
+        // A state built by inserting children drops without recursion too.
+        for _ in 0..depth {
+            let mut parent = State::new();
+            parent.insert_child("k", other);
+            other = parent;
+        }
+        drop(other);
+        drop(at);
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let err = State::from_json(&nested_json(State::MAX_DEPTH + 1)).unwrap_err();
+        assert!(err.is_bad_state(), "{err}");
+        assert!(
+            err.to_string()
+                .contains("nested deeper than 1000000 levels"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn wide_states_find_keys_and_keep_order() {
+        let n = 10_000;
+        let mut json = String::from("{");
+        for i in 0..n {
+            json.push_str(&format!("\"key{i}\":{{\"i\":{i}}},"));
+        }
+        json.push_str("\"key7\":{\"i\":-7}}");
+        let state = State::from_json(&json).unwrap();
+        assert_eq!(state.len(), n);
+        assert_eq!(state.keys().nth(7), Some("key7"));
+        assert_eq!(state.child("key7").unwrap().get::<i64>("i").unwrap(), -7);
+        for i in (0..n).step_by(97) {
+            assert_eq!(
+                state.child(&format!("key{i}")).unwrap().path(),
+                format!("/key{i}")
+            );
+        }
+        assert!(!state.contains("key10000"));
+        let names: Vec<String> = (0..n).map(|i| format!("key{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        state.expect_keys("N", &names).unwrap();
+        assert_eq!(
+            state
+                .expect_keys("N", &names[1..])
+                .unwrap_err()
+                .state_path(),
+            Some("/key0")
+        );
+        // Built by inserts, looked up and replaced through the index.
+        let mut built = State::new();
+        for i in (0..n).rev() {
+            built.insert(format!("key{i}"), i).unwrap();
+        }
+        built.insert("key7", -7).unwrap();
+        assert_eq!(built.len(), n);
+        assert_eq!(built.get::<i64>("key7").unwrap(), -7);
+        assert_eq!(built.clone().get::<i64>("key9").unwrap(), 9);
+        // Equality ignores key order, as JSON objects do.
+        let mut reversed = State::new();
+        for i in 0..n {
+            let value = if i == 7 { -7 } else { i as i64 };
+            reversed.insert(format!("key{i}"), value).unwrap();
+        }
+        assert_eq!(built, reversed);
     }
 
     #[test]

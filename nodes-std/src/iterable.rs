@@ -133,12 +133,19 @@ impl<I: IntoIterator + Clone> Init for IterableWrapper<I> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         let mut iter = self.iterable.clone().into_iter();
         if self.num_yielded > 0 {
+            // The length, where the iterator knows it: a skip by `nth` only
+            // says that it ended, not where.
+            let (low, high) = iter.size_hint();
             let skipped = (self.skip)(&mut iter, self.num_yielded);
             if skipped < self.num_yielded {
+                let has = match high {
+                    Some(len) if len == low => format!("has only {len} items"),
+                    _ => "has fewer items".to_owned(),
+                };
                 return Err(Error::bad_state(
                     "num_yielded",
                     format!(
-                        "IterableWrapper cannot skip {} items: the iterable has only {skipped}",
+                        "IterableWrapper cannot skip {} items: the iterable {has}",
                         self.num_yielded
                     ),
                 ));

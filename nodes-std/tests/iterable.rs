@@ -46,7 +46,30 @@ fn iterable_wrapper_restore_past_end_is_bad_state() {
         .start_from(&state)
         .unwrap_err();
     assert!(err.is_bad_state(), "{err}");
-    assert!(err.to_string().contains("has only 3"), "{err}");
+    assert!(err.to_string().contains("has only 3 items"), "{err}");
+    // A skip by `nth` jumps in one step, so it cannot say how far it got: the
+    // length comes from the iterator (it said "has only 0" for 100 items).
+    let state = State::new().with("num_yielded", 4000u64).unwrap();
+    for err in [
+        IterableWrapper::new(0..100u64)
+            .start_from(&state)
+            .unwrap_err(),
+        IterableWrapper::new((0..100u64).collect::<Vec<_>>())
+            .start_from(&state)
+            .unwrap_err(),
+    ] {
+        assert_eq!(
+            err.to_string(),
+            "bad state at /num_yielded: IterableWrapper cannot skip 4000 items: the iterable has only 100 items"
+        );
+    }
+    let err = IterableWrapper::new((0..100u64).filter(|x| x % 2 == 0))
+        .start_from(&state)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "bad state at /num_yielded: IterableWrapper cannot skip 4000 items: the iterable has fewer items"
+    );
 }
 
 #[test]

@@ -2,7 +2,10 @@
 
 mod mixing_support;
 
-use mixing_support::{Count, Flaky, FromVec, Take, counts, per_source, run, watchdog};
+use mixing_support::{
+    Count, Failing, Flaky, FromVec, Take, Varying, check_error_semantics, counts, outcomes,
+    per_source, run, watchdog,
+};
 use nodes_std::{
     Error, MultiNodeRoundRobinSampler, Node, NodeExt, Result, State, Stateful, StopCriteria,
     testing,
@@ -296,8 +299,45 @@ fn rejects_invalid_arguments() {
     assert!(err.to_string().contains("appears more than once"), "{err}");
 }
 
+/// One error semantics: an `Err` from a source is one item. It takes the
+/// source's turn (as the item would have), the pass goes on with the next
+/// source, and a state taken right after it resumes exactly. Sources fail at
+/// their first item (so also right after every restart), in the middle and
+/// at their last item; one source has a single item, which fails (before,
+/// the turn was kept and that source was asked again forever).
 #[test]
-fn source_error_keeps_the_turn() {
+fn source_error_is_one_item_in_every_stop_criterion() {
+    let build = |stop: StopCriteria| {
+        move |failing: bool| {
+            let source = |base: u64, len: u64, fail_at: &[u64]| {
+                if failing {
+                    Failing::new(base, len, fail_at).boxed()
+                } else {
+                    Count::new(base, len).boxed()
+                }
+            };
+            MultiNodeRoundRobinSampler::new([
+                ("a", source(0, 5, &[1, 4])),
+                ("b", source(1000, 2, &[])),
+                ("c", source(2000, 3, &[0, 2])),
+                ("d", source(3000, 1, &[0])),
+            ])
+            .unwrap()
+            .with_stop_criteria(stop)
+        }
+    };
+    let failed = |item: u64| [1, 4, 2000, 2002, 3000].contains(&item);
+    for stop in StopCriteria::ALL {
+        let errors = check_error_semantics(build(stop), failed, 40);
+        assert!(errors >= 2, "{stop}: only {errors} errors seen");
+    }
+}
+
+/// A source that fails once without moving on (a transient error): the
+/// error takes its turn, the item comes on the source's next turn, and
+/// every item of every source is still delivered exactly once.
+#[test]
+fn transient_source_error_takes_a_turn_and_loses_nothing() {
     let build = |flaky: bool| {
         let b = if flaky {
             Flaky::new(1000, 3, 1).boxed()
@@ -308,29 +348,73 @@ fn source_error_keeps_the_turn() {
             .unwrap()
             .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
     };
-    let want = run_all(build(false));
-    let results: Vec<Result<u64>> = build(true).start().unwrap().collect();
-    assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
-    let got: Vec<u64> = results.into_iter().filter_map(Result::ok).collect();
+    let all = outcomes(&mut build(true).start().unwrap(), 100);
+    let shape: Vec<std::result::Result<u64, ()>> =
+        all.iter().map(|o| o.clone().map_err(|_| ())).collect();
+    // b's turn after 0 is its error; its item 1001 comes on its next turn.
+    assert_eq!(
+        shape,
+        [Ok(0), Ok(1000), Ok(1), Err(()), Ok(2), Ok(1001), Ok(1002)]
+    );
+    let mut got: Vec<u64> = all
+        .iter()
+        .filter_map(|o| o.as_ref().ok().copied())
+        .collect();
+    got.sort_unstable();
+    let mut want = run_all(build(false));
+    want.sort_unstable();
     assert_eq!(got, want);
+}
+
+/// The mix varies between runs if a source's order does: the sampler says
+/// which source (the first one, in source order), as `#[derive(Node)]`
+/// forwards it for derived nodes.
+#[test]
+fn varying_order_is_forwarded_from_the_sources() {
+    let build = |varying: &[bool; 3]| {
+        let sources: Vec<(&str, Box<dyn Node<Item = u64>>)> = ["a", "b", "c"]
+            .into_iter()
+            .zip(varying)
+            .enumerate()
+            .map(|(i, (name, &v))| {
+                let count = Count::new(1000 * i as u64, 3);
+                let node = if v {
+                    Varying(count).boxed()
+                } else {
+                    count.boxed()
+                };
+                (name, node)
+            })
+            .collect();
+        MultiNodeRoundRobinSampler::new(sources).unwrap()
+    };
+    assert_eq!(build(&[false, false, false]).varying_order(), None);
+    assert_eq!(
+        build(&[false, true, true]).varying_order().as_deref(),
+        Some("Varying(base=1000)")
+    );
+    assert_eq!(
+        build(&[true, false, false])
+            .boxed()
+            .varying_order()
+            .as_deref(),
+        Some("Varying(base=0)")
+    );
 }
 
 #[test]
 fn used_before_reset_is_an_error() {
     // Through the traits, as a parent that forgot to reset its child would
     // call it (on the concrete type, the call does not compile).
-    let mut s = rr(&[2], StopCriteria::AllDatasetsExhausted);
-    let mut cx = nodes_std::__private::worker_cx();
+    let s = rr(&[2], StopCriteria::AllDatasetsExhausted);
+    let mut run = mixing_support::Forgetful(s).start().unwrap();
     assert!(matches!(
-        Node::next(&mut s, &mut cx),
-        Err(Error::NotReset {
+        run.next(),
+        Some(Err(Error::NotReset {
             node: "MultiNodeRoundRobinSampler"
-        })
+        }))
     ));
-    assert!(matches!(
-        Stateful::get_state(&s, &cx),
-        Err(Error::NotReset { .. })
-    ));
+    assert!(matches!(run.get_state(), Err(Error::NotReset { .. })));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use common::{collect, epochs, save_load_at_cuts};
 use nodes_std::prelude::*;
-use nodes_std::testing;
+use nodes_std::{Running, testing};
 
 fn order(sampler: &impl Sampler) -> Vec<usize> {
     (0..sampler.len()).map(|i| sampler.index(i)).collect()
@@ -266,4 +266,70 @@ fn sampler_wrapper_rejects_positions_past_the_end() {
         .start_from(&state)
         .unwrap_err();
     assert_eq!(err.state_path(), Some("/num_yielded"));
+}
+
+/// One error semantics, for the index samplers: a `Sampler` cannot fail
+/// (`index` returns an index), so the errors of a sampler-driven source are
+/// its consumer's, e.g. a `MapStyleWrapper` whose dataset fails on some
+/// indices. Each such error takes the place of its index: the pass goes on
+/// with the next index, the indices are those of the fault-free run, and a
+/// state taken right after an error resumes after it (the wrapper counted
+/// the index the error consumed), into the next epoch too.
+#[test]
+fn an_error_at_an_index_is_one_item_and_a_state_after_it_resumes_after_it() {
+    struct Flaky;
+    impl Dataset for Flaky {
+        type Item = usize;
+        fn len(&self) -> usize {
+            12
+        }
+        fn get_item(&self, index: usize) -> std::result::Result<usize, nodes_std::BoxError> {
+            if index % 5 == 3 {
+                return Err(format!("bad record {index}").into());
+            }
+            Ok(index)
+        }
+    }
+    type Outcome = std::result::Result<usize, String>;
+    let build = || MapStyleWrapper::new(Flaky, SamplerWrapper::new(RandomSampler::new(12, 7)));
+    // Up to `n` outcomes of the current pass, going on after errors.
+    let take = |run: &mut Running<_>, n: usize| -> Vec<Outcome> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            match run.try_next() {
+                Ok(Some(i)) => out.push(Ok(i)),
+                Ok(None) => break,
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+        out
+    };
+    // Two epochs, uninterrupted.
+    let mut run = build().start().unwrap();
+    let mut all = take(&mut run, usize::MAX);
+    run.reset(None).unwrap();
+    all.extend(take(&mut run, usize::MAX));
+    let mut sampler = RandomSampler::new(12, 7);
+    let mut order: Vec<usize> = (0..12).map(|i| sampler.index(i)).collect();
+    sampler.set_epoch(1);
+    order.extend((0..12).map(|i| sampler.index(i)));
+    let expected: Vec<std::result::Result<usize, ()>> = order
+        .iter()
+        .map(|&i| if i % 5 == 3 { Err(()) } else { Ok(i) })
+        .collect();
+    let shape: Vec<std::result::Result<usize, ()>> =
+        all.iter().map(|r| r.clone().map_err(|_| ())).collect();
+    assert_eq!(shape, expected);
+    assert_eq!(shape.iter().filter(|r| r.is_err()).count(), 4);
+    for cut in 0..=12 {
+        let mut first = build().start().unwrap();
+        assert_eq!(take(&mut first, cut), all[..cut]);
+        let state = first.get_state().unwrap();
+        let state = State::from_json(&state.to_json().unwrap()).unwrap();
+        let mut resumed = Running::start_from(build(), &state).unwrap();
+        let mut rest = take(&mut resumed, usize::MAX);
+        resumed.reset(None).unwrap();
+        rest.extend(take(&mut resumed, usize::MAX));
+        assert_eq!(rest, all[cut..], "cut {cut}");
+    }
 }

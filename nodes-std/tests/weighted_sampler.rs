@@ -2,7 +2,10 @@
 
 mod mixing_support;
 
-use mixing_support::{Count, Flaky, FromVec, Take, counts, per_source, run, watchdog};
+use mixing_support::{
+    Count, Failing, Flaky, FromVec, Take, Varying, check_error_semantics, counts, outcomes,
+    per_source, run, watchdog,
+};
 use nodes_std::{
     Error, IterableWrapper, Loader, MultiNodeWeightedSampler, Node, NodeExt, Result, State,
     Stateful, StopCriteria, testing,
@@ -543,8 +546,52 @@ fn tagged_items_name_their_source_and_keep_the_state() {
     assert!(tagged.next().is_none());
 }
 
+/// One error semantics: an `Err` from a source is one item. It takes the
+/// draw that chose the source (as the item would have), the pass goes on,
+/// and a state taken right after it resumes exactly. Sources fail at their
+/// first item (so also right after every restart), in the middle and at
+/// their last item; one source has a single item, which fails (before, the
+/// draw was taken back and that source was asked again forever).
 #[test]
-fn source_error_does_not_consume_a_draw() {
+fn source_error_is_one_item_in_every_stop_criterion() {
+    let build = |stop: StopCriteria, seed: u64| {
+        move |failing: bool| {
+            let source = |base: u64, len: u64, fail_at: &[u64]| {
+                if failing {
+                    Failing::new(base, len, fail_at).boxed()
+                } else {
+                    Count::new(base, len).boxed()
+                }
+            };
+            MultiNodeWeightedSampler::new(
+                [
+                    ("a", source(0, 7, &[2, 6])),
+                    ("b", source(1000, 4, &[])),
+                    ("c", source(2000, 5, &[0, 3])),
+                    ("d", source(3000, 1, &[0])),
+                ],
+                [("a", 1.0), ("b", 2.0), ("c", 1.5), ("d", 0.5)],
+            )
+            .unwrap()
+            .with_stop_criteria(stop)
+            .with_seed(seed)
+        }
+    };
+    let failed = |item: u64| [2, 6, 2000, 2003, 3000].contains(&item);
+    for stop in StopCriteria::ALL {
+        let mut errors = 0;
+        for seed in 0..4 {
+            errors += check_error_semantics(build(stop, seed), failed, 40);
+        }
+        assert!(errors >= 4, "{stop}: only {errors} errors seen");
+    }
+}
+
+/// A source that fails once without moving on (a transient error): the
+/// error takes its draw, the item comes at a later draw of that source, and
+/// every item of every source is still delivered exactly once.
+#[test]
+fn transient_source_error_takes_a_draw_and_loses_nothing() {
     let build = |seed: u64, fail_at: Option<u64>| {
         let b = match fail_at {
             Some(k) => Flaky::new(1000, 6, k).boxed(),
@@ -559,20 +606,18 @@ fn source_error_does_not_consume_a_draw() {
         .with_seed(seed)
     };
     for seed in 0..8 {
-        let want = run_all(build(seed, None));
+        let mut want = run_all(build(seed, None));
+        want.sort_unstable();
         for fail_at in 0..6 {
-            let mut got = Vec::new();
-            let mut errors = 0;
-            for item in build(seed, Some(fail_at)).start().unwrap() {
-                match item {
-                    Ok(x) => got.push(x),
-                    Err(e) => {
-                        assert!(matches!(e, Error::User { node: "Flaky", .. }), "{e}");
-                        errors += 1;
-                    }
-                }
-            }
-            assert_eq!(errors, 1);
+            let all = outcomes(&mut build(seed, Some(fail_at)).start().unwrap(), 100);
+            let errors: Vec<&String> = all.iter().filter_map(|o| o.as_ref().err()).collect();
+            assert_eq!(errors.len(), 1, "{all:?}");
+            assert!(errors[0].contains("transient failure"), "{errors:?}");
+            let mut got: Vec<u64> = all
+                .iter()
+                .filter_map(|o| o.as_ref().ok().copied())
+                .collect();
+            got.sort_unstable();
             assert_eq!(got, want, "seed {seed}, failure at item {fail_at}");
         }
     }
@@ -743,13 +788,49 @@ fn rejects_states_that_do_not_fit_and_keeps_running() {
     assert_eq!(rest, reference.collect::<Result<Vec<_>>>().unwrap());
 }
 
+/// The mix varies between runs if a source's order does: the sampler says
+/// which source (the first one, in source order), as `#[derive(Node)]`
+/// forwards it for derived nodes.
+#[test]
+fn varying_order_is_forwarded_from_the_sources() {
+    let build = |varying: &[bool; 3]| {
+        let sources: Vec<(&str, Box<dyn Node<Item = u64>>)> = ["a", "b", "c"]
+            .into_iter()
+            .zip(varying)
+            .enumerate()
+            .map(|(i, (name, &v))| {
+                let count = Count::new(1000 * i as u64, 3);
+                let node = if v {
+                    Varying(count).boxed()
+                } else {
+                    count.boxed()
+                };
+                (name, node)
+            })
+            .collect();
+        MultiNodeWeightedSampler::new(sources, [("a", 1.0), ("b", 1.0), ("c", 1.0)]).unwrap()
+    };
+    assert_eq!(build(&[false, false, false]).varying_order(), None);
+    assert_eq!(
+        build(&[false, true, true]).varying_order().as_deref(),
+        Some("Varying(base=1000)")
+    );
+    assert_eq!(
+        build(&[true, false, false])
+            .boxed()
+            .varying_order()
+            .as_deref(),
+        Some("Varying(base=0)")
+    );
+}
+
 #[test]
 fn used_before_reset_is_an_error() {
     // Through the traits, as a parent that forgot to reset its child would
     // call it (on the concrete type, the call does not compile).
-    let mut s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
-    let mut cx = nodes_std::__private::worker_cx();
-    let err = Node::next(&mut s, &mut cx).unwrap_err();
+    let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
+    let mut run = mixing_support::Forgetful(s).start().unwrap();
+    let err = run.next().unwrap().unwrap_err();
     assert!(
         matches!(
             err,
@@ -759,12 +840,9 @@ fn used_before_reset_is_an_error() {
         ),
         "{err}"
     );
-    assert!(matches!(
-        Stateful::get_state(&s, &cx),
-        Err(Error::NotReset { .. })
-    ));
-    s.reset(None).unwrap();
-    assert_eq!(Node::next(&mut s, &mut cx).unwrap(), Some(0));
+    assert!(matches!(run.get_state(), Err(Error::NotReset { .. })));
+    let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
+    assert_eq!(s.start().unwrap().next().transpose().unwrap(), Some(0));
 }
 
 #[test]

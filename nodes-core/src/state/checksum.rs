@@ -21,7 +21,7 @@ use std::io;
 
 use serde_json::Value;
 
-use super::{Entry, State};
+use super::{Body, Entry, State};
 
 /// The key under which a loader state's checksum is written.
 pub(crate) const CHECKSUM_KEY: &str = "checksum";
@@ -69,7 +69,7 @@ enum Step<'a> {
     /// A nested loader state's own checksum.
     Owned(String),
     /// A state; `top` leaves its checksum key out.
-    State(&'a State, bool),
+    State(&'a Body, bool),
     Value(&'a Value),
 }
 
@@ -89,6 +89,13 @@ impl State {
     /// The checksum of this state's canonical content (everything but the
     /// checksum key itself), as written: `"fnv1a64:<16 hex digits>"`.
     pub(crate) fn content_checksum(&self) -> String {
+        self.body().content_checksum()
+    }
+}
+
+impl Body {
+    /// See [`State::content_checksum`].
+    pub(super) fn content_checksum(&self) -> String {
         let mut hash = Fnv1a(Fnv1a::OFFSET_BASIS);
         let mut todo = vec![Step::State(self, true)];
         while let Some(step) = todo.pop() {

@@ -24,6 +24,7 @@ mod round_robin;
 mod stop;
 mod weighted;
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -134,15 +135,16 @@ impl<N: Node> Sources<N> {
     ) -> Result<Self> {
         let mut names: Vec<Arc<str>> = Vec::new();
         let mut nodes = Vec::new();
+        let mut seen = HashSet::new();
         for (name, source) in sources {
-            let name: String = name.into();
-            if names.iter().any(|n| **n == *name) {
+            let name: Arc<str> = Arc::from(name.into());
+            if !seen.insert(Arc::clone(&name)) {
                 return Err(Error::invalid_argument(
                     node,
                     format!("source name {name:?} appears more than once"),
                 ));
             }
-            names.push(Arc::from(name));
+            names.push(name);
             nodes.push(source);
         }
         if nodes.is_empty() {
@@ -231,6 +233,7 @@ impl<N: Node> Sources<N> {
         state.insert(DATASET_KEYS, &names)?;
         let flags = |values: &[bool]| -> Result<State> {
             let mut map = State::new();
+            map.reserve(names.len());
             for (name, value) in names.iter().zip(values) {
                 map.insert(name.to_string(), *value)?;
             }
@@ -239,6 +242,7 @@ impl<N: Node> Sources<N> {
         state.insert_child(EXHAUSTED, flags(&self.exhausted)?);
         state.insert_child(EMPTY, flags(&self.empty)?);
         let mut nested = State::new();
+        nested.reserve(names.len());
         for (name, node) in names.iter().zip(&self.nodes) {
             nested.insert_child(name.to_string(), node.get_state(cx)?);
         }
@@ -258,15 +262,17 @@ impl<N: Node> Sources<N> {
     pub(crate) fn shutdown(&mut self) {
         self.nodes.iter_mut().for_each(Stateful::shutdown);
     }
+
+    /// The first source (in source order) whose output order can vary
+    /// between runs: the sampler's output then varies too.
+    pub(crate) fn varying_order(&self) -> Option<String> {
+        self.nodes.iter().find_map(Stateful::varying_order)
+    }
 }
 
 impl<N> Sources<N> {
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()
-    }
-
-    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| **n == *name)
     }
 
     /// The flags as `name: exhausted/empty` pairs, for `Debug`.

@@ -61,8 +61,14 @@ const KEYS: [&str; 5] = [CURSOR, DATASET_KEYS, EXHAUSTED, EMPTY, NODE_STATES];
 ///   sampler's names or their order ("mismatch between the dataset keys").
 ///   Nothing is changed until the whole state has been checked.
 /// - `next` and `get_state` return [`Error::NotReset`] before the first reset.
-/// - An error from a source is passed through without moving the cursor, so
-///   calling `next` again asks the same source again.
+/// - An error from a source is one item: it is returned in place of the item
+///   the source's turn asked for (the turn is spent, as for an item), and the
+///   pass goes on with the next source. So with sources whose errors take the
+///   place of their items (every stock fallible node), the output is the
+///   fault-free output with the failed items replaced by their errors, and a
+///   state taken right after an error resumes after it. An error while
+///   restarting a source that ended (its `reset` or first item) is returned
+///   the same way; the source stays marked as ended.
 ///
 /// # Examples
 ///
@@ -195,30 +201,55 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
                 self.advance();
                 continue;
             }
-            if let Some(item) = self.sources.nodes[i].next(cx)? {
-                self.advance();
-                return Ok(Some((i, item)));
+            match self.take_turn(i, cx) {
+                // An item, or an error in its place: the turn is spent.
+                Ok(Turn::Item(item)) => {
+                    self.advance();
+                    return Ok(Some((i, item)));
+                }
+                Err(err) => {
+                    self.advance();
+                    return Err(err);
+                }
+                Ok(Turn::Empty) => self.advance(),
+                // The loop skips it from now on, or ends the pass.
+                Ok(Turn::Ended) => {}
             }
-            self.mark_exhausted(i);
-            if !self.stop.restarts() || self.finished() {
-                continue;
-            }
-            let node = &mut self.sources.nodes[i];
-            node.reset(None)?;
-            if let Some(item) = node.next(cx)? {
-                self.advance();
-                return Ok(Some((i, item)));
-            }
-            self.sources.empty[i] = true;
-            self.num_empty += 1;
-            self.advance();
         }
+    }
+
+    /// Source `i`'s turn: its next item, or its first one after a restart.
+    fn take_turn(&mut self, i: usize, cx: &mut Cx) -> Result<Turn<N::Item>> {
+        if let Some(item) = self.sources.nodes[i].next(cx)? {
+            return Ok(Turn::Item(item));
+        }
+        self.mark_exhausted(i);
+        if !self.stop.restarts() || self.finished() {
+            return Ok(Turn::Ended);
+        }
+        let node = &mut self.sources.nodes[i];
+        node.reset(None)?;
+        if let Some(item) = node.next(cx)? {
+            return Ok(Turn::Item(item));
+        }
+        self.sources.empty[i] = true;
+        self.num_empty += 1;
+        Ok(Turn::Empty)
     }
 
     fn recount(&mut self) {
         self.num_exhausted = self.sources.exhausted.iter().filter(|&&e| e).count();
         self.num_empty = self.sources.empty.iter().filter(|&&e| e).count();
     }
+}
+
+/// What a source's turn gave.
+enum Turn<T> {
+    Item(T),
+    /// It ended and is not restarted.
+    Ended,
+    /// It ended again right after a restart.
+    Empty,
 }
 
 // A concrete sampler that was only constructed has no `next`/`get_state`:
@@ -288,6 +319,11 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
 
     fn shutdown(&mut self) {
         self.sources.shutdown();
+    }
+
+    /// Forwarded from the sources: the mix varies if a source does.
+    fn varying_order(&self) -> Option<String> {
+        self.sources.varying_order()
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`MultiNodeWeightedSampler`]: a seeded weighted mix of several sources.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -34,8 +35,6 @@ const RNG_WORLD_SIZE: &str = "world_size";
 const RNG_WORD_POS: &str = "word_pos";
 const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 
-/// Every draw reads one `u64`, i.e. two 32-bit words of the ChaCha stream.
-const WORDS_PER_DRAW: u128 = 2;
 /// The largest generator position a restored state may hold: it leaves room
 /// for 2^62 more draws before `get_state` could no longer record it.
 const MAX_WORD_POS: u64 = i64::MAX as u64;
@@ -109,8 +108,14 @@ const MAX_WORD_POS: u64 = i64::MAX as u64;
 ///   names or order, or a state taken with another seed, rank or world size.
 ///   Nothing is changed until the whole state has been checked.
 /// - `next` and `get_state` return [`Error::NotReset`] before the first reset.
-/// - An error from a source is passed through. The draw that chose that source
-///   is taken back, so calling `next` again asks the same source again.
+/// - An error from a source is one item: it is returned in place of the item
+///   the draw asked for (the draw is spent, as for an item), and the pass goes
+///   on with the next draw. So with sources whose errors take the place of
+///   their items (every stock fallible node), the output is the fault-free
+///   output with the failed items replaced by their errors, and a state taken
+///   right after an error resumes after it. An error while restarting a
+///   source that ended (its `reset` or first item) is returned the same way;
+///   the source stays marked as ended. `num_yielded` counts items, not errors.
 ///
 /// # Examples
 ///
@@ -195,10 +200,16 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     {
         let sources = Sources::new(NAME, sources)?;
         let n = sources.len();
+        let position: HashMap<&str, usize> = sources
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (&**name, i))
+            .collect();
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();
-            let Some(i) = sources.index_of(name) else {
+            let Some(&i) = position.get(name) else {
                 return Err(Error::invalid_argument(
                     NAME,
                     format!(
@@ -427,12 +438,6 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         Some(i.min(last))
     }
 
-    /// Takes back the last draw, so that a retry draws the same source.
-    fn undo_draw(&mut self) {
-        let pos = self.rng.get_word_pos();
-        self.rng.set_word_pos(pos.saturating_sub(WORDS_PER_DRAW));
-    }
-
     fn mark_exhausted(&mut self, i: usize) {
         if !self.sources.exhausted[i] {
             self.sources.exhausted[i] = true;
@@ -446,24 +451,10 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// After source `i` (just drawn) signalled its end: marks it, restarts it
     /// if the stop criterion says so, and returns its first item after the
     /// restart. `Ok(None)` means "draw again" (the caller then checks the
-    /// stop criterion). Off the per-item path.
+    /// stop criterion); an error is the draw's item. Off the per-item path.
     #[cold]
     #[inline(never)]
     fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
-        self.restart_after_end(i, cx)
-            .map_err(|err| self.take_back(err))
-    }
-
-    /// Takes back the draw that chose a source which then failed, so that
-    /// calling `next` again asks the same source again; returns `err`.
-    #[cold]
-    fn take_back(&mut self, err: Error) -> Error {
-        self.undo_draw();
-        err
-    }
-
-    /// [`source_ended`](Self::source_ended) before the draw is taken back.
-    fn restart_after_end(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
         self.mark_exhausted(i);
         if !self.stop.restarts() {
             if self.stop == StopCriteria::AllDatasetsExhausted {
@@ -507,7 +498,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
                         return Ok(Some((i, item)));
                     }
                 }
-                Err(err) => return Err(self.take_back(err)),
+                // The error is this draw's item: the draw stays spent.
+                Err(err) => return Err(err),
             }
         }
     }
@@ -669,6 +661,11 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn shutdown(&mut self) {
         self.sources.shutdown();
+    }
+
+    /// Forwarded from the sources: the mix varies if a source does.
+    fn varying_order(&self) -> Option<String> {
+        self.sources.varying_order()
     }
 }
 

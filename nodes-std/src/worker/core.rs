@@ -350,10 +350,9 @@ impl<U> Pool<U> {
                     }
                     _ => None,
                 };
-                if self.position == self.current.items.len() {
-                    // The whole chunk is handed out: its credits go back.
-                    self.permits.release(self.current.items.len());
-                }
+                // One credit back per item handed out: "in flight" counts
+                // exactly the items pulled and not yet returned.
+                self.permits.release(1);
                 return Some((index, value, snapshot));
             }
             if let Some(end) = self.current.end.take() {
@@ -405,11 +404,13 @@ impl<U> Pool<U> {
                 let mut broken = Chunk::new(1);
                 broken.items.push((
                     cursor.low(),
-                    Err(Error::Panicked {
+                    Err(Error::internal(
                         node,
-                        index: Some(cursor.low()),
-                        message: "worker threads exited without delivering this item".to_owned(),
-                    }),
+                        format!(
+                            "worker threads exited without delivering item {}",
+                            cursor.low()
+                        ),
+                    )),
                 ));
                 broken.end = Some(cursor.low() + 1);
                 return broken;

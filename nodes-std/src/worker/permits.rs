@@ -1,83 +1,116 @@
 //! A counting semaphore that bounds the items in flight.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use super::thread::lock;
 
 /// Permits for items between "pulled from the source" and "returned to the
-/// consumer". Workers [`acquire_up_to`](Permits::acquire_up_to) one before pulling; the
-/// consumer [`release`](Permits::release)s one per item it returns. Closing
-/// wakes every waiter with `false`, which is how the owner stops workers that
-/// wait for room.
+/// consumer". Workers [`acquire_up_to`](Permits::acquire_up_to) some before
+/// pulling; the consumer [`release`](Permits::release)s one per item it
+/// returns. Closing wakes every waiter with `0`, which is how the owner stops
+/// workers that wait for room.
 ///
-/// A mutex and condvar rather than a channel of tokens: the bound can be large
-/// (`max_concurrent` is the user's choice) and a channel would allocate a slot
-/// per token up front.
+/// The count is an atomic, so taking and returning permits costs no lock
+/// while nobody waits (the consumer returns one per item); the mutex and
+/// condvar are only for sleeping. A channel of tokens would allocate a slot
+/// per token up front, and the bound can be large.
 #[derive(Debug)]
 pub(crate) struct Permits {
-    state: Mutex<PermitState>,
+    available: AtomicUsize,
+    waiting: AtomicUsize,
+    closed: AtomicBool,
+    sleep: Mutex<()>,
     room: Condvar,
-}
-
-#[derive(Debug)]
-struct PermitState {
-    available: usize,
-    waiting: usize,
-    closed: bool,
 }
 
 impl Permits {
     /// `n` permits, all available.
     pub(crate) fn new(n: usize) -> Self {
         Permits {
-            state: Mutex::new(PermitState {
-                available: n,
-                waiting: 0,
-                closed: false,
-            }),
+            available: AtomicUsize::new(n),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            sleep: Mutex::new(()),
             room: Condvar::new(),
+        }
+    }
+
+    /// Takes between one and `max` permits, if any are available.
+    fn try_take(&self, max: usize) -> usize {
+        let mut available = self.available.load(Ordering::SeqCst);
+        loop {
+            if available == 0 {
+                return 0;
+            }
+            let n = available.min(max.max(1));
+            match self.available.compare_exchange_weak(
+                available,
+                available - n,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return n,
+                Err(now) => available = now,
+            }
         }
     }
 
     /// Takes between one and `max` permits (as many as are available),
     /// blocking while none is. `0` once closed.
     pub(crate) fn acquire_up_to(&self, max: usize) -> usize {
-        let mut state = lock(&self.state);
-        loop {
-            if state.closed {
-                return 0;
-            }
-            if state.available > 0 {
-                let n = state.available.min(max.max(1));
-                state.available -= n;
-                return n;
-            }
-            state.waiting += 1;
-            state = self
-                .room
-                .wait(state)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            state.waiting -= 1;
+        if self.closed.load(Ordering::SeqCst) {
+            return 0;
         }
+        let n = self.try_take(max);
+        if n > 0 {
+            return n;
+        }
+        let mut guard = lock(&self.sleep);
+        // Announce the wait before looking again, so that a release that
+        // does not see us has already made its permits visible.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let n = loop {
+            if self.closed.load(Ordering::SeqCst) {
+                break 0;
+            }
+            let n = self.try_take(max);
+            if n > 0 {
+                break n;
+            }
+            guard = self
+                .room
+                .wait(guard)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        };
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        n
     }
 
     /// Returns `n` permits, waking waiters only if there are any (a condvar
     /// notification is a system call; the common case has nobody waiting).
     pub(crate) fn release(&self, n: usize) {
-        let mut state = lock(&self.state);
-        state.available += n;
-        let waiting = state.waiting;
-        drop(state);
-        match (waiting, n) {
-            (0, _) | (_, 0) => {}
-            (_, 1) => self.room.notify_one(),
-            _ => self.room.notify_all(),
+        if n == 0 {
+            return;
+        }
+        self.available.fetch_add(n, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            // Taking the lock orders us after a waiter that announced itself
+            // but has not gone to sleep yet.
+            drop(lock(&self.sleep));
+            // One permit wakes one waiter (waking all would stampede them).
+            if n == 1 {
+                self.room.notify_one();
+            } else {
+                self.room.notify_all();
+            }
         }
     }
 
     /// Fails every current and future [`acquire_up_to`](Permits::acquire_up_to).
     pub(crate) fn close(&self) {
-        lock(&self.state).closed = true;
+        self.closed.store(true, Ordering::SeqCst);
+        drop(lock(&self.sleep));
         self.room.notify_all();
     }
 }

@@ -26,7 +26,7 @@ where
     thread::Builder::new()
         .name(name)
         .spawn(f)
-        .map_err(|e| Error::invalid_argument(node, format!("could not start a worker thread: {e}")))
+        .map_err(|e| Error::spawn(node, e))
 }
 
 /// A set of worker threads that are joined together.

@@ -162,6 +162,159 @@ impl Stateful for Flaky {
     }
 }
 
+/// Like [`Count`], but the items at the positions in `fail_at` are errors:
+/// an error takes the place of its item (the position moves on past it), as
+/// every stock fallible node delivers one. The state is the position.
+#[derive(Debug)]
+pub(crate) struct Failing {
+    inner: Count,
+    fail_at: Vec<u64>,
+}
+
+impl Failing {
+    pub(crate) fn new(base: u64, len: u64, fail_at: &[u64]) -> Self {
+        Failing {
+            inner: Count::new(base, len),
+            fail_at: fail_at.to_vec(),
+        }
+    }
+}
+
+impl Node for Failing {
+    type Item = u64;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        let position = self.inner.yielded;
+        match self.inner.next(cx)? {
+            Some(item) if self.fail_at.contains(&position) => Err(Error::user(
+                "Failing",
+                Some(position),
+                format!("bad record {item}"),
+            )),
+            other => Ok(other),
+        }
+    }
+}
+
+impl Stateful for Failing {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.inner.reset(state)
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.inner.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Failing")
+    }
+}
+
+/// A [`Count`] that says its output order varies between runs (as an
+/// out-of-order parallel map does).
+#[derive(Debug)]
+pub(crate) struct Varying(pub(crate) Count);
+
+impl Node for Varying {
+    type Item = u64;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+        self.0.next(cx)
+    }
+}
+
+impl Stateful for Varying {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.0.reset(state)
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.0.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Varying")
+    }
+
+    fn varying_order(&self) -> Option<String> {
+        Some(format!("Varying(base={})", self.0.base))
+    }
+}
+
+/// An item or the message of an error, to compare runs that contain errors.
+pub(crate) type Outcome = std::result::Result<u64, String>;
+
+/// Runs a started node to its end (or `limit` outcomes), going on after
+/// errors, and returns every outcome.
+pub(crate) fn outcomes<N: Node<Item = u64>>(
+    run: &mut nodes_std::Running<N>,
+    limit: usize,
+) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match run.try_next() {
+            Ok(Some(item)) => out.push(Ok(item)),
+            Ok(None) => break,
+            Err(e) => out.push(Err(e.to_string())),
+        }
+    }
+    out
+}
+
+/// The one error semantics, checked on a node built by `build(true)` whose
+/// sources fail at some items, against `build(false)`, the same node over
+/// sources that do not fail:
+///
+/// - an `Err` takes the place of the item that failed, and the pass goes on:
+///   the outcomes are the fault-free items with exactly the failed ones
+///   replaced by errors (no Ok item lost, repeated or moved);
+/// - a state taken after any number of outcomes, right after an error
+///   included, resumes (after a JSON round trip, in a fresh node) exactly
+///   as the uninterrupted run continues.
+///
+/// `failed(item)` says which fault-free items fail. At most `limit` outcomes
+/// are compared (for endless nodes). Returns the number of errors seen.
+pub(crate) fn check_error_semantics<N: Node<Item = u64>>(
+    build: impl Fn(bool) -> N,
+    failed: impl Fn(u64) -> bool,
+    limit: usize,
+) -> usize {
+    let clean = outcomes(&mut build(false).start().expect("start"), limit);
+    let all = outcomes(&mut build(true).start().expect("start"), limit);
+    let expected: Vec<std::result::Result<u64, ()>> = clean
+        .iter()
+        .map(|o| match o {
+            Ok(item) if failed(*item) => Err(()),
+            Ok(item) => Ok(*item),
+            Err(e) => panic!("the fault-free run failed: {e}"),
+        })
+        .collect();
+    let shape: Vec<std::result::Result<u64, ()>> = all
+        .iter()
+        .map(|o| o.as_ref().map(|i| *i).map_err(|_| ()))
+        .collect();
+    assert_eq!(
+        shape, expected,
+        "an error must take the place of its item, and the pass go on"
+    );
+    for cut in 0..=all.len() {
+        let mut first = build(true).start().expect("start");
+        let head = outcomes(&mut first, cut);
+        assert_eq!(head, all[..cut], "cut {cut}: the run is not deterministic");
+        let state = first.get_state().expect("state after the cut");
+        let state = State::from_json(&state.to_json().expect("to_json")).expect("from_json");
+        let mut resumed = nodes_std::Running::start_from(build(true), &state).expect("restore");
+        let rest = outcomes(&mut resumed, limit - cut);
+        assert_eq!(
+            rest,
+            all[cut..],
+            "cut {cut} (after {:?}): the resumed run differs",
+            cut.checked_sub(1).map(|i| &all[i])
+        );
+    }
+    all.iter().filter(|o| o.is_err()).count()
+}
+
 /// Stops after `limit` items of its source (for infinite pipelines).
 #[derive(Debug)]
 pub(crate) struct Take<N> {
@@ -267,5 +420,31 @@ pub(crate) fn watchdog<F: FnOnce() + Send + 'static>(secs: u64, body: F) {
             }
         }
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {secs} s"),
+    }
+}
+
+/// A parent that forgets to reset its child: how a child is reached before
+/// its own reset (nothing public makes a context out of thin air).
+pub(crate) struct Forgetful<N>(pub(crate) N);
+
+impl<N: Node> Node for Forgetful<N> {
+    type Item = N::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
+        self.0.next(cx)
+    }
+}
+
+impl<N: Node> Stateful for Forgetful<N> {
+    fn reset(&mut self, _state: Option<&State>) -> Result<()> {
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.0.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Forgetful")
     }
 }

@@ -871,3 +871,156 @@ fn huge_counters_never_panic() {
         true,
     );
 }
+
+// ---------------------------------------------------------------------------
+// Deep states (issue 12, item 3): 126 or more nested nodes used to write a
+// state that `State::from_json` refused ("recursion limit exceeded").
+
+/// The depth of the deep pipeline: `.map` applied this many times.
+const DEEP: usize = 10_000;
+
+/// The stack the deep pipeline runs on. Running a pipeline recurses once per
+/// nested node in `next`, `reset` and `get_state` (each node calls its
+/// source's), about 0.4 KiB per level in the test profile: 10,000 nested
+/// maps need about 4 MiB, more than the 2 MiB of a test thread (they
+/// overflowed between 4,000 and 6,000 levels there). The states themselves do
+/// not recurse to parse, walk, compare, show or drop (checked below on the
+/// test thread's own stack); serialising them recurses less per level than
+/// the nodes do. 64 MiB leaves room for unoptimised builds.
+const DEEP_STACK: usize = 64 << 20;
+
+/// `IterableWrapper(0..100)` under `depth` boxed `.map(|x| x + 1)`.
+fn deep_pipeline(depth: usize) -> Box<dyn Node<Item = u64>> {
+    let mut node = IterableWrapper::new(0..100u64).boxed();
+    for _ in 0..depth {
+        node = node.map(|x| x + 1).boxed();
+    }
+    node
+}
+
+/// Runs `body` on a thread with a `stack`-byte stack, passing its panic on.
+fn on_stack<T: Send + 'static>(stack: usize, body: impl FnOnce() -> T + Send + 'static) -> T {
+    let handle = std::thread::Builder::new()
+        .name("deep-pipeline".to_owned())
+        .stack_size(stack)
+        .spawn(body)
+        .expect("start the deep-pipeline thread");
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// Any state the library writes, it reads: a pipeline of 10,000 nested maps
+/// saves (`state_dict`), serialises (`to_json`), parses back (`from_json`)
+/// and loads into a freshly built pipeline, which resumes exactly; a
+/// pipeline one level shallower rejects it with a path, and carries on.
+#[test]
+fn a_state_10000_levels_deep_saves_parses_and_loads() {
+    on_stack(DEEP_STACK, || {
+        let mut loader = Loader::new(deep_pipeline(DEEP));
+        let mut epoch = loader.epoch();
+        let head: Vec<u64> = epoch.by_ref().take(5).collect::<Result<_>>().unwrap();
+        assert_eq!(head, (0..5).map(|x| x + DEEP as u64).collect::<Vec<_>>());
+        let state = epoch.state_dict().unwrap();
+        let rest: Vec<u64> = epoch.collect::<Result<_>>().unwrap();
+        assert_eq!(rest.len(), 95);
+
+        let json = state.to_json().unwrap();
+        let parsed = State::from_json(&json).expect("a state the library wrote parses back");
+        assert_eq!(parsed, state);
+        let mut source = parsed.child("root").unwrap();
+        for _ in 0..DEEP {
+            source = source.child("source").unwrap();
+        }
+        assert_eq!(source.get::<u64>("num_yielded").unwrap(), 5);
+        assert_eq!(source.path().len(), "/root".len() + DEEP * "/source".len());
+
+        let mut resumed = Loader::new(deep_pipeline(DEEP));
+        resumed.load_state_dict(&parsed).unwrap();
+        let resumed_rest: Vec<u64> = resumed.epoch().collect::<Result<_>>().unwrap();
+        assert_eq!(resumed_rest, rest);
+
+        let mut shallower = Loader::new(deep_pipeline(DEEP - 1)).check_shape(false);
+        let err = shallower.load_state_dict(&parsed).unwrap_err();
+        let path = err.state_path().expect("a bad-state error");
+        assert!(
+            path.ends_with("/source/source"),
+            "…{}",
+            &path[path.len().saturating_sub(40)..]
+        );
+        let all: Vec<u64> = shallower.epoch().collect::<Result<_>>().unwrap();
+        assert_eq!(all.len(), 100);
+    });
+}
+
+/// The JSON of a real loader state whose root state is nested `depth`
+/// levels deep under `source` keys (what a pipeline that deep writes),
+/// built as text without running such a pipeline.
+fn deep_root_json(depth: usize) -> String {
+    let real = Loader::new(IterableWrapper::new(0..10u64).map(|x| x + 1))
+        .state_dict()
+        .unwrap()
+        .to_json()
+        .unwrap();
+    let mut root = "{\"source\":".repeat(depth);
+    root.push_str("{\"num_yielded\":0}");
+    root.push_str(&"}".repeat(depth));
+    let at = real
+        .find("{\"source\":{\"num_yielded\":0}}")
+        .expect("the real root state");
+    format!(
+        "{}{root}{}",
+        &real[..at],
+        &real[at + "{\"source\":{\"num_yielded\":0}}".len()..]
+    )
+}
+
+/// On the test thread's own (2 MiB) stack: a state 10,000 levels deep (and
+/// one 100,000 deep) parses, compares, shows, walks and drops without
+/// recursion, and offered to a shallow pipeline is an `Err` at the path
+/// where the pipeline ends; the loader carries on.
+#[test]
+fn deep_states_are_parsed_and_refused_without_recursion() {
+    for depth in [DEEP, 10 * DEEP] {
+        let json = deep_root_json(depth);
+        let state = State::from_json(&json).unwrap();
+        assert_eq!(state, State::from_json(&json).unwrap());
+        assert_eq!(state.to_string(), json);
+        assert!(format!("{state:?}").starts_with("State({\"root\":{\"source\":{\"source\":"));
+        let mut loader = Loader::new(IterableWrapper::new(0..10u64).map(|x| x + 1));
+        let err = loader.load_state_dict(&state).unwrap_err();
+        assert_eq!(err.state_path(), Some("/root/source/source"), "{err}");
+        let all: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
+        assert_eq!(all, (1..=10).collect::<Vec<_>>());
+    }
+}
+
+/// Hostile input: nesting beyond `State::MAX_DEPTH` objects, or arrays
+/// deeper than serde_json's 128 levels, is a `BadState` at `/`; no crash, no
+/// hang, and no memory spent building what is refused.
+#[test]
+fn nesting_beyond_the_bounds_is_refused() {
+    let depth = State::MAX_DEPTH + 1;
+    let mut objects = "{\"a\":".repeat(depth - 1);
+    objects.push_str("{}");
+    objects.push_str(&"}".repeat(depth - 1));
+    let err = State::from_json(&objects).unwrap_err();
+    assert_eq!(err.state_path(), Some("/"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("nested deeper than 1000000 levels"),
+        "{err}"
+    );
+
+    let arrays = format!("{{\"a\":{}1{}}}", "[".repeat(depth), "]".repeat(depth));
+    let err = State::from_json(&arrays).unwrap_err();
+    assert_eq!(err.state_path(), Some("/"), "{err}");
+    assert!(
+        err.to_string().contains("recursion limit exceeded"),
+        "{err}"
+    );
+    let unclosed = format!("{{\"a\":{}", "[".repeat(depth));
+    assert!(State::from_json(&unclosed).unwrap_err().is_bad_state());
+    let unclosed = "{\"a\":".repeat(depth);
+    assert!(State::from_json(&unclosed).unwrap_err().is_bad_state());
+}
