@@ -112,7 +112,13 @@ impl ErrorBudget {
         self.policy
     }
 
-    /// Whether the policy ended the pass.
+    /// Records that the pass ended early (a source broke), so that the state
+    /// says so and a restore does not start reading again.
+    pub(crate) fn end_pass(&mut self) {
+        self.counts.ended = true;
+    }
+
+    /// Whether the pass was ended (by the policy, or by a source that broke).
     pub(crate) fn ended(&self) -> bool {
         self.counts.ended
     }

@@ -125,6 +125,10 @@ struct Puller<N: Node> {
     skip_path: String,
     /// The source ended or broke: nobody pulls again this pass.
     done: bool,
+    /// The source broke (a panic, or an error that is not a bad record)
+    /// at the item before this index: the pass ends there, and a state taken
+    /// past it must say so.
+    broke: Option<u64>,
     /// When the last snapshot was taken (or the pass began), and how long to
     /// wait before the next one under [`Snapshots::Paced`].
     last_snapshot: Instant,
@@ -199,6 +203,8 @@ impl<N: Node> Puller<N> {
                     // A source that panicked is in no known state: deliver
                     // the panic and end the pass.
                     self.done = true;
+                    self.broke = Some(index + 1);
+                    self.next_index += 1;
                     chunk.items.push((index, Err(panicked)));
                     chunk.end = Some(index + 1);
                     return chunk;
@@ -209,6 +215,8 @@ impl<N: Node> Puller<N> {
                 // and end the pass (it would otherwise be pulled forever).
                 Ok(Err(e)) => {
                     self.done = true;
+                    self.broke = Some(index + 1);
+                    self.next_index += 1;
                     chunk.items.push((index, Err(e)));
                     chunk.end = Some(index + 1);
                     return chunk;
@@ -220,13 +228,19 @@ impl<N: Node> Puller<N> {
                 // taken: the consumer adopts the next one instead.
                 continue;
             }
+            let bad_record = item.is_err();
             chunk.items.push((index, item));
             let last = chunk.items.len() >= limit;
-            let due = match snapshots {
-                Snapshots::Every(every) => (index + 1).is_multiple_of(every),
-                Snapshots::Paced => last && self.last_snapshot.elapsed() >= self.pace,
-                Snapshots::Never => false,
-            };
+            // After a bad record the source's position is recorded at once:
+            // a source may fail without moving on (and succeed when asked
+            // again), and a replay that counts pulls would then skip the
+            // item instead of the failure.
+            let due = (bad_record && snapshots != Snapshots::Never)
+                || match snapshots {
+                    Snapshots::Every(every) => (index + 1).is_multiple_of(every),
+                    Snapshots::Paced => last && self.last_snapshot.elapsed() >= self.pace,
+                    Snapshots::Never => false,
+                };
             if due && !self.snapshot(cx, &mut chunk, node) {
                 return chunk;
             }
@@ -314,6 +328,8 @@ struct Pool<U> {
     position: usize,
     /// The end of the pass, once a worker reported it.
     end_at: Option<u64>,
+    /// Out of order: errors waiting for every item before them.
+    deferred: std::collections::BTreeMap<u64, (Result<U>, Option<State>)>,
 }
 
 impl<U> Pool<U> {
@@ -343,6 +359,9 @@ impl<U> Pool<U> {
         cx: &mut Cx,
     ) -> Option<(u64, Result<U>, Option<State>)> {
         loop {
+            if !in_order && let Some((value, snapshot)) = self.deferred.remove(&cursor.low()) {
+                return Some((cursor.low(), value, snapshot));
+            }
             if let Some((index, value)) = self.take_current() {
                 let snapshot = match self.current.snapshots.first() {
                     Some((at, _)) if *at + 1 == self.position => {
@@ -353,6 +372,14 @@ impl<U> Pool<U> {
                 // One credit back per item handed out: "in flight" counts
                 // exactly the items pulled and not yet returned.
                 self.permits.release(1);
+                if !in_order && value.is_err() && index > cursor.low() {
+                    // Out of order, an error waits for its turn: a source
+                    // may fail without moving on, and only a snapshot taken
+                    // after it, adopted once everything before it was
+                    // delivered, resumes such a source exactly.
+                    self.deferred.insert(index, (value, snapshot));
+                    continue;
+                }
                 return Some((index, value, snapshot));
             }
             if let Some(end) = self.current.end.take() {
@@ -650,6 +677,7 @@ where
                 skip: BTreeSet::new(),
                 skip_path: String::new(),
                 done: false,
+                broke: None,
                 last_snapshot: Instant::now(),
                 pace: MIN_CHUNK_TIME,
             })),
@@ -737,9 +765,17 @@ where
     /// The consumer reached the end of the pass.
     fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
         self.finish();
+        let (done, broke) = {
+            let puller = lock(&self.puller);
+            (puller.done, puller.broke.is_some())
+        };
+        if broke {
+            // The pass ended early: a restore must not read on.
+            self.budget.end_pass();
+        }
         // The source stands where the consumer does only if it really ended
         // (not when a worker died, leaving others' read-ahead behind).
-        self.ended = lock(&self.puller).done;
+        self.ended = done;
         if self.ended {
             self.snapshot_at_end(cx)?;
         }
@@ -835,6 +871,7 @@ where
         let mut puller = lock(&self.puller);
         let puller = &mut *puller;
         puller.done = false;
+        puller.broke = None;
         puller.skip.clear();
         puller.next_index = 0;
         puller.last_snapshot = Instant::now();
@@ -882,6 +919,7 @@ where
             current: Chunk::new(0),
             position: 0,
             end_at: None,
+            deferred: std::collections::BTreeMap::new(),
         };
         for i in 0..self.run.workers {
             let worker = Worker {
@@ -905,7 +943,7 @@ where
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.plan.node)?;
-        let mut state = match self.phase {
+        let (mut state, low) = match self.phase {
             Phase::Idle => {
                 return Err(Error::NotReset {
                     node: self.plan.node,
@@ -919,20 +957,22 @@ where
                     low += 1;
                 }
                 let source = puller.source.get_state(cx)?;
-                self.encode(
-                    &source,
-                    puller.next_index,
-                    low,
-                    puller.skip.range(low..).copied(),
-                )?
+                let ahead = puller.skip.range(low..).copied();
+                (self.encode(&source, puller.next_index, low, ahead)?, low)
             }
             _ => {
                 let (snapshot, base, low, ahead) = self.cursor.parts();
-                self.encode(snapshot, base, low, ahead)?
+                (self.encode(snapshot, base, low, ahead)?, low)
             }
         };
-        if self.budget.policy() != ErrorPolicy::Deliver {
-            self.budget.save(&mut state)?;
+        // A source that broke ends the pass once its last item was received,
+        // even before the consumer asked for the end.
+        let mut budget = self.budget;
+        if lock(&self.puller).broke.is_some_and(|end| low >= end) {
+            budget.end_pass();
+        }
+        if budget.policy() != ErrorPolicy::Deliver || budget.ended() {
+            budget.save(&mut state)?;
         }
         Ok(state)
     }

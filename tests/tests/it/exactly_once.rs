@@ -690,49 +690,6 @@ fn a_state_taken_at_the_end_of_a_pass_starts_the_same_next_pass() {
     }
 }
 
-/// How often the suite's cases hold each composition (run with
-/// `cargo test -p nodes-tests --test it -- --ignored composition_counts --nocapture`).
-#[test]
-#[ignore = "prints statistics of the generator; asserts nothing"]
-fn composition_counts() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
-    use std::collections::BTreeMap;
-    let mut runner = TestRunner::new(crate::support::watch::config(2000, 0x5eed_0001));
-    let strategy = case_strategy();
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let mut bump = |k: String| *counts.entry(k).or_default() += 1;
-    let (mut items, mut n) = (0usize, 0usize);
-    for _ in 0..2000 {
-        let case = strategy.new_tree(&mut runner).unwrap().current();
-        n += 1;
-        bump(format!("level {:?}", case.spec.level()));
-        for kind in case.spec.over_varying() {
-            bump(format!("over a varying order: {kind}"));
-        }
-        if case.spec.may_be_refused() {
-            bump("may be refused".into());
-        }
-        let nodes = case.spec.nodes();
-        if nodes
-            .iter()
-            .any(|s| matches!(s, Spec::ParMap(_, _, f) | Spec::TryMap(_, f) if f.fail.is_some()))
-        {
-            bump("with bad records".into());
-        }
-        if let Ok(Some(r)) = reference(&case.spec, case.epochs) {
-            items += r.items.len();
-        }
-    }
-    for (k, v) in &counts {
-        println!("{v:5}  {k}");
-    }
-    println!(
-        "{n} cases, {} items per reference run on average",
-        items / n
-    );
-}
-
 /// The levels the generator promises, checked on its own output.
 #[test]
 fn every_drawn_spec_is_determined_at_some_level() {
