@@ -566,7 +566,15 @@ fn run_case(case: &Case) -> Result<(), String> {
             check.map_err(|e| format!("{e}\n  offered state: {}", offered))?;
             let (out_a, out_b) = (read(&mut a), read(&mut b));
             check_items(&out_b, &original)?;
-            if !same_output(&out_a, &out_b, level) {
+            // Twins that each read part of an epoch whose order varies
+            // stand at different places in their sources (other items came
+            // first), and nodes that count their passes (samplers under a
+            // cycle, a round robin that ends at its first source) may then
+            // start the next epoch differently: only the exact level
+            // compares there.
+            let comparable =
+                level == Level::Exact || !matches!(case.before, Before::MidEpoch(n) if n > 0);
+            if comparable && !same_output(&out_a, &out_b, level) {
                 return Err(format!(
                     "after rejecting the state ({err}), the output differs from the twin's:\n  rejected {out_a:?}\n  twin     {out_b:?}"
                 ));

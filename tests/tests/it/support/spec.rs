@@ -11,7 +11,8 @@
 //! Every pipeline yields one item type, [`V`], so that type-changing nodes
 //! (batch, zip, the samplers' tags) stack in any order. User functions
 //! sleep a random 0–300 µs on some items ([`Fun::jitter`]) and may fail on
-//! chosen items ([`Fun::fail`]: an `Err`, every time the item is seen).
+//! chosen items ([`Fun::fail`]: an `Err`, every time the item is seen);
+//! `try_map`, `par_map` and `prefetch` get a random [`ErrorPolicy`].
 //!
 //! # What one run determines
 //!
@@ -32,8 +33,9 @@
 //! compared with: below nodes that pick *which* items pass by their
 //! position (header, zip, shard, `batch_exact`'s dropped remainder, samplers
 //! that stop or restart a source part-way), below a filter over batches,
-//! and below a function that may fail on batches (the batches vary, so
-//! which ones fail does too).
+//! below a function that may fail on batches (the batches vary, so which
+//! ones fail does too), and below an error policy that ends or cuts a pass
+//! (`Fail`, `SkipAtMost`: which items come before the cut varies).
 
 use std::cell::Cell;
 use std::fmt;
