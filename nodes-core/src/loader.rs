@@ -428,6 +428,20 @@ impl<N: Node> Loader<N> {
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
         let fingerprint: String = state.get(FINGERPRINT)?;
+        // Decoding a description recurses once per level: refuse one nested
+        // far deeper than this pipeline's own before decoding it (a damaged
+        // or hostile state must not overflow the stack).
+        let limit = self.shape_json.depth().saturating_mul(2).saturating_add(16);
+        let depth = state.child(PIPELINE)?.depth();
+        if depth > limit {
+            return Err(Error::bad_state(
+                state.path_of(PIPELINE),
+                format!(
+                    "the saved pipeline is nested {depth} levels deep, this pipeline {}: it is from another pipeline",
+                    self.shape_json.depth()
+                ),
+            ));
+        }
         let saved: Description = state.get(PIPELINE)?;
         if !self.check_shape || *fingerprint == *self.fingerprint {
             return Ok(());
