@@ -3,17 +3,17 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::batch::Batcher;
-use crate::cycle::Cycler;
-use crate::filter::Filter;
-use crate::header::Header;
-use crate::map::{Mapper, TryMapper};
-use crate::par_map::{ParallelMapper, ParallelOptions};
-use crate::prefetch::Prefetcher;
-use crate::shard::Sharder;
-use crate::shuffle::Shuffler;
-use crate::unbatch::Unbatcher;
-use crate::zip::Zip;
+use crate::mixing::zip::Zip;
+use crate::threaded::par_map::{ParallelMapper, ParallelOptions};
+use crate::threaded::prefetch::Prefetcher;
+use crate::transforms::batch::Batcher;
+use crate::transforms::cycle::Cycler;
+use crate::transforms::filter::Filter;
+use crate::transforms::header::Header;
+use crate::transforms::map::{Mapper, TryMapper};
+use crate::transforms::shard::Sharder;
+use crate::transforms::shuffle::Shuffler;
+use crate::transforms::unbatch::Unbatcher;
 use nodes_core::{BoxError, Node, Result, Running, State};
 
 /// Combinators and starters for every [`Node`]; implemented for all of them.

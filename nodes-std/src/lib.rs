@@ -12,48 +12,35 @@
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
 
-mod batch;
-mod cycle;
 mod ext;
-mod filter;
-mod header;
-mod iterable;
-mod map;
-mod map_style;
-mod par_map;
-mod permute;
+mod mixing;
 mod policy;
-mod prefetch;
-mod sampler;
-mod sampler_wrapper;
-mod shard;
-mod shuffle;
-mod unbatch;
-mod worker;
-mod zip;
+mod sources;
+mod threaded;
+mod transforms;
 
-pub use crate::batch::Batcher;
-pub use crate::cycle::Cycler;
 pub use crate::ext::NodeExt;
-pub use crate::filter::Filter;
-pub use crate::header::Header;
-pub use crate::iterable::{IterableWrapper, SeekableIterator};
-pub use crate::map::{Mapper, TryMapper};
-pub use crate::map_style::{Dataset, MapStyleWrapper};
-pub use crate::par_map::{ParallelMapper, ParallelOptions};
-pub use crate::policy::ErrorPolicy;
-pub use crate::prefetch::Prefetcher;
-pub use crate::sampler::{
+pub use crate::mixing::zip::Zip;
+pub use crate::mixing::{
     MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, OutputMode, Plain, StopCriteria, Tagged,
     WithSource,
 };
-pub use crate::sampler_wrapper::{
+pub use crate::policy::ErrorPolicy;
+pub use crate::sources::iterable::{IterableWrapper, SeekableIterator};
+pub use crate::sources::map_style::{Dataset, MapStyleWrapper};
+pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };
-pub use crate::shard::{Sharder, rank_from_env};
-pub use crate::shuffle::Shuffler;
-pub use crate::unbatch::Unbatcher;
-pub use crate::zip::Zip;
+pub use crate::threaded::par_map::{ParallelMapper, ParallelOptions};
+pub use crate::threaded::prefetch::Prefetcher;
+pub use crate::transforms::batch::Batcher;
+pub use crate::transforms::cycle::Cycler;
+pub use crate::transforms::filter::Filter;
+pub use crate::transforms::header::Header;
+pub use crate::transforms::map::{Mapper, TryMapper};
+pub use crate::transforms::shard::{Sharder, rank_from_env};
+pub use crate::transforms::shuffle::Shuffler;
+pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeName, NodeStats,
     Param, Replay, ResetFlag, Result, Running, State, Stateful, Stats, Validate, testing,

@@ -1,3 +1,6 @@
+//! Mixing: nodes with several children. [`Zip`](crate::Zip) pairs two streams;
+//! the samplers below draw from many.
+//!
 //! Mixing several sources into one stream: [`MultiNodeWeightedSampler`],
 //! [`MultiNodeRoundRobinSampler`] and their [`StopCriteria`].
 //!
@@ -23,6 +26,7 @@
 mod round_robin;
 mod stop;
 mod weighted;
+pub(crate) mod zip;
 
 use std::collections::HashSet;
 use std::fmt;

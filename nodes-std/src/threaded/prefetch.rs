@@ -5,8 +5,8 @@ use std::fmt;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Result, State, Stateful};
 
 use crate::policy::ErrorPolicy;
-use crate::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
-use crate::worker::snapshot::SNAPSHOT;
+use crate::threaded::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
+use crate::threaded::worker::snapshot::SNAPSHOT;
 
 const NAME: &str = "Prefetcher";
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::permute::Permutation;
+use crate::sources::permute::Permutation;
 use crate::{Cx, Description, Error, Init, Node, NodeId, NodeName, Param, Result, State, Validate};
 
 /// An epoch-aware order of dataset indices with random access: position

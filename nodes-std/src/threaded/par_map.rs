@@ -6,8 +6,8 @@ use std::marker::PhantomData;
 use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, State, Stateful};
 
 use crate::policy::ErrorPolicy;
-use crate::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
-use crate::worker::snapshot;
+use crate::threaded::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
+use crate::threaded::worker::snapshot;
 
 const NAME: &str = "ParallelMapper";
 

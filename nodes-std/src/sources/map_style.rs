@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sampler_wrapper::{RandomSampler, SamplerWrapper, SequentialSampler};
+use crate::sources::sampler_wrapper::{RandomSampler, SamplerWrapper, SequentialSampler};
 use crate::{BoxError, Cx, Error, Node, NodeId, NodeName, Result};
 
 /// A collection with random access by index: torch's map-style dataset.

@@ -1,0 +1,9 @@
+//! Sources: where items come from. Iterable wrappers, map-style datasets
+//! read through a sampler, and the samplers themselves.
+//!
+//! Nothing here has a child node; everything above imports from here.
+
+pub(crate) mod iterable;
+pub(crate) mod map_style;
+pub(crate) mod permute;
+pub(crate) mod sampler_wrapper;
