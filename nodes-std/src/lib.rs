@@ -15,6 +15,8 @@ extern crate self as nodes_std;
 mod ext;
 mod mixing;
 mod policy;
+mod rank;
+mod seed;
 mod sources;
 mod threaded;
 mod transforms;
@@ -26,6 +28,7 @@ pub use crate::mixing::{
     WithSource,
 };
 pub use crate::policy::ErrorPolicy;
+pub use crate::rank::rank_from_env;
 pub use crate::sources::iterable::{IterableWrapper, SeekableIterator};
 pub use crate::sources::map_style::{Dataset, MapStyleWrapper};
 pub use crate::sources::sampler_wrapper::{
@@ -38,7 +41,7 @@ pub use crate::transforms::cycle::Cycler;
 pub use crate::transforms::filter::Filter;
 pub use crate::transforms::header::Header;
 pub use crate::transforms::map::{Mapper, TryMapper};
-pub use crate::transforms::shard::{Sharder, rank_from_env};
+pub use crate::transforms::shard::Sharder;
 pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{

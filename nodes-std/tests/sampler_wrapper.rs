@@ -112,12 +112,22 @@ fn shards(n: usize, world_size: usize, remainder: Remainder, seed: Option<u64>) 
     (0..world_size)
         .map(|rank| match seed {
             Some(seed) => collect(SamplerWrapper::new(
-                ShardedSampler::new(RandomSampler::new(n, seed), rank, world_size, remainder)
-                    .unwrap(),
+                ShardedSampler::new(
+                    RandomSampler::new(n, seed),
+                    rank as u64,
+                    world_size as u64,
+                    remainder,
+                )
+                .unwrap(),
             )),
             None => collect(SamplerWrapper::new(
-                ShardedSampler::new(SequentialSampler::new(n), rank, world_size, remainder)
-                    .unwrap(),
+                ShardedSampler::new(
+                    SequentialSampler::new(n),
+                    rank as u64,
+                    world_size as u64,
+                    remainder,
+                )
+                .unwrap(),
             )),
         })
         .collect()
@@ -203,7 +213,7 @@ fn bad_sharding_arguments_are_errors() {
     let err = ShardedSampler::new(SequentialSampler::new(4), 2, 2, Remainder::Drop).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid argument for ShardedSampler: rank must be below world_size (2), got 2"
+        "invalid argument for ShardedSampler: rank 2 is not below world_size 2"
     );
     let err = ShardedSampler::new(SequentialSampler::new(0), 0, 2, Remainder::Pad).unwrap_err();
     assert!(matches!(

@@ -690,7 +690,7 @@ fn rejects_invalid_arguments() {
         (
             MultiNodeWeightedSampler::new(two(), [("ds0", 1.0), ("ds1", 1.0)])
                 .and_then(|s| s.with_rank(2, 2)),
-            "rank must be below world_size",
+            "rank 2 is not below world_size 2",
         ),
         (
             MultiNodeWeightedSampler::new(two(), [("ds0", 1.0), ("ds1", 1.0)])

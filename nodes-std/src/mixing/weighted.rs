@@ -4,13 +4,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use rand_chacha::ChaCha8Rng;
-use rand_chacha::rand_core::{RngCore, SeedableRng};
-
 use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
+use crate::rank::Rank;
+use crate::seed::PassRng;
 
 const NAME: &str = "MultiNodeWeightedSampler";
 
@@ -34,10 +33,6 @@ const RNG_RANK: &str = "rank";
 const RNG_WORLD_SIZE: &str = "world_size";
 const RNG_WORD_POS: &str = "word_pos";
 const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
-
-/// The largest generator position a restored state may hold: it leaves room
-/// for 2^62 more draws before `get_state` could no longer record it.
-const MAX_WORD_POS: u64 = i64::MAX as u64;
 
 /// Mixes several named sources, choosing the source of each item at random in
 /// proportion to its weight, from a seeded generator (torchdata's
@@ -68,7 +63,8 @@ const MAX_WORD_POS: u64 = i64::MAX as u64;
 ///   a restart is *empty* and is no longer drawn from in this pass (a pass of
 ///   `CycleForever` ends only when every source is empty).
 /// - **Randomness.** A pass draws from ChaCha8 keyed by the `seed` (expanded
-///   with `SeedableRng::seed_from_u64`) on stream number
+///   with SplitMix64, written in this crate so it cannot change under a
+///   dependency upgrade) on stream number
 ///   `epoch × world_size + rank` (wrapping): every epoch and every rank of a
 ///   job gets its own independent stream. The epoch starts at 0 and advances
 ///   on `reset(None)` if the previous pass had started (a `next` was called),
@@ -162,7 +158,7 @@ pub struct MultiNodeWeightedSampler<N, O = Plain> {
     epoch: u64,
     num_yielded: u64,
     started: bool,
-    rng: ChaCha8Rng,
+    rng: PassRng,
     /// Running sums of the weights of the sources still drawn from, in source
     /// order (a source not drawn from adds 0).
     cumulative: Vec<f64>,
@@ -271,7 +267,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             epoch: 0,
             num_yielded: 0,
             started: false,
-            rng: make_rng(0, 0, 0, 1),
+            rng: PassRng::new(0, 0),
             cumulative: vec![0.0; n],
             last_live: None,
             active_exhausted: 0,
@@ -329,22 +325,18 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     ///
     /// [`Error::InvalidArgument`] if `world_size` is 0 or `rank >= world_size`.
     pub fn with_rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
-        if world_size == 0 {
-            return Err(Error::invalid_argument(
-                NAME,
-                "world_size must be at least 1",
-            ));
-        }
-        if rank >= world_size {
-            return Err(Error::invalid_argument(
-                NAME,
-                format!("rank must be below world_size, got rank {rank} of {world_size}"),
-            ));
-        }
+        Rank::new(NAME, rank, world_size)?;
         self.rank = rank;
         self.world_size = world_size;
         self.flag = ResetFlag::default();
         Ok(self)
+    }
+
+    fn ranks(&self) -> Rank {
+        Rank {
+            rank: self.rank,
+            world_size: self.world_size,
+        }
     }
 
     /// When a pass ends.
@@ -424,7 +416,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         let cumulative = &self.cumulative[..=last];
         let total = cumulative[last];
         // The top 53 bits as a uniform f64 in [0, 1).
-        let unit = (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        let unit = self.rng.unit();
         let x = unit * total;
         // The first source whose running sum exceeds `x`, i.e. the number of
         // sums at or below it (they are sorted). Counted without branches:
@@ -515,7 +507,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.epoch = epoch;
         self.num_yielded = 0;
         self.started = false;
-        self.rng = make_rng(self.seed, epoch, self.rank, self.world_size);
+        self.rng = PassRng::for_pass(self.seed, epoch, self.ranks());
         Ok(())
     }
 
@@ -543,34 +535,17 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             }
         }
         let word_pos: u64 = rng.get(RNG_WORD_POS)?;
-        if word_pos > MAX_WORD_POS {
-            // No pass draws 2^62 times; a position this far on would run out
-            // of the 64-bit range the state records it in.
-            return Err(Error::bad_state(
-                rng.path_of(RNG_WORD_POS),
-                format!(
-                    "generator position {word_pos} is beyond any pass (at most {MAX_WORD_POS} words)"
-                ),
-            ));
-        }
+        PassRng::check_word_pos(rng.path_of(RNG_WORD_POS), word_pos)?;
         let decoded = self.sources.decode(NAME, state)?;
 
         self.sources.restore(decoded)?;
         self.epoch = epoch;
         self.num_yielded = num_yielded;
         self.started = started;
-        self.rng = make_rng(self.seed, epoch, self.rank, self.world_size);
-        self.rng.set_word_pos(u128::from(word_pos));
+        self.rng = PassRng::for_pass(self.seed, epoch, self.ranks());
+        self.rng.seek(word_pos);
         Ok(())
     }
-}
-
-/// The generator of one pass: ChaCha8 keyed by `seed`, on the stream of
-/// (`epoch`, `rank`).
-fn make_rng(seed: u64, epoch: u64, rank: u64, world_size: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(epoch.wrapping_mul(world_size).wrapping_add(rank));
-    rng
 }
 
 fn join(names: &[std::sync::Arc<str>]) -> String {
@@ -614,12 +589,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
-        let word_pos = u64::try_from(self.rng.get_word_pos()).map_err(|_| {
-            Error::bad_state(
-                format!("/{RNG}/{RNG_WORD_POS}"),
-                "generator position beyond 2^64 words",
-            )
-        })?;
+        let word_pos = self.rng.word_pos();
         let rng = State::new()
             .with(RNG_SEED, self.seed)?
             .with(RNG_RANK, self.rank)?

@@ -9,8 +9,7 @@
 //! function only decides how well shuffled it looks. Each lookup applies the
 //! network fewer than 4 times on average.
 
-use rand::{RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use crate::seed::PassRng;
 
 const ROUNDS: usize = 8;
 
@@ -26,8 +25,7 @@ impl Permutation {
     /// The permutation of `0..n` for `(seed, stream)`; different streams give
     /// independent-looking permutations.
     pub(crate) fn new(n: u64, seed: u64, stream: u64) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(stream);
+        let mut rng = PassRng::new(seed, stream);
         let mut keys = [0; ROUNDS];
         keys.iter_mut().for_each(|k| *k = rng.next_u64());
         // Bits needed for the values 0..n, rounded up to an even number.

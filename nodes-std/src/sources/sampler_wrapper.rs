@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::rank::Rank;
 use crate::sources::permute::Permutation;
 use crate::{Cx, Description, Error, Init, Node, NodeId, NodeName, Param, Result, State, Validate};
 
@@ -421,8 +422,8 @@ impl Param for Remainder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardedSampler<S> {
     inner: S,
-    rank: usize,
-    world_size: usize,
+    rank: u64,
+    world_size: u64,
     remainder: Remainder,
 }
 
@@ -433,20 +434,9 @@ impl<S: Sampler> ShardedSampler<S> {
     /// [`Error::InvalidArgument`] if `world_size` is 0, `rank >= world_size`,
     /// or `inner` is empty with [`Remainder::Pad`] (there is nothing to pad
     /// with).
-    pub fn new(inner: S, rank: usize, world_size: usize, remainder: Remainder) -> Result<Self> {
+    pub fn new(inner: S, rank: u64, world_size: u64, remainder: Remainder) -> Result<Self> {
         const NODE: &str = "ShardedSampler";
-        if world_size == 0 {
-            return Err(Error::invalid_argument(
-                NODE,
-                "world_size must be at least 1",
-            ));
-        }
-        if rank >= world_size {
-            return Err(Error::invalid_argument(
-                NODE,
-                format!("rank must be below world_size ({world_size}), got {rank}"),
-            ));
-        }
+        let Rank { rank, world_size } = Rank::new(NODE, rank, world_size)?;
         if remainder == Remainder::Pad && inner.is_empty() {
             return Err(Error::invalid_argument(
                 NODE,
@@ -462,12 +452,12 @@ impl<S: Sampler> ShardedSampler<S> {
     }
 
     /// This shard's rank.
-    pub fn rank(&self) -> usize {
+    pub fn rank(&self) -> u64 {
         self.rank
     }
 
     /// The number of ranks.
-    pub fn world_size(&self) -> usize {
+    pub fn world_size(&self) -> u64 {
         self.world_size
     }
 
@@ -479,11 +469,12 @@ impl<S: Sampler> ShardedSampler<S> {
 
 impl<S: Sampler> Sampler for ShardedSampler<S> {
     fn len(&self) -> usize {
-        let n = self.inner.len();
-        match self.remainder {
+        let n = self.inner.len() as u64;
+        // The quotient is at most `n`, a usize.
+        (match self.remainder {
             Remainder::Pad => n.div_ceil(self.world_size),
             Remainder::Drop => n / self.world_size,
-        }
+        }) as usize
     }
 
     fn set_epoch(&mut self, epoch: u64) {
@@ -494,17 +485,20 @@ impl<S: Sampler> Sampler for ShardedSampler<S> {
     fn index(&self, pos: usize) -> usize {
         // Position in the (padded or truncated) global order; padding wraps
         // around to its start (several times if world_size > len).
-        let n = self.inner.len();
-        let global = match pos
+        let n = self.inner.len() as u64;
+        let global = match (pos as u64)
             .checked_mul(self.world_size)
             .and_then(|g| g.checked_add(self.rank))
         {
             Some(g) => g % n,
-            // Only for lengths near usize::MAX.
+            // Only for lengths near u64::MAX.
             None => {
-                ((pos as u128 * self.world_size as u128 + self.rank as u128) % n as u128) as usize
+                ((pos as u128 * u128::from(self.world_size) + u128::from(self.rank))
+                    % u128::from(n)) as u64
             }
         };
+        // Below `n`, a usize.
+        let global = global as usize;
         self.inner.index(global)
     }
 

@@ -2,11 +2,10 @@
 
 use std::fmt;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::seed::PassRng;
 use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
@@ -19,7 +18,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 /// later call pulls one item to replace the one it returns. A buffer at
 /// least as large as the pass is a full shuffle; a buffer of 1 keeps the
 /// order. The randomness comes from a ChaCha8 generator seeded with `seed`
-/// on stream `epoch`: the same seed gives the same order on every run and
+/// on stream `epoch`, and the draws are the crate's own: the same seed gives the same order on every run and
 /// machine, and each epoch has its own order. The epoch advances on
 /// `reset(None)` only if the previous pass was started, as for
 /// [`SamplerWrapper`](crate::SamplerWrapper).
@@ -64,20 +63,14 @@ pub struct Shuffler<S: Node> {
     // `rng` reads the new `epoch`.
     #[node(state, default = self.next_epoch())]
     epoch: u64,
-    #[node(state, default = epoch_rng(self.seed, self.epoch))]
-    rng: ChaCha8Rng,
+    #[node(state, default = PassRng::new(self.seed, self.epoch))]
+    rng: PassRng,
     #[node(state)]
     buffer: Vec<S::Item>,
     /// Whether `next` ran since the last `reset(None)` (see `SamplerWrapper`
     /// for why this is state).
     #[node(state)]
     started: bool,
-}
-
-fn epoch_rng(seed: u64, epoch: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(epoch);
-    rng
 }
 
 impl<S: Node + fmt::Debug> fmt::Debug for Shuffler<S> {
@@ -105,7 +98,7 @@ impl<S: Node> Shuffler<S> {
             buffer_size,
             seed,
             epoch: 0,
-            rng: epoch_rng(seed, 0),
+            rng: PassRng::new(seed, 0),
             buffer: Vec::new(),
             started: false,
         })
@@ -150,16 +143,12 @@ where
             if self.buffer.is_empty() {
                 return Ok(None);
             }
-            let pick = self.rng.random_range(0..self.buffer.len());
+            // `below` is at most `len - 1`, a usize.
+            let pick = self.rng.below(self.buffer.len() as u64) as usize;
             Ok(Some(self.buffer.swap_remove(pick)))
         })
     }
 }
-
-/// The largest generator position a restored state may hold: no pass draws
-/// anywhere near 2^62 times, and the state can record it again (serde_json
-/// writes the position, a `u128`, only while it fits in 64 bits).
-const MAX_WORD_POS: u128 = i64::MAX as u128;
 
 /// Checks a restored state before any of it is applied: the buffer fits, and
 /// the generator's position can be saved again.
@@ -175,16 +164,7 @@ impl<S: Node> Validate for Shuffler<S> {
                 ),
             ));
         }
-        let rng: ChaCha8Rng = state.get("rng")?;
-        if rng.get_word_pos() > MAX_WORD_POS {
-            return Err(Error::bad_state(
-                format!("{}/word_pos", state.path_of("rng")),
-                format!(
-                    "generator position {} is beyond any pass (at most {MAX_WORD_POS} words)",
-                    rng.get_word_pos()
-                ),
-            ));
-        }
-        Ok(())
+        let rng = state.child("rng")?;
+        PassRng::check_word_pos(rng.path_of("word_pos"), rng.get("word_pos")?)
     }
 }

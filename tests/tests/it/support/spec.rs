@@ -151,8 +151,8 @@ pub(crate) enum Order {
     /// One rank's shard of a random order (`pad` falls back to dropping the
     /// remainder for an empty sampler, which cannot be padded).
     Sharded {
-        rank: usize,
-        world: usize,
+        rank: u64,
+        world: u64,
         pad: bool,
         seed: u64,
     },
@@ -998,7 +998,7 @@ fn order_strategy() -> impl Strategy<Value = Order> {
     prop_oneof![
         Just(Order::Sequential),
         any::<u64>().prop_map(Order::Random),
-        (1usize..4, any::<bool>(), any::<u64>()).prop_flat_map(|(world, pad, seed)| {
+        (1u64..4, any::<bool>(), any::<u64>()).prop_flat_map(|(world, pad, seed)| {
             (0..world).prop_map(move |rank| Order::Sharded {
                 rank,
                 world,

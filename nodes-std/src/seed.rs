@@ -1,0 +1,271 @@
+//! Seeding: the one home of how a seeded node turns its seed, the epoch and
+//! its rank into random numbers.
+//!
+//! Every draw that decides the order of the data goes through [`PassRng`]:
+//! the seed expansion, the stream of each pass, the uniform integer draw and
+//! the uniform float draw are written here, so a seeded stream depends only
+//! on ChaCha8's block function (a published cipher) and this file, not on
+//! the value-stream policy of `rand`'s minor versions. The golden streams in
+//! `tests/golden/` pin them: a change here that moves a stream fails there.
+
+use nodes_core::{Error, Result};
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::rank::Rank;
+
+/// The largest generator position a restored state may hold: no pass draws
+/// anywhere near 2^62 times, and the position must fit in the state's
+/// 64-bit field when it is saved again.
+pub(crate) const MAX_WORD_POS: u64 = i64::MAX as u64;
+
+/// The random numbers of one pass of one seeded node: ChaCha8 keyed by the
+/// expanded seed, on a stream chosen by the pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PassRng {
+    rng: ChaCha8Rng,
+    seed: u64,
+    stream: u64,
+}
+
+impl PassRng {
+    /// The generator for `(seed, stream)`.
+    pub(crate) fn new(seed: u64, stream: u64) -> PassRng {
+        let mut rng = ChaCha8Rng::from_seed(expand(seed));
+        rng.set_stream(stream);
+        PassRng { rng, seed, stream }
+    }
+
+    /// The generator of `epoch` for `rank`: ranks of one epoch, and epochs of
+    /// one rank, draw from distinct streams.
+    pub(crate) fn for_pass(seed: u64, epoch: u64, rank: Rank) -> PassRng {
+        PassRng::new(
+            seed,
+            epoch.wrapping_mul(rank.world_size).wrapping_add(rank.rank),
+        )
+    }
+
+    /// The next 64 random bits.
+    #[inline]
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
+    /// A uniform draw from `0..n` (`n >= 1`) by Canon's method: the high
+    /// half of a widening multiply, with a second draw only when the low
+    /// half is close enough to carry (bias below 2^-32 per draw). A range
+    /// that fits in 32 bits draws 32-bit words, a wider one 64-bit words:
+    /// the method and word sizes of `rand` 0.9's default, so the shuffles of
+    /// earlier releases are kept.
+    #[inline]
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n > 0, "below(0)");
+        match u32::try_from(n) {
+            Ok(n) => u64::from(self.canon_u32(n)),
+            Err(_) => self.canon_u64(n),
+        }
+    }
+
+    #[inline]
+    fn canon_u32(&mut self, n: u32) -> u32 {
+        let first = u64::from(self.rng.next_u32()) * u64::from(n);
+        let (high, low) = ((first >> 32) as u32, first as u32);
+        if low <= n.wrapping_neg() {
+            return high;
+        }
+        let second = ((u64::from(self.rng.next_u32()) * u64::from(n)) >> 32) as u32;
+        high + u32::from(low.checked_add(second).is_none())
+    }
+
+    #[inline]
+    fn canon_u64(&mut self, n: u64) -> u64 {
+        let first = u128::from(self.rng.next_u64()) * u128::from(n);
+        let (high, low) = ((first >> 64) as u64, first as u64);
+        if low <= n.wrapping_neg() {
+            return high;
+        }
+        let second = ((u128::from(self.rng.next_u64()) * u128::from(n)) >> 64) as u64;
+        high + u64::from(low.checked_add(second).is_none())
+    }
+
+    /// A uniform float in `[0, 1)` from the top 53 bits of one draw.
+    #[inline]
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// How many 32-bit words this generator has drawn in its stream.
+    pub(crate) fn word_pos(&self) -> u64 {
+        // `seek` and `below`/`unit` keep it far below 2^64 (see MAX_WORD_POS).
+        u64::try_from(self.rng.get_word_pos()).unwrap_or(u64::MAX)
+    }
+
+    /// Moves to `word_pos` in this stream, in O(1).
+    pub(crate) fn seek(&mut self, word_pos: u64) {
+        self.rng.set_word_pos(u128::from(word_pos));
+    }
+
+    /// Checks a restored position; `path` is where the state holds it.
+    pub(crate) fn check_word_pos(path: impl Into<String>, word_pos: u64) -> Result<()> {
+        if word_pos > MAX_WORD_POS {
+            return Err(Error::bad_state(
+                path,
+                format!(
+                    "generator position {word_pos} is beyond any pass (at most {MAX_WORD_POS} words)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The 32-byte ChaCha key of a 64-bit seed: eight outputs of PCG32 (XSH-RR)
+/// started at the seed, little-endian. This is the expansion `rand_core` 0.9
+/// uses for `seed_from_u64`, so the orders of earlier releases are kept; it
+/// is written here so that a `rand_core` upgrade cannot move them.
+fn expand(seed: u64) -> [u8; 32] {
+    const MULTIPLIER: u64 = 6_364_136_223_846_793_005;
+    const INCREMENT: u64 = 11_634_580_027_462_260_723;
+    let mut state = seed;
+    let mut key = [0u8; 32];
+    for word in key.chunks_exact_mut(4) {
+        // Step first, so a seed with few bits set still starts well mixed.
+        state = state.wrapping_mul(MULTIPLIER).wrapping_add(INCREMENT);
+        let xorshifted = (((state >> 18) ^ state) >> 27) as u32;
+        let output = xorshifted.rotate_right((state >> 59) as u32);
+        word.copy_from_slice(&output.to_le_bytes());
+    }
+    key
+}
+
+/// What a state records of a generator: the seed and stream it was made
+/// with and its position (which the owning node checks with
+/// [`PassRng::check_word_pos`] before applying a state, naming the path).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    seed: u64,
+    stream: u64,
+    word_pos: u64,
+}
+
+impl Serialize for PassRng {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        Saved {
+            seed: self.seed,
+            stream: self.stream,
+            word_pos: self.word_pos(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for PassRng {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let saved = Saved::deserialize(deserializer).map_err(|e| {
+            serde::de::Error::custom(format_args!(
+                "{e} (a generator saved by nodes 0.1 holds a 32-byte key; such a \
+                 checkpoint cannot be resumed by this version: see CHANGELOG.md)"
+            ))
+        })?;
+        let mut rng = PassRng::new(saved.seed, saved.stream);
+        rng.seek(saved.word_pos);
+        Ok(rng)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn below_is_uniform_and_in_range() {
+        let mut rng = PassRng::new(7, 0);
+        let mut counts = [0u32; 6];
+        for _ in 0..60_000 {
+            counts[rng.below(6) as usize] += 1;
+        }
+        for c in counts {
+            assert!((9_500..10_500).contains(&c), "{counts:?}");
+        }
+        assert_eq!(rng.below(1), 0);
+        let wide = 3 << 40;
+        assert!((0..1000).all(|_| rng.below(wide) < wide));
+        assert!(
+            (0..1000)
+                .map(|_| rng.below(wide))
+                .any(|x| x > u64::from(u32::MAX))
+        );
+    }
+
+    #[test]
+    fn expansion_keeps_the_orders_of_earlier_releases() {
+        for seed in [0, 1, 42, u64::MAX] {
+            let ours = PassRng::new(seed, 3).next_u64();
+            let mut theirs = ChaCha8Rng::seed_from_u64(seed);
+            theirs.set_stream(3);
+            assert_eq!(ours, theirs.next_u64(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn draws_keep_the_shuffles_of_earlier_releases() {
+        use rand::Rng;
+        let mut ours = PassRng::new(9, 1);
+        let mut theirs = ChaCha8Rng::seed_from_u64(9);
+        theirs.set_stream(1);
+        for n in (1..2000u64).chain([u64::from(u32::MAX), 1 << 32, (1 << 32) + 1, 3 << 40]) {
+            assert_eq!(
+                ours.below(n),
+                theirs.random_range(0..n as usize) as u64,
+                "n = {n}"
+            );
+            assert_eq!(ours.word_pos(), theirs.get_word_pos() as u64, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn seek_replays_the_stream() {
+        let mut a = PassRng::new(3, 9);
+        let _ = (a.next_u64(), a.unit(), a.below(1000));
+        let pos = a.word_pos();
+        let rest: Vec<u64> = (0..5).map(|_| a.next_u64()).collect();
+        let mut b = PassRng::new(3, 9);
+        b.seek(pos);
+        assert_eq!(rest, (0..5).map(|_| b.next_u64()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn streams_and_seeds_differ() {
+        let first = |seed, stream| PassRng::new(seed, stream).next_u64();
+        assert_ne!(first(0, 0), first(0, 1));
+        assert_ne!(first(0, 0), first(1, 0));
+        let r = |rank| Rank {
+            rank,
+            world_size: 4,
+        };
+        assert_ne!(
+            PassRng::for_pass(5, 0, r(1)).next_u64(),
+            PassRng::for_pass(5, 1, r(0)).next_u64()
+        );
+    }
+
+    #[test]
+    fn state_round_trips_and_far_positions_are_refused() {
+        let mut rng = PassRng::new(11, 2);
+        let _ = rng.below(10);
+        let json = serde_json::to_value(&rng).unwrap();
+        assert_eq!(json["seed"], 11);
+        let back: PassRng = serde_json::from_value(json).unwrap();
+        assert_eq!(back, rng);
+        let err = PassRng::check_word_pos("/rng/word_pos", u64::MAX).unwrap_err();
+        assert!(err.to_string().contains("beyond any pass"), "{err}");
+        assert!(PassRng::check_word_pos("/rng/word_pos", back.word_pos()).is_ok());
+    }
+}
