@@ -199,12 +199,10 @@ impl Error {
         }
     }
 
-    /// A copy of this error that can be handed to a second consumer.
-    ///
-    /// Errors produced on worker threads may need to be reported twice (once at
-    /// the item's position, once to a later caller); the user's boxed source is
-    /// not `Clone`, so the copy keeps its message instead.
-    pub fn duplicate(&self) -> Error {
+    /// A copy of this error that can be handed to a second consumer (the
+    /// user's boxed source is not `Clone`, so the copy keeps its message).
+    #[cfg(test)]
+    pub(crate) fn duplicate(&self) -> Error {
         match self {
             Error::InvalidArgument { node, message } => Error::InvalidArgument {
                 node,

@@ -149,9 +149,8 @@ impl<T> Lazy<T> {
     }
 
     /// Empties the slot and records its owner's names for error messages
-    /// (called by the derive on every reset).
-    #[doc(hidden)]
-    pub fn __clear(&mut self, node: &'static str, field: &'static str) {
+    /// (the derive calls it on every reset, through `LazySlot`).
+    pub(crate) fn clear(&mut self, node: &'static str, field: &'static str) {
         self.value = None;
         self.node = node;
         self.field = field;

@@ -22,7 +22,7 @@ pub trait LazySlot {
 
 impl<T> LazySlot for Lazy<T> {
     fn clear(&mut self, node: &'static str, field: &'static str) {
-        self.__clear(node, field);
+        Lazy::clear(self, node, field);
     }
 }
 

@@ -794,13 +794,6 @@ impl State {
         }
         Ok(())
     }
-
-    /// Re-roots this state at `path` (used when a state is handed down the tree
-    /// by a route other than [`State::child`]).
-    pub fn at_path(mut self, path: impl Into<String>) -> Self {
-        self.path = Path::root(path.into());
-        self
-    }
 }
 
 /// The key under which a versioned node stores its state format version.
@@ -931,34 +924,20 @@ impl std::hash::Hasher for Identity {
 struct Path(Option<Arc<PathNode>>);
 
 struct PathNode {
-    /// The parent's path (for a key), nothing for an explicit root.
+    /// The parent's path.
     parent: Path,
-    /// A key below the parent, or the text of an explicit root path.
-    part: PathPart,
+    /// The key below the parent.
+    key: String,
     /// The full path, built on first use.
     text: OnceLock<String>,
 }
 
-enum PathPart {
-    Key(String),
-    Root(String),
-}
-
 impl Path {
-    /// An explicit path (from [`State::at_path`]).
-    fn root(text: String) -> Path {
-        Path(Some(Arc::new(PathNode {
-            parent: Path::default(),
-            part: PathPart::Root(text),
-            text: OnceLock::new(),
-        })))
-    }
-
     /// The path of `key` below this one.
     fn join(&self, key: &str) -> Path {
         Path(Some(Arc::new(PathNode {
             parent: self.clone(),
-            part: PathPart::Key(key.to_owned()),
+            key: key.to_owned(),
             text: OnceLock::new(),
         })))
     }
@@ -970,23 +949,13 @@ impl Path {
         };
         node.text.get_or_init(|| {
             // Walk up to the root (no recursion), then write top-down.
-            let mut keys = Vec::new();
-            let mut root = "";
+            let mut keys = vec![node.key.as_str()];
             let mut at = node;
-            loop {
-                match &at.part {
-                    PathPart::Root(text) => {
-                        root = text;
-                        break;
-                    }
-                    PathPart::Key(key) => keys.push(key.as_str()),
-                }
-                match &at.parent.0 {
-                    Some(parent) => at = parent,
-                    None => break,
-                }
+            while let Some(parent) = &at.parent.0 {
+                keys.push(parent.key.as_str());
+                at = parent;
             }
-            let mut text = root.to_owned();
+            let mut text = String::new();
             for key in keys.iter().rev() {
                 text.push('/');
                 text.push_str(key);

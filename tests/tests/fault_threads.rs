@@ -5,21 +5,26 @@
 //! and nothing hangs.
 //!
 //! This binary holds a single test, so that no other test's threads come and
-//! go while it counts; the scenarios run one after another inside it.
+//! go while it counts; the scenarios run one after another inside it, first
+//! those of every stock threaded node (`fault_threads/stock_nodes.rs`).
 //! `NODES_RELIABILITY_LONG=1` runs ten times the random pipelines.
 
 #[path = "it/support/mod.rs"]
 mod support;
 
+#[path = "fault_threads/stock_nodes.rs"]
+mod stock_nodes;
+
 use std::time::Duration;
 
 use nodes_std::prelude::*;
+use nodes_std::testing::{settle_threads, thread_count};
 use nodes_std::{BoxError, ParallelOptions, Running};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use support::faulty::{Fault, FaultKind, Faulty, quiet_injected_panics};
 use support::spec::{Grammar, build, spec_strategy};
-use support::watch::{config, settle_threads, thread_count, watchdog};
+use support::watch::{config, watchdog};
 
 /// Waits for the thread count to come back to `baseline`.
 #[track_caller]
@@ -252,6 +257,7 @@ fn faults_and_drops_leak_no_thread() {
     watchdog("thread counts", Duration::from_secs(240), || {
         let baseline = thread_count();
         assert!(baseline > 0, "cannot read /proc/self/task");
+        stock_nodes::threads_return_to_baseline(baseline);
         function_faults(baseline);
         source_faults(baseline);
         dropped_mid_epoch(baseline);

@@ -70,13 +70,23 @@ impl<T> Tagged<T> {
 ///
 /// The mode is a type parameter of the sampler, so the item type is known at
 /// compile time and tagging costs one reference-count increment per item.
-pub trait OutputMode<T>: Send {
+/// The trait is sealed: [`Plain`] and [`WithSource`] are the modes.
+pub trait OutputMode<T>: Send + sealed::Sealed {
     /// The sampler's item type.
     type Output;
     /// Whether the source name is part of the output (shown by `describe`).
     const TAGGED: bool;
     /// Builds the output for `item`, drawn from the source named `source`.
     fn output(source: &Arc<str>, item: T) -> Self::Output;
+}
+
+mod sealed {
+    /// Only this crate's output modes implement `OutputMode`.
+    // Unnameable on purpose: that is what seals the trait.
+    #[allow(unnameable_types)]
+    pub trait Sealed {}
+    impl Sealed for super::Plain {}
+    impl Sealed for super::WithSource {}
 }
 
 /// Output mode: yield the sources' items unchanged.

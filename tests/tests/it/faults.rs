@@ -327,7 +327,7 @@ fn read(
                 return Ok((seen, state, run));
             }
             Err(payload) => {
-                let message = crate::support::watch::panic_message(&*payload);
+                let message = nodes_std::testing::panic_message(&*payload);
                 if case.catcher().is_some() || !message.starts_with(INJECTED) {
                     return Err(format!("the consumer saw a panic: {message}"));
                 }

@@ -1,9 +1,6 @@
-//! Test-only sources and helpers for the mixing tests (until the stock
-//! `IterableWrapper` and `Header` land).
-// Each test file uses a different subset of these helpers.
-#![allow(dead_code)]
+//! Sources and helpers for the mixing tests: sources that fail, flake or
+//! vary in given ways, and the checks of the samplers' error semantics.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
 use nodes_std::{Cx, Description, Error, Node, NodeExt, ResetFlag, Result, State, Stateful};
@@ -315,68 +312,6 @@ pub(crate) fn check_error_semantics<N: Node<Item = u64>>(
     all.iter().filter(|o| o.is_err()).count()
 }
 
-/// Stops after `limit` items of its source (for infinite pipelines).
-#[derive(Debug)]
-pub(crate) struct Take<N> {
-    source: N,
-    limit: u64,
-    taken: u64,
-}
-
-impl<N> Take<N> {
-    pub(crate) fn new(source: N, limit: u64) -> Self {
-        Take {
-            source,
-            limit,
-            taken: 0,
-        }
-    }
-}
-
-impl<N: Node> Node for Take<N> {
-    type Item = N::Item;
-
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
-        if self.taken == self.limit {
-            return Ok(None);
-        }
-        let item = self.source.next(cx)?;
-        if item.is_some() {
-            self.taken += 1;
-        }
-        Ok(item)
-    }
-}
-
-impl<N: Node> Stateful for Take<N> {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        match state {
-            None => {
-                self.source.reset(None)?;
-                self.taken = 0;
-            }
-            Some(s) => {
-                let taken: u64 = s.get("taken")?;
-                self.source.reset(Some(&s.child("source")?))?;
-                self.taken = taken;
-            }
-        }
-        Ok(())
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        let mut s = State::new().with("taken", self.taken)?;
-        s.insert_child("source", self.source.get_state(cx)?);
-        Ok(s)
-    }
-
-    fn describe(&self) -> Description {
-        Description::new("Take")
-            .param("limit", self.limit)
-            .child("source", self.source.describe())
-    }
-}
-
 /// Runs `node` from the start to its end (or `limit` items).
 pub(crate) fn run<N: Node>(node: N, limit: usize) -> Vec<N::Item> {
     node.start()
@@ -406,21 +341,9 @@ pub(crate) fn per_source(items: &[u64], sources: usize) -> Vec<usize> {
 }
 
 /// Runs `body` on a thread and fails if it takes longer than `secs` seconds.
+#[track_caller]
 pub(crate) fn watchdog<F: FnOnce() + Send + 'static>(secs: u64, body: F) {
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        body();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(()) => handle.join().expect("test body panicked"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {secs} s"),
-    }
+    nodes_std::testing::watchdog("mixing test", Duration::from_secs(secs), body);
 }
 
 /// A parent that forgets to reset its child: how a child is reached before

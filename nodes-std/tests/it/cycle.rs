@@ -1,13 +1,10 @@
 //! Cycler: wrap-around, max_cycles, empty sources, counters, save/load, and
 //! errors as items.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{Bad, Item, Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use scripted::{Bad, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn cycle_wraps_around_and_counts() {

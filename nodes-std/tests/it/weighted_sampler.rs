@@ -1,10 +1,8 @@
 //! MultiNodeWeightedSampler: stop criteria, determinism, frequencies, checkpoints.
 
-mod mixing_support;
-
-use mixing_support::{
-    Count, Failing, Flaky, FromVec, Take, Varying, check_error_semantics, counts, outcomes,
-    per_source, run, watchdog,
+use crate::mixing_support::{
+    Count, Failing, Flaky, FromVec, Varying, check_error_semantics, counts, outcomes, per_source,
+    run, watchdog,
 };
 use nodes_std::{
     Error, IterableWrapper, Loader, MultiNodeWeightedSampler, Node, NodeExt, Result, State,
@@ -169,7 +167,7 @@ fn save_load_every_stop_criterion() {
     let ws = [0.5, 0.3, 0.2];
     for stop in StopCriteria::ALL {
         if stop == StopCriteria::CycleForever {
-            let build = || Take::new(sampler(&sizes, &ws, stop, 11), 40);
+            let build = || sampler(&sizes, &ws, stop, 11).header(40);
             for m in midpoints(40) {
                 testing::assert_save_load(build, m);
             }
@@ -187,13 +185,11 @@ fn save_load_every_stop_criterion() {
 fn save_load_tagged_on_another_rank() {
     for stop in StopCriteria::ALL {
         let build = || {
-            Take::new(
-                sampler(&[4, 6], &[1.0, 3.0], stop, 3)
-                    .with_rank(2, 5)
-                    .unwrap()
-                    .tagged(),
-                30,
-            )
+            sampler(&[4, 6], &[1.0, 3.0], stop, 3)
+                .with_rank(2, 5)
+                .unwrap()
+                .tagged()
+                .header(30)
         };
         for m in [0, 1, 5, 9, 30] {
             testing::assert_save_load(build, m);
@@ -204,7 +200,7 @@ fn save_load_tagged_on_another_rank() {
 #[test]
 fn save_load_with_zero_weight_and_empty_sources() {
     for stop in StopCriteria::ALL {
-        let build = || Take::new(sampler(&[4, 0, 6, 5], &[1.0, 1.0, 2.0, 0.0], stop, 8), 35);
+        let build = || sampler(&[4, 0, 6, 5], &[1.0, 1.0, 2.0, 0.0], stop, 8).header(35);
         let len = run(build(), usize::MAX).len();
         for m in midpoints(len) {
             testing::assert_save_load(build, m);
@@ -829,7 +825,7 @@ fn used_before_reset_is_an_error() {
     // Through the traits, as a parent that forgot to reset its child would
     // call it (on the concrete type, the call does not compile).
     let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
-    let mut run = mixing_support::Forgetful(s).start().unwrap();
+    let mut run = crate::mixing_support::Forgetful(s).start().unwrap();
     let err = run.next().unwrap().unwrap_err();
     assert!(
         matches!(
@@ -928,7 +924,7 @@ fn save_load_over_iterable_wrappers() {
             .unwrap()
             .with_stop_criteria(stop)
             .with_seed(77);
-            Take::new(sampler, 30)
+            sampler.header(30)
         };
         let len = run_all(build()).len();
         for m in midpoints(len) {

@@ -1,11 +1,9 @@
 //! Sharder: disjoint shards covering the source, exact resume, bad
 //! arguments, and bad records as positions.
 
-mod scripted;
-
+use crate::scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn shards_are_disjoint_and_cover_the_source() {

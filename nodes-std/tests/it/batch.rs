@@ -1,13 +1,10 @@
 //! Batcher: batch sizes, drop_last, bad arguments, save/load, and errors
 //! from the source (held until the batch they interrupted is complete).
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn batch_keeps_and_batch_exact_drops_the_short_last_batch() {

@@ -1,12 +1,10 @@
 //! IterableWrapper and SeekableIterator: save/load conformance, O(1) seeking
 //! and bad states.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::{collect, save_load_at_cuts};
+use crate::common::{collect, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::testing;
 
@@ -32,7 +30,7 @@ fn seekable_wrapper_save_load() {
 
 #[test]
 fn iterable_wrapper_epochs_repeat() {
-    let epochs = common::epochs(IterableWrapper::new(0..20u32), 2);
+    let epochs = crate::common::epochs(IterableWrapper::new(0..20u32), 2);
     assert_eq!(epochs[0], (0..20).collect::<Vec<_>>());
     assert_eq!(epochs[0], epochs[1]);
 }

@@ -1,14 +1,11 @@
 //! Dataset and MapStyleWrapper: order, shuffling, errors and save/load.
 
-mod common;
-mod scripted;
-
 use std::sync::Arc;
 
-use common::{collect, epochs, save_load_at_cuts};
+use crate::common::{collect, epochs, save_load_at_cuts};
+use crate::scripted::assert_resumes_at_every_cut;
 use nodes_std::prelude::*;
 use nodes_std::{BoxError, testing};
-use scripted::assert_resumes_at_every_cut;
 
 /// torchdata's `DummyMapDataset`: rows computed from the index.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -2,14 +2,12 @@
 //! bounds, arguments, and no deadlocks. Every test that could hang runs under
 //! a watchdog.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::{Counting, Epochs, Gate, assert_each_once, watchdog};
 use nodes_std::{Error, NodeExt, ParallelMapper, ParallelOptions, Result, Running, State, testing};
-use support::{Counting, Epochs, Gate, assert_each_once, watchdog};
 
 /// Small item-dependent delays so that workers finish out of order.
 fn jitter(x: u64) {

@@ -1,5 +1,4 @@
 //! Fixtures shared by the node tests.
-#![allow(dead_code)]
 
 use std::fmt::Debug;
 

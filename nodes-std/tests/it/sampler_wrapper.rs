@@ -1,11 +1,9 @@
 //! SamplerWrapper and the index samplers: epochs, seeded orders, sharding,
 //! bad arguments and save/load.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::{collect, epochs, save_load_at_cuts};
+use crate::common::{collect, epochs, save_load_at_cuts};
 use nodes_std::prelude::*;
 use nodes_std::{Running, testing};
 

@@ -1,11 +1,8 @@
 //! Zip: pairing, uneven lengths, save/load, and errors from either side.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{BROKEN, Bad, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
-use scripted::{BROKEN, Bad, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn zip_pairs_until_the_shorter_ends() {

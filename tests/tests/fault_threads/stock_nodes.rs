@@ -2,15 +2,17 @@
 //! `reset` (also mid-epoch), at the end of a pass and after an error: the
 //! process's thread count (from /proc/self/task) goes back to its baseline.
 //!
-//! This binary holds a single test so that no other test's threads come and
-//! go while it counts; the scenarios run one after another inside it.
-
-mod support;
+//! Run from the single test of `fault_threads.rs`, so that no other test's
+//! threads come and go while it counts.
 
 use std::time::Duration;
 
+use nodes_std::testing::{Counting, settle_threads as settle_within, thread_count};
 use nodes_std::{Loader, Node, NodeExt, ParallelOptions, Running};
-use support::{Counting, settle_threads, settle_threads_within, thread_count, watchdog};
+
+fn settle_threads(want: usize) -> usize {
+    settle_within(want, Duration::from_secs(10))
+}
 
 /// Runs a scenario and checks the thread count afterwards.
 #[track_caller]
@@ -49,12 +51,9 @@ fn take<N: Node>(run: &mut Running<N>, n: usize) {
     }
 }
 
-#[test]
-fn threads_return_to_baseline() {
-    watchdog("thread counts", || {
-        let baseline = thread_count();
-        assert!(baseline > 0, "cannot read /proc/self/task");
-
+/// Every stock threaded node, in every way it can stop.
+pub(crate) fn threads_return_to_baseline(baseline: usize) {
+    {
         for in_order in [true, false] {
             check(baseline, "par_map dropped mid-epoch", || {
                 let mut run = slow_map(3, in_order).start().unwrap();
@@ -200,7 +199,7 @@ fn threads_return_to_baseline() {
         // running for most of a second. The short grace only covers the
         // moment a joined thread may still be listed.
         let strict = |what: &str| {
-            let now = settle_threads_within(baseline, Duration::from_millis(150));
+            let now = settle_within(baseline, Duration::from_millis(150));
             assert_eq!(now, baseline, "{what} returned before its threads ended");
         };
         let busy_map = |in_order: bool| {
@@ -250,5 +249,5 @@ fn threads_return_to_baseline() {
             expect_running(baseline, 5, "nested pipeline mid-epoch");
             drop(loader);
         });
-    });
+    }
 }

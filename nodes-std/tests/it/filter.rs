@@ -1,12 +1,9 @@
 //! Filter: selection, state, save/load, and errors from the source.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use scripted::{Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn filter_keeps_what_the_predicate_accepts() {
@@ -19,7 +16,7 @@ fn filter_keeps_what_the_predicate_accepts() {
         [6, 7, 8, 9]
     );
     assert!(collect(IterableWrapper::new(0..10u32).filter(|_| false)).is_empty());
-    let all = common::epochs(RangeNode::new(20).filter(|(i, _)| i % 3 == 0), 2);
+    let all = crate::common::epochs(RangeNode::new(20).filter(|(i, _)| i % 3 == 0), 2);
     assert_eq!(all[0].len(), 7);
     assert_eq!(
         all[1].iter().map(|(i, _)| *i).collect::<Vec<_>>(),

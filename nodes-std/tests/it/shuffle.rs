@@ -1,12 +1,9 @@
 //! Shuffler: seeded orders, epochs, buffer behaviour, bad input and save/load.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, epochs, save_load_at_cuts};
+use crate::common::{RangeNode, collect, epochs, save_load_at_cuts};
+use crate::scripted::{Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use scripted::{Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn shuffle_is_a_permutation_and_same_seed_same_order() {

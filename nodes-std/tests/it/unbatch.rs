@@ -1,13 +1,10 @@
 //! Unbatcher: flattening, empty batches, resume inside a batch, bad states,
 //! errors from the source, and the refusal of a source whose order varies.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::{ResetFlag, testing};
-use scripted::{Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn unbatch_flattens_and_skips_empty_batches() {

@@ -1,12 +1,9 @@
 //! Header: limits, counters, save/load, and errors as items.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use scripted::{BROKEN, Broken, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn header_limits_each_pass() {
@@ -16,7 +13,7 @@ fn header_limits_each_pass() {
     );
     assert_eq!(collect(IterableWrapper::new(0..3u8).header(10)), [0, 1, 2]);
     assert!(collect(IterableWrapper::new(0..3u8).header(0)).is_empty());
-    let all = common::epochs(RangeNode::new(20).header(7), 2);
+    let all = crate::common::epochs(RangeNode::new(20).header(7), 2);
     assert_eq!(
         all[1].iter().map(|(i, _)| *i).collect::<Vec<_>>(),
         (0..7).collect::<Vec<_>>()

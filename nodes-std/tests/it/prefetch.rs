@@ -1,14 +1,12 @@
 //! Prefetcher: order, exact resume across chunk boundaries, bounds, errors,
 //! and no deadlocks. Every test that could hang runs under a watchdog.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::{Counting, Epochs, assert_each_once, watchdog};
 use nodes_std::{Error, NodeExt, ParallelOptions, Result, Running, testing};
-use support::{Counting, Epochs, assert_each_once, watchdog};
 
 fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
     run.map(|r| r.expect("no error expected")).collect()

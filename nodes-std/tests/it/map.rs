@@ -1,12 +1,9 @@
 //! Mapper and TryMapper: order, errors with indices, panics, save/load, and
 //! the bad-record policy.
 
-mod common;
-mod scripted;
-
-use common::{RangeNode, collect, save_load_at_cuts};
+use crate::common::{RangeNode, collect, save_load_at_cuts};
+use crate::scripted::{Broken, Item, Script, assert_resumes_at_every_cut, pass};
 use nodes_std::prelude::*;
-use scripted::{Broken, Item, Script, assert_resumes_at_every_cut, pass};
 
 #[test]
 fn map_applies_in_order() {
@@ -206,9 +203,9 @@ fn the_skip_count_survives_a_restore() {
     );
     // The third skip would be over budget: 8 is delivered and ends the pass,
     // in the resumed run as in the uninterrupted one.
-    let rest = scripted::drain(&mut build().start_from(&state).unwrap(), 100);
+    let rest = crate::scripted::drain(&mut build().start_from(&state).unwrap(), 100);
     assert_eq!(rest, [Ok(60), Ok(70), Err(mapped_at(8, 8))]);
-    assert_eq!(scripted::drain(&mut running, 100), rest);
+    assert_eq!(crate::scripted::drain(&mut running, 100), rest);
     // A new pass starts with nothing counted.
     running.reset(None).unwrap();
     assert_eq!(running.next().transpose().unwrap(), Some(10));
@@ -287,10 +284,10 @@ fn policies_pass_other_errors_on_uncounted() {
             .on_error(policy)
             .start()
             .unwrap();
-        let out = scripted::drain(&mut running, 10);
+        let out = crate::scripted::drain(&mut running, 10);
         assert_eq!(
             out,
-            [Ok(10), Err(scripted::BROKEN.to_owned()), Ok(20)],
+            [Ok(10), Err(crate::scripted::BROKEN.to_owned()), Ok(20)],
             "{policy:?}"
         );
         let state = running.get_state().unwrap().to_json().unwrap();

@@ -1,10 +1,8 @@
 //! MultiNodeRoundRobinSampler: stop criteria, order, tagging, checkpoints.
 
-mod mixing_support;
-
-use mixing_support::{
-    Count, Failing, Flaky, FromVec, Take, Varying, check_error_semantics, counts, outcomes,
-    per_source, run, watchdog,
+use crate::mixing_support::{
+    Count, Failing, Flaky, FromVec, Varying, check_error_semantics, counts, outcomes, per_source,
+    run, watchdog,
 };
 use nodes_std::{
     Error, MultiNodeRoundRobinSampler, Node, NodeExt, Result, State, Stateful, StopCriteria,
@@ -144,7 +142,7 @@ fn end_is_idempotent() {
 fn save_load_every_stop_criterion() {
     for stop in StopCriteria::ALL {
         for sizes in [&[1u64, 2, 3][..], &[4, 0, 2], &[3]] {
-            let build = || Take::new(rr(sizes, stop), 25);
+            let build = || rr(sizes, stop).header(25);
             let len = run_all(build()).len();
             let mut cuts = vec![0, 1, 2, len / 2, len.saturating_sub(1), len, len + 2];
             cuts.sort_unstable();
@@ -407,7 +405,7 @@ fn used_before_reset_is_an_error() {
     // Through the traits, as a parent that forgot to reset its child would
     // call it (on the concrete type, the call does not compile).
     let s = rr(&[2], StopCriteria::AllDatasetsExhausted);
-    let mut run = mixing_support::Forgetful(s).start().unwrap();
+    let mut run = crate::mixing_support::Forgetful(s).start().unwrap();
     assert!(matches!(
         run.next(),
         Some(Err(Error::NotReset {

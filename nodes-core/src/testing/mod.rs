@@ -1,4 +1,15 @@
-//! Conformance checks for node authors: does a node resume exactly?
+//! Tools for testing nodes, the ones this workspace's own suites use:
+//! conformance checks (does a node resume exactly?), a scripted source that
+//! injects bad records and failures, a watchdog that turns a hang into a test
+//! failure, and a thread counter to catch leaked threads.
+
+mod counting;
+mod script;
+mod watch;
+
+pub use self::counting::Counting;
+pub use self::script::{Entry, Script};
+pub use self::watch::{panic_message, settle_threads, thread_count, watchdog, with_watchdog};
 
 use std::fmt::Debug;
 

@@ -1,0 +1,26 @@
+//! nodes-std's integration tests: one test binary (as cargo's own suite
+//! does), one module per node, with the shared fixtures as modules of this
+//! crate.
+
+mod common;
+mod mixing_support;
+mod scripted;
+mod support;
+
+mod batch;
+mod cycle;
+mod filter;
+mod header;
+mod iterable;
+mod map;
+mod map_style;
+mod par_map;
+mod prefetch;
+mod round_robin_sampler;
+mod sampler_wrapper;
+mod send_sync;
+mod shard;
+mod shuffle;
+mod unbatch;
+mod weighted_sampler;
+mod zip;
