@@ -129,6 +129,37 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
         })
     }
 
+    /// A round-robin sampler over a plain list of sources, named `ds_0`,
+    /// `ds_1`, … in list order (torchdata's `MultiNodeRoundRobinSampler`
+    /// over a list). The names key the sources' states in a checkpoint, so
+    /// the list order must be the same when a state is restored.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let a = IterableWrapper::new(vec![1, 2]);
+    /// let b = IterableWrapper::new(vec![10, 20]);
+    /// let sampler = MultiNodeRoundRobinSampler::from_list([a, b])?.tagged();
+    /// let out: Vec<(String, i32)> = sampler
+    ///     .start()?
+    ///     .map(|t| t.map(|t| (t.source.to_string(), t.item)))
+    ///     .collect::<Result<_>>()?;
+    /// assert_eq!(out[..2], [("ds_0".into(), 1), ("ds_1".into(), 10)]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty list.
+    pub fn from_list(sources: impl IntoIterator<Item = N>) -> Result<Self> {
+        Self::new(
+            sources
+                .into_iter()
+                .enumerate()
+                .map(|(i, node)| (format!("ds_{i}"), node)),
+        )
+    }
+
     /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
     /// (torchdata's `tag_output=True`). The state is unchanged.
     pub fn tagged(self) -> MultiNodeRoundRobinSampler<N, WithSource> {

@@ -176,7 +176,9 @@ pub struct MultiNodeWeightedSampler<N, O = Plain> {
 impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     /// A sampler over `sources` (ordered `(name, node)` pairs) with the given
     /// weights (`(name, weight)` pairs naming exactly the same sources),
-    /// `CycleUntilAllDatasetsExhausted`, seed 0, rank 0 of 1.
+    /// `CycleUntilAllDatasetsExhausted`, seed 0, and the rank of the
+    /// `RANK`/`WORLD_SIZE` environment variables (rank 0 of 1 when they are
+    /// not set).
     ///
     /// To mix different node types, box them with
     /// [`NodeExt::boxed`](crate::NodeExt::boxed).
@@ -185,7 +187,9 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     ///
     /// [`Error::InvalidArgument`] for no sources, duplicate names, weights
     /// whose names differ from the sources', a negative or non-finite weight,
-    /// all weights zero, or weights whose sum is not finite.
+    /// all weights zero, or weights whose sum is not finite; and for
+    /// malformed `RANK`/`WORLD_SIZE` environment variables (see
+    /// [`with_rank`](Self::with_rank)).
     pub fn new<K, W>(
         sources: impl IntoIterator<Item = (K, N)>,
         weights: impl IntoIterator<Item = (W, f64)>,
@@ -256,13 +260,16 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
                 "the weights must have a finite sum",
             ));
         }
+        // As torchdata does: each rank of a launched job draws its own stream
+        // unless told otherwise.
+        let Rank { rank, world_size } = Rank::from_env()?;
         Ok(MultiNodeWeightedSampler {
             sources,
             weights,
             stop: StopCriteria::default(),
             seed: 0,
-            rank: 0,
-            world_size: 1,
+            rank,
+            world_size,
             active,
             epoch: 0,
             num_yielded: 0,
@@ -318,8 +325,14 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self
     }
 
-    /// Sets this process's rank among `world_size` (default 0 of 1): each rank
-    /// draws from its own random stream. The node must be reset afterwards.
+    /// Sets this process's rank among `world_size`: each rank draws from its
+    /// own random stream. The node must be reset afterwards.
+    ///
+    /// The default is the launcher's `RANK` and `WORLD_SIZE` environment
+    /// variables when they are set (as `torchrun` sets them, and as
+    /// torchdata reads them), else rank 0 of 1. The same seed, rank and world
+    /// size give the same sequence on any machine; call this to pin them
+    /// (e.g. `.with_rank(0, 1)` for one stream whatever the environment).
     ///
     /// # Errors
     ///

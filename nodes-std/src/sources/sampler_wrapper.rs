@@ -2,6 +2,7 @@
 //! [`SequentialSampler`], [`RandomSampler`], [`ShardedSampler`].
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::rank::Rank;
 use crate::sources::permute::Permutation;
@@ -158,7 +159,13 @@ pub struct SamplerWrapper<S> {
     /// a `Header` that has hit its limit, for example).
     #[node(state)]
     started: bool,
+    /// Chooses the next pass's epoch from the last one (`None`: `epoch + 1`).
+    #[node(config)]
+    epoch_updater: Option<EpochUpdater>,
 }
+
+/// A user function choosing the next epoch number.
+type EpochUpdater = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
 
 /// A sampler shown as a parameter: the label of its [`Sampler::describe`].
 struct Described<S>(S);
@@ -192,7 +199,30 @@ impl<S: Sampler> SamplerWrapper<S> {
             epoch,
             num_yielded: 0,
             started: false,
+            epoch_updater: None,
         }
+    }
+
+    /// Sets the function that chooses the epoch of each new pass from the
+    /// previous one (torchdata's `epoch_updater`); the default adds 1. It
+    /// is called when a pass that was started is followed by a new one, and
+    /// not on a restore (the state holds the epoch).
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// // Even epochs only.
+    /// let wrapper = SamplerWrapper::new(RandomSampler::new(4, 1)).epoch_updater(|e| e + 2);
+    /// let mut loader = Loader::new(wrapper);
+    /// for want in [0, 2, 4] {
+    ///     loader.epoch().for_each(drop);
+    ///     assert_eq!(loader.root().epoch(), want);
+    /// }
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    pub fn epoch_updater(mut self, f: impl Fn(u64) -> u64 + Send + Sync + 'static) -> Self {
+        self.epoch_updater = Some(Arc::new(f));
+        self
     }
 
     /// The current epoch.
@@ -209,10 +239,10 @@ impl<S: Sampler> SamplerWrapper<S> {
 impl<S> SamplerWrapper<S> {
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
-        if self.started {
-            self.epoch.wrapping_add(1)
-        } else {
-            self.epoch
+        match (&self.epoch_updater, self.started) {
+            (_, false) => self.epoch,
+            (None, true) => self.epoch.wrapping_add(1),
+            (Some(update), true) => update(self.epoch),
         }
     }
 }

@@ -341,3 +341,26 @@ fn an_error_at_an_index_is_one_item_and_a_state_after_it_resumes_after_it() {
         assert_eq!(rest, all[cut..], "cut {cut}");
     }
 }
+
+#[test]
+fn epoch_updater_chooses_the_next_epochs_and_resumes_exactly() {
+    let build = || SamplerWrapper::new(RandomSampler::new(6, 3)).epoch_updater(|e| e * 10 + 1);
+    let mut loader = nodes_std::Loader::new(build());
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        loader.epoch().for_each(drop);
+        seen.push(loader.root().epoch());
+    }
+    assert_eq!(seen, [0, 1, 11]);
+    // The orders are those of the chosen epochs.
+    let mut sampler = RandomSampler::new(6, 3);
+    sampler.set_epoch(11);
+    let mut fresh = nodes_std::Loader::new(build());
+    let orders: Vec<Vec<usize>> = (0..3)
+        .map(|_| fresh.epoch().map(Result::unwrap).collect())
+        .collect();
+    assert_eq!(orders[2], order(&sampler));
+    for midpoint in [0, 1, 5, 6] {
+        testing::assert_save_load(build, midpoint);
+    }
+}

@@ -945,3 +945,49 @@ fn reports_to_loader_statistics() {
     assert_eq!(row.items as usize, epoch0.len() + epoch1.len());
     assert_eq!(row.items, 14);
 }
+
+/// The launcher's `RANK`/`WORLD_SIZE` pick the default stream. Environment
+/// variables are per process, so the test re-runs itself in a child process
+/// with them set (setting them here would race with the other tests).
+#[test]
+fn default_rank_comes_from_the_launcher_environment() {
+    const CHILD: &str = "NODES_TEST_WEIGHTED_ENV_CHILD";
+    let build = || {
+        MultiNodeWeightedSampler::new(counts(&[50, 50]), [("ds0", 1.0), ("ds1", 1.0)])
+            .map(|s| s.with_seed(7))
+    };
+    if std::env::var_os(CHILD).is_some() {
+        let sampler = build().unwrap();
+        assert_eq!((sampler.rank(), sampler.world_size()), (1, 2));
+        let from_env = run(sampler, 20);
+        let explicit = run(build().unwrap().with_rank(1, 2).unwrap(), 20);
+        assert_eq!(from_env, explicit);
+        assert_ne!(from_env, run(build().unwrap().with_rank(0, 1).unwrap(), 20));
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    let test = "weighted_sampler::default_rank_comes_from_the_launcher_environment";
+    let status = std::process::Command::new(&me)
+        .args(["--exact", test, "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child run failed");
+    let bad = std::process::Command::new(&me)
+        .args(["--exact", test, "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("RANK", "1")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success(), "RANK without WORLD_SIZE must fail");
+    let stdout = String::from_utf8_lossy(&bad.stdout);
+    assert!(stdout.contains("must be set together"), "{stdout}");
+    // Without the variables, this process draws rank 0 of 1's stream.
+    if std::env::var_os("RANK").is_none() && std::env::var_os("WORLD_SIZE").is_none() {
+        let sampler = build().unwrap();
+        assert_eq!((sampler.rank(), sampler.world_size()), (0, 1));
+    }
+}
