@@ -30,7 +30,7 @@ pub use crate::mixing::{
 pub use crate::policy::ErrorPolicy;
 pub use crate::rank::rank_from_env;
 pub use crate::sources::iterable::{IterableWrapper, SeekableIterator};
-pub use crate::sources::map_style::{Dataset, MapStyleWrapper};
+pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };
@@ -59,7 +59,7 @@ pub mod prelude {
     pub use crate::NodeExt;
     pub use crate::ParallelOptions;
     pub use crate::{
-        Dataset, IterableWrapper, MapStyleWrapper, RandomSampler, Remainder, Sampler,
+        Dataset, IterableWrapper, Lookup, MapStyleWrapper, RandomSampler, Remainder, Sampler,
         SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
     };
     pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};

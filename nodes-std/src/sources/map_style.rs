@@ -1,7 +1,9 @@
 //! [`Dataset`] (random access by index) and [`MapStyleWrapper`], a source that
 //! reads a dataset in the order given by a node of indices.
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use crate::sources::sampler_wrapper::{RandomSampler, SamplerWrapper, SequentialSampler};
@@ -49,6 +51,79 @@ pub trait Dataset: Send {
 
     /// The item at `index`.
     fn get_item(&self, index: usize) -> std::result::Result<Self::Item, BoxError>;
+}
+
+/// Random access by key: what [`MapStyleWrapper`] reads, at the keys its
+/// sampler node yields. Every [`Dataset`] is a `Lookup<usize>`; a `HashMap`
+/// or `BTreeMap` is a lookup by its own key type (torchdata's datasets keyed
+/// by something other than an index).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use nodes_std::prelude::*;
+///
+/// let ages = BTreeMap::from([("ann", 31), ("bob", 42), ("cy", 27)]);
+/// let keys = IterableWrapper::new(vec!["cy", "ann", "dan"]);
+/// let out: Vec<_> = MapStyleWrapper::new(ages, keys).start()?.collect();
+/// assert_eq!(out[0].as_ref().ok(), Some(&27));
+/// assert_eq!(out[1].as_ref().ok(), Some(&31));
+/// let missing = out[2].as_ref().unwrap_err().to_string();
+/// assert!(missing.contains("\"dan\""), "{missing}");
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+pub trait Lookup<K>: Send {
+    /// What a lookup returns.
+    type Item;
+
+    /// The item under `key`; an error is reported as [`Error::User`].
+    fn lookup(&self, key: &K) -> std::result::Result<Self::Item, BoxError>;
+
+    /// The key as an item index for error messages, where it is one.
+    fn index_of(_key: &K) -> Option<u64> {
+        None
+    }
+}
+
+impl<D: Dataset> Lookup<usize> for D {
+    type Item = D::Item;
+
+    #[inline]
+    fn lookup(&self, key: &usize) -> std::result::Result<D::Item, BoxError> {
+        self.get_item(*key)
+    }
+
+    fn index_of(key: &usize) -> Option<u64> {
+        Some(*key as u64)
+    }
+}
+
+impl<K, V, H> Lookup<K> for HashMap<K, V, H>
+where
+    K: Eq + Hash + fmt::Debug + Send,
+    V: Clone + Send,
+    H: BuildHasher + Send,
+{
+    type Item = V;
+
+    fn lookup(&self, key: &K) -> std::result::Result<V, BoxError> {
+        self.get(key).cloned().ok_or_else(|| missing_key(key))
+    }
+}
+
+impl<K, V> Lookup<K> for BTreeMap<K, V>
+where
+    K: Ord + fmt::Debug + Send,
+    V: Clone + Send,
+{
+    type Item = V;
+
+    fn lookup(&self, key: &K) -> std::result::Result<V, BoxError> {
+        self.get(key).cloned().ok_or_else(|| missing_key(key))
+    }
+}
+
+fn missing_key(key: &dyn fmt::Debug) -> BoxError {
+    format!("no item under key {key:?}").into()
 }
 
 fn out_of_range(index: usize, len: usize) -> BoxError {
@@ -99,7 +174,10 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 /// A source that yields `dataset.get_item(i)` for each index `i` its sampler node
 /// yields: torchdata's `MapStyleWrapper`.
 ///
-/// The sampler is any node of `usize` indices: usually a
+/// The dataset is a [`Dataset`] read by index, or any [`Lookup`] (a
+/// `HashMap`, a `BTreeMap`) read by the keys the sampler node yields.
+///
+/// For a dataset, the sampler is any node of `usize` indices: usually a
 /// [`SamplerWrapper`] over a [`SequentialSampler`], [`RandomSampler`] or
 /// [`ShardedSampler`](crate::ShardedSampler), but an
 /// [`IterableWrapper`](crate::IterableWrapper) over a list of indices works too.
@@ -109,9 +187,10 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 /// (O(1) for `SamplerWrapper`); no item is fetched while restoring.
 ///
 /// # Errors
-/// An error from [`Dataset::get_item`] is an [`Error::User`] naming
-/// `MapStyleWrapper` with the dataset index; the next call goes on with the
-/// next index.
+/// An error from [`Dataset::get_item`] (or [`Lookup::lookup`]) is an
+/// [`Error::User`] naming `MapStyleWrapper` with the dataset index (for
+/// other keys, the key is in the message); the next call goes on with the
+/// next key.
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -142,8 +221,8 @@ impl<D, S: fmt::Debug> fmt::Debug for MapStyleWrapper<D, S> {
     }
 }
 
-impl<D: Dataset, S: Node<Item = usize>> MapStyleWrapper<D, S> {
-    /// Reads `dataset` at the indices `sampler` yields.
+impl<D: Lookup<S::Item>, S: Node> MapStyleWrapper<D, S> {
+    /// Reads `dataset` at the indices (or keys) `sampler` yields.
     pub fn new(dataset: D, sampler: S) -> Self {
         MapStyleWrapper { dataset, sampler }
     }
@@ -165,7 +244,7 @@ impl<D: Dataset> MapStyleWrapper<D, SamplerWrapper<RandomSampler>> {
     }
 }
 
-impl<D: Dataset, S> MapStyleWrapper<D, S> {
+impl<D, S> MapStyleWrapper<D, S> {
     /// The dataset.
     pub fn dataset(&self) -> &D {
         &self.dataset
@@ -177,18 +256,18 @@ impl<D: Dataset, S> MapStyleWrapper<D, S> {
     }
 }
 
-impl<D: Dataset, S: Node<Item = usize>> Node for MapStyleWrapper<D, S> {
+impl<D: Lookup<S::Item>, S: Node> Node for MapStyleWrapper<D, S> {
     type Item = D::Item;
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
-            let Some(index) = self.sampler.next(cx)? else {
+            let Some(key) = self.sampler.next(cx)? else {
                 return Ok(None);
             };
-            match self.dataset.get_item(index) {
+            match self.dataset.lookup(&key) {
                 Ok(item) => Ok(Some(item)),
-                Err(e) => Err(Error::user("MapStyleWrapper", Some(index as u64), e)),
+                Err(e) => Err(Error::user("MapStyleWrapper", D::index_of(&key), e)),
             }
         })
     }

@@ -157,3 +157,31 @@ fn a_failed_row_is_one_item_and_a_state_after_it_resumes_after_it() {
         )
     });
 }
+
+/// torchdata's `test_dict`: a dataset keyed by strings, read in the order of
+/// a node of keys, resumes exactly.
+#[test]
+fn a_dataset_keyed_by_strings_reads_and_resumes() {
+    use std::collections::HashMap;
+    let build = || {
+        let dataset: HashMap<String, u32> = (0..20).map(|i| (format!("k{i}"), i * 10)).collect();
+        let keys: Vec<String> = (0..20).rev().map(|i| format!("k{i}")).collect();
+        MapStyleWrapper::new(dataset, IterableWrapper::new(keys))
+    };
+    assert_eq!(
+        collect(build()),
+        (0..20).rev().map(|i| i * 10).collect::<Vec<u32>>()
+    );
+    for midpoint in [0, 1, 19, 20] {
+        testing::assert_save_load(build, midpoint);
+    }
+    let missing = MapStyleWrapper::new(
+        HashMap::from([("a".to_string(), 1u8)]),
+        IterableWrapper::new(vec!["a".to_string(), "zz".to_string()]),
+    );
+    let out: Vec<_> = missing.start().unwrap().collect();
+    assert_eq!(out[0].as_ref().ok(), Some(&1));
+    let err = out[1].as_ref().unwrap_err();
+    assert!(matches!(err, Error::User { index: None, .. }), "{err}");
+    assert!(err.to_string().contains("\"zz\""), "{err}");
+}
