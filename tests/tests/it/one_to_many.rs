@@ -601,3 +601,48 @@ fn the_new_nodes_show_in_describe_and_in_the_stats() {
         "{stats:?}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// The random-pipeline generator
+
+/// The exactly-once, fault and bad-state suites see the new nodes: the
+/// generator draws each of them often, flat_maps over an out-of-order map
+/// (refused when they start) too, and each drawn pipeline is determined at
+/// some level.
+#[test]
+fn the_generator_draws_every_new_node() {
+    use crate::support::spec::{Grammar, Spec, spec_strategy};
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    let strategy = spec_strategy(Grammar::every_shape(4, 40, 4));
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    let kinds = ["flat_map", "filter_map", "pack", "pack_exact", "interleave"];
+    let mut counts = [0usize; 5];
+    let (mut refusable, mut segments, mut varying_outer) = (0, 0, 0);
+    let drawn = 1000;
+    for _ in 0..drawn {
+        let spec = strategy.new_tree(&mut runner).unwrap().current();
+        assert!(spec.level().is_some(), "{spec}");
+        let nodes = spec.nodes();
+        for (count, kind) in counts.iter_mut().zip(kinds) {
+            *count += usize::from(nodes.iter().any(|n| n.kind() == kind));
+        }
+        refusable +=
+            usize::from(nodes.iter().any(|n| n.kind() == "flat_map") && spec.may_be_refused());
+        segments += usize::from(nodes.iter().any(|n| matches!(n, Spec::Pack(_, _, _, true))));
+        varying_outer += usize::from(nodes.iter().any(|n| {
+            matches!(n, Spec::Interleave { outer, .. } if !outer.over_varying().is_empty()
+                || matches!(**outer, Spec::ParMap(_, p, _) if p.varies()))
+        }));
+    }
+    println!(
+        "of {drawn} drawn pipelines: {:?} contain {kinds:?}; {refusable} a flat_map over an out-of-order map; {segments} a pack with segments; {varying_outer} an interleave over an order that varies",
+        counts
+    );
+    for (count, kind) in counts.iter().zip(kinds) {
+        assert!(*count >= drawn / 50, "{kind} drawn in {count} of {drawn}");
+    }
+    assert!(refusable > 0 && segments > 0 && varying_outer > 0);
+}
