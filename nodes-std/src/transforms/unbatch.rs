@@ -62,8 +62,11 @@ pub struct Unbatcher<S: Node>
 where
     S::Item: IntoIterator,
 {
-    inner: Expander<S, fn(S::Item) -> S::Item, S::Item>,
+    inner: Expander<S, Identity<S::Item>, S::Item>,
 }
+
+/// The function an unbatcher expands with: a batch is its own output.
+type Identity<T> = fn(T) -> T;
 
 impl<S: Node + fmt::Debug> fmt::Debug for Unbatcher<S>
 where
@@ -85,7 +88,7 @@ where
     S::Item: IntoIterator,
 {
     pub(crate) fn new(source: S) -> Self {
-        let identity: fn(S::Item) -> S::Item = |batch| batch;
+        let identity: Identity<S::Item> = |batch| batch;
         Unbatcher {
             inner: Expander::new(NAME, BATCH_IDX, ".unbatch()", source, identity),
         }
