@@ -62,6 +62,18 @@ struct Slot<O, N> {
 /// order may vary between runs (an out-of-order parallel map of paths):
 /// the saved items say which inner nodes were open.
 ///
+/// # Parallel reading
+/// Prefetch each inner node in the function, e.g.
+/// `.interleave(4, 16, |path| read(path).prefetch(64).expect("64 > 0"))`:
+/// each open inner node then reads ahead on a thread of its own (the
+/// threaded core of [`Prefetcher`](crate::Prefetcher)) while the cycle
+/// takes from the others, and the output order stays exactly the
+/// sequential one (the cycle still decides which slot each item comes
+/// from). A slot's thread is stopped when its inner node ends, and all of
+/// them at `reset` and `shutdown`. The inner states are then the
+/// prefetchers' (a state from a pipeline without the prefetch does not
+/// restore into one with it).
+///
 /// `describe()` shows `cycle_length`, `block_length` and the outer node;
 /// the inner nodes are made by the function and are not shown (closures
 /// never are), so a restore does not check their shape.

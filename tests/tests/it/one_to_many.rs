@@ -294,6 +294,39 @@ fn interleave_of_stateful_inner_pipelines_resumes_exactly() {
 }
 
 #[test]
+fn interleave_reads_inner_nodes_in_parallel_with_the_sequential_order() {
+    // Each inner node prefetched on a thread of its own, through a slow map.
+    let parallel = |cycle: usize, block: usize, ahead: usize| {
+        IterableWrapper::new(files())
+            .interleave(cycle, block, move |f| {
+                IterableWrapper::new(file(&f))
+                    .map(|x| {
+                        std::thread::sleep(std::time::Duration::from_micros(u64::from(x % 3) * 20));
+                        x
+                    })
+                    .prefetch(ahead)
+                    .unwrap()
+            })
+            .unwrap()
+    };
+    for (cycle, block, ahead) in [(2, 1, 1), (3, 2, 4), (4, 3, 16)] {
+        assert_eq!(
+            collect(parallel(cycle, block, ahead)),
+            collect(interleaved(cycle, block)),
+            "cycle_length {cycle}, block_length {block}, prefetch {ahead}"
+        );
+        let factory = || parallel(cycle, block, ahead);
+        for cut in cuts(collect(factory()).len()) {
+            assert_save_load(factory, cut);
+        }
+    }
+    let mut loader = Loader::new(parallel(3, 2, 4)).with_stats();
+    assert_eq!(loader.epoch().count(), 17);
+    let stats = loader.stats().unwrap();
+    assert!(stats.get("Interleave/Prefetcher").is_some(), "{stats:?}");
+}
+
+#[test]
 fn interleave_state_has_the_open_slots_items_and_inner_states() {
     let mut running = interleaved(2, 2).start().unwrap();
     for _ in 0..3 {
