@@ -74,6 +74,14 @@ struct Slot<O, N> {
 /// prefetchers' (a state from a pipeline without the prefetch does not
 /// restore into one with it).
 ///
+/// An inner node whose order varies between runs (an out-of-order
+/// parallel map inside the function) cannot be seen before it is made: a
+/// [`flat_map`](crate::NodeExt::flat_map) or
+/// [`unbatch`](crate::NodeExt::unbatch) above the interleave, which asks
+/// when it starts, is then not refused and does not resume exactly. Keep
+/// the inner nodes' order fixed (in-order parallel maps, prefetches), or
+/// put such nodes above the interleave.
+///
 /// `describe()` shows `cycle_length`, `block_length` and the outer node;
 /// the inner nodes are made by the function and are not shown (closures
 /// never are), so a restore does not check their shape.

@@ -28,11 +28,15 @@
 //! their output is determined at one of these levels, with nothing
 //! rewritten: below map, try_map, filter, shuffle, cycle, prefetch, other
 //! parallel maps (in order or not, any snapshot frequency), batch, unbatch,
-//! and samplers that drain every source (`AllDatasetsExhausted`). It does
-//! not draw them where one run determines nothing another run could be
-//! compared with: below nodes that pick *which* items pass by their
-//! position (header, zip, shard, `batch_exact`'s dropped remainder, samplers
-//! that stop or restart a source part-way), below a filter over batches,
+//! flat_map (both refused when they start), filter_map, pack (without
+//! segments), the outer node of an interleave, and samplers that drain
+//! every source (`AllDatasetsExhausted`). It does not draw them where one
+//! run determines nothing another run could be compared with: below nodes
+//! that pick *which* items pass by their position (header, zip, shard,
+//! `batch_exact`'s dropped remainder, `pack_exact`'s, samplers that stop or
+//! restart a source part-way, the segment ids of a pack), inside the inner
+//! pipelines of an interleave (not asked for their order before they are
+//! made, see `Interleave::varying_order`), below a filter over batches,
 //! below a function that may fail on batches (the batches vary, so which
 //! ones fail does too), and below an error policy that ends or cuts a pass
 //! (`Fail`, `SkipAtMost`: which items come before the cut varies).
