@@ -393,15 +393,18 @@ where
             return Ok(());
         };
         self.source.reset(Some(&decoded.source))?;
+        // Built aside: if an inner node refuses its state, this node stays
+        // consistent (no slot open) until the next reset.
         let mut slots: Vec<Option<Slot<S::Item, N>>> = Vec::new();
         slots.resize_with(decoded.slots_used, || None);
+        let num_open = decoded.open.len();
         for (index, item, inner) in decoded.open {
             let mut node = (self.f)(item.clone());
             node.reset(Some(&inner))?;
             slots[index] = Some(Slot { item, node });
-            self.num_open += 1;
         }
         self.slots = slots;
+        self.num_open = num_open;
         self.cycle_index = decoded.cycle_index;
         self.block_index = decoded.block_index;
         self.end_of_input = decoded.end_of_input;
