@@ -16,6 +16,11 @@ use crate::transforms::shuffle::Shuffler;
 use crate::transforms::unbatch::Unbatcher;
 use nodes_core::{BoxError, Node, Result, Running, State};
 
+use crate::mixing::interleave::Interleave;
+use crate::transforms::filter_map::FilterMapper;
+use crate::transforms::flat_map::FlatMapper;
+use crate::transforms::pack::Packer;
+
 /// Combinators and starters for every [`Node`]; implemented for all of them.
 pub trait NodeExt: Node + Sized {
     /// Resets the pipeline and returns it as a plain iterator of `Result<Item>`.
@@ -312,6 +317,134 @@ pub trait NodeExt: Node + Sized {
         Self::Item: Send + 'static,
     {
         Prefetcher::new(self, prefetch_factor)
+    }
+
+    /// Maps every item to a collection (anything [`IntoIterator`]) and
+    /// yields its elements, in order (tf.data's and Grain's `flat_map`,
+    /// `Iterator::flat_map`). A resume stands inside an item's output: it
+    /// pulls that item again and skips what was returned (see
+    /// [`FlatMapper`](crate::FlatMapper), which also says why a source whose
+    /// order varies is refused).
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let twice: Vec<u8> = IterableWrapper::new(0..3u8).flat_map(|x| vec![x, x]).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(twice, [0, 0, 1, 1, 2, 2]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn flat_map<I, F>(self, f: F) -> FlatMapper<Self, F, I>
+    where
+        F: FnMut(Self::Item) -> I + Send,
+        I: IntoIterator,
+        I::IntoIter: Send,
+    {
+        FlatMapper::new(self, f)
+    }
+
+    /// Maps every item to an [`Option`] and keeps the values in the `Some`s
+    /// (`Iterator::filter_map`): a filter and a map in one. The state is the
+    /// source's.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let halves: Vec<u8> = IterableWrapper::new(0..6u8).filter_map(|x| (x % 2 == 0).then_some(x / 2)).start()?.collect::<Result<_>>()?;
+    /// assert_eq!(halves, [0, 1, 2]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn filter_map<U, F>(self, f: F) -> FilterMapper<Self, F>
+    where
+        F: FnMut(Self::Item) -> Option<U> + Send,
+    {
+        FilterMapper::new(self, f)
+    }
+
+    /// Makes an inner node from each item with `f` and reads up to
+    /// `cycle_length` of them at a time, `block_length` items from each in
+    /// turn (tf.data's `interleave`, Grain's `InterleaveIterDataset`): many
+    /// files read with both locality and mixing. The open slots' items are
+    /// saved in the state, hence the serde bounds (see
+    /// [`Interleave`](crate::Interleave)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `cycle_length` or `block_length` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let ranges = vec![(0u32, 3u32), (10, 12), (20, 21)];
+    /// let mixed: Vec<u32> = IterableWrapper::new(ranges)
+    ///     .interleave(2, 1, |(a, b)| IterableWrapper::new(a..b))?
+    ///     .start()?
+    ///     .collect::<Result<_>>()?;
+    /// assert_eq!(mixed, [0, 10, 1, 11, 2, 20]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn interleave<N, F>(
+        self,
+        cycle_length: usize,
+        block_length: usize,
+        f: F,
+    ) -> Result<Interleave<Self, F, N>>
+    where
+        Self::Item: Serialize + DeserializeOwned + Clone + Send,
+        F: FnMut(Self::Item) -> N + Send,
+        N: Node,
+    {
+        Interleave::new(self, cycle_length, block_length, f)
+    }
+
+    /// Concatenates token sequences (`Vec<T>` items) and cuts them into
+    /// chunks of `seq_len` tokens; the last chunk of a pass may be shorter
+    /// (Grain's concat-then-split packing). The tokens carried from one
+    /// chunk to the next are in the state, hence the serde bounds. Call
+    /// [`with_segments`](crate::Packer::with_segments) on the result for
+    /// segment ids and positions (see [`Packer`](crate::Packer)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `seq_len` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let docs = vec![vec![1u32, 2, 3], vec![4, 5, 6, 7, 8]];
+    /// let chunks: Vec<Vec<u32>> = IterableWrapper::new(docs).pack(3)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(chunks, [vec![1, 2, 3], vec![4, 5, 6], vec![7, 8]]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn pack<T>(self, seq_len: usize) -> Result<Packer<Self, T>>
+    where
+        Self: Node<Item = Vec<T>>,
+        T: Serialize + DeserializeOwned + Send,
+    {
+        Packer::new(self, seq_len, false)
+    }
+
+    /// [`pack`](NodeExt::pack), dropping a short last chunk: every chunk has
+    /// exactly `seq_len` tokens.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if
+    /// `seq_len` is 0.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    ///
+    /// let docs = vec![vec![1u32, 2, 3], vec![4, 5, 6, 7, 8]];
+    /// let chunks: Vec<Vec<u32>> = IterableWrapper::new(docs).pack_exact(3)?.start()?.collect::<Result<_>>()?;
+    /// assert_eq!(chunks, [vec![1, 2, 3], vec![4, 5, 6]]);
+    /// assert!(IterableWrapper::new(vec![vec![1u32]]).pack_exact(0).is_err());
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    fn pack_exact<T>(self, seq_len: usize) -> Result<Packer<Self, T>>
+    where
+        Self: Node<Item = Vec<T>>,
+        T: Serialize + DeserializeOwned + Send,
+    {
+        Packer::new(self, seq_len, true)
     }
 }
 

@@ -50,6 +50,11 @@ pub use nodes_core::{
 };
 pub use nodes_derive::Node;
 
+pub use crate::mixing::interleave::Interleave;
+pub use crate::transforms::filter_map::FilterMapper;
+pub use crate::transforms::flat_map::FlatMapper;
+pub use crate::transforms::pack::{PackOutput, Packed, Packer, TokensOnly, WithSegments};
+
 #[doc(hidden)]
 pub use nodes_core::__private;
 
@@ -68,4 +73,6 @@ pub mod prelude {
         Validate,
     };
     pub use nodes_derive::Node;
+
+    pub use crate::Packed;
 }

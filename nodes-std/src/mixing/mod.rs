@@ -23,6 +23,7 @@
 // derive (`#[node(children)]` plus an `init`) if it grows cross-field
 // validation, keeping the state layout below.
 
+pub(crate) mod interleave;
 mod round_robin;
 mod stop;
 mod weighted;

@@ -4,8 +4,11 @@
 pub(crate) mod batch;
 pub(crate) mod cycle;
 pub(crate) mod filter;
+pub(crate) mod filter_map;
+pub(crate) mod flat_map;
 pub(crate) mod header;
 pub(crate) mod map;
+pub(crate) mod pack;
 pub(crate) mod shard;
 pub(crate) mod shuffle;
 pub(crate) mod unbatch;

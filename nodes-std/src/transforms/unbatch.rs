@@ -2,23 +2,20 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
+use crate::transforms::flat_map::Expander;
+use crate::{Cx, Description, Node, NodeId, Result, State, Stateful};
 
 const NAME: &str = "Unbatcher";
-const SOURCE: &str = "source";
 const BATCH_IDX: &str = "batch_idx";
-/// Why an unbatcher refuses a source whose order varies, and what to build.
-const REFUSAL: &str = concat!(
-    "it restores by pulling its current batch again, which over a source whose order varies ",
-    "between runs gives other items; deliver in order with `ParallelOptions::in_order(true)`, ",
-    "or put the out-of-order par_map above the `.unbatch()`",
-);
 
 /// This struct is created by [`NodeExt::unbatch`](crate::NodeExt::unbatch).
 /// See its documentation for more.
 ///
 /// Yields the elements of each collection its source yields, in order;
-/// empty collections are skipped.
+/// empty collections are skipped. It is
+/// [`flat_map`](crate::NodeExt::flat_map) with the identity function (the
+/// two share their mechanism), under its own name and torchdata's state
+/// layout.
 ///
 /// # State
 /// `source`: the source's state from just before the current batch was
@@ -39,9 +36,9 @@ const REFUSAL: &str = concat!(
 /// [`reset`](Stateful::reset) (from the start too) refuses a source whose
 /// output order varies between runs (an out-of-order
 /// [`ParallelMapper`](crate::ParallelMapper) with workers, see
-/// [`Stateful::varying_order`]) with [`Error::InvalidPipeline`] naming it.
-/// Deliver in order (`ParallelOptions::in_order(true)`), or put the
-/// out-of-order map above the unbatch.
+/// [`Stateful::varying_order`]) with [`Error::InvalidPipeline`](crate::Error::InvalidPipeline)
+/// naming it. Deliver in order (`ParallelOptions::in_order(true)`), or put
+/// the out-of-order map above the unbatch.
 ///
 /// Restoring a `batch_idx` larger than the re-pulled batch is a bad state;
 /// so is a `batch_idx` above 0 where the source has no batch left. Errors
@@ -57,21 +54,19 @@ const REFUSAL: &str = concat!(
 /// assert_eq!(items, [1, 2, 3]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-// Written by hand: its state nests, under `source`, the source's state from
-// *before* the current batch rather than the source's current state, which
-// `#[node(child)]` cannot express (the derive always asks the child).
+// Written by hand (on the shared `Expander`): its state nests, under
+// `source`, the source's state from *before* the current batch rather than
+// the source's current state, which `#[node(child)]` cannot express.
 #[must_use = "nodes do nothing until started"]
 pub struct Unbatcher<S: Node>
 where
     S::Item: IntoIterator,
 {
-    source: S,
-    /// The current batch and the source's state from before it was pulled.
-    current: Option<(<S::Item as IntoIterator>::IntoIter, State)>,
-    /// Elements returned from the current batch.
-    idx: u64,
-    flag: ResetFlag,
+    inner: Expander<S, Identity<S::Item>, S::Item>,
 }
+
+/// The function an unbatcher expands with: a batch is its own output.
+type Identity<T> = fn(T) -> T;
 
 impl<S: Node + fmt::Debug> fmt::Debug for Unbatcher<S>
 where
@@ -79,8 +74,8 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Unbatcher")
-            .field("source", &self.source)
-            .field("batch_idx", &self.idx)
+            .field("source", self.inner.source())
+            .field("batch_idx", &self.inner.idx())
             .finish_non_exhaustive()
     }
 }
@@ -93,11 +88,9 @@ where
     S::Item: IntoIterator,
 {
     pub(crate) fn new(source: S) -> Self {
+        let identity: Identity<S::Item> = |batch| batch;
         Unbatcher {
-            source,
-            current: None,
-            idx: 0,
-            flag: ResetFlag::default(),
+            inner: Expander::new(NAME, BATCH_IDX, ".unbatch()", source, identity),
         }
     }
 }
@@ -111,26 +104,7 @@ where
     type Item = <S::Item as IntoIterator>::Item;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
-        cx.observe(NodeId::of(self), NAME, |cx| {
-            self.flag.check(NAME)?;
-            loop {
-                if let Some((batch, _)) = &mut self.current
-                    && let Some(item) = batch.next()
-                {
-                    self.idx += 1;
-                    return Ok(Some(item));
-                }
-                let before = self.source.get_state(cx)?;
-                // Whatever comes next, the previous batch is done: a state
-                // taken after an end or an error stands where the source does.
-                self.current = None;
-                self.idx = 0;
-                let Some(batch) = self.source.next(cx)? else {
-                    return Ok(None);
-                };
-                self.current = Some((batch.into_iter(), before));
-            }
-        })
+        cx.observe(NodeId::of(self), NAME, |cx| self.inner.next(cx))
     }
 }
 
@@ -147,81 +121,22 @@ where
     S::Item: IntoIterator,
 {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        if let Some(below) = self.source.varying_order() {
-            return Err(Error::InvalidPipeline {
-                node: NAME,
-                below,
-                message: REFUSAL.to_owned(),
-            });
-        }
-        let Some(state) = state else {
-            self.source.reset(None)?;
-            self.current = None;
-            self.idx = 0;
-            self.flag.mark();
-            return Ok(());
-        };
-        state.expect_keys(NAME, &[SOURCE, BATCH_IDX])?;
-        let before = state.child(SOURCE)?;
-        let idx: u64 = state.get(BATCH_IDX)?;
-        self.current = None;
-        self.idx = 0;
-        let mut replay = Replay::reset(&mut self.source, Some(&before))?;
-        if idx > 0 {
-            // Re-pull the batch the state stands in.
-            let Some(batch) = replay.next()? else {
-                return Err(Error::bad_state(
-                    state.path_of(BATCH_IDX),
-                    format!(
-                        "Unbatcher is {idx} elements into a batch, but the source has none left"
-                    ),
-                ));
-            };
-            let mut batch = batch.into_iter();
-            let landed = usize::try_from(idx - 1)
-                .ok()
-                .and_then(|n| batch.nth(n))
-                .is_some();
-            if !landed {
-                return Err(Error::bad_state(
-                    state.path_of(BATCH_IDX),
-                    format!("Unbatcher cannot skip {idx} elements: the batch is shorter"),
-                ));
-            }
-            self.current = Some((batch, before));
-            self.idx = idx;
-        }
-        self.flag.mark();
-        Ok(())
+        self.inner.reset(state)
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(NAME)?;
-        let mut out = State::new();
-        match &self.current {
-            Some((_, before)) => {
-                out.insert_child(SOURCE, before.clone());
-                out.insert(BATCH_IDX, self.idx)?;
-            }
-            // No batch pulled since the reset (or the source ended): the
-            // source stands where the next batch begins.
-            None => {
-                out.insert_child(SOURCE, self.source.get_state(cx)?);
-                out.insert(BATCH_IDX, 0u64)?;
-            }
-        }
-        Ok(out)
+        self.inner.get_state(cx)
     }
 
     fn describe(&self) -> Description {
-        Description::new(NAME).child(SOURCE, self.source.describe())
+        self.inner.describe()
     }
 
     fn shutdown(&mut self) {
-        self.source.shutdown();
+        self.inner.shutdown();
     }
 
     fn varying_order(&self) -> Option<String> {
-        self.source.varying_order()
+        self.inner.varying_order()
     }
 }

@@ -991,3 +991,21 @@ fn default_rank_comes_from_the_launcher_environment() {
         assert_eq!((sampler.rank(), sampler.world_size()), (0, 1));
     }
 }
+
+#[test]
+fn a_restored_count_at_its_maximum_does_not_overflow() {
+    let node = || sampler(&[3, 3], &[0.5, 0.5], StopCriteria::AllDatasetsExhausted, 1);
+    let mut running = node().start().unwrap();
+    running.next().unwrap().unwrap();
+    let state = running.get_state().unwrap().to_json().unwrap();
+    let at_max = state.replacen(
+        r#""num_yielded":1"#,
+        &format!(r#""num_yielded":{}"#, u64::MAX),
+        1,
+    );
+    assert_ne!(at_max, state, "{state}");
+    let mut restored = node()
+        .start_from(&State::from_json(&at_max).unwrap())
+        .unwrap();
+    assert_eq!(restored.by_ref().map(Result::unwrap).count(), 5);
+}

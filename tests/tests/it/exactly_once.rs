@@ -19,8 +19,9 @@
 //! Epochs must end where the reference's end.
 //!
 //! Or the pipeline is refused when it starts, with
-//! `Error::InvalidPipeline` from an `Unbatcher` over an out-of-order
-//! parallel map with workers: the one composition that may be refused. Any
+//! `Error::InvalidPipeline` from an `Unbatcher` or a `FlatMapper` over an
+//! out-of-order parallel map with workers: the one composition that may be
+//! refused. Any
 //! other refusal, and any other error, fails the case. The counts of cases
 //! run and refused are printed.
 //!
@@ -185,15 +186,19 @@ fn reference(spec: &Spec, epochs: usize) -> Result<Option<Reference>, String> {
     Ok(Some(Reference { items, bounds }))
 }
 
-/// A refusal must come from an `Unbatcher` over an out-of-order parallel
-/// map with workers, name both, and also stop `start()`.
+/// A refusal must come from an `Unbatcher` or a `FlatMapper` over an
+/// out-of-order parallel map with workers, name both, and also stop
+/// `start()`.
 fn check_refusal(spec: &Spec, err: &Error) -> Result<(), String> {
     let Error::InvalidPipeline { node, below, .. } = err else {
         unreachable!()
     };
-    if !spec.may_be_refused() || *node != "Unbatcher" || !below.contains("ParallelMapper") {
+    if !spec.may_be_refused()
+        || !matches!(*node, "Unbatcher" | "FlatMapper")
+        || !below.contains("ParallelMapper")
+    {
         return Err(format!(
-            "refused outside the one composition that may be (an Unbatcher over an out-of-order ParallelMapper with workers): {err}"
+            "refused outside the one composition that may be (an Unbatcher or a FlatMapper over an out-of-order ParallelMapper with workers): {err}"
         ));
     }
     match build(spec).start() {

@@ -18,3 +18,5 @@ mod load;
 mod loader;
 mod stats;
 mod train_loop;
+
+mod one_to_many;

@@ -28,11 +28,15 @@
 //! their output is determined at one of these levels, with nothing
 //! rewritten: below map, try_map, filter, shuffle, cycle, prefetch, other
 //! parallel maps (in order or not, any snapshot frequency), batch, unbatch,
-//! and samplers that drain every source (`AllDatasetsExhausted`). It does
-//! not draw them where one run determines nothing another run could be
-//! compared with: below nodes that pick *which* items pass by their
-//! position (header, zip, shard, `batch_exact`'s dropped remainder, samplers
-//! that stop or restart a source part-way), below a filter over batches,
+//! flat_map (both refused when they start), filter_map, pack (without
+//! segments), the outer node of an interleave, and samplers that drain
+//! every source (`AllDatasetsExhausted`). It does not draw them where one
+//! run determines nothing another run could be compared with: below nodes
+//! that pick *which* items pass by their position (header, zip, shard,
+//! `batch_exact`'s dropped remainder, `pack_exact`'s, samplers that stop or
+//! restart a source part-way, the segment ids of a pack), inside the inner
+//! pipelines of an interleave (not asked for their order before they are
+//! made, see `Interleave::varying_order`), below a filter over batches,
 //! below a function that may fail on batches (the batches vary, so which
 //! ones fail does too), and below an error policy that ends or cuts a pass
 //! (`Fail`, `SkipAtMost`: which items come before the cut varies).
@@ -263,6 +267,46 @@ pub(crate) enum Spec {
         tagged: bool,
         cap: u64,
     },
+    /// `flat_map` to [`copies`]`(v, m)`: 0 to `m - 1` mapped copies.
+    FlatMap(Box<Spec>, u64),
+    /// `filter_map`: keeps items whose fingerprint is not `r` modulo `m`,
+    /// mapped.
+    FilterMap(Box<Spec>, u64, u64),
+    /// `pack` of each item's leaves: sequence length, drop the last short
+    /// chunk, with segment ids and positions.
+    Pack(Box<Spec>, usize, bool, bool),
+    /// `interleave(cycle, block)` of one `inner` pipeline per outer item,
+    /// each of its items paired with that outer item.
+    Interleave {
+        outer: Box<Spec>,
+        inner: Box<Spec>,
+        cycle: usize,
+        block: usize,
+    },
+}
+
+/// What a generated `flat_map` makes of an item: 0 to `m - 1` copies (by
+/// its fingerprint), each mapped differently.
+pub(crate) fn copies(v: V, m: u64) -> Vec<V> {
+    let n = v.fingerprint() % m;
+    (0..n).map(|i| v.clone().mapped(i + 2)).collect()
+}
+
+/// A generated `pack`'s output as one item: the tokens, and with segments
+/// a pair of the tokens and the segment ids and positions interleaved.
+fn packed(tokens: Vec<u64>, segments: Option<(Vec<u32>, Vec<u32>)>) -> V {
+    let tokens = V::L(tokens.into_iter().map(V::I).collect());
+    match segments {
+        None => tokens,
+        Some((ids, positions)) => {
+            let meta = ids
+                .into_iter()
+                .zip(positions)
+                .flat_map(|(s, p)| [V::I(u64::from(s)), V::I(u64::from(p))])
+                .collect();
+            V::P(Box::new(tokens), Box::new(V::L(meta)))
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -512,6 +556,52 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
             };
             capped(node, *stop, *cap)
         }
+        Spec::FlatMap(inner, m) => {
+            let m = *m;
+            b(inner).flat_map(move |v| copies(v, m)).boxed()
+        }
+        Spec::FilterMap(inner, m, r) => {
+            let (m, r) = (*m, *r);
+            b(inner)
+                .filter_map(move |v| (v.fingerprint() % m != r).then(|| v.mapped(5)))
+                .boxed()
+        }
+        Spec::Pack(inner, seq_len, exact, segments) => {
+            let tokens = b(inner).map(|v| {
+                let mut leaves = Vec::new();
+                v.leaves(&mut leaves);
+                leaves
+            });
+            let packer = if *exact {
+                tokens.pack_exact(*seq_len)
+            } else {
+                tokens.pack(*seq_len)
+            }
+            .expect("seq_len is positive");
+            if *segments {
+                packer
+                    .with_segments()
+                    .map(|p| packed(p.tokens, Some((p.segment_ids, p.positions))))
+                    .boxed()
+            } else {
+                packer.map(|tokens| packed(tokens, None)).boxed()
+            }
+        }
+        Spec::Interleave {
+            outer,
+            inner,
+            cycle,
+            block,
+        } => {
+            let inner = (**inner).clone();
+            b(outer)
+                .interleave(*cycle, *block, move |o: V| {
+                    build_with(&inner, inj.as_ref())
+                        .map(move |x| V::P(Box::new(o.clone()), Box::new(x)))
+                })
+                .expect("cycle and block are positive")
+                .boxed()
+        }
     }
 }
 
@@ -555,8 +645,12 @@ impl Spec {
             | Spec::Shuffle(s, ..)
             | Spec::Shard(s, ..)
             | Spec::ParMap(s, ..)
-            | Spec::Prefetch(s, ..) => vec![&**s],
+            | Spec::Prefetch(s, ..)
+            | Spec::FlatMap(s, _)
+            | Spec::FilterMap(s, ..)
+            | Spec::Pack(s, ..) => vec![&**s],
             Spec::Zip(l, r) => vec![&**l, &**r],
+            Spec::Interleave { outer, inner, .. } => vec![&**outer, &**inner],
             Spec::Weighted { sources, .. } => sources.iter().map(|(s, _)| s).collect(),
             Spec::RoundRobin { sources, .. } => sources.iter().collect(),
         }
@@ -576,8 +670,12 @@ impl Spec {
             | Spec::Shuffle(s, ..)
             | Spec::Shard(s, ..)
             | Spec::ParMap(s, ..)
-            | Spec::Prefetch(s, ..) => vec![&mut **s],
+            | Spec::Prefetch(s, ..)
+            | Spec::FlatMap(s, _)
+            | Spec::FilterMap(s, ..)
+            | Spec::Pack(s, ..) => vec![&mut **s],
             Spec::Zip(l, r) => vec![&mut **l, &mut **r],
+            Spec::Interleave { outer, inner, .. } => vec![&mut **outer, &mut **inner],
             Spec::Weighted { sources, .. } => sources.iter_mut().map(|(s, _)| s).collect(),
             Spec::RoundRobin { sources, .. } => sources.iter_mut().collect(),
         }
@@ -607,7 +705,22 @@ impl Spec {
             Spec::Src(_) => Exact,
             Spec::Map(s, _, _) | Spec::CycleN(s, _) | Spec::Shuffle(s, ..) => child(s)?,
             Spec::Prefetch(s, _, policy) => policed(*policy, false, child(s)?)?,
-            Spec::Unbatch(s) => child(s)?,
+            // Refused over an order that varies (see `may_be_refused`).
+            Spec::Unbatch(s) | Spec::FlatMap(s, _) => child(s)?,
+            Spec::FilterMap(s, ..) => Some(child(s)?).filter(|&l| l >= Multiset)?,
+            Spec::Pack(s, _, exact, segments) => match (child(s)?, exact, segments) {
+                (Exact, ..) => Exact,
+                // Every token is kept, in other chunks.
+                (_, false, false) => Leaves,
+                _ => return None,
+            },
+            // The outer items are saved, so its order may vary; every outer
+            // item's inner pipeline is read to its end.
+            Spec::Interleave { outer, inner, .. } => {
+                let outer = Some(child(outer)?).filter(|&l| l >= Multiset)?;
+                Some(child(inner)?).filter(|&l| l == Exact)?;
+                outer
+            }
             Spec::TryMap(s, fun) => policed(fun.policy, false, fallible(fun, child(s)?)?)?,
             Spec::ParMap(s, par, fun) => {
                 let l = policed(fun.policy, par.varies(), fallible(fun, child(s)?)?)?;
@@ -637,11 +750,11 @@ impl Spec {
     }
 
     /// Whether the pipeline may be refused when it starts: an `Unbatcher`
-    /// (which restores by pulling its batch again) over an out-of-order
-    /// parallel map with workers, anywhere below it.
+    /// or a `FlatMapper` (which restore by pulling their item again) over an
+    /// out-of-order parallel map with workers, anywhere below it.
     pub(crate) fn may_be_refused(&self) -> bool {
         self.nodes().into_iter().any(|n| {
-            matches!(n, Spec::Unbatch(s)
+            matches!(n, Spec::Unbatch(s) | Spec::FlatMap(s, _)
                 if s.nodes().into_iter().any(|m| matches!(m, Spec::ParMap(_, p, _) if p.varies())))
         })
     }
@@ -666,6 +779,11 @@ impl Spec {
             Spec::Prefetch(..) => "prefetch",
             Spec::Weighted { .. } => "weighted",
             Spec::RoundRobin { .. } => "round_robin",
+            Spec::FlatMap(..) => "flat_map",
+            Spec::FilterMap(..) => "filter_map",
+            Spec::Pack(_, _, false, _) => "pack",
+            Spec::Pack(_, _, true, _) => "pack_exact",
+            Spec::Interleave { .. } => "interleave",
         }
     }
 
@@ -955,6 +1073,21 @@ impl fmt::Display for Spec {
                 }
                 Ok(())
             }
+            Spec::FlatMap(s, m) => write!(f, "{s}.flat_map(copies fp%{m})"),
+            Spec::FilterMap(s, m, r) => write!(f, "{s}.filter_map(fp%{m}!={r} => *5)"),
+            Spec::Pack(s, n, exact, segments) => {
+                write!(f, "{s}.pack{}({n})", if *exact { "_exact" } else { "" })?;
+                if *segments {
+                    write!(f, ".with_segments()")?;
+                }
+                Ok(())
+            }
+            Spec::Interleave {
+                outer,
+                inner,
+                cycle,
+                block,
+            } => write!(f, "{outer}.interleave({cycle}, {block}, |o| {inner})"),
         }
     }
 }
@@ -1251,6 +1384,43 @@ pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
                     ),
                     (1, weighted_strategy(&below, need)),
                     (1, round_robin_strategy(&below, need)),
+                    (
+                        2,
+                        (at(need), 2u64..4)
+                            .prop_map(|(s, m)| Spec::FlatMap(Box::new(s), m))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(need.max(Multiset)), 2u64..5, 0u64..5)
+                            .prop_map(|(s, m, r)| Spec::FilterMap(Box::new(s), m, r % m))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(if need == Leaves { Leaves } else { Exact }), 1usize..6)
+                            .prop_map(|(s, n)| Spec::Pack(Box::new(s), n, false, false))
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(Exact), 1usize..6, any::<bool>(), any::<bool>())
+                            .prop_map(|(s, n, exact, segments)| {
+                                Spec::Pack(Box::new(s), n, exact, segments)
+                            })
+                            .boxed(),
+                    ),
+                    (
+                        1,
+                        (at(need.max(Multiset)), at(Exact), 1usize..4, 1usize..4)
+                            .prop_map(|(outer, inner, cycle, block)| Spec::Interleave {
+                                outer: Box::new(outer),
+                                inner: Box::new(inner),
+                                cycle,
+                                block,
+                            })
+                            .boxed(),
+                    ),
                 ];
                 if need <= Multiset && grammar.max_workers > 0 {
                     options.push((

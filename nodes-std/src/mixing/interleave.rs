@@ -1,0 +1,462 @@
+//! [`Interleave`]: read several inner nodes, made from the items of an outer
+//! node, a block at a time in turn (tf.data's and Grain's `interleave`).
+
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::policy::is_bad_record;
+use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+
+const NAME: &str = "Interleave";
+const SOURCE: &str = "source";
+const CYCLE_INDEX: &str = "cycle_index";
+const BLOCK_INDEX: &str = "block_index";
+const END_OF_INPUT: &str = "end_of_input";
+const SLOTS_USED: &str = "slots_used";
+const SLOTS: &str = "slots";
+const ITEM: &str = "item";
+const STATE: &str = "state";
+
+/// One open inner node and the outer item it was made from.
+struct Slot<O, N> {
+    item: O,
+    node: N,
+}
+
+/// This struct is created by
+/// [`NodeExt::interleave`](crate::NodeExt::interleave). See its
+/// documentation for more.
+///
+/// Makes an inner node from each item of its source (the outer node) with a
+/// function, keeps up to `cycle_length` inner nodes open at once, and takes
+/// up to `block_length` items from each in turn: a corpus of many files
+/// read with locality (a block of consecutive records of one file) and
+/// mixing (several files at a time).
+///
+/// The order is tf.data's `interleave`, item for item: the slots are visited
+/// in a cycle `0, 1, ..., cycle_length - 1, 0, ...`; an empty slot is filled
+/// with an inner node made from the next outer item when the cycle reaches
+/// it (so inner nodes are opened lazily, in slot order); `block_length`
+/// items are taken from a slot before the cycle moves on; an inner node
+/// that ends is dropped, its slot is empty again, and the cycle moves on.
+/// Once the outer node has ended, empty slots are passed over, and the pass
+/// ends when every slot is empty.
+///
+/// The function runs in the caller's thread, once per outer item (and once
+/// per open slot when a state is restored); a panic in it is not caught.
+/// Interleave starts each inner node it makes (`reset(None)`), forwards
+/// `shutdown` to the open ones, and drops them when they end.
+///
+/// # State
+/// `source`: the outer node's state; `cycle_index`: the slot the cycle
+/// stands at; `block_index`: the items taken from it in the current block;
+/// `end_of_input`: whether the outer node has ended; `slots_used`: how many
+/// slots were filled at least once this pass; `slots`: the open slots, by
+/// index (`"0"`, `"1"`, ...), each with the outer `item` it was made from
+/// (serialised, hence the serde bounds on the outer item type) and the inner
+/// node's `state`. Restore resets the outer node, then makes each open
+/// inner node again from its saved item and restores its state: O(open
+/// slots) calls of the function, nothing pulled again. So the outer node's
+/// order may vary between runs (an out-of-order parallel map of paths):
+/// the saved items say which inner nodes were open.
+///
+/// # Parallel reading
+/// Prefetch each inner node in the function, e.g.
+/// `.interleave(4, 16, |path| read(path).prefetch(64).expect("64 > 0"))`:
+/// each open inner node then reads ahead on a thread of its own (the
+/// threaded core of [`Prefetcher`](crate::Prefetcher)) while the cycle
+/// takes from the others, and the output order stays exactly the
+/// sequential one (the cycle still decides which slot each item comes
+/// from). A slot's thread is stopped when its inner node ends, and all of
+/// them at `reset` and `shutdown`. The inner states are then the
+/// prefetchers' (a state from a pipeline without the prefetch does not
+/// restore into one with it).
+///
+/// An inner node whose order varies between runs (an out-of-order
+/// parallel map inside the function) cannot be seen before it is made: a
+/// [`flat_map`](crate::NodeExt::flat_map) or
+/// [`unbatch`](crate::NodeExt::unbatch) above the interleave, which asks
+/// when it starts, is then not refused and does not resume exactly. Keep
+/// the inner nodes' order fixed (in-order parallel maps, prefetches), or
+/// put such nodes above the interleave.
+///
+/// `describe()` shows `cycle_length`, `block_length` and the outer node;
+/// the inner nodes are made by the function and are not shown (closures
+/// never are), so a restore does not check their shape.
+///
+/// # Errors
+/// An error from the outer node is returned at once; the slot the cycle
+/// stands at stays empty and is filled by the next call. A bad record from
+/// an inner node ([`Error::User`], [`Error::Panicked`]) is one of its items
+/// (it counts in the block); any other error from an inner node is
+/// returned as it is. A state with a slot index out of range, an open slot
+/// beyond `slots_used`, or a cycle or block index out of range is a bad
+/// state.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// // Three "files" (a name and a record count), two open at a time, two
+/// // records per turn.
+/// let files = vec![("a".to_owned(), 3), ("b".to_owned(), 1), ("c".to_owned(), 2)];
+/// let records: Vec<String> = IterableWrapper::new(files)
+///     .interleave(2, 2, |(name, n): (String, u32)| {
+///         IterableWrapper::new((1..=n).map(move |i| format!("{name}{i}")))
+///     })?
+///     .start()?
+///     .collect::<Result<_>>()?;
+/// assert_eq!(records, ["a1", "a2", "b1", "a3", "c1", "c2"]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+// Written by hand: its children (the open inner nodes) come and go while it
+// runs and are rebuilt by a closure on restore, which `#[node(children)]`
+// cannot express, and its restore checks the indices against each other.
+#[must_use = "nodes do nothing until started"]
+pub struct Interleave<S: Node, F, N> {
+    source: S,
+    f: F,
+    cycle_length: usize,
+    block_length: usize,
+    /// The slots filled at least once this pass, in order (the cycle fills
+    /// them in order, so the rest of the `cycle_length` are all empty and
+    /// never allocated).
+    slots: Vec<Option<Slot<S::Item, N>>>,
+    cycle_index: usize,
+    block_index: usize,
+    end_of_input: bool,
+    num_open: usize,
+    flag: ResetFlag,
+}
+
+impl<S: Node + fmt::Debug, F, N> fmt::Debug for Interleave<S, F, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(NAME)
+            .field("source", &self.source)
+            .field("cycle_length", &self.cycle_length)
+            .field("block_length", &self.block_length)
+            .field("cycle_index", &self.cycle_index)
+            .field("block_index", &self.block_index)
+            .field("end_of_input", &self.end_of_input)
+            .field("open", &self.num_open)
+            .finish_non_exhaustive()
+    }
+}
+
+// The compile-time "start it first" guard the derive gives derived nodes.
+nodes_core::__started_guards!(impl[S: Node, F, N] Interleave<S, F, N>);
+
+impl<S: Node, F, N> Interleave<S, F, N> {
+    pub(crate) fn new(source: S, cycle_length: usize, block_length: usize, f: F) -> Result<Self> {
+        if cycle_length == 0 {
+            return Err(Error::invalid_argument(
+                NAME,
+                "cycle_length must be at least 1",
+            ));
+        }
+        if block_length == 0 {
+            return Err(Error::invalid_argument(
+                NAME,
+                "block_length must be at least 1",
+            ));
+        }
+        Ok(Interleave {
+            source,
+            f,
+            cycle_length,
+            block_length,
+            slots: Vec::new(),
+            cycle_index: 0,
+            block_index: 0,
+            end_of_input: false,
+            num_open: 0,
+            flag: ResetFlag::default(),
+        })
+    }
+
+    /// The most inner nodes open at once.
+    pub fn cycle_length(&self) -> usize {
+        self.cycle_length
+    }
+
+    /// The items taken from an inner node before moving to the next.
+    pub fn block_length(&self) -> usize {
+        self.block_length
+    }
+
+    /// Moves the cycle to the next slot, starting a new block.
+    fn advance_to_next_in_cycle(&mut self) {
+        self.block_index = 0;
+        self.cycle_index = (self.cycle_index + 1) % self.cycle_length;
+        // Slots never filled are empty: once the outer node has ended,
+        // nothing will fill them, so the cycle goes on at slot 0.
+        if self.end_of_input && self.cycle_index >= self.slots.len() {
+            self.cycle_index = 0;
+        }
+    }
+
+    /// One more item was taken from the current slot.
+    fn advance_position(&mut self) {
+        self.block_index += 1;
+        if self.block_index >= self.block_length {
+            self.advance_to_next_in_cycle();
+        }
+    }
+}
+
+impl<S, F, N> Node for Interleave<S, F, N>
+where
+    S: Node,
+    S::Item: Serialize + DeserializeOwned + Clone + Send,
+    F: FnMut(S::Item) -> N + Send,
+    N: Node,
+{
+    type Item = N::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            self.flag.check(NAME)?;
+            loop {
+                let at = self.cycle_index;
+                if let Some(Some(slot)) = self.slots.get_mut(at) {
+                    match slot.node.next(cx) {
+                        Ok(Some(item)) => {
+                            self.advance_position();
+                            return Ok(Some(item));
+                        }
+                        Err(error) if is_bad_record(&error) => {
+                            self.advance_position();
+                            return Err(error);
+                        }
+                        Err(error) => return Err(error),
+                        Ok(None) => {
+                            if let Some(mut slot) = self.slots[at].take() {
+                                slot.node.shutdown();
+                            }
+                            self.num_open -= 1;
+                            self.advance_to_next_in_cycle();
+                        }
+                    }
+                } else if !self.end_of_input {
+                    match self.source.next(cx)? {
+                        Some(item) => {
+                            let mut node = (self.f)(item.clone());
+                            node.reset(None)?;
+                            let slot = Some(Slot { item, node });
+                            if at < self.slots.len() {
+                                self.slots[at] = slot;
+                            } else {
+                                self.slots.push(slot);
+                            }
+                            self.num_open += 1;
+                        }
+                        None => {
+                            self.end_of_input = true;
+                            if self.num_open == 0 {
+                                return Ok(None);
+                            }
+                            self.advance_to_next_in_cycle();
+                        }
+                    }
+                } else if self.num_open == 0 {
+                    return Ok(None);
+                } else {
+                    self.advance_to_next_in_cycle();
+                }
+            }
+        })
+    }
+}
+
+impl<S: Node, F, N> nodes_core::NodeName for Interleave<S, F, N> {
+    const NAME: &'static str = NAME;
+}
+
+/// A restored state, decoded and checked but not applied.
+struct Decoded<O> {
+    source: State,
+    cycle_index: usize,
+    block_index: usize,
+    end_of_input: bool,
+    slots_used: usize,
+    open: Vec<(usize, O, State)>,
+}
+
+impl<S, F, N> Interleave<S, F, N>
+where
+    S: Node,
+    S::Item: Serialize + DeserializeOwned + Clone,
+{
+    fn close_all(&mut self)
+    where
+        N: Stateful,
+    {
+        for slot in self.slots.iter_mut().flatten() {
+            slot.node.shutdown();
+        }
+        self.slots.clear();
+        self.num_open = 0;
+    }
+
+    fn decode(&self, state: &State) -> Result<Decoded<S::Item>> {
+        state.expect_keys(
+            NAME,
+            &[
+                SOURCE,
+                CYCLE_INDEX,
+                BLOCK_INDEX,
+                END_OF_INPUT,
+                SLOTS_USED,
+                SLOTS,
+            ],
+        )?;
+        let source = state.child(SOURCE)?;
+        let cycle_index: usize = state.get(CYCLE_INDEX)?;
+        let block_index: usize = state.get(BLOCK_INDEX)?;
+        let end_of_input: bool = state.get(END_OF_INPUT)?;
+        let slots_used: usize = state.get(SLOTS_USED)?;
+        if slots_used > self.cycle_length {
+            return Err(Error::bad_state(
+                state.path_of(SLOTS_USED),
+                format!(
+                    "{slots_used} slots used, but cycle_length is {}",
+                    self.cycle_length
+                ),
+            ));
+        }
+        if cycle_index >= self.cycle_length || cycle_index > slots_used {
+            return Err(Error::bad_state(
+                state.path_of(CYCLE_INDEX),
+                format!(
+                    "the cycle cannot stand at slot {cycle_index} with {slots_used} slots used and cycle_length {}",
+                    self.cycle_length
+                ),
+            ));
+        }
+        if block_index >= self.block_length {
+            return Err(Error::bad_state(
+                state.path_of(BLOCK_INDEX),
+                format!(
+                    "{block_index} items into a block, but block_length is {}",
+                    self.block_length
+                ),
+            ));
+        }
+        let slots = state.child(SLOTS)?;
+        let mut open = Vec::new();
+        for key in slots.keys() {
+            let index = key
+                .parse::<usize>()
+                .ok()
+                .filter(|&i| i < slots_used && key == i.to_string())
+                .ok_or_else(|| {
+                    Error::bad_state(
+                        slots.path_of(key),
+                        format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
+                    )
+                })?;
+            let slot = slots.child(key)?;
+            slot.expect_keys(NAME, &[ITEM, STATE])?;
+            let item: S::Item = slot.get(ITEM)?;
+            open.push((index, item, slot.child(STATE)?));
+        }
+        open.sort_by_key(|(index, ..)| *index);
+        Ok(Decoded {
+            source,
+            cycle_index,
+            block_index,
+            end_of_input,
+            slots_used,
+            open,
+        })
+    }
+}
+
+impl<S, F, N> Stateful for Interleave<S, F, N>
+where
+    S: Node,
+    S::Item: Serialize + DeserializeOwned + Clone,
+    F: FnMut(S::Item) -> N,
+    N: Node,
+{
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        // Checked in full before anything is applied.
+        let decoded = state.map(|state| self.decode(state)).transpose()?;
+        self.close_all();
+        self.cycle_index = 0;
+        self.block_index = 0;
+        self.end_of_input = false;
+        let Some(decoded) = decoded else {
+            self.source.reset(None)?;
+            self.flag.mark();
+            return Ok(());
+        };
+        self.source.reset(Some(&decoded.source))?;
+        // Built aside: if an inner node refuses its state, this node stays
+        // consistent (no slot open) until the next reset.
+        let mut slots: Vec<Option<Slot<S::Item, N>>> = Vec::new();
+        slots.resize_with(decoded.slots_used, || None);
+        let num_open = decoded.open.len();
+        for (index, item, inner) in decoded.open {
+            let mut node = (self.f)(item.clone());
+            node.reset(Some(&inner))?;
+            slots[index] = Some(Slot { item, node });
+        }
+        self.slots = slots;
+        self.num_open = num_open;
+        self.cycle_index = decoded.cycle_index;
+        self.block_index = decoded.block_index;
+        self.end_of_input = decoded.end_of_input;
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(NAME)?;
+        let mut out = State::new();
+        out.insert_child(SOURCE, self.source.get_state(cx)?);
+        out.insert(CYCLE_INDEX, self.cycle_index)?;
+        out.insert(BLOCK_INDEX, self.block_index)?;
+        out.insert(END_OF_INPUT, self.end_of_input)?;
+        out.insert(SLOTS_USED, self.slots.len())?;
+        let mut slots = State::new();
+        slots.reserve(self.num_open);
+        for (index, slot) in self.slots.iter().enumerate() {
+            if let Some(slot) = slot {
+                let mut saved = State::new();
+                saved.insert(ITEM, &slot.item)?;
+                saved.insert_child(STATE, slot.node.get_state(cx)?);
+                slots.insert_child(index.to_string(), saved);
+            }
+        }
+        out.insert_child(SLOTS, slots);
+        Ok(out)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new(NAME)
+            .param("cycle_length", self.cycle_length)
+            .param("block_length", self.block_length)
+            .child(SOURCE, self.source.describe())
+    }
+
+    fn shutdown(&mut self) {
+        self.source.shutdown();
+        for slot in self.slots.iter_mut().flatten() {
+            slot.node.shutdown();
+        }
+    }
+
+    /// The outer node's, or an open inner node's: which inner nodes are
+    /// open, and so where their items go, depends on the order of both.
+    /// Inner nodes not yet made cannot be asked.
+    fn varying_order(&self) -> Option<String> {
+        self.source.varying_order().or_else(|| {
+            self.slots
+                .iter()
+                .flatten()
+                .find_map(|slot| slot.node.varying_order())
+        })
+    }
+}

@@ -1,0 +1,298 @@
+//! [`FlatMapper`]: map every item to a collection and yield its elements;
+//! and the one-to-many mechanism it shares with
+//! [`Unbatcher`](crate::Unbatcher).
+
+use std::fmt;
+
+use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
+
+const NAME: &str = "FlatMapper";
+const SOURCE: &str = "source";
+const OUTPUT_IDX: &str = "output_idx";
+
+/// What a one-to-many node tells its user when it refuses a source whose
+/// order varies.
+pub(crate) fn refusal(method: &str) -> String {
+    format!(
+        "it restores by pulling its current source item again, which over a source whose order \
+         varies between runs gives another item; deliver in order with \
+         `ParallelOptions::in_order(true)`, or put the out-of-order par_map above the `{method}`"
+    )
+}
+
+/// The mechanism of the one-to-many nodes ([`FlatMapper`],
+/// [`Unbatcher`](crate::Unbatcher)): pull an item, expand it with `f`, yield
+/// the elements; remember the source's state from before the item and how
+/// many elements were yielded, and restore by re-pulling that one item.
+pub(crate) struct Expander<S: Node, F, I: IntoIterator> {
+    name: &'static str,
+    /// The state key of the position within the current item's output.
+    idx_key: &'static str,
+    /// The method that builds the node, for the refusal message.
+    method: &'static str,
+    source: S,
+    f: F,
+    /// The current item's remaining output and the source's state from
+    /// before the item was pulled.
+    current: Option<(I::IntoIter, State)>,
+    /// Elements of the current item's output returned so far.
+    idx: u64,
+    flag: ResetFlag,
+}
+
+impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
+    pub(crate) fn new(
+        name: &'static str,
+        idx_key: &'static str,
+        method: &'static str,
+        source: S,
+        f: F,
+    ) -> Self {
+        Expander {
+            name,
+            idx_key,
+            method,
+            source,
+            f,
+            current: None,
+            idx: 0,
+            flag: ResetFlag::default(),
+        }
+    }
+
+    pub(crate) fn source(&self) -> &S {
+        &self.source
+    }
+
+    pub(crate) fn idx(&self) -> u64 {
+        self.idx
+    }
+
+    /// The next element (without the node's `observe`: the wrapper does it).
+    pub(crate) fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>>
+    where
+        F: FnMut(S::Item) -> I,
+    {
+        self.flag.check(self.name)?;
+        loop {
+            if let Some((output, _)) = &mut self.current
+                && let Some(item) = output.next()
+            {
+                self.idx += 1;
+                return Ok(Some(item));
+            }
+            let before = self.source.get_state(cx)?;
+            // Whatever comes next, the previous item is done: a state taken
+            // after an end or an error stands where the source does.
+            self.current = None;
+            self.idx = 0;
+            let Some(item) = self.source.next(cx)? else {
+                return Ok(None);
+            };
+            self.current = Some(((self.f)(item).into_iter(), before));
+        }
+    }
+
+    pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()>
+    where
+        F: FnMut(S::Item) -> I,
+    {
+        if let Some(below) = self.source.varying_order() {
+            return Err(Error::InvalidPipeline {
+                node: self.name,
+                below,
+                message: refusal(self.method),
+            });
+        }
+        let Some(state) = state else {
+            self.source.reset(None)?;
+            self.current = None;
+            self.idx = 0;
+            self.flag.mark();
+            return Ok(());
+        };
+        state.expect_keys(self.name, &[SOURCE, self.idx_key])?;
+        let before = state.child(SOURCE)?;
+        let idx: u64 = state.get(self.idx_key)?;
+        self.current = None;
+        self.idx = 0;
+        let name = self.name;
+        let mut replay = Replay::reset(&mut self.source, Some(&before))?;
+        if idx > 0 {
+            // Pull the item the state stands in again.
+            let Some(item) = replay.next()? else {
+                return Err(Error::bad_state(
+                    state.path_of(self.idx_key),
+                    format!(
+                        "{name} is {idx} elements into an item's output, but the source has none left"
+                    ),
+                ));
+            };
+            let mut output = (self.f)(item).into_iter();
+            let landed = usize::try_from(idx - 1)
+                .ok()
+                .and_then(|n| output.nth(n))
+                .is_some();
+            if !landed {
+                return Err(Error::bad_state(
+                    state.path_of(self.idx_key),
+                    format!("{name} cannot skip {idx} elements: the output is shorter"),
+                ));
+            }
+            self.current = Some((output, before));
+            self.idx = idx;
+        }
+        self.flag.mark();
+        Ok(())
+    }
+
+    pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(self.name)?;
+        let mut out = State::new();
+        match &self.current {
+            Some((_, before)) => {
+                out.insert_child(SOURCE, before.clone());
+                out.insert(self.idx_key, self.idx)?;
+            }
+            // No item pulled since the reset (or the source ended): the
+            // source stands where the next item begins.
+            None => {
+                out.insert_child(SOURCE, self.source.get_state(cx)?);
+                out.insert(self.idx_key, 0u64)?;
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn describe(&self) -> Description {
+        Description::new(self.name).child(SOURCE, self.source.describe())
+    }
+
+    pub(crate) fn shutdown(&mut self) {
+        self.source.shutdown();
+    }
+
+    pub(crate) fn varying_order(&self) -> Option<String> {
+        self.source.varying_order()
+    }
+}
+
+/// This struct is created by [`NodeExt::flat_map`](crate::NodeExt::flat_map).
+/// See its documentation for more.
+///
+/// Maps every item of its source to a collection (any [`IntoIterator`]) and
+/// yields the collection's elements, in order; empty collections are
+/// skipped (tf.data's and Grain's `flat_map`).
+///
+/// The function runs in the caller's thread, once per item (and once more
+/// for the item a restore stands in); a panic in it is not caught. The
+/// output iterator is advanced lazily, one element per `next`.
+///
+/// # State
+/// `source`: the source's state from just before the current item was
+/// pulled; `output_idx`: how many elements of that item's output were
+/// returned. Restore resets the source to that state, pulls that one item
+/// again, runs the function on it and skips `output_idx` elements with
+/// `nth`: O(1) in the position, plus re-producing one item and its output.
+/// Pulling an item also takes the source's state: one `get_state` of the
+/// source per item.
+///
+/// # Errors
+/// An error from the source is returned in place of the item it stands for;
+/// a state taken after it resumes after it.
+///
+/// Restoring needs a source that produces the same item again:
+/// [`reset`](Stateful::reset) (from the start too) refuses a source whose
+/// output order varies between runs (an out-of-order
+/// [`ParallelMapper`](crate::ParallelMapper) with workers, see
+/// [`Stateful::varying_order`]) with [`Error::InvalidPipeline`] naming it.
+/// Deliver in order (`ParallelOptions::in_order(true)`), or put the
+/// out-of-order map above the flat_map. The function must give the same
+/// output for the same item (a pure function of the item).
+///
+/// Restoring an `output_idx` larger than the re-made output is a bad state;
+/// so is an `output_idx` above 0 where the source has no item left. Errors
+/// from the source while re-pulling come out of `reset`.
+///
+/// ```
+/// use nodes_std::prelude::*;
+///
+/// let items: Vec<u32> = IterableWrapper::new(0..4u32)
+///     .flat_map(|x| vec![x; x as usize])
+///     .start()?
+///     .collect::<Result<_>>()?;
+/// assert_eq!(items, [1, 2, 2, 3, 3, 3]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+// Written by hand: its state nests, under `source`, the source's state from
+// *before* the current item rather than the source's current state, which
+// `#[node(child)]` cannot express (the derive always asks the child).
+#[must_use = "nodes do nothing until started"]
+pub struct FlatMapper<S: Node, F, I: IntoIterator> {
+    inner: Expander<S, F, I>,
+}
+
+impl<S: Node + fmt::Debug, F, I: IntoIterator> fmt::Debug for FlatMapper<S, F, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(NAME)
+            .field("source", self.inner.source())
+            .field(OUTPUT_IDX, &self.inner.idx())
+            .finish_non_exhaustive()
+    }
+}
+
+// The compile-time "start it first" guard the derive gives derived nodes.
+nodes_core::__started_guards!(impl[S: Node, F, I: IntoIterator] FlatMapper<S, F, I>);
+
+impl<S: Node, F, I: IntoIterator> FlatMapper<S, F, I> {
+    pub(crate) fn new(source: S, f: F) -> Self {
+        FlatMapper {
+            inner: Expander::new(NAME, OUTPUT_IDX, ".flat_map(f)", source, f),
+        }
+    }
+}
+
+impl<S, F, I> Node for FlatMapper<S, F, I>
+where
+    S: Node,
+    F: FnMut(S::Item) -> I + Send,
+    I: IntoIterator,
+    I::IntoIter: Send,
+{
+    type Item = I::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>> {
+        cx.observe(NodeId::of(self), NAME, |cx| self.inner.next(cx))
+    }
+}
+
+impl<S: Node, F, I: IntoIterator> nodes_core::NodeName for FlatMapper<S, F, I> {
+    const NAME: &'static str = NAME;
+}
+
+impl<S, F, I> Stateful for FlatMapper<S, F, I>
+where
+    S: Node,
+    F: FnMut(S::Item) -> I,
+    I: IntoIterator,
+{
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.inner.reset(state)
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.inner.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        self.inner.describe()
+    }
+
+    fn shutdown(&mut self) {
+        self.inner.shutdown();
+    }
+
+    fn varying_order(&self) -> Option<String> {
+        self.inner.varying_order()
+    }
+}
