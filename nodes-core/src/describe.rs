@@ -29,7 +29,7 @@ use crate::param::Param;
 /// assert_eq!(d.get_param("batch_size"), Some("32"));
 /// assert_eq!(d.children().map(|(key, child)| (key, child.name())).collect::<Vec<_>>(), [("source", "IterableWrapper")]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Description {
     /// The node's type name, without generic arguments.
@@ -44,7 +44,22 @@ pub struct Description {
     /// errors are built from these, so they point into the state.
     #[serde(with = "entries")]
     children: Vec<(String, Description)>,
+    /// What each child is to this node, where that is not its key (a
+    /// threaded node's `snapshot` is its `source`): shown by the text and
+    /// DOT renderings only, so it is neither saved nor compared.
+    #[serde(skip)]
+    roles: Vec<(usize, String)>,
 }
+
+/// Equal names, parameters and children (keys included); roles are
+/// presentation and do not count.
+impl PartialEq for Description {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.params == other.params && self.children == other.children
+    }
+}
+
+impl Eq for Description {}
 
 impl Description {
     /// A description with no parameters and no children.
@@ -53,6 +68,7 @@ impl Description {
             name: name.into(),
             params: Vec::new(),
             children: Vec::new(),
+            roles: Vec::new(),
         }
     }
 
@@ -66,6 +82,41 @@ impl Description {
     pub fn child(mut self, key: impl Into<String>, child: Description) -> Self {
         self.children.push((key.into(), child));
         self
+    }
+
+    /// Adds a child under `key` that plays `role` for this node, when the
+    /// two differ: the renderings show the role first and the key after
+    /// it (`source: Mapper  [state: snapshot]`); the fingerprint and the
+    /// JSON see only the key.
+    ///
+    /// ```
+    /// use nodes_core::Description;
+    ///
+    /// let d = Description::new("Prefetcher")
+    ///     .child_as("source", "snapshot", Description::new("Mapper"));
+    /// assert_eq!(d.render_text(), "Prefetcher\n  source: Mapper  [state: snapshot]\n");
+    /// assert_eq!(d, Description::new("Prefetcher").child("snapshot", Description::new("Mapper")));
+    /// ```
+    pub fn child_as(
+        mut self,
+        role: impl Into<String>,
+        key: impl Into<String>,
+        child: Description,
+    ) -> Self {
+        let (role, key) = (role.into(), key.into());
+        if role != key {
+            self.roles.push((self.children.len(), role));
+        }
+        self.children.push((key, child));
+        self
+    }
+
+    /// The role of child `i`: what `child_as` named, else its key.
+    fn role(&self, i: usize) -> &str {
+        self.roles
+            .iter()
+            .find(|(at, _)| *at == i)
+            .map_or(self.children[i].0.as_str(), |(_, role)| role)
     }
 
     /// The node's type name.
@@ -97,25 +148,30 @@ impl Description {
         self.children.iter().find(|(k, _)| k == key).map(|(_, c)| c)
     }
 
-    /// An indented tree, one node per line: `key: Name(param=value, ...)`.
+    /// An indented tree, one node per line: `role: Name(param=value, ...)`,
+    /// followed by `[state: key]` where the child's state key is not its
+    /// role.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
         self.write_text(&mut out, None, 0);
         out
     }
 
-    fn write_text(&self, out: &mut String, key: Option<&str>, depth: usize) {
+    fn write_text(&self, out: &mut String, label: Option<(&str, &str)>, depth: usize) {
         let indent = "  ".repeat(depth);
-        match key {
-            Some(k) => {
-                let _ = writeln!(out, "{indent}{k}: {self}");
+        match label {
+            Some((role, key)) if role != key => {
+                let _ = writeln!(out, "{indent}{role}: {self}  [state: {key}]");
+            }
+            Some((key, _)) => {
+                let _ = writeln!(out, "{indent}{key}: {self}");
             }
             None => {
                 let _ = writeln!(out, "{indent}{self}");
             }
         }
-        for (k, child) in &self.children {
-            child.write_text(out, Some(k), depth + 1);
+        for (i, (key, child)) in self.children.iter().enumerate() {
+            child.write_text(out, Some((self.role(i), key)), depth + 1);
         }
     }
 }
@@ -140,7 +196,8 @@ impl Display for Description {
 
 impl Description {
     /// The tree as Graphviz DOT: one box per node (`Name(params)`), edges
-    /// labelled with the child's key.
+    /// labelled with the child's role (and its state key where that
+    /// differs).
     pub fn to_dot(&self) -> String {
         let mut out = String::from("digraph pipeline {\n  rankdir=BT;\n  node [shape=box];\n");
         let mut next_id = 0usize;
@@ -153,9 +210,15 @@ impl Description {
         let id = *next_id;
         *next_id += 1;
         let _ = writeln!(out, "  n{id} [label={}];", dot_quote(&self.to_string()));
-        for (key, child) in &self.children {
+        for (i, (key, child)) in self.children.iter().enumerate() {
             let child_id = child.write_dot(out, next_id);
-            let _ = writeln!(out, "  n{child_id} -> n{id} [label={}];", dot_quote(key));
+            let role = self.role(i);
+            let label = if role == key {
+                key.clone()
+            } else {
+                format!("{role} [state: {key}]")
+            };
+            let _ = writeln!(out, "  n{child_id} -> n{id} [label={}];", dot_quote(&label));
         }
         id
     }

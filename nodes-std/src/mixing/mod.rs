@@ -265,11 +265,16 @@ impl<N: Node> Sources<N> {
         Ok(())
     }
 
-    /// Adds the sources as children, in source order, keyed by where their
-    /// states live: `dataset_node_states/<name>`.
+    /// Adds the sources as children, in source order, labelled by their
+    /// names and keyed by where their states live:
+    /// `dataset_node_states/<name>`.
     pub(crate) fn describe_into(&self, mut description: Description) -> Description {
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            description = description.child(format!("{NODE_STATES}/{name}"), node.describe());
+            description = description.child_as(
+                format!("dataset {name}"),
+                format!("{NODE_STATES}/{name}"),
+                node.describe(),
+            );
         }
         description
     }

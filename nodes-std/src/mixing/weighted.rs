@@ -63,8 +63,8 @@ const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 ///   a restart is *empty* and is no longer drawn from in this pass (a pass of
 ///   `CycleForever` ends only when every source is empty).
 /// - **Randomness.** A pass draws from ChaCha8 keyed by the `seed` (expanded
-///   with SplitMix64, written in this crate so it cannot change under a
-///   dependency upgrade) on stream number
+///   with PCG32 as `rand_core` 0.9 did, written in this crate so it cannot
+///   change under a dependency upgrade) on stream number
 ///   `epoch × world_size + rank` (wrapping): every epoch and every rank of a
 ///   job gets its own independent stream. The epoch starts at 0 and advances
 ///   on `reset(None)` if the previous pass had started (a `next` was called),

@@ -363,7 +363,11 @@ where
         Description::new(NAME)
             .param("in_order", self.core.plan().in_order)
             // Keyed by where the source's state lives in ours.
-            .child(snapshot::SNAPSHOT, self.core.source_description().clone())
+            .child_as(
+                "source",
+                snapshot::SNAPSHOT,
+                self.core.source_description().clone(),
+            )
     }
 
     fn shutdown(&mut self) {

@@ -210,7 +210,7 @@ where
     fn describe(&self) -> Description {
         // The error policy is not shown: like the read-ahead, it may change
         // between a save and a restore.
-        Description::new(NAME).child(SNAPSHOT, self.core.source_description().clone())
+        Description::new(NAME).child_as("source", SNAPSHOT, self.core.source_description().clone())
     }
 
     fn shutdown(&mut self) {
