@@ -1,0 +1,185 @@
+//! Reading one old rank's state: which positions of which source it
+//! consumed, found by walking the saved pipeline description and the state
+//! side by side (a child's key in a description is where its state lives).
+
+use nodes_core::{Description, Error, Result, State};
+
+use crate::elastic::plan::Consumed;
+use crate::elastic::sampler::Plan;
+
+pub(crate) const RESHARD: &str = "reshard";
+
+/// One `ElasticSampler` in one old rank's state.
+#[derive(Debug)]
+pub(crate) struct Cut {
+    /// Where its state is, in the loader state (the same on every rank).
+    pub(crate) path: String,
+    pub(crate) epoch: u64,
+    pub(crate) rank: u64,
+    pub(crate) world_size: u64,
+    pub(crate) len: u64,
+    pub(crate) plan: Plan,
+    pub(crate) consumed: Consumed,
+}
+
+fn refuse(state: &State, name: &str, why: &str) -> Error {
+    Error::invalid_argument(
+        RESHARD,
+        format!(
+            "{name} at {} cannot be resharded: {why}",
+            if state.path().is_empty() {
+                "/"
+            } else {
+                state.path()
+            }
+        ),
+    )
+}
+
+/// The state of the child under `key` (`a` or `a/b`).
+pub(crate) fn child_at(state: &State, key: &str) -> Result<State> {
+    let mut at = state.clone();
+    for part in key.split('/') {
+        at = at.child(part)?;
+    }
+    Ok(at)
+}
+
+/// The one child of a node with one source.
+fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d Description)> {
+    let mut children = desc.children();
+    match (children.next(), children.next()) {
+        (Some(child), None) => Ok(child),
+        _ => Err(refuse(
+            state,
+            desc.name(),
+            "expected one child in its description",
+        )),
+    }
+}
+
+/// Collects the cuts below `desc`/`state`. `relative` (ascending) are the
+/// items this node yields after `state` that a threaded node above already
+/// delivered: they count as consumed too.
+pub(crate) fn walk(
+    desc: &Description,
+    state: &State,
+    relative: &[u64],
+    out: &mut Vec<Cut>,
+) -> Result<()> {
+    let name = desc.name();
+    match name {
+        "ElasticSampler" => {
+            let num_yielded: u64 = state.get("num_yielded")?;
+            out.push(Cut {
+                path: state.path().to_owned(),
+                epoch: state.get("epoch")?,
+                rank: state.get("rank")?,
+                world_size: state.get("world_size")?,
+                len: state.get("len")?,
+                plan: state.get("plan")?,
+                consumed: Consumed::new(num_yielded, relative),
+            });
+            Ok(())
+        }
+        "MapStyleWrapper" | "Mapper" => {
+            let (key, child) = only_child(desc, state)?;
+            walk(child, &child_at(state, key)?, relative, out)
+        }
+        "TryMapper" | "Filter" => {
+            if !relative.is_empty() {
+                return Err(refuse(
+                    state,
+                    name,
+                    "below a par_map or prefetch, the number of positions behind the items it passes is not known (put it above the par_map/prefetch)",
+                ));
+            }
+            let (key, child) = only_child(desc, state)?;
+            walk(child, &child_at(state, key)?, relative, out)
+        }
+        "Batcher" => {
+            let pending = state.value("pending_errors")?;
+            if pending.as_array().is_some_and(|a| !a.is_empty()) {
+                return Err(refuse(
+                    state,
+                    name,
+                    "it holds errors not yet delivered (take the state after they are)",
+                ));
+            }
+            let size: u64 = desc
+                .get_param("batch_size")
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| refuse(state, name, "no batch_size in its description"))?;
+            let expanded: Vec<u64> = relative
+                .iter()
+                .flat_map(|&b| b * size..(b + 1) * size)
+                .collect();
+            let (key, child) = only_child(desc, state)?;
+            walk(child, &child_at(state, key)?, &expanded, out)
+        }
+        "ParallelMapper" | "Prefetcher" => {
+            let steps: u64 = state.get("steps_since_snapshot")?;
+            let ahead: Vec<u64> = state.get_opt("delivered_ahead")?.unwrap_or_default();
+            let in_order = desc.get_param("in_order") != Some("false");
+            let mut delivered: Vec<u64> = (0..steps).chain(ahead.iter().copied()).collect();
+            if !relative.is_empty() {
+                if !in_order || !ahead.is_empty() {
+                    return Err(refuse(
+                        state,
+                        name,
+                        "it delivers out of order below another threaded node",
+                    ));
+                }
+                // In order, the items it yields next are the ones after `steps`.
+                delivered.extend(relative.iter().map(|&r| steps + r));
+            }
+            let (key, child) = only_child(desc, state)?;
+            walk(child, &child_at(state, key)?, &delivered, out)
+        }
+        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" => {
+            if !relative.is_empty() {
+                return Err(refuse(
+                    state,
+                    name,
+                    "below a par_map or prefetch, which source its next items come from is not known (put the par_map/prefetch on each source, or above a batch of the mix that has no threaded node above it)",
+                ));
+            }
+            if desc.get_param("stop_criteria") != Some("AllDatasetsExhausted") {
+                return Err(refuse(
+                    state,
+                    name,
+                    "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
+                ));
+            }
+            for (key, child) in desc.children() {
+                walk(child, &child_at(state, key)?, relative, out)?;
+            }
+            Ok(())
+        }
+        "SamplerWrapper" => Err(refuse(
+            state,
+            name,
+            "its position counts this rank's indices, not global positions: use an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
+        )),
+        "IterableWrapper" => Err(refuse(
+            state,
+            name,
+            "the position of an iterable source is not a function of global indices: use a MapStyleWrapper over an ElasticSampler",
+        )),
+        "Cycler" => Err(refuse(
+            state,
+            name,
+            "it restarts its source, so positions are not those of one epoch",
+        )),
+        "Shuffler" => Err(refuse(
+            state,
+            name,
+            "its buffer holds items, not positions: shuffle with the ElasticSampler's order (a RandomSampler) instead",
+        )),
+        _ => Err(refuse(
+            state,
+            name,
+            "elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, par_map, prefetch and the weighted or round-robin mix",
+        )),
+    }
+}
