@@ -28,7 +28,7 @@ fn read(i: usize, state: &State) -> Result<Old> {
     let epoch_index: u64 = state.get("epoch_index")?;
     let pipeline: Description = state.get("pipeline")?;
     let mut cuts = Vec::new();
-    walk(&pipeline, &root, &[], &mut cuts)?;
+    walk(&pipeline, &root, &[], false, &mut cuts)?;
     let Some(first) = cuts.first() else {
         return Err(invalid(format!(
             "state #{i} has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks"
@@ -123,16 +123,16 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
             )));
         }
     }
-    if olds.len() as u64 != world {
-        let extra = olds.len() as u64 - world.min(olds.len() as u64);
+    if (olds.len() as u64) < world {
         return Err(invalid(format!(
-            "incomplete state set: {} states given for a job of {world} ranks{}",
-            olds.len(),
-            if extra > 0 {
-                format!(" ({extra} duplicate)")
-            } else {
-                String::new()
-            }
+            "incomplete state set: the state of rank {} is missing (a job of {world} ranks needs one state per rank)",
+            olds.len()
+        )));
+    }
+    if olds.len() as u64 > world {
+        return Err(invalid(format!(
+            "incomplete state set: {} states given for a job of {world} ranks (a rank is given twice)",
+            olds.len()
         )));
     }
     let shape = for_rank(&olds[0].pipeline, 0, 1);

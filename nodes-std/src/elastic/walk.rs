@@ -6,6 +6,7 @@ use nodes_core::{Description, Error, Result, State};
 
 use crate::elastic::plan::Consumed;
 use crate::elastic::sampler::Plan;
+use crate::mixing::StopCriteria;
 
 pub(crate) const RESHARD: &str = "reshard";
 
@@ -60,11 +61,13 @@ fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d 
 
 /// Collects the cuts below `desc`/`state`. `relative` (ascending) are the
 /// items this node yields after `state` that a threaded node above already
-/// delivered: they count as consumed too.
+/// delivered: they count as consumed too. `threaded_above`: a `par_map` or
+/// `prefetch` stands above (its items after its snapshot count as consumed).
 pub(crate) fn walk(
     desc: &Description,
     state: &State,
     relative: &[u64],
+    threaded_above: bool,
     out: &mut Vec<Cut>,
 ) -> Result<()> {
     let name = desc.name();
@@ -84,10 +87,10 @@ pub(crate) fn walk(
         }
         "MapStyleWrapper" | "Mapper" => {
             let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, relative, out)
+            walk(child, &child_at(state, key)?, relative, threaded_above, out)
         }
         "TryMapper" | "Filter" => {
-            if !relative.is_empty() {
+            if threaded_above {
                 return Err(refuse(
                     state,
                     name,
@@ -95,7 +98,7 @@ pub(crate) fn walk(
                 ));
             }
             let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, relative, out)
+            walk(child, &child_at(state, key)?, relative, threaded_above, out)
         }
         "Batcher" => {
             let pending = state.value("pending_errors")?;
@@ -115,7 +118,13 @@ pub(crate) fn walk(
                 .flat_map(|&b| b * size..(b + 1) * size)
                 .collect();
             let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, &expanded, out)
+            walk(
+                child,
+                &child_at(state, key)?,
+                &expanded,
+                threaded_above,
+                out,
+            )
         }
         "ParallelMapper" | "Prefetcher" => {
             let steps: u64 = state.get("steps_since_snapshot")?;
@@ -134,17 +143,18 @@ pub(crate) fn walk(
                 delivered.extend(relative.iter().map(|&r| steps + r));
             }
             let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, &delivered, out)
+            walk(child, &child_at(state, key)?, &delivered, true, out)
         }
         "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" => {
-            if !relative.is_empty() {
+            if threaded_above {
                 return Err(refuse(
                     state,
                     name,
                     "below a par_map or prefetch, which source its next items come from is not known (put the par_map/prefetch on each source, or above a batch of the mix that has no threaded node above it)",
                 ));
             }
-            if desc.get_param("stop_criteria") != Some("AllDatasetsExhausted") {
+            if desc.get_param("stop_criteria") != Some(StopCriteria::AllDatasetsExhausted.as_str())
+            {
                 return Err(refuse(
                     state,
                     name,
@@ -152,7 +162,7 @@ pub(crate) fn walk(
                 ));
             }
             for (key, child) in desc.children() {
-                walk(child, &child_at(state, key)?, relative, out)?;
+                walk(child, &child_at(state, key)?, relative, threaded_above, out)?;
             }
             Ok(())
         }
