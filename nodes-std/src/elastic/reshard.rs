@@ -8,6 +8,10 @@ use crate::elastic::plan::{OldRank, deal};
 use crate::elastic::sampler::Plan;
 use crate::elastic::walk::{Cut, RESHARD, child_at, walk};
 
+/// The new plans of every source (one per new rank), by the path of the
+/// source's state.
+type Plans = BTreeMap<String, Vec<Plan>>;
+
 /// One old rank's loader state, read.
 struct Old {
     rank: u64,
@@ -165,7 +169,7 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
 }
 
 /// The new plans of every source, by the path of its state.
-fn new_plans(olds: &[Old], new_world: u64) -> Result<BTreeMap<String, Vec<Plan>>> {
+fn new_plans(olds: &[Old], new_world: u64) -> Result<Plans> {
     let world = olds[0].world_size;
     let mut plans = BTreeMap::new();
     for (s, cut) in olds[0].cuts.iter().enumerate() {
@@ -194,7 +198,7 @@ fn rebuild(
     template: &State,
     rank: u64,
     world: u64,
-    plans: &BTreeMap<String, Vec<Plan>>,
+    plans: &Plans,
 ) -> Result<State> {
     let mut out = template.clone();
     if desc.name() == "ElasticSampler" {
@@ -264,10 +268,7 @@ fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
 }
 
 /// Reads and checks the old states, and deals the rest of the epoch.
-fn prepare(
-    old_states: &[State],
-    new_world: u64,
-) -> Result<(Vec<Old>, BTreeMap<String, Vec<Plan>>)> {
+fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Plans)> {
     crate::rank::Rank::new(RESHARD, 0, new_world)?;
     if old_states.is_empty() {
         return Err(invalid("no states given".to_owned()));
@@ -282,12 +283,7 @@ fn prepare(
     Ok((olds, plans))
 }
 
-fn state_for(
-    olds: &[Old],
-    plans: &BTreeMap<String, Vec<Plan>>,
-    rank: u64,
-    world: u64,
-) -> Result<State> {
+fn state_for(olds: &[Old], plans: &Plans, rank: u64, world: u64) -> Result<State> {
     let template = &olds[0];
     let root = rebuild(&template.pipeline, &template.root, rank, world, plans)?;
     nodes_core::__private::loader_state(

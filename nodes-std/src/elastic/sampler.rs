@@ -123,7 +123,7 @@ pub struct ElasticSampler<S> {
     #[node(state, default = self.ranks.world_size)]
     world_size: u64,
     // Set by `new`; a restore checks it against the order.
-    #[node(state, default = self.len)]
+    #[node(state, default = self.order_len())]
     len: u64,
     #[node(state, default = Plan::fresh(self.ranks.rank))]
     plan: Plan,
@@ -195,6 +195,11 @@ impl<S: Sampler> ElasticSampler<S> {
 }
 
 impl<S> ElasticSampler<S> {
+    /// The order's length, set by `new` (the derived reset keeps it).
+    fn order_len(&self) -> u64 {
+        self.len
+    }
+
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
         if self.started {

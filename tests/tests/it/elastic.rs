@@ -37,7 +37,7 @@ fn source(
 fn uneven<T>(x: T) -> std::result::Result<T, nodes_std::BoxError> {
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if call % 3 == 0 {
+    if call.is_multiple_of(3) {
         std::thread::sleep(std::time::Duration::from_micros(150));
     }
     Ok(x)
