@@ -100,7 +100,8 @@
 //! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
 //! [`ElasticSampler`]), a `Cycler`, a `Shuffler` (its buffer holds items,
 //! not positions: shuffle with the sampler's order), `header`, `unbatch`,
-//! `zip`, `shard`. The error names the node and its path in the state. So
+//! `zip`, `shard`. The error names the node and its path in the state;
+//! [`check`] gives it from a pipeline's description, before training. So
 //! are incomplete state sets (a rank missing or given twice), states of
 //! other pipelines, of jobs of different sizes, of different epochs, or of
 //! different runs.
@@ -110,5 +111,5 @@ mod reshard;
 mod sampler;
 mod walk;
 
-pub use self::reshard::{reshard, reshard_rank};
+pub use self::reshard::{check, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;

@@ -6,7 +6,7 @@ use nodes_core::{Description, Error, Result, State};
 
 use crate::elastic::plan::{OldRank, deal};
 use crate::elastic::sampler::Plan;
-use crate::elastic::walk::{Cut, RESHARD, child_at, walk};
+use crate::elastic::walk::{Cut, RESHARD, check as check_description, child_at, walk};
 
 /// The new plans of every source (one per new rank), by the path of the
 /// source's state.
@@ -292,6 +292,38 @@ fn state_for(olds: &[Old], plans: &Plans, rank: u64, world: u64) -> Result<State
         template.epoch_index,
         &for_rank(&template.pipeline, rank, world),
     )
+}
+
+/// Checks, before any state is taken, that a pipeline can change its number
+/// of ranks: `Ok` if [`reshard`] will accept its states, else the
+/// [`Error::InvalidArgument`] naming the first node that stops it and its
+/// path in the state (the same error `reshard` would give). Pass it
+/// `loader.describe()` (or a node's `describe()`).
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::{ElasticSampler, elastic};
+///
+/// let sampler = ElasticSampler::new(SequentialSampler::new(10), 0, 2)?;
+/// let good = MapStyleWrapper::new((0..10).collect::<Vec<u32>>(), sampler).batch(2)?;
+/// elastic::check(&good.describe())?;
+///
+/// let bad = IterableWrapper::new(0..10u32).batch(2)?;
+/// let err = elastic::check(&bad.describe()).unwrap_err().to_string();
+/// assert!(err.contains("IterableWrapper at /root/source cannot be resharded"), "{err}");
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a node whose position is not a function
+/// of global indices, or a pipeline without an [`ElasticSampler`](crate::ElasticSampler).
+pub fn check(pipeline: &Description) -> Result<()> {
+    if check_description(pipeline, false, "/root")? == 0 {
+        return Err(invalid(
+            "the pipeline has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Combines the loader states of every rank of a job (in any order) into the

@@ -59,6 +59,67 @@ fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d 
     }
 }
 
+/// Why a node of this description cannot be resharded (with a `par_map` or
+/// `prefetch` above it or not), if it cannot, whatever its state.
+pub(crate) fn refusal(desc: &Description, threaded_above: bool) -> Option<&'static str> {
+    match desc.name() {
+        "ElasticSampler" | "MapStyleWrapper" | "Mapper" | "Batcher" | "ParallelMapper"
+        | "Prefetcher" => None,
+        "TryMapper" | "Filter" if threaded_above => Some(
+            "below a par_map or prefetch, the number of positions behind the items it passes is not known (put it above the par_map/prefetch)",
+        ),
+        "TryMapper" | "Filter" => None,
+        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" if threaded_above => Some(
+            "below a par_map or prefetch, which source its next items come from is not known (put the par_map/prefetch on each source)",
+        ),
+        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler"
+            if desc.get_param("stop_criteria")
+                != Some(StopCriteria::AllDatasetsExhausted.as_str()) =>
+        {
+            Some(
+                "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
+            )
+        }
+        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" => None,
+        "SamplerWrapper" => Some(
+            "its position counts this rank's indices, not global positions: use an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
+        ),
+        "IterableWrapper" => Some(
+            "the position of an iterable source is not a function of global indices: use a MapStyleWrapper over an ElasticSampler",
+        ),
+        "Cycler" => Some("it restarts its source, so positions are not those of one epoch"),
+        "Shuffler" => Some(
+            "its buffer holds items, not positions: shuffle with the ElasticSampler's order (a RandomSampler) instead",
+        ),
+        _ => Some(
+            "elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, par_map, prefetch and the weighted or round-robin mix",
+        ),
+    }
+}
+
+/// Whether a node hands its child's items on with a threaded node's
+/// snapshot protocol (so the nodes below it count positions per item).
+fn is_threaded(desc: &Description) -> bool {
+    matches!(desc.name(), "ParallelMapper" | "Prefetcher")
+}
+
+/// Checks a pipeline's description against [`refusal`]: `path` is where
+/// the node's state is.
+pub(crate) fn check(desc: &Description, threaded_above: bool, path: &str) -> Result<usize> {
+    if let Some(why) = refusal(desc, threaded_above) {
+        return Err(Error::invalid_argument(
+            RESHARD,
+            format!("{} at {path} cannot be resharded: {why}", desc.name()),
+        ));
+    }
+    let below = threaded_above || is_threaded(desc);
+    let mut samplers = usize::from(desc.name() == "ElasticSampler");
+    for (key, child) in desc.children() {
+        samplers += check(child, below, &format!("{path}/{key}"))?;
+    }
+    Ok(samplers)
+}
+
 /// Collects the cuts below `desc`/`state`. `relative` (ascending) are the
 /// items this node yields after `state` that a threaded node above already
 /// delivered: they count as consumed too. `threaded_above`: a `par_map` or
@@ -71,6 +132,9 @@ pub(crate) fn walk(
     out: &mut Vec<Cut>,
 ) -> Result<()> {
     let name = desc.name();
+    if let Some(why) = refusal(desc, threaded_above) {
+        return Err(refuse(state, name, why));
+    }
     match name {
         "ElasticSampler" => {
             let num_yielded: u64 = state.get("num_yielded")?;
@@ -85,18 +149,7 @@ pub(crate) fn walk(
             });
             Ok(())
         }
-        "MapStyleWrapper" | "Mapper" => {
-            let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, relative, threaded_above, out)
-        }
-        "TryMapper" | "Filter" => {
-            if threaded_above {
-                return Err(refuse(
-                    state,
-                    name,
-                    "below a par_map or prefetch, the number of positions behind the items it passes is not known (put it above the par_map/prefetch)",
-                ));
-            }
+        "MapStyleWrapper" | "Mapper" | "TryMapper" | "Filter" => {
             let (key, child) = only_child(desc, state)?;
             walk(child, &child_at(state, key)?, relative, threaded_above, out)
         }
@@ -145,51 +198,12 @@ pub(crate) fn walk(
             let (key, child) = only_child(desc, state)?;
             walk(child, &child_at(state, key)?, &delivered, true, out)
         }
-        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" => {
-            if threaded_above {
-                return Err(refuse(
-                    state,
-                    name,
-                    "below a par_map or prefetch, which source its next items come from is not known (put the par_map/prefetch on each source, or above a batch of the mix that has no threaded node above it)",
-                ));
-            }
-            if desc.get_param("stop_criteria") != Some(StopCriteria::AllDatasetsExhausted.as_str())
-            {
-                return Err(refuse(
-                    state,
-                    name,
-                    "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
-                ));
-            }
+        // The mixes (`refusal` let only these through).
+        _ => {
             for (key, child) in desc.children() {
                 walk(child, &child_at(state, key)?, relative, threaded_above, out)?;
             }
             Ok(())
         }
-        "SamplerWrapper" => Err(refuse(
-            state,
-            name,
-            "its position counts this rank's indices, not global positions: use an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
-        )),
-        "IterableWrapper" => Err(refuse(
-            state,
-            name,
-            "the position of an iterable source is not a function of global indices: use a MapStyleWrapper over an ElasticSampler",
-        )),
-        "Cycler" => Err(refuse(
-            state,
-            name,
-            "it restarts its source, so positions are not those of one epoch",
-        )),
-        "Shuffler" => Err(refuse(
-            state,
-            name,
-            "its buffer holds items, not positions: shuffle with the ElasticSampler's order (a RandomSampler) instead",
-        )),
-        _ => Err(refuse(
-            state,
-            name,
-            "elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, par_map, prefetch and the weighted or round-robin mix",
-        )),
     }
 }

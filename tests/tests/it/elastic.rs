@@ -296,6 +296,7 @@ fn run_job(
     progress: (&[usize], &[usize]),
 ) -> std::result::Result<(), String> {
     let (n, m, m2) = worlds;
+    elastic::check(&job.build(0, 1).unwrap().describe()).map_err(|e| e.to_string())?;
     let mut cut = Vec::new();
     let first = generation(&job, n, None, before, progress.0, &mut cut);
     let second_states: Vec<State> = elastic::reshard(&first, m)
@@ -496,6 +497,9 @@ fn pipelines_not_indexed_by_global_positions_are_refused() {
         (elastic_source().header(3).boxed(), "Header at /root"),
     ];
     for (root, needle) in cases {
+        // Known from the description alone, before any state is taken.
+        let err = elastic::check(&root.describe()).unwrap_err().to_string();
+        assert!(err.contains(needle), "{needle}: {err}");
         let state = save(root);
         let err = reshard_err(&[state], 2);
         assert!(err.contains(needle), "{needle}: {err}");
