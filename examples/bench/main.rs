@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 
 mod cores;
 mod corpus;
+mod elastic;
 mod realistic;
 mod table;
 
@@ -43,12 +44,13 @@ type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [FILE]
   --only      run these groups only: seq_chain (with state_every_batch and
               seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
-              prefetch, weighted_mix, realistic (all realistic_* cases)
+              prefetch, weighted_mix, realistic (all realistic_* cases),
+              reshard (elastic::reshard of 64 ranks' states into 48)
   --markdown  print the README table for a run's JSON lines (FILE, or stdin)
   BENCH_QUICK=1 in the environment runs a tenth of the work";
 
 /// The case groups, in running order.
-const GROUPS: [&str; 7] = [
+const GROUPS: [&str; 8] = [
     "seq_chain",
     "restore_cost",
     "parallel_io",
@@ -56,6 +58,7 @@ const GROUPS: [&str; 7] = [
     "prefetch",
     "weighted_mix",
     "realistic",
+    "reshard",
 ];
 
 fn main() -> Res<()> {
@@ -81,6 +84,7 @@ fn main() -> Res<()> {
             "parallel_cpu" => parallel_cpu(3_000 / scale)?,
             "prefetch" => prefetch(1_000_000 / scale)?,
             "weighted_mix" => weighted_mix(3_000_000 / scale)?,
+            "reshard" => elastic::run(quick)?,
             _ => realistic::run(quick)?,
         }
     }

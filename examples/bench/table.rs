@@ -133,6 +133,10 @@ fn figures(case: &str, line: &Value) -> (String, String) {
                 ns("baseline_ns_per_item")
             ),
         ),
+        "reshard" => (
+            format!("{} ms per reshard", line["reshard_ms"]),
+            format!("{} ms parsing the states", line["parse_ms"]),
+        ),
         "realistic_state" => (
             format!("{}, {} per state", rate("framework_per_s"), ns("state_ns")),
             format!("{} (no states)", rate("baseline_per_s")),
@@ -159,6 +163,9 @@ fn target(case: &str, line: &Value) -> String {
         ("realistic_par", Some(t)) => format!("≥ {t:?} (stage costs allow {})", line["bound"]),
         ("restore_cost", Some(t)) => {
             format!("≥ {t:?} and ≤ {} µs", line["target_restore_us"])
+        }
+        ("reshard", None) if line["target_ms"].is_number() => {
+            format!("≤ {} ms", line["target_ms"])
         }
         (_, Some(t)) => format!("≥ {t:?}"),
         (_, None) => "–".into(),

@@ -166,6 +166,27 @@ fn shared_shape(shape: &Description) -> State {
     holder.child(PIPELINE).unwrap_or_default()
 }
 
+/// A loader state made of its parts, in the layout
+/// [`Loader::state_dict`] writes (fingerprint of `pipeline`, a checksum slot):
+/// how `nodes_std::elastic` writes the states of the ranks of a resharded
+/// job, whose pipelines it cannot build. Not public API.
+pub fn assemble_state(
+    root: State,
+    num_yielded: u64,
+    epoch_index: u64,
+    pipeline: &Description,
+) -> Result<State> {
+    let mut state = State::new();
+    state.insert_child(ROOT, root);
+    state.insert(NUM_YIELDED, num_yielded)?;
+    state.insert(EPOCH_INDEX, epoch_index)?;
+    state.insert(FORMAT, FORMAT_VERSION)?;
+    state.insert(FINGERPRINT, format!("{:016x}", pipeline.fingerprint()))?;
+    state.insert_child(PIPELINE, shared_shape(pipeline));
+    state.insert_checksum();
+    Ok(state)
+}
+
 impl<N: Node> Loader<N> {
     /// Wraps the root of a pipeline. Nothing runs until the first epoch or
     /// `state_dict`.

@@ -10,6 +10,9 @@ pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::state::State;
 
+/// Writes a loader state from its parts (for `nodes_std::elastic`).
+pub use crate::loader::assemble_state as loader_state;
+
 /// What a `#[node(state)]` field must be: serialisable both ways.
 pub trait StateField: serde::Serialize + serde::de::DeserializeOwned {}
 impl<T: serde::Serialize + serde::de::DeserializeOwned> StateField for T {}

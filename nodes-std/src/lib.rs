@@ -12,6 +12,7 @@
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
 
+pub mod elastic;
 mod ext;
 mod mixing;
 mod policy;
@@ -21,6 +22,7 @@ mod sources;
 mod threaded;
 mod transforms;
 
+pub use crate::elastic::ElasticSampler;
 pub use crate::ext::NodeExt;
 pub use crate::mixing::zip::Zip;
 pub use crate::mixing::{
@@ -64,8 +66,8 @@ pub mod prelude {
     pub use crate::NodeExt;
     pub use crate::ParallelOptions;
     pub use crate::{
-        Dataset, IterableWrapper, Lookup, MapStyleWrapper, RandomSampler, Remainder, Sampler,
-        SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
+        Dataset, ElasticSampler, IterableWrapper, Lookup, MapStyleWrapper, RandomSampler,
+        Remainder, Sampler, SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
     };
     pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{

@@ -10,6 +10,7 @@ mod bad_states;
 mod contract;
 mod derive;
 mod describe;
+mod elastic;
 mod exactly_once;
 mod faults;
 mod hand_written;

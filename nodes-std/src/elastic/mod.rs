@@ -1,0 +1,115 @@
+//! Elastic resume: a job saved on N ranks resumes on M ranks, for any N and
+//! M, with every item of the epoch delivered exactly once across the job.
+//!
+//! # How
+//!
+//! Each rank reads a map-style dataset through an [`ElasticSampler`]: every
+//! rank wraps the same global order (a [`RandomSampler`](crate::RandomSampler)
+//! with the job's seed, or a [`SequentialSampler`](crate::SequentialSampler)),
+//! and rank `r` of `N` reads positions `r`, `r + N`, `r + 2N`, ... of it.
+//! Its state is a *plan* (the global positions this rank reads this epoch)
+//! and how far it got, so the positions a rank consumed are known from its
+//! state alone.
+//!
+//! Each rank saves its own loader state as usual. To resume on `M` ranks,
+//! [`reshard`] (offline, once) or [`reshard_rank`] (on every new rank) takes
+//! the states of all `N` old ranks and:
+//!
+//! 1. reads, for each source, what every old rank consumed: its sampler's
+//!    position, plus what the nodes above it had delivered that the sampler's
+//!    own position does not show (the items a `par_map` or `prefetch`
+//!    delivered after its source snapshot, in order or ahead of a gap; a
+//!    `batch` under them counts `batch_size` positions per batch). A position
+//!    a `filter` dropped counts as consumed; an item pulled but not yet
+//!    delivered (read-ahead of a threaded node) does not: it goes back to the
+//!    pool;
+//! 2. computes the global cursor: the first position no rank consumed, the
+//!    last one some rank did, and the *holes* between them that nobody
+//!    consumed;
+//! 3. deals the holes and the rest of the order among the `M` new ranks (the
+//!    `j`-th remaining position goes to rank `j mod M`: ranks differ by at
+//!    most one item), and writes each new rank's loader state: its samplers at
+//!    their new plans, threaded nodes with nothing delivered since their
+//!    snapshot, the mixes' draws on a new stream seeded from the job seed,
+//!    the epoch and the new rank and world size.
+//!
+//! The next epochs are ordinary epochs of `M` ranks. A rank whose share is
+//! empty ends its epoch at once.
+//!
+//! The cost is linear in the number of positions between the global cursor's
+//! first free position and its last consumed one (plus a sort of the holes
+//! found there), not in the epoch's length.
+//!
+//! ```
+//! use nodes_std::prelude::*;
+//! use nodes_std::{ElasticSampler, elastic};
+//!
+//! let data: Vec<u32> = (0..20).collect();
+//! let build = |rank, world| -> Result<_> {
+//!     let sampler = ElasticSampler::new(RandomSampler::new(data.len(), 7), rank, world)?;
+//!     MapStyleWrapper::new(data.clone(), sampler).batch(2)
+//! };
+//! // Two ranks read a little of epoch 0 and save.
+//! let mut seen = Vec::new();
+//! let mut states = Vec::new();
+//! for rank in 0..2 {
+//!     let mut loader = Loader::new(build(rank, 2)?);
+//!     let mut epoch = loader.epoch();
+//!     for _ in 0..=rank {
+//!         seen.extend(epoch.next().transpose()?.unwrap());
+//!     }
+//!     states.push(epoch.state_dict()?);
+//! }
+//! // Three ranks read the rest.
+//! for (rank, state) in elastic::reshard(&states, 3)?.iter().enumerate() {
+//!     let mut loader = Loader::new(build(rank as u64, 3)?);
+//!     loader.load_state_dict(state)?;
+//!     for batch in loader.epoch() {
+//!         seen.extend(batch?);
+//!     }
+//! }
+//! seen.sort();
+//! assert_eq!(seen, data);
+//! # Ok::<(), nodes_std::Error>(())
+//! ```
+//!
+//! # What is supported
+//!
+//! Sources: [`MapStyleWrapper`](crate::MapStyleWrapper) over an
+//! [`ElasticSampler`]. Above them: `map`, `try_map`, `filter`, `batch`,
+//! `par_map` (in and out of order), `prefetch`, and a
+//! [`MultiNodeWeightedSampler`](crate::MultiNodeWeightedSampler) or
+//! [`MultiNodeRoundRobinSampler`](crate::MultiNodeRoundRobinSampler) with
+//! `StopCriteria::AllDatasetsExhausted` (each source exactly once), each
+//! source with its own global order and cursor.
+//!
+//! Between a `par_map`/`prefetch` and the samplers below it, only nodes
+//! that turn a known number of positions into each item may stand
+//! (`MapStyleWrapper`, `map`, `batch`, in-order threaded nodes): a `filter`,
+//! `try_map` or mix there is refused, because how many positions stand behind
+//! the items delivered since the threaded node's snapshot is then unknown.
+//! Put the filter or the mix above the threaded node, or the threaded node on
+//! each source.
+//!
+//! `batch(n)` stays a per-rank batch of `n`: the job's global batch is `n ×
+//! world_size`, and changes with the number of ranks.
+//!
+//! # What is refused
+//!
+//! Pipelines whose position is not a function of global indices: an
+//! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
+//! [`ElasticSampler`]), a `Cycler`, a `Shuffler` (its buffer holds items,
+//! not positions: shuffle with the sampler's order), `header`, `unbatch`,
+//! `zip`, `shard`. The error names the node and its path in the state;
+//! [`check`] gives it from a pipeline's description, before training. So
+//! are incomplete state sets (a rank missing or given twice), states of
+//! other pipelines, of jobs of different sizes, of different epochs, or of
+//! different runs.
+
+mod plan;
+mod reshard;
+mod sampler;
+mod walk;
+
+pub use self::reshard::{check, reshard, reshard_rank};
+pub use self::sampler::ElasticSampler;

@@ -1,0 +1,358 @@
+//! [`reshard`]: the old ranks' states in, the new ranks' states out.
+
+use std::collections::BTreeMap;
+
+use nodes_core::{Description, Error, Result, State};
+
+use crate::elastic::plan::{OldRank, deal};
+use crate::elastic::sampler::Plan;
+use crate::elastic::walk::{Cut, RESHARD, check as check_description, child_at, walk};
+
+/// The new plans of every source (one per new rank), by the path of the
+/// source's state.
+type Plans = BTreeMap<String, Vec<Plan>>;
+
+/// One old rank's loader state, read.
+struct Old {
+    rank: u64,
+    world_size: u64,
+    epoch_index: u64,
+    root: State,
+    pipeline: Description,
+    cuts: Vec<Cut>,
+}
+
+fn invalid(message: String) -> Error {
+    Error::invalid_argument(RESHARD, message)
+}
+
+/// Reads one loader state: its place in the job and its cuts.
+fn read(i: usize, state: &State) -> Result<Old> {
+    let root = state.child("root")?;
+    let epoch_index: u64 = state.get("epoch_index")?;
+    let pipeline: Description = state.get("pipeline")?;
+    let mut cuts = Vec::new();
+    walk(&pipeline, &root, &[], false, &mut cuts)?;
+    let Some(first) = cuts.first() else {
+        return Err(invalid(format!(
+            "state #{i} has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks"
+        )));
+    };
+    let (rank, world_size) = (first.rank, first.world_size);
+    if let Some(c) = cuts
+        .iter()
+        .find(|c| (c.rank, c.world_size) != (rank, world_size))
+    {
+        return Err(invalid(format!(
+            "state #{i}: the ElasticSampler at {} is rank {} of {}, the one at {} rank {rank} of {world_size}",
+            c.path, c.rank, c.world_size, first.path
+        )));
+    }
+    Ok(Old {
+        rank,
+        world_size,
+        epoch_index,
+        root,
+        pipeline,
+        cuts,
+    })
+}
+
+/// The description with the weighted mixes' rank and world size replaced
+/// (the only parameters of a supported pipeline that differ between ranks).
+fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
+    let weighted = desc.name() == "MultiNodeWeightedSampler";
+    let mut out = Description::new(desc.name());
+    for (key, value) in desc.params() {
+        out = match key {
+            "rank" if weighted => out.param(key, rank),
+            "world_size" if weighted => out.param(key, world_size),
+            _ => out.param(key, value),
+        };
+    }
+    for (key, child) in desc.children() {
+        out = out.child(key, for_rank(child, rank, world_size));
+    }
+    out
+}
+
+/// The first node where two descriptions differ: its path (child keys from
+/// the root) and the two nodes' labels.
+fn first_difference(
+    a: &Description,
+    b: &Description,
+    path: String,
+) -> Option<(String, String, String)> {
+    let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
+    if a.name() != b.name() || a.params().ne(b.params()) || keys(a) != keys(b) {
+        let top = |d: &Description| {
+            let mut d2 = Description::new(d.name());
+            for (k, v) in d.params() {
+                d2 = d2.param(k, v);
+            }
+            d2
+        };
+        let at = if path.is_empty() {
+            "/".to_owned()
+        } else {
+            path
+        };
+        return Some((at, top(a).to_string(), top(b).to_string()));
+    }
+    a.children()
+        .zip(b.children())
+        .find_map(|((key, x), (_, y))| first_difference(x, y, format!("{path}/{key}")))
+}
+
+/// Checks that `olds` are the complete state set of one job, in one epoch,
+/// and puts them in rank order.
+fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
+    let world = olds[0].world_size;
+    if let Some(o) = olds.iter().find(|o| o.world_size != world) {
+        return Err(invalid(format!(
+            "the states are from jobs of different sizes: rank {} of {}, rank {} of {world}",
+            o.rank, o.world_size, olds[0].rank
+        )));
+    }
+    olds.sort_by_key(|o| o.rank);
+    for (expected, o) in (0..world).zip(&olds) {
+        if o.rank != expected {
+            let what = if o.rank < expected {
+                format!("rank {} is given twice", o.rank)
+            } else {
+                format!("the state of rank {expected} is missing")
+            };
+            return Err(invalid(format!(
+                "incomplete state set: {what} (a job of {world} ranks needs one state per rank)"
+            )));
+        }
+    }
+    if (olds.len() as u64) < world {
+        return Err(invalid(format!(
+            "incomplete state set: the state of rank {} is missing (a job of {world} ranks needs one state per rank)",
+            olds.len()
+        )));
+    }
+    if olds.len() as u64 > world {
+        return Err(invalid(format!(
+            "incomplete state set: {} states given for a job of {world} ranks (a rank is given twice)",
+            olds.len()
+        )));
+    }
+    let shape = for_rank(&olds[0].pipeline, 0, 1);
+    for o in &olds[1..] {
+        if for_rank(&o.pipeline, 0, 1) != shape {
+            let at = first_difference(&shape, &for_rank(&o.pipeline, 0, 1), String::new())
+                .map(|(path, a, b)| format!(" (at {path}: rank 0 has {a}, rank {} {b})", o.rank))
+                .unwrap_or_default();
+            return Err(invalid(format!(
+                "the state of rank {} is from another pipeline than rank 0's{at}",
+                o.rank
+            )));
+        }
+        if o.epoch_index != olds[0].epoch_index {
+            return Err(invalid(format!(
+                "the states are from different epochs: rank 0 is in epoch {}, rank {} in epoch {}",
+                olds[0].epoch_index, o.rank, o.epoch_index
+            )));
+        }
+        for (a, b) in olds[0].cuts.iter().zip(&o.cuts) {
+            if a.epoch != b.epoch {
+                return Err(invalid(format!(
+                    "the states are from different epochs: the ElasticSampler at {} is in epoch {} on rank 0, {} on rank {}",
+                    a.path, a.epoch, b.epoch, o.rank
+                )));
+            }
+        }
+    }
+    Ok(olds)
+}
+
+/// The new plans of every source, by the path of its state.
+fn new_plans(olds: &[Old], new_world: u64) -> Result<Plans> {
+    let world = olds[0].world_size;
+    let mut plans = BTreeMap::new();
+    for (s, cut) in olds[0].cuts.iter().enumerate() {
+        let old: Vec<OldRank> = olds
+            .iter()
+            .map(|o| OldRank {
+                rank: o.rank,
+                plan: o.cuts[s].plan.clone(),
+                consumed: o.cuts[s].consumed.clone(),
+            })
+            .collect();
+        let what = format!("the ElasticSampler at {}", cut.path);
+        plans.insert(
+            cut.path.clone(),
+            deal(&what, &old, world, cut.len, new_world)?,
+        );
+    }
+    Ok(plans)
+}
+
+/// `template` (an old rank's state of the node `desc`) rewritten for new
+/// rank `rank` of `world`: sources at their new plans, every other position
+/// at the start of the rest of the epoch.
+fn rebuild(
+    desc: &Description,
+    template: &State,
+    rank: u64,
+    world: u64,
+    plans: &Plans,
+) -> Result<State> {
+    let mut out = template.clone();
+    if desc.name() == "ElasticSampler" {
+        let plan = &plans[template.path()][rank as usize];
+        out.insert("num_yielded", 0u64)?;
+        // Started: a rank with nothing left moves on to the next epoch.
+        out.insert("started", true)?;
+        out.insert("rank", rank)?;
+        out.insert("world_size", world)?;
+        out.insert("plan", plan)?;
+        return Ok(out);
+    }
+    for (key, child) in desc.children() {
+        let new = rebuild(child, &child_at(template, key)?, rank, world, plans)?;
+        out = replace_at(out, key, new)?;
+    }
+    match desc.name() {
+        "TryMapper" => out.insert("num_seen", 0u64)?,
+        "ParallelMapper" | "Prefetcher" => {
+            out.insert("steps_since_snapshot", 0u64)?;
+            if out.contains("snapshot_index") {
+                out.insert("snapshot_index", 0u64)?;
+            }
+            if out.contains("delivered_ahead") {
+                out.insert("delivered_ahead", Vec::<u64>::new())?;
+            }
+        }
+        name @ ("MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler") => {
+            let keys: Vec<String> = out.get("dataset_keys")?;
+            let mut flags = State::new();
+            for key in &keys {
+                flags.insert(key.clone(), false)?;
+            }
+            out.insert_child("datasets_exhausted", flags.clone());
+            out.insert_child("datasets_empty", flags);
+            if name == "MultiNodeWeightedSampler" {
+                out.insert("num_yielded", 0u64)?;
+                out.insert("started", true)?;
+                // A new stream: (seed, epoch, new rank, new world size).
+                let mut rng = out.child("rng")?;
+                rng.insert("rank", rank)?;
+                rng.insert("world_size", world)?;
+                rng.insert("word_pos", 0u64)?;
+                out.insert_child("rng", rng);
+            } else {
+                out.insert("current_dataset_index", 0u64)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(out)
+}
+
+/// `state` with the child under `key` (`a` or `a/b`) replaced.
+fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
+    match key.split_once('/') {
+        None => {
+            state.insert_child(key.to_owned(), child);
+            Ok(state)
+        }
+        Some((head, rest)) => {
+            let inner = replace_at(state.child(head)?, rest, child)?;
+            state.insert_child(head.to_owned(), inner);
+            Ok(state)
+        }
+    }
+}
+
+/// Reads and checks the old states, and deals the rest of the epoch.
+fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Plans)> {
+    crate::rank::Rank::new(RESHARD, 0, new_world)?;
+    if old_states.is_empty() {
+        return Err(invalid("no states given".to_owned()));
+    }
+    let olds = old_states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| read(i, s))
+        .collect::<Result<Vec<_>>>()?;
+    let olds = check_set(olds)?;
+    let plans = new_plans(&olds, new_world)?;
+    Ok((olds, plans))
+}
+
+fn state_for(olds: &[Old], plans: &Plans, rank: u64, world: u64) -> Result<State> {
+    let template = &olds[0];
+    let root = rebuild(&template.pipeline, &template.root, rank, world, plans)?;
+    nodes_core::__private::loader_state(
+        root,
+        0,
+        template.epoch_index,
+        &for_rank(&template.pipeline, rank, world),
+    )
+}
+
+/// Checks, before any state is taken, that a pipeline can change its number
+/// of ranks: `Ok` if [`reshard`] will accept its states, else the
+/// [`Error::InvalidArgument`] naming the first node that stops it and its
+/// path in the state (the same error `reshard` would give). Pass it
+/// `loader.describe()` (or a node's `describe()`).
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::{ElasticSampler, elastic};
+///
+/// let sampler = ElasticSampler::new(SequentialSampler::new(10), 0, 2)?;
+/// let good = MapStyleWrapper::new((0..10).collect::<Vec<u32>>(), sampler).batch(2)?;
+/// elastic::check(&good.describe())?;
+///
+/// let bad = IterableWrapper::new(0..10u32).batch(2)?;
+/// let err = elastic::check(&bad.describe()).unwrap_err().to_string();
+/// assert!(err.contains("IterableWrapper at /root/source cannot be resharded"), "{err}");
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a node whose position is not a function
+/// of global indices, or a pipeline without an [`ElasticSampler`](crate::ElasticSampler).
+pub fn check(pipeline: &Description) -> Result<()> {
+    if check_description(pipeline, false, "/root")? == 0 {
+        return Err(invalid(
+            "the pipeline has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Combines the loader states of every rank of a job (in any order) into the
+/// states of `new_world_size` ranks that read the rest of the epoch exactly
+/// once between them; state `m` is for rank `m`. See the
+/// [module documentation](crate::elastic) for what is supported.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (naming what is wrong, never a fallback) for:
+/// `new_world_size` 0; no states; a rank missing or given twice; states from
+/// jobs of different sizes, other pipelines or different epochs (or from
+/// different runs: plans that do not fit together); and a pipeline with a
+/// node whose position is not a function of global indices (the error names
+/// it and its path). A state that does not parse as a loader state is an
+/// [`Error::BadState`] at its path.
+pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
+    let (olds, plans) = prepare(old_states, new_world_size)?;
+    (0..new_world_size)
+        .map(|m| state_for(&olds, &plans, m, new_world_size))
+        .collect()
+}
+
+/// The state of one new rank: `reshard(old_states, new_world_size)[rank]`,
+/// for a rank that combines the old states itself.
+///
+/// # Errors
+/// As [`reshard`], and [`Error::InvalidArgument`] if `rank >= new_world_size`.
+pub fn reshard_rank(old_states: &[State], rank: u64, new_world_size: u64) -> Result<State> {
+    crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
+    let (olds, plans) = prepare(old_states, new_world_size)?;
+    state_for(&olds, &plans, rank, new_world_size)
+}

@@ -1,0 +1,578 @@
+//! Elastic resume (`nodes_std::elastic`): a job saved on N ranks resumes on
+//! M ranks with every item of the epoch delivered exactly once across the
+//! job, through filters, threaded nodes, batches and mixes; and state sets
+//! that are incomplete, mixed or foreign are refused.
+//!
+//! The property test runs 512 cases by default (`NODES_RELIABILITY_LONG`
+//! multiplies them): N, M, M2 in 1..=8, a dataset of 0..80 items per
+//! source, random per-rank progress before each save, cuts in epoch 0 or 1,
+//! and one of eight pipelines. Items are checked one by one: the union of
+//! what every rank of every generation delivered in the cut epoch is the
+//! epoch's items, each once; the epoch after is an ordinary epoch of the
+//! last world size.
+
+use std::collections::BTreeMap;
+
+use nodes_std::prelude::*;
+use nodes_std::{ElasticSampler, IterableWrapper, elastic};
+use proptest::prelude::*;
+
+use crate::support::watch::config;
+
+/// A source's items: `base + index`.
+fn source(
+    base: u32,
+    len: usize,
+    seed: u64,
+    rank: u64,
+    world: u64,
+) -> Result<MapStyleWrapper<Vec<u32>, ElasticSampler<RandomSampler>>> {
+    let data: Vec<u32> = (0..len as u32).map(|i| base + i).collect();
+    let sampler = ElasticSampler::new(RandomSampler::new(len, seed), rank, world)?;
+    Ok(MapStyleWrapper::new(data, sampler))
+}
+
+/// Identity, slow for some items, so that workers finish out of order and
+/// out-of-order maps deliver items ahead of a gap.
+fn uneven<T>(x: T) -> std::result::Result<T, nodes_std::BoxError> {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if call.is_multiple_of(3) {
+        std::thread::sleep(std::time::Duration::from_micros(150));
+    }
+    Ok(x)
+}
+
+fn keep(x: &u32) -> bool {
+    x % 3 != 1
+}
+
+/// The pipelines of the property test.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// map-style -> batch
+    Plain,
+    /// map-style -> map -> filter -> batch
+    Filter,
+    /// map-style -> par_map (in or out of order) -> filter -> batch
+    ParMap {
+        workers: usize,
+        in_order: bool,
+        freq: usize,
+    },
+    /// map-style -> map -> batch -> prefetch
+    Prefetch,
+    /// map-style -> batch -> par_map out of order (batches delivered ahead)
+    BatchParMap { workers: usize, freq: usize },
+    /// two sources, each par_map -> weighted mix -> filter -> batch
+    Weighted { workers: usize, in_order: bool },
+    /// two sources -> round-robin mix -> batch
+    RoundRobin,
+    /// prefetch -> par_map in order -> map-style (nested threaded nodes)
+    Nested { workers: usize },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    kind: Kind,
+    len: usize,
+    batch: usize,
+    seed: u64,
+}
+
+type Boxed = Box<dyn Node<Item = Vec<u32>>>;
+
+impl Job {
+    fn build(&self, rank: u64, world: u64) -> Result<Boxed> {
+        let Job {
+            kind,
+            len,
+            batch,
+            seed,
+        } = *self;
+        let one = || source(0, len, seed, rank, world);
+        Ok(match kind {
+            Kind::Plain => one()?.batch(batch)?.boxed(),
+            Kind::Filter => one()?.map(|x| x).filter(keep).batch(batch)?.boxed(),
+            Kind::ParMap {
+                workers,
+                in_order,
+                freq,
+            } => one()?
+                .par_map(
+                    uneven,
+                    ParallelOptions::new(workers)
+                        .in_order(in_order)
+                        .snapshot_frequency(freq),
+                )?
+                .filter(keep)
+                .batch(batch)?
+                .boxed(),
+            Kind::Prefetch => one()?.map(|x| x).batch(batch)?.prefetch(2)?.boxed(),
+            Kind::BatchParMap { workers, freq } => one()?
+                .batch(batch)?
+                .par_map(
+                    uneven,
+                    ParallelOptions::new(workers)
+                        .in_order(false)
+                        .snapshot_frequency(freq),
+                )?
+                .boxed(),
+            Kind::Weighted { workers, in_order } => {
+                let options = ParallelOptions::new(workers).in_order(in_order);
+                let a = source(0, len, seed, rank, world)?.par_map(uneven, options)?;
+                let b =
+                    source(1000, len / 2 + 1, seed ^ 1, rank, world)?.par_map(uneven, options)?;
+                MultiNodeWeightedSampler::new([("a", a), ("b", b)], [("a", 0.6), ("b", 0.4)])?
+                    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+                    .with_seed(seed)
+                    .with_rank(rank, world)?
+                    .filter(keep)
+                    .batch(batch)?
+                    .boxed()
+            }
+            Kind::RoundRobin => {
+                let a = source(0, len, seed, rank, world)?;
+                let b = source(1000, len / 3, seed ^ 2, rank, world)?;
+                MultiNodeRoundRobinSampler::new([("a", a), ("b", b)])?
+                    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+                    .batch(batch)?
+                    .boxed()
+            }
+            Kind::Nested { workers } => one()?
+                .par_map(Ok, ParallelOptions::new(workers).snapshot_frequency(2))?
+                .prefetch(3)?
+                .batch(batch)?
+                .boxed(),
+        })
+    }
+
+    /// Every item of one epoch, sorted.
+    fn epoch_items(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = (0..self.len as u32).collect();
+        match self.kind {
+            Kind::Weighted { .. } => {
+                all.extend((0..(self.len / 2 + 1) as u32).map(|i| 1000 + i));
+            }
+            Kind::RoundRobin => all.extend((0..(self.len / 3) as u32).map(|i| 1000 + i)),
+            _ => {}
+        }
+        if matches!(
+            self.kind,
+            Kind::Filter | Kind::ParMap { .. } | Kind::Weighted { .. }
+        ) {
+            all.retain(keep);
+        }
+        all.sort_unstable();
+        all
+    }
+}
+
+/// A checkpoint as it would be stored: through JSON, checksum and all.
+fn stored(state: &State) -> State {
+    State::from_json(&state.to_json().unwrap()).unwrap()
+}
+
+/// Runs `states.len()` ranks of a generation: each resumes from its state
+/// (or starts fresh and runs `before` whole epochs), takes up to
+/// `progress[r]` batches of the cut epoch, and saves. Returns the items
+/// delivered in the cut epoch and the saved states.
+fn generation(
+    job: &Job,
+    world: u64,
+    states: Option<&[State]>,
+    before: u64,
+    progress: &[usize],
+    delivered: &mut Vec<u32>,
+) -> Vec<State> {
+    (0..world)
+        .map(|rank| {
+            let mut loader = Loader::new(job.build(rank, world).unwrap());
+            match states {
+                Some(states) => loader.load_state_dict(&states[rank as usize]).unwrap(),
+                None => {
+                    for _ in 0..before {
+                        for item in loader.epoch() {
+                            item.unwrap();
+                        }
+                    }
+                }
+            }
+            let take = progress[rank as usize % progress.len()];
+            if take == 0 && states.is_some() {
+                // Saved right after the restore, at the resharded position.
+                return stored(&loader.state_dict().unwrap());
+            }
+            let mut epoch = loader.epoch();
+            if epoch.index() != before {
+                // Nothing of the cut epoch was left for this rank: it saves
+                // the state it resumed from (it is at the cut epoch's end).
+                drop(epoch);
+                let mut again = Loader::new(job.build(rank, world).unwrap());
+                again
+                    .load_state_dict(&states.unwrap()[rank as usize])
+                    .unwrap();
+                return stored(&again.state_dict().unwrap());
+            }
+            for _ in 0..take {
+                match epoch.next() {
+                    Some(batch) => delivered.extend(batch.unwrap()),
+                    None => break,
+                }
+            }
+            stored(&epoch.state_dict().unwrap())
+        })
+        .collect()
+}
+
+/// Resumes every state and runs its epoch to the end, then one more epoch;
+/// returns (items of the rest of the cut epoch, items of the next epoch).
+fn finish(job: &Job, states: &[State], before: u64) -> (Vec<u32>, Vec<u32>) {
+    let world = states.len() as u64;
+    let (mut rest, mut next) = (Vec::new(), Vec::new());
+    for (rank, state) in states.iter().enumerate() {
+        let mut loader = Loader::new(job.build(rank as u64, world).unwrap());
+        loader.load_state_dict(state).unwrap();
+        let mut epoch = loader.epoch();
+        if epoch.index() == before {
+            for batch in epoch.by_ref() {
+                rest.extend(batch.unwrap());
+            }
+            drop(epoch);
+            epoch = loader.epoch();
+        }
+        // The epoch after is an ordinary epoch of this world size (a rank
+        // with nothing left of the cut epoch starts it right away).
+        assert_eq!(epoch.index(), before + 1);
+        for batch in epoch.by_ref() {
+            next.extend(batch.unwrap());
+        }
+    }
+    (rest, next)
+}
+
+/// Sorted, and every item once: `None` names the first repeat.
+fn exactly_once(mut items: Vec<u32>) -> std::result::Result<Vec<u32>, u32> {
+    items.sort_unstable();
+    match items.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(w[0]),
+        None => Ok(items),
+    }
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![
+        Just(Kind::Plain),
+        Just(Kind::Filter),
+        (0usize..3, any::<bool>(), 1usize..5).prop_map(|(workers, in_order, freq)| Kind::ParMap {
+            workers,
+            in_order,
+            freq
+        }),
+        Just(Kind::Prefetch),
+        (1usize..3, 1usize..4).prop_map(|(workers, freq)| Kind::BatchParMap { workers, freq }),
+        (0usize..3, any::<bool>())
+            .prop_map(|(workers, in_order)| Kind::Weighted { workers, in_order }),
+        Just(Kind::RoundRobin),
+        (1usize..3).prop_map(|workers| Kind::Nested { workers }),
+    ]
+}
+
+fn job() -> impl Strategy<Value = Job> {
+    (kind(), 0usize..80, 1usize..5, any::<u64>()).prop_map(|(kind, len, batch, seed)| Job {
+        kind,
+        len,
+        batch,
+        seed,
+    })
+}
+
+/// Runs one job: N ranks, reshard to M, reshard to M2, finish; checks the
+/// cut epoch item by item and the next epoch.
+fn run_job(
+    job: Job,
+    worlds: (u64, u64, u64),
+    before: u64,
+    progress: (&[usize], &[usize]),
+) -> std::result::Result<(), String> {
+    let (n, m, m2) = worlds;
+    elastic::check(&job.build(0, 1).unwrap().describe()).map_err(|e| e.to_string())?;
+    let mut cut = Vec::new();
+    let first = generation(&job, n, None, before, progress.0, &mut cut);
+    let second_states: Vec<State> = elastic::reshard(&first, m)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(stored)
+        .collect();
+    let second = generation(&job, m, Some(&second_states), before, progress.1, &mut cut);
+    let third: Vec<State> = elastic::reshard(&second, m2)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(stored)
+        .collect();
+    let (rest, next) = finish(&job, &third, before);
+    cut.extend(rest);
+    let expected = job.epoch_items();
+    let cut =
+        exactly_once(cut).map_err(|x| format!("item {x} delivered twice in the cut epoch"))?;
+    if cut != expected {
+        let lost: Vec<&u32> = expected
+            .iter()
+            .filter(|x| cut.binary_search(x).is_err())
+            .collect();
+        return Err(format!("cut epoch: lost {lost:?}"));
+    }
+    let next = exactly_once(next).map_err(|x| format!("item {x} twice in the next epoch"))?;
+    if next != expected {
+        return Err(format!(
+            "next epoch: {} items, expected {}",
+            next.len(),
+            expected.len()
+        ));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config(512, 0x5eed_e1a5))]
+
+    #[test]
+    fn every_item_exactly_once_across_reshards(
+        job in job(),
+        n in 1u64..=8,
+        m in 1u64..=8,
+        m2 in 1u64..=8,
+        before in 0u64..=1,
+        progress0 in prop::collection::vec(0usize..12, 1..8),
+        progress1 in prop::collection::vec(0usize..12, 1..8),
+    ) {
+        if let Err(e) = run_job(job, (n, m, m2), before, (&progress0, &progress1)) {
+            prop_assert!(false, "{job:?} N={n} M={m} M2={m2} before={before}: {e}");
+        }
+    }
+}
+
+/// The states of a 4-rank job of `kind` after unequal progress.
+fn four_ranks(job: &Job) -> Vec<State> {
+    generation(job, 4, None, 0, &[1, 3, 0, 2], &mut Vec::new())
+}
+
+fn plain(len: usize) -> Job {
+    Job {
+        kind: Kind::Filter,
+        len,
+        batch: 2,
+        seed: 5,
+    }
+}
+
+fn reshard_err(states: &[State], m: u64) -> String {
+    elastic::reshard(states, m).unwrap_err().to_string()
+}
+
+#[test]
+fn incomplete_state_sets_are_refused() {
+    let states = four_ranks(&plain(40));
+    let err = reshard_err(&states[..3], 2);
+    assert!(err.contains("the state of rank 3 is missing"), "{err}");
+    let err = reshard_err(
+        &[states[0].clone(), states[2].clone(), states[3].clone()],
+        2,
+    );
+    assert!(err.contains("the state of rank 1 is missing"), "{err}");
+    let mut twice = states.clone();
+    twice[2] = states[1].clone();
+    let err = reshard_err(&twice, 2);
+    assert!(err.contains("rank 1 is given twice"), "{err}");
+    let mut extra = states.clone();
+    extra.push(states[0].clone());
+    let err = reshard_err(&extra, 2);
+    assert!(err.contains("incomplete state set"), "{err}");
+    let err = reshard_err(&[], 2);
+    assert!(err.contains("no states"), "{err}");
+    let err = reshard_err(&states, 0);
+    assert!(err.contains("world_size must be at least 1"), "{err}");
+    // In any order, the complete set is accepted.
+    let mut shuffled = states.clone();
+    shuffled.reverse();
+    assert_eq!(elastic::reshard(&shuffled, 3).unwrap().len(), 3);
+}
+
+#[test]
+fn states_of_other_pipelines_are_refused() {
+    let states = four_ranks(&plain(40));
+    let other = four_ranks(&Job {
+        batch: 3,
+        ..plain(40)
+    });
+    let mut mixed = states.clone();
+    mixed[2] = other[2].clone();
+    let err = reshard_err(&mixed, 2);
+    assert!(err.contains("rank 2 is from another pipeline"), "{err}");
+    assert!(err.contains("batch_size=3"), "{err}");
+    // Another seed: another global order.
+    let other = four_ranks(&Job {
+        seed: 6,
+        ..plain(40)
+    });
+    mixed[2] = other[2].clone();
+    let err = reshard_err(&mixed, 2);
+    assert!(err.contains("rank 2 is from another pipeline"), "{err}");
+    // Another job size.
+    let two = generation(&plain(40), 2, None, 0, &[1], &mut Vec::new());
+    mixed[2] = two[1].clone();
+    let err = reshard_err(&mixed, 2);
+    assert!(err.contains("jobs of different sizes"), "{err}");
+}
+
+#[test]
+fn states_of_different_epochs_are_refused() {
+    let job = plain(40);
+    let states = four_ranks(&job);
+    let later = generation(&job, 4, None, 1, &[1], &mut Vec::new());
+    let mut mixed = states.clone();
+    mixed[3] = later[3].clone();
+    let err = reshard_err(&mixed, 2);
+    assert!(err.contains("different epochs"), "{err}");
+    assert!(err.contains("rank 3 in epoch 1"), "{err}");
+}
+
+#[test]
+fn states_of_different_runs_are_refused() {
+    let job = plain(40);
+    let first = four_ranks(&job);
+    // A state of a resharded run, with one of a plain run of the same size.
+    let resharded = elastic::reshard(&first, 2).unwrap();
+    let a = generation(&job, 2, Some(&resharded), 0, &[1, 2], &mut Vec::new());
+    let plain_run = generation(&job, 2, None, 0, &[1, 1], &mut Vec::new());
+    let err = reshard_err(&[a[0].clone(), plain_run[1].clone()], 3);
+    assert!(err.contains("different runs or reshards"), "{err}");
+    assert!(elastic::reshard(&a, 3).is_ok());
+}
+
+#[test]
+fn pipelines_not_indexed_by_global_positions_are_refused() {
+    let save = |root: Box<dyn Node<Item = u32>>| {
+        let mut loader = Loader::new(root);
+        let mut epoch = loader.epoch();
+        let _ = epoch.next();
+        epoch.state_dict().unwrap()
+    };
+    let data: Vec<u32> = (0..10).collect();
+    let elastic_source = || source(0, 10, 1, 0, 1).unwrap();
+    let cases: Vec<(Box<dyn Node<Item = u32>>, &str)> = vec![
+        (
+            IterableWrapper::new(0..10u32).boxed(),
+            "IterableWrapper at /root",
+        ),
+        (
+            MapStyleWrapper::new(
+                data.clone(),
+                SamplerWrapper::new(
+                    ShardedSampler::new(SequentialSampler::new(10), 0, 1, Remainder::Pad).unwrap(),
+                ),
+            )
+            .boxed(),
+            "SamplerWrapper at /root/sampler",
+        ),
+        (elastic_source().cycle().boxed(), "Cycler at /root"),
+        (
+            elastic_source().shuffle(4, 1).unwrap().boxed(),
+            "Shuffler at /root",
+        ),
+        (
+            elastic_source()
+                .filter(keep)
+                .par_map(Ok, ParallelOptions::new(1).snapshot_frequency(100))
+                .unwrap()
+                .boxed(),
+            "Filter at /root/snapshot",
+        ),
+        (
+            MultiNodeWeightedSampler::new([("a", elastic_source())], [("a", 1.0)])
+                .unwrap()
+                .boxed(),
+            "only StopCriteria::AllDatasetsExhausted",
+        ),
+        (elastic_source().header(3).boxed(), "Header at /root"),
+    ];
+    for (root, needle) in cases {
+        // Known from the description alone, before any state is taken.
+        let err = elastic::check(&root.describe()).unwrap_err().to_string();
+        assert!(err.contains(needle), "{needle}: {err}");
+        let state = save(root);
+        let err = reshard_err(&[state], 2);
+        assert!(err.contains(needle), "{needle}: {err}");
+        assert!(err.contains("cannot be resharded"), "{err}");
+    }
+}
+
+#[test]
+fn a_state_loads_only_into_its_own_rank() {
+    let job = plain(20);
+    let states = generation(&job, 4, None, 0, &[1], &mut Vec::new());
+    let mut loader = Loader::new(job.build(1, 3).unwrap());
+    let err = loader.load_state_dict(&states[2]).unwrap_err().to_string();
+    assert!(err.contains("rank 2 of 4"), "{err}");
+    assert!(err.contains("elastic::reshard"), "{err}");
+    // The resharded state loads into the new rank's pipeline.
+    let new = elastic::reshard(&states, 3).unwrap();
+    loader.load_state_dict(&stored(&new[1])).unwrap();
+}
+
+#[test]
+fn one_rank_combines_the_old_states_itself() {
+    let job = Job {
+        kind: Kind::Weighted {
+            workers: 1,
+            in_order: false,
+        },
+        ..plain(30)
+    };
+    let states = four_ranks(&job);
+    let all = elastic::reshard(&states, 3).unwrap();
+    for rank in 0..3 {
+        let one = elastic::reshard_rank(&states, rank, 3).unwrap();
+        assert_eq!(
+            one.to_json().unwrap(),
+            all[rank as usize].to_json().unwrap()
+        );
+    }
+    let err = elastic::reshard_rank(&states, 3, 3)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rank 3 is not below world_size 3"), "{err}");
+}
+
+/// The mixes of the new ranks draw from new streams: the same (seed, epoch,
+/// rank, world size) as a fresh epoch of that rank, at its start.
+#[test]
+fn new_ranks_draw_from_their_own_streams() {
+    let job = Job {
+        kind: Kind::Weighted {
+            workers: 0,
+            in_order: true,
+        },
+        ..plain(30)
+    };
+    let states = four_ranks(&job);
+    let new = elastic::reshard(&states, 2).unwrap();
+    let rng = |s: &State| -> BTreeMap<String, u64> {
+        let rng = s
+            .child("root")
+            .and_then(|r| r.child("source"))
+            .and_then(|r| r.child("source"))
+            .and_then(|r| r.child("rng"))
+            .unwrap();
+        rng.keys()
+            .map(|k| (k.to_owned(), rng.get(k).unwrap()))
+            .collect()
+    };
+    for (rank, state) in new.iter().enumerate() {
+        let rng = rng(state);
+        assert_eq!(rng["rank"], rank as u64);
+        assert_eq!(rng["world_size"], 2);
+        assert_eq!(rng["word_pos"], 0);
+        assert_eq!(rng["seed"], job.seed);
+    }
+}
