@@ -27,6 +27,7 @@ pub use crate::mixing::{
 };
 pub use crate::policy::ErrorPolicy;
 pub use crate::sources::iterable::{FromFn, IterableWrapper, ReIterable, SeekableIterator};
+pub use crate::sources::files::Files;
 pub use crate::sources::map_style::{Dataset, MapStyleWrapper};
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,

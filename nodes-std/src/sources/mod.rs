@@ -7,3 +7,5 @@ pub(crate) mod iterable;
 pub(crate) mod map_style;
 pub(crate) mod permute;
 pub(crate) mod sampler_wrapper;
+pub(crate) mod files;
+pub(crate) mod glob;
