@@ -176,7 +176,10 @@ impl Files {
             })
             .collect::<Result<Vec<String>>>()?;
         if names.is_empty() {
-            return Err(Error::invalid_argument(Self::NAME, "the list of files is empty"));
+            return Err(Error::invalid_argument(
+                Self::NAME,
+                "the list of files is empty",
+            ));
         }
         Ok(Files::from_names(PathBuf::new(), names))
     }
@@ -425,7 +428,10 @@ mod tests {
         assert!(message.contains("taken over 3 files"), "{message}");
         assert!(message.contains("`b`, is now file 3"), "{message}");
         let err = Files::list(["a", "c"])?.start_from(&state).unwrap_err();
-        assert!(err.to_string().contains("`b`, is no longer listed"), "{err}");
+        assert!(
+            err.to_string().contains("`b`, is no longer listed"),
+            "{err}"
+        );
         // The same list restores.
         let rest: Vec<PathBuf> = Files::list(["a", "b", "c"])?
             .start_from(&state)?
