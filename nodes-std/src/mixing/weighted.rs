@@ -489,12 +489,12 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             };
             match self.sources.nodes[i].next(cx) {
                 Ok(Some(item)) => {
-                    self.num_yielded += 1;
+                    self.num_yielded = self.num_yielded.saturating_add(1);
                     return Ok(Some((i, item)));
                 }
                 Ok(None) => {
                     if let Some(item) = self.source_ended(i, cx)? {
-                        self.num_yielded += 1;
+                        self.num_yielded = self.num_yielded.saturating_add(1);
                         return Ok(Some((i, item)));
                     }
                 }
