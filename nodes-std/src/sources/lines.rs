@@ -318,13 +318,14 @@ where
             if let Some(open) = &mut self.open {
                 match read_line(&mut *open.reader, &mut self.buf, self.max_line_bytes) {
                     Ok(Read1::Line(n)) => {
-                        self.offset += n;
-                        self.line += 1;
+                        // Saturating: a restored state may hold any count.
+                        self.offset = self.offset.saturating_add(n);
+                        self.line = self.line.saturating_add(1);
                         return Ok(Some(()));
                     }
                     Ok(Read1::TooLong(n)) => {
-                        self.offset += n;
-                        self.line += 1;
+                        self.offset = self.offset.saturating_add(n);
+                        self.line = self.line.saturating_add(1);
                         let message = format!("line longer than {} bytes", self.max_line_bytes);
                         return Err(record_error(name, &open.path, Some(self.line), message));
                     }
@@ -425,6 +426,14 @@ impl<S: Node> LineReader<S> {
                     ));
                 }
                 None
+            }
+            Some(_) if line > offset => {
+                return Err(Error::bad_state(
+                    state.path_of(LINE),
+                    format!(
+                        "{name}: {line} lines cannot fit in the {offset} bytes before the offset"
+                    ),
+                ));
             }
             Some(text) => {
                 let path = PathBuf::from(text);
@@ -764,7 +773,10 @@ mod tests {
         let err = Json::<Vec<u32>>::decode(b"[1,").unwrap_err();
         assert!(err.starts_with("invalid JSON at column 3: "), "{err}");
         let err = Json::<u32>::decode(b"[1]").unwrap_err();
-        assert!(err.starts_with("JSON that does not fit the record type"), "{err}");
+        assert!(
+            err.starts_with("JSON that does not fit the record type"),
+            "{err}"
+        );
         assert_eq!(Json::<u32>::decode(b"  ").unwrap(), None);
         assert_eq!(Json::<u32>::decode(b"7").unwrap(), Some(7));
         assert!(Text::decode(b"a\xffb").unwrap_err().contains("byte 1"));
