@@ -18,6 +18,9 @@
 //! - `realistic*`: a generated JSONL corpus read, parsed, tokenized,
 //!   shuffled, mixed and batched, against a hand-written program doing the
 //!   same work with the same algorithms (`realistic.rs`).
+//! - `read_jsonl`, `restore_in_file`: the file-reading nodes against a
+//!   hand-written `BufReader` + `serde_json` loop, and a restore at the end
+//!   of a 100 MB file (`files.rs`).
 //!
 //! Lines that depend on parallel CPU carry `effective_cores` (`cores.rs`),
 //! measured right before and right after the case: on a shared or throttled
@@ -35,6 +38,7 @@ use serde_json::{Value, json};
 
 mod cores;
 mod corpus;
+mod files;
 mod realistic;
 mod table;
 
@@ -43,12 +47,13 @@ type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [FILE]
   --only      run these groups only: seq_chain (with state_every_batch and
               seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
-              prefetch, weighted_mix, realistic (all realistic_* cases)
+              prefetch, weighted_mix, realistic (all realistic_* cases),
+              files (read_jsonl and restore_in_file)
   --markdown  print the README table for a run's JSON lines (FILE, or stdin)
   BENCH_QUICK=1 in the environment runs a tenth of the work";
 
 /// The case groups, in running order.
-const GROUPS: [&str; 7] = [
+const GROUPS: [&str; 8] = [
     "seq_chain",
     "restore_cost",
     "parallel_io",
@@ -56,6 +61,7 @@ const GROUPS: [&str; 7] = [
     "prefetch",
     "weighted_mix",
     "realistic",
+    "files",
 ];
 
 fn main() -> Res<()> {
@@ -81,6 +87,7 @@ fn main() -> Res<()> {
             "parallel_cpu" => parallel_cpu(3_000 / scale)?,
             "prefetch" => prefetch(1_000_000 / scale)?,
             "weighted_mix" => weighted_mix(3_000_000 / scale)?,
+            "files" => files::run(quick)?,
             _ => realistic::run(quick)?,
         }
     }
