@@ -33,7 +33,8 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// [`SamplerWrapper`](crate::SamplerWrapper)'s), `path` (the last path
 /// yielded, relative to the directory, or `null`), and `files`:
 /// `{"count": number of files, "digest": "fnv1a64:..."}`, a 64-bit FNV-1a
-/// hash of the sorted list of names. Restore is O(1) (one index computation).
+/// hash of the list of names (taken once, when the node is built). Restore
+/// is O(1): a comparison with that digest and one index computation.
 ///
 /// # Errors
 /// The constructors return [`Error::InvalidArgument`] when the directory
@@ -75,6 +76,9 @@ pub struct Files {
     /// The file names, in list order.
     #[node(config)]
     names: Arc<[String]>,
+    /// Their count and digest, computed once.
+    #[node(config)]
+    summary: ListSummary,
     /// `shuffle_files`' seed.
     #[node(param)]
     seed: Option<u64>,
@@ -88,7 +92,7 @@ pub struct Files {
     started: bool,
     #[node(state)]
     path: Option<String>,
-    #[node(state, default = self.summary())]
+    #[node(state, default = self.summary.clone())]
     files: ListSummary,
     /// The epoch's order, when shuffled.
     #[node(lazy)]
@@ -185,9 +189,14 @@ impl Files {
     }
 
     fn from_names(base: PathBuf, names: Vec<String>) -> Files {
+        let summary = ListSummary {
+            count: names.len() as u64,
+            digest: digest(&names),
+        };
         Files {
             base,
             names: names.into(),
+            summary,
             seed: None,
             epoch: 0,
             num_yielded: 0,
@@ -240,14 +249,6 @@ impl Files {
         }
     }
 
-    /// The list's count and digest.
-    fn summary(&self) -> ListSummary {
-        ListSummary {
-            count: self.names.len() as u64,
-            digest: digest(&self.names),
-        }
-    }
-
     /// The name at position `pos` of `epoch`'s order.
     fn name_at(&self, order: Option<&Permutation>, pos: u64) -> &str {
         let index = order.map_or(pos, |p| p.get(pos));
@@ -261,7 +262,7 @@ impl Files {
 
     /// Why a saved list differs from this one, for the error at `files`.
     fn list_mismatch(&self, saved: &ListSummary, path: Option<&str>) -> String {
-        let now = self.summary();
+        let now = &self.summary;
         let mut message = format!(
             "the files changed since the state was saved: it was taken over {} files ({}), the pipeline has {} ({})",
             saved.count, saved.digest, now.count, now.digest
@@ -324,7 +325,7 @@ impl Validate for Files {
     fn validate(&self, state: &State) -> Result<()> {
         let saved: ListSummary = state.get("files")?;
         let path: Option<String> = state.get("path")?;
-        if saved != self.summary() {
+        if saved != self.summary {
             return Err(Error::bad_state(
                 state.path_of("files"),
                 self.list_mismatch(&saved, path.as_deref()),

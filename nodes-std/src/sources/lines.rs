@@ -626,8 +626,9 @@ macro_rules! reader_node {
 /// Restore restores the source, reopens `path` and seeks to `offset`: O(1)
 /// in the file's length for a plain file. A compressed file cannot seek: it
 /// is decompressed from its start up to `offset` (the decompressed bytes are
-/// discarded), so the restore costs what reading that far costs (roughly
-/// 300 MB/s of output for gzip). The state is checked first: a file that no
+/// discarded), so the restore costs what decompressing that far costs: it
+/// grows with the offset (the `restore_in_gzip_file` bench measures it). The
+/// state is checked first: a file that no
 /// longer exists, or that is now shorter than `offset`, is a bad state at
 /// `path` or `offset` naming the file, and nothing is applied.
 ///
