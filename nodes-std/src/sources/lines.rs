@@ -627,8 +627,9 @@ macro_rules! reader_node {
 /// in the file's length for a plain file. A compressed file cannot seek: it
 /// is decompressed from its start up to `offset` (the decompressed bytes are
 /// discarded), so the restore costs what decompressing that far costs: it
-/// grows with the offset (the `restore_in_gzip_file` bench measures it). The
-/// state is checked first: a file that no
+/// grows with the offset: 0.16 s at the end of 105 MB of (very
+/// compressible) text in the `restore_in_gzip_file` bench, so expect
+/// seconds per GB of real text. The state is checked first: a file that no
 /// longer exists, or that is now shorter than `offset`, is a bad state at
 /// `path` or `offset` naming the file, and nothing is applied.
 ///
