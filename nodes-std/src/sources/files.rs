@@ -31,7 +31,9 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// # State
 /// `epoch`, `num_yielded` (paths yielded this epoch), `started` (as
 /// [`SamplerWrapper`](crate::SamplerWrapper)'s), `path` (the last path
-/// yielded, relative to the directory, or `null`), and `files`:
+/// yielded, relative to the directory, or `null`), `near` (the names next to
+/// it in the list, to name what changed around it if the list changed),
+/// and `files`:
 /// `{"count": number of files, "digest": "fnv1a64:..."}`, a 64-bit FNV-1a
 /// hash of the list of names (taken once, when the node is built). Restore
 /// is O(1): a comparison with that digest and one index computation.
@@ -41,8 +43,9 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// cannot be listed, or when it (or the pattern, or the list) has no file.
 ///
 /// Restoring a state taken over another list of files is a bad state at
-/// `files`, which names the file the saved run was reading and where it
-/// stands now, so data never shifts silently; restoring a `path` that is not
+/// `files`, which says how many files each list has, where the file the
+/// saved run was reading stands now, and which files were removed or added
+/// next to it, so data never shifts silently; restoring a `path` that is not
 /// the list's file at that position is a bad state at `path`.
 ///
 /// ```
@@ -92,6 +95,10 @@ pub struct Files {
     started: bool,
     #[node(state)]
     path: Option<String>,
+    /// The names next to `path` in the list (before, after), so that an
+    /// error about a changed list can name what changed around it.
+    #[node(state)]
+    near: Vec<String>,
     #[node(state, default = self.summary.clone())]
     files: ListSummary,
     /// The epoch's order, when shuffled.
@@ -202,6 +209,7 @@ impl Files {
             num_yielded: 0,
             started: false,
             path: None,
+            near: Vec::new(),
             files: ListSummary {
                 count: 0,
                 digest: String::new(),
@@ -251,8 +259,12 @@ impl Files {
 
     /// The name at position `pos` of `epoch`'s order.
     fn name_at(&self, order: Option<&Permutation>, pos: u64) -> &str {
-        let index = order.map_or(pos, |p| p.get(pos));
-        &self.names[index as usize]
+        &self.names[Self::index_at(order, pos)]
+    }
+
+    /// The list index at position `pos` of `epoch`'s order.
+    fn index_at(order: Option<&Permutation>, pos: u64) -> usize {
+        order.map_or(pos, |p| p.get(pos)) as usize
     }
 
     fn permutation(&self, epoch: u64) -> Option<Permutation> {
@@ -260,24 +272,61 @@ impl Files {
             .map(|seed| Permutation::new(self.names.len() as u64, seed, epoch))
     }
 
-    /// Why a saved list differs from this one, for the error at `files`.
-    fn list_mismatch(&self, saved: &ListSummary, path: Option<&str>) -> String {
+    /// Why a saved list differs from this one, for the error at `files`:
+    /// the counts, and what changed around the file being read (`path` and
+    /// its saved neighbours `near`).
+    fn list_mismatch(&self, saved: &ListSummary, path: Option<&str>, near: &[String]) -> String {
         let now = &self.summary;
         let mut message = format!(
             "the files changed since the state was saved: it was taken over {} files ({}), the pipeline has {} ({})",
             saved.count, saved.digest, now.count, now.digest
         );
+        let shown = |name: &str| format!("`{}`", self.base.join(name).display());
         if let Some(path) = path {
-            match self.names.iter().position(|n| n == path) {
+            let position = |name: &str| self.names.iter().position(|n| n == name);
+            match position(path) {
                 Some(i) => message.push_str(&format!(
-                    "; the file being read, `{}`, is now file {} of the sorted list",
-                    self.base.join(path).display(),
+                    "; the file being read, {}, is now file {} of the list",
+                    shown(path),
                     i + 1
                 )),
                 None => message.push_str(&format!(
-                    "; the file being read, `{}`, is no longer listed",
-                    self.base.join(path).display()
+                    "; the file being read, {}, is no longer listed",
+                    shown(path)
                 )),
+            }
+            // Around it: saved names now missing, and names now listed
+            // between the saved ones that were not there.
+            let saved_names: Vec<&str> = near
+                .iter()
+                .map(String::as_str)
+                .chain(std::iter::once(path))
+                .collect();
+            let removed: Vec<String> = saved_names
+                .iter()
+                .filter(|n| position(n).is_none())
+                .map(|n| shown(n))
+                .collect();
+            let found: Vec<usize> = saved_names.iter().filter_map(|n| position(n)).collect();
+            let added: Vec<String> = match (found.iter().min(), found.iter().max()) {
+                (Some(&lo), Some(&hi)) => self.names[lo..=hi]
+                    .iter()
+                    .filter(|n| !saved_names.contains(&n.as_str()))
+                    .take(5)
+                    .map(|n| shown(n))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if !removed.is_empty() {
+                message.push_str(&format!("; removed near it: {}", removed.join(", ")));
+            }
+            if !added.is_empty() {
+                message.push_str(&format!("; added near it: {}", added.join(", ")));
+            }
+            if removed.is_empty() && added.is_empty() {
+                message.push_str(
+                    "; the files around it are unchanged: the change is elsewhere in the list",
+                );
             }
         }
         message.push_str(
@@ -310,7 +359,15 @@ impl Node for Files {
                 return Ok(None);
             }
             let order = self.order.get()?.as_ref();
-            let name = self.name_at(order, self.num_yielded).to_owned();
+            let index = Self::index_at(order, self.num_yielded);
+            let name = self.names[index].clone();
+            self.near.clear();
+            if let Some(before) = index.checked_sub(1) {
+                self.near.push(self.names[before].clone());
+            }
+            if let Some(after) = self.names.get(index + 1) {
+                self.near.push(after.clone());
+            }
             self.num_yielded += 1;
             let path = self.base.join(&name);
             self.path = Some(name);
@@ -326,9 +383,10 @@ impl Validate for Files {
         let saved: ListSummary = state.get("files")?;
         let path: Option<String> = state.get("path")?;
         if saved != self.summary {
+            let near: Vec<String> = state.get("near")?;
             return Err(Error::bad_state(
                 state.path_of("files"),
-                self.list_mismatch(&saved, path.as_deref()),
+                self.list_mismatch(&saved, path.as_deref(), &near),
             ));
         }
         let num_yielded: u64 = state.get("num_yielded")?;

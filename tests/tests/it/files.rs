@@ -310,6 +310,10 @@ fn a_restore_into_changed_files_is_refused_with_the_files_named() -> Result<()> 
     assert!(text.contains("/files"), "{text}");
     assert!(text.contains("taken over 4 files"), "{text}");
     assert!(text.contains("c.jsonl`, is now file 4"), "{text}");
+    assert!(
+        text.contains("added near it: `") && text.contains("bb.jsonl`"),
+        "{text}"
+    );
     std::fs::remove_file(dir.path().join("bb.jsonl")).unwrap();
 
     // The file being read shortened: refused at its offset.
