@@ -18,6 +18,9 @@
 //! - `realistic*`: a generated JSONL corpus read, parsed, tokenized,
 //!   shuffled, mixed and batched, against a hand-written program doing the
 //!   same work with the same algorithms (`realistic.rs`).
+//! - `read_jsonl`, `restore_in_file`: the file-reading nodes against a
+//!   hand-written `BufReader` + `serde_json` loop, and a restore at the end
+//!   of a 100 MB file (`files.rs`).
 //!
 //! Lines that depend on parallel CPU carry `effective_cores` (`cores.rs`),
 //! measured right before and right after the case: on a shared or throttled
@@ -36,6 +39,7 @@ use serde_json::{Value, json};
 mod cores;
 mod corpus;
 mod elastic;
+mod files;
 mod realistic;
 mod table;
 
@@ -46,11 +50,12 @@ const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [
               seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
               prefetch, weighted_mix, realistic (all realistic_* cases),
               reshard (elastic::reshard of 64 ranks' states into 48)
+              files (read_jsonl and restore_in_file)
   --markdown  print the README table for a run's JSON lines (FILE, or stdin)
   BENCH_QUICK=1 in the environment runs a tenth of the work";
 
 /// The case groups, in running order.
-const GROUPS: [&str; 8] = [
+const GROUPS: [&str; 9] = [
     "seq_chain",
     "restore_cost",
     "parallel_io",
@@ -59,6 +64,7 @@ const GROUPS: [&str; 8] = [
     "weighted_mix",
     "realistic",
     "reshard",
+    "files",
 ];
 
 fn main() -> Res<()> {
@@ -85,6 +91,7 @@ fn main() -> Res<()> {
             "prefetch" => prefetch(1_000_000 / scale)?,
             "weighted_mix" => weighted_mix(3_000_000 / scale)?,
             "reshard" => elastic::run(quick)?,
+            "files" => files::run(quick)?,
             _ => realistic::run(quick)?,
         }
     }

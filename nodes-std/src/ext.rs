@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::mixing::zip::Zip;
+use crate::sources::lines::{ReadJsonl, ReadLines};
 use crate::threaded::par_map::{ParallelMapper, ParallelOptions};
 use crate::threaded::prefetch::Prefetcher;
 use crate::transforms::batch::Batcher;
@@ -445,6 +446,54 @@ pub trait NodeExt: Node + Sized {
         T: Serialize + DeserializeOwned + Send,
     {
         Packer::new(self, seq_len, true)
+    }
+
+    // Reading files.
+
+    /// Reads the lines of each file this node names (a [`Files`](crate::Files),
+    /// or any node of paths), in turn, as `String`s (see [`ReadLines`]:
+    /// compressed files, errors, restore by seeking).
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    /// use nodes_std::Files;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("nodes-doc-read-lines-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::write(dir.join("a.txt"), "x\ny\n")?;
+    /// let lines: Vec<String> = Files::in_dir(&dir)?.read_lines().start()?.collect::<Result<_>>()?;
+    /// assert_eq!(lines, ["x", "y"]);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn read_lines(self) -> ReadLines<Self>
+    where
+        Self::Item: AsRef<std::path::Path>,
+    {
+        ReadLines::new(self)
+    }
+
+    /// Reads the JSON-lines files this node names, in turn: one `T` per
+    /// line, deserialised with `serde_json` (see [`ReadJsonl`]).
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    /// use nodes_std::Files;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("nodes-doc-read-jsonl-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::write(dir.join("a.jsonl"), "[1, 2]\n[3]\n")?;
+    /// let rows: Vec<Vec<u8>> = Files::in_dir(&dir)?.read_jsonl::<Vec<u8>>().start()?.collect::<Result<_>>()?;
+    /// assert_eq!(rows, [vec![1, 2], vec![3]]);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn read_jsonl<T>(self) -> ReadJsonl<Self, T>
+    where
+        Self::Item: AsRef<std::path::Path>,
+        T: DeserializeOwned + Send,
+    {
+        ReadJsonl::new(self)
     }
 }
 

@@ -31,7 +31,9 @@ pub use crate::mixing::{
 };
 pub use crate::policy::ErrorPolicy;
 pub use crate::rank::rank_from_env;
-pub use crate::sources::iterable::{IterableWrapper, SeekableIterator};
+pub use crate::sources::files::Files;
+pub use crate::sources::iterable::{FromFn, IterableWrapper, ReIterable, SeekableIterator};
+pub use crate::sources::lines::{DEFAULT_MAX_LINE_BYTES, ReadJsonl, ReadLines, RecordError};
 pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
@@ -63,6 +65,7 @@ pub use nodes_core::__private;
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
     pub use crate::ErrorPolicy;
+    pub use crate::Files;
     pub use crate::NodeExt;
     pub use crate::ParallelOptions;
     pub use crate::{

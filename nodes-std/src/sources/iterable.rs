@@ -1,16 +1,24 @@
-//! [`IterableWrapper`]: any re-iterable collection as a source node, and
-//! [`SeekableIterator`] for iterators that can jump ahead.
+//! [`IterableWrapper`]: any re-iterable collection (or a closure that makes
+//! a fresh iterator) as a source node, and [`SeekableIterator`] for
+//! iterators that can jump ahead.
 
 use std::fmt;
 
 use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
 
-/// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a slice...).
+/// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a
+/// slice...), or over the iterators a closure makes.
 ///
-/// Each pass (every `reset`) iterates a fresh clone of the collection: cheap
+/// Built with [`IterableWrapper::new`] (or [`seekable`](IterableWrapper::seekable)),
+/// each pass (every `reset`) iterates a fresh clone of the collection: cheap
 /// for ranges and slices, a full copy for an owned `Vec` (share large data
 /// through a slice, or through a [`Dataset`](crate::Dataset) and
-/// [`MapStyleWrapper`](crate::MapStyleWrapper)).
+/// [`MapStyleWrapper`](crate::MapStyleWrapper)). Built with
+/// [`IterableWrapper::from_fn`], each pass calls the closure for a fresh
+/// iterator: for iterators that are not `Clone` (`BufRead::lines()`, database
+/// cursors, generators). To read lines or JSON records from files, with an
+/// O(1) restore, use [`Files`](crate::Files) and
+/// [`read_lines`](crate::NodeExt::read_lines) instead.
 ///
 /// # State
 /// `num_yielded`: items returned this pass.
@@ -53,6 +61,9 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
 pub struct IterableWrapper<I: IntoIterator> {
     #[node(config)]
     iterable: I,
+    /// How `init` makes the pass's iterator (a clone, or a call of the closure).
+    #[node(config)]
+    make: fn(&mut I) -> I::IntoIter,
     /// How `init` skips the items a restored state had already returned.
     #[node(config)]
     skip: fn(&mut I::IntoIter, u64) -> u64,
@@ -74,9 +85,16 @@ impl<I: IntoIterator> fmt::Debug for IterableWrapper<I> {
 impl<I: IntoIterator> IterableWrapper<I> {
     /// Wraps `iterable`; each pass iterates a clone of it. Restore skips with
     /// [`Iterator::nth`] (see the type's docs for its cost).
-    pub fn new(iterable: I) -> Self {
+    ///
+    /// An iterable that is not `Clone` does not compile here: use
+    /// [`IterableWrapper::from_fn`].
+    pub fn new(iterable: I) -> Self
+    where
+        I: ReIterable,
+    {
         IterableWrapper {
             iterable,
+            make: clone_into_iter::<I>,
             skip: skip_by_nth::<I::IntoIter>,
             num_yielded: 0,
             iter: Lazy::new(),
@@ -87,10 +105,12 @@ impl<I: IntoIterator> IterableWrapper<I> {
     /// the position, and skips without producing items.
     pub fn seekable(iterable: I) -> Self
     where
+        I: ReIterable,
         I::IntoIter: SeekableIterator,
     {
         IterableWrapper {
             iterable,
+            make: clone_into_iter::<I>,
             skip: <I::IntoIter as SeekableIterator>::skip_ahead,
             num_yielded: 0,
             iter: Lazy::new(),
@@ -103,9 +123,102 @@ impl<I: IntoIterator> IterableWrapper<I> {
     }
 }
 
+impl<F, T> IterableWrapper<FromFn<F>>
+where
+    F: FnMut() -> T,
+    T: IntoIterator,
+{
+    /// A source whose every pass iterates a fresh iterator from `make`: for
+    /// iterators that are not `Clone` (`BufRead::lines()`, cursors,
+    /// generators).
+    ///
+    /// `make` runs at every reset (the start of each epoch, and a restore).
+    /// Restore calls it and skips the items already returned with
+    /// [`Iterator::nth`]: a replay, O(items skipped), unless the iterator's
+    /// `nth` jumps. `make` must give the same items in the same order every
+    /// time for a resume to be exact.
+    ///
+    /// ```
+    /// use std::io::BufRead;
+    /// use nodes_std::prelude::*;
+    ///
+    /// let text = "a\nb\nc\n";
+    /// // `Lines<&[u8]>` is not `Clone`: make a fresh one each pass.
+    /// let lines = IterableWrapper::from_fn(move || text.as_bytes().lines().map(|l| l.unwrap()));
+    /// let mut running = lines.start()?;
+    /// assert_eq!(running.next().transpose()?.as_deref(), Some("a"));
+    /// let state = running.get_state()?;
+    ///
+    /// let lines = IterableWrapper::from_fn(move || text.as_bytes().lines().map(|l| l.unwrap()));
+    /// let rest: Vec<String> = lines.start_from(&state)?.collect::<Result<_>>()?;
+    /// assert_eq!(rest, ["b", "c"]);
+    /// # Ok::<(), nodes_std::Error>(())
+    /// ```
+    pub fn from_fn(make: F) -> Self {
+        IterableWrapper {
+            iterable: FromFn(make),
+            make: call_make::<F, T>,
+            skip: skip_by_nth::<T::IntoIter>,
+            num_yielded: 0,
+            iter: Lazy::new(),
+        }
+    }
+}
+
+/// The closure of an [`IterableWrapper::from_fn`]; as an `IntoIterator`, it
+/// calls the closure once.
+pub struct FromFn<F>(F);
+
+impl<F> fmt::Debug for FromFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FromFn").finish_non_exhaustive()
+    }
+}
+
+impl<F, T> IntoIterator for FromFn<F>
+where
+    F: FnMut() -> T,
+    T: IntoIterator,
+{
+    type Item = T::Item;
+    type IntoIter = T::IntoIter;
+
+    fn into_iter(mut self) -> T::IntoIter {
+        (self.0)().into_iter()
+    }
+}
+
+/// A collection [`IterableWrapper::new`] can iterate again each pass: any
+/// `IntoIterator + Clone`. Implemented for all of them; its only role is to
+/// say, where `new` is called, what to use for an iterable that is not
+/// `Clone`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `Clone`, so `IterableWrapper` cannot iterate it again each pass",
+    label = "not `Clone`: `IterableWrapper::new` and `seekable` clone the iterable at every reset",
+    note = "for an iterator that cannot be cloned (`BufRead::lines()`, a cursor, a generator), make a fresh one each pass: `IterableWrapper::from_fn(|| ...)`",
+    note = "to read lines or JSON records from files with an O(1) restore, use `Files` with `.read_lines()` or `.read_jsonl()`"
+)]
+pub trait ReIterable: IntoIterator + Clone {}
+
+impl<T: IntoIterator + Clone> ReIterable for T {}
+
+/// A pass's iterator for [`IterableWrapper::new`]: a clone's.
+fn clone_into_iter<I: IntoIterator + Clone>(iterable: &mut I) -> I::IntoIter {
+    iterable.clone().into_iter()
+}
+
+/// A pass's iterator for [`IterableWrapper::from_fn`]: the closure's.
+fn call_make<F, T>(make: &mut FromFn<F>) -> T::IntoIter
+where
+    F: FnMut() -> T,
+    T: IntoIterator,
+{
+    (make.0)().into_iter()
+}
+
 impl<I> Node for IterableWrapper<I>
 where
-    I: IntoIterator + Clone + Send,
+    I: IntoIterator + Send,
     I::IntoIter: Send,
 {
     type Item = I::Item;
@@ -129,9 +242,9 @@ where
 }
 
 /// Re-creates the iterator and skips what a restored state had yielded.
-impl<I: IntoIterator + Clone> Init for IterableWrapper<I> {
+impl<I: IntoIterator> Init for IterableWrapper<I> {
     fn init(&mut self, _restored: bool) -> Result<()> {
-        let mut iter = self.iterable.clone().into_iter();
+        let mut iter = (self.make)(&mut self.iterable);
         if self.num_yielded > 0 {
             // The length, where the iterator knows it: a skip by `nth` only
             // says that it ended, not where.

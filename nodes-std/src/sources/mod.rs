@@ -3,7 +3,10 @@
 //!
 //! Nothing here has a child node; everything above imports from here.
 
+pub(crate) mod files;
+pub(crate) mod glob;
 pub(crate) mod iterable;
+pub(crate) mod lines;
 pub(crate) mod map_style;
 pub(crate) mod permute;
 pub(crate) mod sampler_wrapper;

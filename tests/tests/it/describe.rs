@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use nodes_std::prelude::*;
 use nodes_std::{
-    MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, NodeId, ParallelOptions, Remainder,
-    ShardedSampler, StopCriteria,
+    Files, MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, NodeId, ParallelOptions,
+    Remainder, ShardedSampler, StopCriteria,
 };
 
 /// Where a source goes in [`every_node`]: the only part that the shape tests vary.
@@ -47,7 +47,8 @@ const PLAIN: Knobs = Knobs {
 /// `SamplerWrapper`s and `MapStyleWrapper`s, `IterableWrapper`, `Sharder`,
 /// `Cycler` (bounded and endless), both multi-source samplers, `Mapper`,
 /// `TryMapper`, `Filter`, `Shuffler`, `ParallelMapper`, `Batcher` (both
-/// kinds), `Unbatcher`, `Prefetcher`, `Zip` and `Header`.
+/// kinds), `Unbatcher`, `Prefetcher`, `Zip`, `Header`, and `Files` read by
+/// `ReadJsonl`.
 fn every_node(k: Knobs) -> Box<dyn Node<Item = Vec<(u64, u64)>>> {
     let images = MapStyleWrapper::new(
         (0..64u64).collect::<Vec<_>>(),
@@ -90,9 +91,15 @@ fn every_node(k: Knobs) -> Box<dyn Node<Item = Vec<(u64, u64)>>> {
     let options = ParallelOptions::new(k.workers)
         .max_concurrent(k.max_concurrent)
         .snapshot_frequency(k.snapshot_frequency);
+    let corpus = crate::support::corpus::shared_corpus();
+    let lines = Files::list([corpus.join("f0.txt"), corpus.join("f3.txt")])
+        .unwrap()
+        .shuffle_files(5)
+        .read_jsonl::<u64>();
     let round_robin = MultiNodeRoundRobinSampler::new([
-        ("left", IterableWrapper::new(0..1000u64)),
-        ("right", IterableWrapper::new(5000..6000u64)),
+        ("left", IterableWrapper::new(0..1000u64).boxed()),
+        ("right", IterableWrapper::new(5000..6000u64).boxed()),
+        ("lines", lines.boxed()),
     ])
     .unwrap();
     shuffled
@@ -175,6 +182,8 @@ fn every_stock_node_appears_once_with_its_parameters() {
         "Cycler(max_cycles=None)",
         "Sharder(rank=1, world_size=4)",
         "IterableWrapper",
+        "ReadJsonl(max_line_bytes=16777216)",
+        "Files(seed=Some(5))",
     ] {
         assert!(
             text.lines().any(|l| {
@@ -383,7 +392,7 @@ fn the_checkpoint_records_the_description_and_a_pinned_fingerprint() {
     // FNV-1a 64 over the compact JSON of `snapshots/every_node.json`.
     assert_eq!(
         state.get::<String>("fingerprint").unwrap(),
-        "9c1f67309261a13a"
+        "b7467ed83e25dd19"
     );
 }
 
@@ -418,9 +427,15 @@ fn statistics_rows_are_named_as_the_description_names_them() {
         [("a", 0.5), ("b", 0.5)],
     )
     .unwrap();
+    let corpus = crate::support::corpus::shared_corpus();
+    let lines = Files::list([corpus.join("f0.txt"), corpus.join("f3.txt")])
+        .unwrap()
+        .shuffle_files(5)
+        .read_jsonl::<u64>();
     let round_robin = MultiNodeRoundRobinSampler::new([
-        ("left", IterableWrapper::new(0..1000u64)),
-        ("right", IterableWrapper::new(5000..6000u64)),
+        ("left", IterableWrapper::new(0..1000u64).boxed()),
+        ("right", IterableWrapper::new(5000..6000u64).boxed()),
+        ("lines", lines.boxed()),
     ])
     .unwrap();
     let pipeline = mixed
@@ -444,7 +459,7 @@ fn statistics_rows_are_named_as_the_description_names_them() {
     let mut reported: Vec<&str> = stats.nodes.iter().map(|row| row.name).collect();
     reported.sort_unstable();
     reported.dedup();
-    assert_eq!(reported.len(), 15, "{reported:?}");
+    assert_eq!(reported.len(), 17, "{reported:?}");
     for name in reported {
         assert!(
             described.iter().any(|n| n == name),

@@ -13,6 +13,7 @@ mod describe;
 mod elastic;
 mod exactly_once;
 mod faults;
+mod files;
 mod hand_written;
 mod integrity;
 mod load;

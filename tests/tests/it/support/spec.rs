@@ -56,6 +56,7 @@ use proptest::strategy::{BoxedStrategy, Union};
 use serde::{Deserialize, Serialize};
 
 use super::Probe;
+use super::corpus::{SHARED_VALUES, shared_corpus};
 use super::faulty::{Fault, Faulty};
 
 /// The one item type of every generated pipeline.
@@ -178,6 +179,21 @@ pub(crate) enum Source {
     /// The test-support `Faulty` over `0..len`; `true`: it carries the
     /// run's injected fault (see [`build_with`]).
     Faulty(u64, bool),
+    /// `Files::list` of the shared corpus's files (indices into
+    /// [`SHARED_VALUES`], repeats allowed), read with `read_jsonl` (`true`)
+    /// or `read_lines` and parsed, shuffled by `shuffle_files` if a seed is
+    /// given.
+    Files {
+        files: Vec<usize>,
+        jsonl: bool,
+        shuffle: Option<u64>,
+    },
+}
+
+/// A record of the shared corpus's JSON-lines files.
+#[derive(Deserialize)]
+struct Record {
+    v: u64,
 }
 
 /// What a user function does besides its work.
@@ -406,6 +422,28 @@ fn source(src: &Source, injected: Option<&Injected>) -> Pipeline {
                 node = node.fault(inj.fault.clone());
             }
             node.map(V::I).boxed()
+        }
+        Source::Files {
+            files,
+            jsonl,
+            shuffle,
+        } => {
+            let dir = shared_corpus();
+            let ext = if *jsonl { "jsonl" } else { "txt" };
+            let paths = files.iter().map(|i| dir.join(format!("f{i}.{ext}")));
+            let mut list = nodes_std::Files::list(paths).expect("a non-empty list");
+            if let Some(seed) = shuffle {
+                list = list.shuffle_files(*seed);
+            }
+            if *jsonl {
+                list.read_jsonl::<Record>().map(|r| V::I(r.v)).boxed()
+            } else {
+                // A damaged state (bad_states.rs) may resume mid-line: such
+                // a line reads as 999, which no corpus line holds.
+                list.read_lines()
+                    .map(|line| V::I(line.parse().unwrap_or(999)))
+                    .boxed()
+            }
         }
     }
 }
@@ -1002,6 +1040,19 @@ impl fmt::Display for Spec {
                 Source::Faulty(n, carries) => {
                     write!(f, "faulty({n}{})", if *carries { ", injected" } else { "" })
                 }
+                Source::Files {
+                    files,
+                    jsonl,
+                    shuffle,
+                } => {
+                    let read = if *jsonl { "read_jsonl" } else { "read_lines" };
+                    let values: Vec<&[u64]> = files.iter().map(|i| SHARED_VALUES[*i]).collect();
+                    write!(f, "files({values:?}")?;
+                    if let Some(seed) = shuffle {
+                        write!(f, ", shuffle_files {seed}")?;
+                    }
+                    write!(f, ").{read}()")
+                }
             },
             Spec::Map(s, k, fn_) => write!(f, "{s}.map(*{k}{})", fun(fn_)),
             Spec::TryMap(s, fn_) => write!(f, "{s}.try_map(wrap{})", fun(fn_)),
@@ -1159,6 +1210,16 @@ fn source_strategy(max_len: usize) -> BoxedStrategy<Source> {
             order_strategy()
         )
             .prop_map(|(items, o)| Source::MapStyle(items, o)),
+        (
+            prop::collection::vec(0..SHARED_VALUES.len(), 1..=4),
+            any::<bool>(),
+            prop::option::of(any::<u64>()),
+        )
+            .prop_map(|(files, jsonl, shuffle)| Source::Files {
+                files,
+                jsonl,
+                shuffle,
+            }),
     ]
     .boxed()
 }

@@ -1,0 +1,511 @@
+//! [`Files`]: a source of file paths from a directory, a glob pattern or a
+//! list, in a fixed order, with a digest of the list in its state.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sources::glob;
+use crate::sources::permute::Permutation;
+use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
+
+/// A source node of file paths: the files of a directory
+/// ([`Files::in_dir`]), the files a glob pattern matches ([`Files::glob`]),
+/// or a list ([`Files::list`]). Read them with
+/// [`read_lines`](crate::NodeExt::read_lines) or
+/// [`read_jsonl`](crate::NodeExt::read_jsonl).
+///
+/// The list is taken when the node is built, and is the same every epoch:
+/// files added later are not seen until the node is built again, and a file
+/// deleted later is an error where a reader opens it. Directory and glob
+/// listings are sorted by the bytes of their names (relative to the
+/// directory, `/`-separated), so the order is the same on every machine; a
+/// list keeps the order given. Each epoch yields every file once, in that
+/// order or, after [`shuffle_files(seed)`](Files::shuffle_files), in a seeded
+/// random order that is new each epoch (and the same on every rank, so
+/// [`shard`](crate::NodeExt::shard) after it splits the files of each epoch
+/// between the ranks: `Files::in_dir(d)?.shuffle_files(7).shard(rank, world)?`).
+///
+/// # State
+/// `epoch`, `num_yielded` (paths yielded this epoch), `started` (as
+/// [`SamplerWrapper`](crate::SamplerWrapper)'s), `path` (the last path
+/// yielded, relative to the directory, or `null`), `near` (the names next to
+/// it in the list, to name what changed around it if the list changed),
+/// and `files`:
+/// `{"count": number of files, "digest": "fnv1a64:..."}`, a 64-bit FNV-1a
+/// hash of the list of names (taken once, when the node is built). Restore
+/// is O(1): a comparison with that digest and one index computation.
+///
+/// # Errors
+/// The constructors return [`Error::InvalidArgument`] when the directory
+/// cannot be listed, or when it (or the pattern, or the list) has no file.
+///
+/// Restoring a state taken over another list of files is a bad state at
+/// `files`, which says how many files each list has, where the file the
+/// saved run was reading stands now, and which files were removed or added
+/// next to it, so data never shifts silently; restoring a `path` that is not
+/// the list's file at that position is a bad state at `path`.
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::Files;
+///
+/// let dir = std::env::temp_dir().join(format!("nodes-doc-files-{}", std::process::id()));
+/// std::fs::create_dir_all(dir.join("sub"))?;
+/// for name in ["b.txt", "a.txt", "sub/c.txt", "notes.md"] {
+///     std::fs::write(dir.join(name), "x\n")?;
+/// }
+/// let names = |files: Files| -> Result<Vec<String>> {
+///     files.start()?.map(|p| Ok(p?.strip_prefix(&dir).unwrap().display().to_string())).collect()
+/// };
+/// assert_eq!(names(Files::in_dir(&dir)?)?, ["a.txt", "b.txt", "notes.md"]);
+/// assert_eq!(names(Files::glob(&format!("{}/**/*.txt", dir.display()))?)?, ["a.txt", "b.txt", "sub/c.txt"]);
+///
+/// let mut shuffled = names(Files::in_dir(&dir)?.shuffle_files(7))?;
+/// shuffled.sort();
+/// assert_eq!(shuffled, ["a.txt", "b.txt", "notes.md"]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Node)]
+#[node(init, validate)]
+#[must_use = "nodes do nothing until started"]
+pub struct Files {
+    /// The directory the names are relative to (empty for a list).
+    #[node(config)]
+    base: PathBuf,
+    /// The file names, in list order.
+    #[node(config)]
+    names: Arc<[String]>,
+    /// Their count and digest, computed once.
+    #[node(config)]
+    summary: ListSummary,
+    /// `shuffle_files`' seed.
+    #[node(param)]
+    seed: Option<u64>,
+    // Declared before `started`: its default reads the value `started` had
+    // before the reset.
+    #[node(state, default = self.next_epoch())]
+    epoch: u64,
+    #[node(state)]
+    num_yielded: u64,
+    #[node(state)]
+    started: bool,
+    #[node(state)]
+    path: Option<String>,
+    /// The names next to `path` in the list (before, after), so that an
+    /// error about a changed list can name what changed around it.
+    #[node(state)]
+    near: Vec<String>,
+    #[node(state, default = self.summary.clone())]
+    files: ListSummary,
+    /// The epoch's order, when shuffled.
+    #[node(lazy)]
+    order: Lazy<Option<Permutation>>,
+}
+
+/// What a state records of the list: its length and digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListSummary {
+    count: u64,
+    digest: String,
+}
+
+impl fmt::Debug for Files {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Files")
+            .field("base", &self.base)
+            .field("count", &self.names.len())
+            .field("seed", &self.seed)
+            .field("epoch", &self.epoch)
+            .field("num_yielded", &self.num_yielded)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Files {
+    /// The regular files directly in `dir` (not in its subdirectories; use
+    /// [`Files::glob`] with `dir/**` for those), symlinks to files included,
+    /// names starting with `.` left out, sorted by name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `dir` cannot be listed or has no file.
+    pub fn in_dir(dir: impl AsRef<Path>) -> Result<Files> {
+        let dir = dir.as_ref();
+        let listing = glob::in_dir(dir).map_err(|m| Error::invalid_argument(Self::NAME, m))?;
+        if listing.names.is_empty() {
+            return Err(Error::invalid_argument(
+                Self::NAME,
+                format!("the directory `{}` has no file", dir.display()),
+            ));
+        }
+        Ok(Files::from_names(listing.base, listing.names))
+    }
+
+    /// The files `pattern` matches, sorted by their path below the pattern's
+    /// directory part. Segments are separated by `/`; in a segment `*`
+    /// matches any run of characters and `?` one character; a segment `**`
+    /// matches any number of directories (`data/**/*.jsonl`; `data/**` is
+    /// every file below `data`). Names starting with `.` match only a
+    /// segment starting with `.`; symlinked directories are not entered
+    /// under `**`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the pattern uses other syntax (`[...]`,
+    /// `{...}`), a directory cannot be listed, or nothing matches.
+    pub fn glob(pattern: &str) -> Result<Files> {
+        let listing = glob::glob(pattern).map_err(|m| Error::invalid_argument(Self::NAME, m))?;
+        if listing.names.is_empty() {
+            return Err(Error::invalid_argument(
+                Self::NAME,
+                format!("no file matches `{pattern}`"),
+            ));
+        }
+        Ok(Files::from_names(listing.base, listing.names))
+    }
+
+    /// The files of `paths`, in the order given (duplicates are kept: a file
+    /// listed twice is read twice). Nothing is checked on disk here: a
+    /// missing file is an error where a reader opens it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the list is empty or a path is not
+    /// UTF-8 (the state stores paths as text).
+    pub fn list<P: Into<PathBuf>>(paths: impl IntoIterator<Item = P>) -> Result<Files> {
+        let names = paths
+            .into_iter()
+            .map(|p| {
+                p.into().into_os_string().into_string().map_err(|p| {
+                    Error::invalid_argument(
+                        Self::NAME,
+                        format!("the path {p:?} is not UTF-8: a state stores paths as text"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<String>>>()?;
+        if names.is_empty() {
+            return Err(Error::invalid_argument(
+                Self::NAME,
+                "the list of files is empty",
+            ));
+        }
+        Ok(Files::from_names(PathBuf::new(), names))
+    }
+
+    fn from_names(base: PathBuf, names: Vec<String>) -> Files {
+        let summary = ListSummary {
+            count: names.len() as u64,
+            digest: digest(&names),
+        };
+        Files {
+            base,
+            names: names.into(),
+            summary,
+            seed: None,
+            epoch: 0,
+            num_yielded: 0,
+            started: false,
+            path: None,
+            near: Vec::new(),
+            files: ListSummary {
+                count: 0,
+                digest: String::new(),
+            },
+            order: Lazy::new(),
+        }
+    }
+
+    /// Yields the files in a random order seeded by `seed`, a new one each
+    /// epoch (the order of epoch `e` depends only on `seed`, `e` and the
+    /// number of files; it is computed per position, in O(1) memory, with
+    /// the permutation of [`RandomSampler`](crate::RandomSampler)).
+    pub fn shuffle_files(mut self, seed: u64) -> Files {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The number of files.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether there is no file (never true: the constructors refuse an
+    /// empty list).
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The paths, in list order (before any shuffle).
+    pub fn paths(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.names.iter().map(|n| self.base.join(n))
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The epoch a `reset(None)` moves to (used by the derived reset).
+    fn next_epoch(&self) -> u64 {
+        if self.started {
+            self.epoch.wrapping_add(1)
+        } else {
+            self.epoch
+        }
+    }
+
+    /// The name at position `pos` of `epoch`'s order.
+    fn name_at(&self, order: Option<&Permutation>, pos: u64) -> &str {
+        &self.names[Self::index_at(order, pos)]
+    }
+
+    /// The list index at position `pos` of `epoch`'s order.
+    fn index_at(order: Option<&Permutation>, pos: u64) -> usize {
+        order.map_or(pos, |p| p.get(pos)) as usize
+    }
+
+    fn permutation(&self, epoch: u64) -> Option<Permutation> {
+        self.seed
+            .map(|seed| Permutation::new(self.names.len() as u64, seed, epoch))
+    }
+
+    /// Why a saved list differs from this one, for the error at `files`:
+    /// the counts, and what changed around the file being read (`path` and
+    /// its saved neighbours `near`).
+    fn list_mismatch(&self, saved: &ListSummary, path: Option<&str>, near: &[String]) -> String {
+        let now = &self.summary;
+        let mut message = format!(
+            "the files changed since the state was saved: it was taken over {} files ({}), the pipeline has {} ({})",
+            saved.count, saved.digest, now.count, now.digest
+        );
+        let shown = |name: &str| format!("`{}`", self.base.join(name).display());
+        if let Some(path) = path {
+            let position = |name: &str| self.names.iter().position(|n| n == name);
+            match position(path) {
+                Some(i) => message.push_str(&format!(
+                    "; the file being read, {}, is now file {} of the list",
+                    shown(path),
+                    i + 1
+                )),
+                None => message.push_str(&format!(
+                    "; the file being read, {}, is no longer listed",
+                    shown(path)
+                )),
+            }
+            // Around it: saved names now missing, and names now listed
+            // between the saved ones that were not there.
+            let saved_names: Vec<&str> = near
+                .iter()
+                .map(String::as_str)
+                .chain(std::iter::once(path))
+                .collect();
+            let removed: Vec<String> = saved_names
+                .iter()
+                .filter(|n| position(n).is_none())
+                .map(|n| shown(n))
+                .collect();
+            let found: Vec<usize> = saved_names.iter().filter_map(|n| position(n)).collect();
+            let added: Vec<String> = match (found.iter().min(), found.iter().max()) {
+                (Some(&lo), Some(&hi)) => self.names[lo..=hi]
+                    .iter()
+                    .filter(|n| !saved_names.contains(&n.as_str()))
+                    .take(5)
+                    .map(|n| shown(n))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if !removed.is_empty() {
+                message.push_str(&format!("; removed near it: {}", removed.join(", ")));
+            }
+            if !added.is_empty() {
+                message.push_str(&format!("; added near it: {}", added.join(", ")));
+            }
+            if removed.is_empty() && added.is_empty() {
+                message.push_str(
+                    "; the files around it are unchanged: the change is elsewhere in the list",
+                );
+            }
+        }
+        message.push_str(
+            ": resuming would shift or repeat data; restore into a pipeline over the same files, or start a new run",
+        );
+        message
+    }
+}
+
+/// FNV-1a (64 bits) over the names, each followed by a NUL byte.
+fn digest(names: &[String]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for name in names {
+        for &byte in name.as_bytes().iter().chain(&[0u8]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("fnv1a64:{hash:016x}")
+}
+
+impl Node for Files {
+    type Item = PathBuf;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<PathBuf>> {
+        cx.observe(NodeId::of(self), Self::NAME, |_cx| {
+            self.started = true;
+            // `validate` checked that the position fits in the list.
+            if self.num_yielded >= self.names.len() as u64 {
+                return Ok(None);
+            }
+            let order = self.order.get()?.as_ref();
+            let index = Self::index_at(order, self.num_yielded);
+            let name = self.names[index].clone();
+            self.near.clear();
+            if let Some(before) = index.checked_sub(1) {
+                self.near.push(self.names[before].clone());
+            }
+            if let Some(after) = self.names.get(index + 1) {
+                self.near.push(after.clone());
+            }
+            self.num_yielded += 1;
+            let path = self.base.join(&name);
+            self.path = Some(name);
+            Ok(Some(path))
+        })
+    }
+}
+
+/// Checks the saved list, position and path against this list, before
+/// anything is applied.
+impl Validate for Files {
+    fn validate(&self, state: &State) -> Result<()> {
+        let saved: ListSummary = state.get("files")?;
+        let path: Option<String> = state.get("path")?;
+        if saved != self.summary {
+            let near: Vec<String> = state.get("near")?;
+            return Err(Error::bad_state(
+                state.path_of("files"),
+                self.list_mismatch(&saved, path.as_deref(), &near),
+            ));
+        }
+        let num_yielded: u64 = state.get("num_yielded")?;
+        let count = self.names.len() as u64;
+        if num_yielded > count {
+            return Err(Error::bad_state(
+                state.path_of("num_yielded"),
+                format!("Files cannot resume after {num_yielded} files: the list has {count}"),
+            ));
+        }
+        let epoch: u64 = state.get("epoch")?;
+        let expected = match num_yielded {
+            0 => None,
+            n => Some(self.name_at(self.permutation(epoch).as_ref(), n - 1)),
+        };
+        if path.as_deref() != expected {
+            return Err(Error::bad_state(
+                state.path_of("path"),
+                format!(
+                    "Files: the state's last file is {path:?}, but file {num_yielded} of epoch {epoch} is {expected:?}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Computes the epoch's order.
+impl Init for Files {
+    fn init(&mut self, _restored: bool) -> Result<()> {
+        let order = self.permutation(self.epoch);
+        self.order.set(order);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NodeExt;
+
+    #[test]
+    fn digest_depends_on_names_and_order() {
+        let a = digest(&["a".to_owned(), "b".to_owned()]);
+        assert_eq!(a, digest(&["a".to_owned(), "b".to_owned()]));
+        assert_ne!(a, digest(&["b".to_owned(), "a".to_owned()]));
+        assert_ne!(a, digest(&["ab".to_owned()]));
+        assert!(a.starts_with("fnv1a64:"));
+    }
+
+    #[test]
+    fn list_keeps_its_order_and_rejects_empty() -> Result<()> {
+        let files = Files::list(["z", "a"])?;
+        let got: Vec<PathBuf> = files.start()?.collect::<Result<_>>()?;
+        assert_eq!(got, [PathBuf::from("z"), PathBuf::from("a")]);
+        assert!(Files::list(Vec::<PathBuf>::new()).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn shuffled_epochs_differ_and_cover_the_list() -> Result<()> {
+        let names: Vec<String> = (0..20).map(|i| format!("f{i:02}")).collect();
+        let mut loader = crate::Loader::new(Files::list(names.clone())?.shuffle_files(3));
+        let e0: Vec<PathBuf> = loader.epoch().collect::<Result<_>>()?;
+        let e1: Vec<PathBuf> = loader.epoch().collect::<Result<_>>()?;
+        assert_ne!(e0, e1);
+        for epoch in [e0, e1] {
+            let mut sorted: Vec<String> = epoch.iter().map(|p| p.display().to_string()).collect();
+            sorted.sort();
+            assert_eq!(sorted, names);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn save_load_at_every_cut() {
+        for mid in 0..=5 {
+            crate::testing::assert_save_load(|| Files::list(["a", "b", "c", "d"]).unwrap(), mid);
+            crate::testing::assert_save_load(
+                || Files::list(["a", "b", "c", "d"]).unwrap().shuffle_files(9),
+                mid,
+            );
+        }
+    }
+
+    #[test]
+    fn a_changed_list_is_refused_with_the_file_named() -> Result<()> {
+        let mut running = Files::list(["a", "b", "c"])?.start()?;
+        running.next().transpose()?;
+        running.next().transpose()?;
+        let state = running.get_state()?;
+        let err = Files::list(["a", "a2", "b", "c"])?
+            .start_from(&state)
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(err.is_bad_state(), "{message}");
+        assert!(message.contains("/files"), "{message}");
+        assert!(message.contains("taken over 3 files"), "{message}");
+        assert!(message.contains("`b`, is now file 3"), "{message}");
+        let err = Files::list(["a", "c"])?.start_from(&state).unwrap_err();
+        assert!(
+            err.to_string().contains("`b`, is no longer listed"),
+            "{err}"
+        );
+        // The same list restores.
+        let rest: Vec<PathBuf> = Files::list(["a", "b", "c"])?
+            .start_from(&state)?
+            .collect::<Result<_>>()?;
+        assert_eq!(rest, [PathBuf::from("c")]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_path_that_does_not_fit_the_position_is_refused() -> Result<()> {
+        let mut running = Files::list(["a", "b"])?.start()?;
+        running.next().transpose()?;
+        let state = running.get_state()?.with("path", "b")?;
+        let err = Files::list(["a", "b"])?.start_from(&state).unwrap_err();
+        assert_eq!(err.state_path(), Some("/path"), "{err}");
+        Ok(())
+    }
+}

@@ -1,0 +1,257 @@
+//! The file listings behind [`Files`](crate::Files): a directory's files,
+//! and a small glob matcher (`*`, `?` and `**` segments).
+//!
+//! Written here rather than taken from the `glob` crate: three wildcards are
+//! all a data directory needs, the walk must return names relative to a base
+//! (what the state's digest is taken over) in byte order, and it must skip
+//! symlinked directories under `**` (no cycles).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The files matched by a glob pattern: the base directory (the pattern's
+/// leading segments without wildcards) and the matched names relative to it
+/// (`/`-separated), sorted by bytes.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    pub(crate) base: PathBuf,
+    pub(crate) names: Vec<String>,
+}
+
+/// One segment of a pattern after its base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    /// `**`: any number of directories (zero included).
+    AnyDirs,
+    /// A name pattern with `*` (any run of characters) and `?` (one).
+    Name(Vec<char>),
+}
+
+fn has_wildcard(segment: &str) -> bool {
+    segment.contains(['*', '?'])
+}
+
+/// Splits `pattern` into its base directory and its wildcard segments.
+fn parse(pattern: &str) -> Result<(PathBuf, Vec<Segment>), String> {
+    if pattern.is_empty() {
+        return Err("the pattern is empty".to_owned());
+    }
+    if pattern.contains('[') || pattern.contains('{') {
+        return Err(format!(
+            "`{pattern}` uses `[...]` or `{{...}}`: only `*`, `?` and `**` are supported"
+        ));
+    }
+    let absolute = pattern.starts_with('/');
+    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    let first_wild = parts
+        .iter()
+        .position(|p| has_wildcard(p))
+        .unwrap_or(parts.len());
+    let mut base = if absolute {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    };
+    // A pattern without wildcards names one file: its parent is the base.
+    let split = if first_wild == parts.len() {
+        parts.len().saturating_sub(1)
+    } else {
+        first_wild
+    };
+    for part in &parts[..split] {
+        base.push(part);
+    }
+    if base.as_os_str().is_empty() {
+        base.push(".");
+    }
+    let mut segments = Vec::new();
+    for part in &parts[split..] {
+        if *part == "**" {
+            if segments.last() != Some(&Segment::AnyDirs) {
+                segments.push(Segment::AnyDirs);
+            }
+        } else if part.contains("**") {
+            return Err(format!(
+                "`{pattern}`: `**` must be a whole segment (`a/**/b`), not part of a name"
+            ));
+        } else {
+            segments.push(Segment::Name(part.chars().collect()));
+        }
+    }
+    match segments.last() {
+        None => Err(format!("`{pattern}` has no file name part")),
+        Some(Segment::AnyDirs) => {
+            // `dir/**`: every file below `dir`.
+            segments.push(Segment::Name(vec!['*']));
+            Ok((base, segments))
+        }
+        Some(Segment::Name(_)) => Ok((base, segments)),
+    }
+}
+
+/// Whether `name` matches the segment pattern `pat` (`*` and `?`).
+fn matches(pat: &[char], name: &str) -> bool {
+    let name: Vec<char> = name.chars().collect();
+    // Iterative wildcard matching with backtracking to the last `*`.
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pat.len() && (pat[p] == '?' || pat[p] == name[n]) {
+            p += 1;
+            n += 1;
+        } else if p < pat.len() && pat[p] == '*' {
+            star = Some((p, n));
+            p += 1;
+        } else if let Some((sp, sn)) = star {
+            p = sp + 1;
+            n = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    pat[p..].iter().all(|&c| c == '*')
+}
+
+/// Hidden names (starting with `.`) match only a pattern that starts with one.
+fn visible_to(pat: &[char], name: &str) -> bool {
+    !name.starts_with('.') || pat.first() == Some(&'.')
+}
+
+/// The files matching `pattern`.
+pub(crate) fn glob(pattern: &str) -> Result<Listing, String> {
+    let (base, segments) = parse(pattern)?;
+    let mut names = Vec::new();
+    walk(&base, "", &segments, &mut names)
+        .map_err(|e| format!("cannot list `{}`: {e}", base.display()))?;
+    names.sort();
+    names.dedup();
+    Ok(Listing { base, names })
+}
+
+/// Adds to `out` the files under `dir` (whose name relative to the base is
+/// `rel`) that match `segments`.
+fn walk(dir: &Path, rel: &str, segments: &[Segment], out: &mut Vec<String>) -> io::Result<()> {
+    let Some((first, rest)) = segments.split_first() else {
+        return Ok(());
+    };
+    let join = |name: &str| {
+        if rel.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{rel}/{name}")
+        }
+    };
+    match first {
+        Segment::AnyDirs => {
+            // Zero directories...
+            walk(dir, rel, rest, out)?;
+            // ...or one more, then `**` again. Symlinked directories are not
+            // entered (a link to a parent would never end).
+            for entry in read_dir_sorted(dir)? {
+                let (name, path) = entry;
+                if name.starts_with('.') {
+                    continue;
+                }
+                if fs::symlink_metadata(&path)?.is_dir() {
+                    walk(&path, &join(&name), segments, out)?;
+                }
+            }
+        }
+        Segment::Name(pat) => {
+            for (name, path) in read_dir_sorted(dir)? {
+                if !visible_to(pat, &name) || !matches(pat, &name) {
+                    continue;
+                }
+                // Follows symlinks to files (and to directories, one level).
+                let Ok(meta) = fs::metadata(&path) else {
+                    continue; // a dangling link
+                };
+                if rest.is_empty() {
+                    if meta.is_file() {
+                        out.push(join(&name));
+                    }
+                } else if meta.is_dir() {
+                    walk(&path, &join(&name), rest, out)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The entries of `dir` with UTF-8 names, as (name, path); others are
+/// skipped (a state stores names as text).
+fn read_dir_sorted(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
+    let mut entries = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Ok(name) = entry.file_name().into_string() {
+            entries.push((name, entry.path()));
+        }
+    }
+    entries.sort();
+    Ok(entries)
+}
+
+/// The visible regular files directly in `dir` (symlinks to files included).
+pub(crate) fn in_dir(dir: &Path) -> Result<Listing, String> {
+    let names = (|| -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for (name, path) in read_dir_sorted(dir)? {
+            if !name.starts_with('.') && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    })()
+    .map_err(|e| format!("cannot list `{}`: {e}", dir.display()))?;
+    Ok(Listing {
+        base: dir.to_path_buf(),
+        names,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pat(s: &str) -> Vec<char> {
+        s.chars().collect()
+    }
+
+    #[test]
+    fn names_match_star_and_question_mark() {
+        assert!(matches(&pat("*.jsonl"), "a.jsonl"));
+        assert!(matches(&pat("*.jsonl"), ".jsonl"));
+        assert!(!matches(&pat("*.jsonl"), "a.json"));
+        assert!(matches(&pat("part-??.txt"), "part-07.txt"));
+        assert!(!matches(&pat("part-??.txt"), "part-7.txt"));
+        assert!(matches(&pat("a*b*c"), "aXbYbZc"));
+        assert!(!matches(&pat("a*b*c"), "aXbYbZ"));
+        assert!(matches(&pat("*"), ""));
+        assert!(matches(&pat("exact"), "exact"));
+    }
+
+    #[test]
+    fn patterns_split_into_base_and_segments() {
+        let (base, segs) = parse("data/train/*.jsonl").unwrap();
+        assert_eq!(base, PathBuf::from("data/train"));
+        assert_eq!(segs, [Segment::Name(pat("*.jsonl"))]);
+        let (base, segs) = parse("/d/**/x?.gz").unwrap();
+        assert_eq!(base, PathBuf::from("/d"));
+        assert_eq!(segs, [Segment::AnyDirs, Segment::Name(pat("x?.gz"))]);
+        let (base, segs) = parse("*.txt").unwrap();
+        assert_eq!(base, PathBuf::from("."));
+        assert_eq!(segs.len(), 1);
+        let (base, segs) = parse("d/**").unwrap();
+        assert_eq!(base, PathBuf::from("d"));
+        assert_eq!(segs, [Segment::AnyDirs, Segment::Name(pat("*"))]);
+        let (base, _) = parse("d/one.txt").unwrap();
+        assert_eq!(base, PathBuf::from("d"));
+        assert!(parse("").is_err());
+        assert!(parse("d/a**b").is_err());
+        assert!(parse("d/[ab].txt").is_err());
+    }
+}

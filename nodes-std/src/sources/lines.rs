@@ -1,0 +1,786 @@
+//! [`ReadLines`] and [`ReadJsonl`]: the lines, or the JSON records, of each
+//! file of a node of paths, restored by seeking to a byte offset.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
+use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
+
+/// The longest line read by default: 16 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The read buffer of a file.
+const BUFFER: usize = 64 << 10;
+
+/// A bad record of a file: the error inside the [`Error::User`] that
+/// [`ReadLines`] and [`ReadJsonl`] return for a file that cannot be opened
+/// or read, a line that is too long, not UTF-8 or not JSON. Displayed as
+/// `path:line: what` (`path: what` when no line was read).
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::{Files, RecordError};
+///
+/// let dir = std::env::temp_dir().join(format!("nodes-doc-record-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// std::fs::write(dir.join("a.jsonl"), "1\nnot json\n3\n")?;
+/// let mut running = Files::in_dir(&dir)?.read_jsonl::<u32>().start()?;
+/// assert_eq!(running.next().transpose()?, Some(1));
+/// let Some(Err(Error::User { source, .. })) = running.next() else { panic!("an error") };
+/// let record = source.downcast_ref::<RecordError>().expect("a RecordError");
+/// assert_eq!((record.path(), record.line()), (dir.join("a.jsonl").as_path(), Some(2)));
+/// assert_eq!(running.next().transpose()?, Some(3));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct RecordError {
+    path: PathBuf,
+    line: Option<u64>,
+    message: String,
+}
+
+impl RecordError {
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The line number (from 1), where the error is about a line.
+    pub fn line(&self) -> Option<u64> {
+        self.line
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+/// How a line becomes an item.
+trait Decode {
+    type Item;
+    /// The item, `Ok(None)` for a line that is not a record, `Err` with what
+    /// is wrong.
+    fn decode(line: &[u8]) -> std::result::Result<Option<Self::Item>, String>;
+}
+
+/// The state keys.
+const SOURCE: &str = "source";
+const PATH: &str = "path";
+const OFFSET: &str = "offset";
+const LINE: &str = "line";
+
+/// The file being read.
+struct Open {
+    reader: Box<dyn BufRead + Send>,
+    path: PathBuf,
+}
+
+/// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
+/// open file and the position in it.
+struct LineReader<S> {
+    source: S,
+    open: Option<Open>,
+    /// The current file, as the state saves it.
+    path: Option<String>,
+    /// Bytes of the current (decompressed) file consumed.
+    offset: u64,
+    /// Lines of the current file consumed.
+    line: u64,
+    budget: ErrorBudget,
+    max_line_bytes: usize,
+    buf: Vec<u8>,
+    flag: ResetFlag,
+}
+
+/// What one call to `read_line` found.
+enum Read1 {
+    /// The end of the file.
+    Eof,
+    /// A line (in the buffer, without its end), this many bytes consumed.
+    Line(u64),
+    /// A line longer than the maximum, this many bytes consumed (skipped).
+    TooLong(u64),
+}
+
+/// Reads one line of at most `max` bytes (its `\n` or `\r\n` not counted)
+/// into `buf`; a longer one is skipped without holding it in memory.
+fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Read1> {
+    buf.clear();
+    let limit = (max as u64).saturating_add(2);
+    let n = (&mut *reader).take(limit).read_until(b'\n', buf)? as u64;
+    if n == 0 {
+        return Ok(Read1::Eof);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        if buf.len() <= max {
+            return Ok(Read1::Line(n));
+        }
+        return Ok(Read1::TooLong(n));
+    }
+    if n < limit {
+        // The last line, without an end.
+        if buf.len() <= max {
+            return Ok(Read1::Line(n));
+        }
+        return Ok(Read1::TooLong(n));
+    }
+    // Too long: skip to the end of the line in bounded steps.
+    let mut consumed = n;
+    loop {
+        buf.clear();
+        let m = (&mut *reader).take(BUFFER as u64).read_until(b'\n', buf)? as u64;
+        consumed += m;
+        if m == 0 || buf.last() == Some(&b'\n') {
+            buf.clear();
+            return Ok(Read1::TooLong(consumed));
+        }
+    }
+}
+
+/// A bad record at `path` (and `line`).
+fn record_error(name: &'static str, path: &Path, line: Option<u64>, message: String) -> Error {
+    Error::user(
+        name,
+        None,
+        RecordError {
+            path: path.to_path_buf(),
+            line,
+            message,
+        },
+    )
+}
+
+/// The compression a file's extension says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+fn compression(path: &Path) -> Compression {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("gz") => Compression::Gzip,
+        Some("zst" | "zstd") => Compression::Zstd,
+        _ => Compression::None,
+    }
+}
+
+/// A reader of the decompressed bytes of `file`.
+fn decompressed(
+    file: File,
+    kind: Compression,
+) -> std::result::Result<Box<dyn BufRead + Send>, String> {
+    match kind {
+        Compression::None => Ok(Box::new(BufReader::with_capacity(BUFFER, file))),
+        #[cfg(feature = "gzip")]
+        Compression::Gzip => Ok(Box::new(BufReader::with_capacity(
+            BUFFER,
+            flate2::read::MultiGzDecoder::new(file),
+        ))),
+        #[cfg(not(feature = "gzip"))]
+        Compression::Gzip => Err(
+            "a gzip file, and gzip support is not compiled in: enable the `gzip` feature of nodes-std"
+                .to_owned(),
+        ),
+        #[cfg(feature = "zstd")]
+        Compression::Zstd => {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(BUFFER, file))
+                .map_err(|e| format!("not a zstd file: {e}"))?;
+            Ok(Box::new(BufReader::with_capacity(BUFFER, decoder)))
+        }
+        #[cfg(not(feature = "zstd"))]
+        Compression::Zstd => Err(
+            "a zstd file, and zstd support is not compiled in: enable the `zstd` feature of nodes-std"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Opens `path` for reading from the start.
+fn open(path: &Path) -> std::result::Result<Box<dyn BufRead + Send>, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    decompressed(file, compression(path))
+}
+
+/// Why a saved position cannot be reopened: the key it is about, and what.
+struct Reopen(&'static str, String);
+
+/// Opens `path` at byte `offset` of its (decompressed) content: a seek for
+/// a plain file, a decompression of the first `offset` bytes otherwise.
+fn open_at(path: &Path, offset: u64) -> std::result::Result<Box<dyn BufRead + Send>, Reopen> {
+    let mut file = File::open(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
+    let kind = compression(path);
+    if kind == Compression::None {
+        let len = file
+            .metadata()
+            .map_err(|e| Reopen(PATH, format!("cannot read its length: {e}")))?
+            .len();
+        if offset > len {
+            return Err(Reopen(
+                OFFSET,
+                format!(
+                    "offset {offset} is past the end of the file ({len} bytes): the file changed since the state was saved"
+                ),
+            ));
+        }
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {offset}: {e}")))?;
+        return Ok(Box::new(BufReader::with_capacity(BUFFER, file)));
+    }
+    let mut reader = decompressed(file, kind).map_err(|m| Reopen(PATH, m))?;
+    let skipped = io::copy(&mut (&mut reader).take(offset), &mut io::sink()).map_err(|e| {
+        Reopen(
+            OFFSET,
+            format!("cannot decompress up to offset {offset}: {e}"),
+        )
+    })?;
+    if skipped < offset {
+        return Err(Reopen(
+            OFFSET,
+            format!(
+                "offset {offset} is past the end of the decompressed file ({skipped} bytes): the file changed since the state was saved"
+            ),
+        ));
+    }
+    Ok(reader)
+}
+
+impl<S> LineReader<S> {
+    fn new(source: S) -> Self {
+        LineReader {
+            source,
+            open: None,
+            path: None,
+            offset: 0,
+            line: 0,
+            budget: ErrorBudget::new(ErrorPolicy::Deliver),
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            buf: Vec::new(),
+            flag: ResetFlag::default(),
+        }
+    }
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result
+    where
+        S: fmt::Debug,
+    {
+        f.debug_struct(name)
+            .field("source", &self.source)
+            .field("path", &self.path)
+            .field("offset", &self.offset)
+            .field("line", &self.line)
+            .field("on_error", &self.budget.policy())
+            .finish_non_exhaustive()
+    }
+
+    /// Forgets the current file (ended, or failed).
+    fn close(&mut self) {
+        self.open = None;
+        self.path = None;
+        self.offset = 0;
+        self.line = 0;
+    }
+}
+
+impl<S> LineReader<S>
+where
+    S: Node,
+    S::Item: AsRef<Path>,
+{
+    /// Puts the next line in `buf`: `Ok(Some(()))`, or `Ok(None)` at the end
+    /// of the pass, or an error (a bad record or one from the source).
+    fn advance(&mut self, cx: &mut Cx, name: &'static str) -> Result<Option<()>> {
+        loop {
+            if let Some(open) = &mut self.open {
+                match read_line(&mut *open.reader, &mut self.buf, self.max_line_bytes) {
+                    Ok(Read1::Line(n)) => {
+                        // Saturating: a restored state may hold any count.
+                        self.offset = self.offset.saturating_add(n);
+                        self.line = self.line.saturating_add(1);
+                        return Ok(Some(()));
+                    }
+                    Ok(Read1::TooLong(n)) => {
+                        self.offset = self.offset.saturating_add(n);
+                        self.line = self.line.saturating_add(1);
+                        let message = format!("line longer than {} bytes", self.max_line_bytes);
+                        return Err(record_error(name, &open.path, Some(self.line), message));
+                    }
+                    Ok(Read1::Eof) => self.close(),
+                    Err(e) => {
+                        // The file is in no known state: go on with the next.
+                        let err = record_error(
+                            name,
+                            &open.path,
+                            Some(self.line + 1),
+                            format!("cannot read: {e}"),
+                        );
+                        self.close();
+                        return Err(err);
+                    }
+                }
+            }
+            let Some(item) = self.source.next(cx)? else {
+                return Ok(None);
+            };
+            let path = item.as_ref();
+            let Some(text) = path.to_str() else {
+                return Err(record_error(
+                    name,
+                    path,
+                    None,
+                    "the path is not UTF-8 (a state stores paths as text)".to_owned(),
+                ));
+            };
+            match open(path) {
+                Ok(reader) => {
+                    self.path = Some(text.to_owned());
+                    self.offset = 0;
+                    self.line = 0;
+                    self.open = Some(Open {
+                        reader,
+                        path: path.to_path_buf(),
+                    });
+                }
+                Err(message) => return Err(record_error(name, path, None, message)),
+            }
+        }
+    }
+
+    /// The next item decoded by `D`, under the error policy.
+    fn next_item<D: Decode>(&mut self, cx: &mut Cx, name: &'static str) -> Result<Option<D::Item>> {
+        self.flag.check(name)?;
+        loop {
+            if self.budget.ended() {
+                return Ok(None);
+            }
+            let error = match self.advance(cx, name) {
+                Ok(Some(())) => match D::decode(&self.buf) {
+                    Ok(Some(item)) => return Ok(Some(item)),
+                    Ok(None) => continue,
+                    Err(message) => {
+                        let path = self
+                            .open
+                            .as_ref()
+                            .map_or_else(PathBuf::new, |o| o.path.clone());
+                        record_error(name, &path, Some(self.line), message)
+                    }
+                },
+                Ok(None) => return Ok(None),
+                Err(error) if is_bad_record(&error) => error,
+                Err(error) => return Err(error),
+            };
+            match self.budget.judge(error, cx) {
+                Verdict::Deliver(error) | Verdict::DeliverAndEnd(error) => return Err(error),
+                Verdict::Skip => {}
+            }
+        }
+    }
+}
+
+impl<S: Node> LineReader<S> {
+    fn reset(&mut self, state: Option<&State>, name: &'static str) -> Result<()> {
+        let Some(state) = state else {
+            self.source.reset(None)?;
+            self.close();
+            self.budget.clear();
+            self.flag.mark();
+            return Ok(());
+        };
+        // Check everything (the file included) before applying anything.
+        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, ERRORS])?;
+        let source = state.child(SOURCE)?;
+        let path: Option<String> = state.get(PATH)?;
+        let offset: u64 = state.get(OFFSET)?;
+        let line: u64 = state.get(LINE)?;
+        let counts = self.budget.load(state)?;
+        let open = match &path {
+            None => {
+                if offset != 0 || line != 0 {
+                    return Err(Error::bad_state(
+                        state.path_of(OFFSET),
+                        format!("{name}: an offset ({offset}) or line ({line}) without a file"),
+                    ));
+                }
+                None
+            }
+            Some(_) if line > offset => {
+                return Err(Error::bad_state(
+                    state.path_of(LINE),
+                    format!(
+                        "{name}: {line} lines cannot fit in the {offset} bytes before the offset"
+                    ),
+                ));
+            }
+            Some(text) => {
+                let path = PathBuf::from(text);
+                let reader = open_at(&path, offset).map_err(|Reopen(key, message)| {
+                    Error::bad_state(
+                        state.path_of(key),
+                        format!("{name} cannot resume in `{text}`: {message}"),
+                    )
+                })?;
+                Some(Open { reader, path })
+            }
+        };
+        self.source.reset(Some(&source))?;
+        self.open = open;
+        self.path = path;
+        self.offset = offset;
+        self.line = line;
+        self.budget.restore(counts);
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx, name: &'static str) -> Result<State> {
+        self.flag.check(name)?;
+        let mut out = State::new();
+        out.insert_child(SOURCE, self.source.get_state(cx)?);
+        out.insert(PATH, &self.path)?;
+        out.insert(OFFSET, self.offset)?;
+        out.insert(LINE, self.line)?;
+        self.budget.save(&mut out)?;
+        Ok(out)
+    }
+
+    fn describe(&self, name: &'static str) -> Description {
+        Description::new(name)
+            .param("max_line_bytes", self.max_line_bytes as u64)
+            .child(SOURCE, self.source.describe())
+    }
+}
+
+/// The lines of a file, as `String`s.
+struct Text;
+
+impl Decode for Text {
+    type Item = String;
+
+    fn decode(line: &[u8]) -> std::result::Result<Option<String>, String> {
+        match std::str::from_utf8(line) {
+            Ok(text) => Ok(Some(text.to_owned())),
+            Err(e) => Err(format!(
+                "invalid UTF-8 at byte {} of the line",
+                e.valid_up_to()
+            )),
+        }
+    }
+}
+
+/// The lines of a file, as JSON values of type `T`.
+struct Json<T>(PhantomData<fn() -> T>);
+
+impl<T: DeserializeOwned> Decode for Json<T> {
+    type Item = T;
+
+    fn decode(line: &[u8]) -> std::result::Result<Option<T>, String> {
+        let text = std::str::from_utf8(line)
+            .map_err(|e| format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()))?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_str(text).map_err(|e| {
+            // serde_json's position is in a one-line input: keep the column.
+            let message = e.to_string();
+            let message = match message.rsplit_once(" at line ") {
+                Some((what, _)) => what.to_owned(),
+                None => message,
+            };
+            let what = match e.classify() {
+                serde_json::error::Category::Data => "JSON that does not fit the record type",
+                _ => "invalid JSON",
+            };
+            match e.column() {
+                0 => format!("{what}: {message}"),
+                column => format!("{what} at column {column}: {message}"),
+            }
+        })
+    }
+}
+
+macro_rules! reader_node {
+    ($ty:ident [$($gen:ident),*] $decode:ty, $item:ty, $name:literal) => {
+        impl<S $(, $gen)*> $ty<S $(, $gen)*> {
+            /// Sets what happens to a bad record (see the type's `# Errors`).
+            /// The default is [`ErrorPolicy::Deliver`].
+            pub fn on_error(mut self, policy: ErrorPolicy) -> Self {
+                self.inner.budget = ErrorBudget::new(policy);
+                self
+            }
+
+            /// Sets the longest line read, in bytes (without its end of
+            /// line); a longer line is a bad record, skipped without holding
+            /// it in memory. The default is [`DEFAULT_MAX_LINE_BYTES`] (16
+            /// MiB).
+            ///
+            /// # Errors
+            /// [`Error::InvalidArgument`] for 0.
+            pub fn max_line_bytes(mut self, max: usize) -> Result<Self> {
+                if max == 0 {
+                    return Err(Error::invalid_argument($name, "max_line_bytes must be positive"));
+                }
+                self.inner.max_line_bytes = max;
+                Ok(self)
+            }
+
+            /// The policy for bad records.
+            pub fn error_policy(&self) -> ErrorPolicy {
+                self.inner.budget.policy()
+            }
+        }
+
+        impl<S: fmt::Debug $(, $gen)*> fmt::Debug for $ty<S $(, $gen)*> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.inner.debug(f, $name)
+            }
+        }
+
+        nodes_core::__started_guards!(impl[S $(, $gen)*] $ty<S $(, $gen)*>);
+
+        impl<S $(, $gen)*> NodeName for $ty<S $(, $gen)*> {
+            const NAME: &'static str = $name;
+        }
+
+        impl<S $(, $gen)*> Node for $ty<S $(, $gen)*>
+        where
+            S: Node,
+            S::Item: AsRef<Path>,
+            $($gen: DeserializeOwned + Send,)*
+        {
+            type Item = $item;
+
+            fn next(&mut self, cx: &mut Cx) -> Result<Option<$item>> {
+                cx.observe(NodeId::of(self), $name, |cx| self.inner.next_item::<$decode>(cx, $name))
+            }
+        }
+
+        impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*> {
+            fn reset(&mut self, state: Option<&State>) -> Result<()> {
+                self.inner.reset(state, $name)
+            }
+
+            fn get_state(&self, cx: &Cx) -> Result<State> {
+                self.inner.get_state(cx, $name)
+            }
+
+            fn describe(&self) -> Description {
+                self.inner.describe($name)
+            }
+
+            fn shutdown(&mut self) {
+                self.inner.open = None;
+                self.inner.source.shutdown();
+            }
+
+            fn varying_order(&self) -> Option<String> {
+                self.inner.source.varying_order()
+            }
+        }
+    };
+}
+
+/// This struct is created by [`NodeExt::read_lines`](crate::NodeExt::read_lines).
+/// See its documentation for more.
+///
+/// The lines of each file its source names, in turn, as `String`s without
+/// their end of line (`\n` or `\r\n`); a last line without an end is a line.
+/// One file is open at a time, read through a 64 KiB buffer, one line in
+/// memory at a time.
+///
+/// Files ending in `.gz` are read as gzip (all members) with the `gzip`
+/// feature, files ending in `.zst` or `.zstd` as zstd (one frame) with the
+/// `zstd` feature; without the feature such a file is a bad record.
+///
+/// # State
+/// `source`: the source's state (it has yielded the current file);
+/// `path`: the file being read, or `null` between files; `offset`: the byte
+/// offset of the next line in it (in the decompressed content); `line`: the
+/// lines of it already read; `errors`: the error policy's counts (see
+/// [`TryMapper`](crate::TryMapper)).
+///
+/// # Restoring
+/// Restore restores the source, reopens `path` and seeks to `offset`: O(1)
+/// in the file's length for a plain file. A compressed file cannot seek: it
+/// is decompressed from its start up to `offset` (the decompressed bytes are
+/// discarded), so the restore costs what decompressing that far costs: it
+/// grows with the offset: 0.16 s at the end of 105 MB of (very
+/// compressible) text in the `restore_in_gzip_file` bench, so expect
+/// seconds per GB of real text. The state is checked first: a file that no
+/// longer exists, or that is now shorter than `offset`, is a bad state at
+/// `path` or `offset` naming the file, and nothing is applied.
+///
+/// # Errors
+/// A bad record is an [`Error::User`] whose source is a [`RecordError`]
+/// naming the file and the line (`data/a.txt:7: invalid UTF-8 at byte 3 of
+/// the line`): a file that cannot be opened (missing, deleted since the
+/// list was taken, a compression that is not compiled in) or read (an I/O
+/// or decompression error: the rest of that file is skipped), a line longer
+/// than [`max_line_bytes`](ReadLines::max_line_bytes), a line that is not
+/// UTF-8. A bad record from the source is one too. What happens to them is
+/// the [`ErrorPolicy`] set with [`on_error`](ReadLines::on_error), as for
+/// [`TryMapper`](crate::TryMapper): delivered (the default: the pass goes
+/// on), delivered and the pass ends, skipped, or skipped up to `n` times.
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::Files;
+///
+/// let dir = std::env::temp_dir().join(format!("nodes-doc-lines-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// std::fs::write(dir.join("a.txt"), "one\ntwo\n")?;
+/// std::fs::write(dir.join("b.txt"), "three")?;
+/// let build = || Files::in_dir(&dir).map(|files| files.read_lines());
+/// let mut running = build()?.start()?;
+/// assert_eq!(running.next().transpose()?.as_deref(), Some("one"));
+/// let state = running.get_state()?; // {"path": ".../a.txt", "offset": 4, "line": 1, ...}
+/// let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
+/// assert_eq!(rest, ["two", "three"]);
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "nodes do nothing until started"]
+pub struct ReadLines<S> {
+    inner: LineReader<S>,
+}
+
+impl<S> ReadLines<S> {
+    pub(crate) fn new(source: S) -> Self {
+        ReadLines {
+            inner: LineReader::new(source),
+        }
+    }
+}
+
+reader_node!(ReadLines [] Text, String, "ReadLines");
+
+/// This struct is created by [`NodeExt::read_jsonl`](crate::NodeExt::read_jsonl).
+/// See its documentation for more.
+///
+/// The records of each JSON-lines file its source names, in turn: each line
+/// is one JSON value, deserialised as a `T` with `serde_json`; blank lines
+/// are not records (they are skipped, and counted in the line numbers).
+/// Files are read as by [`ReadLines`] (one line in memory at a time,
+/// compressed files by extension).
+///
+/// # State
+/// As [`ReadLines`]': `source`, `path`, `offset` (of the next line), `line`,
+/// `errors`; the restore is the same (a seek, O(1) in the file's length, for
+/// a plain file).
+///
+/// # Errors
+/// As [`ReadLines`]', plus a line that is not valid JSON for `T` (a
+/// truncated last line, a wrong type): `data/a.jsonl:3: invalid JSON at
+/// column 7: ...`. All follow the [`ErrorPolicy`] set with
+/// [`on_error`](ReadJsonl::on_error).
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::Files;
+///
+/// #[derive(serde::Deserialize, Debug, PartialEq)]
+/// struct Row { id: u32 }
+///
+/// let dir = std::env::temp_dir().join(format!("nodes-doc-jsonl-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// std::fs::write(dir.join("a.jsonl"), "{\"id\": 1}\n{\"id\": oops}\n{\"id\": 3}\n")?;
+/// let rows: Vec<Row> = Files::in_dir(&dir)?
+///     .read_jsonl::<Row>()
+///     .on_error(ErrorPolicy::Skip)
+///     .start()?
+///     .collect::<Result<_>>()?;
+/// assert_eq!(rows, [Row { id: 1 }, Row { id: 3 }]);
+///
+/// let mut running = Files::in_dir(&dir)?.read_jsonl::<Row>().start()?;
+/// running.next();
+/// let err = running.next().unwrap().unwrap_err().to_string();
+/// assert!(err.ends_with("a.jsonl:2: invalid JSON at column 8: expected value"), "{err}");
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "nodes do nothing until started"]
+pub struct ReadJsonl<S, T> {
+    inner: LineReader<S>,
+    _item: PhantomData<fn() -> T>,
+}
+
+impl<S, T> ReadJsonl<S, T> {
+    pub(crate) fn new(source: S) -> Self {
+        ReadJsonl {
+            inner: LineReader::new(source),
+            _item: PhantomData,
+        }
+    }
+}
+
+reader_node!(ReadJsonl [T] Json<T>, T, "ReadJsonl");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut reader: &[u8] = input;
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line(&mut reader, &mut buf, max).unwrap() {
+                Read1::Eof => return out,
+                Read1::Line(n) => out.push(format!("{}:{n}", String::from_utf8_lossy(&buf))),
+                Read1::TooLong(n) => out.push(format!("<long>:{n}")),
+            }
+        }
+    }
+
+    #[test]
+    fn lines_end_with_lf_crlf_or_the_file() {
+        assert_eq!(lines(b"a\nbc\r\n\nd", 10), ["a:2", "bc:4", ":1", "d:1"]);
+        assert_eq!(lines(b"", 10), Vec::<String>::new());
+    }
+
+    #[test]
+    fn long_lines_are_skipped_whole() {
+        assert_eq!(lines(b"abc\nabcd\nab", 3), ["abc:4", "<long>:5", "ab:2"]);
+        assert_eq!(lines(b"abc\r\n", 3), ["abc:5"]);
+        let long = [vec![b'x'; 200_000], b"\nok\n".to_vec()].concat();
+        assert_eq!(lines(&long, 10), ["<long>:200001", "ok:3"]);
+        assert_eq!(lines(b"abcdef", 3), ["<long>:6"]);
+    }
+
+    #[test]
+    fn json_errors_give_the_column() {
+        let err = Json::<Vec<u32>>::decode(b"[1,").unwrap_err();
+        assert!(err.starts_with("invalid JSON at column 3: "), "{err}");
+        let err = Json::<u32>::decode(b"[1]").unwrap_err();
+        assert!(
+            err.starts_with("JSON that does not fit the record type"),
+            "{err}"
+        );
+        assert_eq!(Json::<u32>::decode(b"  ").unwrap(), None);
+        assert_eq!(Json::<u32>::decode(b"7").unwrap(), Some(7));
+        assert!(Text::decode(b"a\xffb").unwrap_err().contains("byte 1"));
+    }
+}

@@ -1,0 +1,543 @@
+//! Reading files: `Files`, `read_lines`, `read_jsonl` (and
+//! `IterableWrapper::from_fn`). Save/load at every cut of a small
+//! multi-file corpus (file boundaries, an empty file, a last line without
+//! an end), compressed files, restore by seeking, malformed input under each
+//! error policy, a changed directory, and the readers under an out-of-order
+//! `par_map`.
+
+use std::path::PathBuf;
+
+use nodes_std::prelude::*;
+use nodes_std::{Files, ParallelOptions, RecordError, testing};
+use serde::Deserialize;
+
+use crate::support::corpus::TempDir;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct Row {
+    id: u64,
+    text: String,
+}
+
+/// A corpus of four files: 3 records, none, 1, and 2 whose last line has no
+/// end of line. Ids are 0..6 in list order.
+fn corpus(dir: &TempDir) {
+    let row = |id: u64| format!("{{\"id\": {id}, \"text\": \"row {id}\"}}\n");
+    dir.write("a.jsonl", [row(0), row(1), row(2)].concat());
+    dir.write("b.jsonl", "");
+    dir.write("c.jsonl", row(3));
+    let mut last = [row(4), row(5)].concat();
+    last.pop();
+    dir.write("d.jsonl", last);
+}
+
+fn ids(rows: &[Result<Row>]) -> Vec<u64> {
+    rows.iter()
+        .map(|r| r.as_ref().expect("no error").id)
+        .collect()
+}
+
+fn messages<T>(items: &[Result<T>]) -> Vec<String> {
+    items
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(ToString::to_string))
+        .collect()
+}
+
+#[test]
+fn read_jsonl_save_load_at_every_cut() {
+    let dir = TempDir::new("files-save-load");
+    corpus(&dir);
+    let plain = || Files::in_dir(dir.path()).unwrap().read_jsonl::<Row>();
+    let rows: Vec<Result<Row>> = plain().start().unwrap().collect();
+    assert_eq!(ids(&rows), [0, 1, 2, 3, 4, 5]);
+    // Cuts 0..=7: every record, the file boundaries (after 3 and 4: the
+    // empty file lies between), after the last line (which has no end), and
+    // past the end.
+    for cut in 0..=7 {
+        testing::assert_save_load(plain, cut);
+        testing::assert_save_load(
+            || {
+                Files::in_dir(dir.path())
+                    .unwrap()
+                    .shuffle_files(5)
+                    .read_jsonl::<Row>()
+            },
+            cut,
+        );
+        testing::assert_save_load(|| Files::in_dir(dir.path()).unwrap().read_lines(), cut);
+    }
+    for cut in 0..=4 {
+        testing::assert_save_load(
+            || {
+                Files::glob(&format!("{}/*.jsonl", dir.path().display()))
+                    .unwrap()
+                    .shuffle_files(1)
+                    .shard(1, 2)
+                    .unwrap()
+                    .read_jsonl::<Row>()
+            },
+            cut,
+        );
+    }
+}
+
+#[test]
+fn shards_split_the_files_of_each_epoch() -> Result<()> {
+    let dir = TempDir::new("files-shards");
+    corpus(&dir);
+    let mut all = Vec::new();
+    for rank in 0..2 {
+        let mut loader = Loader::new(
+            Files::in_dir(dir.path())?
+                .shuffle_files(11)
+                .shard(rank, 2)?
+                .read_jsonl::<Row>(),
+        );
+        let epoch: Vec<Row> = loader.epoch().collect::<Result<_>>()?;
+        all.extend(epoch.into_iter().map(|r| r.id));
+    }
+    all.sort();
+    assert_eq!(all, [0, 1, 2, 3, 4, 5]);
+    Ok(())
+}
+
+#[test]
+fn restore_starts_at_the_saved_byte_offset() -> Result<()> {
+    let dir = TempDir::new("files-offset");
+    dir.write("a.txt", "first\nsecond\nthird\n");
+    let build = || Files::in_dir(dir.path()).map(NodeExt::read_lines);
+    let mut running = build()?.start()?;
+    assert_eq!(running.next().transpose()?.as_deref(), Some("first"));
+    let state = running.get_state()?;
+    assert_eq!(state.get::<u64>("offset")?, 6);
+    assert_eq!(state.get::<u64>("line")?, 1);
+    // A hand-made state at byte 13 (the start of "third") with a line count
+    // that does not match: the restore seeks, it does not count lines.
+    let state = state.with("offset", 13u64)?.with("line", 7u64)?;
+    let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
+    assert_eq!(rest, ["third"]);
+    Ok(())
+}
+
+#[test]
+fn malformed_lines_are_errors_with_path_and_line() -> Result<()> {
+    let dir = TempDir::new("files-malformed");
+    let a = dir.write(
+        "a.jsonl",
+        b"{\"id\": 0, \"text\": \"ok\"}\n{\"id\": 1, \"text\": \"\xff\"}\n",
+    );
+    let b = dir.write(
+        "b.jsonl",
+        "{\"id\": 2, \"text\": \"ok\"}\n{\"id\": oops}\n\n{\"id\": 3, \"text\": \"ok\"}\n",
+    );
+    let c = dir.write("c.jsonl", "{\"id\": 4, \"text\": \"ok\"}\n{\"id\": 5, \"te");
+    let items: Vec<Result<Row>> = Files::in_dir(dir.path())?
+        .read_jsonl::<Row>()
+        .start()?
+        .collect();
+    let oks: Vec<u64> = items
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|r| r.id))
+        .collect();
+    assert_eq!(oks, [0, 2, 3, 4]);
+    let errors: Vec<&RecordError> = items
+        .iter()
+        .filter_map(|r| match r {
+            Err(Error::User { source, .. }) => source.downcast_ref::<RecordError>(),
+            _ => None,
+        })
+        .collect();
+    let at: Vec<(PathBuf, Option<u64>)> = errors
+        .iter()
+        .map(|e| (e.path().to_path_buf(), e.line()))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            (a.clone(), Some(2)),
+            (b.clone(), Some(2)),
+            (c.clone(), Some(2))
+        ]
+    );
+    let text = messages(&items);
+    assert!(text[0].contains("a.jsonl:2: invalid UTF-8"), "{}", text[0]);
+    assert!(
+        text[1].contains("b.jsonl:2: invalid JSON at column 8"),
+        "{}",
+        text[1]
+    );
+    assert!(
+        text[2].contains("c.jsonl:2: invalid JSON") && text[2].contains("EOF"),
+        "{}",
+        text[2]
+    );
+    // The errors are where their lines are.
+    assert!(items[1].is_err() && items[3].is_err() && items[6].is_err());
+
+    // read_lines: the bytes that are not UTF-8 are an error; the rest are lines.
+    let lines: Vec<Result<String>> = Files::list([a])?.read_lines().start()?.collect();
+    assert_eq!(lines.len(), 2);
+    assert!(messages(&lines)[0].contains("a.jsonl:2: invalid UTF-8 at byte 19 of the line"));
+    Ok(())
+}
+
+#[test]
+fn error_policies_skip_fail_or_skip_at_most() -> Result<()> {
+    let dir = TempDir::new("files-policy");
+    dir.write("a.txt", "1\nx\n2\ny\n3\n");
+    let build = |policy| -> Result<_> {
+        Ok(Files::in_dir(dir.path())?
+            .read_jsonl::<u32>()
+            .on_error(policy))
+    };
+    let mut loader = Loader::new(build(ErrorPolicy::Skip)?).with_stats();
+    let got: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
+    assert_eq!(got, [1, 2, 3]);
+    let stats = loader.stats().expect("stats are on");
+    let node = stats
+        .get("ReadJsonl")
+        .expect("the reader shows in the stats");
+    assert_eq!((node.items, node.skipped), (3, 2));
+    assert!(stats.get("Files").is_some());
+
+    let at_most: Vec<Result<u32>> = build(ErrorPolicy::SkipAtMost(1))?.start()?.collect();
+    assert_eq!(
+        at_most.len(),
+        3,
+        "1, (x skipped), 2, y delivered and the pass ends"
+    );
+    assert!(messages(&at_most)[0].contains("a.txt:4:"));
+
+    let fail: Vec<Result<u32>> = build(ErrorPolicy::Fail)?.start()?.collect();
+    assert_eq!(fail.len(), 2);
+    assert!(messages(&fail)[0].contains("a.txt:2:"));
+
+    // The skip count is in the state: a resume does not skip again.
+    let mut running = build(ErrorPolicy::SkipAtMost(1))?.start()?;
+    running.next().transpose()?;
+    running.next().transpose()?; // 2, after skipping x
+    let state = running.get_state()?;
+    let rest: Vec<Result<u32>> = build(ErrorPolicy::SkipAtMost(1))?
+        .start_from(&state)?
+        .collect();
+    assert_eq!(rest.len(), 1);
+    assert!(rest[0].is_err());
+    Ok(())
+}
+
+#[test]
+fn long_lines_are_bad_records() -> Result<()> {
+    let dir = TempDir::new("files-long");
+    dir.write("a.txt", format!("short\n{}\nend\n", "x".repeat(100_000)));
+    let items: Vec<Result<String>> = Files::in_dir(dir.path())?
+        .read_lines()
+        .max_line_bytes(1000)?
+        .start()?
+        .collect();
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[2].as_deref().ok(), Some("end"));
+    assert!(messages(&items)[0].contains("a.txt:2: line longer than 1000 bytes"));
+    assert!(
+        Files::in_dir(dir.path())?
+            .read_lines()
+            .max_line_bytes(0)
+            .is_err()
+    );
+    Ok(())
+}
+
+#[test]
+fn unreadable_and_deleted_files_are_errors_and_the_pass_goes_on() -> Result<()> {
+    let dir = TempDir::new("files-unreadable");
+    let a = dir.write("a.txt", "a1\n");
+    let b = dir.write("b.txt", "b1\n");
+    let c = dir.write("c.txt", "c1\n");
+    // A directory where a file is expected: it opens, and cannot be read.
+    let d = dir.path().join("d.txt");
+    std::fs::create_dir(&d).unwrap();
+    let mut loader = Loader::new(Files::list([&a, &b, &d, &c])?.read_lines());
+    let epoch0: Vec<Result<String>> = loader.epoch().collect();
+    assert_eq!(epoch0.len(), 4);
+    let text = messages(&epoch0);
+    assert!(text[0].contains("d.txt:1: cannot read"), "{}", text[0]);
+    assert_eq!(epoch0[3].as_deref().ok(), Some("c1"));
+
+    // Deleted between epochs: an error where it would be read.
+    std::fs::remove_file(&b).unwrap();
+    let epoch1: Vec<Result<String>> = loader.epoch().collect();
+    let text = messages(&epoch1);
+    assert!(text[0].contains("b.txt: cannot open"), "{}", text[0]);
+    let oks: Vec<&str> = epoch1.iter().filter_map(|r| r.as_deref().ok()).collect();
+    assert_eq!(oks, ["a1", "c1"]);
+    Ok(())
+}
+
+#[test]
+fn empty_or_missing_directories_and_patterns_are_refused() {
+    let dir = TempDir::new("files-empty");
+    let err = Files::in_dir(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { node: "Files", .. }));
+    assert!(err.to_string().contains("has no file"), "{err}");
+    assert!(
+        err.to_string().contains(&dir.path().display().to_string()),
+        "{err}"
+    );
+    let err = Files::in_dir(dir.path().join("missing")).unwrap_err();
+    assert!(err.to_string().contains("cannot list"), "{err}");
+    let err = Files::glob(&format!("{}/*.jsonl", dir.path().display())).unwrap_err();
+    assert!(err.to_string().contains("no file matches"), "{err}");
+}
+
+#[test]
+fn a_restore_into_changed_files_is_refused_with_the_files_named() -> Result<()> {
+    let dir = TempDir::new("files-changed");
+    corpus(&dir);
+    let build = || Files::in_dir(dir.path()).map(|f| f.read_jsonl::<Row>());
+    let mut loader = Loader::new(build()?);
+    let mut epoch = loader.epoch();
+    for _ in 0..4 {
+        epoch.next().transpose()?;
+    }
+    let state = State::from_json(&epoch.state_dict()?.to_json()?)?;
+
+    // A file added before the one being read: refused, naming it.
+    dir.write("bb.jsonl", "{\"id\": 9, \"text\": \"new\"}\n");
+    let mut fresh = Loader::new(build()?);
+    let err = fresh.load_state_dict(&state).unwrap_err();
+    let text = err.to_string();
+    assert!(err.is_bad_state(), "{text}");
+    assert!(text.contains("/files"), "{text}");
+    assert!(text.contains("taken over 4 files"), "{text}");
+    assert!(text.contains("c.jsonl`, is now file 4"), "{text}");
+    assert!(
+        text.contains("added near it: `") && text.contains("bb.jsonl`"),
+        "{text}"
+    );
+    std::fs::remove_file(dir.path().join("bb.jsonl")).unwrap();
+
+    // The file being read shortened: refused at its offset.
+    let c = dir.path().join("c.jsonl");
+    std::fs::write(&c, "{}\n").unwrap();
+    let err = Loader::new(build()?).load_state_dict(&state).unwrap_err();
+    assert!(err.to_string().contains("/offset"), "{err}");
+    assert!(err.to_string().contains("c.jsonl"), "{err}");
+
+    // Deleted: refused at its path (the directory listing still has it when
+    // the pipeline is built from a list).
+    std::fs::remove_file(&c).unwrap();
+    let names = ["a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl"].map(|n| dir.path().join(n));
+    let from_list = Files::list(names)?.read_jsonl::<Row>();
+    let err = from_list.start_from(&state.child("root")?).unwrap_err();
+    // The list's digest differs from the directory's (other names): refused
+    // at `files` first; a state from the list itself is refused at `path`.
+    assert!(err.to_string().contains("/files"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_deleted_file_is_refused_at_its_path() -> Result<()> {
+    let dir = TempDir::new("files-deleted");
+    let a = dir.write("a.txt", "1\n2\n");
+    let build = || Files::list([&a]).map(NodeExt::read_lines);
+    let mut running = build()?.start()?;
+    running.next().transpose()?;
+    let state = running.get_state()?;
+    std::fs::remove_file(&a).unwrap();
+    let err = build()?.start_from(&state).unwrap_err();
+    assert_eq!(err.state_path(), Some("/path"), "{err}");
+    assert!(err.to_string().contains("cannot open"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn describe_shows_the_readers_and_files() -> Result<()> {
+    let dir = TempDir::new("files-describe");
+    corpus(&dir);
+    let loader = Loader::new(
+        Files::in_dir(dir.path())?
+            .shuffle_files(3)
+            .read_jsonl::<Row>()
+            .max_line_bytes(4096)?,
+    );
+    let text = loader.describe().render_text();
+    assert!(text.contains("ReadJsonl(max_line_bytes=4096)"), "{text}");
+    assert!(text.contains("Files(seed=Some(3))"), "{text}");
+    Ok(())
+}
+
+#[test]
+fn read_jsonl_under_an_out_of_order_par_map_resumes_exactly_once() -> Result<()> {
+    let dir = TempDir::new("files-par-map");
+    for f in 0..4u64 {
+        let lines: String = (0..7).map(|i| format!("{}\n", f * 100 + i)).collect();
+        dir.write(&format!("{f}.jsonl"), lines);
+    }
+    let build = || -> Result<_> {
+        Files::in_dir(dir.path())?
+            .read_jsonl::<u64>()
+            .par_map(
+                |x| {
+                    std::thread::sleep(std::time::Duration::from_micros((x * 37) % 200));
+                    Ok(x * 2)
+                },
+                ParallelOptions::new(2).in_order(false),
+            )?
+            .batch(3)
+    };
+    let mut want: Vec<u64> = (0..4u64)
+        .flat_map(|f| (0..7).map(move |i| (f * 100 + i) * 2))
+        .collect();
+    want.sort();
+    let total_batches = want.len().div_ceil(3);
+    for cut in 0..=total_batches {
+        let mut loader = Loader::new(build()?);
+        let mut epoch = loader.epoch();
+        let mut got: Vec<u64> = Vec::new();
+        for _ in 0..cut {
+            match epoch.next() {
+                Some(batch) => got.extend(batch?),
+                None => break,
+            }
+        }
+        let state = State::from_json(&epoch.state_dict()?.to_json()?)?;
+        drop(epoch);
+        let mut resumed = Loader::new(build()?);
+        resumed.load_state_dict(&state)?;
+        let mut rest = resumed.epoch();
+        if rest.index() > 0 {
+            // A state taken after the epoch's last item starts the next epoch.
+            assert_eq!(cut, total_batches);
+        } else {
+            for batch in &mut rest {
+                got.extend(batch?);
+            }
+        }
+        got.sort();
+        assert_eq!(got, want, "cut after {cut} batches");
+    }
+    Ok(())
+}
+
+#[test]
+fn from_fn_wraps_iterators_that_are_not_clone() -> Result<()> {
+    use std::io::BufRead;
+    let make = || {
+        IterableWrapper::from_fn(|| {
+            "a\nb\nc\n"
+                .as_bytes()
+                .lines()
+                .map(|l| l.expect("in memory"))
+        })
+    };
+    for cut in 0..=4 {
+        testing::assert_save_load(make, cut);
+    }
+    // A fresh iterator each epoch.
+    let mut calls = 0;
+    let mut loader = Loader::new(IterableWrapper::from_fn(move || {
+        calls += 1;
+        0..calls
+    }));
+    let counts: Vec<usize> = (0..3).map(|_| loader.epoch().count()).collect();
+    assert_eq!(counts, [1, 2, 3]);
+    Ok(())
+}
+
+#[cfg(feature = "gzip")]
+#[test]
+fn gzip_files_read_and_restore() -> Result<()> {
+    use std::io::Write;
+    let dir = TempDir::new("files-gzip");
+    corpus(&dir);
+    // a.jsonl and c.jsonl compressed (c as two gzip members).
+    for (name, members) in [("a.jsonl", 1), ("c.jsonl", 2)] {
+        let text = std::fs::read(dir.path().join(name)).unwrap();
+        let cut = text.len() / members;
+        let mut out = Vec::new();
+        for part in [&text[..cut], &text[cut..]] {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(part).unwrap();
+            out.extend(enc.finish().unwrap());
+        }
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+        dir.write(&format!("{name}.gz"), out);
+    }
+    let build = || Files::in_dir(dir.path()).unwrap().read_jsonl::<Row>();
+    let rows: Vec<Result<Row>> = build().start()?.collect();
+    let mut got = ids(&rows);
+    got.sort();
+    assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+    for cut in 0..=7 {
+        testing::assert_save_load(build, cut);
+    }
+    // A damaged gzip file is an error naming it, and the pass goes on.
+    dir.write("e.jsonl.gz", b"\x1f\x8b\x08\x00garbage");
+    let items: Vec<Result<Row>> = build().start()?.collect();
+    assert_eq!(messages(&items).len(), 1);
+    assert!(
+        messages(&items)[0].contains("e.jsonl.gz:1: cannot read"),
+        "{:?}",
+        messages(&items)
+    );
+    Ok(())
+}
+
+#[cfg(feature = "zstd")]
+#[test]
+fn zstd_files_read_and_restore() -> Result<()> {
+    use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+    let dir = TempDir::new("files-zstd");
+    corpus(&dir);
+    for name in ["a.jsonl", "d.jsonl"] {
+        let text = std::fs::read(dir.path().join(name)).unwrap();
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+        dir.write(
+            &format!("{name}.zst"),
+            compress_to_vec(&text[..], CompressionLevel::Fastest),
+        );
+    }
+    let build = || Files::in_dir(dir.path()).unwrap().read_jsonl::<Row>();
+    let rows: Vec<Result<Row>> = build().start()?.collect();
+    let mut got = ids(&rows);
+    got.sort();
+    assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+    for cut in 0..=7 {
+        testing::assert_save_load(build, cut);
+    }
+    dir.write("e.jsonl.zst", b"not zstd at all");
+    let items: Vec<Result<Row>> = build().start()?.collect();
+    assert!(
+        messages(&items)[0].contains("e.jsonl.zst: not a zstd file"),
+        "{:?}",
+        messages(&items)
+    );
+    Ok(())
+}
+
+#[cfg(not(all(feature = "gzip", feature = "zstd")))]
+#[test]
+fn compressed_files_without_their_feature_are_errors_naming_it() -> Result<()> {
+    let dir = TempDir::new("files-no-feature");
+    dir.write("a.txt", "plain\n");
+    #[cfg(not(feature = "gzip"))]
+    dir.write("b.txt.gz", "whatever");
+    #[cfg(not(feature = "zstd"))]
+    dir.write("c.txt.zst", "whatever");
+    let items: Vec<Result<String>> = Files::in_dir(dir.path())?.read_lines().start()?.collect();
+    let text = messages(&items);
+    assert!(!text.is_empty());
+    for message in &text {
+        assert!(
+            message.contains("support is not compiled in: enable the"),
+            "{message}"
+        );
+    }
+    let by_value: std::collections::BTreeMap<bool, usize> =
+        items.iter().fold(Default::default(), |mut m, r| {
+            *m.entry(r.is_ok()).or_default() += 1;
+            m
+        });
+    assert_eq!(by_value.get(&true), Some(&1));
+    Ok(())
+}
