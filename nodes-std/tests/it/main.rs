@@ -21,6 +21,7 @@ mod sampler_wrapper;
 mod send_sync;
 mod shard;
 mod shuffle;
+mod threaded;
 mod unbatch;
 mod weighted_sampler;
 mod zip;

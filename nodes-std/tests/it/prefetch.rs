@@ -1,22 +1,13 @@
-//! Prefetcher: order, exact resume across chunk boundaries, bounds, errors,
-//! and no deadlocks. Every test that could hang runs under a watchdog.
+//! Prefetcher: order, exact resume across chunk boundaries, bounds and
+//! errors (the scenarios every thread-backed node shares, no deadlocks among
+//! them, are in `threaded`). Every test that could hang runs under a watchdog.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::support::{Counting, Epochs, assert_each_once, watchdog};
-use nodes_std::{Error, NodeExt, ParallelOptions, Result, Running, testing};
-
-fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
-    run.map(|r| r.expect("no error expected")).collect()
-}
-
-fn take<N: nodes_std::Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
-    (0..n)
-        .map(|_| run.next().expect("an item").expect("no error expected"))
-        .collect()
-}
+use crate::support::{Counting, collect, take, watchdog};
+use nodes_std::{Error, NodeExt, ParallelOptions, testing};
 
 #[test]
 fn output_is_the_source_in_order() {
@@ -186,51 +177,6 @@ fn bad_arguments_are_rejected_at_construction() {
 }
 
 #[test]
-fn shutdown_then_reset_resumes() {
-    watchdog("shutdown", || {
-        let mut run = Counting::new(100).prefetch(8).unwrap().start().unwrap();
-        assert_eq!(take(&mut run, 4), [0, 1, 2, 3]);
-        run.shutdown();
-        assert!(matches!(
-            run.next(),
-            Some(Err(Error::ShutDown { node: "Prefetcher" }))
-        ));
-        let state = run.get_state().unwrap();
-        run.reset(Some(&state)).unwrap();
-        assert_eq!(collect(&mut run), (4..100).collect::<Vec<_>>());
-    });
-}
-
-#[test]
-fn bad_states_are_rejected_and_the_run_continues() {
-    watchdog("bad states", || {
-        let mut run = Counting::new(10).prefetch(2).unwrap().start().unwrap();
-        assert_eq!(take(&mut run, 3), [0, 1, 2]);
-        let good = run.get_state().unwrap();
-        let mut too_far = good.clone();
-        too_far.insert("steps_since_snapshot", 50u64).unwrap();
-        let mut wrong_type = good.clone();
-        wrong_type.insert("steps_since_snapshot", "three").unwrap();
-        let mut inner = good.clone();
-        inner
-            .insert(
-                "snapshot",
-                nodes_std::State::new().with("n", 99u64).unwrap(),
-            )
-            .unwrap();
-        for (bad, path) in [
-            (too_far, "/steps_since_snapshot"),
-            (wrong_type, "/steps_since_snapshot"),
-            (inner, "/snapshot/n"),
-        ] {
-            let err = run.reset(Some(&bad)).unwrap_err();
-            assert_eq!(err.state_path(), Some(path), "{err}");
-        }
-        assert_eq!(collect(&mut run), (3..10).collect::<Vec<_>>());
-    });
-}
-
-#[test]
 fn describe_shows_the_source() {
     let node = Counting::new(5).prefetch(2).unwrap();
     assert_eq!(
@@ -238,119 +184,6 @@ fn describe_shows_the_source() {
         "Prefetcher\n  snapshot: Counting(len=5)\n"
     );
     assert!(format!("{node:?}").contains("prefetch_factor: 2"));
-}
-
-/// The read-ahead (here through a `Cycler`, which resets its source on every
-/// wrap) must not change what the next pass yields: after a pass the consumer
-/// stopped early, the next one is the same as without the thread-backed node,
-/// and the same after a restore.
-#[test]
-fn the_next_pass_does_not_depend_on_how_far_the_workers_read_ahead() {
-    watchdog("read-ahead and the next pass", || {
-        let epochs = |threaded: bool| {
-            let source = Epochs::new(2).cycle();
-            let node = if threaded {
-                source.prefetch(4).unwrap().boxed()
-            } else {
-                source.boxed()
-            };
-            let mut loader = nodes_std::Loader::new(node.header(3));
-            let mut out = Vec::new();
-            for _ in 0..4 {
-                let mut epoch = Vec::new();
-                for item in loader.epoch() {
-                    epoch.push(item.unwrap());
-                    // A slow consumer: the workers read as far ahead as allowed.
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                out.push(epoch);
-            }
-            out
-        };
-        let reference = epochs(false);
-        assert_eq!(reference[0], [0, 1, 1000]);
-        assert_eq!(epochs(true), reference);
-        for midpoint in [0, 1, 2, 3] {
-            testing::assert_save_load(
-                || Epochs::new(2).cycle().prefetch(4).unwrap().header(3),
-                midpoint,
-            );
-        }
-    });
-}
-
-// ---- No deadlocks: every scenario under the watchdog. ----
-
-#[test]
-fn no_deadlock_when_the_consumer_stops_early() {
-    watchdog("consumer stops early", || {
-        for factor in [1, 3, 1000] {
-            for taken in [0, 1, 10] {
-                let mut run = Counting::new(u64::MAX)
-                    .prefetch(factor)
-                    .unwrap()
-                    .start()
-                    .unwrap();
-                take(&mut run, taken);
-                drop(run);
-            }
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_with_a_slow_source_or_a_slow_consumer() {
-    watchdog("slow source", || {
-        let mut run = Counting::new(40)
-            .sleep(Duration::from_millis(1))
-            .prefetch(4)
-            .unwrap()
-            .start()
-            .unwrap();
-        assert_eq!(collect(&mut run), (0..40).collect::<Vec<_>>());
-        let mut run = Counting::new(40).prefetch(4).unwrap().start().unwrap();
-        let mut got = Vec::new();
-        for x in run.by_ref() {
-            got.push(x.unwrap());
-            std::thread::sleep(Duration::from_micros(500));
-        }
-        assert_each_once(got, 40);
-    });
-}
-
-#[test]
-fn no_deadlock_on_reset_mid_epoch() {
-    watchdog("reset mid-epoch", || {
-        let mut run = Counting::new(300).prefetch(16).unwrap().start().unwrap();
-        for k in 0..15 {
-            take(&mut run, k * 3);
-            let state = run.get_state().unwrap();
-            if k % 2 == 0 {
-                run.reset(None).unwrap();
-            } else {
-                run.reset(Some(&state)).unwrap();
-                assert_eq!(take(&mut run, 1), [k as u64 * 3]);
-            }
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_when_the_source_errors() {
-    watchdog("source error", || {
-        for factor in [1, 2, 50] {
-            let results: Vec<Result<u64>> = Counting::new(100)
-                .fail_at(0)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap()
-                .collect();
-            assert_eq!(results.len(), 100);
-            assert!(results[0].is_err());
-            assert!(results[1..].iter().all(Result::is_ok));
-        }
-    });
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use nodes_std::{Cx, Description, Node, ResetFlag, Result, State, Stateful, testing};
+use nodes_std::{Cx, Description, Node, ResetFlag, Result, Running, State, Stateful, testing};
 
 pub(crate) use nodes_std::testing::Counting;
 
@@ -112,4 +112,16 @@ pub(crate) fn assert_each_once(mut items: Vec<u64>, len: u64) {
     items.sort_unstable();
     let want: Vec<u64> = (0..len).collect();
     assert_eq!(items, want, "every item exactly once");
+}
+
+/// Everything left in the pass; every item must be `Ok`.
+pub(crate) fn collect<N: Node>(run: &mut Running<N>) -> Vec<N::Item> {
+    run.map(|r| r.expect("no error expected")).collect()
+}
+
+/// The next `n` items; each must be there and `Ok`.
+pub(crate) fn take<N: Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
+    (0..n)
+        .map(|_| run.next().expect("an item").expect("no error expected"))
+        .collect()
 }
