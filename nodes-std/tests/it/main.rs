@@ -18,6 +18,7 @@ mod par_map;
 mod prefetch;
 mod round_robin_sampler;
 mod sampler_wrapper;
+mod samplers;
 mod send_sync;
 mod shard;
 mod shuffle;

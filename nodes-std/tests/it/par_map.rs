@@ -7,17 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::support::{Counting, Gate, assert_each_once, collect, take, watchdog};
+use crate::support::{
+    Counting, Gate, assert_each_once, collect, drain_within_bound, jitter, panicked, take,
+    user_error, watchdog,
+};
 use nodes_std::{Error, NodeExt, ParallelMapper, ParallelOptions, Result, State, testing};
-
-/// Small item-dependent delays so that workers finish out of order.
-fn jitter(x: u64) {
-    match x % 4 {
-        0 => std::thread::sleep(Duration::from_micros(400)),
-        1 => std::thread::sleep(Duration::from_micros(50)),
-        _ => {}
-    }
-}
 
 #[test]
 fn in_order_output_equals_the_serial_map() {
@@ -126,23 +120,24 @@ fn save_load_with_slow_items_and_small_bounds() {
             for midpoint in [0, 5, 11, 12] {
                 testing::assert_save_load(
                     || {
-                        Counting::new(12)
-                            .par_map(
-                                |x| {
-                                    jitter(x);
-                                    Ok(x)
-                                },
-                                ParallelOptions::new(workers)
-                                    .max_concurrent(max_concurrent)
-                                    .snapshot_frequency(freq),
-                            )
-                            .unwrap()
+                        jittery(
+                            Counting::new(12),
+                            ParallelOptions::new(workers)
+                                .max_concurrent(max_concurrent)
+                                .snapshot_frequency(freq),
+                        )
                     },
                     midpoint,
                 );
             }
         }
     });
+}
+
+/// `source` through a `par_map` whose function jitters.
+fn jittery(source: Counting, options: ParallelOptions) -> ParallelMapper<Counting, u64> {
+    let f = |x| (jitter(x), Ok(x)).1;
+    source.par_map(f, options).unwrap()
 }
 
 fn gated(gate: &Gate, options: ParallelOptions) -> ParallelMapper<Counting, u64> {
@@ -295,36 +290,18 @@ fn in_flight_items_never_exceed_max_concurrent() {
                 )
                 .unwrap();
             let mut run = node.start().unwrap();
-            let mut received = 0;
-            for item in run.by_ref() {
-                item.unwrap();
-                received += 1;
-                if received % 10 == 0 {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                let in_flight = pulled.load(Ordering::SeqCst) - received;
-                assert!(
-                    in_flight <= max_concurrent as u64,
-                    "{in_flight} items in flight, bound {max_concurrent}"
-                );
-            }
-            assert_eq!(received, 300);
+            let pauses = (10, Duration::from_micros(200));
+            let received = drain_within_bound(&mut run, &pulled, max_concurrent, pauses);
+            assert_eq!(received, 300, "in order {in_order}");
         }
     });
 }
 
+#[track_caller]
 fn expect_user_error(err: &Error, index: u64, text: &str) {
-    match err {
-        Error::User {
-            node,
-            index: i,
-            source,
-        } => {
-            assert_eq!((*node, *i), ("ParallelMapper", Some(index)));
-            assert!(source.to_string().contains(text), "{source}");
-        }
-        other => panic!("expected a user error, got {other:?}"),
-    }
+    assert_eq!(user_error(err), ("ParallelMapper", Some(index)));
+    let source = std::error::Error::source(err).expect("the user's error");
+    assert!(source.to_string().contains(text), "{source}");
 }
 
 #[test]
@@ -381,17 +358,9 @@ fn panicking_function_becomes_an_error_with_message_and_index() {
                 .unwrap();
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 6), [0, 1, 2, 3, 4, 5]);
-            match run.next().unwrap().unwrap_err() {
-                Error::Panicked {
-                    node,
-                    index,
-                    message,
-                } => {
-                    assert_eq!((node, index), ("ParallelMapper", Some(6)));
-                    assert_eq!(message, "boom at 6");
-                }
-                other => panic!("expected a panic error, got {other:?}"),
-            }
+            let (node, index, message) = panicked(run.next().unwrap().unwrap_err());
+            assert_eq!((node, index), ("ParallelMapper", Some(6)));
+            assert_eq!(message, "boom at 6");
             // A panic in the function is one item, with or without workers.
             assert_eq!(collect(&mut run), [7, 8, 9]);
             // And the node works again after a reset.
@@ -405,23 +374,12 @@ fn panicking_function_becomes_an_error_with_message_and_index() {
 fn source_errors_and_panics_arrive_in_position() {
     watchdog("source errors", || {
         for workers in [1, 4] {
-            let node = Counting::new(20)
-                .fail_at(7)
-                .par_map(
-                    |x| {
-                        jitter(x);
-                        Ok(x)
-                    },
-                    ParallelOptions::new(workers),
-                )
-                .unwrap();
+            let node = jittery(Counting::new(20).fail_at(7), ParallelOptions::new(workers));
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 7), (0..7).collect::<Vec<_>>());
-            match run.next().unwrap().unwrap_err() {
-                // The source's own error, unchanged.
-                Error::User { node, index, .. } => assert_eq!((node, index), ("Counting", Some(7))),
-                other => panic!("{other:?}"),
-            }
+            // The source's own error, unchanged.
+            let err = run.next().unwrap().unwrap_err();
+            assert_eq!(user_error(&err), ("Counting", Some(7)));
             // One item: the pass goes on.
             assert_eq!(collect(&mut run), (8..20).collect::<Vec<_>>());
 
@@ -431,13 +389,9 @@ fn source_errors_and_panics_arrive_in_position() {
                 .unwrap();
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
-            match run.next().unwrap().unwrap_err() {
-                Error::Panicked { index, message, .. } => {
-                    assert_eq!(index, Some(3));
-                    assert_eq!(message, "source panicked at 3");
-                }
-                other => panic!("{other:?}"),
-            }
+            let (_, index, message) = panicked(run.next().unwrap().unwrap_err());
+            assert_eq!(index, Some(3));
+            assert_eq!(message, "source panicked at 3");
             assert!(run.next().is_none());
             run.reset(None).unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
@@ -580,15 +534,7 @@ fn describe_shows_order_and_source() {
 #[test]
 fn no_deadlock_across_loader_epochs_with_early_stops() {
     watchdog("loader epochs", || {
-        let node = Counting::new(50)
-            .par_map(
-                |x| {
-                    jitter(x);
-                    Ok(x)
-                },
-                ParallelOptions::new(3),
-            )
-            .unwrap();
+        let node = jittery(Counting::new(50), ParallelOptions::new(3));
         let mut loader = nodes_std::Loader::new(node);
         for epoch in 0..6 {
             let got: Vec<u64> = loader.epoch().take(epoch * 7).map(|r| r.unwrap()).collect();
@@ -608,6 +554,12 @@ fn wobble(x: u64) {
 
 fn out_of_order(workers: usize) -> ParallelOptions {
     ParallelOptions::new(workers).in_order(false)
+}
+
+/// `0..120` through a `par_map` whose function wobbles.
+fn wobbly(options: ParallelOptions) -> ParallelMapper<Counting, u64> {
+    let f = |x| (wobble(x), Ok(x)).1;
+    Counting::new(120).par_map(f, options).unwrap()
 }
 
 /// Reads `cut` items through a Loader, saves, restores into a fresh
@@ -640,81 +592,31 @@ fn replaying_parents_over_an_out_of_order_map_resume_exactly() {
             (
                 "par_map(ooo).batch(4).prefetch(64)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(4),
-                        )
-                        .unwrap()
-                        .batch(4)
-                        .unwrap()
-                        .prefetch(64)
-                        .unwrap()
-                        .boxed()
+                    let mapped = wobbly(out_of_order(4)).batch(4).unwrap();
+                    mapped.prefetch(64).unwrap().boxed()
                 }),
             ),
             (
                 "par_map(ooo).prefetch(1024)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(3),
-                        )
-                        .unwrap()
-                        .prefetch(1024)
-                        .unwrap()
-                        .map(|x| vec![x])
-                        .boxed()
+                    let mapped = wobbly(out_of_order(3)).prefetch(1024).unwrap();
+                    mapped.map(|x| vec![x]).boxed()
                 }),
             ),
             (
                 "par_map(ooo) under par_map(in order, snapshot_frequency 7)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(2),
-                        )
-                        .unwrap()
-                        .par_map(
-                            |x| Ok(vec![x]),
-                            ParallelOptions::new(3).snapshot_frequency(7),
-                        )
-                        .unwrap()
-                        .boxed()
+                    let options = ParallelOptions::new(3).snapshot_frequency(7);
+                    let f = |x| Ok(vec![x]);
+                    wobbly(out_of_order(2)).par_map(f, options).unwrap().boxed()
                 }),
             ),
             (
                 "par_map(ooo) under par_map(ooo)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(2),
-                        )
-                        .unwrap()
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(vec![x])
-                            },
-                            out_of_order(3).snapshot_frequency(5),
-                        )
-                        .unwrap()
-                        .boxed()
+                    let options = out_of_order(3).snapshot_frequency(5);
+                    let f = |x| (wobble(x), Ok(vec![x])).1;
+                    wobbly(out_of_order(2)).par_map(f, options).unwrap().boxed()
                 }),
             ),
         ];

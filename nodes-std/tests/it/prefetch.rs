@@ -3,22 +3,30 @@
 //! them, are in `threaded`). Every test that could hang runs under a watchdog.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use crate::support::{Counting, collect, take, watchdog};
-use nodes_std::{Error, NodeExt, ParallelOptions, testing};
+use crate::support::{Counting, collect, drain_within_bound, panicked, take, user_error, watchdog};
+use nodes_std::{Error, NodeExt, ParallelOptions, Prefetcher, Running, State, testing};
+
+fn started(source: Counting, factor: usize) -> Running<Prefetcher<Counting>> {
+    source.prefetch(factor).unwrap().start().unwrap()
+}
+
+/// The items a state counts as received: those in the snapshot and the
+/// steps after it.
+fn received(state: &State) -> u64 {
+    let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
+    let steps: u64 = state.get("steps_since_snapshot").unwrap();
+    snapshot + steps
+}
 
 #[test]
 fn output_is_the_source_in_order() {
     watchdog("order", || {
         // Small factors hand over item by item: fewer items keep this quick.
         for (factor, len) in [(1, 100), (2, 100), (3, 100), (16, 500), (5000, 20_000)] {
-            let mut run = Counting::new(len)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
+            let mut run = started(Counting::new(len), factor);
             assert_eq!(collect(&mut run), (0..len).collect::<Vec<_>>());
             assert!(run.next().is_none());
             run.reset(None).unwrap();
@@ -74,13 +82,11 @@ fn save_load_through_parallel_mapper_and_nested_prefetchers() {
 #[test]
 fn state_counts_only_items_received() {
     watchdog("state", || {
-        let mut run = Counting::new(5000).prefetch(100).unwrap().start().unwrap();
+        let mut run = started(Counting::new(5000), 100);
         take(&mut run, 10);
         std::thread::sleep(Duration::from_millis(20));
         let state = run.get_state().unwrap();
-        let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
-        let steps: u64 = state.get("steps_since_snapshot").unwrap();
-        assert_eq!(snapshot + steps, 10, "{state}");
+        assert_eq!(received(&state), 10, "{state}");
         // A fresh node resumes with item 10.
         let mut resumed = Counting::new(5000)
             .prefetch(100)
@@ -96,26 +102,10 @@ fn read_ahead_never_exceeds_the_prefetch_factor() {
     watchdog("bound", || {
         for (factor, len) in [(1, 200), (2, 200), (7, 400), (64, 2000)] {
             let pulled = Arc::new(AtomicU64::new(0));
-            let mut run = Counting::new(len)
-                .counted(&pulled)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
-            let mut received = 0;
-            for item in run.by_ref() {
-                item.unwrap();
-                received += 1;
-                if received % 100 == 0 {
-                    std::thread::sleep(Duration::from_micros(300));
-                }
-                let ahead = pulled.load(Ordering::SeqCst) - received;
-                assert!(
-                    ahead <= factor as u64,
-                    "{ahead} items ahead, factor {factor}"
-                );
-            }
-            assert_eq!(received, len);
+            let mut run = started(Counting::new(len).counted(&pulled), factor);
+            let pauses = (100, Duration::from_micros(300));
+            let received = drain_within_bound(&mut run, &pulled, factor, pauses);
+            assert_eq!(received, len, "factor {factor}");
         }
     });
 }
@@ -124,45 +114,25 @@ fn read_ahead_never_exceeds_the_prefetch_factor() {
 fn source_errors_arrive_after_the_items_before_them() {
     watchdog("errors", || {
         for factor in [1, 4, 100] {
-            let mut run = Counting::new(50)
-                .fail_at(20)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
+            let mut run = started(Counting::new(50).fail_at(20), factor);
             assert_eq!(take(&mut run, 20), (0..20).collect::<Vec<_>>());
-            match run.next().unwrap().unwrap_err() {
-                Error::User { node, index, .. } => {
-                    assert_eq!((node, index), ("Counting", Some(20)))
-                }
-                other => panic!("{other:?}"),
-            }
+            let err = run.next().unwrap().unwrap_err();
+            assert_eq!(user_error(&err), ("Counting", Some(20)));
             // The error is one item: the state stands after it, and the
             // pass goes on.
             let state = run.get_state().unwrap();
-            let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
-            let steps: u64 = state.get("steps_since_snapshot").unwrap();
-            assert_eq!(snapshot + steps, 21);
+            assert_eq!(received(&state), 21);
             assert_eq!(collect(&mut run), (21..50).collect::<Vec<_>>());
             run.reset(Some(&state)).unwrap();
             assert_eq!(collect(&mut run), (21..50).collect::<Vec<_>>());
             run.reset(None).unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
 
-            let mut run = Counting::new(50)
-                .panic_at(5)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
+            let mut run = started(Counting::new(50).panic_at(5), factor);
             assert_eq!(take(&mut run, 5), [0, 1, 2, 3, 4]);
-            match run.next().unwrap().unwrap_err() {
-                Error::Panicked { node, message, .. } => {
-                    assert_eq!(node, "Prefetcher");
-                    assert_eq!(message, "source panicked at 5");
-                }
-                other => panic!("{other:?}"),
-            }
+            let (node, _, message) = panicked(run.next().unwrap().unwrap_err());
+            assert_eq!(node, "Prefetcher");
+            assert_eq!(message, "source panicked at 5");
             assert!(run.next().is_none());
         }
     });
@@ -186,6 +156,19 @@ fn describe_shows_the_source() {
     assert!(format!("{node:?}").contains("prefetch_factor: 2"));
 }
 
+/// One epoch of `pipeline` through a loader with stats: `len` items come.
+fn epoch_stats<N: nodes_std::Node + 'static>(pipeline: N, len: usize) -> nodes_std::Stats {
+    let mut loader = nodes_std::Loader::new(pipeline).with_stats();
+    assert_eq!(loader.epoch().count(), len);
+    loader.stats().unwrap()
+}
+
+fn row<'a>(stats: &'a nodes_std::Stats, path: &str, what: &str) -> &'a nodes_std::NodeStats {
+    stats
+        .get(path)
+        .unwrap_or_else(|| panic!("a row for {what}: {stats}"))
+}
+
 #[test]
 fn stats_report_items_and_blocked_time() {
     watchdog("stats", || {
@@ -200,17 +183,17 @@ fn stats_report_items_and_blocked_time() {
             .unwrap()
             .prefetch(8)
             .unwrap();
-        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
-        assert_eq!(loader.epoch().count(), 200);
-        let stats = loader.stats().unwrap();
+        let stats = epoch_stats(pipeline, 200);
         let prefetch = stats.get("Prefetcher").expect("a Prefetcher row");
         assert_eq!(prefetch.items, 200);
         assert!(prefetch.mean_queue_depth().is_some());
         // The mapper runs on the reader thread; its context is forked from
         // the loader's, so it shows under the prefetcher.
-        let mapper = stats
-            .get("Prefetcher/ParallelMapper")
-            .unwrap_or_else(|| panic!("a row for the mapper on the reader thread: {stats}"));
+        let mapper = row(
+            &stats,
+            "Prefetcher/ParallelMapper",
+            "the mapper on the reader thread",
+        );
         assert_eq!(mapper.items, 200, "{stats}");
         assert!(prefetch.blocked > Duration::ZERO, "{stats}");
 
@@ -222,22 +205,20 @@ fn stats_report_items_and_blocked_time() {
             .unwrap()
             .prefetch(8)
             .unwrap();
-        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
-        assert_eq!(loader.epoch().count(), 300);
-        let stats = loader.stats().unwrap();
-        let inner = stats
-            .get("Prefetcher/ParallelMapper/Mapper")
-            .unwrap_or_else(|| panic!("a row for the map on the workers: {stats}"));
+        let stats = epoch_stats(pipeline, 300);
+        let inner = row(
+            &stats,
+            "Prefetcher/ParallelMapper/Mapper",
+            "the map on the workers",
+        );
         assert_eq!(inner.items, 300, "{stats}");
 
-        let mut loader = nodes_std::Loader::new(
+        let stats = epoch_stats(
             Counting::new(50)
                 .par_map(Ok, ParallelOptions::new(2))
                 .unwrap(),
-        )
-        .with_stats();
-        assert_eq!(loader.epoch().count(), 50);
-        let stats = loader.stats().unwrap();
+            50,
+        );
         assert_eq!(stats.get("ParallelMapper").expect("a row").items, 50);
     });
 }

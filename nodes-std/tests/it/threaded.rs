@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Counting, Epochs, assert_each_once, collect, take, watchdog};
+use crate::support::{Counting, Epochs, assert_each_once, collect, jitter, slowly, take, watchdog};
 use nodes_std::{Error, Node, NodeExt, ParallelOptions, Result, testing};
 
 type Boxed = Box<dyn Node<Item = u64>>;
@@ -131,16 +131,7 @@ fn threaded() -> [Threaded; 9] {
     ]
 }
 
-/// Small item-dependent delays so that workers finish out of order.
-fn jitter(x: u64) {
-    match x % 4 {
-        0 => std::thread::sleep(Duration::from_micros(400)),
-        1 => std::thread::sleep(Duration::from_micros(50)),
-        _ => {}
-    }
-}
-
-fn slowly(_: u64) {
+fn slow(_: u64) {
     std::thread::sleep(Duration::from_millis(1));
 }
 
@@ -162,17 +153,11 @@ fn the_next_pass_does_not_depend_on_how_far_the_workers_read_ahead() {
                 None => source.boxed(),
             };
             let mut loader = nodes_std::Loader::new(node.header(3));
-            let mut out = Vec::new();
-            for _ in 0..4 {
-                let mut epoch = Vec::new();
-                for item in loader.epoch() {
-                    epoch.push(item.unwrap());
-                    // A slow consumer: the workers read as far ahead as allowed.
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                out.push(epoch);
-            }
-            out
+            // A slow consumer: the workers read as far ahead as allowed.
+            let pause = Duration::from_millis(2);
+            (0..4)
+                .map(|_| slowly(loader.epoch(), pause))
+                .collect::<Vec<_>>()
         };
         let reference = epochs(None);
         assert_eq!(reference[0], [0, 1, 1000]);
@@ -262,7 +247,7 @@ fn bad_states_are_rejected_and_the_run_continues() {
 fn no_deadlock_when_the_consumer_stops_early() {
     watchdog("consumer stops early", || {
         for t in threaded() {
-            for work in [None, Some(slowly as Work)] {
+            for work in [None, Some(slow as Work)] {
                 for taken in [0, 1, 5, 10] {
                     let mut run = t.over(Counting::new(u64::MAX), work).start().unwrap();
                     take(&mut run, taken);
@@ -280,13 +265,8 @@ fn no_deadlock_with_a_slow_source_or_a_slow_consumer() {
             let source = Counting::new(40).sleep(Duration::from_millis(1));
             let mut run = t.over(source, None).start().unwrap();
             t.assert_all(collect(&mut run), 40);
-            let mut run = t.over(Counting::new(40), None).start().unwrap();
-            let mut got = Vec::new();
-            for x in run.by_ref() {
-                got.push(x.unwrap());
-                std::thread::sleep(Duration::from_micros(500));
-            }
-            t.assert_all(got, 40);
+            let run = t.over(Counting::new(40), None).start().unwrap();
+            t.assert_all(slowly(run, Duration::from_micros(500)), 40);
         }
     });
 }

@@ -312,6 +312,31 @@ pub(crate) fn check_error_semantics<N: Node<Item = u64>>(
     all.iter().filter(|o| o.is_err()).count()
 }
 
+/// The items among `outcomes` (the errors left out), sorted.
+pub(crate) fn sorted_items(outcomes: &[Outcome]) -> Vec<u64> {
+    let mut items: Vec<u64> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok().copied())
+        .collect();
+    items.sort_unstable();
+    items
+}
+
+/// `len` items from `base` that fail at the items `fail_at` if `failing`
+/// (a [`Failing`]), and a plain [`Count`] otherwise.
+pub(crate) fn failing_if(
+    failing: bool,
+    base: u64,
+    len: u64,
+    fail_at: &[u64],
+) -> Box<dyn Node<Item = u64>> {
+    if failing {
+        Failing::new(base, len, fail_at).boxed()
+    } else {
+        Count::new(base, len).boxed()
+    }
+}
+
 /// Runs `node` from the start to its end (or `limit` items).
 pub(crate) fn run<N: Node>(node: N, limit: usize) -> Vec<N::Item> {
     node.start()
