@@ -177,6 +177,21 @@ impl<T> OutputMode<T> for WithSource {
     }
 }
 
+impl StopCriteria {
+    /// Whether a pass under this criterion is over: `exhausted` of the
+    /// `sources` that count have run out; `none_left` says whether no source
+    /// can yield anything any more (what ends an endless pass).
+    pub(crate) fn is_over(self, exhausted: usize, sources: usize, none_left: bool) -> bool {
+        match self {
+            StopCriteria::FirstDatasetExhausted => exhausted > 0,
+            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
+                exhausted == sources
+            }
+            StopCriteria::CycleForever => none_left,
+        }
+    }
+}
+
 // State keys shared by both samplers.
 pub(crate) const DATASET_KEYS: &str = "dataset_keys";
 pub(crate) const NODE_STATES: &str = "dataset_node_states";

@@ -153,13 +153,9 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     }
 
     fn finished(&self) -> bool {
-        match self.stop {
-            StopCriteria::FirstDatasetExhausted => self.num_exhausted > 0,
-            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
-                self.num_exhausted == self.sources.len()
-            }
-            StopCriteria::CycleForever => self.num_empty == self.sources.len(),
-        }
+        let sources = self.sources.len();
+        let none_left = self.num_empty == sources;
+        self.stop.is_over(self.num_exhausted, sources, none_left)
     }
 
     fn advance(&mut self) {

@@ -388,13 +388,9 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     }
 
     fn finished(&self) -> bool {
-        match self.stop {
-            StopCriteria::FirstDatasetExhausted => self.active_exhausted > 0,
-            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
-                self.active_exhausted == self.active
-            }
-            StopCriteria::CycleForever => self.last_live.is_none(),
-        }
+        // Only the sources with a positive weight count.
+        self.stop
+            .is_over(self.active_exhausted, self.active, self.last_live.is_none())
     }
 
     /// Draws the index of the next source (one `u64` from the generator).
@@ -548,18 +544,7 @@ nodes_core::__started_guards!(impl[N, O] MultiNodeWeightedSampler<N, O>);
 sampler_node!(MultiNodeWeightedSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        // Unusable until this reset succeeds.
-        self.flag = ResetFlag::default();
-        match state {
-            None => self.reset_fresh()?,
-            Some(state) => self.reset_from(state)?,
-        }
-        self.recount();
-        self.rebuild_table();
-        self.flag.mark();
-        Ok(())
-    }
+    stateful_by_sources!();
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
@@ -576,6 +561,19 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         state.insert_child(RNG, rng);
         self.sources.save(&mut state, cx)?;
         Ok(state)
+    }
+
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        match state {
+            None => self.reset_fresh()?,
+            Some(state) => self.reset_from(state)?,
+        }
+        self.recount();
+        self.rebuild_table();
+        self.flag.mark();
+        Ok(())
     }
 
     /// The weights are listed by source name (the order of the sources is
@@ -602,8 +600,6 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             .param("tag_output", O::TAGGED);
         self.sources.describe_into(d)
     }
-
-    stateful_by_sources!();
 }
 
 impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
