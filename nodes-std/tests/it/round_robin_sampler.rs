@@ -242,18 +242,17 @@ fn rejects_states_from_other_samplers() {
     same.next().unwrap().unwrap();
     same.next().unwrap().unwrap();
     let before = same.get_state().unwrap();
-    let mut v = three.clone().into_value();
-    v["current_dataset_index"] = 3.into();
-    let err = same
-        .reset(Some(&State::from_value(v).unwrap()))
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/current_dataset_index"));
-    let mut v = three.clone().into_value();
-    v["epoch"] = 0.into();
-    let err = same
-        .reset(Some(&State::from_value(v).unwrap()))
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/epoch"));
+    for (key, value, path) in [
+        ("current_dataset_index", 3, "/current_dataset_index"),
+        ("epoch", 0, "/epoch"),
+    ] {
+        let mut v = three.clone().into_value();
+        v[key] = value.into();
+        let err = same
+            .reset(Some(&State::from_value(v).unwrap()))
+            .unwrap_err();
+        assert_eq!(err.state_path(), Some(path));
+    }
     assert_eq!(same.get_state().unwrap(), before, "rolled back");
     assert_eq!(
         same.collect::<Result<Vec<_>>>().unwrap(),
