@@ -207,40 +207,35 @@ fn state_layout_and_progress() {
 
 #[test]
 fn rejects_states_from_other_samplers() {
-    let mut donor = rr(&[2, 2, 2], StopCriteria::AllDatasetsExhausted)
-        .start()
-        .unwrap();
-    donor.next().unwrap().unwrap();
-    let three = donor.get_state().unwrap();
+    // A run over sources of the given sizes, `taken` items in.
+    let started = |sizes: &[u64], taken: usize| {
+        let mut run = rr(sizes, StopCriteria::AllDatasetsExhausted)
+            .start()
+            .unwrap();
+        for _ in 0..taken {
+            run.next().unwrap().unwrap();
+        }
+        run
+    };
+    let mismatch = |err: &Error| {
+        err.to_string()
+            .contains("mismatch between the dataset keys")
+    };
+    let three = started(&[2, 2, 2], 1).get_state().unwrap();
 
     // More sources.
-    let mut four = rr(&[2, 2, 2, 2], StopCriteria::AllDatasetsExhausted)
-        .start()
-        .unwrap();
-    let err = four.reset(Some(&three)).unwrap_err();
+    let err = started(&[2, 2, 2, 2], 0).reset(Some(&three)).unwrap_err();
     assert_eq!(err.state_path(), Some("/dataset_keys"));
-    assert!(
-        err.to_string()
-            .contains("mismatch between the dataset keys"),
-        "{err}"
-    );
+    assert!(mismatch(&err), "{err}");
 
     // Same names, reversed order.
     let reversed = MultiNodeRoundRobinSampler::new(counts(&[2, 2, 2]).into_iter().rev()).unwrap();
     let mut reversed = reversed.start().unwrap();
     let err = reversed.reset(Some(&three)).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("mismatch between the dataset keys"),
-        "{err}"
-    );
+    assert!(mismatch(&err), "{err}");
 
     // A cursor out of range, and a weighted sampler's state.
-    let mut same = rr(&[2, 2, 2], StopCriteria::AllDatasetsExhausted)
-        .start()
-        .unwrap();
-    same.next().unwrap().unwrap();
-    same.next().unwrap().unwrap();
+    let mut same = started(&[2, 2, 2], 2);
     let before = same.get_state().unwrap();
     for (key, value, path) in [
         ("current_dataset_index", 3, "/current_dataset_index"),

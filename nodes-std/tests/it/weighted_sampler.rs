@@ -161,6 +161,18 @@ fn midpoints(epoch_len: usize) -> Vec<usize> {
     m
 }
 
+/// Save and load at the [`midpoints`] of a whole pass of `build()`.
+fn save_load_at_midpoints<N>(build: impl Fn() -> N)
+where
+    N: Node,
+    N::Item: PartialEq + std::fmt::Debug,
+{
+    let len = run(build(), usize::MAX).len();
+    for m in midpoints(len) {
+        testing::assert_save_load(&build, m);
+    }
+}
+
 #[test]
 fn save_load_every_stop_criterion() {
     let sizes = [3, 5, 7];
@@ -173,10 +185,7 @@ fn save_load_every_stop_criterion() {
             }
         } else {
             let build = || sampler(&sizes, &ws, stop, 11);
-            let len = run(build(), usize::MAX).len();
-            for m in midpoints(len) {
-                testing::assert_save_load(build, m);
-            }
+            save_load_at_midpoints(build);
         }
     }
 }
@@ -201,10 +210,7 @@ fn save_load_tagged_on_another_rank() {
 fn save_load_with_zero_weight_and_empty_sources() {
     for stop in StopCriteria::ALL {
         let build = || sampler(&[4, 0, 6, 5], &[1.0, 1.0, 2.0, 0.0], stop, 8).header(35);
-        let len = run(build(), usize::MAX).len();
-        for m in midpoints(len) {
-            testing::assert_save_load(build, m);
-        }
+        save_load_at_midpoints(build);
     }
 }
 
@@ -831,10 +837,7 @@ fn save_load_over_iterable_wrappers() {
             .with_seed(77);
             sampler.header(30)
         };
-        let len = run_all(build()).len();
-        for m in midpoints(len) {
-            testing::assert_save_load(build, m);
-        }
+        save_load_at_midpoints(build);
     }
 }
 
