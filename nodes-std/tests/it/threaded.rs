@@ -161,17 +161,10 @@ fn the_next_pass_does_not_depend_on_how_far_the_workers_read_ahead() {
         };
         let reference = epochs(None);
         assert_eq!(reference[0], [0, 1, 1000]);
-        for t in threaded() {
-            let mut got = epochs(Some(t));
-            if !t.in_order {
-                // The same items in each pass, in the order they completed.
-                got.iter_mut().for_each(|epoch| epoch.sort_unstable());
-            }
-            assert_eq!(got, reference, "{}", t.what);
-            // A save and load compares the items in order.
-            if !t.in_order {
-                continue;
-            }
+        // Out of order, which items a cut-short pass yields depends on
+        // which workers finish first: the guarantee is for in-order nodes.
+        for t in threaded().into_iter().filter(|t| t.in_order) {
+            assert_eq!(epochs(Some(t)), reference, "{}", t.what);
             for midpoint in [0, 1, 2, 3] {
                 testing::assert_save_load(
                     || t.over(Epochs::new(2).cycle(), None).header(3),
