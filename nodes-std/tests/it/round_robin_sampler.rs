@@ -2,21 +2,16 @@
 
 use crate::mixing_support::{
     Count, Flaky, FromVec, check_error_semantics, counts, failing_if, outcomes, per_source, run,
-    sorted_items, watchdog,
+    run_all, sorted_items, watchdog,
 };
 use nodes_std::{
-    Error, MultiNodeRoundRobinSampler, Node, NodeExt, Result, State, Stateful, StopCriteria,
-    testing,
+    Error, MultiNodeRoundRobinSampler, NodeExt, Result, State, Stateful, StopCriteria, testing,
 };
 
 fn rr(sizes: &[u64], stop: StopCriteria) -> MultiNodeRoundRobinSampler<Count> {
     MultiNodeRoundRobinSampler::new(counts(sizes))
         .unwrap()
         .with_stop_criteria(stop)
-}
-
-fn run_all<N: Node>(node: N) -> Vec<N::Item> {
-    run(node, usize::MAX)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use crate::mixing_support::{
     Count, Flaky, FromVec, check_error_semantics, counts, failing_if, outcomes, per_source, run,
-    sorted_items, watchdog,
+    run_all, sorted_items, watchdog,
 };
 use nodes_std::{
     Error, IterableWrapper, Loader, MultiNodeWeightedSampler, Node, NodeExt, Result, State,
@@ -342,10 +342,6 @@ fn empty_sources_are_skipped_not_fatal() {
         ));
         assert_eq!(items, [1000, 1001, 1002, 1003, 1004]);
     });
-}
-
-fn run_all<N: Node>(node: N) -> Vec<N::Item> {
-    run(node, usize::MAX)
 }
 
 #[test]

@@ -346,6 +346,11 @@ pub(crate) fn run<N: Node>(node: N, limit: usize) -> Vec<N::Item> {
         .expect("run")
 }
 
+/// Runs `node` from the start to its end.
+pub(crate) fn run_all<N: Node>(node: N) -> Vec<N::Item> {
+    run(node, usize::MAX)
+}
+
 /// Sources `(name, Count)` whose items encode the source: source `i` yields
 /// `1000 * i + k`.
 pub(crate) fn counts(sizes: &[u64]) -> Vec<(String, Count)> {
