@@ -23,6 +23,67 @@
 // derive (`#[node(children)]` plus an `init`) if it grows cross-field
 // validation, keeping the state layout below.
 
+// What both samplers do alike, written once. Declared before their modules
+// so that they can use them.
+
+/// Writes a sampler's `with_stop_criteria` and `stop_criteria`, inside its
+/// inherent `impl` (fields `stop` and `flag`).
+macro_rules! stop_criteria_methods {
+    () => {
+        /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
+        /// The node must be reset afterwards.
+        pub fn with_stop_criteria(mut self, stop: StopCriteria) -> Self {
+            self.stop = stop;
+            self.flag = ResetFlag::default();
+            self
+        }
+
+        /// When a pass ends.
+        pub fn stop_criteria(&self) -> StopCriteria {
+            self.stop
+        }
+    };
+}
+
+/// Writes `Node` and `NodeName` for the sampler `$sampler<N, O>`: the item
+/// of the source its `next_indexed` picks, plain or tagged with the
+/// source's name as `O` says.
+macro_rules! sampler_node {
+    ($sampler:ident) => {
+        impl<N: Node, O: OutputMode<N::Item>> Node for $sampler<N, O> {
+            type Item = O::Output;
+
+            #[inline]
+            fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
+                cx.observe(NodeId::of(self), NAME, |cx| {
+                    Ok(self
+                        .next_indexed(cx)?
+                        .map(|(i, item)| O::output(&self.sources.names[i], item)))
+                })
+            }
+        }
+
+        impl<N, O> nodes_core::NodeName for $sampler<N, O> {
+            const NAME: &'static str = NAME;
+        }
+    };
+}
+
+/// Writes, inside a sampler's `impl Stateful`, the methods it hands to its
+/// `sources`: `shutdown` and `varying_order`.
+macro_rules! stateful_by_sources {
+    () => {
+        fn shutdown(&mut self) {
+            self.sources.shutdown();
+        }
+
+        /// Forwarded from the sources: the mix varies if a source does.
+        fn varying_order(&self) -> Option<String> {
+            self.sources.varying_order()
+        }
+    };
+}
+
 pub(crate) mod interleave;
 mod round_robin;
 mod stop;
@@ -113,6 +174,21 @@ impl<T> OutputMode<T> for WithSource {
         Tagged {
             source: Arc::clone(source),
             item,
+        }
+    }
+}
+
+impl StopCriteria {
+    /// Whether a pass under this criterion is over: `exhausted` of the
+    /// `sources` that count have run out; `none_left` says whether no source
+    /// can yield anything any more (what ends an endless pass).
+    pub(crate) fn is_over(self, exhausted: usize, sources: usize, none_left: bool) -> bool {
+        match self {
+            StopCriteria::FirstDatasetExhausted => exhausted > 0,
+            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
+                exhausted == sources
+            }
+            StopCriteria::CycleForever => none_left,
         }
     }
 }
@@ -293,6 +369,18 @@ impl<N: Node> Sources<N> {
 impl<N> Sources<N> {
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// Ends a sampler's `Debug`: the sources' flags, then the sampler's own
+    /// reset flag.
+    pub(crate) fn finish_debug(
+        &self,
+        out: &mut fmt::DebugStruct<'_, '_>,
+        flag: &nodes_core::ResetFlag,
+    ) -> fmt::Result {
+        out.field("sources", &self.debug_flags())
+            .field("flag", flag)
+            .finish_non_exhaustive()
     }
 
     /// The flags as `name: exhausted/empty` pairs, for `Debug`.

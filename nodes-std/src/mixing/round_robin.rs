@@ -176,18 +176,7 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
 }
 
 impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
-    /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
-    /// The node must be reset afterwards.
-    pub fn with_stop_criteria(mut self, stop: StopCriteria) -> Self {
-        self.stop = stop;
-        self.flag = ResetFlag::default();
-        self
-    }
-
-    /// When a pass ends.
-    pub fn stop_criteria(&self) -> StopCriteria {
-        self.stop
-    }
+    stop_criteria_methods!();
 
     /// The index of the source whose turn is next.
     pub fn current_index(&self) -> usize {
@@ -195,13 +184,9 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     }
 
     fn finished(&self) -> bool {
-        match self.stop {
-            StopCriteria::FirstDatasetExhausted => self.num_exhausted > 0,
-            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
-                self.num_exhausted == self.sources.len()
-            }
-            StopCriteria::CycleForever => self.num_empty == self.sources.len(),
-        }
+        let sources = self.sources.len();
+        let none_left = self.num_empty == sources;
+        self.stop.is_over(self.num_exhausted, sources, none_left)
     }
 
     fn advance(&mut self) {
@@ -287,21 +272,7 @@ enum Turn<T> {
 // calling them is a compile error that says to start the pipeline.
 nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
 
-impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeRoundRobinSampler<N, O> {
-    type Item = O::Output;
-
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
-        cx.observe(NodeId::of(self), NAME, |cx| {
-            Ok(self
-                .next_indexed(cx)?
-                .map(|(i, item)| O::output(&self.sources.names[i], item)))
-        })
-    }
-}
-
-impl<N, O> nodes_core::NodeName for MultiNodeRoundRobinSampler<N, O> {
-    const NAME: &'static str = NAME;
-}
+sampler_node!(MultiNodeRoundRobinSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
@@ -348,24 +319,15 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
         self.sources.describe_into(d)
     }
 
-    fn shutdown(&mut self) {
-        self.sources.shutdown();
-    }
-
-    /// Forwarded from the sources: the mix varies if a source does.
-    fn varying_order(&self) -> Option<String> {
-        self.sources.varying_order()
-    }
+    stateful_by_sources!();
 }
 
 impl<N, O> fmt::Debug for MultiNodeRoundRobinSampler<N, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(NAME)
-            .field("stop_criteria", &self.stop)
+        let mut out = f.debug_struct(NAME);
+        out.field("stop_criteria", &self.stop)
             .field("output", &std::any::type_name::<O>())
-            .field("current_dataset_index", &self.cursor)
-            .field("sources", &self.sources.debug_flags())
-            .field("flag", &self.flag)
-            .finish_non_exhaustive()
+            .field("current_dataset_index", &self.cursor);
+        self.sources.finish_debug(&mut out, &self.flag)
     }
 }

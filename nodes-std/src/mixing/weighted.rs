@@ -310,13 +310,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
 }
 
 impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
-    /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
-    /// The node must be reset afterwards.
-    pub fn with_stop_criteria(mut self, stop: StopCriteria) -> Self {
-        self.stop = stop;
-        self.flag = ResetFlag::default();
-        self
-    }
+    stop_criteria_methods!();
 
     /// Sets the seed (default 0). The node must be reset afterwards.
     pub fn with_seed(mut self, seed: u64) -> Self {
@@ -350,11 +344,6 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             rank: self.rank,
             world_size: self.world_size,
         }
-    }
-
-    /// When a pass ends.
-    pub fn stop_criteria(&self) -> StopCriteria {
-        self.stop
     }
 
     /// The seed.
@@ -412,13 +401,9 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     }
 
     fn finished(&self) -> bool {
-        match self.stop {
-            StopCriteria::FirstDatasetExhausted => self.active_exhausted > 0,
-            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
-                self.active_exhausted == self.active
-            }
-            StopCriteria::CycleForever => self.last_live.is_none(),
-        }
+        // Only the sources with a positive weight count.
+        self.stop
+            .is_over(self.active_exhausted, self.active, self.last_live.is_none())
     }
 
     /// Draws the index of the next source (one `u64` from the generator).
@@ -570,36 +555,10 @@ fn join(names: &[std::sync::Arc<str>]) -> String {
 // calling them is a compile error that says to start the pipeline.
 nodes_core::__started_guards!(impl[N, O] MultiNodeWeightedSampler<N, O>);
 
-impl<N: Node, O: OutputMode<N::Item>> Node for MultiNodeWeightedSampler<N, O> {
-    type Item = O::Output;
-
-    #[inline]
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<O::Output>> {
-        cx.observe(NodeId::of(self), NAME, |cx| {
-            Ok(self
-                .next_indexed(cx)?
-                .map(|(i, item)| O::output(&self.sources.names[i], item)))
-        })
-    }
-}
-
-impl<N, O> nodes_core::NodeName for MultiNodeWeightedSampler<N, O> {
-    const NAME: &'static str = NAME;
-}
+sampler_node!(MultiNodeWeightedSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        // Unusable until this reset succeeds.
-        self.flag = ResetFlag::default();
-        match state {
-            None => self.reset_fresh()?,
-            Some(state) => self.reset_from(state)?,
-        }
-        self.recount();
-        self.rebuild_table();
-        self.flag.mark();
-        Ok(())
-    }
+    stateful_by_sources!();
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
@@ -616,6 +575,19 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         state.insert_child(RNG, rng);
         self.sources.save(&mut state, cx)?;
         Ok(state)
+    }
+
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        match state {
+            None => self.reset_fresh()?,
+            Some(state) => self.reset_from(state)?,
+        }
+        self.recount();
+        self.rebuild_table();
+        self.flag.mark();
+        Ok(())
     }
 
     /// The weights are listed by source name (the order of the sources is
@@ -642,15 +614,6 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             .param("tag_output", O::TAGGED);
         self.sources.describe_into(d)
     }
-
-    fn shutdown(&mut self) {
-        self.sources.shutdown();
-    }
-
-    /// Forwarded from the sources: the mix varies if a source does.
-    fn varying_order(&self) -> Option<String> {
-        self.sources.varying_order()
-    }
 }
 
 impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
@@ -662,17 +625,15 @@ impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
             .map(|n| &**n)
             .zip(self.weights.iter().copied())
             .collect();
-        f.debug_struct(NAME)
-            .field("weights", &weights)
+        let mut out = f.debug_struct(NAME);
+        out.field("weights", &weights)
             .field("stop_criteria", &self.stop)
             .field("seed", &self.seed)
             .field("rank", &self.rank)
             .field("world_size", &self.world_size)
             .field("output", &std::any::type_name::<O>())
             .field("epoch", &self.epoch)
-            .field("num_yielded", &self.num_yielded)
-            .field("sources", &self.sources.debug_flags())
-            .field("flag", &self.flag)
-            .finish_non_exhaustive()
+            .field("num_yielded", &self.num_yielded);
+        self.sources.finish_debug(&mut out, &self.flag)
     }
 }

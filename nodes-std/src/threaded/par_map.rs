@@ -3,11 +3,11 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, State, Stateful};
+use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
 use crate::threaded::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
-use crate::threaded::worker::snapshot;
+use crate::threaded::worker::{self, snapshot};
 
 const NAME: &str = "ParallelMapper";
 
@@ -294,14 +294,14 @@ impl<T: 'static, U: 'static> Stage<T, U> for MapStage<T, U> {
 impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plan = self.core.plan();
-        f.debug_struct(NAME)
-            .field("source", &self.core.source_description().to_string())
-            .field("num_workers", &plan.workers)
-            .field("in_order", &plan.in_order)
-            .field("max_concurrent", &plan.max_in_flight)
-            .field("snapshots", &plan.snapshots)
-            .field("on_error", &plan.policy)
-            .finish_non_exhaustive()
+        let fields: [(&str, &dyn fmt::Debug); 5] = [
+            ("num_workers", &plan.workers),
+            ("in_order", &plan.in_order),
+            ("max_concurrent", &plan.max_in_flight),
+            ("snapshots", &plan.snapshots),
+            ("on_error", &plan.policy),
+        ];
+        worker::fmt_debug(&self.core, f, &fields)
     }
 }
 
@@ -349,13 +349,7 @@ where
     N::Item: Send + 'static,
     U: Send + 'static,
 {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        self.core.reset(state)
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.core.get_state(cx)
-    }
+    crate::threaded::worker::stateful_by_core!();
 
     fn describe(&self) -> Description {
         // The error policy is not shown: like worker counts, it may change
@@ -368,10 +362,6 @@ where
                 snapshot::SNAPSHOT,
                 self.core.source_description().clone(),
             )
-    }
-
-    fn shutdown(&mut self) {
-        self.core.shutdown();
     }
 
     fn varying_order(&self) -> Option<String> {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use nodes_core::{Cx, Description, Error, Node, NodeId, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
 use crate::threaded::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
@@ -111,12 +111,16 @@ impl<T> Stage<T, T> for Pass {
 
 impl<N: Node> fmt::Debug for Prefetcher<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = self.core.plan();
-        f.debug_struct(NAME)
-            .field("source", &self.core.source_description().to_string())
-            .field("prefetch_factor", &plan.max_in_flight)
-            .field("on_error", &plan.policy)
-            .finish_non_exhaustive()
+        let Plan {
+            max_in_flight,
+            policy,
+            ..
+        } = self.core.plan();
+        let fields = [
+            ("prefetch_factor", max_in_flight as &dyn fmt::Debug),
+            ("on_error", policy),
+        ];
+        crate::threaded::worker::fmt_debug(&self.core, f, &fields)
     }
 }
 
@@ -199,22 +203,12 @@ where
     N: Node + 'static,
     N::Item: Send + 'static,
 {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        self.core.reset(state)
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.core.get_state(cx)
-    }
+    crate::threaded::worker::stateful_by_core!();
 
     fn describe(&self) -> Description {
         // The error policy is not shown: like the read-ahead, it may change
         // between a save and a restore.
         Description::new(NAME).child_as("source", SNAPSHOT, self.core.source_description().clone())
-    }
-
-    fn shutdown(&mut self) {
-        self.core.shutdown();
     }
 
     fn varying_order(&self) -> Option<String> {

@@ -1,32 +1,17 @@
 //! ParallelMapper: ordering, exact resume (in and out of order), errors,
-//! bounds, arguments, and no deadlocks. Every test that could hang runs under
-//! a watchdog.
+//! bounds, arguments, and no deadlocks (with the scenarios every thread-backed
+//! node shares in `threaded`). Every test that could hang runs under a
+//! watchdog.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::support::{Counting, Epochs, Gate, assert_each_once, watchdog};
-use nodes_std::{Error, NodeExt, ParallelMapper, ParallelOptions, Result, Running, State, testing};
-
-/// Small item-dependent delays so that workers finish out of order.
-fn jitter(x: u64) {
-    match x % 4 {
-        0 => std::thread::sleep(Duration::from_micros(400)),
-        1 => std::thread::sleep(Duration::from_micros(50)),
-        _ => {}
-    }
-}
-
-fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
-    run.map(|r| r.expect("no error expected")).collect()
-}
-
-fn take<N: nodes_std::Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
-    (0..n)
-        .map(|_| run.next().expect("an item").expect("no error expected"))
-        .collect()
-}
+use crate::support::{
+    Counting, Gate, assert_each_once, collect, drain_within_bound, jitter, panicked, take,
+    user_error, watchdog,
+};
+use nodes_std::{Error, NodeExt, ParallelMapper, ParallelOptions, Result, State, testing};
 
 #[test]
 fn in_order_output_equals_the_serial_map() {
@@ -135,23 +120,24 @@ fn save_load_with_slow_items_and_small_bounds() {
             for midpoint in [0, 5, 11, 12] {
                 testing::assert_save_load(
                     || {
-                        Counting::new(12)
-                            .par_map(
-                                |x| {
-                                    jitter(x);
-                                    Ok(x)
-                                },
-                                ParallelOptions::new(workers)
-                                    .max_concurrent(max_concurrent)
-                                    .snapshot_frequency(freq),
-                            )
-                            .unwrap()
+                        jittery(
+                            Counting::new(12),
+                            ParallelOptions::new(workers)
+                                .max_concurrent(max_concurrent)
+                                .snapshot_frequency(freq),
+                        )
                     },
                     midpoint,
                 );
             }
         }
     });
+}
+
+/// `source` through a `par_map` whose function jitters.
+fn jittery(source: Counting, options: ParallelOptions) -> ParallelMapper<Counting, u64> {
+    let f = |x| (jitter(x), Ok(x)).1;
+    source.par_map(f, options).unwrap()
 }
 
 fn gated(gate: &Gate, options: ParallelOptions) -> ParallelMapper<Counting, u64> {
@@ -304,36 +290,18 @@ fn in_flight_items_never_exceed_max_concurrent() {
                 )
                 .unwrap();
             let mut run = node.start().unwrap();
-            let mut received = 0;
-            for item in run.by_ref() {
-                item.unwrap();
-                received += 1;
-                if received % 10 == 0 {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                let in_flight = pulled.load(Ordering::SeqCst) - received;
-                assert!(
-                    in_flight <= max_concurrent as u64,
-                    "{in_flight} items in flight, bound {max_concurrent}"
-                );
-            }
-            assert_eq!(received, 300);
+            let pauses = (10, Duration::from_micros(200));
+            let received = drain_within_bound(&mut run, &pulled, max_concurrent, pauses);
+            assert_eq!(received, 300, "in order {in_order}");
         }
     });
 }
 
+#[track_caller]
 fn expect_user_error(err: &Error, index: u64, text: &str) {
-    match err {
-        Error::User {
-            node,
-            index: i,
-            source,
-        } => {
-            assert_eq!((*node, *i), ("ParallelMapper", Some(index)));
-            assert!(source.to_string().contains(text), "{source}");
-        }
-        other => panic!("expected a user error, got {other:?}"),
-    }
+    assert_eq!(user_error(err), ("ParallelMapper", Some(index)));
+    let source = std::error::Error::source(err).expect("the user's error");
+    assert!(source.to_string().contains(text), "{source}");
 }
 
 #[test]
@@ -390,17 +358,9 @@ fn panicking_function_becomes_an_error_with_message_and_index() {
                 .unwrap();
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 6), [0, 1, 2, 3, 4, 5]);
-            match run.next().unwrap().unwrap_err() {
-                Error::Panicked {
-                    node,
-                    index,
-                    message,
-                } => {
-                    assert_eq!((node, index), ("ParallelMapper", Some(6)));
-                    assert_eq!(message, "boom at 6");
-                }
-                other => panic!("expected a panic error, got {other:?}"),
-            }
+            let (node, index, message) = panicked(run.next().unwrap().unwrap_err());
+            assert_eq!((node, index), ("ParallelMapper", Some(6)));
+            assert_eq!(message, "boom at 6");
             // A panic in the function is one item, with or without workers.
             assert_eq!(collect(&mut run), [7, 8, 9]);
             // And the node works again after a reset.
@@ -414,23 +374,12 @@ fn panicking_function_becomes_an_error_with_message_and_index() {
 fn source_errors_and_panics_arrive_in_position() {
     watchdog("source errors", || {
         for workers in [1, 4] {
-            let node = Counting::new(20)
-                .fail_at(7)
-                .par_map(
-                    |x| {
-                        jitter(x);
-                        Ok(x)
-                    },
-                    ParallelOptions::new(workers),
-                )
-                .unwrap();
+            let node = jittery(Counting::new(20).fail_at(7), ParallelOptions::new(workers));
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 7), (0..7).collect::<Vec<_>>());
-            match run.next().unwrap().unwrap_err() {
-                // The source's own error, unchanged.
-                Error::User { node, index, .. } => assert_eq!((node, index), ("Counting", Some(7))),
-                other => panic!("{other:?}"),
-            }
+            // The source's own error, unchanged.
+            let err = run.next().unwrap().unwrap_err();
+            assert_eq!(user_error(&err), ("Counting", Some(7)));
             // One item: the pass goes on.
             assert_eq!(collect(&mut run), (8..20).collect::<Vec<_>>());
 
@@ -440,13 +389,9 @@ fn source_errors_and_panics_arrive_in_position() {
                 .unwrap();
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
-            match run.next().unwrap().unwrap_err() {
-                Error::Panicked { index, message, .. } => {
-                    assert_eq!(index, Some(3));
-                    assert_eq!(message, "source panicked at 3");
-                }
-                other => panic!("{other:?}"),
-            }
+            let (_, index, message) = panicked(run.next().unwrap().unwrap_err());
+            assert_eq!(index, Some(3));
+            assert_eq!(message, "source panicked at 3");
             assert!(run.next().is_none());
             run.reset(None).unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
@@ -546,56 +491,24 @@ fn bad_arguments_are_rejected_at_construction() {
     assert_eq!(collect(&mut node.start().unwrap()), [0, 1, 2, 3, 4]);
 }
 
+/// A rejected state leaves the run where it stood (the bad states every
+/// thread-backed node refuses are in `threaded`); a state claiming items past
+/// the end surfaces as an error, not a hang.
 #[test]
-fn shutdown_then_reset_resumes() {
-    watchdog("shutdown", || {
-        let node = Counting::new(10)
-            .par_map(Ok, ParallelOptions::new(3))
-            .unwrap();
-        let mut run = node.start().unwrap();
-        assert_eq!(take(&mut run, 4), [0, 1, 2, 3]);
-        run.shutdown();
-        assert!(matches!(
-            run.next(),
-            Some(Err(Error::ShutDown {
-                node: "ParallelMapper"
-            }))
-        ));
-        let state = run.get_state().unwrap();
-        run.reset(Some(&state)).unwrap();
-        assert_eq!(collect(&mut run), (4..10).collect::<Vec<_>>());
-    });
-}
-
-#[test]
-fn bad_states_are_rejected_and_the_run_continues() {
-    watchdog("bad states", || {
+fn a_state_past_the_end_is_an_error_not_a_hang() {
+    watchdog("a state past the end", || {
         let node = Counting::new(10)
             .par_map(Ok, ParallelOptions::new(2))
             .unwrap();
         let mut run = node.start().unwrap();
         assert_eq!(take(&mut run, 2), [0, 1]);
-        let good = run.get_state().unwrap();
-        let mut wrong_key = good.clone();
-        wrong_key.insert("it_state", 1).unwrap();
-        let mut too_far = good.clone();
-        too_far.insert("steps_since_snapshot", 50u64).unwrap();
-        let mut beyond_end = good.clone();
+        let mut beyond_end = run.get_state().unwrap();
         beyond_end
             .insert("delivered_ahead", vec![3u64, 30])
             .unwrap();
-        for (bad, path) in [
-            (wrong_key, "/it_state"),
-            (too_far, "/steps_since_snapshot"),
-            (State::new(), "/snapshot"),
-        ] {
-            let err = run.reset(Some(&bad)).unwrap_err();
-            assert_eq!(err.state_path(), Some(path), "{err}");
-            // Rolled back: the run continues where it stood.
-            let before: u64 = run.get_state().unwrap().get("snapshot_index").unwrap();
-            assert_eq!(run.next().unwrap().unwrap(), before);
-        }
-        // A state claiming items past the end surfaces as an error, not a hang.
+        assert!(run.reset(Some(&State::new())).is_err());
+        let before: u64 = run.get_state().unwrap().get("snapshot_index").unwrap();
+        assert_eq!(run.next().unwrap().unwrap(), before);
         run.reset(Some(&beyond_end)).unwrap();
         let items: Vec<Result<u64>> = run.by_ref().collect();
         assert!(items.last().unwrap().as_ref().unwrap_err().is_bad_state());
@@ -616,158 +529,12 @@ fn describe_shows_order_and_source() {
     assert!(debug.contains("num_workers: 2"), "{debug}");
 }
 
-/// The read-ahead (here through a `Cycler`, which resets its source on every
-/// wrap) must not change what the next pass yields: after a pass the consumer
-/// stopped early, the next one is the same as without the thread-backed node,
-/// and the same after a restore.
-#[test]
-fn the_next_pass_does_not_depend_on_how_far_the_workers_read_ahead() {
-    watchdog("read-ahead and the next pass", || {
-        let epochs = |threaded: bool| {
-            let source = Epochs::new(2).cycle();
-            let node = if threaded {
-                source
-                    .par_map(Ok, ParallelOptions::new(2).snapshot_frequency(3))
-                    .unwrap()
-                    .boxed()
-            } else {
-                source.boxed()
-            };
-            let mut loader = nodes_std::Loader::new(node.header(3));
-            let mut out = Vec::new();
-            for _ in 0..4 {
-                let mut epoch = Vec::new();
-                for item in loader.epoch() {
-                    epoch.push(item.unwrap());
-                    // A slow consumer: the workers read as far ahead as allowed.
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                out.push(epoch);
-            }
-            out
-        };
-        let reference = epochs(false);
-        assert_eq!(reference[0], [0, 1, 1000]);
-        assert_eq!(epochs(true), reference);
-        for midpoint in [0, 1, 2, 3] {
-            testing::assert_save_load(
-                || {
-                    Epochs::new(2)
-                        .cycle()
-                        .par_map(Ok, ParallelOptions::new(2).snapshot_frequency(3))
-                        .unwrap()
-                        .header(3)
-                },
-                midpoint,
-            );
-        }
-    });
-}
-
 // ---- No deadlocks: every scenario under the watchdog. ----
-
-#[test]
-fn no_deadlock_when_the_consumer_stops_early() {
-    watchdog("consumer stops early", || {
-        for in_order in [true, false] {
-            for taken in [0, 1, 5] {
-                let node = Counting::new(1_000_000)
-                    .par_map(
-                        |x| {
-                            std::thread::sleep(Duration::from_millis(1));
-                            Ok(x)
-                        },
-                        ParallelOptions::new(8).in_order(in_order),
-                    )
-                    .unwrap();
-                let mut run = node.start().unwrap();
-                take(&mut run, taken);
-                drop(run);
-            }
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_when_the_source_is_slower_than_the_workers() {
-    watchdog("slow source", || {
-        for in_order in [true, false] {
-            let node = Counting::new(30)
-                .sleep(Duration::from_millis(1))
-                .par_map(Ok, ParallelOptions::new(8).in_order(in_order))
-                .unwrap();
-            let items = collect(&mut node.start().unwrap());
-            assert_each_once(items, 30);
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_on_reset_mid_epoch() {
-    watchdog("reset mid-epoch", || {
-        for in_order in [true, false] {
-            let node = Counting::new(100)
-                .par_map(
-                    |x| {
-                        jitter(x);
-                        Ok(x)
-                    },
-                    ParallelOptions::new(4).in_order(in_order).max_concurrent(6),
-                )
-                .unwrap();
-            let mut run = node.start().unwrap();
-            for k in 0..12 {
-                take(&mut run, k);
-                let state = run.get_state().unwrap();
-                if k % 2 == 0 {
-                    run.reset(None).unwrap();
-                } else {
-                    run.reset(Some(&state)).unwrap();
-                }
-            }
-            run.reset(None).unwrap();
-            assert_each_once(collect(&mut run), 100);
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_when_the_source_errors_with_workers_busy() {
-    watchdog("source error, busy workers", || {
-        for in_order in [true, false] {
-            let node = Counting::new(100)
-                .fail_at(10)
-                .par_map(
-                    |x| {
-                        std::thread::sleep(Duration::from_millis(2));
-                        Ok(x)
-                    },
-                    ParallelOptions::new(6).in_order(in_order),
-                )
-                .unwrap();
-            let mut run = node.start().unwrap();
-            let results: Vec<Result<u64>> = run.by_ref().collect();
-            assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
-            assert_eq!(results.len(), 100);
-            if in_order {
-                assert!(results[10].is_err());
-            }
-        }
-    });
-}
 
 #[test]
 fn no_deadlock_across_loader_epochs_with_early_stops() {
     watchdog("loader epochs", || {
-        let node = Counting::new(50)
-            .par_map(
-                |x| {
-                    jitter(x);
-                    Ok(x)
-                },
-                ParallelOptions::new(3),
-            )
-            .unwrap();
+        let node = jittery(Counting::new(50), ParallelOptions::new(3));
         let mut loader = nodes_std::Loader::new(node);
         for epoch in 0..6 {
             let got: Vec<u64> = loader.epoch().take(epoch * 7).map(|r| r.unwrap()).collect();
@@ -787,6 +554,12 @@ fn wobble(x: u64) {
 
 fn out_of_order(workers: usize) -> ParallelOptions {
     ParallelOptions::new(workers).in_order(false)
+}
+
+/// `0..120` through a `par_map` whose function wobbles.
+fn wobbly(options: ParallelOptions) -> ParallelMapper<Counting, u64> {
+    let f = |x| (wobble(x), Ok(x)).1;
+    Counting::new(120).par_map(f, options).unwrap()
 }
 
 /// Reads `cut` items through a Loader, saves, restores into a fresh
@@ -819,81 +592,31 @@ fn replaying_parents_over_an_out_of_order_map_resume_exactly() {
             (
                 "par_map(ooo).batch(4).prefetch(64)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(4),
-                        )
-                        .unwrap()
-                        .batch(4)
-                        .unwrap()
-                        .prefetch(64)
-                        .unwrap()
-                        .boxed()
+                    let mapped = wobbly(out_of_order(4)).batch(4).unwrap();
+                    mapped.prefetch(64).unwrap().boxed()
                 }),
             ),
             (
                 "par_map(ooo).prefetch(1024)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(3),
-                        )
-                        .unwrap()
-                        .prefetch(1024)
-                        .unwrap()
-                        .map(|x| vec![x])
-                        .boxed()
+                    let mapped = wobbly(out_of_order(3)).prefetch(1024).unwrap();
+                    mapped.map(|x| vec![x]).boxed()
                 }),
             ),
             (
                 "par_map(ooo) under par_map(in order, snapshot_frequency 7)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(2),
-                        )
-                        .unwrap()
-                        .par_map(
-                            |x| Ok(vec![x]),
-                            ParallelOptions::new(3).snapshot_frequency(7),
-                        )
-                        .unwrap()
-                        .boxed()
+                    let options = ParallelOptions::new(3).snapshot_frequency(7);
+                    let f = |x| Ok(vec![x]);
+                    wobbly(out_of_order(2)).par_map(f, options).unwrap().boxed()
                 }),
             ),
             (
                 "par_map(ooo) under par_map(ooo)",
                 Box::new(|| {
-                    Counting::new(120)
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(x)
-                            },
-                            out_of_order(2),
-                        )
-                        .unwrap()
-                        .par_map(
-                            |x| {
-                                wobble(x);
-                                Ok(vec![x])
-                            },
-                            out_of_order(3).snapshot_frequency(5),
-                        )
-                        .unwrap()
-                        .boxed()
+                    let options = out_of_order(3).snapshot_frequency(5);
+                    let f = |x| (wobble(x), Ok(vec![x])).1;
+                    wobbly(out_of_order(2)).par_map(f, options).unwrap().boxed()
                 }),
             ),
         ];

@@ -1,21 +1,24 @@
-//! Prefetcher: order, exact resume across chunk boundaries, bounds, errors,
-//! and no deadlocks. Every test that could hang runs under a watchdog.
+//! Prefetcher: order, exact resume across chunk boundaries, bounds and
+//! errors (the scenarios every thread-backed node shares, no deadlocks among
+//! them, are in `threaded`). Every test that could hang runs under a watchdog.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use crate::support::{Counting, Epochs, assert_each_once, watchdog};
-use nodes_std::{Error, NodeExt, ParallelOptions, Result, Running, testing};
+use crate::support::{Counting, collect, drain_within_bound, panicked, take, user_error, watchdog};
+use nodes_std::{Error, NodeExt, ParallelOptions, Prefetcher, Running, State, testing};
 
-fn collect<N: nodes_std::Node>(run: &mut Running<N>) -> Vec<N::Item> {
-    run.map(|r| r.expect("no error expected")).collect()
+fn started(source: Counting, factor: usize) -> Running<Prefetcher<Counting>> {
+    source.prefetch(factor).unwrap().start().unwrap()
 }
 
-fn take<N: nodes_std::Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
-    (0..n)
-        .map(|_| run.next().expect("an item").expect("no error expected"))
-        .collect()
+/// The items a state counts as received: those in the snapshot and the
+/// steps after it.
+fn received(state: &State) -> u64 {
+    let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
+    let steps: u64 = state.get("steps_since_snapshot").unwrap();
+    snapshot + steps
 }
 
 #[test]
@@ -23,11 +26,7 @@ fn output_is_the_source_in_order() {
     watchdog("order", || {
         // Small factors hand over item by item: fewer items keep this quick.
         for (factor, len) in [(1, 100), (2, 100), (3, 100), (16, 500), (5000, 20_000)] {
-            let mut run = Counting::new(len)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
+            let mut run = started(Counting::new(len), factor);
             assert_eq!(collect(&mut run), (0..len).collect::<Vec<_>>());
             assert!(run.next().is_none());
             run.reset(None).unwrap();
@@ -83,13 +82,11 @@ fn save_load_through_parallel_mapper_and_nested_prefetchers() {
 #[test]
 fn state_counts_only_items_received() {
     watchdog("state", || {
-        let mut run = Counting::new(5000).prefetch(100).unwrap().start().unwrap();
+        let mut run = started(Counting::new(5000), 100);
         take(&mut run, 10);
         std::thread::sleep(Duration::from_millis(20));
         let state = run.get_state().unwrap();
-        let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
-        let steps: u64 = state.get("steps_since_snapshot").unwrap();
-        assert_eq!(snapshot + steps, 10, "{state}");
+        assert_eq!(received(&state), 10, "{state}");
         // A fresh node resumes with item 10.
         let mut resumed = Counting::new(5000)
             .prefetch(100)
@@ -105,26 +102,10 @@ fn read_ahead_never_exceeds_the_prefetch_factor() {
     watchdog("bound", || {
         for (factor, len) in [(1, 200), (2, 200), (7, 400), (64, 2000)] {
             let pulled = Arc::new(AtomicU64::new(0));
-            let mut run = Counting::new(len)
-                .counted(&pulled)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
-            let mut received = 0;
-            for item in run.by_ref() {
-                item.unwrap();
-                received += 1;
-                if received % 100 == 0 {
-                    std::thread::sleep(Duration::from_micros(300));
-                }
-                let ahead = pulled.load(Ordering::SeqCst) - received;
-                assert!(
-                    ahead <= factor as u64,
-                    "{ahead} items ahead, factor {factor}"
-                );
-            }
-            assert_eq!(received, len);
+            let mut run = started(Counting::new(len).counted(&pulled), factor);
+            let pauses = (100, Duration::from_micros(300));
+            let received = drain_within_bound(&mut run, &pulled, factor, pauses);
+            assert_eq!(received, len, "factor {factor}");
         }
     });
 }
@@ -133,45 +114,25 @@ fn read_ahead_never_exceeds_the_prefetch_factor() {
 fn source_errors_arrive_after_the_items_before_them() {
     watchdog("errors", || {
         for factor in [1, 4, 100] {
-            let mut run = Counting::new(50)
-                .fail_at(20)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
+            let mut run = started(Counting::new(50).fail_at(20), factor);
             assert_eq!(take(&mut run, 20), (0..20).collect::<Vec<_>>());
-            match run.next().unwrap().unwrap_err() {
-                Error::User { node, index, .. } => {
-                    assert_eq!((node, index), ("Counting", Some(20)))
-                }
-                other => panic!("{other:?}"),
-            }
+            let err = run.next().unwrap().unwrap_err();
+            assert_eq!(user_error(&err), ("Counting", Some(20)));
             // The error is one item: the state stands after it, and the
             // pass goes on.
             let state = run.get_state().unwrap();
-            let snapshot: u64 = state.child("snapshot").unwrap().get("n").unwrap();
-            let steps: u64 = state.get("steps_since_snapshot").unwrap();
-            assert_eq!(snapshot + steps, 21);
+            assert_eq!(received(&state), 21);
             assert_eq!(collect(&mut run), (21..50).collect::<Vec<_>>());
             run.reset(Some(&state)).unwrap();
             assert_eq!(collect(&mut run), (21..50).collect::<Vec<_>>());
             run.reset(None).unwrap();
             assert_eq!(take(&mut run, 3), [0, 1, 2]);
 
-            let mut run = Counting::new(50)
-                .panic_at(5)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap();
+            let mut run = started(Counting::new(50).panic_at(5), factor);
             assert_eq!(take(&mut run, 5), [0, 1, 2, 3, 4]);
-            match run.next().unwrap().unwrap_err() {
-                Error::Panicked { node, message, .. } => {
-                    assert_eq!(node, "Prefetcher");
-                    assert_eq!(message, "source panicked at 5");
-                }
-                other => panic!("{other:?}"),
-            }
+            let (node, _, message) = panicked(run.next().unwrap().unwrap_err());
+            assert_eq!(node, "Prefetcher");
+            assert_eq!(message, "source panicked at 5");
             assert!(run.next().is_none());
         }
     });
@@ -186,51 +147,6 @@ fn bad_arguments_are_rejected_at_construction() {
 }
 
 #[test]
-fn shutdown_then_reset_resumes() {
-    watchdog("shutdown", || {
-        let mut run = Counting::new(100).prefetch(8).unwrap().start().unwrap();
-        assert_eq!(take(&mut run, 4), [0, 1, 2, 3]);
-        run.shutdown();
-        assert!(matches!(
-            run.next(),
-            Some(Err(Error::ShutDown { node: "Prefetcher" }))
-        ));
-        let state = run.get_state().unwrap();
-        run.reset(Some(&state)).unwrap();
-        assert_eq!(collect(&mut run), (4..100).collect::<Vec<_>>());
-    });
-}
-
-#[test]
-fn bad_states_are_rejected_and_the_run_continues() {
-    watchdog("bad states", || {
-        let mut run = Counting::new(10).prefetch(2).unwrap().start().unwrap();
-        assert_eq!(take(&mut run, 3), [0, 1, 2]);
-        let good = run.get_state().unwrap();
-        let mut too_far = good.clone();
-        too_far.insert("steps_since_snapshot", 50u64).unwrap();
-        let mut wrong_type = good.clone();
-        wrong_type.insert("steps_since_snapshot", "three").unwrap();
-        let mut inner = good.clone();
-        inner
-            .insert(
-                "snapshot",
-                nodes_std::State::new().with("n", 99u64).unwrap(),
-            )
-            .unwrap();
-        for (bad, path) in [
-            (too_far, "/steps_since_snapshot"),
-            (wrong_type, "/steps_since_snapshot"),
-            (inner, "/snapshot/n"),
-        ] {
-            let err = run.reset(Some(&bad)).unwrap_err();
-            assert_eq!(err.state_path(), Some(path), "{err}");
-        }
-        assert_eq!(collect(&mut run), (3..10).collect::<Vec<_>>());
-    });
-}
-
-#[test]
 fn describe_shows_the_source() {
     let node = Counting::new(5).prefetch(2).unwrap();
     assert_eq!(
@@ -240,117 +156,17 @@ fn describe_shows_the_source() {
     assert!(format!("{node:?}").contains("prefetch_factor: 2"));
 }
 
-/// The read-ahead (here through a `Cycler`, which resets its source on every
-/// wrap) must not change what the next pass yields: after a pass the consumer
-/// stopped early, the next one is the same as without the thread-backed node,
-/// and the same after a restore.
-#[test]
-fn the_next_pass_does_not_depend_on_how_far_the_workers_read_ahead() {
-    watchdog("read-ahead and the next pass", || {
-        let epochs = |threaded: bool| {
-            let source = Epochs::new(2).cycle();
-            let node = if threaded {
-                source.prefetch(4).unwrap().boxed()
-            } else {
-                source.boxed()
-            };
-            let mut loader = nodes_std::Loader::new(node.header(3));
-            let mut out = Vec::new();
-            for _ in 0..4 {
-                let mut epoch = Vec::new();
-                for item in loader.epoch() {
-                    epoch.push(item.unwrap());
-                    // A slow consumer: the workers read as far ahead as allowed.
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                out.push(epoch);
-            }
-            out
-        };
-        let reference = epochs(false);
-        assert_eq!(reference[0], [0, 1, 1000]);
-        assert_eq!(epochs(true), reference);
-        for midpoint in [0, 1, 2, 3] {
-            testing::assert_save_load(
-                || Epochs::new(2).cycle().prefetch(4).unwrap().header(3),
-                midpoint,
-            );
-        }
-    });
+/// One epoch of `pipeline` through a loader with stats: `len` items come.
+fn epoch_stats<N: nodes_std::Node + 'static>(pipeline: N, len: usize) -> nodes_std::Stats {
+    let mut loader = nodes_std::Loader::new(pipeline).with_stats();
+    assert_eq!(loader.epoch().count(), len);
+    loader.stats().unwrap()
 }
 
-// ---- No deadlocks: every scenario under the watchdog. ----
-
-#[test]
-fn no_deadlock_when_the_consumer_stops_early() {
-    watchdog("consumer stops early", || {
-        for factor in [1, 3, 1000] {
-            for taken in [0, 1, 10] {
-                let mut run = Counting::new(u64::MAX)
-                    .prefetch(factor)
-                    .unwrap()
-                    .start()
-                    .unwrap();
-                take(&mut run, taken);
-                drop(run);
-            }
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_with_a_slow_source_or_a_slow_consumer() {
-    watchdog("slow source", || {
-        let mut run = Counting::new(40)
-            .sleep(Duration::from_millis(1))
-            .prefetch(4)
-            .unwrap()
-            .start()
-            .unwrap();
-        assert_eq!(collect(&mut run), (0..40).collect::<Vec<_>>());
-        let mut run = Counting::new(40).prefetch(4).unwrap().start().unwrap();
-        let mut got = Vec::new();
-        for x in run.by_ref() {
-            got.push(x.unwrap());
-            std::thread::sleep(Duration::from_micros(500));
-        }
-        assert_each_once(got, 40);
-    });
-}
-
-#[test]
-fn no_deadlock_on_reset_mid_epoch() {
-    watchdog("reset mid-epoch", || {
-        let mut run = Counting::new(300).prefetch(16).unwrap().start().unwrap();
-        for k in 0..15 {
-            take(&mut run, k * 3);
-            let state = run.get_state().unwrap();
-            if k % 2 == 0 {
-                run.reset(None).unwrap();
-            } else {
-                run.reset(Some(&state)).unwrap();
-                assert_eq!(take(&mut run, 1), [k as u64 * 3]);
-            }
-        }
-    });
-}
-
-#[test]
-fn no_deadlock_when_the_source_errors() {
-    watchdog("source error", || {
-        for factor in [1, 2, 50] {
-            let results: Vec<Result<u64>> = Counting::new(100)
-                .fail_at(0)
-                .prefetch(factor)
-                .unwrap()
-                .start()
-                .unwrap()
-                .collect();
-            assert_eq!(results.len(), 100);
-            assert!(results[0].is_err());
-            assert!(results[1..].iter().all(Result::is_ok));
-        }
-    });
+fn row<'a>(stats: &'a nodes_std::Stats, path: &str, what: &str) -> &'a nodes_std::NodeStats {
+    stats
+        .get(path)
+        .unwrap_or_else(|| panic!("a row for {what}: {stats}"))
 }
 
 #[test]
@@ -367,17 +183,17 @@ fn stats_report_items_and_blocked_time() {
             .unwrap()
             .prefetch(8)
             .unwrap();
-        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
-        assert_eq!(loader.epoch().count(), 200);
-        let stats = loader.stats().unwrap();
+        let stats = epoch_stats(pipeline, 200);
         let prefetch = stats.get("Prefetcher").expect("a Prefetcher row");
         assert_eq!(prefetch.items, 200);
         assert!(prefetch.mean_queue_depth().is_some());
         // The mapper runs on the reader thread; its context is forked from
         // the loader's, so it shows under the prefetcher.
-        let mapper = stats
-            .get("Prefetcher/ParallelMapper")
-            .unwrap_or_else(|| panic!("a row for the mapper on the reader thread: {stats}"));
+        let mapper = row(
+            &stats,
+            "Prefetcher/ParallelMapper",
+            "the mapper on the reader thread",
+        );
         assert_eq!(mapper.items, 200, "{stats}");
         assert!(prefetch.blocked > Duration::ZERO, "{stats}");
 
@@ -389,22 +205,20 @@ fn stats_report_items_and_blocked_time() {
             .unwrap()
             .prefetch(8)
             .unwrap();
-        let mut loader = nodes_std::Loader::new(pipeline).with_stats();
-        assert_eq!(loader.epoch().count(), 300);
-        let stats = loader.stats().unwrap();
-        let inner = stats
-            .get("Prefetcher/ParallelMapper/Mapper")
-            .unwrap_or_else(|| panic!("a row for the map on the workers: {stats}"));
+        let stats = epoch_stats(pipeline, 300);
+        let inner = row(
+            &stats,
+            "Prefetcher/ParallelMapper/Mapper",
+            "the map on the workers",
+        );
         assert_eq!(inner.items, 300, "{stats}");
 
-        let mut loader = nodes_std::Loader::new(
+        let stats = epoch_stats(
             Counting::new(50)
                 .par_map(Ok, ParallelOptions::new(2))
                 .unwrap(),
-        )
-        .with_stats();
-        assert_eq!(loader.epoch().count(), 50);
-        let stats = loader.stats().unwrap();
+            50,
+        );
         assert_eq!(stats.get("ParallelMapper").expect("a row").items, 50);
     });
 }

@@ -1,22 +1,17 @@
 //! MultiNodeRoundRobinSampler: stop criteria, order, tagging, checkpoints.
 
 use crate::mixing_support::{
-    Count, Failing, Flaky, FromVec, Varying, check_error_semantics, counts, outcomes, per_source,
-    run, watchdog,
+    Count, Flaky, FromVec, check_error_semantics, counts, failing_if, outcomes, per_source, run,
+    run_all, sorted_items, watchdog,
 };
 use nodes_std::{
-    Error, MultiNodeRoundRobinSampler, Node, NodeExt, Result, State, Stateful, StopCriteria,
-    testing,
+    Error, MultiNodeRoundRobinSampler, NodeExt, Result, State, Stateful, StopCriteria, testing,
 };
 
 fn rr(sizes: &[u64], stop: StopCriteria) -> MultiNodeRoundRobinSampler<Count> {
     MultiNodeRoundRobinSampler::new(counts(sizes))
         .unwrap()
         .with_stop_criteria(stop)
-}
-
-fn run_all<N: Node>(node: N) -> Vec<N::Item> {
-    run(node, usize::MAX)
 }
 
 #[test]
@@ -126,19 +121,6 @@ fn every_pass_is_the_same() {
 }
 
 #[test]
-fn end_is_idempotent() {
-    let mut run = rr(&[1, 2], StopCriteria::CycleUntilAllDatasetsExhausted)
-        .start()
-        .unwrap();
-    while run.try_next().unwrap().is_some() {}
-    let state = run.get_state().unwrap();
-    for _ in 0..3 {
-        assert!(run.try_next().unwrap().is_none());
-    }
-    assert_eq!(run.get_state().unwrap(), state);
-}
-
-#[test]
 fn save_load_every_stop_criterion() {
     for stop in StopCriteria::ALL {
         for sizes in [&[1u64, 2, 3][..], &[4, 0, 2], &[3]] {
@@ -220,53 +202,47 @@ fn state_layout_and_progress() {
 
 #[test]
 fn rejects_states_from_other_samplers() {
-    let mut donor = rr(&[2, 2, 2], StopCriteria::AllDatasetsExhausted)
-        .start()
-        .unwrap();
-    donor.next().unwrap().unwrap();
-    let three = donor.get_state().unwrap();
+    // A run over sources of the given sizes, `taken` items in.
+    let started = |sizes: &[u64], taken: usize| {
+        let mut run = rr(sizes, StopCriteria::AllDatasetsExhausted)
+            .start()
+            .unwrap();
+        for _ in 0..taken {
+            run.next().unwrap().unwrap();
+        }
+        run
+    };
+    let mismatch = |err: &Error| {
+        err.to_string()
+            .contains("mismatch between the dataset keys")
+    };
+    let three = started(&[2, 2, 2], 1).get_state().unwrap();
 
     // More sources.
-    let mut four = rr(&[2, 2, 2, 2], StopCriteria::AllDatasetsExhausted)
-        .start()
-        .unwrap();
-    let err = four.reset(Some(&three)).unwrap_err();
+    let err = started(&[2, 2, 2, 2], 0).reset(Some(&three)).unwrap_err();
     assert_eq!(err.state_path(), Some("/dataset_keys"));
-    assert!(
-        err.to_string()
-            .contains("mismatch between the dataset keys"),
-        "{err}"
-    );
+    assert!(mismatch(&err), "{err}");
 
     // Same names, reversed order.
     let reversed = MultiNodeRoundRobinSampler::new(counts(&[2, 2, 2]).into_iter().rev()).unwrap();
     let mut reversed = reversed.start().unwrap();
     let err = reversed.reset(Some(&three)).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("mismatch between the dataset keys"),
-        "{err}"
-    );
+    assert!(mismatch(&err), "{err}");
 
     // A cursor out of range, and a weighted sampler's state.
-    let mut same = rr(&[2, 2, 2], StopCriteria::AllDatasetsExhausted)
-        .start()
-        .unwrap();
-    same.next().unwrap().unwrap();
-    same.next().unwrap().unwrap();
+    let mut same = started(&[2, 2, 2], 2);
     let before = same.get_state().unwrap();
-    let mut v = three.clone().into_value();
-    v["current_dataset_index"] = 3.into();
-    let err = same
-        .reset(Some(&State::from_value(v).unwrap()))
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/current_dataset_index"));
-    let mut v = three.clone().into_value();
-    v["epoch"] = 0.into();
-    let err = same
-        .reset(Some(&State::from_value(v).unwrap()))
-        .unwrap_err();
-    assert_eq!(err.state_path(), Some("/epoch"));
+    for (key, value, path) in [
+        ("current_dataset_index", 3, "/current_dataset_index"),
+        ("epoch", 0, "/epoch"),
+    ] {
+        let mut v = three.clone().into_value();
+        v[key] = value.into();
+        let err = same
+            .reset(Some(&State::from_value(v).unwrap()))
+            .unwrap_err();
+        assert_eq!(err.state_path(), Some(path));
+    }
     assert_eq!(same.get_state().unwrap(), before, "rolled back");
     assert_eq!(
         same.collect::<Result<Vec<_>>>().unwrap(),
@@ -307,13 +283,7 @@ fn rejects_invalid_arguments() {
 fn source_error_is_one_item_in_every_stop_criterion() {
     let build = |stop: StopCriteria| {
         move |failing: bool| {
-            let source = |base: u64, len: u64, fail_at: &[u64]| {
-                if failing {
-                    Failing::new(base, len, fail_at).boxed()
-                } else {
-                    Count::new(base, len).boxed()
-                }
-            };
+            let source = |base, len, fail_at| failing_if(failing, base, len, fail_at);
             MultiNodeRoundRobinSampler::new([
                 ("a", source(0, 5, &[1, 4])),
                 ("b", source(1000, 2, &[])),
@@ -354,65 +324,10 @@ fn transient_source_error_takes_a_turn_and_loses_nothing() {
         shape,
         [Ok(0), Ok(1000), Ok(1), Err(()), Ok(2), Ok(1001), Ok(1002)]
     );
-    let mut got: Vec<u64> = all
-        .iter()
-        .filter_map(|o| o.as_ref().ok().copied())
-        .collect();
-    got.sort_unstable();
+    let got = sorted_items(&all);
     let mut want = run_all(build(false));
     want.sort_unstable();
     assert_eq!(got, want);
-}
-
-/// The mix varies between runs if a source's order does: the sampler says
-/// which source (the first one, in source order), as `#[derive(Node)]`
-/// forwards it for derived nodes.
-#[test]
-fn varying_order_is_forwarded_from_the_sources() {
-    let build = |varying: &[bool; 3]| {
-        let sources: Vec<(&str, Box<dyn Node<Item = u64>>)> = ["a", "b", "c"]
-            .into_iter()
-            .zip(varying)
-            .enumerate()
-            .map(|(i, (name, &v))| {
-                let count = Count::new(1000 * i as u64, 3);
-                let node = if v {
-                    Varying(count).boxed()
-                } else {
-                    count.boxed()
-                };
-                (name, node)
-            })
-            .collect();
-        MultiNodeRoundRobinSampler::new(sources).unwrap()
-    };
-    assert_eq!(build(&[false, false, false]).varying_order(), None);
-    assert_eq!(
-        build(&[false, true, true]).varying_order().as_deref(),
-        Some("Varying(base=1000)")
-    );
-    assert_eq!(
-        build(&[true, false, false])
-            .boxed()
-            .varying_order()
-            .as_deref(),
-        Some("Varying(base=0)")
-    );
-}
-
-#[test]
-fn used_before_reset_is_an_error() {
-    // Through the traits, as a parent that forgot to reset its child would
-    // call it (on the concrete type, the call does not compile).
-    let s = rr(&[2], StopCriteria::AllDatasetsExhausted);
-    let mut run = crate::mixing_support::Forgetful(s).start().unwrap();
-    assert!(matches!(
-        run.next(),
-        Some(Err(Error::NotReset {
-            node: "MultiNodeRoundRobinSampler"
-        }))
-    ));
-    assert!(matches!(run.get_state(), Err(Error::NotReset { .. })));
 }
 
 #[test]

@@ -16,14 +16,14 @@ fn unbatch_flattens_and_skips_empty_batches() {
     assert_eq!(out, (0..20).collect::<Vec<_>>());
 }
 
+/// `0..20` in batches of four, unbatched again.
+fn fours() -> impl Node<Item = u32> {
+    IterableWrapper::new(0..20u32).batch(4).unwrap().unbatch()
+}
+
 #[test]
 fn unbatch_state_is_source_before_batch_plus_index() {
-    let mut running = IterableWrapper::new(0..20u32)
-        .batch(4)
-        .unwrap()
-        .unbatch()
-        .start()
-        .unwrap();
+    let mut running = fours().start().unwrap();
     for _ in 0..5 {
         running.next();
     }
@@ -32,10 +32,7 @@ fn unbatch_state_is_source_before_batch_plus_index() {
         state.to_json().unwrap(),
         r#"{"source":{"source":{"num_yielded":4},"pending_errors":[]},"batch_idx":1}"#
     );
-    let rest: Vec<u32> = IterableWrapper::new(0..20u32)
-        .batch(4)
-        .unwrap()
-        .unbatch()
+    let rest: Vec<u32> = fours()
         .start_from(&state)
         .unwrap()
         .collect::<Result<_>>()
@@ -69,42 +66,21 @@ fn unbatch_save_load() {
 
 #[test]
 fn unbatch_rejects_an_index_past_the_batch() {
-    let state = State::from_json(
-        r#"{"source":{"source":{"num_yielded":20},"pending_errors":[]},"batch_idx":1}"#,
-    )
-    .unwrap();
-    let err = IterableWrapper::new(0..20u32)
-        .batch(4)
-        .unwrap()
-        .unbatch()
-        .start_from(&state)
-        .unwrap_err();
+    let refused = |json: &str| {
+        let state = State::from_json(json).unwrap();
+        fours().start_from(&state).unwrap_err()
+    };
+    let err =
+        refused(r#"{"source":{"source":{"num_yielded":20},"pending_errors":[]},"batch_idx":1}"#);
     assert!(
         err.to_string().contains("the source has none left"),
         "{err}"
     );
-    let state = State::from_json(
-        r#"{"source":{"source":{"num_yielded":0},"pending_errors":[]},"batch_idx":9}"#,
-    )
-    .unwrap();
-    let err = IterableWrapper::new(0..20u32)
-        .batch(4)
-        .unwrap()
-        .unbatch()
-        .start_from(&state)
-        .unwrap_err();
+    let err =
+        refused(r#"{"source":{"source":{"num_yielded":0},"pending_errors":[]},"batch_idx":9}"#);
     assert_eq!(err.state_path(), Some("/batch_idx"), "{err}");
     assert!(err.is_bad_state(), "{err}");
-    let state = State::from_json(
-        r#"{"source":{"source":{"num_yielded":0},"pending_errors":[]},"batch":1}"#,
-    )
-    .unwrap();
-    let err = IterableWrapper::new(0..20u32)
-        .batch(4)
-        .unwrap()
-        .unbatch()
-        .start_from(&state)
-        .unwrap_err();
+    let err = refused(r#"{"source":{"source":{"num_yielded":0},"pending_errors":[]},"batch":1}"#);
     assert!(err.is_bad_state(), "{err}");
 }
 

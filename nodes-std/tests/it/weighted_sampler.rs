@@ -1,8 +1,8 @@
 //! MultiNodeWeightedSampler: stop criteria, determinism, frequencies, checkpoints.
 
 use crate::mixing_support::{
-    Count, Failing, Flaky, FromVec, Varying, check_error_semantics, counts, outcomes, per_source,
-    run, watchdog,
+    Count, Flaky, FromVec, check_error_semantics, counts, failing_if, outcomes, per_source, run,
+    run_all, sorted_items, watchdog,
 };
 use nodes_std::{
     Error, IterableWrapper, Loader, MultiNodeWeightedSampler, Node, NodeExt, Result, State,
@@ -161,6 +161,18 @@ fn midpoints(epoch_len: usize) -> Vec<usize> {
     m
 }
 
+/// Save and load at the [`midpoints`] of a whole pass of `build()`.
+fn save_load_at_midpoints<N>(build: impl Fn() -> N)
+where
+    N: Node,
+    N::Item: PartialEq + std::fmt::Debug,
+{
+    let len = run(build(), usize::MAX).len();
+    for m in midpoints(len) {
+        testing::assert_save_load(&build, m);
+    }
+}
+
 #[test]
 fn save_load_every_stop_criterion() {
     let sizes = [3, 5, 7];
@@ -173,10 +185,7 @@ fn save_load_every_stop_criterion() {
             }
         } else {
             let build = || sampler(&sizes, &ws, stop, 11);
-            let len = run(build(), usize::MAX).len();
-            for m in midpoints(len) {
-                testing::assert_save_load(build, m);
-            }
+            save_load_at_midpoints(build);
         }
     }
 }
@@ -201,10 +210,7 @@ fn save_load_tagged_on_another_rank() {
 fn save_load_with_zero_weight_and_empty_sources() {
     for stop in StopCriteria::ALL {
         let build = || sampler(&[4, 0, 6, 5], &[1.0, 1.0, 2.0, 0.0], stop, 8).header(35);
-        let len = run(build(), usize::MAX).len();
-        for m in midpoints(len) {
-            testing::assert_save_load(build, m);
-        }
+        save_load_at_midpoints(build);
     }
 }
 
@@ -286,23 +292,6 @@ fn stop_criteria_semantics() {
 }
 
 #[test]
-fn end_is_idempotent() {
-    for stop in [
-        StopCriteria::AllDatasetsExhausted,
-        StopCriteria::FirstDatasetExhausted,
-        StopCriteria::CycleUntilAllDatasetsExhausted,
-    ] {
-        let mut run = sampler(&[2, 3], &[1.0, 1.0], stop, 1).start().unwrap();
-        while run.try_next().unwrap().is_some() {}
-        let state = run.get_state().unwrap();
-        for _ in 0..3 {
-            assert!(run.try_next().unwrap().is_none());
-        }
-        assert_eq!(run.get_state().unwrap(), state, "{stop}");
-    }
-}
-
-#[test]
 fn zero_weight_source_is_never_drawn_and_does_not_block_the_end() {
     for stop in StopCriteria::ALL {
         let items = run(sampler(&[5, 5], &[1.0, 0.0], stop, 2), 50);
@@ -353,10 +342,6 @@ fn empty_sources_are_skipped_not_fatal() {
         ));
         assert_eq!(items, [1000, 1001, 1002, 1003, 1004]);
     });
-}
-
-fn run_all<N: Node>(node: N) -> Vec<N::Item> {
-    run(node, usize::MAX)
 }
 
 #[test]
@@ -472,30 +457,19 @@ fn restore_jumps_to_the_generator_position() {
             200_000
         );
         let next: Vec<u64> = run.by_ref().take(20).collect::<Result<_>>().unwrap();
-        let resumed: Vec<u64> = build()
-            .start_from(&state)
-            .unwrap()
-            .take(20)
-            .collect::<Result<_>>()
-            .unwrap();
-        assert_eq!(resumed, next);
+        // The first 20 items of a fresh sampler restored from `state`.
+        let first_20 = |state: &State| -> Vec<u64> {
+            let run = build().start_from(state).unwrap();
+            run.take(20).collect::<Result<_>>().unwrap()
+        };
+        assert_eq!(first_20(&state), next);
 
         // A position 2^62 words into the stream.
         let mut value = state.into_value();
         value["rng"]["word_pos"] = serde_json::json!(1u64 << 62);
         let far = State::from_value(value).unwrap();
-        let a: Vec<u64> = build()
-            .start_from(&far)
-            .unwrap()
-            .take(20)
-            .collect::<Result<_>>()
-            .unwrap();
-        let b: Vec<u64> = build()
-            .start_from(&far)
-            .unwrap()
-            .take(20)
-            .collect::<Result<_>>()
-            .unwrap();
+        let a = first_20(&far);
+        let b = first_20(&far);
         assert_eq!(a, b);
         assert_ne!(a, next);
     });
@@ -552,13 +526,7 @@ fn tagged_items_name_their_source_and_keep_the_state() {
 fn source_error_is_one_item_in_every_stop_criterion() {
     let build = |stop: StopCriteria, seed: u64| {
         move |failing: bool| {
-            let source = |base: u64, len: u64, fail_at: &[u64]| {
-                if failing {
-                    Failing::new(base, len, fail_at).boxed()
-                } else {
-                    Count::new(base, len).boxed()
-                }
-            };
+            let source = |base, len, fail_at| failing_if(failing, base, len, fail_at);
             MultiNodeWeightedSampler::new(
                 [
                     ("a", source(0, 7, &[2, 6])),
@@ -609,11 +577,7 @@ fn transient_source_error_takes_a_draw_and_loses_nothing() {
             let errors: Vec<&String> = all.iter().filter_map(|o| o.as_ref().err()).collect();
             assert_eq!(errors.len(), 1, "{all:?}");
             assert!(errors[0].contains("transient failure"), "{errors:?}");
-            let mut got: Vec<u64> = all
-                .iter()
-                .filter_map(|o| o.as_ref().ok().copied())
-                .collect();
-            got.sort_unstable();
+            let got = sorted_items(&all);
             assert_eq!(got, want, "seed {seed}, failure at item {fail_at}");
         }
     }
@@ -784,63 +748,6 @@ fn rejects_states_that_do_not_fit_and_keeps_running() {
     assert_eq!(rest, reference.collect::<Result<Vec<_>>>().unwrap());
 }
 
-/// The mix varies between runs if a source's order does: the sampler says
-/// which source (the first one, in source order), as `#[derive(Node)]`
-/// forwards it for derived nodes.
-#[test]
-fn varying_order_is_forwarded_from_the_sources() {
-    let build = |varying: &[bool; 3]| {
-        let sources: Vec<(&str, Box<dyn Node<Item = u64>>)> = ["a", "b", "c"]
-            .into_iter()
-            .zip(varying)
-            .enumerate()
-            .map(|(i, (name, &v))| {
-                let count = Count::new(1000 * i as u64, 3);
-                let node = if v {
-                    Varying(count).boxed()
-                } else {
-                    count.boxed()
-                };
-                (name, node)
-            })
-            .collect();
-        MultiNodeWeightedSampler::new(sources, [("a", 1.0), ("b", 1.0), ("c", 1.0)]).unwrap()
-    };
-    assert_eq!(build(&[false, false, false]).varying_order(), None);
-    assert_eq!(
-        build(&[false, true, true]).varying_order().as_deref(),
-        Some("Varying(base=1000)")
-    );
-    assert_eq!(
-        build(&[true, false, false])
-            .boxed()
-            .varying_order()
-            .as_deref(),
-        Some("Varying(base=0)")
-    );
-}
-
-#[test]
-fn used_before_reset_is_an_error() {
-    // Through the traits, as a parent that forgot to reset its child would
-    // call it (on the concrete type, the call does not compile).
-    let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
-    let mut run = crate::mixing_support::Forgetful(s).start().unwrap();
-    let err = run.next().unwrap().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::NotReset {
-                node: "MultiNodeWeightedSampler"
-            }
-        ),
-        "{err}"
-    );
-    assert!(matches!(run.get_state(), Err(Error::NotReset { .. })));
-    let s = sampler(&[2], &[1.0], StopCriteria::AllDatasetsExhausted, 0);
-    assert_eq!(s.start().unwrap().next().transpose().unwrap(), Some(0));
-}
-
 #[test]
 fn state_layout() {
     let mut run = sampler(
@@ -926,10 +833,7 @@ fn save_load_over_iterable_wrappers() {
             .with_seed(77);
             sampler.header(30)
         };
-        let len = run_all(build()).len();
-        for m in midpoints(len) {
-            testing::assert_save_load(build, m);
-        }
+        save_load_at_midpoints(build);
     }
 }
 

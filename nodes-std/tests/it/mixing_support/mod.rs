@@ -109,6 +109,30 @@ impl Stateful for FromVec {
     }
 }
 
+/// Writes, in the `impl Stateful` of a wrapper of the [`Count`] in field
+/// `$inner`, a `reset` that resets the count.
+macro_rules! count_resets {
+    ($inner:tt) => {
+        fn reset(&mut self, state: Option<&State>) -> Result<()> {
+            self.$inner.reset(state)
+        }
+    };
+}
+
+/// Writes, in the `impl Stateful` of a wrapper of the [`Count`] in field
+/// `$inner`, a `get_state` that is the count's and a `describe` as `$name`.
+macro_rules! count_state {
+    ($inner:tt, $name:literal) => {
+        fn get_state(&self, cx: &Cx) -> Result<State> {
+            self.$inner.get_state(cx)
+        }
+
+        fn describe(&self) -> Description {
+            Description::new($name)
+        }
+    };
+}
+
 /// Like [`Count`], but the first attempt at item `fail_at` of each pass
 /// returns an error instead (the retry succeeds).
 #[derive(Debug)]
@@ -150,13 +174,7 @@ impl Stateful for Flaky {
         self.inner.reset(state)
     }
 
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.inner.get_state(cx)
-    }
-
-    fn describe(&self) -> Description {
-        Description::new("Flaky")
-    }
+    count_state!(inner, "Flaky");
 }
 
 /// Like [`Count`], but the items at the positions in `fail_at` are errors:
@@ -194,17 +212,8 @@ impl Node for Failing {
 }
 
 impl Stateful for Failing {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        self.inner.reset(state)
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.inner.get_state(cx)
-    }
-
-    fn describe(&self) -> Description {
-        Description::new("Failing")
-    }
+    count_resets!(inner);
+    count_state!(inner, "Failing");
 }
 
 /// A [`Count`] that says its output order varies between runs (as an
@@ -221,17 +230,8 @@ impl Node for Varying {
 }
 
 impl Stateful for Varying {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        self.0.reset(state)
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.0.get_state(cx)
-    }
-
-    fn describe(&self) -> Description {
-        Description::new("Varying")
-    }
+    count_resets!(0);
+    count_state!(0, "Varying");
 
     fn varying_order(&self) -> Option<String> {
         Some(format!("Varying(base={})", self.0.base))
@@ -312,6 +312,31 @@ pub(crate) fn check_error_semantics<N: Node<Item = u64>>(
     all.iter().filter(|o| o.is_err()).count()
 }
 
+/// The items among `outcomes` (the errors left out), sorted.
+pub(crate) fn sorted_items(outcomes: &[Outcome]) -> Vec<u64> {
+    let mut items: Vec<u64> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok().copied())
+        .collect();
+    items.sort_unstable();
+    items
+}
+
+/// `len` items from `base` that fail at the items `fail_at` if `failing`
+/// (a [`Failing`]), and a plain [`Count`] otherwise.
+pub(crate) fn failing_if(
+    failing: bool,
+    base: u64,
+    len: u64,
+    fail_at: &[u64],
+) -> Box<dyn Node<Item = u64>> {
+    if failing {
+        Failing::new(base, len, fail_at).boxed()
+    } else {
+        Count::new(base, len).boxed()
+    }
+}
+
 /// Runs `node` from the start to its end (or `limit` items).
 pub(crate) fn run<N: Node>(node: N, limit: usize) -> Vec<N::Item> {
     node.start()
@@ -319,6 +344,11 @@ pub(crate) fn run<N: Node>(node: N, limit: usize) -> Vec<N::Item> {
         .take(limit)
         .collect::<Result<_>>()
         .expect("run")
+}
+
+/// Runs `node` from the start to its end.
+pub(crate) fn run_all<N: Node>(node: N) -> Vec<N::Item> {
+    run(node, usize::MAX)
 }
 
 /// Sources `(name, Count)` whose items encode the source: source `i` yields

@@ -2,10 +2,13 @@
 //! `nodes_std::testing`, a source whose items depend on its epoch, a
 //! watchdog for tests that could hang, and a gate to control worker timing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use nodes_std::{Cx, Description, Node, ResetFlag, Result, State, Stateful, testing};
+use nodes_std::{
+    Cx, Description, Error, Node, ResetFlag, Result, Running, State, Stateful, testing,
+};
 
 pub(crate) use nodes_std::testing::Counting;
 
@@ -112,4 +115,82 @@ pub(crate) fn assert_each_once(mut items: Vec<u64>, len: u64) {
     items.sort_unstable();
     let want: Vec<u64> = (0..len).collect();
     assert_eq!(items, want, "every item exactly once");
+}
+
+/// Everything left in the pass; every item must be `Ok`.
+pub(crate) fn collect<N: Node>(run: &mut Running<N>) -> Vec<N::Item> {
+    run.map(|r| r.expect("no error expected")).collect()
+}
+
+/// The next `n` items; each must be there and `Ok`.
+pub(crate) fn take<N: Node>(run: &mut Running<N>, n: usize) -> Vec<N::Item> {
+    (0..n)
+        .map(|_| run.next().expect("an item").expect("no error expected"))
+        .collect()
+}
+
+/// Small item-dependent delays so that workers finish out of order.
+pub(crate) fn jitter(x: u64) {
+    match x % 4 {
+        0 => std::thread::sleep(Duration::from_micros(400)),
+        1 => std::thread::sleep(Duration::from_micros(50)),
+        _ => {}
+    }
+}
+
+/// A slow consumer: takes every item, pausing `pause` after each.
+pub(crate) fn slowly(items: impl Iterator<Item = Result<u64>>, pause: Duration) -> Vec<u64> {
+    let mut got = Vec::new();
+    for item in items {
+        got.push(item.unwrap());
+        std::thread::sleep(pause);
+    }
+    got
+}
+
+/// Drains `run` (pausing a moment after every `every` items, so that the
+/// threads get ahead) and checks after every item that the source, counted
+/// by `pulled`, is at most `bound` items ahead of the consumer. Returns how
+/// many items came.
+#[track_caller]
+pub(crate) fn drain_within_bound<N: Node>(
+    run: &mut Running<N>,
+    pulled: &AtomicU64,
+    bound: usize,
+    (every, pause): (u64, Duration),
+) -> u64 {
+    let mut received = 0;
+    for item in run.by_ref() {
+        item.unwrap();
+        received += 1;
+        if received % every == 0 {
+            std::thread::sleep(pause);
+        }
+        let ahead = pulled.load(Ordering::SeqCst) - received;
+        assert!(ahead <= bound as u64, "{ahead} items ahead, bound {bound}");
+    }
+    received
+}
+
+/// The node, index and message of an [`Error::Panicked`]; any other error
+/// fails the test.
+#[track_caller]
+pub(crate) fn panicked(err: Error) -> (&'static str, Option<u64>, String) {
+    match err {
+        Error::Panicked {
+            node,
+            index,
+            message,
+        } => (node, index, message),
+        other => panic!("expected a panic error, got {other:?}"),
+    }
+}
+
+/// The node and index of an [`Error::User`]; any other error fails the test.
+#[track_caller]
+pub(crate) fn user_error(err: &Error) -> (&'static str, Option<u64>) {
+    match err {
+        Error::User { node, index, .. } => (node, *index),
+        other => panic!("expected a user error, got {other:?}"),
+    }
 }
