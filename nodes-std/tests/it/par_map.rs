@@ -523,7 +523,7 @@ fn describe_shows_order_and_source() {
     let d = nodes_std::Stateful::describe(&node);
     assert_eq!(
         d.render_text(),
-        "ParallelMapper(in_order=false)\n  snapshot: Counting(len=5)\n"
+        "ParallelMapper(in_order=false)\n  source: Counting(len=5)  [state: snapshot]\n"
     );
     let debug = format!("{node:?}");
     assert!(debug.contains("num_workers: 2"), "{debug}");

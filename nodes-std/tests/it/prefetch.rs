@@ -151,7 +151,7 @@ fn describe_shows_the_source() {
     let node = Counting::new(5).prefetch(2).unwrap();
     assert_eq!(
         nodes_std::Stateful::describe(&node).render_text(),
-        "Prefetcher\n  snapshot: Counting(len=5)\n"
+        "Prefetcher\n  source: Counting(len=5)  [state: snapshot]\n"
     );
     assert!(format!("{node:?}").contains("prefetch_factor: 2"));
 }
