@@ -16,5 +16,6 @@ mod hand_written;
 mod integrity;
 mod load;
 mod loader;
+mod replay_bounds;
 mod stats;
 mod train_loop;

@@ -1,0 +1,218 @@
+//! Replay counters (issue 15, items 1 and 5): a threaded node restores by
+//! replaying its source from a snapshot, and a state says how far. A
+//! damaged count must be refused when the state is offered, with its path,
+//! never replayed: over an endless source (`.cycle()`) a replay of 2^50
+//! items used to run until the process was killed.
+
+use std::time::Duration;
+
+use crate::support::watch::with_watchdog;
+use nodes_std::prelude::*;
+use nodes_std::{IterableWrapper, ParallelOptions};
+use serde_json::{Value, json};
+
+/// How long any one case may take: far above what it needs.
+const LIMIT: Duration = Duration::from_secs(30);
+
+type Build = fn() -> Box<dyn Node<Item = u64>>;
+
+/// Threaded nodes over an endless source, each with the options that make
+/// its replay counters mean something different.
+fn endless() -> Vec<(&'static str, Build)> {
+    fn cycled() -> impl Node<Item = u64> {
+        IterableWrapper::new(0..6u64).cycle()
+    }
+    vec![
+        ("par_map(2 workers)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(2))
+                .unwrap()
+                .boxed()
+        }),
+        ("par_map(2 workers, snapshot_frequency 100)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(2).snapshot_frequency(100))
+                .unwrap()
+                .boxed()
+        }),
+        ("par_map(2 workers, out of order)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(2).in_order(false))
+                .unwrap()
+                .boxed()
+        }),
+        ("par_map(inline)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(0).snapshot_frequency(7))
+                .unwrap()
+                .boxed()
+        }),
+        ("prefetch(4)", || cycled().prefetch(4).unwrap().boxed()),
+    ]
+}
+
+/// A real state of `build` after 10 items, as JSON.
+fn real_state(build: Build) -> Value {
+    let mut loader = Loader::new(build());
+    let mut epoch = loader.epoch();
+    for _ in 0..10 {
+        epoch.next().unwrap().unwrap();
+    }
+    epoch.state_dict().unwrap().into_value()
+}
+
+/// Offers `value` to a fresh loader of `build` (checksum off: the value was
+/// edited) under a watchdog; expects a refusal at `pointer`, then the loader
+/// carries on from its start.
+fn refused_at(what: &str, build: Build, value: Value, pointer: &str) {
+    let outcome = with_watchdog(LIMIT, move || {
+        let state = State::from_value(value).unwrap();
+        let mut loader = Loader::new(build()).verify_checksum(false);
+        let err = loader.load_state_dict(&state).err();
+        let head: Vec<u64> = loader
+            .epoch()
+            .take(8)
+            .collect::<Result<_>>()
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((err, head))
+    });
+    let (err, head) = match outcome {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => panic!("{what}: the loader did not carry on: {e}"),
+        Err(e) => panic!("{what}, {pointer}: {e}"),
+    };
+    let err = err.unwrap_or_else(|| panic!("{what}: {pointer} accepted"));
+    assert!(err.is_bad_state(), "{what}: {err}");
+    assert_eq!(err.state_path(), Some(pointer), "{what}: {err}");
+    assert_eq!(head, [0, 1, 2, 3, 4, 5, 0, 1], "{what}");
+}
+
+#[test]
+fn replay_counters_beyond_what_a_node_records_are_refused_at_load_over_an_endless_source() {
+    for (what, build) in endless() {
+        let real = real_state(build);
+        for steps in [1u64 << 50, 1 << 20, 100_000] {
+            let mut value = real.clone();
+            *value.pointer_mut("/root/steps_since_snapshot").unwrap() = json!(steps);
+            refused_at(what, build, value, "/root/steps_since_snapshot");
+        }
+        if real.pointer("/root/delivered_ahead").is_some() {
+            let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
+            for ahead in [vec![1u64 << 50], vec![steps + 1, 1 << 40]] {
+                let mut value = real.clone();
+                let at = format!("/root/delivered_ahead/{}", ahead.len() - 1);
+                *value.pointer_mut("/root/delivered_ahead").unwrap() = json!(ahead);
+                refused_at(what, build, value, &at);
+            }
+        }
+        // The same damage with the checksum on: refused too, before a replay.
+        let mut value = real.clone();
+        *value.pointer_mut("/root/steps_since_snapshot").unwrap() = json!(1u64 << 50);
+        let outcome = with_watchdog(LIMIT, move || {
+            Loader::new(build())
+                .load_state_dict(&State::from_value(value).unwrap())
+                .map_err(|e| e.state_path().map(str::to_owned))
+        });
+        assert!(matches!(outcome, Ok(Err(Some(_)))), "{what}: {outcome:?}");
+    }
+}
+
+/// The recorded bound is the writer's: a state written with a large
+/// `snapshot_frequency` loads into a node with a small one, and the other
+/// way round, and resumes exactly.
+#[test]
+fn the_bound_travels_with_the_state_across_option_changes() {
+    let build = |every: usize, max: usize| {
+        IterableWrapper::new(0..500u64)
+            .par_map(
+                Ok,
+                ParallelOptions::new(2)
+                    .snapshot_frequency(every)
+                    .max_concurrent(max),
+            )
+            .unwrap()
+    };
+    for (before, after) in [((1000, 64), (1, 1)), ((1, 1), (1000, 64))] {
+        let mut loader = Loader::new(build(before.0, before.1));
+        let mut epoch = loader.epoch();
+        let head: Vec<u64> = epoch.by_ref().take(300).collect::<Result<_>>().unwrap();
+        assert_eq!(head.len(), 300);
+        let state = epoch.state_dict().unwrap();
+        let steps: u64 = state.get::<Value>("root").unwrap()["steps_since_snapshot"]
+            .as_u64()
+            .unwrap();
+        if before.0 == 1000 {
+            assert_eq!(steps, 300, "one snapshot, at the start of the pass");
+        }
+        let state = State::from_json(&state.to_json().unwrap()).unwrap();
+        let mut resumed = Loader::new(build(after.0, after.1));
+        resumed.load_state_dict(&state).unwrap();
+        let rest: Vec<u64> = resumed.epoch().collect::<Result<_>>().unwrap();
+        assert_eq!(rest, (300..500).collect::<Vec<_>>());
+    }
+}
+
+/// A `delivered_ahead` that names an item past the end of a finite source
+/// is refused: beyond the bound at load, with its path; within it (only the
+/// source can tell) as a bad state at that path when the pass gets there, in
+/// order and out of order, never a panic or "worker threads exited".
+#[test]
+fn a_delivered_ahead_past_the_source_end_is_a_bad_state_at_its_path() {
+    for in_order in [true, false] {
+        let build = move || {
+            IterableWrapper::new(0..6u64)
+                .par_map(
+                    Ok,
+                    ParallelOptions::new(2).in_order(in_order).max_concurrent(8),
+                )
+                .unwrap()
+        };
+        let mut loader = Loader::new(build());
+        let mut epoch = loader.epoch();
+        epoch.next().unwrap().unwrap();
+        let real = epoch.state_dict().unwrap().into_value();
+        let base = real["root"]["snapshot_index"].as_u64().unwrap();
+        let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
+        let bound = real["root"]["max_offset"].as_u64().unwrap();
+        let (mut at_load, mut in_pass) = (0, 0);
+        for offset in (6 - base).max(steps + 1)..bound + 3 {
+            let mut value = real.clone();
+            value["root"]["delivered_ahead"] = json!([offset]);
+            let state = State::from_value(value).unwrap();
+            let outcome = with_watchdog(LIMIT, move || {
+                let mut loader = Loader::new(build()).verify_checksum(false);
+                let loaded = loader.load_state_dict(&state);
+                let items: Vec<Result<u64>> = loader.epoch().take(20).collect();
+                (loaded, items)
+            });
+            let (loaded, items) = outcome.unwrap_or_else(|e| panic!("offset {offset}: {e}"));
+            let what = format!("in_order {in_order}, offset {offset}");
+            match loaded {
+                Err(e) => {
+                    assert!(offset > bound, "{what}: {e}");
+                    assert_eq!(
+                        e.state_path(),
+                        Some("/root/delivered_ahead/0"),
+                        "{what}: {e}"
+                    );
+                    at_load += 1;
+                }
+                Ok(()) => {
+                    let errors: Vec<&Error> =
+                        items.iter().filter_map(|i| i.as_ref().err()).collect();
+                    assert_eq!(errors.len(), 1, "{what}: {items:?}");
+                    assert!(errors[0].is_bad_state(), "{what}: {}", errors[0]);
+                    assert_eq!(
+                        errors[0].state_path(),
+                        Some("/root/delivered_ahead"),
+                        "{what}: {}",
+                        errors[0]
+                    );
+                    in_pass += 1;
+                }
+            }
+        }
+        assert_eq!(at_load, 2, "in_order {in_order}");
+        assert!(in_pass > 0, "in_order {in_order}");
+    }
+}
