@@ -12,6 +12,7 @@ mod derive;
 mod describe;
 mod exactly_once;
 mod faults;
+mod golden;
 mod hand_written;
 mod integrity;
 mod load;

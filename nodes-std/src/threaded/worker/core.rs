@@ -759,16 +759,6 @@ where
             .saturating_add(self.restored_span.saturating_mul(2))
     }
 
-    /// The bound this node applies to a state that records none (one
-    /// written before `max_offset` was): its own, without restored skips.
-    fn own_bound(&self) -> u64 {
-        let every = match self.plan.snapshots {
-            Snapshots::Every(every) => every,
-            Snapshots::Paced => MAX_PACED_STEPS,
-            Snapshots::Never => 0,
-        };
-        every.saturating_add(self.plan.max_in_flight as u64)
-    }
 
     /// Sets the error policy (a builder step: before the first reset).
     pub(crate) fn set_policy(&mut self, policy: ErrorPolicy) {
@@ -901,7 +891,7 @@ where
         // Validate everything before touching anything.
         let saved = state
             .map(|s| match self.plan.layout {
-                Layout::Indexed => Saved::decode(node, s, &[ERRORS], self.own_bound()),
+                Layout::Indexed => Saved::decode(node, s, &[ERRORS]),
                 Layout::InOrder => Saved::decode_in_order(node, s, &[ERRORS], MAX_PACED_STEPS),
             })
             .transpose()?;

@@ -106,32 +106,15 @@ fn check_index(index: Option<u64>, path: String, what: &str) -> Result<u64> {
 
 impl Saved {
     /// Decodes `{snapshot, snapshot_index, steps_since_snapshot,
-    /// delivered_ahead, max_offset}` (`max_offset` may be missing: then
-    /// `fallback`, the restoring node's own bound, applies). `optional` are
-    /// further keys the node may keep beside these (decoded by it).
-    pub(crate) fn decode(
-        node: &str,
-        state: &State,
-        optional: &[&str],
-        fallback: u64,
-    ) -> Result<Saved> {
-        let mut keys = vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD];
-        keys.extend(
-            std::iter::once(&MAX_OFFSET)
-                .chain(optional)
-                .filter(|k| state.contains(k)),
-        );
+    /// delivered_ahead, max_offset}`. `optional` are further keys the node
+    /// may keep beside these (decoded by it).
+    pub(crate) fn decode(node: &str, state: &State, optional: &[&str]) -> Result<Saved> {
+        let mut keys = vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD, MAX_OFFSET];
+        keys.extend(optional.iter().filter(|k| state.contains(k)));
         state.expect_keys(node, &keys)?;
-        let bound = if state.contains(MAX_OFFSET) {
-            Bound {
-                max_offset: state.get(MAX_OFFSET)?,
-                recorded: true,
-            }
-        } else {
-            Bound {
-                max_offset: fallback,
-                recorded: false,
-            }
+        let bound = Bound {
+            max_offset: state.get(MAX_OFFSET)?,
+            recorded: true,
         };
         let snapshot_index: u64 = state.get(SNAPSHOT_INDEX)?;
         let steps: u64 = state.get(STEPS)?;
@@ -373,7 +356,7 @@ mod tests {
 
     fn decoded(cursor: &Cursor) -> (u64, u64, u64, Vec<u64>) {
         let state = State::from_json(&cursor.to_state().unwrap().to_json().unwrap()).unwrap();
-        let saved = Saved::decode("Test", &state, &[], 0).unwrap();
+        let saved = Saved::decode("Test", &state, &[]).unwrap();
         let n: u64 = saved.snapshot.get("n").unwrap();
         (n, saved.snapshot_index, saved.steps, saved.ahead)
     }
@@ -425,14 +408,15 @@ mod tests {
                 .unwrap()
                 .with(DELIVERED_AHEAD, ahead)
                 .unwrap()
+                .with(MAX_OFFSET, 5)
+                .unwrap()
         };
-        assert!(Saved::decode("T", &state(2, vec![3, 5]), &[], 5).is_ok());
-        let err = Saved::decode("T", &state(2, vec![2]), &[], 5).unwrap_err();
+        assert!(Saved::decode("T", &state(2, vec![3, 5]), &[]).is_ok());
+        let err = Saved::decode("T", &state(2, vec![2]), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
-        let err = Saved::decode("T", &state(2, vec![4, 4]), &[], 5).unwrap_err();
+        let err = Saved::decode("T", &state(2, vec![4, 4]), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/1"));
-        let err =
-            Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap(), &[], 5).unwrap_err();
+        let err = Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap(), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/extra"));
     }
 
@@ -453,16 +437,15 @@ mod tests {
                 None => s,
             }
         };
-        // The node's own bound applies when none was recorded.
-        let err = Saved::decode("T", &state(6, vec![], None), &[], 5).unwrap_err();
+        // The bound is required.
+        let err = Saved::decode("T", &state(0, vec![], None), &[]).unwrap_err();
+        assert_eq!(err.state_path(), Some("/max_offset"));
+        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), &[]).is_ok());
+        let err = Saved::decode("T", &state(6, vec![], Some(5)), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
-        let err = Saved::decode("T", &state(1, vec![6], None), &[], 5).unwrap_err();
+        let err = Saved::decode("T", &state(1, vec![6], Some(5)), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
-        // A recorded bound replaces it, either way.
-        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), &[], 5).is_ok());
-        let err = Saved::decode("T", &state(3, vec![], Some(2)), &[], 5).unwrap_err();
-        assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
-        let err = Saved::decode("T", &state(1 << 50, vec![], Some(100)), &[], 5).unwrap_err();
+        let err = Saved::decode("T", &state(1 << 50, vec![], Some(100)), &[]).unwrap_err();
         assert!(err.to_string().contains("max_offset (100)"), "{err}");
         let in_order = State::new()
             .with(SNAPSHOT, State::new())
