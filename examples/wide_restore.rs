@@ -80,7 +80,10 @@ fn main() -> Result<()> {
         drop_ms.push(t.elapsed());
     }
     // For a profiler: `WIDE_RESTORE_LOOP=100` repeats only the restore.
-    if let Some(k) = std::env::var("WIDE_RESTORE_LOOP").ok().and_then(|v| v.parse().ok()) {
+    if let Some(k) = std::env::var("WIDE_RESTORE_LOOP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         let parsed = State::from_json(&json)?;
         for _ in 0..k {
             Loader::new(build(n)).load_state_dict(&parsed)?;
@@ -94,8 +97,16 @@ fn main() -> Result<()> {
         median(parse),
         median(load),
         median(drop_ms),
-        if load_cpu.is_empty() { f64::NAN } else { median(load_cpu) },
-        if again_cpu.is_empty() { f64::NAN } else { median(again_cpu) },
+        if load_cpu.is_empty() {
+            f64::NAN
+        } else {
+            median(load_cpu)
+        },
+        if again_cpu.is_empty() {
+            f64::NAN
+        } else {
+            median(again_cpu)
+        },
     );
     Ok(())
 }

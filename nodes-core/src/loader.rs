@@ -553,19 +553,13 @@ impl<N: Node> Loader<N> {
         // pipeline's state costs milliseconds to take.
         // (On failure it is unknown: the rollback may itself have failed.)
         let resting = self.resting.take();
-        let result = reset_then_check(
-            &mut self.root,
-            &self.cx,
-            Some(&root_state),
-            resting,
-            || {
-                if verify {
-                    Self::verify_content(state)
-                } else {
-                    Ok(())
-                }
-            },
-        );
+        let result = reset_then_check(&mut self.root, &self.cx, Some(&root_state), resting, || {
+            if verify {
+                Self::verify_content(state)
+            } else {
+                Ok(())
+            }
+        });
         result?;
         self.resting = Some(root_state);
         self.peeked = None;

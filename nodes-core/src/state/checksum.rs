@@ -117,7 +117,11 @@ impl Body {
                 Step::Owned(text) => hash.string(&text),
                 Step::State(state, top) => {
                     let counted = |key: &str| !(top && key == CHECKSUM_KEY);
-                    let mut keys = state.entries.iter().map(|(k, _)| k.as_ref()).filter(|k| counted(k));
+                    let mut keys = state
+                        .entries
+                        .iter()
+                        .map(|(k, _)| k.as_ref())
+                        .filter(|k| counted(k));
                     let sorted = keys.next().is_none_or(|first| {
                         keys.try_fold(first, |previous, key| (previous < key).then_some(key))
                             .is_some()

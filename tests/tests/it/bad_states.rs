@@ -246,13 +246,12 @@ fn mutate(real: &State, other: &State, other_same_shape: bool, m: &Mutation) -> 
             // Removing an array element can leave a valid array (a shorter
             // buffer, a list of offsets).
             // The writer's version is informational: a state without it loads.
-            let verdict = if matches!(original.pointer(parent), Some(Value::Array(_)))
-                || at == "/version"
-            {
-                Verdict::MayPass
-            } else {
-                outside(Verdict::MustFail, &at)
-            };
+            let verdict =
+                if matches!(original.pointer(parent), Some(Value::Array(_))) || at == "/version" {
+                    Verdict::MayPass
+                } else {
+                    outside(Verdict::MustFail, &at)
+                };
             done(value, at, verdict)
         }
         Mutation::UnknownKey(n, extra) => {

@@ -135,12 +135,15 @@ fn write(path: &PathBuf, text: &str) {
 
 /// Panics naming the first differing item of `what`.
 fn compare(case: &str, what: &str, expected: &[Value], actual: &[Value]) {
-    if let Some(i) = (0..expected.len().max(actual.len())).find(|&i| expected.get(i) != actual.get(i))
+    if let Some(i) =
+        (0..expected.len().max(actual.len())).find(|&i| expected.get(i) != actual.get(i))
     {
         panic!(
             "{case}: {what} differs from the golden file at item {i}: expected {}, found {} \
              (if the change is deliberate, bless with NODES_BLESS=1, review the diff and say so in CHANGELOG.md)",
-            expected.get(i).map_or("nothing".to_owned(), Value::to_string),
+            expected
+                .get(i)
+                .map_or("nothing".to_owned(), Value::to_string),
             actual.get(i).map_or("nothing".to_owned(), Value::to_string),
         );
     }
@@ -179,14 +182,19 @@ fn seeded_streams_and_checkpoints_match_the_golden_files() {
     for (case, build) in cases() {
         let (epoch0, epoch1, checkpoint, rest) = run(build);
         let stream_path = golden_dir().join("streams").join(format!("{case}.json"));
-        let checkpoint_path = golden_dir().join("checkpoints").join(format!("{case}.json"));
+        let checkpoint_path = golden_dir()
+            .join("checkpoints")
+            .join(format!("{case}.json"));
         if blessing() {
             let stream = json!({
                 "epoch_0": epoch0,
                 "epoch_1": epoch1,
                 "after_checkpoint": rest,
             });
-            write(&stream_path, &(serde_json::to_string_pretty(&stream).unwrap() + "\n"));
+            write(
+                &stream_path,
+                &(serde_json::to_string_pretty(&stream).unwrap() + "\n"),
+            );
             write(&checkpoint_path, &(checkpoint + "\n"));
             continue;
         }
@@ -194,7 +202,12 @@ fn seeded_streams_and_checkpoints_match_the_golden_files() {
         let list = |key: &str| stream[key].as_array().cloned().unwrap_or_default();
         compare(case, "epoch 0", &list("epoch_0"), &epoch0);
         compare(case, "epoch 1", &list("epoch_1"), &epoch1);
-        compare(case, "the run after the checkpoint", &list("after_checkpoint"), &rest);
+        compare(
+            case,
+            "the run after the checkpoint",
+            &list("after_checkpoint"),
+            &rest,
+        );
 
         // The golden checkpoint, as an earlier build wrote it, loads into a
         // pipeline built now and resumes with the stored items.
@@ -209,7 +222,12 @@ fn seeded_streams_and_checkpoints_match_the_golden_files() {
         let mut epoch = resumed.epoch();
         assert_eq!(epoch.index(), 1, "{case}");
         let resumed_rest = take(&mut epoch, REST_LEN);
-        compare(case, "the resume from the golden checkpoint", &list("after_checkpoint"), &resumed_rest);
+        compare(
+            case,
+            "the resume from the golden checkpoint",
+            &list("after_checkpoint"),
+            &resumed_rest,
+        );
     }
 }
 
@@ -221,7 +239,9 @@ fn golden_checkpoints_carry_the_writer_version_and_are_sealed() {
         return;
     }
     for (case, build) in cases() {
-        let path = golden_dir().join("checkpoints").join(format!("{case}.json"));
+        let path = golden_dir()
+            .join("checkpoints")
+            .join(format!("{case}.json"));
         let text = read(&path);
         let value: Value = serde_json::from_str(&text).unwrap();
         assert!(value["version"].is_string(), "{case}: no writer version");

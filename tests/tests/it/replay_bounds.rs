@@ -216,3 +216,129 @@ fn a_delivered_ahead_past_the_source_end_is_a_bad_state_at_its_path() {
         assert!(in_pass > 0, "in_order {in_order}");
     }
 }
+
+/// Every single-byte change of a small real checkpoint of a threaded node
+/// over an endless source that alters what it parses to is refused (the
+/// checksum, or a check before it), within the watchdog: no change makes a
+/// restore replay without end. Changes to digits are also offered with the
+/// checksum off: then only the bounds stand between a damaged count and an
+/// endless replay, and every offer still ends.
+#[test]
+fn every_single_byte_change_of_a_threaded_checkpoint_over_an_endless_source_is_refused() {
+    for (what, build) in endless() {
+        let outcome = with_watchdog(Duration::from_secs(300), move || {
+            let mut loader = Loader::new(build());
+            let mut epoch = loader.epoch();
+            let _ = epoch.by_ref().take(10).count();
+            let json = epoch.state_dict().unwrap().to_json().unwrap();
+            let rest: Vec<u64> = epoch.take(8).collect::<Result<_>>().unwrap();
+            drop(loader);
+            let original: Value = serde_json::from_str(&json).unwrap();
+            let bytes = json.as_bytes();
+            let mut target = Loader::new(build());
+            let mut unverified = Loader::new(build()).verify_checksum(false);
+            let (mut altered, mut accepted, mut digits) = (0usize, Vec::new(), 0usize);
+            for at in 0..bytes.len() {
+                for byte in 0..=u8::MAX {
+                    if byte == bytes[at] {
+                        continue;
+                    }
+                    let mut text = bytes.to_vec();
+                    text[at] = byte;
+                    let Ok(text) = String::from_utf8(text) else {
+                        continue;
+                    };
+                    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                        continue;
+                    };
+                    if value == original {
+                        continue;
+                    }
+                    altered += 1;
+                    let Ok(state) = State::from_json(&text) else {
+                        continue;
+                    };
+                    match target.load_state_dict(&state) {
+                        Err(err) => assert!(err.state_path().is_some(), "{what}: {err}"),
+                        Ok(()) => {
+                            accepted.push(text.clone());
+                            target = Loader::new(build());
+                        }
+                    }
+                    if bytes[at].is_ascii_digit() && byte.is_ascii_digit() {
+                        digits += 1;
+                        if unverified.load_state_dict(&state).is_ok() {
+                            unverified = Loader::new(build()).verify_checksum(false);
+                        }
+                    }
+                }
+            }
+            target
+                .load_state_dict(&State::from_json(&json).unwrap())
+                .unwrap();
+            let resumed: Vec<u64> = target.epoch().take(8).collect::<Result<_>>().unwrap();
+            (altered, accepted, digits, resumed == rest, bytes.len())
+        });
+        let (altered, accepted, digits, resumes, len) =
+            outcome.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(accepted.is_empty(), "{what}: accepted\n{}", accepted[0]);
+        assert!(
+            altered > 30 * len,
+            "{what}: only {altered} altered checkpoints"
+        );
+        assert!(digits > 0, "{what}");
+        assert!(
+            resumes,
+            "{what}: the loader offered them all does not resume the real one"
+        );
+    }
+}
+
+/// A damaged replay count 10,000 nodes down is refused at its path, in
+/// time, and a pipeline that deep restores its real state exactly.
+#[test]
+fn a_replay_count_10000_levels_down_is_refused_at_its_path() {
+    const DEPTH: usize = 10_000;
+    fn deep() -> Box<dyn Node<Item = u64>> {
+        let mut node = IterableWrapper::new(0..6u64)
+            .cycle()
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap()
+            .boxed();
+        for _ in 0..DEPTH {
+            node = node.map(|x| x + 1).boxed();
+        }
+        node
+    }
+    let outcome = with_watchdog(LIMIT * 4, || {
+        // Each nested node recurses once in `next`, `reset` and `get_state`.
+        let body = || {
+            let mut loader = Loader::new(deep());
+            let mut epoch = loader.epoch();
+            let _ = epoch.by_ref().take(9).count();
+            let state = epoch.state_dict().unwrap();
+            let rest: Vec<u64> = epoch.take(5).collect::<Result<_>>().unwrap();
+            let mut value = state.into_value();
+            let pointer = format!("/root{}/steps_since_snapshot", "/source".repeat(DEPTH));
+            let real = value.clone();
+            *value.pointer_mut(&pointer).unwrap() = json!(1u64 << 50);
+            let mut loader = Loader::new(deep()).verify_checksum(false);
+            let err = loader
+                .load_state_dict(&State::from_value(value).unwrap())
+                .unwrap_err();
+            assert_eq!(err.state_path(), Some(pointer.as_str()), "{err}");
+            loader
+                .load_state_dict(&State::from_value(real).unwrap())
+                .unwrap();
+            let resumed: Vec<u64> = loader.epoch().take(5).collect::<Result<_>>().unwrap();
+            assert_eq!(resumed, rest);
+        };
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(body)
+            .unwrap()
+            .join()
+            .map_err(|_| "the deep case panicked".to_owned())
+    });
+    outcome.unwrap().unwrap();
+}

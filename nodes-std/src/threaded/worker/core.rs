@@ -759,7 +759,6 @@ where
             .saturating_add(self.restored_span.saturating_mul(2))
     }
 
-
     /// Sets the error policy (a builder step: before the first reset).
     pub(crate) fn set_policy(&mut self, policy: ErrorPolicy) {
         self.plan.policy = policy;
