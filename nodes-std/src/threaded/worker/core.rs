@@ -349,11 +349,6 @@ struct Pool<U> {
     end_at: Option<u64>,
     /// Out of order: errors waiting for every item before them.
     deferred: std::collections::BTreeMap<u64, (Result<U>, Option<State>)>,
-    /// Out of order: items handed out beyond the consumer's first gap. Their
-    /// credits come back only once the gap closes, so the workers never read
-    /// more than `max_in_flight` items beyond the first undelivered one, and
-    /// `delivered_ahead` stays within what a state may record.
-    held: BTreeSet<u64>,
 }
 
 impl<U> Pool<U> {
@@ -393,6 +388,9 @@ impl<U> Pool<U> {
                     }
                     _ => None,
                 };
+                // One credit back per item handed out: "in flight" counts
+                // exactly the items pulled and not yet returned.
+                self.permits.release(1);
                 if !in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: a source
                     // may fail without moving on, and only a snapshot taken
@@ -411,31 +409,6 @@ impl<U> Pool<U> {
             }
             self.current = self.receive(cursor, in_order, node, cx);
             self.position = 0;
-        }
-    }
-
-    /// Gives back the credits of what the consumer now holds for good: the
-    /// item just delivered at `index` if it was the first undelivered one
-    /// (`low` before), and items delivered ahead that the cursor's first
-    /// undelivered index (`low` now) has passed. Credits count the items
-    /// pulled and not yet below that index, so the workers never pull
-    /// beyond `low + max_in_flight` (plus restored skips, which take none).
-    fn credit(&mut self, index: u64, before: u64, low: u64) {
-        let mut n = 0;
-        if index == before {
-            n += 1;
-        } else {
-            self.held.insert(index);
-        }
-        while let Some(&first) = self.held.first() {
-            if first >= low {
-                break;
-            }
-            self.held.pop_first();
-            n += 1;
-        }
-        if n > 0 {
-            self.permits.release(n);
         }
     }
 
@@ -742,12 +715,13 @@ where
         }
     }
 
-    /// The largest offset from its snapshot that a state this node writes
-    /// this pass can record (`max_offset`): a snapshot is taken at least
-    /// every `snapshot_frequency` items that are not restored skips, so at
-    /// most that many plus the restored skips are delivered after the one a
-    /// state names; out of order, the workers read at most `max_in_flight`
-    /// items (plus restored skips) beyond the first undelivered one.
+    /// The bound on what a state this node writes this pass can record
+    /// (`max_offset`, before the offsets delivered ahead): a snapshot is
+    /// taken at least every `snapshot_frequency` items that are not restored
+    /// skips, so at most that many plus the restored skips are delivered
+    /// after the one a state names (`steps_since_snapshot`, which a restore
+    /// replays). Items delivered ahead of a gap are not replayed (they are
+    /// passed over while pulling) and the writer adds their largest offset.
     fn max_offset(&self) -> u64 {
         let every = match self.run.snapshots {
             Snapshots::Every(every) => every,
@@ -788,9 +762,7 @@ where
                 Phase::Running(pool) => {
                     match pool.next(&self.cursor, self.run.in_order, node, cx) {
                         Some((index, value, snapshot)) => {
-                            let before = self.cursor.low();
                             self.cursor.deliver(index, snapshot);
-                            pool.credit(index, before, self.cursor.low());
                             Some(value)
                         }
                         None => None,
@@ -994,7 +966,6 @@ where
             position: 0,
             end_at: None,
             deferred: std::collections::BTreeMap::new(),
-            held: BTreeSet::new(),
         };
         for i in 0..self.run.workers {
             let worker = Worker {

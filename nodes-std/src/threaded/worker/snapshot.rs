@@ -28,9 +28,9 @@ pub(crate) const STEPS: &str = "steps_since_snapshot";
 /// Key of the offsets (from the snapshot) of items delivered beyond that count.
 pub(crate) const DELIVERED_AHEAD: &str = "delivered_ahead";
 /// Key of the largest offset from the snapshot that the node which wrote the
-/// state could have recorded (in `steps_since_snapshot` or
-/// `delivered_ahead`), given its snapshot frequency, its read-ahead and the
-/// skips it was restored with. A restore replays at most this many items.
+/// state could have recorded in `steps_since_snapshot` (given its snapshot
+/// frequency, its read-ahead and the skips it was restored with) or wrote
+/// in `delivered_ahead`. A restore replays at most this many items.
 pub(crate) const MAX_OFFSET: &str = "max_offset";
 
 /// The most items a paced snapshot protocol (`prefetch`) lets pass between
@@ -219,7 +219,8 @@ pub(crate) fn rewind<N: Node>(source: &mut N, snapshot: &State, steps: u64) -> R
 }
 
 /// Encodes the five-key form that [`Saved::decode`] reads; `max_offset` is
-/// the writer's bound on the offsets it records.
+/// the writer's bound on the steps it records (raised to the largest offset
+/// delivered ahead).
 pub(crate) fn encode(
     snapshot: &State,
     snapshot_index: u64,
@@ -232,6 +233,9 @@ pub(crate) fn encode(
     state.insert(SNAPSHOT_INDEX, snapshot_index)?;
     state.insert(STEPS, low - snapshot_index)?;
     let ahead: Vec<u64> = ahead.map(|i| i - snapshot_index).collect();
+    // Out of order, how far items run ahead of a slow one depends on timing:
+    // the bound covers the offsets actually written.
+    let max_offset = max_offset.max(ahead.last().copied().unwrap_or(0));
     debug_assert!(
         low - snapshot_index <= max_offset && ahead.iter().all(|&o| o <= max_offset),
         "a position beyond its own bound {max_offset}: {} steps, ahead {ahead:?}",
