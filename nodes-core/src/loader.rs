@@ -110,6 +110,10 @@ pub struct Loader<N: Node> {
     /// copied until a state is serialised.
     shape_json: State,
     fingerprint: std::sync::Arc<str>,
+    /// The root's own state while it stands exactly where the last
+    /// successful `load_state_dict` put it (nothing pulled since): a failed
+    /// restore rolls back to it without asking the root for its state.
+    resting: Option<State>,
     check_shape: bool,
     verify_checksum: bool,
 }
@@ -132,6 +136,11 @@ const EPOCH_INDEX: &str = "epoch_index";
 const PIPELINE: &str = "pipeline";
 const FINGERPRINT: &str = "fingerprint";
 const FORMAT: &str = "format";
+/// The version of nodes that wrote the state (informational: not required,
+/// and not compared, on load).
+const VERSION: &str = "version";
+/// This build's version, written with every state.
+const WRITER_VERSION: &str = env!("CARGO_PKG_VERSION");
 const CHECKSUM: &str = CHECKSUM_KEY;
 /// The layout version of the loader's own state. Format 2 added
 /// `epoch_index` and `checksum`; format 3 saves the pipeline as JSON and
@@ -144,6 +153,7 @@ const KEYS: &[&str] = &[
     NUM_YIELDED,
     EPOCH_INDEX,
     FORMAT,
+    VERSION,
     FINGERPRINT,
     PIPELINE,
     CHECKSUM,
@@ -198,6 +208,7 @@ impl<N: Node> Loader<N> {
             shape,
             check_shape: true,
             verify_checksum: true,
+            resting: None,
             root,
             cx: Cx::new_running(),
             restart_on_end: true,
@@ -311,6 +322,7 @@ impl<N: Node> Loader<N> {
     }
 
     fn begin_epoch(&mut self) -> Result<()> {
+        self.resting = None;
         match std::mem::replace(&mut self.phase, Phase::Started) {
             Phase::Positioned { loaded: true } if self.restart_on_end => {
                 // A loaded state may stand at the end of its epoch: look one item
@@ -337,6 +349,7 @@ impl<N: Node> Loader<N> {
 
     fn reset_root(&mut self) -> Result<()> {
         self.peeked = None;
+        self.resting = None;
         self.num_yielded = 0;
         self.root.reset(None)
     }
@@ -347,6 +360,7 @@ impl<N: Node> Loader<N> {
         state.insert(NUM_YIELDED, self.num_yielded)?;
         state.insert(EPOCH_INDEX, self.epoch_index)?;
         state.insert(FORMAT, FORMAT_VERSION)?;
+        state.insert(VERSION, WRITER_VERSION)?;
         state.insert_shared(FINGERPRINT, self.fingerprint.clone());
         state.insert_child(PIPELINE, self.shape_json.clone());
         // A slot: the checksum is computed only if the state is serialised.
@@ -414,6 +428,9 @@ impl<N: Node> Loader<N> {
                 format!("unexpected key for a format {format} Loader state"),
             ));
         }
+        if state.contains(VERSION) {
+            state.get::<String>(VERSION)?;
+        }
         if self.verify_checksum && !state.has_checksum_slot() && state.contains(CHECKSUM) {
             state.get::<String>(CHECKSUM)?;
         }
@@ -449,6 +466,14 @@ impl<N: Node> Loader<N> {
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
         let fingerprint: String = state.get(FINGERPRINT)?;
+        // The saved description is only read to name a difference: with the
+        // same fingerprint (or no shape check) it is not decoded at all,
+        // which for a wide pipeline is most of the cost of a restore. It
+        // must still be a JSON object (the checksum covers its content).
+        if !self.check_shape || *fingerprint == *self.fingerprint {
+            state.child(PIPELINE)?;
+            return Ok(());
+        }
         // Decoding a description recurses once per level: refuse one nested
         // far deeper than this pipeline's own before decoding it (a damaged
         // or hostile state must not overflow the stack).
@@ -464,9 +489,6 @@ impl<N: Node> Loader<N> {
             ));
         }
         let saved: Description = state.get(PIPELINE)?;
-        if !self.check_shape || *fingerprint == *self.fingerprint {
-            return Ok(());
-        }
         let Some((path, message)) = saved.first_difference(&self.shape) else {
             return Err(Error::bad_state(
                 state.path_of(FINGERPRINT),
@@ -491,7 +513,7 @@ impl<N: Node> Loader<N> {
     }
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
-    /// "epoch_index": k, "format": 3, "fingerprint": "<hex>", "pipeline":
+    /// "epoch_index": k, "format": 3, "version": "<crate version>", "fingerprint": "<hex>", "pipeline":
     /// <description as JSON>, "checksum": "fnv1a64:<hex>"}`.
     ///
     /// The checksum is computed when the state is serialised, not here (see
@@ -548,13 +570,19 @@ impl<N: Node> Loader<N> {
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
         let verify = self.verify_checksum;
-        reset_then_check(&mut self.root, &self.cx, Some(&root_state), || {
+        // Where the root stands, if known without asking it: a wide
+        // pipeline's state costs milliseconds to take.
+        // (On failure it is unknown: the rollback may itself have failed.)
+        let resting = self.resting.take();
+        let result = reset_then_check(&mut self.root, &self.cx, Some(&root_state), resting, || {
             if verify {
                 Self::verify_content(state)
             } else {
                 Ok(())
             }
-        })?;
+        });
+        result?;
+        self.resting = Some(root_state);
         self.peeked = None;
         self.num_yielded = num_yielded;
         self.epoch_index = epoch_index;

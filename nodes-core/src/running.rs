@@ -80,19 +80,24 @@ pub(crate) fn reset_with_rollback<N: Node>(
     cx: &Cx,
     state: Option<&State>,
 ) -> Result<()> {
-    reset_then_check(node, cx, state, || Ok(()))
+    reset_then_check(node, cx, state, None, || Ok(()))
 }
 
 /// Resets `node` from `state`, then runs `check` (a check of the state that
 /// must come after the node's own); if either fails, puts the node back
-/// where it stood.
+/// where it stood: at `resting`, the node's own state when the caller knows
+/// it (no need to take it), else at the state taken before the reset.
 pub(crate) fn reset_then_check<N: Node>(
     node: &mut N,
     cx: &Cx,
     state: Option<&State>,
+    resting: Option<State>,
     check: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    let before = node.get_state(cx);
+    let before = match resting {
+        Some(state) => Ok(state),
+        None => node.get_state(cx),
+    };
     match node.reset(state).and_then(|()| check()) {
         Ok(()) => Ok(()),
         Err(err) => {

@@ -42,6 +42,18 @@ impl Fnv1a {
         }
     }
 
+    /// Writes a JSON string in serde_json's compact form: most strings need
+    /// no escape and are hashed as they are.
+    fn string(&mut self, text: &str) {
+        if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            self.bytes(b"\"");
+            self.bytes(text.as_bytes());
+            self.bytes(b"\"");
+        } else {
+            self.scalar(text);
+        }
+    }
+
     /// Writes a JSON scalar (or string) in serde_json's compact form.
     fn scalar<T: serde::Serialize + ?Sized>(&mut self, value: &T) {
         // Writing into the hash cannot fail, and a `Value` scalar or a string
@@ -101,9 +113,33 @@ impl Body {
         while let Some(step) = todo.pop() {
             match step {
                 Step::Text(text) => hash.bytes(text.as_bytes()),
-                Step::Str(text) => hash.scalar(text),
-                Step::Owned(text) => hash.scalar(&text),
+                Step::Str(text) => hash.string(text),
+                Step::Owned(text) => hash.string(&text),
                 Step::State(state, top) => {
+                    let counted = |key: &str| !(top && key == CHECKSUM_KEY);
+                    let mut keys = state
+                        .entries
+                        .iter()
+                        .map(|(k, _)| k.as_ref())
+                        .filter(|k| counted(k));
+                    let sorted = keys.next().is_none_or(|first| {
+                        keys.try_fold(first, |previous, key| (previous < key).then_some(key))
+                            .is_some()
+                    });
+                    if sorted {
+                        // Keys already in byte order (a wide sampler's
+                        // sources): no list to build and sort.
+                        open_sorted(
+                            &mut hash,
+                            &mut todo,
+                            state
+                                .entries
+                                .iter()
+                                .filter(|(key, _)| counted(key))
+                                .map(|(key, entry)| (key.as_ref(), entry_step(state, entry))),
+                        );
+                        continue;
+                    }
                     let fields = state
                         .entries
                         .iter()
@@ -124,6 +160,7 @@ impl Body {
                     let fields = map.iter().map(|(k, v)| (k.as_str(), Step::Value(v)));
                     open_object(&mut hash, &mut todo, fields.collect());
                 }
+                Step::Value(Value::String(text)) => hash.string(text),
                 Step::Value(Value::Array(items)) => {
                     hash.bytes(b"[");
                     todo.push(Step::Text("]"));
@@ -138,6 +175,35 @@ impl Body {
             }
         }
         format!("{ALGORITHM}{:016x}", hash.0)
+    }
+}
+
+/// What to write for `entry`, an entry of `state`.
+fn entry_step<'a>(state: &'a Body, entry: &'a Entry) -> Step<'a> {
+    match entry {
+        Entry::Json(value) => Step::Value(value),
+        Entry::Child(child) => Step::State(child, false),
+        Entry::Shared(text) => Step::Str(text),
+        Entry::Checksum => Step::Owned(state.content_checksum()),
+    }
+}
+
+/// Writes `{` and schedules `fields`, whose keys are in byte order, then `}`.
+fn open_sorted<'a>(
+    hash: &mut Fnv1a,
+    todo: &mut Vec<Step<'a>>,
+    fields: impl DoubleEndedIterator<Item = (&'a str, Step<'a>)>,
+) {
+    hash.bytes(b"{");
+    todo.push(Step::Text("}"));
+    let mut fields = fields.rev().peekable();
+    while let Some((key, value)) = fields.next() {
+        todo.push(value);
+        todo.push(Step::Text(":"));
+        todo.push(Step::Str(key));
+        if fields.peek().is_some() {
+            todo.push(Step::Text(","));
+        }
     }
 }
 

@@ -212,7 +212,7 @@ impl ParallelOptions {
 /// # State
 ///
 /// `{"snapshot": <source state>, "snapshot_index": n, "steps_since_snapshot": k,
-/// "delivered_ahead": [offsets]}`: the source state taken after item
+/// "delivered_ahead": [offsets], "max_offset": m}`: the source state taken after item
 /// `snapshot_index - 1` (by the worker that pulled it), the number of items
 /// after it that the consumer received, and — out of order only — the offsets
 /// (from `snapshot_index`) of items received beyond the first gap. It
@@ -221,6 +221,12 @@ impl ParallelOptions {
 /// received items are skipped (pulled again but not mapped), so the restored
 /// run yields precisely the items not yet received, each once, in either
 /// mode. States are interchangeable between modes and worker counts.
+/// `"max_offset": m` is the most the writer could have recorded after its
+/// snapshot (its `snapshot_frequency` + `max_concurrent` + twice the span of
+/// the skips it was restored with, or its largest offset delivered ahead):
+/// a `steps_since_snapshot` or an offset
+/// beyond it is refused when the state is offered, so a restore never
+/// replays more than `m` items, whatever the options it is restored with.
 /// Once the consumer has received the end of the pass, the snapshot is the
 /// source's state past its end, so that the next pass after a restore starts
 /// exactly as it would have without one.

@@ -48,7 +48,9 @@ const MAX_CHUNK: usize = 4096;
 /// received since. It describes only what the consumer received, never the
 /// read-ahead. Restoring resets the source to the snapshot and skips the `k`
 /// items (about as much source work as the snapshot spacing above: 100 µs,
-/// or eight snapshots' worth). Once the consumer has received the end of the
+/// or eight snapshots' worth, and never more than 65,536 items: a snapshot is
+/// taken at least that often, and a state with a larger `k` is refused when
+/// it is offered). Once the consumer has received the end of the
 /// pass, the snapshot is the source's state past its end, so that the next
 /// pass after a restore starts exactly as it would have without one.
 ///

@@ -245,11 +245,13 @@ fn mutate(real: &State, other: &State, other_same_shape: bool, m: &Mutation) -> 
             }
             // Removing an array element can leave a valid array (a shorter
             // buffer, a list of offsets).
-            let verdict = if matches!(original.pointer(parent), Some(Value::Array(_))) {
-                Verdict::MayPass
-            } else {
-                outside(Verdict::MustFail, &at)
-            };
+            // The writer's version is informational: a state without it loads.
+            let verdict =
+                if matches!(original.pointer(parent), Some(Value::Array(_))) || at == "/version" {
+                    Verdict::MayPass
+                } else {
+                    outside(Verdict::MustFail, &at)
+                };
             done(value, at, verdict)
         }
         Mutation::UnknownKey(n, extra) => {

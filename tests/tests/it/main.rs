@@ -14,10 +14,12 @@ mod elastic;
 mod exactly_once;
 mod faults;
 mod files;
+mod golden;
 mod hand_written;
 mod integrity;
 mod load;
 mod loader;
+mod replay_bounds;
 mod stats;
 mod train_loop;
 

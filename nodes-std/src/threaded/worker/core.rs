@@ -31,7 +31,7 @@ use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State}
 use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
-use super::snapshot::{self, Cursor, Saved};
+use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
 use super::thread::{self, Workers, lock};
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
@@ -51,6 +51,8 @@ pub(crate) enum Snapshots {
     /// the last one: at least [`MIN_CHUNK_TIME`], and eight times what the
     /// last snapshot cost, so that taking them costs at most about an eighth
     /// of the source's time, and a restore replays about that much work.
+    /// Whatever the timing, at least one every [`MAX_PACED_STEPS`] items, so
+    /// that a restore never replays more (and a state naming more is refused).
     Paced,
     /// Never (inline: the source's own state is the position).
     Never,
@@ -133,6 +135,12 @@ struct Puller<N: Node> {
     /// wait before the next one under [`Snapshots::Paced`].
     last_snapshot: Instant,
     pace: Duration,
+    /// Items pulled since the last snapshot (or the pass began).
+    since_snapshot: u64,
+    /// A snapshot was due at an item skipped as delivered before a restore:
+    /// take it after the next item that is not skipped, so that the gap
+    /// between snapshots (and the steps a state records) stays bounded.
+    missed: bool,
 }
 
 /// Items on their way to the consumer, in pull order.
@@ -223,9 +231,15 @@ impl<N: Node> Puller<N> {
                 }
             };
             self.next_index += 1;
+            self.since_snapshot += 1;
             if !self.skip.is_empty() && self.skip.remove(&index) {
-                // Delivered before the restore. A snapshot due here is not
-                // taken: the consumer adopts the next one instead.
+                // Delivered before the restore. A snapshot due here is taken
+                // after the next item that is sent instead.
+                if let Snapshots::Every(every) = snapshots
+                    && (index + 1).is_multiple_of(every)
+                {
+                    self.missed = true;
+                }
                 continue;
             }
             let bad_record = item.is_err();
@@ -237,8 +251,11 @@ impl<N: Node> Puller<N> {
             // item instead of the failure.
             let due = (bad_record && snapshots != Snapshots::Never)
                 || match snapshots {
-                    Snapshots::Every(every) => (index + 1).is_multiple_of(every),
-                    Snapshots::Paced => last && self.last_snapshot.elapsed() >= self.pace,
+                    Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
+                    Snapshots::Paced => {
+                        self.since_snapshot >= MAX_PACED_STEPS
+                            || (last && self.last_snapshot.elapsed() >= self.pace)
+                    }
                     Snapshots::Never => false,
                 };
             if due && !self.snapshot(cx, &mut chunk, node) {
@@ -271,6 +288,8 @@ impl<N: Node> Puller<N> {
         match catch(node, Some(index), || self.source.get_state(cx)) {
             Ok(state) => {
                 chunk.snapshots.push((at, state));
+                self.since_snapshot = 0;
+                self.missed = false;
                 self.last_snapshot = Instant::now();
                 self.pace = MIN_CHUNK_TIME.max(8 * (self.last_snapshot - started));
                 true
@@ -632,6 +651,9 @@ pub(crate) struct Threaded<N: Node, S, U> {
     /// consumer does.
     ended: bool,
     budget: ErrorBudget,
+    /// The span of the skips this pass was restored with: from the first
+    /// item not delivered to one past the last delivered ahead (0 without).
+    restored_span: u64,
 }
 
 impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
@@ -680,6 +702,8 @@ where
                 broke: None,
                 last_snapshot: Instant::now(),
                 pace: MIN_CHUNK_TIME,
+                since_snapshot: 0,
+                missed: false,
             })),
             stage: Arc::new(stage),
             flag: ResetFlag::default(),
@@ -687,7 +711,26 @@ where
             cursor: Cursor::new(State::new(), 0, []),
             ended: false,
             budget: ErrorBudget::new(plan.policy),
+            restored_span: 0,
         }
+    }
+
+    /// The bound on what a state this node writes this pass can record
+    /// (`max_offset`, before the offsets delivered ahead): a snapshot is
+    /// taken at least every `snapshot_frequency` items that are not restored
+    /// skips, so at most that many plus the restored skips are delivered
+    /// after the one a state names (`steps_since_snapshot`, which a restore
+    /// replays). Items delivered ahead of a gap are not replayed (they are
+    /// passed over while pulling) and the writer adds their largest offset.
+    fn max_offset(&self) -> u64 {
+        let every = match self.run.snapshots {
+            Snapshots::Every(every) => every,
+            Snapshots::Paced => MAX_PACED_STEPS,
+            Snapshots::Never => 0,
+        };
+        every
+            .saturating_add(self.run.max_in_flight as u64)
+            .saturating_add(self.restored_span.saturating_mul(2))
     }
 
     /// Sets the error policy (a builder step: before the first reset).
@@ -820,7 +863,7 @@ where
         let saved = state
             .map(|s| match self.plan.layout {
                 Layout::Indexed => Saved::decode(node, s, &[ERRORS]),
-                Layout::InOrder => Saved::decode_in_order(node, s, &[ERRORS]),
+                Layout::InOrder => Saved::decode_in_order(node, s, &[ERRORS], MAX_PACED_STEPS),
             })
             .transpose()?;
         let counts = match state {
@@ -846,6 +889,7 @@ where
         let snapshot = self.reset_source(saved.as_ref())?;
         let base = saved.as_ref().map_or(0, Saved::resume_index);
         let ahead = saved.map(|s| s.ahead).unwrap_or_default();
+        self.restored_span = ahead.last().map_or(0, |&last| last + 1 - base);
         self.cursor = Cursor::new(snapshot, base, ahead);
         self.budget.clear();
         if let Some(counts) = counts {
@@ -875,6 +919,8 @@ where
         puller.skip.clear();
         puller.next_index = 0;
         puller.last_snapshot = Instant::now();
+        puller.since_snapshot = 0;
+        puller.missed = false;
         let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
         if let Some(saved) = saved {
             for i in 0..saved.steps {
@@ -985,7 +1031,7 @@ where
         ahead: impl Iterator<Item = u64>,
     ) -> Result<State> {
         match self.plan.layout {
-            Layout::Indexed => snapshot::encode(snapshot, base, low, ahead),
+            Layout::Indexed => snapshot::encode(snapshot, base, low, ahead, self.max_offset()),
             Layout::InOrder => snapshot::encode_in_order(snapshot, low - base),
         }
     }

@@ -27,6 +27,16 @@ pub(crate) const SNAPSHOT_INDEX: &str = "snapshot_index";
 pub(crate) const STEPS: &str = "steps_since_snapshot";
 /// Key of the offsets (from the snapshot) of items delivered beyond that count.
 pub(crate) const DELIVERED_AHEAD: &str = "delivered_ahead";
+/// Key of the largest offset from the snapshot that the node which wrote the
+/// state could have recorded in `steps_since_snapshot` (given its snapshot
+/// frequency, its read-ahead and the skips it was restored with) or wrote
+/// in `delivered_ahead`. A restore replays at most this many items.
+pub(crate) const MAX_OFFSET: &str = "max_offset";
+
+/// The most items a paced snapshot protocol (`prefetch`) lets pass between
+/// two snapshots, whatever the timing: the largest `steps_since_snapshot` a
+/// `Prefetcher` writes, and so the longest replay a restore of one does.
+pub(crate) const MAX_PACED_STEPS: u64 = 1 << 16;
 
 /// A saved position, decoded and checked but not applied yet.
 #[derive(Debug)]
@@ -46,6 +56,38 @@ pub(crate) struct Saved {
     pub(crate) ahead_path: String,
 }
 
+/// The largest offset from the snapshot a state may name, and where that
+/// bound comes from (for the error).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bound {
+    /// `steps_since_snapshot` and every `delivered_ahead` offset are at most this.
+    pub(crate) max_offset: u64,
+    /// Whether the bound was recorded in the state (else it is the
+    /// restoring node's own).
+    pub(crate) recorded: bool,
+}
+
+/// An error unless `value <= bound.max_offset`.
+fn check_bound(value: u64, bound: Bound, path: String, what: &str) -> Result<()> {
+    if value <= bound.max_offset {
+        return Ok(());
+    }
+    let source = if bound.recorded {
+        format!("the {MAX_OFFSET} ({}) recorded with it", bound.max_offset)
+    } else {
+        format!(
+            "what this node records (at most {} items after a snapshot)",
+            bound.max_offset
+        )
+    };
+    Err(Error::bad_state(
+        path,
+        format!(
+            "{what} {value} is beyond {source}: the state is damaged or from another pipeline (a restore would replay that many items)"
+        ),
+    ))
+}
+
 /// The largest item index a restored position may name. No pass comes near
 /// 2^63 items, and the headroom keeps the index arithmetic of the pass that
 /// follows (one increment per item) from overflowing.
@@ -63,16 +105,22 @@ fn check_index(index: Option<u64>, path: String, what: &str) -> Result<u64> {
 }
 
 impl Saved {
-    /// Decodes `{snapshot, snapshot_index, steps_since_snapshot, delivered_ahead}`.
-    /// `optional` are further keys the node may keep beside these (decoded by it).
+    /// Decodes `{snapshot, snapshot_index, steps_since_snapshot,
+    /// delivered_ahead, max_offset}`. `optional` are further keys the node
+    /// may keep beside these (decoded by it).
     pub(crate) fn decode(node: &str, state: &State, optional: &[&str]) -> Result<Saved> {
-        let mut keys = vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD];
+        let mut keys = vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD, MAX_OFFSET];
         keys.extend(optional.iter().filter(|k| state.contains(k)));
         state.expect_keys(node, &keys)?;
-        let snapshot = state.child(SNAPSHOT)?;
+        let bound = Bound {
+            max_offset: state.get(MAX_OFFSET)?,
+            recorded: true,
+        };
         let snapshot_index: u64 = state.get(SNAPSHOT_INDEX)?;
         let steps: u64 = state.get(STEPS)?;
+        check_bound(steps, bound, state.path_of(STEPS), STEPS)?;
         let offsets: Vec<u64> = state.get(DELIVERED_AHEAD)?;
+        let snapshot = state.child(SNAPSHOT)?;
         check_index(
             Some(snapshot_index),
             state.path_of(SNAPSHOT_INDEX),
@@ -95,6 +143,7 @@ impl Saved {
                     ),
                 ));
             }
+            check_bound(offset, bound, path.clone(), "offset")?;
             previous = offset;
             ahead.push(check_index(
                 snapshot_index.checked_add(offset),
@@ -114,15 +163,27 @@ impl Saved {
     }
 
     /// Decodes the two-key form `{snapshot, steps_since_snapshot}` (a node
-    /// that delivers strictly in order and needs no absolute index).
-    pub(crate) fn decode_in_order(node: &str, state: &State, optional: &[&str]) -> Result<Saved> {
+    /// that delivers strictly in order and needs no absolute index), whose
+    /// steps are at most `max_steps` (what such a node writes).
+    pub(crate) fn decode_in_order(
+        node: &str,
+        state: &State,
+        optional: &[&str],
+        max_steps: u64,
+    ) -> Result<Saved> {
         let mut keys = vec![SNAPSHOT, STEPS];
         keys.extend(optional.iter().filter(|k| state.contains(k)));
         state.expect_keys(node, &keys)?;
+        let steps: u64 = state.get(STEPS)?;
+        let bound = Bound {
+            max_offset: max_steps,
+            recorded: false,
+        };
+        check_bound(steps, bound, state.path_of(STEPS), STEPS)?;
         Ok(Saved {
             snapshot: state.child(SNAPSHOT)?,
             snapshot_index: 0,
-            steps: state.get(STEPS)?,
+            steps,
             ahead: Vec::new(),
             steps_path: state.path_of(STEPS),
             ahead_path: state.path_of(DELIVERED_AHEAD),
@@ -157,21 +218,31 @@ pub(crate) fn rewind<N: Node>(source: &mut N, snapshot: &State, steps: u64) -> R
     Ok(())
 }
 
-/// Encodes the four-key form that [`Saved::decode`] reads.
+/// Encodes the five-key form that [`Saved::decode`] reads; `max_offset` is
+/// the writer's bound on the steps it records (raised to the largest offset
+/// delivered ahead).
 pub(crate) fn encode(
     snapshot: &State,
     snapshot_index: u64,
     low: u64,
     ahead: impl Iterator<Item = u64>,
+    max_offset: u64,
 ) -> Result<State> {
     let mut state = State::new();
     state.insert_child(SNAPSHOT, snapshot.clone());
     state.insert(SNAPSHOT_INDEX, snapshot_index)?;
     state.insert(STEPS, low - snapshot_index)?;
-    state.insert(
-        DELIVERED_AHEAD,
-        ahead.map(|i| i - snapshot_index).collect::<Vec<u64>>(),
-    )?;
+    let ahead: Vec<u64> = ahead.map(|i| i - snapshot_index).collect();
+    // Out of order, how far items run ahead of a slow one depends on timing:
+    // the bound covers the offsets actually written.
+    let max_offset = max_offset.max(ahead.last().copied().unwrap_or(0));
+    debug_assert!(
+        low - snapshot_index <= max_offset && ahead.iter().all(|&o| o <= max_offset),
+        "a position beyond its own bound {max_offset}: {} steps, ahead {ahead:?}",
+        low - snapshot_index
+    );
+    state.insert(DELIVERED_AHEAD, ahead)?;
+    state.insert(MAX_OFFSET, max_offset)?;
     Ok(state)
 }
 
@@ -275,7 +346,7 @@ impl Cursor {
     #[cfg(test)]
     pub(crate) fn to_state(&self) -> Result<State> {
         let (snapshot, base, low, ahead) = self.parts();
-        encode(snapshot, base, low, ahead)
+        encode(snapshot, base, low, ahead, 100)
     }
 }
 
@@ -341,6 +412,8 @@ mod tests {
                 .unwrap()
                 .with(DELIVERED_AHEAD, ahead)
                 .unwrap()
+                .with(MAX_OFFSET, 5)
+                .unwrap()
         };
         assert!(Saved::decode("T", &state(2, vec![3, 5]), &[]).is_ok());
         let err = Saved::decode("T", &state(2, vec![2]), &[]).unwrap_err();
@@ -349,5 +422,41 @@ mod tests {
         assert_eq!(err.state_path(), Some("/delivered_ahead/1"));
         let err = Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap(), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/extra"));
+    }
+
+    #[test]
+    fn decode_rejects_offsets_beyond_the_bound() {
+        let state = |steps: u64, ahead: Vec<u64>, max: Option<u64>| {
+            let s = State::new()
+                .with(SNAPSHOT, State::new())
+                .unwrap()
+                .with(SNAPSHOT_INDEX, 0u64)
+                .unwrap()
+                .with(STEPS, steps)
+                .unwrap()
+                .with(DELIVERED_AHEAD, ahead)
+                .unwrap();
+            match max {
+                Some(m) => s.with(MAX_OFFSET, m).unwrap(),
+                None => s,
+            }
+        };
+        // The bound is required.
+        let err = Saved::decode("T", &state(0, vec![], None), &[]).unwrap_err();
+        assert_eq!(err.state_path(), Some("/max_offset"));
+        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), &[]).is_ok());
+        let err = Saved::decode("T", &state(6, vec![], Some(5)), &[]).unwrap_err();
+        assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
+        let err = Saved::decode("T", &state(1, vec![6], Some(5)), &[]).unwrap_err();
+        assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
+        let err = Saved::decode("T", &state(1 << 50, vec![], Some(100)), &[]).unwrap_err();
+        assert!(err.to_string().contains("max_offset (100)"), "{err}");
+        let in_order = State::new()
+            .with(SNAPSHOT, State::new())
+            .unwrap()
+            .with(STEPS, MAX_PACED_STEPS + 1)
+            .unwrap();
+        let err = Saved::decode_in_order("T", &in_order, &[], MAX_PACED_STEPS).unwrap_err();
+        assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
     }
 }

@@ -1,0 +1,358 @@
+//! Replay counters (issue 15, items 1 and 5): a threaded node restores by
+//! replaying its source from a snapshot, and a state says how far. A
+//! damaged count must be refused when the state is offered, with its path,
+//! never replayed: over an endless source (`.cycle()`) a replay of 2^50
+//! items used to run until the process was killed.
+
+use std::time::Duration;
+
+use crate::support::watch::with_watchdog;
+use nodes_std::prelude::*;
+use nodes_std::{IterableWrapper, ParallelOptions};
+use serde_json::{Value, json};
+
+/// How long any one case may take: far above what it needs.
+const LIMIT: Duration = Duration::from_secs(30);
+
+type Build = fn() -> Box<dyn Node<Item = u64>>;
+
+/// Threaded nodes over an endless source, each with the options that make
+/// its replay counters mean something different.
+fn endless() -> Vec<(&'static str, Build)> {
+    fn cycled() -> impl Node<Item = u64> {
+        IterableWrapper::new(0..6u64).cycle()
+    }
+    vec![
+        ("par_map(2 workers)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(2))
+                .unwrap()
+                .boxed()
+        }),
+        ("par_map(2 workers, snapshot_frequency 100)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(2).snapshot_frequency(100))
+                .unwrap()
+                .boxed()
+        }),
+        ("par_map(2 workers, out of order)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(2).in_order(false))
+                .unwrap()
+                .boxed()
+        }),
+        ("par_map(inline)", || {
+            cycled()
+                .par_map(Ok, ParallelOptions::new(0).snapshot_frequency(7))
+                .unwrap()
+                .boxed()
+        }),
+        ("prefetch(4)", || cycled().prefetch(4).unwrap().boxed()),
+    ]
+}
+
+/// A real state of `build` after 10 items, as JSON.
+fn real_state(build: Build) -> Value {
+    let mut loader = Loader::new(build());
+    let mut epoch = loader.epoch();
+    for _ in 0..10 {
+        epoch.next().unwrap().unwrap();
+    }
+    epoch.state_dict().unwrap().into_value()
+}
+
+/// Offers `value` to a fresh loader of `build` (checksum off: the value was
+/// edited) under a watchdog; expects a refusal at `pointer`, then the loader
+/// carries on from its start.
+fn refused_at(what: &str, build: Build, value: Value, pointer: &str) {
+    let outcome = with_watchdog(LIMIT, move || {
+        let state = State::from_value(value).unwrap();
+        let mut loader = Loader::new(build()).verify_checksum(false);
+        let err = loader.load_state_dict(&state).err();
+        let head: Vec<u64> = loader
+            .epoch()
+            .take(8)
+            .collect::<Result<_>>()
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((err, head))
+    });
+    let (err, head) = match outcome {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => panic!("{what}: the loader did not carry on: {e}"),
+        Err(e) => panic!("{what}, {pointer}: {e}"),
+    };
+    let err = err.unwrap_or_else(|| panic!("{what}: {pointer} accepted"));
+    assert!(err.is_bad_state(), "{what}: {err}");
+    assert_eq!(err.state_path(), Some(pointer), "{what}: {err}");
+    if what.contains("out of order") {
+        // Delivered as completed: the first items of the pass, in any order.
+        assert!(
+            head.len() == 8 && head.iter().all(|&x| x < 6),
+            "{what}: {head:?}"
+        );
+    } else {
+        assert_eq!(head, [0, 1, 2, 3, 4, 5, 0, 1], "{what}");
+    }
+}
+
+#[test]
+fn replay_counters_beyond_what_a_node_records_are_refused_at_load_over_an_endless_source() {
+    for (what, build) in endless() {
+        let real = real_state(build);
+        for steps in [1u64 << 50, 1 << 20, 100_000] {
+            let mut value = real.clone();
+            *value.pointer_mut("/root/steps_since_snapshot").unwrap() = json!(steps);
+            refused_at(what, build, value, "/root/steps_since_snapshot");
+        }
+        if real.pointer("/root/delivered_ahead").is_some() {
+            let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
+            for ahead in [vec![1u64 << 50], vec![steps + 1, 1 << 40]] {
+                let mut value = real.clone();
+                let at = format!("/root/delivered_ahead/{}", ahead.len() - 1);
+                *value.pointer_mut("/root/delivered_ahead").unwrap() = json!(ahead);
+                refused_at(what, build, value, &at);
+            }
+        }
+        // The same damage with the checksum on: refused too, before a replay.
+        let mut value = real.clone();
+        *value.pointer_mut("/root/steps_since_snapshot").unwrap() = json!(1u64 << 50);
+        let outcome = with_watchdog(LIMIT, move || {
+            Loader::new(build())
+                .load_state_dict(&State::from_value(value).unwrap())
+                .map_err(|e| e.state_path().map(str::to_owned))
+        });
+        assert!(matches!(outcome, Ok(Err(Some(_)))), "{what}: {outcome:?}");
+    }
+}
+
+/// The recorded bound is the writer's: a state written with a large
+/// `snapshot_frequency` loads into a node with a small one, and the other
+/// way round, and resumes exactly.
+#[test]
+fn the_bound_travels_with_the_state_across_option_changes() {
+    let build = |every: usize, max: usize| {
+        IterableWrapper::new(0..500u64)
+            .par_map(
+                Ok,
+                ParallelOptions::new(2)
+                    .snapshot_frequency(every)
+                    .max_concurrent(max),
+            )
+            .unwrap()
+    };
+    for (before, after) in [((1000, 64), (1, 1)), ((1, 1), (1000, 64))] {
+        let mut loader = Loader::new(build(before.0, before.1));
+        let mut epoch = loader.epoch();
+        let head: Vec<u64> = epoch.by_ref().take(300).collect::<Result<_>>().unwrap();
+        assert_eq!(head.len(), 300);
+        let state = epoch.state_dict().unwrap();
+        let steps: u64 = state.get::<Value>("root").unwrap()["steps_since_snapshot"]
+            .as_u64()
+            .unwrap();
+        if before.0 == 1000 {
+            assert_eq!(steps, 300, "one snapshot, at the start of the pass");
+        }
+        let state = State::from_json(&state.to_json().unwrap()).unwrap();
+        let mut resumed = Loader::new(build(after.0, after.1));
+        resumed.load_state_dict(&state).unwrap();
+        let rest: Vec<u64> = resumed.epoch().collect::<Result<_>>().unwrap();
+        assert_eq!(rest, (300..500).collect::<Vec<_>>());
+    }
+}
+
+/// A `delivered_ahead` that names an item past the end of a finite source
+/// is refused: beyond the bound at load, with its path; within it (only the
+/// source can tell) as a bad state at that path when the pass gets there, in
+/// order and out of order, never a panic or "worker threads exited".
+#[test]
+fn a_delivered_ahead_past_the_source_end_is_a_bad_state_at_its_path() {
+    for in_order in [true, false] {
+        let build = move || {
+            IterableWrapper::new(0..6u64)
+                .par_map(
+                    Ok,
+                    ParallelOptions::new(2).in_order(in_order).max_concurrent(8),
+                )
+                .unwrap()
+        };
+        let mut loader = Loader::new(build());
+        let mut epoch = loader.epoch();
+        epoch.next().unwrap().unwrap();
+        let real = epoch.state_dict().unwrap().into_value();
+        let base = real["root"]["snapshot_index"].as_u64().unwrap();
+        let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
+        let bound = real["root"]["max_offset"].as_u64().unwrap();
+        let (mut at_load, mut in_pass) = (0, 0);
+        for offset in (6 - base).max(steps + 1)..bound + 3 {
+            let mut value = real.clone();
+            value["root"]["delivered_ahead"] = json!([offset]);
+            let state = State::from_value(value).unwrap();
+            let outcome = with_watchdog(LIMIT, move || {
+                let mut loader = Loader::new(build()).verify_checksum(false);
+                let loaded = loader.load_state_dict(&state);
+                let items: Vec<Result<u64>> = loader.epoch().take(20).collect();
+                (loaded, items)
+            });
+            let (loaded, items) = outcome.unwrap_or_else(|e| panic!("offset {offset}: {e}"));
+            let what = format!("in_order {in_order}, offset {offset}");
+            match loaded {
+                Err(e) => {
+                    assert!(offset > bound, "{what}: {e}");
+                    assert_eq!(
+                        e.state_path(),
+                        Some("/root/delivered_ahead/0"),
+                        "{what}: {e}"
+                    );
+                    at_load += 1;
+                }
+                Ok(()) => {
+                    let errors: Vec<&Error> =
+                        items.iter().filter_map(|i| i.as_ref().err()).collect();
+                    assert_eq!(errors.len(), 1, "{what}: {items:?}");
+                    assert!(errors[0].is_bad_state(), "{what}: {}", errors[0]);
+                    assert_eq!(
+                        errors[0].state_path(),
+                        Some("/root/delivered_ahead"),
+                        "{what}: {}",
+                        errors[0]
+                    );
+                    in_pass += 1;
+                }
+            }
+        }
+        assert_eq!(at_load, 2, "in_order {in_order}");
+        assert!(in_pass > 0, "in_order {in_order}");
+    }
+}
+
+/// Every single-byte change of a small real checkpoint of a threaded node
+/// over an endless source that alters what it parses to is refused (the
+/// checksum, or a check before it), within the watchdog: no change makes a
+/// restore replay without end. Changes to digits are also offered with the
+/// checksum off: then only the bounds stand between a damaged count and an
+/// endless replay, and every offer still ends.
+#[test]
+fn every_single_byte_change_of_a_threaded_checkpoint_over_an_endless_source_is_refused() {
+    for (what, build) in endless() {
+        let outcome = with_watchdog(Duration::from_secs(300), move || {
+            let mut loader = Loader::new(build());
+            let mut epoch = loader.epoch();
+            let _ = epoch.by_ref().take(10).count();
+            let json = epoch.state_dict().unwrap().to_json().unwrap();
+            let rest: Vec<u64> = epoch.take(8).collect::<Result<_>>().unwrap();
+            drop(loader);
+            let original: Value = serde_json::from_str(&json).unwrap();
+            let bytes = json.as_bytes();
+            let mut target = Loader::new(build());
+            let mut unverified = Loader::new(build()).verify_checksum(false);
+            let (mut altered, mut accepted, mut digits) = (0usize, Vec::new(), 0usize);
+            for at in 0..bytes.len() {
+                for byte in 0..=u8::MAX {
+                    if byte == bytes[at] {
+                        continue;
+                    }
+                    let mut text = bytes.to_vec();
+                    text[at] = byte;
+                    let Ok(text) = String::from_utf8(text) else {
+                        continue;
+                    };
+                    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                        continue;
+                    };
+                    if value == original {
+                        continue;
+                    }
+                    altered += 1;
+                    let Ok(state) = State::from_json(&text) else {
+                        continue;
+                    };
+                    match target.load_state_dict(&state) {
+                        Err(err) => assert!(err.state_path().is_some(), "{what}: {err}"),
+                        Ok(()) => {
+                            accepted.push(text.clone());
+                            target = Loader::new(build());
+                        }
+                    }
+                    if bytes[at].is_ascii_digit() && byte.is_ascii_digit() {
+                        digits += 1;
+                        if unverified.load_state_dict(&state).is_ok() {
+                            unverified = Loader::new(build()).verify_checksum(false);
+                        }
+                    }
+                }
+            }
+            target
+                .load_state_dict(&State::from_json(&json).unwrap())
+                .unwrap();
+            let resumed: Vec<u64> = target.epoch().take(8).collect::<Result<_>>().unwrap();
+            // Out of order, which items come first varies from run to run.
+            let resumes = if what.contains("out of order") {
+                resumed.len() == rest.len()
+            } else {
+                resumed == rest
+            };
+            (altered, accepted, digits, resumes, bytes.len())
+        });
+        let (altered, accepted, digits, resumes, len) =
+            outcome.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(accepted.is_empty(), "{what}: accepted\n{}", accepted[0]);
+        assert!(
+            altered > 30 * len,
+            "{what}: only {altered} altered checkpoints"
+        );
+        assert!(digits > 0, "{what}");
+        assert!(
+            resumes,
+            "{what}: the loader offered them all does not resume the real one"
+        );
+    }
+}
+
+/// A damaged replay count 10,000 nodes down is refused at its path, in
+/// time, and a pipeline that deep restores its real state exactly.
+#[test]
+fn a_replay_count_10000_levels_down_is_refused_at_its_path() {
+    const DEPTH: usize = 10_000;
+    fn deep() -> Box<dyn Node<Item = u64>> {
+        let mut node = IterableWrapper::new(0..6u64)
+            .cycle()
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap()
+            .boxed();
+        for _ in 0..DEPTH {
+            node = node.map(|x| x + 1).boxed();
+        }
+        node
+    }
+    let outcome = with_watchdog(LIMIT * 4, || {
+        // Each nested node recurses once in `next`, `reset` and `get_state`.
+        let body = || {
+            let mut loader = Loader::new(deep());
+            let mut epoch = loader.epoch();
+            let _ = epoch.by_ref().take(9).count();
+            let state = epoch.state_dict().unwrap();
+            let rest: Vec<u64> = epoch.take(5).collect::<Result<_>>().unwrap();
+            let mut value = state.into_value();
+            let pointer = format!("/root{}/steps_since_snapshot", "/source".repeat(DEPTH));
+            let real = value.clone();
+            *value.pointer_mut(&pointer).unwrap() = json!(1u64 << 50);
+            let mut loader = Loader::new(deep()).verify_checksum(false);
+            let err = loader
+                .load_state_dict(&State::from_value(value).unwrap())
+                .unwrap_err();
+            assert_eq!(err.state_path(), Some(pointer.as_str()), "{err}");
+            loader
+                .load_state_dict(&State::from_value(real).unwrap())
+                .unwrap();
+            let resumed: Vec<u64> = loader.epoch().take(5).collect::<Result<_>>().unwrap();
+            assert_eq!(resumed, rest);
+        };
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(body)
+            .unwrap()
+            .join()
+            .map_err(|_| "the deep case panicked".to_owned())
+    });
+    outcome.unwrap().unwrap();
+}
