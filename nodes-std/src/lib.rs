@@ -12,6 +12,7 @@
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
 
+mod delegate;
 pub mod elastic;
 mod ext;
 mod mixing;

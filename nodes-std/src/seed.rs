@@ -15,6 +15,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::rank::Rank;
 
+/// The epoch a seeded node's `reset(None)` moves to: the next one if the
+/// last pass was started (a `next` reached the node), else the same one, as
+/// torchdata's samplers do (a pass that never started is not an epoch).
+pub(crate) fn epoch_after(epoch: u64, started: bool) -> u64 {
+    if started {
+        epoch.wrapping_add(1)
+    } else {
+        epoch
+    }
+}
+
 /// The largest generator position a restored state may hold: no pass draws
 /// anywhere near 2^62 times, and the position must fit in the state's
 /// 64-bit field when it is saved again.

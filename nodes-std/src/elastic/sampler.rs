@@ -6,8 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::rank::Rank;
-use crate::sources::sampler_wrapper::Sampler;
-use crate::{Cx, Error, Init, Node, NodeId, NodeName, Param, Result, State, Validate};
+use crate::sources::sampler_wrapper::{Described, Sampler};
+use crate::{Cx, Error, Init, Node, NodeId, NodeName, Result, State, Validate};
 
 /// Which global positions one rank reads in the current epoch.
 ///
@@ -129,15 +129,6 @@ pub struct ElasticSampler<S> {
     plan: Plan,
 }
 
-/// A sampler shown as a parameter: the label of its [`Sampler::describe`].
-struct Described<S>(S);
-
-impl<S: Sampler> Param for Described<S> {
-    fn render(&self, out: &mut String) {
-        self.0.describe().render(out);
-    }
-}
-
 impl<S: fmt::Debug> fmt::Debug for ElasticSampler<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ElasticSampler")
@@ -202,11 +193,7 @@ impl<S> ElasticSampler<S> {
 
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
-        if self.started {
-            self.epoch.wrapping_add(1)
-        } else {
-            self.epoch
-        }
+        crate::seed::epoch_after(self.epoch, self.started)
     }
 }
 

@@ -250,11 +250,7 @@ impl Files {
 
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
-        if self.started {
-            self.epoch.wrapping_add(1)
-        } else {
-            self.epoch
-        }
+        crate::seed::epoch_after(self.epoch, self.started)
     }
 
     /// The name at position `pos` of `epoch`'s order.

@@ -168,7 +168,7 @@ pub struct SamplerWrapper<S> {
 type EpochUpdater = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
 
 /// A sampler shown as a parameter: the label of its [`Sampler::describe`].
-struct Described<S>(S);
+pub(crate) struct Described<S>(pub(crate) S);
 
 impl<S: Sampler> Param for Described<S> {
     fn render(&self, out: &mut String) {
@@ -240,9 +240,8 @@ impl<S> SamplerWrapper<S> {
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
         match (&self.epoch_updater, self.started) {
-            (_, false) => self.epoch,
-            (None, true) => self.epoch.wrapping_add(1),
             (Some(update), true) => update(self.epoch),
+            _ => crate::seed::epoch_after(self.epoch, self.started),
         }
     }
 }

@@ -355,7 +355,7 @@ where
     N::Item: Send + 'static,
     U: Send + 'static,
 {
-    crate::threaded::worker::stateful_by_core!();
+    crate::delegate::delegate_stateful!(core: reset, get_state, shutdown);
 
     fn describe(&self) -> Description {
         // The error policy is not shown: like worker counts, it may change

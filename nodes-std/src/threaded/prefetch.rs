@@ -205,7 +205,7 @@ where
     N: Node + 'static,
     N::Item: Send + 'static,
 {
-    crate::threaded::worker::stateful_by_core!();
+    crate::delegate::delegate_stateful!(core: reset, get_state, shutdown);
 
     fn describe(&self) -> Description {
         // The error policy is not shown: like the read-ahead, it may change

@@ -276,23 +276,5 @@ where
     F: FnMut(S::Item) -> I,
     I: IntoIterator,
 {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        self.inner.reset(state)
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.inner.get_state(cx)
-    }
-
-    fn describe(&self) -> Description {
-        self.inner.describe()
-    }
-
-    fn shutdown(&mut self) {
-        self.inner.shutdown();
-    }
-
-    fn varying_order(&self) -> Option<String> {
-        self.inner.varying_order()
-    }
+    crate::delegate::delegate_stateful!(inner: reset, get_state, describe, shutdown, varying_order);
 }

@@ -115,11 +115,7 @@ impl<S: Node> Shuffler<S> {
     }
 
     fn next_epoch(&self) -> u64 {
-        if self.started {
-            self.epoch.wrapping_add(1)
-        } else {
-            self.epoch
-        }
+        crate::seed::epoch_after(self.epoch, self.started)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::transforms::flat_map::Expander;
-use crate::{Cx, Description, Node, NodeId, Result, State, Stateful};
+use crate::{Cx, Node, NodeId, Result, Stateful};
 
 const NAME: &str = "Unbatcher";
 const BATCH_IDX: &str = "batch_idx";
@@ -120,23 +120,5 @@ where
     S: Node,
     S::Item: IntoIterator,
 {
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        self.inner.reset(state)
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.inner.get_state(cx)
-    }
-
-    fn describe(&self) -> Description {
-        self.inner.describe()
-    }
-
-    fn shutdown(&mut self) {
-        self.inner.shutdown();
-    }
-
-    fn varying_order(&self) -> Option<String> {
-        self.inner.varying_order()
-    }
+    crate::delegate::delegate_stateful!(inner: reset, get_state, describe, shutdown, varying_order);
 }

@@ -35,25 +35,6 @@ pub(crate) mod reorder;
 pub(crate) mod snapshot;
 pub(crate) mod thread;
 
-/// Writes, inside a thread-backed node's `impl Stateful`, the methods it
-/// hands to its `core` unchanged: `reset`, `get_state` and `shutdown`.
-macro_rules! stateful_by_core {
-    () => {
-        fn reset(&mut self, state: Option<&nodes_core::State>) -> nodes_core::Result<()> {
-            self.core.reset(state)
-        }
-
-        fn get_state(&self, cx: &nodes_core::Cx) -> nodes_core::Result<nodes_core::State> {
-            self.core.get_state(cx)
-        }
-
-        fn shutdown(&mut self) {
-            self.core.shutdown();
-        }
-    };
-}
-pub(crate) use stateful_by_core;
-
 /// A thread-backed node's `Debug`: its name, its source as of the last
 /// reset, then `fields` (what of its plan it shows, under its own names).
 pub(crate) fn fmt_debug<N: Node, S, U>(
