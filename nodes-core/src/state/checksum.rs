@@ -114,6 +114,7 @@ impl Body {
                                 Entry::Child(child) => Step::State(child, false),
                                 Entry::Shared(text) => Step::Str(text),
                                 Entry::Checksum => Step::Owned(state.content_checksum()),
+                                Entry::Deferred(d) => Step::Value(d.json()),
                             };
                             (key.as_ref(), step)
                         })
