@@ -8,7 +8,7 @@ pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
-pub use crate::state::State;
+pub use crate::state::{Snapshot, State};
 
 /// What a `#[node(state)]` field must be: serialisable both ways.
 pub trait StateField: serde::Serialize + serde::de::DeserializeOwned {}
@@ -45,6 +45,12 @@ pub fn encode_field<T: serde::Serialize>(
     value: &T,
 ) -> Result<()> {
     state.insert(key, value)
+}
+
+/// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised
+/// only when the state is.
+pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
+    state.insert_deferred(key, value.snapshot());
 }
 
 /// Decodes a `#[node(state)]` field.

@@ -18,6 +18,7 @@ mod deferred;
 mod parse;
 
 use self::deferred::Deferred;
+pub use self::deferred::Snapshot;
 
 pub(crate) use self::checksum::CHECKSUM_KEY;
 

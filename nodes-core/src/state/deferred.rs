@@ -27,6 +27,46 @@ use serde_json::Value;
 
 use super::{Entry, Key, State, dismantle};
 
+/// A `#[node(state, deferred)]` field: a value that hands out an immutable
+/// snapshot of itself, so that taking a state costs O(1) (or close) whatever
+/// its size, and the JSON conversion waits until the state is serialised
+/// (see [`State::insert_deferred`]).
+///
+/// The snapshot must serialise exactly as the field does (the field is
+/// restored with its `Deserialize`), and must not change once handed out:
+/// the node keeps writing to its own copy, e.g. with [`Arc::make_mut`],
+/// which copies only while a snapshot is alive. `Arc<T>` is the simplest
+/// implementation.
+///
+/// `#[derive(Node)]` saves a `#[node(state, deferred)]` field this way (and
+/// restores it with its `Deserialize`); by hand:
+///
+/// ```
+/// use std::sync::Arc;
+/// use nodes_core::{Snapshot, State};
+///
+/// let mut recent: Arc<Vec<u64>> = Arc::new(vec![1]);
+/// let state = State::new().with_deferred("recent", recent.snapshot());
+/// Arc::make_mut(&mut recent).push(2); // copies: the state holds the old vector
+/// assert_eq!(state.to_json()?, r#"{"recent":[1]}"#);
+/// # Ok::<(), nodes_core::Error>(())
+/// ```
+pub trait Snapshot {
+    /// What a snapshot holds; it serialises as the field does.
+    type Frozen: Serialize + Send + Sync + 'static;
+
+    /// An immutable snapshot of the current value.
+    fn snapshot(&self) -> Arc<Self::Frozen>;
+}
+
+impl<T: Serialize + Send + Sync + 'static> Snapshot for Arc<T> {
+    type Frozen = T;
+
+    fn snapshot(&self) -> Arc<T> {
+        Arc::clone(self)
+    }
+}
+
 /// Anything that can become a JSON value (erases the snapshot's type).
 trait ToJson: Send + Sync {
     fn to_json_value(&self) -> serde_json::Result<Value>;

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::cow::CowBuffer;
 use crate::seed::PassRng;
 use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 
@@ -65,8 +66,10 @@ pub struct Shuffler<S: Node> {
     epoch: u64,
     #[node(state, default = PassRng::new(self.seed, self.epoch))]
     rng: PassRng,
-    #[node(state)]
-    buffer: Vec<S::Item>,
+    /// Saved as a snapshot (O(1) per state), converted to JSON only when the
+    /// state is serialised: see `cow.rs`.
+    #[node(state, deferred)]
+    buffer: CowBuffer<S::Item>,
     /// Whether `next` ran since the last `reset(None)` (see `SamplerWrapper`
     /// for why this is state).
     #[node(state)]
@@ -99,7 +102,7 @@ impl<S: Node> Shuffler<S> {
             seed,
             epoch: 0,
             rng: PassRng::new(seed, 0),
-            buffer: Vec::new(),
+            buffer: CowBuffer::default(),
             started: false,
         })
     }
@@ -126,7 +129,7 @@ impl<S: Node> Shuffler<S> {
 impl<S> Node for Shuffler<S>
 where
     S: Node,
-    S::Item: Serialize + DeserializeOwned + Send,
+    S::Item: Serialize + DeserializeOwned + Send + 'static,
 {
     type Item = S::Item;
 
