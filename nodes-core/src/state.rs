@@ -147,6 +147,16 @@ impl Entry {
 /// explicit stack, scalars dropped on the way.
 fn dismantle(value: Value) {
     let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
+    // A value with no container inside a container drops in one level (the
+    // common case, e.g. a list of numbers): no stack to allocate.
+    let shallow = match &value {
+        Value::Array(items) => !items.iter().any(nested),
+        Value::Object(map) => !map.values().any(nested),
+        _ => true,
+    };
+    if shallow {
+        return;
+    }
     let mut stack = vec![value];
     while let Some(value) = stack.pop() {
         match value {
@@ -309,6 +319,14 @@ impl Body {
     }
 }
 
+// How many levels of nested states the current thread is dropping by
+// recursion (see `Drop for Body`).
+thread_local!(static DROP_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+
+/// Levels of nested states dropped by recursion before the explicit stack
+/// takes over: far within any thread's stack.
+const SHALLOW_DROP: usize = 32;
+
 /// Drops nested states, and nested JSON values, without recursion: a state
 /// nested a million levels deep must not overflow the stack when it goes
 /// away.
@@ -321,6 +339,23 @@ impl Drop for Body {
             )
         };
         if !self.entries.iter().any(|(_, e)| nested(e)) {
+            return;
+        }
+        // A state a few levels deep (every pipeline's, dropped after each
+        // `state_dict()`) drops by plain recursion, without allocating a
+        // stack: nested bodies recurse here at most `SHALLOW_DROP` levels
+        // deep, deeper ones take the explicit stack below.
+        let depth = DROP_DEPTH.get();
+        if depth < SHALLOW_DROP {
+            DROP_DEPTH.set(depth + 1);
+            for (_, entry) in std::mem::take(&mut self.entries) {
+                match entry {
+                    // Nested JSON values keep their own non-recursive drop.
+                    Entry::Json(value) => dismantle(value),
+                    other => drop(other),
+                }
+            }
+            DROP_DEPTH.set(depth);
             return;
         }
         let mut pending = vec![std::mem::take(&mut self.entries)];

@@ -64,7 +64,7 @@ pub struct Shuffler<S: Node> {
     // `rng` reads the new `epoch`.
     #[node(state, default = self.next_epoch())]
     epoch: u64,
-    #[node(state, default = PassRng::new(self.seed, self.epoch))]
+    #[node(state, deferred, default = PassRng::new(self.seed, self.epoch))]
     rng: PassRng,
     /// Saved as a snapshot (O(1) per state), converted to JSON only when the
     /// state is serialised: see `cow.rs`.
