@@ -95,7 +95,7 @@ impl<T> CowBuffer<T> {
         T: Serialize,
     {
         let chunks = Arc::make_mut(&mut self.chunks);
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             chunks.push(Chunk::new(Vec::with_capacity(CHUNK)));
         }
         let last = chunks.len() - 1;
@@ -122,14 +122,17 @@ impl<T> CowBuffer<T> {
         let Some(last) = items_mut(&mut chunks[last_chunk]).pop() else {
             unreachable!("the last chunk is never empty");
         };
-        if (self.len - 1) % CHUNK == 0 {
+        if (self.len - 1).is_multiple_of(CHUNK) {
             chunks.pop();
         }
         self.len -= 1;
         if index == self.len {
             return last;
         }
-        std::mem::replace(&mut items_mut(&mut chunks[index / CHUNK])[index % CHUNK], last)
+        std::mem::replace(
+            &mut items_mut(&mut chunks[index / CHUNK])[index % CHUNK],
+            last,
+        )
     }
 
     /// An immutable view of the items now; later writes do not change it.

@@ -284,10 +284,7 @@ mod tests {
         // Nested in a parent, and replaced by a later insert.
         let mut outer = State::new();
         outer.insert_child("inner", state.clone());
-        assert_eq!(
-            outer.to_json().unwrap(),
-            r#"{"inner":{"m":{"a":1,"b":2}}}"#
-        );
+        assert_eq!(outer.to_json().unwrap(), r#"{"inner":{"m":{"a":1,"b":2}}}"#);
         let mut replaced = state;
         replaced.insert("m", 7).unwrap();
         assert_eq!(replaced.to_json().unwrap(), r#"{"m":7}"#);

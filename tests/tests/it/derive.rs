@@ -401,7 +401,11 @@ fn deferred_state_fields_save_a_snapshot_and_restore_through_serde() {
         let mut resumed = remember().start_from(from).unwrap();
         assert_eq!(resumed.try_next().unwrap(), Some(3));
         assert_eq!(
-            resumed.get_state().unwrap().get::<Vec<u64>>("seen").unwrap(),
+            resumed
+                .get_state()
+                .unwrap()
+                .get::<Vec<u64>>("seen")
+                .unwrap(),
             [1, 2, 3]
         );
     }
