@@ -16,7 +16,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// documentation for more.
 ///
 /// # Errors
-/// A bad record from the source ([`Error::User`], [`Error::Panicked`]) takes
+/// A bad record from the source ([`Error::User`](crate::Error::User), [`Error::Panicked`](crate::Error::Panicked)) takes
 /// a position like any item: the rank that owns the position returns it, the
 /// others drop it (it belongs to another shard), and the positions after it
 /// are sharded as if it had been an item. Any other error is returned at
