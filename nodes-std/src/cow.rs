@@ -135,6 +135,27 @@ impl<T> CowBuffer<T> {
         )
     }
 
+    /// Puts `item` at `index` and returns the item that was there (one
+    /// chunk written, where a `push` then a `swap_remove` write two or three).
+    ///
+    /// # Panics
+    /// If `index` is out of bounds.
+    pub(crate) fn replace(&mut self, index: usize, item: T) -> T
+    where
+        T: Serialize,
+    {
+        assert!(
+            index < self.len,
+            "replace index {index} out of bounds (len {})",
+            self.len
+        );
+        let chunks = Arc::make_mut(&mut self.chunks);
+        std::mem::replace(
+            &mut items_mut(&mut chunks[index / CHUNK])[index % CHUNK],
+            item,
+        )
+    }
+
     /// An immutable view of the items now; later writes do not change it.
     pub(crate) fn snapshot(&self) -> BufferSnapshot<T> {
         BufferSnapshot {
@@ -297,9 +318,16 @@ mod tests {
                         model.push(Item(next, format!("i{next}")));
                         next += 1;
                     }
-                    5..=7 if !model.is_empty() => {
+                    5..=6 if !model.is_empty() => {
                         let i = draw(model.len() as u64) as usize;
                         assert_eq!(buffer.swap_remove(i), model.swap_remove(i));
+                    }
+                    7 if !model.is_empty() => {
+                        let i = draw(model.len() as u64) as usize;
+                        let item = || Item(next, format!("r{next}"));
+                        let old = std::mem::replace(&mut model[i], item());
+                        assert_eq!(buffer.replace(i, item()), old);
+                        next += 1;
                     }
                     8 => {
                         kept.push((buffer.snapshot(), json(&model)));

@@ -137,11 +137,27 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             self.started = true;
-            while self.buffer.len() < self.buffer_size {
+            // Fill to one short of the buffer size, then pull one more item:
+            // the draw is over the buffer and that item, as if it had been
+            // pushed and the pick swap-removed (same draws, same buffer
+            // order), with one write to the buffer instead of two.
+            while self.buffer.len() + 1 < self.buffer_size {
                 match self.source.next(cx)? {
                     Some(item) => self.buffer.push(item),
                     None => break,
                 }
+            }
+            if self.buffer.len() + 1 == self.buffer_size
+                && let Some(item) = self.source.next(cx)?
+            {
+                let len = self.buffer.len();
+                // `below` is at most `len`, a usize.
+                let pick = self.rng.below(len as u64 + 1) as usize;
+                return Ok(Some(if pick == len {
+                    item
+                } else {
+                    self.buffer.replace(pick, item)
+                }));
             }
             if self.buffer.is_empty() {
                 return Ok(None);
