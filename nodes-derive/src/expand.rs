@@ -270,8 +270,11 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
             _ => quote!(#p::encode_field(&mut __out, #key, &self.#member)?;),
         }
     });
+    // Every key in one allocation.
+    let keys = input.keyed().count() + usize::from(version != 0);
     quote! {
         let mut __out = #p::State::new();
+        __out.reserve(#keys);
         #(#parts)*
         __out.set_version(#version)?;
         ::core::result::Result::Ok(__out)
