@@ -31,8 +31,13 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 /// state is what makes resume exact without replaying: restore is the
 /// source's restore plus deserialising at most `buffer_size` items —
 /// O(buffer_size), independent of the position. The price is the bound
-/// `Item: Serialize + DeserializeOwned` and a state that grows with the
-/// buffer: shuffle indices or small records, not decoded images.
+/// `Item: Serialize + DeserializeOwned + 'static` and a serialised state
+/// that grows with the buffer: shuffle indices or small records, not
+/// decoded images. Taking a state does not convert the items: it shares the
+/// buffer (copy-on-write, in chunks) and the items become JSON only when the
+/// state is serialised or read, so a state costs O(1) whatever the buffer
+/// size. A state kept alive while the shuffle goes on holds the items it
+/// captured (the chunks written since as JSON).
 ///
 /// # Errors
 /// Restoring a state whose buffer holds more than `buffer_size` items is a
