@@ -61,5 +61,5 @@ pub use crate::loader::{Epoch, Loader};
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::running::{Replay, Running};
-pub use crate::state::{Key, State, VERSION_KEY};
+pub use crate::state::{Key, Snapshot, State, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};

@@ -356,6 +356,8 @@ impl<N: Node> Loader<N> {
 
     fn current_state(&self) -> Result<State> {
         let mut state = State::new();
+        // All its keys in one allocation.
+        state.reserve(KEYS.len());
         state.insert_child(ROOT, self.root.get_state(&self.cx)?);
         state.insert(NUM_YIELDED, self.num_yielded)?;
         state.insert(EPOCH_INDEX, self.epoch_index)?;

@@ -8,7 +8,7 @@ pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
-pub use crate::state::State;
+pub use crate::state::{Snapshot, State};
 
 /// Writes a loader state from its parts (for `nodes_std::elastic`).
 pub use crate::loader::assemble_state as loader_state;
@@ -48,6 +48,12 @@ pub fn encode_field<T: serde::Serialize>(
     value: &T,
 ) -> Result<()> {
     state.insert(key, value)
+}
+
+/// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised
+/// only when the state is.
+pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
+    state.insert_deferred(key, value.snapshot());
 }
 
 /// Decodes a `#[node(state)]` field.

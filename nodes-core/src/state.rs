@@ -14,7 +14,11 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 
 mod checksum;
+mod deferred;
 mod parse;
+
+use self::deferred::Deferred;
+pub use self::deferred::Snapshot;
 
 pub(crate) use self::checksum::CHECKSUM_KEY;
 
@@ -120,6 +124,9 @@ enum Entry {
     /// The integrity checksum of the state that holds this entry (a loader
     /// state), computed only when that state is serialised.
     Checksum,
+    /// A node's snapshot, turned into JSON only when that is needed (see
+    /// [`State::insert_deferred`]); it then reads exactly as `Json` would.
+    Deferred(Arc<Deferred>),
 }
 
 impl Entry {
@@ -130,6 +137,7 @@ impl Entry {
             Entry::Child(body) => body.to_value(),
             Entry::Shared(s) => Value::String(s.to_string()),
             Entry::Checksum => Value::String(owner.content_checksum()),
+            Entry::Deferred(d) => d.json().clone(),
         }
     }
 }
@@ -139,6 +147,16 @@ impl Entry {
 /// explicit stack, scalars dropped on the way.
 fn dismantle(value: Value) {
     let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
+    // A value with no container inside a container drops in one level (the
+    // common case, e.g. a list of numbers): no stack to allocate.
+    let shallow = match &value {
+        Value::Array(items) => !items.iter().any(nested),
+        Value::Object(map) => !map.values().any(nested),
+        _ => true,
+    };
+    if shallow {
+        return;
+    }
     let mut stack = vec![value];
     while let Some(value) = stack.pop() {
         match value {
@@ -238,6 +256,7 @@ impl Body {
                 Entry::Json(v) => json(out, v)?,
                 Entry::Shared(s) => json(out, s.as_ref())?,
                 Entry::Checksum => json(out, &owner.content_checksum())?,
+                Entry::Deferred(d) => json(out, d.json())?,
                 Entry::Child(child) => {
                     out.write_char('{')?;
                     stack.push((child, child.entries.iter()));
@@ -300,6 +319,14 @@ impl Body {
     }
 }
 
+// How many levels of nested states the current thread is dropping by
+// recursion (see `Drop for Body`).
+thread_local!(static DROP_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+
+/// Levels of nested states dropped by recursion before the explicit stack
+/// takes over: far within any thread's stack.
+const SHALLOW_DROP: usize = 32;
+
 /// Drops nested states, and nested JSON values, without recursion: a state
 /// nested a million levels deep must not overflow the stack when it goes
 /// away.
@@ -312,6 +339,23 @@ impl Drop for Body {
             )
         };
         if !self.entries.iter().any(|(_, e)| nested(e)) {
+            return;
+        }
+        // A state a few levels deep (every pipeline's, dropped after each
+        // `state_dict()`) drops by plain recursion, without allocating a
+        // stack: nested bodies recurse here at most `SHALLOW_DROP` levels
+        // deep, deeper ones take the explicit stack below.
+        let depth = DROP_DEPTH.get();
+        if depth < SHALLOW_DROP {
+            DROP_DEPTH.set(depth + 1);
+            for (_, entry) in std::mem::take(&mut self.entries) {
+                match entry {
+                    // Nested JSON values keep their own non-recursive drop.
+                    Entry::Json(value) => dismantle(value),
+                    other => drop(other),
+                }
+            }
+            DROP_DEPTH.set(depth);
             return;
         }
         let mut pending = vec![std::mem::take(&mut self.entries)];
@@ -363,6 +407,16 @@ fn shallow_eq(a: &Body, b: &Body, pending: &mut Vec<(Arc<Body>, Arc<Body>)>) -> 
                 Some(y) => y,
                 None => return false,
             },
+        };
+        // A deferred entry compares as the JSON it stands for.
+        let (mut x_json, mut y_json): (Option<Entry>, Option<Entry>) = (None, None);
+        let x = match x {
+            Entry::Deferred(d) => &*x_json.insert(Entry::Json(d.json().clone())),
+            x => x,
+        };
+        let y = match y {
+            Entry::Deferred(d) => &*y_json.insert(Entry::Json(d.json().clone())),
+            y => y,
         };
         let equal = match (x, y) {
             (Entry::Json(x), Entry::Json(y)) => x == y,
@@ -431,6 +485,14 @@ impl Serialize for Body {
                 Entry::Child(s) => map.serialize_entry(key.as_ref(), &**s)?,
                 Entry::Shared(s) => map.serialize_entry(key.as_ref(), s.as_ref())?,
                 Entry::Checksum => map.serialize_entry(key.as_ref(), &self.content_checksum())?,
+                Entry::Deferred(d) => match d.result() {
+                    Ok(v) => map.serialize_entry(key.as_ref(), v)?,
+                    Err(e) => {
+                        return Err(serde::ser::Error::custom(format_args!(
+                            "cannot serialise {key}: {e}"
+                        )));
+                    }
+                },
             }
         }
         map.end()
@@ -655,9 +717,18 @@ impl State {
     /// A nested state is converted without recursion; the value returned is
     /// then the caller's (serde_json drops a `Value` recursively).
     pub fn value(&self, key: &str) -> Result<Value> {
-        self.entry(key)
-            .map(|e| e.to_value(self.body()))
-            .ok_or_else(|| Error::bad_state(self.path_of(key), "missing key"))
+        match self.entry(key) {
+            Some(Entry::Deferred(d)) => self.deferred_json(key, d).cloned(),
+            Some(e) => Ok(e.to_value(self.body())),
+            None => Err(Error::bad_state(self.path_of(key), "missing key")),
+        }
+    }
+
+    /// The JSON of a deferred entry, or the error serialising it.
+    fn deferred_json<'a>(&self, key: &str, deferred: &'a Deferred) -> Result<&'a Value> {
+        deferred
+            .result()
+            .map_err(|e| Error::bad_state(self.path_of(key), format!("cannot serialise: {e}")))
     }
 
     /// Decodes the value under `key` as `T`.
@@ -670,6 +741,7 @@ impl State {
         let mut owned = None;
         let value = match self.entry(key) {
             Some(Entry::Json(v)) => v,
+            Some(Entry::Deferred(d)) => self.deferred_json(key, d)?,
             Some(other) => owned.insert(other.to_value(self.body())),
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
@@ -714,6 +786,18 @@ impl State {
         let body = match self.entry(key) {
             Some(Entry::Child(body)) => Content::Shared(Arc::clone(body)),
             Some(Entry::Json(Value::Object(map))) => Content::Own(body_of_map(map.clone())),
+            Some(Entry::Deferred(d)) => match self.deferred_json(key, d)? {
+                Value::Object(map) => Content::Own(body_of_map(map.clone())),
+                other => {
+                    return Err(Error::bad_state(
+                        self.path_of(key),
+                        format!(
+                            "expected a nested state (object), found {}",
+                            describe(other)
+                        ),
+                    ));
+                }
+            },
             Some(other) => {
                 return Err(Error::bad_state(
                     self.path_of(key),

@@ -94,6 +94,9 @@ pub(crate) struct FieldAttrs {
     pub(crate) roles: Vec<(Span, Role)>,
     pub(crate) default: Attr<syn::Expr>,
     pub(crate) rename: Attr<syn::LitStr>,
+    /// `deferred`: a `state` field saved as a snapshot, serialised only when
+    /// the state is (the field implements `Snapshot`).
+    pub(crate) deferred: Attr<()>,
     /// Whether a `#[node(...)]` attribute of the field had an error (already
     /// reported, so a missing role is not reported on top of it).
     pub(crate) malformed: bool,
@@ -105,6 +108,7 @@ impl FieldAttrs {
             roles: Vec::new(),
             default: Attr::none(DEFAULT),
             rename: Attr::none(RENAME),
+            deferred: Attr::none(DEFERRED),
             malformed: false,
         };
         let malformed = for_each_node_key(cx, &field.attrs, |meta| out.parse_one(cx, meta));
@@ -134,6 +138,8 @@ impl FieldAttrs {
                     cx.push(err);
                 }
             }
+        } else if meta.path.is_ident(DEFERRED) {
+            self.deferred.set(cx, span, ());
         } else if meta.path.is_ident(RENAME) {
             match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
                 Ok(lit) => self.rename.set(cx, span, lit),
@@ -147,7 +153,7 @@ impl FieldAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node field attribute `{}`; expected one of {}, `default = ...`, `rename = \"...\"`",
+                    "unknown node field attribute `{}`; expected one of {}, `default = ...`, `rename = \"...\"`, `deferred`",
                     path_to_string(&meta.path),
                     Role::list()
                 ),

@@ -65,6 +65,14 @@ fn check_options(cx: &Ctxt, input: &Input<'_>) {
                 "`default = ...` is only allowed with `state`: it is the value a `#[node(state)]` field takes on `reset(None)`",
             ));
         }
+        if let Some(span) = field.attrs.deferred.span()
+            && role != Some(Role::State)
+        {
+            cx.push(syn::Error::new(
+                span,
+                "`deferred` is only allowed with `state`: it saves a `#[node(state)]` field as a snapshot serialised only when the state is",
+            ));
+        }
         if let Some(span) = field.attrs.rename.span()
             && !matches!(role, Some(Role::Child | Role::Children | Role::State))
         {

@@ -139,6 +139,16 @@ fn field_bounds(input: &Input<'_>, p: &TokenStream) -> Vec<TokenStream> {
             Some(match f.attrs.role()? {
                 Role::Child => quote_spanned!(span=> #ty: #p::Node),
                 Role::Children => quote_spanned!(span=> #ty: #p::Children),
+                Role::State if f.attrs.deferred.is_set() && f.attrs.default.is_set() => {
+                    quote_spanned!(span=>
+                        #ty: #p::Snapshot + #p::serde::de::DeserializeOwned
+                    )
+                }
+                Role::State if f.attrs.deferred.is_set() => quote_spanned!(span=>
+                    #ty: #p::Snapshot
+                        + #p::serde::de::DeserializeOwned
+                        + ::core::default::Default
+                ),
                 Role::State if f.attrs.default.is_set() => quote_spanned!(span=>
                     #ty: #p::serde::Serialize + #p::serde::de::DeserializeOwned
                 ),
@@ -254,11 +264,17 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
             Some(Role::Children) => quote!(
                 __out.insert_child(#key, #p::Children::children_state(&self.#member, __cx)?);
             ),
+            _ if f.attrs.deferred.is_set() => {
+                quote!(#p::encode_deferred_field(&mut __out, #key, &self.#member);)
+            }
             _ => quote!(#p::encode_field(&mut __out, #key, &self.#member)?;),
         }
     });
+    // Every key in one allocation.
+    let keys = input.keyed().count() + usize::from(version != 0);
     quote! {
         let mut __out = #p::State::new();
+        __out.reserve(#keys);
         #(#parts)*
         __out.set_version(#version)?;
         ::core::result::Result::Ok(__out)

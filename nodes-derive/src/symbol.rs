@@ -13,6 +13,7 @@ pub(crate) const CONFIG: &str = "config";
 // Field options.
 pub(crate) const DEFAULT: &str = "default";
 pub(crate) const RENAME: &str = "rename";
+pub(crate) const DEFERRED: &str = "deferred";
 
 // Container options.
 pub(crate) const CRATE: &str = "crate";

@@ -218,7 +218,7 @@ pub trait NodeExt: Node + Sized {
     /// ```
     fn shuffle(self, buffer_size: usize, seed: u64) -> Result<Shuffler<Self>>
     where
-        Self::Item: Serialize + DeserializeOwned + Send,
+        Self::Item: Serialize + DeserializeOwned + Send + 'static,
     {
         Shuffler::new(self, buffer_size, seed)
     }

@@ -12,6 +12,7 @@
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
 
+mod cow;
 mod delegate;
 pub mod elastic;
 mod ext;
@@ -51,7 +52,7 @@ pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeName, NodeStats,
-    Param, Replay, ResetFlag, Result, Running, State, Stateful, Stats, Validate, testing,
+    Param, Replay, ResetFlag, Result, Running, Snapshot, State, Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;
 

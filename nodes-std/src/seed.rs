@@ -155,10 +155,25 @@ fn expand(seed: u64) -> [u8; 32] {
 /// [`PassRng::check_word_pos`] before applying a state, naming the path).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Saved {
+pub(crate) struct Saved {
     seed: u64,
     stream: u64,
     word_pos: u64,
+}
+
+/// Saved as a deferred state entry (`#[node(state, deferred)]`): taking a
+/// state copies three numbers, and the JSON object is built only when the
+/// state is serialised or read.
+impl nodes_core::Snapshot for PassRng {
+    type Frozen = Saved;
+
+    fn snapshot(&self) -> std::sync::Arc<Saved> {
+        std::sync::Arc::new(Saved {
+            seed: self.seed,
+            stream: self.stream,
+            word_pos: self.word_pos(),
+        })
+    }
 }
 
 impl Serialize for PassRng {

@@ -150,6 +150,7 @@ impl Body {
                                 Entry::Child(child) => Step::State(child, false),
                                 Entry::Shared(text) => Step::Str(text),
                                 Entry::Checksum => Step::Owned(state.content_checksum()),
+                                Entry::Deferred(d) => Step::Value(d.json()),
                             };
                             (key.as_ref(), step)
                         })
@@ -182,6 +183,8 @@ impl Body {
 fn entry_step<'a>(state: &'a Body, entry: &'a Entry) -> Step<'a> {
     match entry {
         Entry::Json(value) => Step::Value(value),
+        // Hashed as the JSON it stands for (converted once, then kept).
+        Entry::Deferred(deferred) => Step::Value(deferred.json()),
         Entry::Child(child) => Step::State(child, false),
         Entry::Shared(text) => Step::Str(text),
         Entry::Checksum => Step::Owned(state.content_checksum()),

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::cow::CowBuffer;
 use crate::seed::PassRng;
 use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 
@@ -30,8 +31,13 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 /// state is what makes resume exact without replaying: restore is the
 /// source's restore plus deserialising at most `buffer_size` items —
 /// O(buffer_size), independent of the position. The price is the bound
-/// `Item: Serialize + DeserializeOwned` and a state that grows with the
-/// buffer: shuffle indices or small records, not decoded images.
+/// `Item: Serialize + DeserializeOwned + 'static` and a serialised state
+/// that grows with the buffer: shuffle indices or small records, not
+/// decoded images. Taking a state does not convert the items: it shares the
+/// buffer (copy-on-write, in chunks) and the items become JSON only when the
+/// state is serialised or read, so a state costs O(1) whatever the buffer
+/// size. A state kept alive while the shuffle goes on holds the items it
+/// captured (the chunks written since as JSON).
 ///
 /// # Errors
 /// Restoring a state whose buffer holds more than `buffer_size` items is a
@@ -63,10 +69,12 @@ pub struct Shuffler<S: Node> {
     // `rng` reads the new `epoch`.
     #[node(state, default = self.next_epoch())]
     epoch: u64,
-    #[node(state, default = PassRng::new(self.seed, self.epoch))]
+    #[node(state, deferred, default = PassRng::new(self.seed, self.epoch))]
     rng: PassRng,
-    #[node(state)]
-    buffer: Vec<S::Item>,
+    /// Saved as a snapshot (O(1) per state), converted to JSON only when the
+    /// state is serialised: see `cow.rs`.
+    #[node(state, deferred)]
+    buffer: CowBuffer<S::Item>,
     /// Whether `next` ran since the last `reset(None)` (see `SamplerWrapper`
     /// for why this is state).
     #[node(state)]
@@ -99,7 +107,7 @@ impl<S: Node> Shuffler<S> {
             seed,
             epoch: 0,
             rng: PassRng::new(seed, 0),
-            buffer: Vec::new(),
+            buffer: CowBuffer::default(),
             started: false,
         })
     }
@@ -122,7 +130,7 @@ impl<S: Node> Shuffler<S> {
 impl<S> Node for Shuffler<S>
 where
     S: Node,
-    S::Item: Serialize + DeserializeOwned + Send,
+    S::Item: Serialize + DeserializeOwned + Send + 'static,
 {
     type Item = S::Item;
 
@@ -130,11 +138,27 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             self.started = true;
-            while self.buffer.len() < self.buffer_size {
+            // Fill to one short of the buffer size, then pull one more item:
+            // the draw is over the buffer and that item, as if it had been
+            // pushed and the pick swap-removed (same draws, same buffer
+            // order), with one write to the buffer instead of two.
+            while self.buffer.len() + 1 < self.buffer_size {
                 match self.source.next(cx)? {
                     Some(item) => self.buffer.push(item),
                     None => break,
                 }
+            }
+            if self.buffer.len() + 1 == self.buffer_size
+                && let Some(item) = self.source.next(cx)?
+            {
+                let len = self.buffer.len();
+                // `below` is at most `len`, a usize.
+                let pick = self.rng.below(len as u64 + 1) as usize;
+                return Ok(Some(if pick == len {
+                    item
+                } else {
+                    self.buffer.replace(pick, item)
+                }));
             }
             if self.buffer.is_empty() {
                 return Ok(None);

@@ -127,3 +127,39 @@ fn shuffle_passes_errors_on_and_loses_no_item() {
         assert_resumes_at_every_cut(|| Script::with_bad(10, bad).shuffle(4, 1).unwrap());
     }
 }
+
+/// States kept alive while the shuffle goes on (the buffer's chunks are
+/// then frozen under them) still resume exactly where they were taken, from
+/// memory and through JSON, with buffers of one chunk and of many.
+#[test]
+fn shuffle_states_kept_alive_resume_exactly() {
+    for buffer in [3, 64, 200] {
+        let pipeline = || {
+            IterableWrapper::new((0..600u64).map(|i| (i, format!("item {i}"))))
+                .shuffle(buffer, 11)
+                .unwrap()
+        };
+        let mut running = pipeline().start().unwrap();
+        let mut seen = Vec::new();
+        let mut kept = Vec::new();
+        while let Some(item) = running.try_next().unwrap() {
+            seen.push(item);
+            if seen.len() % 37 == 1 {
+                kept.push((seen.len(), running.get_state().unwrap()));
+            }
+        }
+        assert_eq!(seen.len(), 600);
+        for (at, state) in &kept {
+            let through_json = State::from_json(&state.to_json().unwrap()).unwrap();
+            assert_eq!(&through_json, state);
+            for from in [state, &through_json] {
+                let rest: Vec<(u64, String)> = pipeline()
+                    .start_from(from)
+                    .unwrap()
+                    .collect::<Result<_>>()
+                    .unwrap();
+                assert_eq!(rest, seen[*at..], "buffer {buffer}, cut at {at}");
+            }
+        }
+    }
+}
