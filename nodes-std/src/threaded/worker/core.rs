@@ -48,7 +48,7 @@ pub(crate) enum Snapshots {
     /// After every item whose index + 1 is a multiple of this.
     Every(u64),
     /// At the end of a chunk, once the source has worked for a while since
-    /// the last one: at least [`MIN_CHUNK_TIME`], and eight times what the
+    /// the last one: at least [`MIN_SNAPSHOT_INTERVAL`], and eight times what the
     /// last snapshot cost, so that taking them costs at most about an eighth
     /// of the source's time, and a restore replays about that much work.
     /// Whatever the timing, at least one every [`MAX_PACED_STEPS`] items, so
@@ -70,6 +70,14 @@ pub(crate) enum Layout {
 /// A chunk is handed over early once it took this long to fill, so a slow
 /// source still reaches the consumer item by item.
 const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
+
+/// The shortest time between two paced snapshots. A snapshot itself is cheap
+/// (states share buffers copy-on-write), but it pins what it shares: the
+/// source's next writes to a shared buffer pay for the copy, on this thread,
+/// where the pacing cannot see it. Snapshots this far apart keep that under
+/// a few percent of the source's time; a restore replays at most about this
+/// much of the source's work.
+const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How a [`Threaded`] runs, fixed when its node is built.
 #[derive(Debug, Clone, Copy)]
@@ -291,7 +299,7 @@ impl<N: Node> Puller<N> {
                 self.since_snapshot = 0;
                 self.missed = false;
                 self.last_snapshot = Instant::now();
-                self.pace = MIN_CHUNK_TIME.max(8 * (self.last_snapshot - started));
+                self.pace = MIN_SNAPSHOT_INTERVAL.max(8 * (self.last_snapshot - started));
                 true
             }
             Err(e) => {
@@ -701,7 +709,7 @@ where
                 done: false,
                 broke: None,
                 last_snapshot: Instant::now(),
-                pace: MIN_CHUNK_TIME,
+                pace: MIN_SNAPSHOT_INTERVAL,
                 since_snapshot: 0,
                 missed: false,
             })),
