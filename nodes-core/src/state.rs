@@ -626,6 +626,11 @@ impl State {
     }
 
     /// The state as a JSON value.
+    ///
+    /// A deferred entry whose value cannot be serialised (see
+    /// [`State::insert_deferred`]) shows as `null` here, and such a state
+    /// then fails to load at that path: use [`State::to_json`], which
+    /// returns the serialisation error instead, to write checkpoints.
     pub fn to_value(&self) -> Value {
         self.body().to_value()
     }
