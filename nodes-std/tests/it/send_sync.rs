@@ -36,6 +36,18 @@ fn every_public_node_is_send() -> nodes_std::Result<()> {
     let names = || [("a", source()), ("b", source())];
     send(MultiNodeRoundRobinSampler::new(names())?);
     send(MultiNodeWeightedSampler::new(names(), [("a", 1.0), ("b", 2.0)])?.tagged());
+    send(source().flat_map(|x| vec![x, x]));
+    send(source().filter_map(|x| (x > 2).then_some(x)));
+    send(source().interleave(2, 1, |x| IterableWrapper::new(0..x))?);
+    send(source().map(|x| vec![x; 3]).pack(4)?.with_segments());
+    let files = Files::list(["a.jsonl", "b.jsonl"])?;
+    send(files.read_lines());
+    send(Files::list(["c.jsonl"])?.read_jsonl::<Vec<u8>>());
+    send(IterableWrapper::from_fn(|| (0..3u8).map(|x| x + 1)));
+    send(MapStyleWrapper::new(
+        vec![1u8, 2],
+        ElasticSampler::new(RandomSampler::new(2, 1), 0, 1)?,
+    ));
     send(source().boxed());
     send(Loader::new(source()));
     send::<Running<_>>(source().start()?);
