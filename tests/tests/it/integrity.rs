@@ -7,6 +7,8 @@ use nodes_std::IterableWrapper;
 use nodes_std::prelude::*;
 use serde_json::{Map, Value, json};
 
+use crate::support::corrupt::{ByteChanges, every_byte_change};
+
 /// A small pipeline whose state holds a shuffle buffer and a generator.
 fn pipeline() -> impl Node<Item = Vec<u64>> {
     IterableWrapper::new(0..12u64)
@@ -35,59 +37,34 @@ fn rest_of_epoch<N: Node>(loader: &mut Loader<N>) -> Vec<N::Item> {
 #[test]
 fn every_single_byte_change_that_alters_a_checkpoint_is_rejected() {
     let (json, rest) = checkpoint();
-    let original: Value = serde_json::from_str(&json).unwrap();
-    let bytes = json.as_bytes();
     // One loader for every offer: a rejected state leaves it where it stood.
     let mut loader = Loader::new(pipeline());
     let mut accepted = Vec::new();
-    let (mut not_utf8, mut not_json, mut same_content, mut altered) = (0, 0, 0, 0);
     // The control: digit-for-digit changes, loaded without the checksum.
     let mut unverified = Loader::new(pipeline()).verify_checksum(false);
     let (mut digit_changes, mut accepted_unverified) = (0, 0);
-    for at in 0..bytes.len() {
-        for byte in 0..=u8::MAX {
-            if byte == bytes[at] {
-                continue;
-            }
-            let mut text = bytes.to_vec();
-            text[at] = byte;
-            let Ok(text) = String::from_utf8(text) else {
-                not_utf8 += 1; // not even text: no `&str` to parse
-                continue;
-            };
-            let Ok(value) = serde_json::from_str::<Value>(&text) else {
-                assert!(State::from_json(&text).is_err(), "{text}");
-                not_json += 1;
-                continue;
-            };
-            if value == original {
-                same_content += 1; // e.g. an escape spelt another way
-                continue;
-            }
-            altered += 1;
-            let state = match State::from_json(&text) {
-                Ok(state) => state,
-                Err(err) => {
-                    assert!(err.is_bad_state(), "{err}");
-                    continue;
-                }
-            };
-            match loader.load_state_dict(&state) {
-                Err(err) => assert!(err.state_path().is_some(), "no path: {err}"),
-                Ok(()) => {
-                    accepted.push(text.clone());
-                    loader = Loader::new(pipeline());
-                }
-            }
-            if bytes[at].is_ascii_digit() && byte.is_ascii_digit() {
-                digit_changes += 1;
-                if unverified.load_state_dict(&state).is_ok() {
-                    accepted_unverified += 1;
-                    unverified = Loader::new(pipeline()).verify_checksum(false);
-                }
+    let ByteChanges {
+        not_utf8,
+        not_json,
+        same_content,
+        altered,
+    } = every_byte_change(&json, |text, state, digit| {
+        match loader.load_state_dict(state) {
+            Err(err) => assert!(err.state_path().is_some(), "no path: {err}"),
+            Ok(()) => {
+                accepted.push(text.to_owned());
+                loader = Loader::new(pipeline());
             }
         }
-    }
+        if digit {
+            digit_changes += 1;
+            if unverified.load_state_dict(state).is_ok() {
+                accepted_unverified += 1;
+                unverified = Loader::new(pipeline()).verify_checksum(false);
+            }
+        }
+    });
+    let bytes = json.as_bytes();
     eprintln!(
         "{} bytes: {altered} changes alter the content, {same_content} do not, \
          {not_json} are not JSON, {not_utf8} not UTF-8; without the checksum, \

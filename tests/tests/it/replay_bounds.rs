@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::support::corrupt::every_byte_change;
 use crate::support::watch::with_watchdog;
 use nodes_std::prelude::*;
 use nodes_std::{IterableWrapper, ParallelOptions};
@@ -241,46 +242,26 @@ fn every_single_byte_change_of_a_threaded_checkpoint_over_an_endless_source_is_r
             let json = epoch.state_dict().unwrap().to_json().unwrap();
             let rest: Vec<u64> = epoch.take(8).collect::<Result<_>>().unwrap();
             drop(loader);
-            let original: Value = serde_json::from_str(&json).unwrap();
-            let bytes = json.as_bytes();
             let mut target = Loader::new(build());
             let mut unverified = Loader::new(build()).verify_checksum(false);
-            let (mut altered, mut accepted, mut digits) = (0usize, Vec::new(), 0usize);
-            for at in 0..bytes.len() {
-                for byte in 0..=u8::MAX {
-                    if byte == bytes[at] {
-                        continue;
-                    }
-                    let mut text = bytes.to_vec();
-                    text[at] = byte;
-                    let Ok(text) = String::from_utf8(text) else {
-                        continue;
-                    };
-                    let Ok(value) = serde_json::from_str::<Value>(&text) else {
-                        continue;
-                    };
-                    if value == original {
-                        continue;
-                    }
-                    altered += 1;
-                    let Ok(state) = State::from_json(&text) else {
-                        continue;
-                    };
-                    match target.load_state_dict(&state) {
-                        Err(err) => assert!(err.state_path().is_some(), "{what}: {err}"),
-                        Ok(()) => {
-                            accepted.push(text.clone());
-                            target = Loader::new(build());
-                        }
-                    }
-                    if bytes[at].is_ascii_digit() && byte.is_ascii_digit() {
-                        digits += 1;
-                        if unverified.load_state_dict(&state).is_ok() {
-                            unverified = Loader::new(build()).verify_checksum(false);
-                        }
+            let (mut accepted, mut digits) = (Vec::new(), 0usize);
+            let altered = every_byte_change(&json, |text, state, digit| {
+                match target.load_state_dict(state) {
+                    Err(err) => assert!(err.state_path().is_some(), "{what}: {err}"),
+                    Ok(()) => {
+                        accepted.push(text.to_owned());
+                        target = Loader::new(build());
                     }
                 }
-            }
+                if digit {
+                    digits += 1;
+                    if unverified.load_state_dict(state).is_ok() {
+                        unverified = Loader::new(build()).verify_checksum(false);
+                    }
+                }
+            })
+            .altered;
+            let len = json.len();
             target
                 .load_state_dict(&State::from_json(&json).unwrap())
                 .unwrap();
@@ -291,7 +272,7 @@ fn every_single_byte_change_of_a_threaded_checkpoint_over_an_endless_source_is_r
             } else {
                 resumed == rest
             };
-            (altered, accepted, digits, resumes, bytes.len())
+            (altered, accepted, digits, resumes, len)
         });
         let (altered, accepted, digits, resumes, len) =
             outcome.unwrap_or_else(|e| panic!("{what}: {e}"));

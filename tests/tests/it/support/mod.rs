@@ -87,6 +87,7 @@ impl Stateful for Probe {
 
 // The reliability suite's shared parts (see README, "Reliability suite").
 pub(crate) mod corpus;
+pub(crate) mod corrupt;
 pub(crate) mod faulty;
 pub(crate) mod runner;
 pub(crate) mod spec;
