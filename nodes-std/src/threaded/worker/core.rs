@@ -15,9 +15,11 @@
 //!
 //! Hand-over: workers take credits ([`Permits`]) for up to a chunk of items,
 //! pull them under the source lock, run the stage with the lock released and
-//! send the chunk; the consumer gives the credits back when it has handed out
-//! the whole chunk. A channel operation (and a possible wake-up) is paid per
-//! chunk, not per item.
+//! send the chunk; the consumer gives a credit back per item it hands out
+//! (an atomic add), and a worker waiting for credits is woken only once a
+//! chunk's worth is free (the low-water mark, [`Plan::wake_at`]). A channel
+//! operation (and a possible wake-up on either side) is paid per chunk, not
+//! per item.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -104,6 +106,13 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// How many credits must be free before a waiting worker is woken: a
+    /// chunk's worth, but at most half the window, so that the consumer
+    /// still holds half of it while the worker refills the other half.
+    fn wake_at(&self) -> usize {
+        self.max_chunk.min(self.max_in_flight / 2).max(1)
+    }
+
     /// The plan actually run over a source whose order varies between runs
     /// (see [`Stateful::varying_order`](nodes_core::Stateful::varying_order)):
     /// such a source cannot be replayed, so every item carries its own
@@ -966,7 +975,7 @@ where
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut pool = Pool {
             results: rx,
-            permits: Arc::new(Permits::new(self.run.max_in_flight)),
+            permits: Arc::new(Permits::new(self.run.max_in_flight, self.run.wake_at())),
             halt: Arc::new(AtomicBool::new(false)),
             workers: Workers::default(),
             reorder: ReorderBuffer::new(base),

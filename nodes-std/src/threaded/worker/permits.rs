@@ -5,6 +5,12 @@ use std::sync::{Condvar, Mutex};
 
 use super::thread::lock;
 
+/// How often a worker that finds too few permits looks again, spinning then
+/// yielding, before it goes to sleep. A sleep and its wake-up are two system
+/// calls (microseconds on a VM); a consumer that hands items out quickly
+/// returns enough permits within this window.
+const SPINS: u32 = 12;
+
 /// Permits for items between "pulled from the source" and "returned to the
 /// consumer". Workers [`acquire_up_to`](Permits::acquire_up_to) some before
 /// pulling; the consumer [`release`](Permits::release)s one per item it
@@ -15,9 +21,19 @@ use super::thread::lock;
 /// while nobody waits (the consumer returns one per item); the mutex and
 /// condvar are only for sleeping. A channel of tokens would allocate a slot
 /// per token up front, and the bound can be large.
+///
+/// Low-water mark: a worker that has to wait sleeps until `wake_at` permits
+/// are free (or as many as it asked for, if fewer), and only the release that
+/// brings the count up to `wake_at` wakes it. Waking it on every returned
+/// permit would make producer and consumer take turns item by item, each turn
+/// paying a wake-up; waking at the mark lets the worker pull a whole chunk.
+/// This cannot stall: a worker waits only while it holds no permits, every
+/// permit held elsewhere is on its way to the consumer, and once the
+/// consumer has handed them out all `n >= wake_at` are free.
 #[derive(Debug)]
 pub(crate) struct Permits {
     available: AtomicUsize,
+    wake_at: usize,
     waiting: AtomicUsize,
     closed: AtomicBool,
     sleep: Mutex<()>,
@@ -25,10 +41,12 @@ pub(crate) struct Permits {
 }
 
 impl Permits {
-    /// `n` permits, all available.
-    pub(crate) fn new(n: usize) -> Self {
+    /// `n` permits, all available; a waiting worker is woken once `wake_at`
+    /// are free (clamped to `1..=n`).
+    pub(crate) fn new(n: usize, wake_at: usize) -> Self {
         Permits {
             available: AtomicUsize::new(n),
+            wake_at: wake_at.clamp(1, n.max(1)),
             waiting: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             sleep: Mutex::new(()),
@@ -36,14 +54,15 @@ impl Permits {
         }
     }
 
-    /// Takes between one and `max` permits, if any are available.
-    fn try_take(&self, max: usize) -> usize {
+    /// Takes between `least` and `max` permits, if at least `least` are
+    /// available.
+    fn try_take(&self, least: usize, max: usize) -> usize {
         let mut available = self.available.load(Ordering::SeqCst);
         loop {
-            if available == 0 {
+            if available < least {
                 return 0;
             }
-            let n = available.min(max.max(1));
+            let n = available.min(max);
             match self.available.compare_exchange_weak(
                 available,
                 available - n,
@@ -57,14 +76,28 @@ impl Permits {
     }
 
     /// Takes between one and `max` permits (as many as are available),
-    /// blocking while none is. `0` once closed.
+    /// blocking while none is; after a wait, it takes at least the low-water
+    /// mark's worth (or `max`, if smaller). `0` once closed.
     pub(crate) fn acquire_up_to(&self, max: usize) -> usize {
-        if self.closed.load(Ordering::SeqCst) {
-            return 0;
-        }
-        let n = self.try_take(max);
-        if n > 0 {
-            return n;
+        let max = max.max(1);
+        let least = max.min(self.wake_at);
+        for spin in 0..SPINS {
+            if self.closed.load(Ordering::SeqCst) {
+                return 0;
+            }
+            // The first look takes anything; later ones wait for a chunk's
+            // worth, as a sleeper would.
+            let n = self.try_take(if spin == 0 { 1 } else { least }, max);
+            if n > 0 {
+                return n;
+            }
+            if spin < SPINS / 2 {
+                for _ in 0..(1 << spin) {
+                    std::hint::spin_loop();
+                }
+            } else {
+                std::thread::yield_now();
+            }
         }
         let mut guard = lock(&self.sleep);
         // Announce the wait before looking again, so that a release that
@@ -74,7 +107,7 @@ impl Permits {
             if self.closed.load(Ordering::SeqCst) {
                 break 0;
             }
-            let n = self.try_take(max);
+            let n = self.try_take(least, max);
             if n > 0 {
                 break n;
             }
@@ -87,23 +120,23 @@ impl Permits {
         n
     }
 
-    /// Returns `n` permits, waking waiters only if there are any (a condvar
-    /// notification is a system call; the common case has nobody waiting).
+    /// Returns `n` permits, waking waiters only when the count reaches the
+    /// low-water mark and somebody waits (a condvar notification is a system
+    /// call; the common case has nobody waiting).
     pub(crate) fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        self.available.fetch_add(n, Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) > 0 {
+        let before = self.available.fetch_add(n, Ordering::SeqCst);
+        // Only the release that crosses the mark wakes: a waiter sleeps only
+        // while fewer than the mark are free, so the count has to cross it
+        // before anything wakes it, and a crossing always notifies.
+        let crossed = before < self.wake_at && before + n >= self.wake_at;
+        if crossed && self.waiting.load(Ordering::SeqCst) > 0 {
             // Taking the lock orders us after a waiter that announced itself
             // but has not gone to sleep yet.
             drop(lock(&self.sleep));
-            // One permit wakes one waiter (waking all would stampede them).
-            if n == 1 {
-                self.room.notify_one();
-            } else {
-                self.room.notify_all();
-            }
+            self.room.notify_all();
         }
     }
 
@@ -123,7 +156,7 @@ mod tests {
 
     #[test]
     fn acquire_blocks_until_release_and_close_wakes_everyone() {
-        let permits = Arc::new(Permits::new(1));
+        let permits = Arc::new(Permits::new(1, 1));
         assert_eq!(permits.acquire_up_to(5), 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let waiters: Vec<_> = (0..2)
