@@ -110,6 +110,9 @@ pub struct Loader<N: Node> {
     /// copied until a state is serialised.
     shape_json: State,
     fingerprint: std::sync::Arc<str>,
+    /// Every state this loader takes, less its root and counters (see
+    /// [`state_template`]).
+    template: State,
     /// The root's own state while it stands exactly where the last
     /// successful `load_state_dict` put it (nothing pulled since): a failed
     /// restore rolls back to it without asking the root for its state.
@@ -197,14 +200,36 @@ pub fn assemble_state(
     Ok(state)
 }
 
+/// A loader state with every key in the order they are written: the root
+/// and the counters empty (filled per state), the rest as every state of
+/// this pipeline has them, shared by reference. A checksum slot: the
+/// checksum is computed only if the state is serialised.
+fn state_template(fingerprint: &std::sync::Arc<str>, shape_json: &State) -> Result<State> {
+    let mut state = State::new();
+    state.reserve(KEYS.len());
+    state.insert_child(ROOT, State::new());
+    state.insert(NUM_YIELDED, 0u64)?;
+    state.insert(EPOCH_INDEX, 0u64)?;
+    state.insert(FORMAT, FORMAT_VERSION)?;
+    state.insert_shared(VERSION, WRITER_VERSION.into());
+    state.insert_shared(FINGERPRINT, std::sync::Arc::clone(fingerprint));
+    state.insert_child(PIPELINE, shape_json.clone());
+    state.insert_checksum();
+    Ok(state)
+}
+
 impl<N: Node> Loader<N> {
     /// Wraps the root of a pipeline. Nothing runs until the first epoch or
     /// `state_dict`.
     pub fn new(root: N) -> Self {
         let shape = root.describe();
+        let shape_json = shared_shape(&shape);
+        let fingerprint: std::sync::Arc<str> = format!("{:016x}", shape.fingerprint()).into();
         Loader {
-            shape_json: shared_shape(&shape),
-            fingerprint: format!("{:016x}", shape.fingerprint()).into(),
+            // Only serialising a number or a string, which cannot fail.
+            template: state_template(&fingerprint, &shape_json).unwrap_or_default(),
+            shape_json,
+            fingerprint,
             shape,
             check_shape: true,
             verify_checksum: true,
@@ -355,18 +380,12 @@ impl<N: Node> Loader<N> {
     }
 
     fn current_state(&self) -> Result<State> {
-        let mut state = State::new();
-        // All its keys in one allocation.
-        state.reserve(KEYS.len());
+        // The template holds every key in order, the constant ones filled:
+        // one copy of its entries (one allocation), then the three that vary.
+        let mut state = self.template.clone();
         state.insert_child(ROOT, self.root.get_state(&self.cx)?);
         state.insert(NUM_YIELDED, self.num_yielded)?;
         state.insert(EPOCH_INDEX, self.epoch_index)?;
-        state.insert(FORMAT, FORMAT_VERSION)?;
-        state.insert(VERSION, WRITER_VERSION)?;
-        state.insert_shared(FINGERPRINT, self.fingerprint.clone());
-        state.insert_child(PIPELINE, self.shape_json.clone());
-        // A slot: the checksum is computed only if the state is serialised.
-        state.insert_checksum();
         Ok(state)
     }
 
