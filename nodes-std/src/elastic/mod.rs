@@ -83,13 +83,12 @@
 //! `StopCriteria::AllDatasetsExhausted` (each source exactly once), each
 //! source with its own global order and cursor.
 //!
-//! Between a `par_map`/`prefetch` and the samplers below it, only nodes
-//! that turn a known number of positions into each item may stand
-//! (`MapStyleWrapper`, `map`, `batch`, in-order threaded nodes): a `filter`,
-//! `try_map` or mix there is refused, because how many positions stand behind
-//! the items delivered since the threaded node's snapshot is then unknown.
-//! Put the filter or the mix above the threaded node, or the threaded node on
-//! each source.
+//! A `par_map`/`prefetch` over a `filter`, `try_map` or mix that reads an
+//! [`ElasticSampler`] cannot count how many positions stand behind the items
+//! it delivered since its snapshot; over such a subtree it snapshots every
+//! item and delivers in source order (an out-of-order `par_map` there runs
+//! in order), so its state names the positions exactly. Over a subtree of
+//! `map`/`batch` only, or without an `ElasticSampler`, nothing changes.
 //!
 //! `batch(n)` stays a per-rank batch of `n`: the job's global batch is `n ×
 //! world_size`, and changes with the number of ranks.
@@ -109,7 +108,7 @@
 mod plan;
 mod reshard;
 mod sampler;
-mod walk;
+pub(crate) mod walk;
 
 pub use self::reshard::{check, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;

@@ -59,19 +59,12 @@ fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d 
     }
 }
 
-/// Why a node of this description cannot be resharded (with a `par_map` or
-/// `prefetch` above it or not), if it cannot, whatever its state.
-pub(crate) fn refusal(desc: &Description, threaded_above: bool) -> Option<&'static str> {
+/// Why a node of this description cannot be resharded, if it cannot,
+/// whatever its state.
+pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
     match desc.name() {
         "ElasticSampler" | "MapStyleWrapper" | "Mapper" | "Batcher" | "ParallelMapper"
-        | "Prefetcher" => None,
-        "TryMapper" | "Filter" if threaded_above => Some(
-            "below a par_map or prefetch, the number of positions behind the items it passes is not known (put it above the par_map/prefetch)",
-        ),
-        "TryMapper" | "Filter" => None,
-        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" if threaded_above => Some(
-            "below a par_map or prefetch, which source its next items come from is not known (put the par_map/prefetch on each source)",
-        ),
+        | "Prefetcher" | "TryMapper" | "Filter" => None,
         "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler"
             if desc.get_param("stop_criteria")
                 != Some(StopCriteria::AllDatasetsExhausted.as_str()) =>
@@ -97,25 +90,52 @@ pub(crate) fn refusal(desc: &Description, threaded_above: bool) -> Option<&'stat
     }
 }
 
-/// Whether a node hands its child's items on with a threaded node's
-/// snapshot protocol (so the nodes below it count positions per item).
-fn is_threaded(desc: &Description) -> bool {
-    matches!(desc.name(), "ParallelMapper" | "Prefetcher")
+/// Whether each item a node of this description yields stands for a known
+/// number of its child's items (one, or a batch's worth), so that a
+/// threaded node above can count positions per item delivered.
+fn counts_positions(desc: &Description) -> bool {
+    match desc.name() {
+        "ElasticSampler" | "MapStyleWrapper" | "Mapper" | "Batcher" | "Prefetcher" => true,
+        "ParallelMapper" => desc.get_param("in_order") != Some("false"),
+        _ => false,
+    }
+}
+
+/// Whether a threaded node over a source of this description must record
+/// the source's state with every item it delivers, in source order, for
+/// its states to be resharded: the source reads an [`ElasticSampler`]
+/// through a node whose items do not stand for a known number of positions
+/// (a filter, a `try_map` that may drop records, a mix). Its state then
+/// never counts items past its snapshot, and the positions below are read
+/// off the snapshot exactly. Pipelines without an `ElasticSampler` are
+/// unaffected.
+///
+/// [`ElasticSampler`]: crate::ElasticSampler
+pub(crate) fn needs_exact_snapshots(source: &Description) -> bool {
+    fn walk(desc: &Description, opaque: &mut bool, elastic: &mut bool) {
+        *elastic |= desc.name() == "ElasticSampler";
+        *opaque |= !counts_positions(desc);
+        for (_, child) in desc.children() {
+            walk(child, opaque, elastic);
+        }
+    }
+    let (mut opaque, mut elastic) = (false, false);
+    walk(source, &mut opaque, &mut elastic);
+    opaque && elastic
 }
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
 /// the node's state is.
-pub(crate) fn check(desc: &Description, threaded_above: bool, path: &str) -> Result<usize> {
-    if let Some(why) = refusal(desc, threaded_above) {
+pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
+    if let Some(why) = refusal(desc) {
         return Err(Error::invalid_argument(
             RESHARD,
             format!("{} at {path} cannot be resharded: {why}", desc.name()),
         ));
     }
-    let below = threaded_above || is_threaded(desc);
     let mut samplers = usize::from(desc.name() == "ElasticSampler");
     for (key, child) in desc.children() {
-        samplers += check(child, below, &format!("{path}/{key}"))?;
+        samplers += check(child, &format!("{path}/{key}"))?;
     }
     Ok(samplers)
 }
@@ -132,8 +152,20 @@ pub(crate) fn walk(
     out: &mut Vec<Cut>,
 ) -> Result<()> {
     let name = desc.name();
-    if let Some(why) = refusal(desc, threaded_above) {
+    if let Some(why) = refusal(desc) {
         return Err(refuse(state, name, why));
+    }
+    if threaded_above && !relative.is_empty() && !counts_positions(desc) {
+        // A threaded node above recorded items past its snapshot, which
+        // this node may have drawn any number of positions for. Threaded
+        // nodes record a snapshot per item over such a subtree (see
+        // `needs_exact_snapshots`), so only a state written otherwise (by
+        // an older version) gets here.
+        return Err(refuse(
+            state,
+            name,
+            "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state from a version that did not snapshot every item over a filter, try_map or mix)",
+        ));
     }
     match name {
         "ElasticSampler" => {
@@ -196,7 +228,8 @@ pub(crate) fn walk(
                 delivered.extend(relative.iter().map(|&r| steps + r));
             }
             let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, &delivered, true, out)
+            let counted = !delivered.is_empty();
+            walk(child, &child_at(state, key)?, &delivered, counted, out)
         }
         // The mixes (`refusal` let only these through).
         _ => {

@@ -204,6 +204,13 @@ impl ParallelOptions {
 /// output, whatever the timing of the workers. Without it, items come as they
 /// complete: the same multiset, in an order that varies from run to run.
 ///
+/// Two kinds of source make it deliver in source order and record the
+/// source's state with every item, whatever the options: a source whose
+/// order varies between runs (it cannot be replayed), and a `filter`,
+/// `try_map` or mix that reads an [`ElasticSampler`](crate::ElasticSampler)
+/// (so that [`elastic::reshard`](crate::elastic::reshard) knows which
+/// positions stand behind every item delivered).
+///
 /// Items are pulled from the source one at a time, under a lock held only
 /// while pulling (never while the function runs). At most `max_concurrent`
 /// items are between the source and the consumer, so memory does not depend

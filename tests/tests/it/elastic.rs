@@ -6,7 +6,8 @@
 //! The property test runs 512 cases by default (`NODES_RELIABILITY_LONG`
 //! multiplies them): N, M, M2 in 1..=8, a dataset of 0..80 items per
 //! source, random per-rank progress before each save, cuts in epoch 0 or 1,
-//! and one of eight pipelines. Items are checked one by one: the union of
+//! and one of ten pipelines (filters, `try_map` and mixes above and below
+//! threaded nodes). Items are checked one by one: the union of
 //! what every rank of every generation delivered in the cut epoch is the
 //! epoch's items, each once; the epoch after is an ordinary epoch of the
 //! last world size.
@@ -70,6 +71,16 @@ enum Kind {
     RoundRobin,
     /// prefetch -> par_map in order -> map-style (nested threaded nodes)
     Nested { workers: usize },
+    /// map-style -> filter -> try_map -> par_map (in or out of order) ->
+    /// batch: positions behind each item unknown to the threaded node
+    FilterBelow {
+        workers: usize,
+        in_order: bool,
+        freq: usize,
+    },
+    /// two sources -> weighted mix -> filter -> par_map -> prefetch ->
+    /// batch: the mix and the filter below two threaded nodes
+    MixBelow { workers: usize, in_order: bool },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -144,6 +155,34 @@ impl Job {
                 .prefetch(3)?
                 .batch(batch)?
                 .boxed(),
+            Kind::FilterBelow {
+                workers,
+                in_order,
+                freq,
+            } => one()?
+                .filter(keep)
+                .try_map(Ok::<_, nodes_std::BoxError>)
+                .par_map(
+                    uneven,
+                    ParallelOptions::new(workers)
+                        .in_order(in_order)
+                        .snapshot_frequency(freq),
+                )?
+                .batch(batch)?
+                .boxed(),
+            Kind::MixBelow { workers, in_order } => {
+                let a = source(0, len, seed, rank, world)?;
+                let b = source(1000, len / 2 + 1, seed ^ 1, rank, world)?;
+                MultiNodeWeightedSampler::new([("a", a), ("b", b)], [("a", 0.6), ("b", 0.4)])?
+                    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+                    .with_seed(seed)
+                    .with_rank(rank, world)?
+                    .filter(keep)
+                    .par_map(uneven, ParallelOptions::new(workers).in_order(in_order))?
+                    .prefetch(2)?
+                    .batch(batch)?
+                    .boxed()
+            }
         })
     }
 
@@ -151,7 +190,7 @@ impl Job {
     fn epoch_items(&self) -> Vec<u32> {
         let mut all: Vec<u32> = (0..self.len as u32).collect();
         match self.kind {
-            Kind::Weighted { .. } => {
+            Kind::Weighted { .. } | Kind::MixBelow { .. } => {
                 all.extend((0..(self.len / 2 + 1) as u32).map(|i| 1000 + i));
             }
             Kind::RoundRobin => all.extend((0..(self.len / 3) as u32).map(|i| 1000 + i)),
@@ -159,7 +198,11 @@ impl Job {
         }
         if matches!(
             self.kind,
-            Kind::Filter | Kind::ParMap { .. } | Kind::Weighted { .. }
+            Kind::Filter
+                | Kind::ParMap { .. }
+                | Kind::Weighted { .. }
+                | Kind::FilterBelow { .. }
+                | Kind::MixBelow { .. }
         ) {
             all.retain(keep);
         }
@@ -275,6 +318,15 @@ fn kind() -> impl Strategy<Value = Kind> {
             .prop_map(|(workers, in_order)| Kind::Weighted { workers, in_order }),
         Just(Kind::RoundRobin),
         (1usize..3).prop_map(|workers| Kind::Nested { workers }),
+        (0usize..3, any::<bool>(), 1usize..5).prop_map(|(workers, in_order, freq)| {
+            Kind::FilterBelow {
+                workers,
+                in_order,
+                freq,
+            }
+        }),
+        (0usize..3, any::<bool>())
+            .prop_map(|(workers, in_order)| Kind::MixBelow { workers, in_order }),
     ]
 }
 
@@ -479,14 +531,6 @@ fn pipelines_not_indexed_by_global_positions_are_refused() {
         (
             elastic_source().shuffle(4, 1).unwrap().boxed(),
             "Shuffler at /root",
-        ),
-        (
-            elastic_source()
-                .filter(keep)
-                .par_map(Ok, ParallelOptions::new(1).snapshot_frequency(100))
-                .unwrap()
-                .boxed(),
-            "Filter at /root/snapshot",
         ),
         (
             MultiNodeWeightedSampler::new([("a", elastic_source())], [("a", 1.0)])

@@ -130,6 +130,25 @@ impl Plan {
             ..self
         }
     }
+
+    /// The plan actually run over a source that reads an `ElasticSampler`
+    /// through a filter, `try_map` or mix (see
+    /// [`needs_exact_snapshots`](crate::elastic::walk::needs_exact_snapshots)):
+    /// every item carries its source's state and is delivered in source
+    /// order, so the node's state never counts items past its snapshot and
+    /// [`reshard`](crate::elastic::reshard) reads the positions consumed off
+    /// the snapshot. Inline (no workers) the source's own state is exact
+    /// already.
+    fn exact_positions(self, needed: bool) -> Plan {
+        if !needed || self.workers == 0 {
+            return self;
+        }
+        Plan {
+            in_order: true,
+            snapshots: Snapshots::Every(1),
+            ..self
+        }
+    }
 }
 
 /// The source and the numbering of the pass; shared with the workers while
@@ -705,10 +724,12 @@ where
     /// A node over `source` that was not reset yet.
     pub(crate) fn new(source: N, stage: S, plan: Plan) -> Self {
         let source_varies = source.varying_order();
+        let source_description = source.describe();
+        let exact = crate::elastic::walk::needs_exact_snapshots(&source_description);
         Threaded {
-            run: plan.over(source_varies.is_some()),
+            run: plan.over(source_varies.is_some()).exact_positions(exact),
             plan,
-            source_description: source.describe(),
+            source_description,
             source_varies,
             puller: Arc::new(Mutex::new(Puller {
                 source,
