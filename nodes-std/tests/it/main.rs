@@ -8,6 +8,7 @@ mod scripted;
 mod support;
 
 mod batch;
+mod closure_errors;
 mod cycle;
 mod filter;
 mod header;
