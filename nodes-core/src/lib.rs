@@ -37,6 +37,15 @@
 //! assert_eq!(items, [0, 1, 2]);
 //! # Ok::<(), nodes_core::Error>(())
 //! ```
+//!
+//! # Features
+//!
+//! - `tracing` (off by default): logs epochs, restores (with the pipeline
+//!   fingerprint and the outcome), worker threads and skipped bad records as
+//!   [`tracing`](https://docs.rs/tracing) events with target `nodes`: INFO
+//!   for epochs and restores, WARN for failures and skipped records, DEBUG
+//!   for worker threads. Without it no logging code is compiled in. The
+//!   workspace README's "Logging" section lists every event and its fields.
 #![forbid(unsafe_code)]
 
 mod describe;
@@ -49,6 +58,7 @@ mod running;
 mod state;
 mod stats;
 pub mod testing;
+mod trace;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -8,6 +8,7 @@ use crate::node::{Cx, Node};
 use crate::running::reset_then_check;
 use crate::state::{CHECKSUM_KEY, State};
 use crate::stats::Stats;
+use crate::trace;
 
 /// Where the loader stands between epochs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,6 +340,7 @@ impl<N: Node> Loader<N> {
     /// item.
     pub fn epoch(&mut self) -> Epoch<'_, N> {
         let start = self.begin_epoch();
+        trace::epoch_started(self.epoch_index, self.num_yielded, &start);
         Epoch {
             pending_error: start.err(),
             done: false,
@@ -567,6 +569,19 @@ impl<N: Node> Loader<N> {
     /// that passes them all is taken: on any failure, the checksum's
     /// included, the root is put back where it stood.
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
+        let outcome = self.load_state(state);
+        trace::loader_restored(
+            &self.fingerprint,
+            state,
+            self.epoch_index,
+            self.num_yielded,
+            &outcome,
+        );
+        outcome
+    }
+
+    /// [`load_state_dict`](Loader::load_state_dict) without the logging.
+    fn load_state(&mut self, state: &State) -> Result<()> {
         self.check_keys(state)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         let epoch_index: u64 = state.get(EPOCH_INDEX)?;
@@ -743,6 +758,7 @@ impl<N: Node> Iterator for Epoch<'_, N> {
                 Some(item) => item,
                 None => {
                     self.done = true;
+                    trace::epoch_ended(loader.epoch_index, loader.num_yielded);
                     return None;
                 }
             },

@@ -10,6 +10,11 @@ pub use crate::node::{Cx, Init, Node, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::state::{Snapshot, State};
 
+/// The logging hooks of the `tracing` feature (empty without it).
+pub mod trace {
+    pub use crate::trace::*;
+}
+
 /// Writes a loader state from its parts (for `nodes_std::elastic`).
 pub use crate::loader::assemble_state as loader_state;
 

@@ -5,6 +5,7 @@ use std::fmt;
 use crate::error::Result;
 use crate::node::{Cx, Node};
 use crate::state::State;
+use crate::trace;
 
 /// A started pipeline: the root node, reset, plus the context that proves it.
 ///
@@ -40,7 +41,9 @@ impl<N: Node> Running<N> {
 
     /// Resets `node` from `state` and starts it.
     pub fn start_from(mut node: N, state: &State) -> Result<Self> {
-        node.reset(Some(state))?;
+        let outcome = node.reset(Some(state));
+        trace::node_restored(&node, Some(state), &outcome);
+        outcome?;
         Ok(Running {
             node,
             cx: Cx::new_running(),
@@ -55,7 +58,9 @@ impl<N: Node> Running<N> {
     /// Starts over (`None`) or resumes from `state`. On error the pipeline is
     /// rolled back to where it stood.
     pub fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        reset_with_rollback(&mut self.node, &self.cx, state)
+        let outcome = reset_with_rollback(&mut self.node, &self.cx, state);
+        trace::node_restored(&self.node, state, &outcome);
+        outcome
     }
 
     /// Stops background work; the pipeline can be reset and used again.

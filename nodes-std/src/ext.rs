@@ -23,6 +23,43 @@ use crate::transforms::flat_map::FlatMapper;
 use crate::transforms::pack::Packer;
 
 /// Combinators and starters for every [`Node`]; implemented for all of them.
+///
+/// # Errors from user functions
+///
+/// A user function that can fail returns `Result<U, E>`, where `E` is any
+/// error that converts into [`BoxError`]: a std error (`std::io::Error`,
+/// `ParseIntError`, ...), `serde_json::Error`, an error type of your own
+/// (`std::error::Error + Send + Sync + 'static`), or a `String` / `&str`
+/// message. An `Err` reaches the consumer as one
+/// [`Error::User`](crate::Error::User) item, naming the node and the item's
+/// index, whose `source` is your error value (`downcast_ref` gives it back);
+/// an [`ErrorPolicy`](crate::ErrorPolicy) may skip it or end the pass.
+///
+/// Each entry point takes that error in the shape that lets the closures
+/// people write infer without annotations:
+///
+/// - [`try_map`](NodeExt::try_map) takes `Result<U, E>` for any
+///   `E: Into<BoxError>` as it is, so `.try_map(|s: &str| s.parse::<u8>())`
+///   and functions with an error type of their own go straight in.
+/// - [`par_map`](NodeExt::par_map) takes a function returning
+///   `Result<U, BoxError>` (the type [`Dataset::get_item`](crate::Dataset::get_item)
+///   and [`Lookup::lookup`](crate::Lookup::lookup) return too), so `|x| Ok(x)`,
+///   `Ok` itself, and closures that use `?` on one or several error types
+///   infer their error type. A function with an error type of its own goes
+///   in through [`boxed_err`](crate::boxed_err):
+///   `.par_map(boxed_err(parse), options)`.
+///
+/// No single signature can do both: Rust does not infer a type parameter
+/// from a default, so `|x| Ok(x)` (or a `?`) against a generic `E` is "type
+/// annotations needed" (E0282 or E0283). So a `try_map` closure whose error
+/// type nothing names, names it (`Ok::<_, BoxError>(x)`, or
+/// `|x| -> Result<_, BoxError> { ... }`), and `par_map` takes any other `E`
+/// through `boxed_err`.
+///
+/// The other user functions (`map`, `filter`, `flat_map`, `filter_map`,
+/// `interleave`, [`IterableWrapper::from_fn`](crate::IterableWrapper::from_fn),
+/// a sampler's `epoch_updater`) cannot fail: to fail per item, `try_map`
+/// first.
 pub trait NodeExt: Node + Sized {
     /// Resets the pipeline and returns it as a plain iterator of `Result<Item>`.
     fn start(self) -> Result<Running<Self>> {
@@ -63,6 +100,9 @@ pub trait NodeExt: Node + Sized {
     /// Applies a fallible `f` to every item; an `Err` is returned as
     /// [`Error::User`](crate::Error::User) naming `TryMapper` and the item's
     /// index in the pass, and the next call goes on with the next item.
+    ///
+    /// `f` returns `Result<U, E>` for any `E: Into<BoxError>`, taken as it is
+    /// (see [errors from user functions](NodeExt#errors-from-user-functions)).
     ///
     /// ```
     /// use nodes_std::prelude::*;
@@ -263,11 +303,15 @@ pub trait NodeExt: Node + Sized {
     /// Maps every item with `f` on a pool of worker threads, in source order
     /// by default, with exact checkpoints (see [`ParallelMapper`]).
     ///
-    /// `f` returns `Ok(value)`, or `Err` for an item that cannot be mapped
-    /// (anything convertible to [`BoxError`], so `?` works inside it); the
-    /// error reaches the consumer as [`Error::User`](crate::Error::User) at
-    /// that item's position. `options` sets the worker count and the rest
+    /// `f` returns `Ok(value)`, or `Err` for an item that cannot be mapped;
+    /// the error reaches the consumer as [`Error::User`](crate::Error::User)
+    /// at that item's position. `options` sets the worker count and the rest
     /// ([`ParallelOptions`]).
+    ///
+    /// `f` returns `Result<U, BoxError>`, so `|x| Ok(x)` and `?` on any error
+    /// infer; pass a function with an error type of its own as
+    /// [`boxed_err(f)`](crate::boxed_err) (see [errors from user
+    /// functions](NodeExt#errors-from-user-functions)).
     ///
     /// # Errors
     ///
@@ -498,3 +542,30 @@ pub trait NodeExt: Node + Sized {
 }
 
 impl<N: Node> NodeExt for N {}
+
+/// Lets a function with an error type of its own go where a function
+/// returning `Result<U, BoxError>` is expected (see [errors from user
+/// functions](NodeExt#errors-from-user-functions)): the result calls `f` and
+/// boxes its error, which stays the source of the consumer's
+/// [`Error::User`](crate::Error::User) (`downcast_ref` gives it back).
+///
+/// ```
+/// use nodes_std::{IterableWrapper, NodeExt, ParallelOptions, Result, boxed_err};
+///
+/// fn parse(text: &str) -> std::result::Result<u8, std::num::ParseIntError> {
+///     text.parse()
+/// }
+///
+/// let node = IterableWrapper::new(["1", "x"]).par_map(boxed_err(parse), ParallelOptions::new(2))?;
+/// let items: Vec<Result<u8>> = node.start()?.collect();
+/// assert_eq!(items[0].as_ref().ok(), Some(&1));
+/// assert!(items[1].is_err());
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+pub fn boxed_err<T, U, E, F>(f: F) -> impl Fn(T) -> std::result::Result<U, BoxError>
+where
+    F: Fn(T) -> std::result::Result<U, E>,
+    E: Into<BoxError>,
+{
+    move |item| f(item).map_err(Into::into)
+}

@@ -25,7 +25,7 @@ mod threaded;
 mod transforms;
 
 pub use crate::elastic::ElasticSampler;
-pub use crate::ext::NodeExt;
+pub use crate::ext::{NodeExt, boxed_err};
 pub use crate::mixing::zip::Zip;
 pub use crate::mixing::{
     MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, OutputMode, Plain, StopCriteria, Tagged,
@@ -70,6 +70,7 @@ pub mod prelude {
     pub use crate::Files;
     pub use crate::NodeExt;
     pub use crate::ParallelOptions;
+    pub use crate::boxed_err;
     pub use crate::{
         Dataset, ElasticSampler, IterableWrapper, Lookup, MapStyleWrapper, RandomSampler,
         Remainder, Sampler, SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,

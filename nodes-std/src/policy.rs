@@ -142,6 +142,7 @@ impl ErrorBudget {
         };
         if skip {
             self.counts.skipped = self.counts.skipped.saturating_add(1);
+            nodes_core::__private::trace::record_skipped(&error, self.counts.skipped);
             Verdict::Skip
         } else {
             self.counts.ended = true;

@@ -49,7 +49,8 @@ pub trait Dataset: Send {
         self.len() == 0
     }
 
-    /// The item at `index`.
+    /// The item at `index`. `?` converts any error into [`BoxError`] (see
+    /// [errors from user functions](crate::NodeExt#errors-from-user-functions)).
     fn get_item(&self, index: usize) -> std::result::Result<Self::Item, BoxError>;
 }
 
@@ -75,7 +76,9 @@ pub trait Lookup<K>: Send {
     /// What a lookup returns.
     type Item;
 
-    /// The item under `key`; an error is reported as [`Error::User`].
+    /// The item under `key`; an error is reported as [`Error::User`]. `?`
+    /// converts any error into [`BoxError`] (see [errors from user
+    /// functions](crate::NodeExt#errors-from-user-functions)).
     fn lookup(&self, key: &K) -> std::result::Result<Self::Item, BoxError>;
 
     /// The key as an item index for error messages, where it is one.

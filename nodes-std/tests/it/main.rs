@@ -8,10 +8,14 @@ mod scripted;
 mod support;
 
 mod batch;
+mod closure_errors;
 mod cycle;
 mod filter;
 mod header;
 mod iterable;
+// The `tracing` feature's events (CI tests with `--all-features`).
+#[cfg(feature = "tracing")]
+mod logging;
 mod map;
 mod map_style;
 mod par_map;

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
+use nodes_core::__private::trace;
 use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
 
 use super::panic::{catch, guard};
@@ -1017,7 +1018,13 @@ where
             let name = format!("{}-{i}", self.plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
             let worker_cx = cx.fork();
-            let handle = thread::spawn(self.plan.node, name, move || worker.run(worker_cx))?;
+            let node = self.plan.node;
+            let run = move || {
+                trace::worker_started(node, i);
+                worker.run(worker_cx);
+                trace::worker_stopped(node, i);
+            };
+            let handle = thread::spawn(node, name, trace::with_dispatch(run))?;
             pool.workers.push(handle);
         }
         Ok(pool)
