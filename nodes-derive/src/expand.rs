@@ -340,12 +340,14 @@ fn varying_order_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     quote!(::core::option::Option::None #(#parts)*)
 }
 
-/// `size_hint` and `may_fail`, when the container asks for them: the
-/// single child's (`size_hint = "child"`), or the author's `SizeHint`
-/// (`size_hint`). Without the attribute the trait's defaults stay ("unknown",
-/// "may fail"), which are sound for any node.
+/// `size_hint` (and `may_fail`), when the container asks for them: the
+/// single child's hint (`size_hint = "child"`), or the author's `SizeHint`
+/// (`size_hint`). Without the attribute the trait's defaults stay
+/// ("unknown", "may fail"), which are sound for any node. `may_fail` is not
+/// forwarded from the child: the derive cannot tell whether the node adds
+/// errors of its own (a lookup, a parse).
 fn size_hint_methods(input: &Input<'_>, p: &TokenStream) -> TokenStream {
-    let (hint, may_fail) = match input.attrs.size_hint.get() {
+    let hint = match input.attrs.size_hint.get() {
         None => return TokenStream::new(),
         Some(SizeHintFrom::Child) => {
             // `check` made sure there is exactly one.
@@ -353,23 +355,23 @@ fn size_hint_methods(input: &Input<'_>, p: &TokenStream) -> TokenStream {
                 return TokenStream::new();
             };
             let member = child.ident;
-            (
-                quote!(#p::Stateful::size_hint(&self.#member)),
-                quote!(#p::Stateful::may_fail(&self.#member)),
-            )
+            quote!(#p::Stateful::size_hint(&self.#member))
         }
-        Some(SizeHintFrom::Author) => (
-            quote!(<Self as #p::SizeHint>::size_hint(self)),
-            quote!(<Self as #p::SizeHint>::may_fail(self)),
-        ),
+        Some(SizeHintFrom::Author) => {
+            return quote! {
+                fn size_hint(&self) -> (::core::primitive::u64, ::core::option::Option<::core::primitive::u64>) {
+                    <Self as #p::SizeHint>::size_hint(self)
+                }
+
+                fn may_fail(&self) -> ::core::primitive::bool {
+                    <Self as #p::SizeHint>::may_fail(self)
+                }
+            };
+        }
     };
     quote! {
         fn size_hint(&self) -> (::core::primitive::u64, ::core::option::Option<::core::primitive::u64>) {
             #hint
-        }
-
-        fn may_fail(&self) -> ::core::primitive::bool {
-            #may_fail
         }
     }
 }

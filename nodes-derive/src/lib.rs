@@ -62,7 +62,9 @@ use proc_macro::TokenStream;
 /// - `#[node(size_hint = "child")]`: the node returns exactly one item per
 ///   item of its single `#[node(child)]` field (a map, a tap, a counter), so
 ///   the child's hint is forwarded. It is an error on a node without
-///   exactly one `child` field (or with `children`);
+///   exactly one `child` field (or with `children`). `may_fail` keeps its
+///   default, "may fail": the derive cannot see whether `next` adds errors
+///   of its own;
 /// - `#[node(size_hint)]`: the node computes its own hint; implement
 ///   `SizeHint` for it (`size_hint`, and `may_fail` unless "may fail" is
 ///   right).

@@ -16,6 +16,7 @@ mod cow;
 mod delegate;
 pub mod elastic;
 mod ext;
+mod hint;
 mod mixing;
 mod policy;
 mod rank;

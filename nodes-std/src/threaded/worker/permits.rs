@@ -89,6 +89,13 @@ impl Permits {
 
     /// Returns `n` permits, waking waiters only if there are any (a condvar
     /// notification is a system call; the common case has nobody waiting).
+    /// Credits taken and not given back, of `total`: an upper bound on the
+    /// items pulled and not yet handed out (a worker takes its credits
+    /// before it pulls).
+    pub(crate) fn in_use(&self, total: usize) -> usize {
+        total.saturating_sub(self.available.load(Ordering::SeqCst))
+    }
+
     pub(crate) fn release(&self, n: usize) {
         if n == 0 {
             return;
