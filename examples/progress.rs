@@ -111,7 +111,9 @@ fn run() -> Result<Vec<String>> {
     );
 
     if read != left {
-        problems.push(format!("the resumed run read {read} batches, the hint said {left}"));
+        problems.push(format!(
+            "the resumed run read {read} batches, the hint said {left}"
+        ));
     }
     if done + read != total {
         problems.push(format!(

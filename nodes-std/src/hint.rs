@@ -20,7 +20,10 @@ pub(crate) fn from_usize((lower, upper): (usize, Option<usize>)) -> Hint {
 
 /// The hint of two streams one after the other.
 pub(crate) fn add((l1, u1): Hint, (l2, u2): Hint) -> Hint {
-    (l1.saturating_add(l2), u1.zip(u2).and_then(|(a, b)| a.checked_add(b)))
+    (
+        l1.saturating_add(l2),
+        u1.zip(u2).and_then(|(a, b)| a.checked_add(b)),
+    )
 }
 
 /// At most `n` of the stream (a header).
@@ -36,5 +39,9 @@ pub(crate) fn at_most((_, upper): Hint) -> Hint {
 /// The stream ends after at most one item once an error comes, if one may
 /// (an error policy or a source that ends the pass at an error).
 pub(crate) fn may_end_early((lower, upper): Hint, may_end: bool) -> Hint {
-    if may_end { (lower.min(1), upper) } else { (lower, upper) }
+    if may_end {
+        (lower.min(1), upper)
+    } else {
+        (lower, upper)
+    }
 }

@@ -130,10 +130,13 @@ impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
         let pairs = if self.left.may_fail() || self.right.may_fail() {
             (0, crate::hint::add(left, right).1)
         } else {
-            (left.0.min(right.0), match (left.1, right.1) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            })
+            (
+                left.0.min(right.0),
+                match (left.1, right.1) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
+            )
         };
         crate::hint::add(held, pairs)
     }

@@ -246,9 +246,9 @@ where
 /// iterator's, which the standard library's are. It never fails.
 impl<I: IntoIterator> crate::SizeHint for IterableWrapper<I> {
     fn size_hint(&self) -> (u64, Option<u64>) {
-        self.iter
-            .get_opt()
-            .map_or(crate::hint::UNKNOWN, |iter| crate::hint::from_usize(iter.size_hint()))
+        self.iter.get_opt().map_or(crate::hint::UNKNOWN, |iter| {
+            crate::hint::from_usize(iter.size_hint())
+        })
     }
 
     fn may_fail(&self) -> bool {

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use nodes_std::prelude::*;
 use nodes_std::Epoch;
+use nodes_std::prelude::*;
 use proptest::prelude::*;
 
 use crate::support::runner::{Outcome, run_cases};
@@ -29,7 +29,11 @@ struct Case {
 
 impl std::fmt::Display for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({} epochs, cut at {:.2})", self.spec, self.epochs, self.cut)
+        write!(
+            f,
+            "{} ({} epochs, cut at {:.2})",
+            self.spec, self.epochs, self.cut
+        )
     }
 }
 
@@ -131,7 +135,10 @@ fn check(case: &Case) -> Result<Outcome, String> {
         if !w.ended {
             return Ok(Outcome::Skipped);
         }
-        check_walk(&w, &format!("resumed at {cut}, epoch {e} after the restore"))?;
+        check_walk(
+            &w,
+            &format!("resumed at {cut}, epoch {e} after the restore"),
+        )?;
     }
     Ok(Outcome::Ran)
 }
@@ -161,7 +168,14 @@ fn random_pipelines_report_sound_size_hints_before_and_after_restores() {
 #[test]
 fn an_unsound_hint_is_reported() {
     let walk = Walk {
-        hints: vec![(0, Some(1)), (0, Some(2)), (0, Some(1)), (0, Some(1)), (0, Some(0)), (0, Some(0))],
+        hints: vec![
+            (0, Some(1)),
+            (0, Some(2)),
+            (0, Some(1)),
+            (0, Some(1)),
+            (0, Some(0)),
+            (0, Some(0)),
+        ],
         read: 2,
         ended: true,
         refused: false,

@@ -799,7 +799,10 @@ where
                         // Deferred errors gave their credits back already.
                         let ahead = (ahead + pool.deferred.len()) as u64;
                         let upper = upper.and_then(|u| u.checked_add(ahead));
-                        ((lower.saturating_add(held), upper), puller.source.may_fail())
+                        (
+                            (lower.saturating_add(held), upper),
+                            puller.source.may_fail(),
+                        )
                     }
                     Err(_) => ((held, None), true),
                 }
