@@ -137,6 +137,11 @@ pub trait Stateful {
 /// Use it when the node's count is not its single child's (a node that
 /// filters, groups or expands, or a source); use `#[node(size_hint =
 /// "child")]` when it is. The same soundness rules apply.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` asks for its own size hint with `#[node(size_hint)]`, but does not implement `SizeHint`",
+    label = "no `SizeHint` impl",
+    note = "write `impl SizeHint for {Self}` (`size_hint`, and `may_fail` if it cannot fail), or use `#[node(size_hint = \"child\")]` to forward the single child's hint"
+)]
 pub trait SizeHint {
     /// See [`Stateful::size_hint`].
     fn size_hint(&self) -> (u64, Option<u64>);
