@@ -68,7 +68,7 @@ pub use crate::describe::Description;
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};
-pub use crate::node::{Cx, Init, Node, Stateful, Validate};
+pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::running::{Replay, Running};
 pub use crate::state::{Key, Snapshot, State, VERSION_KEY};

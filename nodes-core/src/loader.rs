@@ -733,6 +733,29 @@ impl<N: Node> Epoch<'_, N> {
         self.loader.epoch_index
     }
 
+    /// How many more items this epoch returns, `Err` items included: a lower
+    /// bound and, if known, an upper bound, from the root's
+    /// [`Stateful::size_hint`](crate::Stateful::size_hint). In a resumed
+    /// epoch it is what is left after the restored position, so
+    /// `num_yielded() + remaining().0` is where a progress bar ends.
+    /// [`Iterator::size_hint`] reports the same, clamped to `usize`.
+    pub fn remaining(&self) -> (u64, Option<u64>) {
+        if self.pending_error.is_some() {
+            return (1, Some(1));
+        }
+        if self.done {
+            return (0, Some(0));
+        }
+        let (lower, upper) = self.loader.root.size_hint();
+        // An item the loader looked ahead at (a restore at an epoch's end) is
+        // no longer in the root's count.
+        let peeked = u64::from(self.loader.peeked.is_some());
+        (
+            lower.saturating_add(peeked),
+            upper.and_then(|u| u.checked_add(peeked)),
+        )
+    }
+
     /// How many items this epoch has returned, `Err` items included (counting
     /// those before a restore).
     pub fn num_yielded(&self) -> u64 {
@@ -766,6 +789,10 @@ impl<N: Node> Iterator for Epoch<'_, N> {
         // An `Err` is one item: counted, and the epoch goes on after it.
         loader.num_yielded = loader.num_yielded.saturating_add(1);
         Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        crate::node::hint_to_usize(self.remaining())
     }
 }
 

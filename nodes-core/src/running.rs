@@ -73,6 +73,13 @@ impl<N: Node> Running<N> {
         &self.node
     }
 
+    /// How many more items the pass returns (`Err` items included), as
+    /// [`Stateful::size_hint`](crate::Stateful::size_hint) of the root says:
+    /// a lower bound and, if known, an upper bound.
+    pub fn size_hint(&self) -> (u64, Option<u64>) {
+        self.node.size_hint()
+    }
+
     /// The next item, as [`Node::next`] reports it (`Ok(None)` at the end).
     pub fn try_next(&mut self) -> Result<Option<N::Item>> {
         self.node.next(&mut self.cx)
@@ -121,6 +128,10 @@ impl<N: Node> Iterator for Running<N> {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.try_next().transpose()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        crate::node::hint_to_usize(self.node.size_hint())
     }
 }
 

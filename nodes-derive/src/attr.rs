@@ -215,6 +215,15 @@ fn capitalise(word: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Where a derived node's size hint comes from (`#[node(size_hint ...)]`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum SizeHintFrom {
+    /// `size_hint`: the author's `SizeHint` impl.
+    Author,
+    /// `size_hint = "child"`: the single `#[node(child)]` field's.
+    Child,
+}
+
 /// The attributes of the struct itself.
 pub(crate) struct ContainerAttrs {
     pub(crate) krate: Attr<syn::Path>,
@@ -224,6 +233,9 @@ pub(crate) struct ContainerAttrs {
     pub(crate) init: Attr<()>,
     /// `#[node(validate)]`: call the author's `Validate::validate` before applying a state.
     pub(crate) validate: Attr<()>,
+    /// `#[node(size_hint)]` / `#[node(size_hint = "child")]`; without it the
+    /// node keeps the default hint, "unknown".
+    pub(crate) size_hint: Attr<SizeHintFrom>,
 }
 
 impl ContainerAttrs {
@@ -234,6 +246,7 @@ impl ContainerAttrs {
             rename_all: Attr::none(RENAME_ALL),
             init: Attr::none(INIT),
             validate: Attr::none(VALIDATE),
+            size_hint: Attr::none(SIZE_HINT),
         };
         for_each_node_key(cx, &input.attrs, |meta| out.parse_one(cx, meta));
         out
@@ -245,6 +258,24 @@ impl ContainerAttrs {
             self.init.set(cx, span, ());
         } else if meta.path.is_ident(VALIDATE) {
             self.validate.set(cx, span, ());
+        } else if meta.path.is_ident(SIZE_HINT) {
+            if !meta.input.peek(syn::Token![=]) {
+                self.size_hint.set(cx, span, SizeHintFrom::Author);
+                return;
+            }
+            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
+                Ok(lit) if lit.value() == SIZE_HINT_CHILD => {
+                    self.size_hint.set(cx, span, SizeHintFrom::Child);
+                }
+                Ok(lit) => cx.error_spanned_by(
+                    &lit,
+                    format!(
+                        "unknown `size_hint` source {:?}; expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)",
+                        lit.value()
+                    ),
+                ),
+                Err(err) => cx.push(err),
+            }
         } else if meta.path.is_ident(CRATE) {
             match meta.value().and_then(|v| v.parse::<syn::Path>()) {
                 Ok(path) => self.krate.set(cx, span, path),
@@ -284,7 +315,7 @@ impl ContainerAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
+                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `size_hint`, `size_hint = \"child\"`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
                     path_to_string(&meta.path)
                 ),
             ));

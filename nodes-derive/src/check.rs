@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::ast::Input;
-use crate::attr::Role;
+use crate::attr::{Role, SizeHintFrom};
 use crate::ctxt::Ctxt;
 use crate::symbol::VERSION_KEY;
 
@@ -15,6 +15,29 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_lazy_needs_init(cx, input);
     check_keys(cx, input);
     check_crate_path(cx, input);
+    check_size_hint_child(cx, input);
+}
+
+/// `size_hint = "child"` forwards one child's hint: the node must have
+/// exactly one `child` field and no `children` (whose hints would have to
+/// be combined, which depends on what the node does with them).
+fn check_size_hint_child(cx: &Ctxt, input: &Input<'_>) {
+    if input.attrs.size_hint.get() != Some(&SizeHintFrom::Child) {
+        return;
+    }
+    let Some(span) = input.attrs.size_hint.span() else {
+        return;
+    };
+    let children = input.with_role(Role::Child).count();
+    let lists = input.with_role(Role::Children).count();
+    if children != 1 || lists != 0 {
+        cx.push(syn::Error::new(
+            span,
+            format!(
+                "`size_hint = \"child\"` forwards the hint of the single `#[node(child)]` field, but this node has {children} `child` and {lists} `children` fields; use a bare `size_hint` and implement `SizeHint` to combine them"
+            ),
+        ));
+    }
 }
 
 /// A field has exactly one role: an unannotated field is an error rather than

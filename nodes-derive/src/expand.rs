@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::ast::{Field, Input};
-use crate::attr::Role;
+use crate::attr::{Role, SizeHintFrom};
 use crate::ctxt::Ctxt;
 use crate::{check, fallback};
 
@@ -37,6 +37,11 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     if let Some(span) = input.attrs.validate.span() {
         predicates.push(quote_spanned!(span=> Self: #p::Validate));
     }
+    if let (Some(SizeHintFrom::Author), Some(span)) =
+        (input.attrs.size_hint.get(), input.attrs.size_hint.span())
+    {
+        predicates.push(quote_spanned!(span=> Self: #p::SizeHint));
+    }
 
     let guards = started_guards(input, &p);
     let reset = reset_body(input, &p, version);
@@ -44,6 +49,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let varying_order = varying_order_body(input, &p);
+    let size_hint = size_hint_methods(input, &p);
 
     quote! {
         // Inherent `next()`/`get_state()` that cannot be called: a node that was
@@ -83,6 +89,8 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
             fn varying_order(&self) -> ::core::option::Option<::std::string::String> {
                 #varying_order
             }
+
+            #size_hint
         }
     }
 }
@@ -330,4 +338,40 @@ fn varying_order_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
         }
     });
     quote!(::core::option::Option::None #(#parts)*)
+}
+
+/// `size_hint` (and `may_fail`), when the container asks for them: the
+/// single child's hint (`size_hint = "child"`), or the author's `SizeHint`
+/// (`size_hint`). Without the attribute the trait's defaults stay
+/// ("unknown", "may fail"), which are sound for any node. `may_fail` is not
+/// forwarded from the child: the derive cannot tell whether the node adds
+/// errors of its own (a lookup, a parse).
+fn size_hint_methods(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+    let hint = match input.attrs.size_hint.get() {
+        None => return TokenStream::new(),
+        Some(SizeHintFrom::Child) => {
+            // `check` made sure there is exactly one.
+            let Some(child) = input.with_role(Role::Child).next() else {
+                return TokenStream::new();
+            };
+            let member = child.ident;
+            quote!(#p::Stateful::size_hint(&self.#member))
+        }
+        Some(SizeHintFrom::Author) => {
+            return quote! {
+                fn size_hint(&self) -> (::core::primitive::u64, ::core::option::Option<::core::primitive::u64>) {
+                    <Self as #p::SizeHint>::size_hint(self)
+                }
+
+                fn may_fail(&self) -> ::core::primitive::bool {
+                    <Self as #p::SizeHint>::may_fail(self)
+                }
+            };
+        }
+    };
+    quote! {
+        fn size_hint(&self) -> (::core::primitive::u64, ::core::option::Option<::core::primitive::u64>) {
+            #hint
+        }
+    }
 }

@@ -22,7 +22,8 @@ mod symbol;
 use proc_macro::TokenStream;
 
 /// Derives `Stateful`, the checkpointing half of a node (`reset`,
-/// `get_state`, `describe`, `shutdown`, `varying_order`), for a struct with
+/// `get_state`, `describe`, `shutdown`, `varying_order`, and `size_hint`
+/// when asked), for a struct with
 /// named fields, from the role of each field. It does not implement `Node`
 /// itself: write `impl Node for YourNode` with the item type and `next`.
 ///
@@ -46,8 +47,27 @@ use proc_macro::TokenStream;
 /// should too.
 ///
 /// Fields also take `rename = "key"`; the struct takes `init`, `validate`,
-/// `version = N`, `rename_all = "..."` and `crate = ::path`. `nodes_std`
-/// documents them in full.
+/// `size_hint`, `version = N`, `rename_all = "..."` and `crate = ::path`.
+/// `nodes_std` documents them in full.
+///
+/// # Size hints
+///
+/// The derive writes `Stateful::size_hint` (and `may_fail`) only when the
+/// struct says where the hint comes from, because only the author knows
+/// whether the node passes its child's items through one for one:
+///
+/// - no attribute: the trait's defaults, `(0, None)` and "may fail", which
+///   are sound for any node (a node that filters, groups or expands must
+///   not claim its child's count);
+/// - `#[node(size_hint = "child")]`: the node returns exactly one item per
+///   item of its single `#[node(child)]` field (a map, a tap, a counter), so
+///   the child's hint is forwarded. It is an error on a node without
+///   exactly one `child` field (or with `children`). `may_fail` keeps its
+///   default, "may fail": the derive cannot see whether `next` adds errors
+///   of its own;
+/// - `#[node(size_hint)]`: the node computes its own hint; implement
+///   `SizeHint` for it (`size_hint`, and `may_fail` unless "may fail" is
+///   right).
 #[proc_macro_derive(Node, attributes(node))]
 pub fn derive_node(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

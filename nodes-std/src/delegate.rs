@@ -29,6 +29,16 @@ macro_rules! delegate_stateful {
             self.$field.shutdown();
         }
     };
+    (@ $field:ident size_hint) => {
+        fn size_hint(&self) -> (u64, Option<u64>) {
+            self.$field.size_hint()
+        }
+    };
+    (@ $field:ident may_fail) => {
+        fn may_fail(&self) -> bool {
+            self.$field.may_fail()
+        }
+    };
     (@ $field:ident varying_order) => {
         fn varying_order(&self) -> Option<String> {
             self.$field.varying_order()

@@ -16,6 +16,7 @@ mod cow;
 mod delegate;
 pub mod elastic;
 mod ext;
+mod hint;
 mod mixing;
 mod policy;
 mod rank;
@@ -52,7 +53,8 @@ pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeName, NodeStats,
-    Param, Replay, ResetFlag, Result, Running, Snapshot, State, Stateful, Stats, Validate, testing,
+    Param, Replay, ResetFlag, Result, Running, SizeHint, Snapshot, State, Stateful, Stats,
+    Validate, testing,
 };
 pub use nodes_derive::Node;
 

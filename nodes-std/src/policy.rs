@@ -112,6 +112,31 @@ impl ErrorBudget {
         self.policy
     }
 
+    /// The size hint of a node that applies this budget to a stream whose
+    /// hint is `hint` (one result per input, bad records judged here):
+    /// `Deliver` keeps the count, `Fail` may end the pass after the first
+    /// error, the skipping policies may drop any number of records. `errors`:
+    /// whether the stream may hold a bad record at all.
+    pub(crate) fn size_hint(&self, hint: crate::hint::Hint, errors: bool) -> crate::hint::Hint {
+        if self.ended() {
+            return crate::hint::exact(0);
+        }
+        if !errors {
+            return hint;
+        }
+        match self.policy {
+            ErrorPolicy::Deliver => hint,
+            ErrorPolicy::Fail => crate::hint::may_end_early(hint, true),
+            ErrorPolicy::Skip | ErrorPolicy::SkipAtMost(_) => crate::hint::at_most(hint),
+        }
+    }
+
+    /// Whether a node applying this budget may deliver a bad record, given
+    /// whether its input may hold one (`errors`): not under `Skip`.
+    pub(crate) fn may_deliver(&self, errors: bool) -> bool {
+        errors && self.policy != ErrorPolicy::Skip
+    }
+
     /// Records that the pass ended early (a source broke), so that the state
     /// says so and a restore does not start reading again.
     pub(crate) fn end_pass(&mut self) {
@@ -210,6 +235,11 @@ impl HeldErrors {
     /// The oldest held error.
     pub(crate) fn pop(&mut self) -> Option<Error> {
         self.0.pop_front()
+    }
+
+    /// How many errors are held.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
     }
 
     /// Whether [`MAX_HELD`] errors are held: the node must stop building its

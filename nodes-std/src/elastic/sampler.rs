@@ -102,7 +102,7 @@ impl Plan {
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init, validate)]
+#[node(init, validate, size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct ElasticSampler<S> {
     /// Shown in `describe()` as `sampler=<its description>`.
@@ -258,6 +258,18 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
 }
 
 /// Sets the sampler's epoch.
+/// Exact: the positions of this rank's plan not yet returned. It never fails.
+impl<S: Sampler> crate::SizeHint for ElasticSampler<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let total = self.plan.len(self.len, self.world_size);
+        crate::hint::exact(total.saturating_sub(self.num_yielded))
+    }
+
+    fn may_fail(&self) -> bool {
+        false
+    }
+}
+
 impl<S: Sampler> Init for ElasticSampler<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         self.sampler.0.set_epoch(self.epoch);

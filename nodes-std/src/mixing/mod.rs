@@ -219,6 +219,23 @@ pub(crate) struct DecodedSources {
 }
 
 impl<N: Node> Sources<N> {
+    /// The sum of the hints of the sources `pick` selects (by index): what
+    /// they have left of their current passes.
+    pub(crate) fn hint_sum(&self, pick: impl Fn(usize) -> bool) -> crate::hint::Hint {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pick(*i))
+            .fold(crate::hint::exact(0), |sum, (_, node)| {
+                crate::hint::add(sum, node.size_hint())
+            })
+    }
+
+    /// Whether any source may return an error.
+    pub(crate) fn may_fail(&self) -> bool {
+        self.nodes.iter().any(Stateful::may_fail)
+    }
+
     /// Takes ownership of the sources, rejecting an empty list and duplicate names.
     pub(crate) fn new<K: Into<String>>(
         node: &'static str,

@@ -320,6 +320,38 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
     }
 
     stateful_by_sources!();
+
+    /// By stop criterion (a turn gives one item or one error, and a source
+    /// that has not ended in this pass gives what its hint says before it
+    /// does):
+    /// - `AllDatasetsExhausted`: exact, the sum over the sources that have
+    ///   not ended yet;
+    /// - `FirstDatasetExhausted`: at most that sum (the pass may end at any
+    ///   source's end);
+    /// - `CycleUntilAllDatasetsExhausted`: at least that sum (each of them
+    ///   must end before the pass does), no upper bound (restarted sources
+    ///   start passes whose length is not known yet);
+    /// - `CycleForever`: at least what the non-empty sources have left.
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        if !self.flag.is_reset() {
+            return crate::hint::UNKNOWN;
+        }
+        if self.finished() {
+            return crate::hint::exact(0);
+        }
+        let sources = &self.sources;
+        let left = sources.hint_sum(|i| !sources.exhausted[i]);
+        match self.stop {
+            StopCriteria::AllDatasetsExhausted => left,
+            StopCriteria::FirstDatasetExhausted => crate::hint::at_most(left),
+            StopCriteria::CycleUntilAllDatasetsExhausted => (left.0, None),
+            StopCriteria::CycleForever => (sources.hint_sum(|i| !sources.empty[i]).0, None),
+        }
+    }
+
+    fn may_fail(&self) -> bool {
+        self.sources.may_fail()
+    }
 }
 
 impl<N, O> fmt::Debug for MultiNodeRoundRobinSampler<N, O> {

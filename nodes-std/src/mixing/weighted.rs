@@ -560,6 +560,35 @@ sampler_node!(MultiNodeWeightedSampler);
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
     stateful_by_sources!();
 
+    /// Only an upper bound, and only when no source restarts
+    /// (`AllDatasetsExhausted`, `FirstDatasetExhausted`): every item comes
+    /// from a source that has not ended in this pass, so at most what they
+    /// have left. No lower bound can be promised: which source a draw picks
+    /// is random, a source of weight 0 is never drawn from, and the pass may
+    /// end at a source's end (or, with a cycling criterion, go on through
+    /// passes of the sources whose lengths are not known yet).
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        if !self.flag.is_reset() {
+            return crate::hint::UNKNOWN;
+        }
+        if self.finished() {
+            return crate::hint::exact(0);
+        }
+        match self.stop {
+            StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
+                let sources = &self.sources;
+                crate::hint::at_most(sources.hint_sum(|i| !sources.exhausted[i]))
+            }
+            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
+                crate::hint::UNKNOWN
+            }
+        }
+    }
+
+    fn may_fail(&self) -> bool {
+        self.sources.may_fail()
+    }
+
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
         let word_pos = self.rng.word_pos();

@@ -45,6 +45,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Zip<A, B> {
     #[node(child)]
@@ -112,5 +113,35 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
             self.ended = true;
             self.pending_errors.pop().map_or(Ok(None), Err)
         })
+    }
+}
+
+/// The held errors, then a pair per item of the shorter side. An error is
+/// an extra item (from the left in place of a pair, from the right held),
+/// so over sides that may fail only the upper bound, every result of
+/// either side, is known.
+impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let held = crate::hint::exact(self.pending_errors.len() as u64);
+        if self.ended {
+            return held;
+        }
+        let (left, right) = (self.left.size_hint(), self.right.size_hint());
+        let pairs = if self.left.may_fail() || self.right.may_fail() {
+            (0, crate::hint::add(left, right).1)
+        } else {
+            (
+                left.0.min(right.0),
+                match (left.1, right.1) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
+            )
+        };
+        crate::hint::add(held, pairs)
+    }
+
+    fn may_fail(&self) -> bool {
+        self.pending_errors.len() > 0 || self.left.may_fail() || self.right.may_fail()
     }
 }

@@ -56,7 +56,7 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init)]
+#[node(init, size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct IterableWrapper<I: IntoIterator> {
     #[node(config)]
@@ -238,6 +238,21 @@ where
             }
             Ok(item)
         })
+    }
+}
+
+/// The pass's iterator's own [`Iterator::size_hint`] (after a restore, of
+/// the iterator that skipped what was returned): as sound as the
+/// iterator's, which the standard library's are. It never fails.
+impl<I: IntoIterator> crate::SizeHint for IterableWrapper<I> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        self.iter.get_opt().map_or(crate::hint::UNKNOWN, |iter| {
+            crate::hint::from_usize(iter.size_hint())
+        })
+    }
+
+    fn may_fail(&self) -> bool {
+        false
     }
 }
 

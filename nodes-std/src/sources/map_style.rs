@@ -206,7 +206,10 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 /// assert_eq!(epoch0, ["a", "b", "c", "d"]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
+// One item (or one lookup error) per key: the sampler's hint is this
+// node's.
 #[derive(Node)]
+#[node(size_hint = "child")]
 #[must_use = "nodes do nothing until started"]
 pub struct MapStyleWrapper<D, S> {
     #[node(config)]

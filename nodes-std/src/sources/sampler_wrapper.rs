@@ -141,7 +141,7 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init, validate)]
+#[node(init, validate, size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct SamplerWrapper<S> {
     /// Shown in `describe()` as `sampler=<its description>`.
@@ -282,6 +282,19 @@ impl<S: Sampler> Validate for SamplerWrapper<S> {
 }
 
 /// Sets the sampler's epoch.
+/// Exact: the sampler's positions not yet returned this epoch (for every
+/// sampler, sharded or not: its `len` is this rank's share). It never fails.
+impl<S: Sampler> crate::SizeHint for SamplerWrapper<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let len = self.sampler.0.len() as u64;
+        crate::hint::exact(len.saturating_sub(self.num_yielded))
+    }
+
+    fn may_fail(&self) -> bool {
+        false
+    }
+}
+
 impl<S: Sampler> Init for SamplerWrapper<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         self.sampler.0.set_epoch(self.epoch);

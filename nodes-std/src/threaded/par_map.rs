@@ -385,6 +385,16 @@ where
             )
         })
     }
+
+    /// The source's hint plus the items read ahead (see
+    /// `Threaded::size_hint`); the function may fail on any item.
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        self.core.size_hint(true)
+    }
+
+    fn may_fail(&self) -> bool {
+        self.core.may_fail(true)
+    }
 }
 
 // A concrete `ParallelMapper` that was only constructed has no `next` or

@@ -217,6 +217,15 @@ where
     fn varying_order(&self) -> Option<String> {
         self.core.varying_order(String::new)
     }
+
+    /// The source's hint plus the items read ahead (see `Threaded::size_hint`).
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        self.core.size_hint(false)
+    }
+
+    fn may_fail(&self) -> bool {
+        self.core.may_fail(false)
+    }
 }
 
 // A concrete `Prefetcher` that was only constructed has no `next` or

@@ -50,6 +50,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Batcher<S> {
     #[node(child)]
@@ -145,5 +146,35 @@ impl<S: Node> Node for Batcher<S> {
             }
             Ok(Some(batch))
         })
+    }
+}
+
+/// The held errors, then the source's items in batches. Exact when the
+/// source's hint is and it cannot fail. An error from the source is an
+/// extra item (held and returned after its batch), so over a source that
+/// may fail the upper bound is one item per source item; errors never lower
+/// the count below the batches of the lower bound.
+impl<S: Node> crate::SizeHint for Batcher<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let held = self.pending_errors.len() as u64;
+        let size = self.batch_size as u64;
+        let batches = |n: u64| {
+            if self.drop_last {
+                n / size
+            } else {
+                n.div_ceil(size)
+            }
+        };
+        let (lower, upper) = self.source.size_hint();
+        let upper = if self.source.may_fail() {
+            upper
+        } else {
+            upper.map(batches)
+        };
+        crate::hint::add(crate::hint::exact(held), (batches(lower), upper))
+    }
+
+    fn may_fail(&self) -> bool {
+        self.pending_errors.len() > 0 || self.source.may_fail()
     }
 }

@@ -44,6 +44,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Cycler<S> {
     #[node(child)]
@@ -141,5 +142,32 @@ impl<S: Node> Node for Cycler<S> {
             self.ended = item.is_none();
             Ok(item)
         })
+    }
+}
+
+/// At least what is left of the source's current pass. The passes after it
+/// are not known before they start (the source's hint is of its current
+/// pass), so there is an upper bound only in the last pass of `cycle_n`, or
+/// when the source turns out empty.
+impl<S: Node> crate::SizeHint for Cycler<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        if self.exhausted() {
+            return crate::hint::exact(0);
+        }
+        let (lower, upper) = self.source.size_hint();
+        let last_pass = self
+            .max_cycles
+            .is_some_and(|max| self.num_cycles.saturating_add(1) >= max);
+        // An empty source that never yielded ends the pass instead of restarting.
+        let empty = !self.has_started && upper == Some(0);
+        if last_pass || empty {
+            (lower, upper)
+        } else {
+            (lower, None)
+        }
+    }
+
+    fn may_fail(&self) -> bool {
+        self.source.may_fail()
     }
 }

@@ -27,6 +27,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Filter<S, F> {
     #[node(child)]
@@ -66,5 +67,17 @@ where
             }
             Ok(None)
         })
+    }
+}
+
+/// Any number of the source's items may be dropped: at most the source's
+/// count (its errors pass through, one item each).
+impl<S: Node, F> crate::SizeHint for Filter<S, F> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        crate::hint::at_most(self.source.size_hint())
+    }
+
+    fn may_fail(&self) -> bool {
+        self.source.may_fail()
     }
 }

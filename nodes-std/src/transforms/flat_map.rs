@@ -175,6 +175,27 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
     pub(crate) fn varying_order(&self) -> Option<String> {
         self.source.varying_order()
     }
+
+    /// What is left of the current item's output (its iterator's own hint),
+    /// and no upper bound while the source may still yield: an item may
+    /// expand to any number of elements.
+    pub(crate) fn size_hint(&self) -> crate::hint::Hint {
+        let current = self
+            .current
+            .as_ref()
+            .map_or(crate::hint::exact(0), |(output, _)| {
+                crate::hint::from_usize(output.size_hint())
+            });
+        match self.source.size_hint() {
+            (_, Some(0)) => current,
+            _ => (current.0, None),
+        }
+    }
+
+    /// The source's: the expansion itself cannot fail.
+    pub(crate) fn may_fail(&self) -> bool {
+        self.source.may_fail()
+    }
 }
 
 /// This struct is created by [`NodeExt::flat_map`](crate::NodeExt::flat_map).
@@ -276,5 +297,5 @@ where
     F: FnMut(S::Item) -> I,
     I: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, get_state, describe, shutdown, varying_order);
+    crate::delegate::delegate_stateful!(inner: reset, get_state, describe, shutdown, varying_order, size_hint, may_fail);
 }

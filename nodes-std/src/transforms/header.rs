@@ -32,6 +32,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Header<S> {
     #[node(child)]
@@ -83,5 +84,17 @@ impl<S: Node> Node for Header<S> {
             }
             item
         })
+    }
+}
+
+/// The source's hint, cut at what is left of the `n` items.
+impl<S: Node> crate::SizeHint for Header<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let left = self.n.saturating_sub(self.num_yielded);
+        crate::hint::take(self.source.size_hint(), left)
+    }
+
+    fn may_fail(&self) -> bool {
+        self.source.may_fail()
     }
 }

@@ -28,6 +28,7 @@ use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, St
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Mapper<S, F> {
     #[node(child)]
@@ -218,6 +219,18 @@ where
     }
 }
 
+/// One item per item of the source (its errors pass through, and the
+/// function cannot fail): the source's hint.
+impl<S: Node, F> crate::SizeHint for Mapper<S, F> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        self.source.size_hint()
+    }
+
+    fn may_fail(&self) -> bool {
+        self.source.may_fail()
+    }
+}
+
 impl<S, F> NodeName for TryMapper<S, F> {
     const NAME: &'static str = NAME;
 }
@@ -259,5 +272,15 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
 
     fn varying_order(&self) -> Option<String> {
         self.source.varying_order()
+    }
+
+    /// The source's hint under the error policy: the function may fail on
+    /// any item, so a policy that skips or ends the pass loosens it.
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        self.budget.size_hint(self.source.size_hint(), true)
+    }
+
+    fn may_fail(&self) -> bool {
+        self.budget.may_deliver(true)
     }
 }

@@ -26,6 +26,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// `source` (the source's state) and `seen` (items, bad records included,
 /// read from the source). Restoring is the source's restore.
 #[derive(crate::Node)]
+#[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Sharder<S> {
     #[node(child)]
@@ -80,5 +81,33 @@ impl<S: Node> Node for Sharder<S> {
                 }
             }
         })
+    }
+}
+
+/// Of the source's remaining items (an error is one, at its position), the
+/// positions that fall to this rank: exact when the source's count is.
+impl<S: Node> crate::SizeHint for Sharder<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let (lower, upper) = self.source.size_hint();
+        (self.mine(lower), upper.map(|u| self.mine(u)))
+    }
+
+    fn may_fail(&self) -> bool {
+        self.source.may_fail()
+    }
+}
+
+impl<S> Sharder<S> {
+    /// How many of the next `n` positions (from `seen` on) are this rank's.
+    fn mine(&self, n: u64) -> u64 {
+        // Positions below `x` that are this rank's.
+        let below = |x: u128| {
+            let (rank, world) = (u128::from(self.rank), u128::from(self.world_size));
+            (x + world - rank - 1) / world
+        };
+        let start = u128::from(self.seen);
+        let count = below(start + u128::from(n)) - below(start);
+        // At most `n`.
+        count as u64
     }
 }

@@ -56,7 +56,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(validate)]
+#[node(validate, size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Shuffler<S: Node> {
     #[node(child)]
@@ -186,5 +186,18 @@ impl<S: Node> Validate for Shuffler<S> {
         }
         let rng = state.child("rng")?;
         PassRng::check_word_pos(rng.path_of("word_pos"), rng.get("word_pos")?)
+    }
+}
+
+/// The buffered items plus the source's: a shuffle changes the order, not
+/// the count (an error from the source passes through as one item).
+impl<S: Node> crate::SizeHint for Shuffler<S> {
+    fn size_hint(&self) -> (u64, Option<u64>) {
+        let buffered = crate::hint::exact(self.buffer.len() as u64);
+        crate::hint::add(buffered, self.source.size_hint())
+    }
+
+    fn may_fail(&self) -> bool {
+        self.source.may_fail()
     }
 }

@@ -26,6 +26,7 @@ mod samplers;
 mod send_sync;
 mod shard;
 mod shuffle;
+mod size_hint;
 mod threaded;
 mod unbatch;
 mod weighted_sampler;

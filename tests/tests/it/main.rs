@@ -20,6 +20,7 @@ mod integrity;
 mod load;
 mod loader;
 mod replay_bounds;
+mod size_hint;
 mod stats;
 mod train_loop;
 

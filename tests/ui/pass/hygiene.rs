@@ -30,4 +30,39 @@ impl nodes_std::Node for Hygienic {
     }
 }
 
+// The size-hint methods too, both ways.
+#[derive(nodes_std::Node)]
+#[node(size_hint = "child")]
+struct Forwards<S> {
+    #[node(child)]
+    source: S,
+}
+
+impl<S: Node<Item = u64>> nodes_std::Node for Forwards<S> {
+    type Item = u64;
+    fn next(&mut self, cx: &mut Cx) -> nodes_std::Result<::core::option::Option<u64>> {
+        self.source.next(cx)
+    }
+}
+
+#[derive(nodes_std::Node)]
+#[node(size_hint)]
+struct Counts {
+    #[node(state)]
+    left: u64,
+}
+
+impl nodes_std::SizeHint for Counts {
+    fn size_hint(&self) -> (u64, ::core::option::Option<u64>) {
+        (self.left, ::core::option::Option::Some(self.left))
+    }
+}
+
+impl nodes_std::Node for Counts {
+    type Item = u64;
+    fn next(&mut self, _cx: &mut Cx) -> nodes_std::Result<::core::option::Option<u64>> {
+        ::core::result::Result::Ok(::core::option::Option::None)
+    }
+}
+
 fn main() {}

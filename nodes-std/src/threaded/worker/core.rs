@@ -208,6 +208,20 @@ impl<U> Chunk<U> {
 }
 
 impl<N: Node> Puller<N> {
+    /// What the source will still hand to the consumer: its own hint, less
+    /// the restored skips it will yield and nobody will deliver.
+    fn size_hint(&self) -> crate::hint::Hint {
+        if self.done {
+            return crate::hint::exact(0);
+        }
+        let skips = self.skip.len() as u64;
+        let (lower, upper) = self.source.size_hint();
+        (
+            lower.saturating_sub(skips),
+            upper.map(|u| u.saturating_sub(skips)),
+        )
+    }
+
     /// Pulls up to `limit` items (passing over restored skips) into a chunk,
     /// recording snapshots as `snapshots` says. An `Err` from the source is
     /// an item; a panic in it ends the pass after that item.
@@ -787,6 +801,55 @@ where
             return Some(below.clone());
         }
         (self.run.workers > 0 && !self.run.in_order).then(own)
+    }
+
+    /// How many more items the consumer gets this pass: the source's hint
+    /// plus what was pulled and not yet handed out, then the error policy
+    /// (`stage_fails`: whether the stage may turn an item into an error).
+    ///
+    /// It never waits for the workers: while one holds the source, only
+    /// the items the consumer already holds are certain, and the upper
+    /// bound is unknown. Otherwise the read-ahead (in a worker's hands or on
+    /// the way) is bounded by the credits out.
+    pub(crate) fn size_hint(&self, stage_fails: bool) -> crate::hint::Hint {
+        let (raw, source_fails) = match &self.phase {
+            // Not reset, or unusable: every `next` is an error.
+            Phase::Idle | Phase::ShutDown => return crate::hint::UNKNOWN,
+            Phase::Finished => return crate::hint::exact(0),
+            Phase::Inline | Phase::Ready(_) => match self.puller.try_lock() {
+                Ok(puller) => (puller.size_hint(), puller.source.may_fail()),
+                Err(_) => return crate::hint::UNKNOWN,
+            },
+            Phase::Running(pool) => {
+                let current = pool.current.items.len().saturating_sub(pool.position);
+                let held = (current + pool.deferred.len()) as u64;
+                match self.puller.try_lock() {
+                    Ok(puller) => {
+                        let (lower, upper) = puller.size_hint();
+                        let ahead = pool.permits.in_use(self.run.max_in_flight);
+                        // Deferred errors gave their credits back already.
+                        let ahead = (ahead + pool.deferred.len()) as u64;
+                        let upper = upper.and_then(|u| u.checked_add(ahead));
+                        (
+                            (lower.saturating_add(held), upper),
+                            puller.source.may_fail(),
+                        )
+                    }
+                    Err(_) => ((held, None), true),
+                }
+            }
+        };
+        self.budget.size_hint(raw, stage_fails || source_fails)
+    }
+
+    /// Whether the consumer may get an error this pass (see
+    /// [`size_hint`](Self::size_hint)).
+    pub(crate) fn may_fail(&self, stage_fails: bool) -> bool {
+        let source_fails = self
+            .puller
+            .try_lock()
+            .map_or(true, |puller| puller.source.may_fail());
+        self.budget.may_deliver(stage_fails || source_fails)
     }
 
     /// The next item for the consumer, after the error policy.

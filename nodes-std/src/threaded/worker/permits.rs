@@ -120,6 +120,13 @@ impl Permits {
         n
     }
 
+    /// Credits taken and not given back, of `total`: an upper bound on the
+    /// items pulled and not yet handed out (a worker takes its credits
+    /// before it pulls).
+    pub(crate) fn in_use(&self, total: usize) -> usize {
+        total.saturating_sub(self.available.load(Ordering::SeqCst))
+    }
+
     /// Returns `n` permits, waking waiters only when the count reaches the
     /// low-water mark and somebody waits (a condvar notification is a system
     /// call; the common case has nobody waiting).
