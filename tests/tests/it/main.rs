@@ -22,5 +22,6 @@ mod loader;
 mod replay_bounds;
 mod stats;
 mod train_loop;
+mod wide;
 
 mod one_to_many;
