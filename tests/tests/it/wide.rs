@@ -18,7 +18,7 @@ fn sampler(n: usize) -> MultiNodeWeightedSampler<IterableWrapper<std::ops::Range
     let weights = (0..n).map(|i| (format!("s{i:05}"), 1.0 + (i % 7) as f64));
     MultiNodeWeightedSampler::new(sources, weights)
         .unwrap()
-        .with_seed(5)
+        .seed(5)
 }
 
 /// Work per source of: `state_dict`, `load_state_dict` of the state read
