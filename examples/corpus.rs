@@ -163,8 +163,8 @@ fn pipeline(dir: &Path) -> Result<impl Node<Item = Vec<Vec<u32>>> + use<>> {
         ("rare", dataset(&dir.join("rare"), SEED + 1)?),
     ];
     MultiNodeWeightedSampler::new(sources, [("common", 0.8), ("rare", 0.2)])?
-        .with_seed(SEED)
-        .with_rank(0, 1)?
+        .seed(SEED)
+        .rank(0, 1)?
         .pack(SEQ_LEN)?
         .batch(BATCH)
 }

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), BoxError> {
-    let mut loader = Loader::new(train_loop::pipeline()?).with_stats();
+    let mut loader = Loader::new(train_loop::pipeline()?).record_stats();
 
     // 1. The graph, before anything runs.
     let description = loader.describe().clone();
@@ -74,7 +74,7 @@ fn run() -> Result<(), BoxError> {
     let took = started.elapsed();
     let stats = loader
         .stats()
-        .ok_or("with_stats() was called, yet there are no statistics")?;
+        .ok_or("record_stats() was called, yet there are no statistics")?;
     println!(
         "== one epoch: {samples} samples in {batches} batches, {:.0} ms ({:.0} samples/s) ==",
         took.as_secs_f64() * 1e3,

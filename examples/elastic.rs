@@ -44,9 +44,9 @@ fn pipeline(rank: u64, world: u64) -> Result<impl Node<Item = Vec<Item>>> {
         ],
         [("books", 0.7), ("web", 0.3)],
     )?
-    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-    .with_seed(SEED)
-    .with_rank(rank, world)?
+    .stop_criteria(StopCriteria::AllDatasetsExhausted)
+    .seed(SEED)
+    .rank(rank, world)?
     .filter(keep)
     .batch(BATCH)
 }

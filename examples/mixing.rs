@@ -16,8 +16,8 @@ const WEIGHTS: [(&str, f64); 3] = [("books", 0.3), ("code", 0.2), ("web", 0.5)];
 fn mix(stop: StopCriteria) -> Result<impl Node<Item = Tagged<u32>>> {
     let sources = SIZES.map(|(name, n)| (name, IterableWrapper::new(0..n)));
     Ok(MultiNodeWeightedSampler::new(sources, WEIGHTS)?
-        .with_stop_criteria(stop)
-        .with_seed(11)
+        .stop_criteria(stop)
+        .seed(11)
         .tagged())
 }
 

@@ -20,7 +20,7 @@ fn build(n: usize) -> impl Node<Item = u64> {
     let weights = (0..n).map(|i| (format!("s{i:05}"), 1.0 + (i % 7) as f64));
     MultiNodeWeightedSampler::new(sources, weights)
         .expect("a valid sampler")
-        .with_seed(5)
+        .seed(5)
 }
 
 /// This thread's CPU time (Linux: `/proc/thread-self/schedstat`), which a

@@ -233,7 +233,7 @@ fn chain(n: u64) -> Res<impl Node<Item = Vec<u64>>> {
 fn run_chain(n: u64, state_every_batch: bool, stats: bool) -> Res<(u64, u64, u64)> {
     let mut loader = Loader::new(chain(n)?);
     if stats {
-        loader = loader.with_stats();
+        loader = loader.record_stats();
     }
     let mut epoch = loader.epoch();
     let (mut items, mut sum, mut states) = (0u64, 0u64, 0u64);
@@ -302,7 +302,7 @@ fn seq_chain(n: u64) -> Res<()> {
         json!({"states": states, "state_ns": state_ns.round()}),
     );
 
-    // The same chain with `Loader::with_stats()`, against it without (no
+    // The same chain with `Loader::record_stats()`, against it without (no
     // target: stats cost what they measure; off, they must cost nothing,
     // which `seq_chain` shows).
     let ((t_off, _), (t_stats, (_, stats_sum, _))) = best_of_pair(
@@ -558,8 +558,8 @@ fn weighted_mix(n: u64) -> Res<()> {
         });
         let weights = (0..3).map(|i| (format!("s{i}"), WEIGHTS[i]));
         let mix = MultiNodeWeightedSampler::new(sources, weights)?
-            .with_stop_criteria(StopCriteria::CycleForever)
-            .with_seed(7)
+            .stop_criteria(StopCriteria::CycleForever)
+            .seed(7)
             .header(n);
         let mut loader = Loader::new(mix);
         let mut sum = 0u64;

@@ -416,8 +416,8 @@ fn mix<N: Node<Item = Sample>>(sources: [N; 2]) -> Res<MultiNodeWeightedSampler<
         NAMES.into_iter().zip(sources),
         NAMES.into_iter().zip(WEIGHTS),
     )?
-    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-    .with_seed(MIX_SEED))
+    .stop_criteria(StopCriteria::AllDatasetsExhausted)
+    .seed(MIX_SEED))
 }
 
 fn pipeline(corpus: &Corpus, buffer: usize) -> Res<impl Node<Item = Vec<Sample>> + use<>> {

@@ -52,7 +52,7 @@ fn pipeline(pick: u8) -> Pipeline {
                 [("a", 1.0), ("b", 2.0)],
             )
             .expect("valid weights")
-            .with_seed(5)
+            .seed(5)
             .tagged()
             .map(|t| t.item)
             .boxed()
@@ -62,7 +62,7 @@ fn pipeline(pick: u8) -> Pipeline {
             ("b", numbers().shuffle(3, 2).expect("buffer > 0").boxed()),
         ])
         .expect("distinct names")
-        .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+        .stop_criteria(StopCriteria::AllDatasetsExhausted)
         .boxed(),
         _ => numbers()
             .try_map(|x| Ok::<u64, std::io::Error>(x * 3))

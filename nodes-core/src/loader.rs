@@ -5,7 +5,7 @@ use std::fmt;
 use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
-use crate::running::reset_then_check;
+use crate::running::reset_with_rollback;
 use crate::state::{CHECKSUM_KEY, State};
 use crate::stats::Stats;
 use crate::trace;
@@ -36,8 +36,8 @@ enum Phase {
 ///   node that differs (opt out with [`check_shape(false)`](Loader::check_shape)).
 /// - [`state_dict`](Loader::state_dict) and
 ///   [`load_state_dict`](Loader::load_state_dict) work at any point, including
-///   between epochs. A state is applied (and checked) at once: a bad state is
-///   an `Err` and the loader carries on from where it stood.
+///   between epochs. A state is checked, then applied, at once: a bad state
+///   is an `Err` and the loader carries on from where it stood.
 /// - Every state is sealed with a checksum of its content when it is
 ///   serialised (`to_json`, `to_value`, serde), and a state read back whose
 ///   content no longer matches it (a damaged checkpoint) is rejected (opt
@@ -315,14 +315,22 @@ impl<N: Node> Loader<N> {
 
     /// Collects per-node statistics (items, self time, time blocked, queue
     /// depths) from every node that reports them (all stock nodes do; nodes
-    /// running on a worker thread do not). Off by default, and then free.
-    pub fn with_stats(mut self) -> Self {
+    /// running on a worker thread do not), read with
+    /// [`stats`](Loader::stats). Off by default, and then free.
+    pub fn record_stats(mut self) -> Self {
         self.cx.enable_stats();
         self
     }
 
+    /// Turns statistics on: the old name of
+    /// [`record_stats`](Loader::record_stats).
+    #[deprecated(since = "0.1.0", note = "renamed to `record_stats`")]
+    pub fn with_stats(self) -> Self {
+        self.record_stats()
+    }
+
     /// The statistics so far, bottleneck first; `None` unless
-    /// [`with_stats`](Loader::with_stats) turned them on.
+    /// [`record_stats`](Loader::record_stats) turned them on.
     pub fn stats(&self) -> Option<Stats> {
         self.cx.stats_snapshot()
     }
@@ -562,12 +570,17 @@ impl<N: Node> Loader<N> {
     /// The state is applied now: a state that does not fit this pipeline is an
     /// `Err` naming its JSON path, and the loader is left where it stood.
     ///
-    /// The checks, in order: the loader's keys, types and ranges, and the
-    /// pipeline's shape; then each node's own checks as the root takes the
-    /// state; then the checksum ([`verify_checksum`](Loader::verify_checksum)),
-    /// so that a value out of range is reported at its own path. Only a state
-    /// that passes them all is taken: on any failure, the checksum's
-    /// included, the root is put back where it stood.
+    /// The checks, in order, all before anything is applied: the loader's
+    /// keys, types and ranges, and the pipeline's shape; then every node's
+    /// checks of its part of the state ([`Stateful::check_state`]: keys,
+    /// field types and ranges), so that a damaged value is reported at its
+    /// own path; then the checksum
+    /// ([`verify_checksum`](Loader::verify_checksum)). A state that fails
+    /// them is not offered to any node. Only then is the state applied, and
+    /// the checks that need it applied (a source replayed to its position)
+    /// run; if one fails, the root is put back where it stood.
+    ///
+    /// [`Stateful::check_state`]: crate::Stateful::check_state
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
         let outcome = self.load_state(state);
         trace::loader_restored(
@@ -599,25 +612,25 @@ impl<N: Node> Loader<N> {
             // of the pipeline (a sampler moved to the state's epoch), which
             // would leak into the first epoch. So put the root at its start
             // first, as `state_dict` does on a fresh loader: the first epoch
-            // begins there, and a failed restore rolls back to it.
+            // begins there, and a failed restore rolls back to it. (Nodes
+            // learn some of what their checks compare with, such as a
+            // source's length, when they start.)
             self.reset_root()?;
             self.phase = Phase::Positioned { loaded: false };
         }
+        // Every check that names a field, then the checksum, and only then
+        // is anything applied.
+        self.root.check_state(&root_state)?;
+        if self.verify_checksum {
+            Self::verify_content(state)?;
+        }
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
-        let verify = self.verify_checksum;
         // Where the root stands, if known without asking it: a wide
         // pipeline's state costs milliseconds to take.
         // (On failure it is unknown: the rollback may itself have failed.)
         let resting = self.resting.take();
-        let result = reset_then_check(&mut self.root, &self.cx, Some(&root_state), resting, || {
-            if verify {
-                Self::verify_content(state)
-            } else {
-                Ok(())
-            }
-        });
-        result?;
+        reset_with_rollback(&mut self.root, &self.cx, Some(&root_state), resting)?;
         self.resting = Some(root_state);
         self.peeked = None;
         self.num_yielded = num_yielded;

@@ -58,6 +58,28 @@ pub trait Stateful {
     /// [`Running`](crate::Running) handles roll back for you.
     fn reset(&mut self, state: Option<&State>) -> Result<()>;
 
+    /// Checks `state` as [`reset`](Stateful::reset) would take it, without
+    /// applying any of it: its keys, the types and ranges of its fields,
+    /// and, recursively, the states of the children. An error names the
+    /// JSON path of the field at fault.
+    ///
+    /// The [`Loader`](crate::Loader) runs it over the whole pipeline before
+    /// it verifies a state's checksum and applies the state, so that a
+    /// damaged field is reported at its own path and a state that fails
+    /// any check leaves every node untouched. `reset` must still check what
+    /// it applies (it is called directly, too); checks that need the state
+    /// applied (replaying a source to a position) stay there.
+    ///
+    /// `#[derive(Node)]` writes it (the keys, the version, every state
+    /// field decoded, `#[node(validate)]`, then the children). The default
+    /// accepts every state: a hand-written node then checks only in
+    /// `reset`, after the checksum. A hand-written node with children
+    /// should forward to them.
+    fn check_state(&self, state: &State) -> Result<()> {
+        let _ = state;
+        Ok(())
+    }
+
     /// The state that, passed to [`reset`](Stateful::reset), resumes right
     /// after the last item returned to this node's consumer (never the
     /// position of any read-ahead).
@@ -168,6 +190,10 @@ impl<N: Node + ?Sized> Node for Box<N> {
 impl<N: Stateful + ?Sized> Stateful for Box<N> {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         (**self).reset(state)
+    }
+
+    fn check_state(&self, state: &State) -> Result<()> {
+        (**self).check_state(state)
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {

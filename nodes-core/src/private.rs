@@ -98,11 +98,31 @@ pub fn check_child(state: &State, key: &str) -> Result<()> {
     state.child(key).map(drop)
 }
 
+/// Checks the sub-state under `key` of a `#[node(child)]` field.
+pub fn check_child_state<N: Stateful + ?Sized>(child: &N, state: &State, key: &str) -> Result<()> {
+    child.check_state(&state.child(key)?)
+}
+
+/// Checks the sub-state under `key` of a `#[node(children)]` field.
+pub fn check_children_state<C: Children + ?Sized>(
+    children: &C,
+    state: &State,
+    key: &str,
+) -> Result<()> {
+    children.check_children(&state.child(key)?)
+}
+
 /// A collection of child nodes: `Vec<N>` (keyed by index) or an ordered map
 /// (keyed by its keys).
 pub trait Children {
     /// Resets every child, from the start or from its entry of `state`.
     fn reset_children(&mut self, state: Option<&State>) -> Result<()>;
+    /// Checks every child's entry of `state` without applying it
+    /// ([`Stateful::check_state`]).
+    fn check_children(&self, state: &State) -> Result<()> {
+        let _ = state;
+        Ok(())
+    }
     /// Each child's state, keyed as above.
     fn children_state(&self, cx: &Cx) -> Result<State>;
     /// Forwards shutdown to every child.
@@ -120,6 +140,14 @@ impl<N: Node> Children for Vec<N> {
         }
         for (i, child) in self.iter_mut().enumerate() {
             reset_child(child, state, &i.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn check_children(&self, state: &State) -> Result<()> {
+        expect_len(state, self.len())?;
+        for (i, child) in self.iter().enumerate() {
+            check_child_state(child, state, &i.to_string())?;
         }
         Ok(())
     }
@@ -156,6 +184,14 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::
         }
         for (k, child) in self.iter_mut() {
             reset_child(child, state, &k.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn check_children(&self, state: &State) -> Result<()> {
+        expect_len(state, self.len())?;
+        for (k, child) in self {
+            check_child_state(child, state, &k.to_string())?;
         }
         Ok(())
     }

@@ -58,7 +58,7 @@ impl<N: Node> Running<N> {
     /// Starts over (`None`) or resumes from `state`. On error the pipeline is
     /// rolled back to where it stood.
     pub fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        let outcome = reset_with_rollback(&mut self.node, &self.cx, state);
+        let outcome = reset_with_rollback(&mut self.node, &self.cx, state, None);
         trace::node_restored(&self.node, state, &outcome);
         outcome
     }
@@ -86,31 +86,20 @@ impl<N: Node> Running<N> {
     }
 }
 
-/// Resets `node` from `state`; if that fails, puts it back where it stood.
+/// Resets `node` from `state`; if that fails, puts it back where it stood:
+/// at `resting`, the node's own state when the caller knows it (no need to
+/// take it), else at the state taken before the reset.
 pub(crate) fn reset_with_rollback<N: Node>(
     node: &mut N,
     cx: &Cx,
     state: Option<&State>,
-) -> Result<()> {
-    reset_then_check(node, cx, state, None, || Ok(()))
-}
-
-/// Resets `node` from `state`, then runs `check` (a check of the state that
-/// must come after the node's own); if either fails, puts the node back
-/// where it stood: at `resting`, the node's own state when the caller knows
-/// it (no need to take it), else at the state taken before the reset.
-pub(crate) fn reset_then_check<N: Node>(
-    node: &mut N,
-    cx: &Cx,
-    state: Option<&State>,
     resting: Option<State>,
-    check: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let before = match resting {
         Some(state) => Ok(state),
         None => node.get_state(cx),
     };
-    match node.reset(state).and_then(|()| check()) {
+    match node.reset(state) {
         Ok(()) => Ok(()),
         Err(err) => {
             if let Ok(before) = before {

@@ -103,6 +103,7 @@ struct Body {
 
 impl Clone for Body {
     fn clone(&self) -> Self {
+        count_work(self.entries.len());
         Body {
             entries: self.entries.clone(),
             index: Index::default(),
@@ -271,10 +272,13 @@ impl Body {
     fn position(&self, key: &str) -> Option<usize> {
         let hint = self.hint.load(Ordering::Relaxed);
         let found = if self.entries.get(hint).is_some_and(|(k, _)| k == key) {
+            count_work(1);
             Some(hint)
         } else if self.entries.len() < INDEXED_FROM {
+            count_work(self.entries.len());
             self.entries.iter().position(|(k, _)| k == key)
         } else {
+            count_work(1);
             self.index
                 .0
                 .get_or_init(|| Box::new(KeyIndex::new(&self.entries)))
@@ -297,8 +301,14 @@ impl Body {
         }
         // An index, once there, is kept complete.
         let existing = match self.index.0.get_mut() {
-            Some(index) => index.find_or_add(&self.entries, &key),
-            None => self.entries.iter().position(|(k, _)| *k == key),
+            Some(index) => {
+                count_work(1);
+                index.find_or_add(&self.entries, &key)
+            }
+            None => {
+                count_work(self.entries.len().max(1));
+                self.entries.iter().position(|(k, _)| *k == key)
+            }
         };
         match existing {
             Some(i) => self.entries[i].1 = entry,
@@ -825,6 +835,7 @@ impl State {
     ///
     /// Linear in the number of keys, however many there are.
     pub fn expect_keys(&self, node: &str, allowed: &[&str]) -> Result<()> {
+        count_work(self.len());
         // The common case: exactly the allowed keys, in order.
         if self.len() == allowed.len() && self.keys().zip(allowed).all(|(k, a)| k == *a) {
             return Ok(());
@@ -836,6 +847,10 @@ impl State {
             Some(set) => set.contains(key),
             None => allowed.contains(&key),
         };
+        count_work(match set {
+            Some(_) => allowed.len() + self.len(),
+            None => allowed.len() + self.len() * allowed.len(),
+        });
         for key in self.keys() {
             if !is_allowed(key) {
                 return Err(Error::bad_state(
@@ -913,6 +928,21 @@ fn expected_of(error: &serde_json::Error) -> String {
     text.split(" at line ").next().unwrap_or(&text).to_owned()
 }
 
+thread_local!(static WORK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+
+/// Records `n` units of work (entries visited, paths made) done by state
+/// operations on this thread: what [`crate::testing::state_work`] reports,
+/// so that a test can show a restore's work grows linearly, without a clock.
+#[inline]
+pub(crate) fn count_work(n: usize) {
+    WORK.with(|w| w.set(w.get().wrapping_add(n as u64)));
+}
+
+/// The work counted on this thread so far (see [`count_work`]).
+pub(crate) fn work_done() -> u64 {
+    WORK.with(std::cell::Cell::get)
+}
+
 /// States with at least this many keys find them through a [`KeyIndex`].
 const INDEXED_FROM: usize = 16;
 
@@ -935,6 +965,7 @@ struct KeyIndex {
 
 impl KeyIndex {
     fn new(entries: &[(Key, Entry)]) -> Self {
+        count_work(entries.len());
         let mut index = KeyIndex {
             positions: HashMap::with_capacity_and_hasher(entries.len(), Default::default()),
             collided: false,
@@ -949,6 +980,7 @@ impl KeyIndex {
 
     fn find(&self, entries: &[(Key, Entry)], key: &str) -> Option<usize> {
         if self.collided {
+            count_work(entries.len());
             return entries.iter().position(|(k, _)| k == key);
         }
         let i = *self.positions.get(&hash(key))?;
@@ -1024,6 +1056,7 @@ struct PathNode {
 impl Path {
     /// The path of `key` below this one.
     fn join(&self, key: &str) -> Path {
+        count_work(1);
         Path(Some(Arc::new(PathNode {
             parent: self.clone(),
             key: key.to_owned(),

@@ -45,6 +45,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
 
     let guards = started_guards(input, &p);
     let reset = reset_body(input, &p, version);
+    let check_state = check_state_body(input, &p, version);
     let get_state = get_state_body(input, &p, version);
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
@@ -72,6 +73,10 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
                 __state: ::core::option::Option<&#p::State>,
             ) -> #p::Result<()> {
                 #reset
+            }
+
+            fn check_state(&self, __s: &#p::State) -> #p::Result<()> {
+                #check_state
             }
 
             fn get_state(&self, __cx: &#p::Cx) -> #p::Result<#p::State> {
@@ -259,6 +264,49 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
         }
         #(#clear_lazy)*
         #init
+    }
+}
+
+/// `check_state`: what `reset` checks before applying a state, then the
+/// same for every child, without changing anything.
+fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
+    let name = quote!(<Self as #p::NodeName>::NAME);
+    let mut keys: Vec<String> = input.keyed().map(|f| f.key.clone()).collect();
+    if version != 0 {
+        keys.push(crate::symbol::VERSION_KEY.to_owned());
+    }
+    let decode = input.with_role(Role::State).map(|f| {
+        let (key, ty) = (&f.key, f.ty);
+        quote!(let _: #ty = #p::decode_field(__s, #key)?;)
+    });
+    let check_children = input
+        .with_role(Role::Child)
+        .chain(input.with_role(Role::Children))
+        .map(|f| {
+            let key = &f.key;
+            quote!(#p::check_child(__s, #key)?;)
+        });
+    let validate = input
+        .attrs
+        .validate
+        .span()
+        .map(|span| quote_spanned!(span=> <Self as #p::Validate>::validate(self, __s)?;));
+    let children = input.fields.iter().filter_map(|f| {
+        let (member, key) = (f.ident, &f.key);
+        match f.attrs.role()? {
+            Role::Child => Some(quote!(#p::check_child_state(&self.#member, __s, #key)?;)),
+            Role::Children => Some(quote!(#p::check_children_state(&self.#member, __s, #key)?;)),
+            _ => None,
+        }
+    });
+    quote! {
+        __s.expect_keys(#name, &[#(#keys),*])?;
+        __s.expect_version(#name, #version)?;
+        #(#check_children)*
+        #(#decode)*
+        #validate
+        #(#children)*
+        ::core::result::Result::Ok(())
     }
 }
 

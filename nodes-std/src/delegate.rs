@@ -14,6 +14,11 @@ macro_rules! delegate_stateful {
             self.$field.reset(state)
         }
     };
+    (@ $field:ident check_state) => {
+        fn check_state(&self, state: &nodes_core::State) -> nodes_core::Result<()> {
+            self.$field.check_state(state)
+        }
+    };
     (@ $field:ident get_state) => {
         fn get_state(&self, cx: &nodes_core::Cx) -> nodes_core::Result<nodes_core::State> {
             self.$field.get_state(cx)

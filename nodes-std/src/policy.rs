@@ -25,7 +25,7 @@ use crate::{Cx, Error, Result, State};
 /// }
 ///
 /// let lines = ["1", "2", "oops", "4"];
-/// let mut loader = Loader::new(IterableWrapper::new(lines).try_map(parse).on_error(ErrorPolicy::Skip)).with_stats();
+/// let mut loader = Loader::new(IterableWrapper::new(lines).try_map(parse).on_error(ErrorPolicy::Skip)).record_stats();
 /// let numbers: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
 /// assert_eq!(numbers, [1, 2, 4]);
 /// let stats = loader.stats().expect("stats are on");

@@ -21,7 +21,7 @@ use std::io;
 
 use serde_json::Value;
 
-use super::{Body, Entry, State};
+use super::{Body, Entry, Key, State};
 
 /// The key under which a loader state's checksum is written.
 pub(crate) const CHECKSUM_KEY: &str = "checksum";
@@ -74,15 +74,124 @@ impl io::Write for Fnv1a {
     }
 }
 
-/// What is left to write of the canonical content.
-enum Step<'a> {
-    Text(&'static str),
+/// A value to write into the canonical content.
+enum Item<'a> {
     Str(&'a str),
     /// A nested loader state's own checksum.
     Owned(String),
-    /// A state; `top` leaves its checksum key out.
-    State(&'a Body, bool),
     Value(&'a Value),
+    State(&'a Body),
+}
+
+/// An object or array being written: what is left of its members. Scalar
+/// members are hashed as they are reached; only a nested object or array
+/// adds a frame, so the walk costs one step per member.
+enum Frame<'a> {
+    /// A state whose keys are in byte order (written as they are stored);
+    /// `top` leaves its checksum key out.
+    Body {
+        owner: &'a Body,
+        entries: std::slice::Iter<'a, (Key, Entry)>,
+        top: bool,
+        first: bool,
+    },
+    /// Members sorted into byte order.
+    Sorted {
+        members: std::vec::IntoIter<(&'a str, Item<'a>)>,
+        first: bool,
+    },
+    Array {
+        items: std::slice::Iter<'a, Value>,
+        first: bool,
+    },
+}
+
+impl<'a> Frame<'a> {
+    /// The next member: whether it is the first, its key (none in an
+    /// array), and its value; `None` at the end.
+    fn next(&mut self) -> Option<(bool, Option<&'a str>, Item<'a>)> {
+        match self {
+            Frame::Body {
+                owner,
+                entries,
+                top,
+                first,
+            } => {
+                let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
+                Some((
+                    std::mem::take(first),
+                    Some(key.as_ref()),
+                    entry_item(owner, entry),
+                ))
+            }
+            Frame::Sorted { members, first } => {
+                let (key, item) = members.next()?;
+                Some((std::mem::take(first), Some(key), item))
+            }
+            Frame::Array { items, first } => {
+                let item = items.next()?;
+                Some((std::mem::take(first), None, Item::Value(item)))
+            }
+        }
+    }
+
+    /// The frame for a state: its entries as they are when their keys are
+    /// already in byte order (a wide sampler's sources), else sorted.
+    fn of_body(owner: &'a Body, top: bool) -> Self {
+        let counted = |key: &str| !(top && key == CHECKSUM_KEY);
+        let mut keys = owner
+            .entries
+            .iter()
+            .map(|(k, _)| k.as_ref())
+            .filter(|k| counted(k));
+        let sorted = keys.next().is_none_or(|first| {
+            keys.try_fold(first, |previous, key| (previous < key).then_some(key))
+                .is_some()
+        });
+        if sorted {
+            return Frame::Body {
+                owner,
+                entries: owner.entries.iter(),
+                top,
+                first: true,
+            };
+        }
+        let members = owner
+            .entries
+            .iter()
+            .filter(|(key, _)| counted(key))
+            .map(|(key, entry)| (key.as_ref(), entry_item(owner, entry)))
+            .collect();
+        Frame::sorted(members)
+    }
+
+    fn sorted(mut members: Vec<(&'a str, Item<'a>)>) -> Self {
+        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Frame::Sorted {
+            members: members.into_iter(),
+            first: true,
+        }
+    }
+
+    /// The byte that closes this frame.
+    fn close(&self) -> &'static [u8] {
+        match self {
+            Frame::Array { .. } => b"]",
+            _ => b"}",
+        }
+    }
+}
+
+/// What to write for `entry`, an entry of `owner`.
+fn entry_item<'a>(owner: &'a Body, entry: &'a Entry) -> Item<'a> {
+    match entry {
+        Entry::Json(value) => Item::Value(value),
+        // Hashed as the JSON it stands for (converted once, then kept).
+        Entry::Deferred(deferred) => Item::Value(deferred.json()),
+        Entry::Child(child) => Item::State(child),
+        Entry::Shared(text) => Item::Str(text),
+        Entry::Checksum => Item::Owned(owner.content_checksum()),
+    }
 }
 
 impl State {
@@ -109,123 +218,46 @@ impl Body {
     /// See [`State::content_checksum`].
     pub(super) fn content_checksum(&self) -> String {
         let mut hash = Fnv1a(Fnv1a::OFFSET_BASIS);
-        let mut todo = vec![Step::State(self, true)];
-        while let Some(step) = todo.pop() {
-            match step {
-                Step::Text(text) => hash.bytes(text.as_bytes()),
-                Step::Str(text) => hash.string(text),
-                Step::Owned(text) => hash.string(&text),
-                Step::State(state, top) => {
-                    let counted = |key: &str| !(top && key == CHECKSUM_KEY);
-                    let mut keys = state
-                        .entries
-                        .iter()
-                        .map(|(k, _)| k.as_ref())
-                        .filter(|k| counted(k));
-                    let sorted = keys.next().is_none_or(|first| {
-                        keys.try_fold(first, |previous, key| (previous < key).then_some(key))
-                            .is_some()
-                    });
-                    if sorted {
-                        // Keys already in byte order (a wide sampler's
-                        // sources): no list to build and sort.
-                        open_sorted(
-                            &mut hash,
-                            &mut todo,
-                            state
-                                .entries
-                                .iter()
-                                .filter(|(key, _)| counted(key))
-                                .map(|(key, entry)| (key.as_ref(), entry_step(state, entry))),
-                        );
-                        continue;
-                    }
-                    let fields = state
-                        .entries
-                        .iter()
-                        .filter(|(key, _)| !(top && key == CHECKSUM_KEY))
-                        .map(|(key, entry)| {
-                            let step = match entry {
-                                Entry::Json(value) => Step::Value(value),
-                                Entry::Child(child) => Step::State(child, false),
-                                Entry::Shared(text) => Step::Str(text),
-                                Entry::Checksum => Step::Owned(state.content_checksum()),
-                                Entry::Deferred(d) => Step::Value(d.json()),
-                            };
-                            (key.as_ref(), step)
-                        })
-                        .collect();
-                    open_object(&mut hash, &mut todo, fields);
+        hash.bytes(b"{");
+        let mut open = vec![Frame::of_body(self, true)];
+        while let Some(frame) = open.last_mut() {
+            let Some((first, key, item)) = frame.next() else {
+                hash.bytes(frame.close());
+                open.pop();
+                continue;
+            };
+            super::count_work(1);
+            if !first {
+                hash.bytes(b",");
+            }
+            if let Some(key) = key {
+                hash.string(key);
+                hash.bytes(b":");
+            }
+            match item {
+                Item::Str(text) => hash.string(text),
+                Item::Owned(text) => hash.string(&text),
+                Item::Value(Value::String(text)) => hash.string(text),
+                Item::Value(Value::Object(map)) => {
+                    hash.bytes(b"{");
+                    let members = map.iter().map(|(k, v)| (k.as_str(), Item::Value(v)));
+                    open.push(Frame::sorted(members.collect()));
                 }
-                Step::Value(Value::Object(map)) => {
-                    let fields = map.iter().map(|(k, v)| (k.as_str(), Step::Value(v)));
-                    open_object(&mut hash, &mut todo, fields.collect());
-                }
-                Step::Value(Value::String(text)) => hash.string(text),
-                Step::Value(Value::Array(items)) => {
+                Item::Value(Value::Array(items)) => {
                     hash.bytes(b"[");
-                    todo.push(Step::Text("]"));
-                    for (i, item) in items.iter().enumerate().rev() {
-                        todo.push(Step::Value(item));
-                        if i > 0 {
-                            todo.push(Step::Text(","));
-                        }
-                    }
+                    open.push(Frame::Array {
+                        items: items.iter(),
+                        first: true,
+                    });
                 }
-                Step::Value(scalar) => hash.scalar(scalar),
+                Item::Value(scalar) => hash.scalar(scalar),
+                Item::State(body) => {
+                    hash.bytes(b"{");
+                    open.push(Frame::of_body(body, false));
+                }
             }
         }
         format!("{ALGORITHM}{:016x}", hash.0)
-    }
-}
-
-/// What to write for `entry`, an entry of `state`.
-fn entry_step<'a>(state: &'a Body, entry: &'a Entry) -> Step<'a> {
-    match entry {
-        Entry::Json(value) => Step::Value(value),
-        // Hashed as the JSON it stands for (converted once, then kept).
-        Entry::Deferred(deferred) => Step::Value(deferred.json()),
-        Entry::Child(child) => Step::State(child, false),
-        Entry::Shared(text) => Step::Str(text),
-        Entry::Checksum => Step::Owned(state.content_checksum()),
-    }
-}
-
-/// Writes `{` and schedules `fields`, whose keys are in byte order, then `}`.
-fn open_sorted<'a>(
-    hash: &mut Fnv1a,
-    todo: &mut Vec<Step<'a>>,
-    fields: impl DoubleEndedIterator<Item = (&'a str, Step<'a>)>,
-) {
-    hash.bytes(b"{");
-    todo.push(Step::Text("}"));
-    let mut fields = fields.rev().peekable();
-    while let Some((key, value)) = fields.next() {
-        todo.push(value);
-        todo.push(Step::Text(":"));
-        todo.push(Step::Str(key));
-        if fields.peek().is_some() {
-            todo.push(Step::Text(","));
-        }
-    }
-}
-
-/// Writes `{` and schedules the fields, keys in byte order, then `}`.
-fn open_object<'a>(
-    hash: &mut Fnv1a,
-    todo: &mut Vec<Step<'a>>,
-    mut fields: Vec<(&'a str, Step<'a>)>,
-) {
-    fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    hash.bytes(b"{");
-    todo.push(Step::Text("}"));
-    for (i, (key, value)) in fields.into_iter().enumerate().rev() {
-        todo.push(value);
-        todo.push(Step::Text(":"));
-        todo.push(Step::Str(key));
-        if i > 0 {
-            todo.push(Step::Text(","));
-        }
     }
 }
 

@@ -110,15 +110,20 @@ impl Node for Counting {
 }
 
 impl Stateful for Counting {
+    fn check_state(&self, s: &State) -> Result<()> {
+        s.expect_keys("Counting", &["n"])?;
+        let n: u64 = s.get("n")?;
+        if n > self.len {
+            return Err(Error::bad_state(s.path_of("n"), "beyond the end"));
+        }
+        Ok(())
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let n = match state {
             Some(s) => {
-                s.expect_keys("Counting", &["n"])?;
-                let n: u64 = s.get("n")?;
-                if n > self.len {
-                    return Err(Error::bad_state(s.path_of("n"), "beyond the end"));
-                }
-                n
+                self.check_state(s)?;
+                s.get("n")?
             }
             None => 0,
         };

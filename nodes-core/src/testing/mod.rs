@@ -18,6 +18,32 @@ use crate::loader::Loader;
 use crate::node::Node;
 use crate::state::State;
 
+/// Runs `f` and returns how much work [`State`] operations did on this
+/// thread meanwhile, with `f`'s result: entries visited by key lookups
+/// (each entry a scan passed over, or one for a hashed or hinted lookup),
+/// entries written or copied, nested states opened, checksum steps.
+///
+/// A deterministic measure of a checkpoint's cost, for tests that must not
+/// depend on a clock: a step whose work per node grows with the size of the
+/// pipeline (a linear search of a wide state for every key, a copy of a
+/// whole level per child) shows as a count that grows faster than the
+/// pipeline. Work done on other threads (a worker's) is not counted.
+///
+/// ```
+/// use nodes_core::{testing, State};
+///
+/// let state = State::new().with("a", 1)?.with("b", 2)?;
+/// let (work, b) = testing::state_work(|| state.get::<u64>("b"));
+/// assert_eq!(b?, 2);
+/// assert!(work > 0);
+/// # Ok::<(), nodes_core::Error>(())
+/// ```
+pub fn state_work<T>(f: impl FnOnce() -> T) -> (u64, T) {
+    let before = crate::state::work_done();
+    let out = f();
+    (crate::state::work_done().wrapping_sub(before), out)
+}
+
 /// Runs torchdata's save/load protocol on the pipeline built by `factory`,
 /// cutting each epoch after `midpoint` items, and panics with a description of
 /// the first difference.

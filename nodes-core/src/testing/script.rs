@@ -95,20 +95,25 @@ impl Node for Script {
 }
 
 impl Stateful for Script {
+    fn check_state(&self, s: &State) -> Result<()> {
+        s.expect_keys(NAME, &["i"])?;
+        let i: u64 = s.get("i")?;
+        if i > self.entries.len() as u64 {
+            return Err(Error::bad_state(
+                s.path_of("i"),
+                format!("past the end of a script of {}", self.entries.len()),
+            ));
+        }
+        Ok(())
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        if let Some(s) = state {
+            self.check_state(s)?;
+        }
         self.flag = ResetFlag::default();
         self.i = match state {
-            Some(s) => {
-                s.expect_keys(NAME, &["i"])?;
-                let i: u64 = s.get("i")?;
-                if i > self.entries.len() as u64 {
-                    return Err(Error::bad_state(
-                        s.path_of("i"),
-                        format!("past the end of a script of {}", self.entries.len()),
-                    ));
-                }
-                i
-            }
+            Some(s) => s.get("i")?,
             None => 0,
         };
         self.flag.mark();

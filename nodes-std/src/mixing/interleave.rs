@@ -380,6 +380,13 @@ where
     F: FnMut(S::Item) -> N,
     N: Node,
 {
+    /// The inner nodes' states are checked when they are built, in `reset`
+    /// (their nodes exist only then).
+    fn check_state(&self, state: &State) -> Result<()> {
+        let decoded = self.decode(state)?;
+        self.source.check_state(&decoded.source)
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Checked in full before anything is applied.
         let decoded = state.map(|state| self.decode(state)).transpose()?;

@@ -26,20 +26,28 @@
 // What both samplers do alike, written once. Declared before their modules
 // so that they can use them.
 
-/// Writes a sampler's `with_stop_criteria` and `stop_criteria`, inside its
+/// Writes a sampler's `stop_criteria` setter, its deprecated
+/// `with_stop_criteria` alias and its `get_stop_criteria` getter, inside its
 /// inherent `impl` (fields `stop` and `flag`).
 macro_rules! stop_criteria_methods {
     () => {
         /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
         /// The node must be reset afterwards.
-        pub fn with_stop_criteria(mut self, stop: StopCriteria) -> Self {
+        pub fn stop_criteria(mut self, stop: StopCriteria) -> Self {
             self.stop = stop;
             self.flag = ResetFlag::default();
             self
         }
 
+        /// Sets when a pass ends: the old name of
+        /// [`stop_criteria`](Self::stop_criteria).
+        #[deprecated(since = "0.1.0", note = "renamed to `stop_criteria`")]
+        pub fn with_stop_criteria(self, stop: StopCriteria) -> Self {
+            self.stop_criteria(stop)
+        }
+
         /// When a pass ends.
-        pub fn stop_criteria(&self) -> StopCriteria {
+        pub fn get_stop_criteria(&self) -> StopCriteria {
             self.stop
         }
     };
@@ -323,6 +331,14 @@ impl<N: Node> Sources<N> {
             empty,
             states,
         })
+    }
+
+    /// Checks every source's decoded state ([`Stateful::check_state`]).
+    pub(crate) fn check_nested(&self, decoded: &DecodedSources) -> Result<()> {
+        for (node, state) in self.nodes.iter().zip(&decoded.states) {
+            node.check_state(state)?;
+        }
+        Ok(())
     }
 
     /// Resets every source from its decoded state, then adopts the flags.

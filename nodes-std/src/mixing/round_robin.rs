@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
-use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
+use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
 
 const NAME: &str = "MultiNodeRoundRobinSampler";
@@ -83,7 +83,7 @@ const KEYS: [&str; 5] = [CURSOR, DATASET_KEYS, EXHAUSTED, EMPTY, NODE_STATES];
 /// };
 ///
 /// let all = MultiNodeRoundRobinSampler::new(sources())?
-///     .with_stop_criteria(StopCriteria::AllDatasetsExhausted);
+///     .stop_criteria(StopCriteria::AllDatasetsExhausted);
 /// let items: Vec<u32> = all.start()?.collect::<Result<_>>()?;
 /// assert_eq!(items, [0, 10, 20, 11, 21, 22]);
 ///
@@ -274,7 +274,32 @@ nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
 
 sampler_node!(MultiNodeRoundRobinSampler);
 
+impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
+    /// Checks the sampler's own part of `state` and decodes it, without
+    /// applying anything.
+    fn check(&self, state: &State) -> Result<(usize, DecodedSources)> {
+        state.expect_keys(NAME, &KEYS)?;
+        let cursor: usize = state.get(CURSOR)?;
+        let decoded = self.sources.decode(NAME, state)?;
+        if cursor >= self.sources.len() {
+            return Err(Error::bad_state(
+                state.path_of(CURSOR),
+                format!(
+                    "index {cursor} is out of range for {} sources",
+                    self.sources.len()
+                ),
+            ));
+        }
+        Ok((cursor, decoded))
+    }
+}
+
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
+    fn check_state(&self, state: &State) -> Result<()> {
+        let (_, decoded) = self.check(state)?;
+        self.sources.check_nested(&decoded)
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
@@ -284,18 +309,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
                 self.cursor = 0;
             }
             Some(state) => {
-                state.expect_keys(NAME, &KEYS)?;
-                let cursor: usize = state.get(CURSOR)?;
-                let decoded = self.sources.decode(NAME, state)?;
-                if cursor >= self.sources.len() {
-                    return Err(Error::bad_state(
-                        state.path_of(CURSOR),
-                        format!(
-                            "index {cursor} is out of range for {} sources",
-                            self.sources.len()
-                        ),
-                    ));
-                }
+                let (cursor, decoded) = self.check(state)?;
                 self.sources.restore(decoded)?;
                 self.cursor = cursor;
             }

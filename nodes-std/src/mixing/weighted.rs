@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
-use super::{DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
+use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
 use crate::rank::Rank;
 use crate::seed::PassRng;
@@ -39,7 +39,8 @@ const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 /// `MultiNodeWeightedSampler`).
 ///
 /// It has no single upstream, so it is built with [`new`](Self::new) and
-/// configured with the `with_*` methods; [`tagged`](Self::tagged) makes it
+/// configured with [`seed`](Self::seed), [`rank`](Self::rank) and
+/// [`stop_criteria`](Self::stop_criteria); [`tagged`](Self::tagged) makes it
 /// yield [`Tagged`](crate::Tagged) items naming their source.
 ///
 /// # Semantics
@@ -94,7 +95,7 @@ const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 ///
 /// # Errors
 ///
-/// - [`new`](Self::new) and [`with_rank`](Self::with_rank) return
+/// - [`new`](Self::new) and [`rank`](Self::rank) return
 ///   [`Error::InvalidArgument`] for: no sources, duplicate source names,
 ///   weights whose names differ from the sources', negative or non-finite
 ///   weights, all weights zero, weights whose sum overflows, `world_size` 0,
@@ -122,8 +123,8 @@ const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 ///         [("small", IterableWrapper::new(0..3u32)), ("large", IterableWrapper::new(100..110))],
 ///         [("small", 0.25), ("large", 0.75)],
 ///     )?
-///     .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-///     .with_seed(7))
+///     .stop_criteria(StopCriteria::AllDatasetsExhausted)
+///     .seed(7))
 /// };
 ///
 /// // Every item of every source exactly once, in a seeded random interleaving.
@@ -189,7 +190,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     /// whose names differ from the sources', a negative or non-finite weight,
     /// all weights zero, or weights whose sum is not finite; and for
     /// malformed `RANK`/`WORLD_SIZE` environment variables (see
-    /// [`with_rank`](Self::with_rank)).
+    /// [`rank`](Self::rank)).
     pub fn new<K, W>(
         sources: impl IntoIterator<Item = (K, N)>,
         weights: impl IntoIterator<Item = (W, f64)>,
@@ -313,10 +314,16 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     stop_criteria_methods!();
 
     /// Sets the seed (default 0). The node must be reset afterwards.
-    pub fn with_seed(mut self, seed: u64) -> Self {
+    pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self.flag = ResetFlag::default();
         self
+    }
+
+    /// Sets the seed: the old name of [`seed`](Self::seed).
+    #[deprecated(since = "0.1.0", note = "renamed to `seed`")]
+    pub fn with_seed(self, seed: u64) -> Self {
+        self.seed(seed)
     }
 
     /// Sets this process's rank among `world_size`: each rank draws from its
@@ -326,17 +333,27 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// variables when they are set (as `torchrun` sets them, and as
     /// torchdata reads them), else rank 0 of 1. The same seed, rank and world
     /// size give the same sequence on any machine; call this to pin them
-    /// (e.g. `.with_rank(0, 1)` for one stream whatever the environment).
+    /// (e.g. `.rank(0, 1)` for one stream whatever the environment).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] if `world_size` is 0 or `rank >= world_size`.
-    pub fn with_rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
+    pub fn rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
         Rank::new(NAME, rank, world_size)?;
         self.rank = rank;
         self.world_size = world_size;
         self.flag = ResetFlag::default();
         Ok(self)
+    }
+
+    /// Sets the rank: the old name of [`rank`](Self::rank).
+    ///
+    /// # Errors
+    ///
+    /// As [`rank`](Self::rank).
+    #[deprecated(since = "0.1.0", note = "renamed to `rank`")]
+    pub fn with_rank(self, rank: u64, world_size: u64) -> Result<Self> {
+        self.rank(rank, world_size)
     }
 
     fn ranks(&self) -> Rank {
@@ -347,12 +364,12 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     }
 
     /// The seed.
-    pub fn seed(&self) -> u64 {
+    pub fn get_seed(&self) -> u64 {
         self.seed
     }
 
     /// This process's rank.
-    pub fn rank(&self) -> u64 {
+    pub fn get_rank(&self) -> u64 {
         self.rank
     }
 
@@ -512,6 +529,25 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
 
     /// Checks the whole state, then applies it.
     fn reset_from(&mut self, state: &State) -> Result<()> {
+        let Checked {
+            epoch,
+            num_yielded,
+            started,
+            word_pos,
+            decoded,
+        } = self.check(state)?;
+        self.sources.restore(decoded)?;
+        self.epoch = epoch;
+        self.num_yielded = num_yielded;
+        self.started = started;
+        self.rng = PassRng::for_pass(self.seed, epoch, self.ranks());
+        self.rng.seek(word_pos);
+        Ok(())
+    }
+
+    /// Checks the sampler's own part of `state` and decodes it, without
+    /// applying anything.
+    fn check(&self, state: &State) -> Result<Checked> {
         state.expect_keys(NAME, &KEYS)?;
         let epoch: u64 = state.get(EPOCH)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
@@ -536,15 +572,23 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         let word_pos: u64 = rng.get(RNG_WORD_POS)?;
         PassRng::check_word_pos(rng.path_of(RNG_WORD_POS), word_pos)?;
         let decoded = self.sources.decode(NAME, state)?;
-
-        self.sources.restore(decoded)?;
-        self.epoch = epoch;
-        self.num_yielded = num_yielded;
-        self.started = started;
-        self.rng = PassRng::for_pass(self.seed, epoch, self.ranks());
-        self.rng.seek(word_pos);
-        Ok(())
+        Ok(Checked {
+            epoch,
+            num_yielded,
+            started,
+            word_pos,
+            decoded,
+        })
     }
+}
+
+/// A sampler state, checked and decoded but not applied.
+struct Checked {
+    epoch: u64,
+    num_yielded: u64,
+    started: bool,
+    word_pos: u64,
+    decoded: DecodedSources,
 }
 
 fn join(names: &[std::sync::Arc<str>]) -> String {
@@ -604,6 +648,11 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         state.insert_child(RNG, rng);
         self.sources.save(&mut state, cx)?;
         Ok(state)
+    }
+
+    fn check_state(&self, state: &State) -> Result<()> {
+        let checked = self.check(state)?;
+        self.sources.check_nested(&checked.decoded)
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {

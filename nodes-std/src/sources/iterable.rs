@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
+use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a
 /// slice...), or over the iterators a closure makes.
@@ -56,7 +56,7 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init, size_hint)]
+#[node(init, validate, size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct IterableWrapper<I: IntoIterator> {
     #[node(config)]
@@ -69,6 +69,11 @@ pub struct IterableWrapper<I: IntoIterator> {
     skip: fn(&mut I::IntoIter, u64) -> u64,
     #[node(state)]
     num_yielded: u64,
+    /// The number of items of a pass, when the iterator of the last pass
+    /// started knew it exactly: a restore past it is refused before anything
+    /// is applied (see `Validate`), otherwise when the skip falls short.
+    #[node(config)]
+    len: Option<u64>,
     #[node(lazy)]
     iter: Lazy<I::IntoIter>,
 }
@@ -97,6 +102,7 @@ impl<I: IntoIterator> IterableWrapper<I> {
             make: clone_into_iter::<I>,
             skip: skip_by_nth::<I::IntoIter>,
             num_yielded: 0,
+            len: None,
             iter: Lazy::new(),
         }
     }
@@ -113,6 +119,7 @@ impl<I: IntoIterator> IterableWrapper<I> {
             make: clone_into_iter::<I>,
             skip: <I::IntoIter as SeekableIterator>::skip_ahead,
             num_yielded: 0,
+            len: None,
             iter: Lazy::new(),
         }
     }
@@ -160,6 +167,7 @@ where
             make: call_make::<F, T>,
             skip: skip_by_nth::<T::IntoIter>,
             num_yielded: 0,
+            len: None,
             iter: Lazy::new(),
         }
     }
@@ -260,28 +268,47 @@ impl<I: IntoIterator> crate::SizeHint for IterableWrapper<I> {
 impl<I: IntoIterator> Init for IterableWrapper<I> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         let mut iter = (self.make)(&mut self.iterable);
+        // The length, where the iterator knows it: a skip by `nth` only
+        // says that it ended, not where.
+        self.len = match iter.size_hint() {
+            (low, Some(high)) if low == high => u64::try_from(low).ok(),
+            _ => None,
+        };
         if self.num_yielded > 0 {
-            // The length, where the iterator knows it: a skip by `nth` only
-            // says that it ended, not where.
-            let (low, high) = iter.size_hint();
             let skipped = (self.skip)(&mut iter, self.num_yielded);
             if skipped < self.num_yielded {
-                let has = match high {
-                    Some(len) if len == low => format!("has only {len} items"),
-                    _ => "has fewer items".to_owned(),
-                };
-                return Err(Error::bad_state(
-                    "num_yielded",
-                    format!(
-                        "IterableWrapper cannot skip {} items: the iterable {has}",
-                        self.num_yielded
-                    ),
-                ));
+                return Err(past_the_end("num_yielded", self.num_yielded, self.len));
             }
         }
         self.iter.set(iter);
         Ok(())
     }
+}
+
+/// A restore beyond the last pass's length, where it was known exactly.
+impl<I: IntoIterator> Validate for IterableWrapper<I> {
+    fn validate(&self, state: &State) -> Result<()> {
+        let num_yielded: u64 = state.get("num_yielded")?;
+        match self.len {
+            Some(len) if num_yielded > len => Err(past_the_end(
+                &state.path_of("num_yielded"),
+                num_yielded,
+                self.len,
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn past_the_end(path: &str, num_yielded: u64, len: Option<u64>) -> Error {
+    let has = match len {
+        Some(len) => format!("has only {len} items"),
+        None => "has fewer items".to_owned(),
+    };
+    Error::bad_state(
+        path,
+        format!("IterableWrapper cannot skip {num_yielded} items: the iterable {has}"),
+    )
 }
 
 /// An iterator that can skip ahead in O(1), without producing the items it

@@ -402,6 +402,37 @@ where
 }
 
 impl<S: Node> LineReader<S> {
+    /// The reader's own fields of `state`, checked: the source's state, the
+    /// file, the offset and the line.
+    fn checked_fields(
+        state: &State,
+        name: &'static str,
+    ) -> Result<(State, Option<String>, u64, u64)> {
+        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, ERRORS])?;
+        let source = state.child(SOURCE)?;
+        let path: Option<String> = state.get(PATH)?;
+        let offset: u64 = state.get(OFFSET)?;
+        let line: u64 = state.get(LINE)?;
+        match &path {
+            None if offset != 0 || line != 0 => Err(Error::bad_state(
+                state.path_of(OFFSET),
+                format!("{name}: an offset ({offset}) or line ({line}) without a file"),
+            )),
+            Some(_) if line > offset => Err(Error::bad_state(
+                state.path_of(LINE),
+                format!("{name}: {line} lines cannot fit in the {offset} bytes before the offset"),
+            )),
+            _ => Ok((source, path, offset, line)),
+        }
+    }
+
+    /// Checks `state` without applying it (the file is opened only then).
+    fn check_state(&self, state: &State, name: &'static str) -> Result<()> {
+        let (source, ..) = Self::checked_fields(state, name)?;
+        self.budget.load(state)?;
+        self.source.check_state(&source)
+    }
+
     fn reset(&mut self, state: Option<&State>, name: &'static str) -> Result<()> {
         let Some(state) = state else {
             self.source.reset(None)?;
@@ -411,30 +442,10 @@ impl<S: Node> LineReader<S> {
             return Ok(());
         };
         // Check everything (the file included) before applying anything.
-        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, ERRORS])?;
-        let source = state.child(SOURCE)?;
-        let path: Option<String> = state.get(PATH)?;
-        let offset: u64 = state.get(OFFSET)?;
-        let line: u64 = state.get(LINE)?;
+        let (source, path, offset, line) = Self::checked_fields(state, name)?;
         let counts = self.budget.load(state)?;
         let open = match &path {
-            None => {
-                if offset != 0 || line != 0 {
-                    return Err(Error::bad_state(
-                        state.path_of(OFFSET),
-                        format!("{name}: an offset ({offset}) or line ({line}) without a file"),
-                    ));
-                }
-                None
-            }
-            Some(_) if line > offset => {
-                return Err(Error::bad_state(
-                    state.path_of(LINE),
-                    format!(
-                        "{name}: {line} lines cannot fit in the {offset} bytes before the offset"
-                    ),
-                ));
-            }
+            None => None,
             Some(text) => {
                 let path = PathBuf::from(text);
                 let reader = open_at(&path, offset).map_err(|Reopen(key, message)| {
@@ -579,6 +590,10 @@ macro_rules! reader_node {
         }
 
         impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*> {
+            fn check_state(&self, state: &State) -> Result<()> {
+                self.inner.check_state(state, $name)
+            }
+
             fn reset(&mut self, state: Option<&State>) -> Result<()> {
                 self.inner.reset(state, $name)
             }

@@ -362,7 +362,7 @@ where
     N::Item: Send + 'static,
     U: Send + 'static,
 {
-    crate::delegate::delegate_stateful!(core: reset, get_state, shutdown);
+    crate::delegate::delegate_stateful!(core: reset, check_state, get_state, shutdown);
 
     fn describe(&self) -> Description {
         // The error policy is not shown: like worker counts, it may change

@@ -206,7 +206,7 @@ where
     N: Node + 'static,
     N::Item: Send + 'static,
 {
-    crate::delegate::delegate_stateful!(core: reset, get_state, shutdown);
+    crate::delegate::delegate_stateful!(core: reset, check_state, get_state, shutdown);
 
     fn describe(&self) -> Description {
         // The error policy is not shown: like the read-ahead, it may change

@@ -93,6 +93,15 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
         }
     }
 
+    /// Checks a saved state as `reset` would take it, the source's part
+    /// included, without applying anything.
+    pub(crate) fn check_state(&self, state: &State) -> Result<()> {
+        state.expect_keys(self.name, &[SOURCE, self.idx_key])?;
+        let before = state.child(SOURCE)?;
+        state.get::<u64>(self.idx_key)?;
+        self.source.check_state(&before)
+    }
+
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()>
     where
         F: FnMut(S::Item) -> I,
@@ -297,5 +306,5 @@ where
     F: FnMut(S::Item) -> I,
     I: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, get_state, describe, shutdown, varying_order, size_hint, may_fail);
+    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, varying_order, size_hint, may_fail);
 }

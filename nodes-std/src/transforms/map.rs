@@ -236,6 +236,14 @@ impl<S, F> NodeName for TryMapper<S, F> {
 }
 
 impl<S: Node, F> Stateful for TryMapper<S, F> {
+    fn check_state(&self, state: &State) -> Result<()> {
+        state.expect_keys(NAME, &[SOURCE, NUM_SEEN, ERRORS])?;
+        let source = state.child(SOURCE)?;
+        state.get::<u64>(NUM_SEEN)?;
+        self.budget.load(state)?;
+        self.source.check_state(&source)
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let Some(state) = state else {
             self.source.reset(None)?;

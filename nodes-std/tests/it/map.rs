@@ -218,7 +218,7 @@ fn skips_show_in_the_loader_stats() {
             .try_map(quarter)
             .on_error(ErrorPolicy::Skip),
     )
-    .with_stats();
+    .record_stats();
     assert_eq!(loader.epoch().count(), 6);
     let stats = loader.stats().unwrap();
     let node = stats.get("TryMapper").unwrap();

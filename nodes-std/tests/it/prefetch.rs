@@ -158,7 +158,7 @@ fn describe_shows_the_source() {
 
 /// One epoch of `pipeline` through a loader with stats: `len` items come.
 fn epoch_stats<N: nodes_std::Node + 'static>(pipeline: N, len: usize) -> nodes_std::Stats {
-    let mut loader = nodes_std::Loader::new(pipeline).with_stats();
+    let mut loader = nodes_std::Loader::new(pipeline).record_stats();
     assert_eq!(loader.epoch().count(), len);
     loader.stats().unwrap()
 }

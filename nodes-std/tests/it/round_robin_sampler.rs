@@ -11,7 +11,7 @@ use nodes_std::{
 fn rr(sizes: &[u64], stop: StopCriteria) -> MultiNodeRoundRobinSampler<Count> {
     MultiNodeRoundRobinSampler::new(counts(sizes))
         .unwrap()
-        .with_stop_criteria(stop)
+        .stop_criteria(stop)
 }
 
 #[test]
@@ -291,7 +291,7 @@ fn source_error_is_one_item_in_every_stop_criterion() {
                 ("d", source(3000, 1, &[0])),
             ])
             .unwrap()
-            .with_stop_criteria(stop)
+            .stop_criteria(stop)
         }
     };
     let failed = |item: u64| [1, 4, 2000, 2002, 3000].contains(&item);
@@ -314,7 +314,7 @@ fn transient_source_error_takes_a_turn_and_loses_nothing() {
         };
         MultiNodeRoundRobinSampler::new([("a", Count::new(0, 3).boxed()), ("b", b)])
             .unwrap()
-            .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .stop_criteria(StopCriteria::AllDatasetsExhausted)
     };
     let all = outcomes(&mut build(true).start().unwrap(), 100);
     let shape: Vec<std::result::Result<u64, ()>> =
@@ -340,11 +340,11 @@ fn describe_lists_sources() {
     assert_eq!(d.children().len(), 2);
 }
 
-/// The sampler reports to `Loader::with_stats`: one item per item returned.
+/// The sampler reports to `Loader::record_stats`: one item per item returned.
 #[test]
 fn reports_to_loader_statistics() {
     let mut loader =
-        nodes_std::Loader::new(rr(&[1, 2, 3], StopCriteria::AllDatasetsExhausted)).with_stats();
+        nodes_std::Loader::new(rr(&[1, 2, 3], StopCriteria::AllDatasetsExhausted)).record_stats();
     let epoch: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
     let row = loader.stats().unwrap();
     let row = row.get("MultiNodeRoundRobinSampler").unwrap();

@@ -31,7 +31,7 @@ impl Sampler {
         match self {
             Sampler::RoundRobin => MultiNodeRoundRobinSampler::new(sources)
                 .unwrap()
-                .with_stop_criteria(stop)
+                .stop_criteria(stop)
                 .boxed(),
             Sampler::Weighted => {
                 let weights: Vec<(String, f64)> = sources
@@ -40,8 +40,8 @@ impl Sampler {
                     .collect();
                 MultiNodeWeightedSampler::new(sources, weights)
                     .unwrap()
-                    .with_stop_criteria(stop)
-                    .with_seed(seed)
+                    .stop_criteria(stop)
+                    .seed(seed)
                     .boxed()
             }
         }

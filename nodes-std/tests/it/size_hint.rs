@@ -245,7 +245,7 @@ fn mixers_give_what_their_stop_criterion_allows() {
     let rr = |stop| {
         MultiNodeRoundRobinSampler::new(sources())
             .unwrap()
-            .with_stop_criteria(stop)
+            .stop_criteria(stop)
             .start()
             .unwrap()
     };
@@ -260,7 +260,7 @@ fn mixers_give_what_their_stop_criterion_allows() {
     );
     let weighted = MultiNodeWeightedSampler::new(sources(), [("a", 1.0), ("b", 1.0)])
         .unwrap()
-        .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+        .stop_criteria(StopCriteria::AllDatasetsExhausted)
         .start()
         .unwrap();
     assert_eq!(weighted.size_hint(), (0, Some(4)));

@@ -26,8 +26,8 @@ fn sampler(
 ) -> MultiNodeWeightedSampler<Count> {
     MultiNodeWeightedSampler::new(counts(sizes), weights(ws))
         .expect("valid sampler")
-        .with_stop_criteria(stop)
-        .with_seed(seed)
+        .stop_criteria(stop)
+        .seed(seed)
 }
 
 fn epochs<N: Node>(node: N, n: usize) -> Vec<Vec<N::Item>> {
@@ -70,7 +70,7 @@ fn design_discussion_rare_source_state_describes_new_epoch() {
     let build = || {
         MultiNodeWeightedSampler::new(counts(&[10, 10]), [("ds0", 0.01), ("ds1", 0.99)])
             .unwrap()
-            .with_stop_criteria(StopCriteria::CycleUntilAllDatasetsExhausted)
+            .stop_criteria(StopCriteria::CycleUntilAllDatasetsExhausted)
     };
     let mut loader = Loader::new(build());
 
@@ -195,7 +195,7 @@ fn save_load_tagged_on_another_rank() {
     for stop in StopCriteria::ALL {
         let build = || {
             sampler(&[4, 6], &[1.0, 3.0], stop, 3)
-                .with_rank(2, 5)
+                .rank(2, 5)
                 .unwrap()
                 .tagged()
                 .header(30)
@@ -225,10 +225,10 @@ fn save_load_mixed_node_types() {
             [("vec", 1.0), ("count", 2.0)],
         )
         .unwrap()
-        .with_seed(21)
+        .seed(21)
     };
     let mut all = run(
-        build().with_stop_criteria(StopCriteria::AllDatasetsExhausted),
+        build().stop_criteria(StopCriteria::AllDatasetsExhausted),
         usize::MAX,
     );
     all.sort_unstable();
@@ -377,7 +377,7 @@ fn same_seed_and_state_same_sequence() {
 fn epochs_seeds_and_ranks_give_other_sequences() {
     let build = |seed: u64, rank: u64| {
         sampler(&[10; 4], &W4, StopCriteria::AllDatasetsExhausted, seed)
-            .with_rank(rank, 8)
+            .rank(rank, 8)
             .unwrap()
     };
     // Every rank of a job draws a different sequence.
@@ -537,8 +537,8 @@ fn source_error_is_one_item_in_every_stop_criterion() {
                 [("a", 1.0), ("b", 2.0), ("c", 1.5), ("d", 0.5)],
             )
             .unwrap()
-            .with_stop_criteria(stop)
-            .with_seed(seed)
+            .stop_criteria(stop)
+            .seed(seed)
         }
     };
     let failed = |item: u64| [2, 6, 2000, 2003, 3000].contains(&item);
@@ -566,8 +566,8 @@ fn transient_source_error_takes_a_draw_and_loses_nothing() {
             [("a", 1.0), ("b", 1.0)],
         )
         .unwrap()
-        .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-        .with_seed(seed)
+        .stop_criteria(StopCriteria::AllDatasetsExhausted)
+        .seed(seed)
     };
     for seed in 0..8 {
         let mut want = run_all(build(seed, None));
@@ -649,12 +649,12 @@ fn rejects_invalid_arguments() {
         ),
         (
             MultiNodeWeightedSampler::new(two(), [("ds0", 1.0), ("ds1", 1.0)])
-                .and_then(|s| s.with_rank(2, 2)),
+                .and_then(|s| s.rank(2, 2)),
             "rank 2 is not below world_size 2",
         ),
         (
             MultiNodeWeightedSampler::new(two(), [("ds0", 1.0), ("ds1", 1.0)])
-                .and_then(|s| s.with_rank(0, 0)),
+                .and_then(|s| s.rank(0, 0)),
             "world_size must be at least 1",
         ),
     ];
@@ -667,8 +667,8 @@ fn rejects_invalid_arguments() {
     }
     // Valid edge cases.
     let s = MultiNodeWeightedSampler::new(two(), [("ds1", 0.0), ("ds0", 1e-300)]).unwrap();
-    let s = s.with_rank(7, 8).unwrap();
-    assert_eq!((s.rank(), s.world_size()), (7, 8));
+    let s = s.rank(7, 8).unwrap();
+    assert_eq!((s.get_rank(), s.world_size()), (7, 8));
 }
 
 #[test]
@@ -829,19 +829,19 @@ fn save_load_over_iterable_wrappers() {
                 [("range", 0.6), ("vec", 0.4)],
             )
             .unwrap()
-            .with_stop_criteria(stop)
-            .with_seed(77);
+            .stop_criteria(stop)
+            .seed(77);
             sampler.header(30)
         };
         save_load_at_midpoints(build);
     }
 }
 
-/// The sampler reports to `Loader::with_stats`: one item per item returned.
+/// The sampler reports to `Loader::record_stats`: one item per item returned.
 #[test]
 fn reports_to_loader_statistics() {
     let build = || sampler(&[3, 4], &[1.0, 1.0], StopCriteria::AllDatasetsExhausted, 0);
-    let mut loader = Loader::new(build()).with_stats();
+    let mut loader = Loader::new(build()).record_stats();
     let epoch0: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
     let epoch1: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
     let stats = loader.stats().unwrap();
@@ -858,15 +858,15 @@ fn default_rank_comes_from_the_launcher_environment() {
     const CHILD: &str = "NODES_TEST_WEIGHTED_ENV_CHILD";
     let build = || {
         MultiNodeWeightedSampler::new(counts(&[50, 50]), [("ds0", 1.0), ("ds1", 1.0)])
-            .map(|s| s.with_seed(7))
+            .map(|s| s.seed(7))
     };
     if std::env::var_os(CHILD).is_some() {
         let sampler = build().unwrap();
-        assert_eq!((sampler.rank(), sampler.world_size()), (1, 2));
+        assert_eq!((sampler.get_rank(), sampler.world_size()), (1, 2));
         let from_env = run(sampler, 20);
-        let explicit = run(build().unwrap().with_rank(1, 2).unwrap(), 20);
+        let explicit = run(build().unwrap().rank(1, 2).unwrap(), 20);
         assert_eq!(from_env, explicit);
-        assert_ne!(from_env, run(build().unwrap().with_rank(0, 1).unwrap(), 20));
+        assert_ne!(from_env, run(build().unwrap().rank(0, 1).unwrap(), 20));
         return;
     }
     let me = std::env::current_exe().unwrap();
@@ -892,7 +892,7 @@ fn default_rank_comes_from_the_launcher_environment() {
     // Without the variables, this process draws rank 0 of 1's stream.
     if std::env::var_os("RANK").is_none() && std::env::var_os("WORLD_SIZE").is_none() {
         let sampler = build().unwrap();
-        assert_eq!((sampler.rank(), sampler.world_size()), (0, 1));
+        assert_eq!((sampler.get_rank(), sampler.world_size()), (0, 1));
     }
 }
 
@@ -912,4 +912,45 @@ fn a_restored_count_at_its_maximum_does_not_overflow() {
         .start_from(&State::from_json(&at_max).unwrap())
         .unwrap();
     assert_eq!(restored.by_ref().map(Result::unwrap).count(), 5);
+}
+
+/// The setters' old names still work, as deprecated aliases of the new ones.
+#[test]
+#[allow(deprecated)]
+fn deprecated_with_seed_sets_the_seed() {
+    let old = MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0]))
+        .unwrap()
+        .with_seed(9);
+    assert_eq!(old.get_seed(), 9);
+    let new = MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0]))
+        .unwrap()
+        .seed(9);
+    assert_eq!(epochs(old, 2), epochs(new, 2));
+}
+
+#[test]
+#[allow(deprecated)]
+fn deprecated_with_rank_sets_the_rank() {
+    let build = || MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0])).unwrap();
+    let old = build().with_rank(1, 3).unwrap();
+    assert_eq!((old.get_rank(), old.world_size()), (1, 3));
+    assert!(build().with_rank(3, 3).is_err());
+    assert_eq!(epochs(old, 1), epochs(build().rank(1, 3).unwrap(), 1));
+}
+
+#[test]
+#[allow(deprecated)]
+fn deprecated_with_stop_criteria_sets_the_stop_criteria() {
+    let build = || MultiNodeWeightedSampler::new(counts(&[5, 30]), weights(&[1.0, 1.0])).unwrap();
+    let old = build().with_stop_criteria(StopCriteria::FirstDatasetExhausted);
+    assert_eq!(old.get_stop_criteria(), StopCriteria::FirstDatasetExhausted);
+    let new = build().stop_criteria(StopCriteria::FirstDatasetExhausted);
+    assert_eq!(epochs(old, 1), epochs(new, 1));
+    let round_robin = nodes_std::MultiNodeRoundRobinSampler::new(counts(&[2, 3]))
+        .unwrap()
+        .with_stop_criteria(StopCriteria::AllDatasetsExhausted);
+    assert_eq!(
+        round_robin.get_stop_criteria(),
+        StopCriteria::AllDatasetsExhausted
+    );
 }

@@ -448,7 +448,12 @@ fn check_path(err: &Error, offered: &Value, original: &Value, m: &Mutated) -> Re
     }
     if m.verdict == Verdict::MustFail {
         let related = |a: &str, b: &str| a == b || b.starts_with(&format!("{a}/"));
-        if !(path == "/" || related(path, &m.at) || related(&m.at, path)) {
+        // The inner nodes of an `Interleave` are built only when the state
+        // is applied, so their own checks come after the checksum, which
+        // reports the damage first.
+        let in_inner_node =
+            path == "/checksum" && m.at.contains("/slots/") && m.at.contains("/state");
+        if !(path == "/" || in_inner_node || related(path, &m.at) || related(&m.at, path)) {
             return Err(format!(
                 "the error's path {path:?} is unrelated to the mutation at {:?}: {err}",
                 m.at
@@ -867,7 +872,7 @@ fn huge_counters_never_panic() {
         || {
             MultiNodeWeightedSampler::new([("a", numbers())], [("a", 1.0)])
                 .unwrap()
-                .with_seed(3)
+                .seed(3)
         },
         "/root/rng/word_pos",
         true,

@@ -74,8 +74,8 @@ fn every_node(k: Knobs) -> Box<dyn Node<Item = Vec<(u64, u64)>>> {
     let mixed =
         MultiNodeWeightedSampler::new(sources, [("images", 0.5), ("text", 0.3), ("numbers", 0.2)])
             .unwrap()
-            .with_stop_criteria(StopCriteria::FirstDatasetExhausted)
-            .with_seed(3);
+            .stop_criteria(StopCriteria::FirstDatasetExhausted)
+            .seed(3);
     let mapped = mixed.map(|x: u64| x * 2).try_map(|x: u64| u32::try_from(x));
     let filtered = if k.no_filter {
         mapped.boxed()
@@ -453,7 +453,7 @@ fn statistics_rows_are_named_as_the_description_names_them() {
         .unwrap();
     let mut described = Vec::new();
     names(&pipeline.describe(), &mut described);
-    let mut loader = Loader::new(pipeline).with_stats();
+    let mut loader = Loader::new(pipeline).record_stats();
     loader.epoch().collect::<Result<Vec<_>>>().unwrap();
     let stats = loader.stats().unwrap();
     let mut reported: Vec<&str> = stats.nodes.iter().map(|row| row.name).collect();

@@ -135,9 +135,9 @@ impl Job {
                 let b =
                     source(1000, len / 2 + 1, seed ^ 1, rank, world)?.par_map(uneven, options)?;
                 MultiNodeWeightedSampler::new([("a", a), ("b", b)], [("a", 0.6), ("b", 0.4)])?
-                    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-                    .with_seed(seed)
-                    .with_rank(rank, world)?
+                    .stop_criteria(StopCriteria::AllDatasetsExhausted)
+                    .seed(seed)
+                    .rank(rank, world)?
                     .filter(keep)
                     .batch(batch)?
                     .boxed()
@@ -146,7 +146,7 @@ impl Job {
                 let a = source(0, len, seed, rank, world)?;
                 let b = source(1000, len / 3, seed ^ 2, rank, world)?;
                 MultiNodeRoundRobinSampler::new([("a", a), ("b", b)])?
-                    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+                    .stop_criteria(StopCriteria::AllDatasetsExhausted)
                     .batch(batch)?
                     .boxed()
             }
@@ -174,9 +174,9 @@ impl Job {
                 let a = source(0, len, seed, rank, world)?;
                 let b = source(1000, len / 2 + 1, seed ^ 1, rank, world)?;
                 MultiNodeWeightedSampler::new([("a", a), ("b", b)], [("a", 0.6), ("b", 0.4)])?
-                    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-                    .with_seed(seed)
-                    .with_rank(rank, world)?
+                    .stop_criteria(StopCriteria::AllDatasetsExhausted)
+                    .seed(seed)
+                    .rank(rank, world)?
                     .filter(keep)
                     .par_map(uneven, ParallelOptions::new(workers).in_order(in_order))?
                     .prefetch(2)?

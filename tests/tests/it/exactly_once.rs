@@ -652,8 +652,8 @@ fn a_state_taken_at_the_end_of_a_pass_starts_the_same_next_pass() {
             [("empty", 1.0), ("numbers", 1.0)],
         )
         .unwrap()
-        .with_stop_criteria(StopCriteria::FirstDatasetExhausted)
-        .with_seed(seed)
+        .stop_criteria(StopCriteria::FirstDatasetExhausted)
+        .seed(seed)
     };
     // A seed whose first pass is empty and whose second is not.
     let seed = (0..1000)

@@ -630,14 +630,14 @@ fn a_failing_source_inside_a_sampler_is_one_item() {
     let weighted = |fault: Option<&Fault>| {
         MultiNodeWeightedSampler::new(sources(fault), [("a", 1.0), ("b", 2.0)])
             .unwrap()
-            .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-            .with_seed(11)
+            .stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .seed(11)
             .boxed()
     };
     let round_robin = |fault: Option<&Fault>| {
         MultiNodeRoundRobinSampler::new(sources(fault))
             .unwrap()
-            .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .stop_criteria(StopCriteria::AllDatasetsExhausted)
             .boxed()
     };
     for (name, build) in [

@@ -191,7 +191,7 @@ fn error_policies_skip_fail_or_skip_at_most() -> Result<()> {
             .read_jsonl::<u32>()
             .on_error(policy))
     };
-    let mut loader = Loader::new(build(ErrorPolicy::Skip)?).with_stats();
+    let mut loader = Loader::new(build(ErrorPolicy::Skip)?).record_stats();
     let got: Vec<u32> = loader.epoch().collect::<Result<_>>()?;
     assert_eq!(got, [1, 2, 3]);
     let stats = loader.stats().expect("stats are on");

@@ -61,7 +61,7 @@ fn cases() -> Vec<Case> {
             json(
                 MultiNodeWeightedSampler::new(sources, [("a", 0.5), ("b", 0.2), ("c", 0.3)])
                     .unwrap()
-                    .with_seed(3)
+                    .seed(3)
                     .tagged()
                     .map(|t| (t.source.to_string(), t.item)),
             )
@@ -74,8 +74,8 @@ fn cases() -> Vec<Case> {
             json(
                 MultiNodeWeightedSampler::new(sources, [("a", 0.7), ("b", 0.3)])
                     .unwrap()
-                    .with_seed(11)
-                    .with_rank(1, 4)
+                    .seed(11)
+                    .rank(1, 4)
                     .unwrap(),
             )
         }),

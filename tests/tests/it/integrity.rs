@@ -1,7 +1,10 @@
 //! The integrity checksum of a loader state (issue 12, item 6): written when
 //! the state is serialised, verified by `load_state_dict` after every check
-//! that names a field and before the state is taken, with
+//! that names a field and before any of the state is applied, with
 //! `Loader::verify_checksum(false)` for states edited by hand.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nodes_std::IterableWrapper;
 use nodes_std::prelude::*;
@@ -267,4 +270,120 @@ fn a_damaged_value_out_of_range_is_reported_at_its_own_path() {
         .unwrap_err();
     assert_eq!(err.state_path(), Some("/checksum"), "{err}");
     assert_eq!(rest_of_epoch(&mut loader), first);
+}
+
+/// `0..end`, counting the resets and checks it is asked for. State `{"n"}`,
+/// at most `end`.
+struct Tally {
+    n: u64,
+    end: u64,
+    resets: Arc<AtomicUsize>,
+    checks: Arc<AtomicUsize>,
+}
+
+impl Tally {
+    fn new(end: u64) -> (Self, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let (resets, checks) = (Arc::default(), Arc::default());
+        let tally = Tally {
+            n: 0,
+            end,
+            resets: Arc::clone(&resets),
+            checks: Arc::clone(&checks),
+        };
+        (tally, resets, checks)
+    }
+
+    fn checked(&self, state: &State) -> Result<u64> {
+        let n: u64 = state.get("n")?;
+        if n > self.end {
+            return Err(Error::bad_state(state.path_of("n"), "past the end"));
+        }
+        Ok(n)
+    }
+}
+
+impl Node for Tally {
+    type Item = u64;
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        if self.n == self.end {
+            return Ok(None);
+        }
+        self.n += 1;
+        Ok(Some(self.n - 1))
+    }
+}
+
+impl Stateful for Tally {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        self.resets.fetch_add(1, Ordering::SeqCst);
+        self.n = state.map_or(Ok(0), |s| self.checked(s))?;
+        Ok(())
+    }
+    fn check_state(&self, state: &State) -> Result<()> {
+        self.checks.fetch_add(1, Ordering::SeqCst);
+        self.checked(state).map(drop)
+    }
+    fn get_state(&self, _cx: &Cx) -> Result<State> {
+        State::new().with("n", self.n)
+    }
+    fn describe(&self) -> Description {
+        Description::new("Tally")
+    }
+}
+
+/// A checkpoint of `Tally(0..6)` after two items.
+fn tally_checkpoint() -> String {
+    let mut loader = Loader::new(Tally::new(6).0);
+    let mut epoch = loader.epoch();
+    let _ = epoch.by_ref().take(2).count();
+    epoch.state_dict().unwrap().to_json().unwrap()
+}
+
+#[test]
+fn a_state_failing_its_checksum_is_offered_to_no_node() {
+    let json = tally_checkpoint();
+    let (tally, resets, checks) = Tally::new(6);
+    let mut loader = Loader::new(tally);
+    loader
+        .load_state_dict(&State::from_json(&json).unwrap())
+        .unwrap();
+    let mut epoch = loader.epoch();
+    assert_eq!(epoch.next().transpose().unwrap(), Some(2));
+    let standing = epoch.state_dict().unwrap();
+    drop(epoch);
+    let (resets_before, checks_before) =
+        (resets.load(Ordering::SeqCst), checks.load(Ordering::SeqCst));
+    // In range: the node's checks pass, and only the checksum can tell.
+    let damaged = json.replacen(r#""n":2"#, r#""n":4"#, 1);
+    assert_ne!(damaged, json);
+    let err = loader
+        .load_state_dict(&State::from_json(&damaged).unwrap())
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/checksum"), "{err}");
+    // Checked, but never applied (nor rolled back).
+    assert_eq!(checks.load(Ordering::SeqCst), checks_before + 1);
+    assert_eq!(resets.load(Ordering::SeqCst), resets_before);
+    // The loader stands where it stood (three items into its epoch).
+    assert_eq!(loader.state_dict().unwrap(), standing);
+    assert_eq!(standing.child("root").unwrap().get::<u64>("n").unwrap(), 3);
+}
+
+#[test]
+fn a_value_out_of_range_is_reported_at_its_path_before_the_checksum_and_nothing_is_applied() {
+    let json = tally_checkpoint();
+    let damaged = json.replacen(r#""n":2"#, r#""n":9"#, 1);
+    let (tally, resets, _) = Tally::new(6);
+    let mut loader = Loader::new(tally);
+    let mut epoch = loader.epoch();
+    assert_eq!(epoch.next().transpose().unwrap(), Some(0));
+    let standing = epoch.state_dict().unwrap();
+    drop(epoch);
+    let resets_before = resets.load(Ordering::SeqCst);
+    let err = loader
+        .load_state_dict(&State::from_json(&damaged).unwrap())
+        .unwrap_err();
+    // The field's own path, although the checksum does not match either.
+    assert_eq!(err.state_path(), Some("/root/n"), "{err}");
+    assert_eq!(resets.load(Ordering::SeqCst), resets_before);
+    assert_eq!(loader.state_dict().unwrap(), standing);
 }

@@ -23,5 +23,6 @@ mod replay_bounds;
 mod size_hint;
 mod stats;
 mod train_loop;
+mod wide;
 
 mod one_to_many;

@@ -320,7 +320,7 @@ fn interleave_reads_inner_nodes_in_parallel_with_the_sequential_order() {
             assert_save_load(factory, cut);
         }
     }
-    let mut loader = Loader::new(parallel(3, 2, 4)).with_stats();
+    let mut loader = Loader::new(parallel(3, 2, 4)).record_stats();
     assert_eq!(loader.epoch().count(), 17);
     let stats = loader.stats().unwrap();
     assert!(stats.get("Interleave/Prefetcher").is_some(), "{stats:?}");
@@ -608,7 +608,7 @@ fn the_new_nodes_show_in_describe_and_in_the_stats() {
     ] {
         assert!(text.contains(expected), "{expected} not in\n{text}");
     }
-    let mut loader = Loader::new(pipeline).with_stats();
+    let mut loader = Loader::new(pipeline).record_stats();
     let chunks: Vec<Packed<u32>> = loader.epoch().collect::<Result<_>>().unwrap();
     let stats = loader.stats().unwrap();
     let count = |name: &str| {

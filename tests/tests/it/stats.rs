@@ -52,7 +52,7 @@ fn counts_equal_true_item_counts_across_epochs() {
     let mut loader = Loader::new(Evens {
         source: Probe::new(9),
     })
-    .with_stats();
+    .record_stats();
     let epoch0: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
     let epoch1: Vec<u64> = loader.epoch().collect::<Result<_>>().unwrap();
     let stats = loader.stats().unwrap();
@@ -77,7 +77,7 @@ fn times_come_from_whole_sampled_outermost_calls() {
     let mut loader = Loader::new(Evens {
         source: Probe::new(100),
     })
-    .with_stats();
+    .record_stats();
     assert_eq!(loader.epoch().count(), 50);
     let stats = loader.stats().unwrap();
     let evens = stats.get("Evens").unwrap();
@@ -134,8 +134,8 @@ fn stock_pipeline(calls: &[Calls; 4]) -> impl Node<Item = Vec<(u64, u64)>> + use
         [("a", 0.5), ("b", 0.25), ("c", 0.25)],
     )
     .unwrap()
-    .with_stop_criteria(StopCriteria::AllDatasetsExhausted)
-    .with_seed(1)
+    .stop_criteria(StopCriteria::AllDatasetsExhausted)
+    .seed(1)
     // Every item of every source once: 60.
     .try_map(move |x: u64| {
         tried.tick();
@@ -167,7 +167,7 @@ fn stock_pipeline(calls: &[Calls; 4]) -> impl Node<Item = Vec<(u64, u64)>> + use
 #[test]
 fn stock_node_counts_equal_the_items_each_node_produced() {
     let calls: [Calls; 4] = Default::default();
-    let mut loader = Loader::new(stock_pipeline(&calls)).with_stats();
+    let mut loader = Loader::new(stock_pipeline(&calls)).record_stats();
     const EPOCHS: u64 = 2;
     let mut pairs = 0;
     for _ in 0..EPOCHS {
@@ -285,7 +285,7 @@ fn parallel_mapper_reports_blocked_time_and_queue_depth() {
                 ParallelOptions::new(2).max_concurrent(4),
             )
             .unwrap();
-        let mut loader = Loader::new(node).with_stats();
+        let mut loader = Loader::new(node).record_stats();
         // Fast consumer: waits for every item.
         assert_eq!(loader.epoch().count() as u64, N);
         let stats = loader.stats().unwrap();
@@ -321,7 +321,7 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
             std::thread::sleep(Duration::from_millis(2));
             x
         });
-        let mut loader = Loader::new(slow.prefetch(4).unwrap()).with_stats();
+        let mut loader = Loader::new(slow.prefetch(4).unwrap()).record_stats();
         assert_eq!(loader.epoch().count() as u64, N);
         let stats = loader.stats().unwrap();
         let prefetcher = stats.get("Prefetcher").expect("a row");
@@ -339,7 +339,7 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
             counter.tick();
             x
         });
-        let mut loader = Loader::new(fast.prefetch(4).unwrap()).with_stats();
+        let mut loader = Loader::new(fast.prefetch(4).unwrap()).record_stats();
         let mut epoch = loader.epoch();
         // Items cross in chunks of 2 (half the read-ahead), and the reader
         // gets its permits back when the consumer finishes a chunk. At a
@@ -378,7 +378,7 @@ fn every_stock_node_reports_to_the_statistics() {
         .zip(MapStyleWrapper::shuffled(data, 2))
         .cycle_n(2)
         .unwrap();
-    let mut loader = Loader::new(node).with_stats();
+    let mut loader = Loader::new(node).record_stats();
     let out: Vec<(u64, u64)> = loader.epoch().collect::<Result<_>>().unwrap();
     assert_eq!(out.len(), 20);
     let stats = loader.stats().unwrap();
@@ -403,4 +403,13 @@ fn every_stock_node_reports_to_the_statistics() {
     }
     assert_eq!(stats.get("Cycler").unwrap().items, 20);
     assert_eq!(stats.get("Header").unwrap().items, 20);
+}
+
+/// `with_stats`, the old name of `record_stats`, still turns statistics on.
+#[test]
+#[allow(deprecated)]
+fn deprecated_with_stats_records_stats() {
+    let mut loader = Loader::new(IterableWrapper::new(0..5u64).map(|x| x + 1)).with_stats();
+    assert_eq!(loader.epoch().count(), 5);
+    assert!(loader.stats().is_some());
 }

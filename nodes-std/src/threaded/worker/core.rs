@@ -957,6 +957,20 @@ where
         Ok(())
     }
 
+    /// Checks a saved state as `reset` would take it, the source's part
+    /// included, without applying anything.
+    pub(crate) fn check_state(&self, state: &State) -> Result<()> {
+        let node = self.plan.node;
+        let saved = match self.plan.layout {
+            Layout::Indexed => Saved::decode(node, state, &[ERRORS]),
+            Layout::InOrder => Saved::decode_in_order(node, state, &[ERRORS], MAX_PACED_STEPS),
+        }?;
+        if state.contains(ERRORS) {
+            self.budget.load(state)?;
+        }
+        lock(&self.puller).source.check_state(&saved.snapshot)
+    }
+
     /// Starts a pass: from the start (`None`) or from a saved state, whose
     /// layout was checked by the node.
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {

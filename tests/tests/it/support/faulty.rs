@@ -154,15 +154,20 @@ impl Node for Faulty {
 }
 
 impl Stateful for Faulty {
+    fn check_state(&self, s: &State) -> Result<()> {
+        s.expect_keys("Faulty", &["i"])?;
+        let i: u64 = s.get("i")?;
+        if i > self.len {
+            return Err(Error::bad_state(s.path_of("i"), "past the end"));
+        }
+        Ok(())
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         self.i = match state {
             Some(s) => {
-                s.expect_keys("Faulty", &["i"])?;
-                let i: u64 = s.get("i")?;
-                if i > self.len {
-                    return Err(Error::bad_state(s.path_of("i"), "past the end"));
-                }
-                i
+                self.check_state(s)?;
+                s.get("i")?
             }
             None => 0,
         };

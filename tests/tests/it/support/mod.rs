@@ -49,16 +49,28 @@ impl Node for Probe {
     }
 }
 
+impl Probe {
+    /// Checks a saved state, returning `(i, resets)`.
+    fn checked(&self, s: &State) -> Result<(u64, u64)> {
+        s.expect_keys("Probe", &["i", "resets"])?;
+        let i: u64 = s.get("i")?;
+        let resets: u64 = s.get("resets")?;
+        if i > self.len {
+            return Err(Error::bad_state(s.path_of("i"), "past the end"));
+        }
+        Ok((i, resets))
+    }
+}
+
 impl Stateful for Probe {
+    fn check_state(&self, state: &State) -> Result<()> {
+        self.checked(state).map(drop)
+    }
+
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         match state {
             Some(s) => {
-                s.expect_keys("Probe", &["i", "resets"])?;
-                let i: u64 = s.get("i")?;
-                let resets: u64 = s.get("resets")?;
-                if i > self.len {
-                    return Err(Error::bad_state(s.path_of("i"), "past the end"));
-                }
+                let (i, resets) = self.checked(s)?;
                 self.i = i;
                 self.resets = resets;
             }

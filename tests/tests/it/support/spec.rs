@@ -557,9 +557,9 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
                 .map(|(i, (_, w))| (format!("s{i}"), f64::from(*w)));
             let sampler = MultiNodeWeightedSampler::new(nodes, weights)
                 .expect("valid weights")
-                .with_stop_criteria(*stop)
-                .with_seed(*seed)
-                .with_rank(*rank, *world)
+                .stop_criteria(*stop)
+                .seed(*seed)
+                .rank(*rank, *world)
                 .expect("rank < world");
             let node = if *tagged {
                 sampler
@@ -583,7 +583,7 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
                 .map(|(i, s)| (format!("s{i}"), b(s)));
             let sampler = MultiNodeRoundRobinSampler::new(nodes)
                 .expect("distinct names")
-                .with_stop_criteria(*stop);
+                .stop_criteria(*stop);
             let node = if *tagged {
                 sampler
                     .tagged()
