@@ -22,34 +22,44 @@ const SPINS: u32 = 12;
 /// condvar are only for sleeping. A channel of tokens would allocate a slot
 /// per token up front, and the bound can be large.
 ///
-/// Low-water mark: a worker that has to wait sleeps until `wake_at` permits
-/// are free (or as many as it asked for, if fewer), and only the release that
-/// brings the count up to `wake_at` wakes it. Waking it on every returned
-/// permit would make producer and consumer take turns item by item, each turn
-/// paying a wake-up; waking at the mark lets the worker pull a whole chunk.
-/// This cannot stall: a worker waits only while it holds no permits, every
-/// permit held elsewhere is on its way to the consumer, and once the
-/// consumer has handed them out all `n >= wake_at` are free.
+/// Low-water mark: a worker that has to wait says how many permits it needs
+/// (its chunk, at most `wake_at`) and sleeps until that many are free; a
+/// release wakes sleepers only once the count reaches the smallest need
+/// among them, and only once per sleep (`signalled`). Waking a worker that
+/// pulls chunks of many cheap items on every returned permit would make
+/// producer and consumer take turns item by item, each turn paying a
+/// wake-up; a worker whose items are expensive (chunks of one) is still woken
+/// by the first free permit. This cannot stall: a worker waits only while
+/// it holds no permits, every permit held elsewhere is on its way to the
+/// consumer, and once the consumer has handed those out all `n` are free,
+/// at least any need (`wake_at <= n`).
 #[derive(Debug)]
 pub(crate) struct Permits {
     available: AtomicUsize,
+    /// The most a waiting worker may ask for (clamped to `1..=n`).
     wake_at: usize,
-    waiting: AtomicUsize,
+    /// The smallest need among the sleepers (`usize::MAX` when none sleeps);
+    /// written under `sleepers`, read by releases without it.
+    wanted: AtomicUsize,
+    /// A release has notified the sleepers since the last one went to sleep.
+    signalled: AtomicBool,
     closed: AtomicBool,
-    sleep: Mutex<()>,
+    /// The needs of the workers sleeping now.
+    sleepers: Mutex<Vec<usize>>,
     room: Condvar,
 }
 
 impl Permits {
-    /// `n` permits, all available; a waiting worker is woken once `wake_at`
-    /// are free (clamped to `1..=n`).
+    /// `n` permits, all available; a waiting worker asks for at most
+    /// `wake_at` (clamped to `1..=n`) before it is woken.
     pub(crate) fn new(n: usize, wake_at: usize) -> Self {
         Permits {
             available: AtomicUsize::new(n),
             wake_at: wake_at.clamp(1, n.max(1)),
-            waiting: AtomicUsize::new(0),
+            wanted: AtomicUsize::new(usize::MAX),
+            signalled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            sleep: Mutex::new(()),
+            sleepers: Mutex::new(Vec::new()),
             room: Condvar::new(),
         }
     }
@@ -76,8 +86,8 @@ impl Permits {
     }
 
     /// Takes between one and `max` permits (as many as are available),
-    /// blocking while none is; after a wait, it takes at least the low-water
-    /// mark's worth (or `max`, if smaller). `0` once closed.
+    /// blocking while none is; after a wait, it takes at least
+    /// `min(max, wake_at)`. `0` once closed.
     pub(crate) fn acquire_up_to(&self, max: usize) -> usize {
         let max = max.max(1);
         let least = max.min(self.wake_at);
@@ -99,11 +109,13 @@ impl Permits {
                 std::thread::yield_now();
             }
         }
-        let mut guard = lock(&self.sleep);
-        // Announce the wait before looking again, so that a release that
-        // does not see us has already made its permits visible.
-        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut sleepers = lock(&self.sleepers);
+        // Announce the need before looking again, so that a release that
+        // does not see it has already made its permits visible to the look.
+        sleepers.push(least);
         let n = loop {
+            self.publish_wanted(&sleepers);
+            self.signalled.store(false, Ordering::SeqCst);
             if self.closed.load(Ordering::SeqCst) {
                 break 0;
             }
@@ -111,13 +123,22 @@ impl Permits {
             if n > 0 {
                 break n;
             }
-            guard = self
+            sleepers = self
                 .room
-                .wait(guard)
+                .wait(sleepers)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         };
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        if let Some(i) = sleepers.iter().position(|&need| need == least) {
+            sleepers.swap_remove(i);
+        }
+        self.publish_wanted(&sleepers);
         n
+    }
+
+    /// Sets `wanted` to the smallest need of the sleepers (under their lock).
+    fn publish_wanted(&self, sleepers: &[usize]) {
+        let wanted = sleepers.iter().copied().min().unwrap_or(usize::MAX);
+        self.wanted.store(wanted, Ordering::SeqCst);
     }
 
     /// Credits taken and not given back, of `total`: an upper bound on the
@@ -127,22 +148,19 @@ impl Permits {
         total.saturating_sub(self.available.load(Ordering::SeqCst))
     }
 
-    /// Returns `n` permits, waking waiters only when the count reaches the
-    /// low-water mark and somebody waits (a condvar notification is a system
-    /// call; the common case has nobody waiting).
+    /// Returns `n` permits, waking the sleepers once enough are free for
+    /// the smallest need among them (a condvar notification is a system
+    /// call; the common case has nobody sleeping).
     pub(crate) fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        let before = self.available.fetch_add(n, Ordering::SeqCst);
-        // Only the release that crosses the mark wakes: a waiter sleeps only
-        // while fewer than the mark are free, so the count has to cross it
-        // before anything wakes it, and a crossing always notifies.
-        let crossed = before < self.wake_at && before + n >= self.wake_at;
-        if crossed && self.waiting.load(Ordering::SeqCst) > 0 {
-            // Taking the lock orders us after a waiter that announced itself
-            // but has not gone to sleep yet.
-            drop(lock(&self.sleep));
+        let now = self.available.fetch_add(n, Ordering::SeqCst) + n;
+        if now >= self.wanted.load(Ordering::SeqCst) && !self.signalled.swap(true, Ordering::SeqCst)
+        {
+            // Taking the lock orders us after a sleeper that announced its
+            // need but has not gone to sleep yet.
+            drop(lock(&self.sleepers));
             self.room.notify_all();
         }
     }
@@ -150,7 +168,7 @@ impl Permits {
     /// Fails every current and future [`acquire_up_to`](Permits::acquire_up_to).
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        drop(lock(&self.sleep));
+        drop(lock(&self.sleepers));
         self.room.notify_all();
     }
 }
