@@ -192,13 +192,7 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
         let (key, ty) = (&f.key, f.ty);
         quote!(let #var: #ty = #p::decode_field(__s, #key)?;)
     });
-    let check_children = input
-        .with_role(Role::Child)
-        .chain(input.with_role(Role::Children))
-        .map(|f| {
-            let key = &f.key;
-            quote!(#p::check_child(__s, #key)?;)
-        });
+    let check_children = check_children(input, p);
     let reset_children = input.fields.iter().filter_map(|f| {
         let (member, key) = (f.ident, &f.key);
         match f.attrs.role()? {
@@ -269,6 +263,21 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
 
 /// `check_state`: what `reset` checks before applying a state, then the
 /// same for every child, without changing anything.
+/// Checks that each child's (or children's) state is present, for both the
+/// reset and the check pass.
+fn check_children<'a>(
+    input: &'a Input<'_>,
+    p: &'a TokenStream,
+) -> impl Iterator<Item = TokenStream> + 'a {
+    input
+        .with_role(Role::Child)
+        .chain(input.with_role(Role::Children))
+        .map(move |f| {
+            let key = &f.key;
+            quote!(#p::check_child(__s, #key)?;)
+        })
+}
+
 fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
     let name = quote!(<Self as #p::NodeName>::NAME);
     let mut keys: Vec<String> = input.keyed().map(|f| f.key.clone()).collect();
@@ -279,13 +288,7 @@ fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenSt
         let (key, ty) = (&f.key, f.ty);
         quote!(let _: #ty = #p::decode_field(__s, #key)?;)
     });
-    let check_children = input
-        .with_role(Role::Child)
-        .chain(input.with_role(Role::Children))
-        .map(|f| {
-            let key = &f.key;
-            quote!(#p::check_child(__s, #key)?;)
-        });
+    let check_children = check_children(input, p);
     let validate = input
         .attrs
         .validate
