@@ -315,7 +315,7 @@ impl<N: Node> Loader<N> {
 
     /// Collects per-node statistics (items, self time, time blocked, queue
     /// depths) from every node that reports them (all stock nodes do; nodes
-    /// running on a worker thread do not), read with
+    /// on a worker thread report under the node that started it), read with
     /// [`stats`](Loader::stats). Off by default, and then free.
     pub fn record_stats(mut self) -> Self {
         self.cx.enable_stats();
