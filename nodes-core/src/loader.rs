@@ -190,14 +190,11 @@ pub fn assemble_state(
     epoch_index: u64,
     pipeline: &Description,
 ) -> Result<State> {
-    let mut state = State::new();
+    let fingerprint = format!("{:016x}", pipeline.fingerprint()).into();
+    let mut state = state_template(&fingerprint, &shared_shape(pipeline))?;
     state.insert_child(ROOT, root);
     state.insert(NUM_YIELDED, num_yielded)?;
     state.insert(EPOCH_INDEX, epoch_index)?;
-    state.insert(FORMAT, FORMAT_VERSION)?;
-    state.insert(FINGERPRINT, format!("{:016x}", pipeline.fingerprint()))?;
-    state.insert_child(PIPELINE, shared_shape(pipeline));
-    state.insert_checksum();
     Ok(state)
 }
 

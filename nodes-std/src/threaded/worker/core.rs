@@ -107,9 +107,10 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// How many credits must be free before a waiting worker is woken: a
-    /// chunk's worth, but at most half the window, so that the consumer
-    /// still holds half of it while the worker refills the other half.
+    /// The most credits a waiting worker asks for before it is woken (see
+    /// [`Permits`]): a chunk's worth, but at most half the window, so that
+    /// the consumer still holds half of it while the worker refills the
+    /// other half.
     fn wake_at(&self) -> usize {
         self.max_chunk.min(self.max_in_flight / 2).max(1)
     }
@@ -119,16 +120,15 @@ impl Plan {
     /// such a source cannot be replayed, so every item carries its own
     /// snapshot and items are delivered in the order they were pulled. The
     /// state then never asks for a replay, and a restore is exact.
+    /// It is [`exact_positions`](Plan::exact_positions) with chunks of one.
     fn over(self, varying_source: bool) -> Plan {
         if !varying_source || self.workers == 0 {
             return self;
         }
         Plan {
-            in_order: true,
             max_chunk: 1,
             adaptive_chunks: false,
-            snapshots: Snapshots::Every(1),
-            ..self
+            ..self.exact_positions(true)
         }
     }
 
