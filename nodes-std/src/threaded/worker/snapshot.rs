@@ -400,21 +400,26 @@ mod tests {
         assert_eq!(decoded(&c), (9, 9, 1, vec![]));
     }
 
+    /// An indexed state at snapshot 0, with `max_offset` when given.
+    fn indexed(steps: u64, ahead: Vec<u64>, max: Option<u64>) -> State {
+        let s = State::new()
+            .with(SNAPSHOT, State::new())
+            .unwrap()
+            .with(SNAPSHOT_INDEX, 0u64)
+            .unwrap()
+            .with(STEPS, steps)
+            .unwrap()
+            .with(DELIVERED_AHEAD, ahead)
+            .unwrap();
+        match max {
+            Some(m) => s.with(MAX_OFFSET, m).unwrap(),
+            None => s,
+        }
+    }
+
     #[test]
     fn decode_rejects_bad_offsets() {
-        let state = |steps: u64, ahead: Vec<u64>| {
-            State::new()
-                .with(SNAPSHOT, State::new())
-                .unwrap()
-                .with(SNAPSHOT_INDEX, 0u64)
-                .unwrap()
-                .with(STEPS, steps)
-                .unwrap()
-                .with(DELIVERED_AHEAD, ahead)
-                .unwrap()
-                .with(MAX_OFFSET, 5)
-                .unwrap()
-        };
+        let state = |steps: u64, ahead: Vec<u64>| indexed(steps, ahead, Some(5));
         assert!(Saved::decode("T", &state(2, vec![3, 5]), &[]).is_ok());
         let err = Saved::decode("T", &state(2, vec![2]), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
@@ -426,21 +431,7 @@ mod tests {
 
     #[test]
     fn decode_rejects_offsets_beyond_the_bound() {
-        let state = |steps: u64, ahead: Vec<u64>, max: Option<u64>| {
-            let s = State::new()
-                .with(SNAPSHOT, State::new())
-                .unwrap()
-                .with(SNAPSHOT_INDEX, 0u64)
-                .unwrap()
-                .with(STEPS, steps)
-                .unwrap()
-                .with(DELIVERED_AHEAD, ahead)
-                .unwrap();
-            match max {
-                Some(m) => s.with(MAX_OFFSET, m).unwrap(),
-                None => s,
-            }
-        };
+        let state = indexed;
         // The bound is required.
         let err = Saved::decode("T", &state(0, vec![], None), &[]).unwrap_err();
         assert_eq!(err.state_path(), Some("/max_offset"));
