@@ -739,6 +739,27 @@ impl State {
         }
     }
 
+    /// The JSON value under `key`, borrowed where the state holds it as
+    /// JSON (a nested state is converted, as by [`State::value`]): for
+    /// reading a wide value without copying it.
+    ///
+    /// ```
+    /// use nodes_core::State;
+    ///
+    /// let state = State::new().with("names", ["a", "b"])?;
+    /// let names = state.value_ref("names")?;
+    /// assert_eq!(names.as_array().map(Vec::len), Some(2));
+    /// # Ok::<(), nodes_core::Error>(())
+    /// ```
+    pub fn value_ref(&self, key: &str) -> Result<std::borrow::Cow<'_, Value>> {
+        match self.entry(key) {
+            Some(Entry::Json(v)) => Ok(std::borrow::Cow::Borrowed(v)),
+            Some(Entry::Deferred(d)) => self.deferred_json(key, d).map(std::borrow::Cow::Borrowed),
+            Some(e) => Ok(std::borrow::Cow::Owned(e.to_value(self.body()))),
+            None => Err(Error::bad_state(self.path_of(key), "missing key")),
+        }
+    }
+
     /// The JSON of a deferred entry, or the error serialising it.
     fn deferred_json<'a>(&self, key: &str, deferred: &'a Deferred) -> Result<&'a Value> {
         deferred

@@ -42,16 +42,61 @@ impl Fnv1a {
         }
     }
 
-    /// Writes a JSON string in serde_json's compact form: most strings need
-    /// no escape and are hashed as they are.
+    /// Writes a JSON string in serde_json's compact form. Most strings need
+    /// no escape: they are hashed in the same pass that looks for one, and
+    /// only a string that needs one is hashed again, escaped, from the
+    /// state before it.
     fn string(&mut self, text: &str) {
-        if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-            self.bytes(b"\"");
-            self.bytes(text.as_bytes());
-            self.bytes(b"\"");
-        } else {
-            self.scalar(text);
+        let before = self.0;
+        let mut hash = (before ^ u64::from(b'"')).wrapping_mul(Self::PRIME);
+        for &b in text.as_bytes() {
+            if b < 0x20 || b == b'"' || b == b'\\' {
+                self.0 = before;
+                self.scalar(text);
+                return;
+            }
+            hash = (hash ^ u64::from(b)).wrapping_mul(Self::PRIME);
         }
+        self.0 = (hash ^ u64::from(b'"')).wrapping_mul(Self::PRIME);
+    }
+
+    /// Writes a JSON scalar in serde_json's compact form: integers, booleans
+    /// and null directly, floats and escaped strings through serde_json.
+    fn value_scalar(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.bytes(b"null"),
+            Value::Bool(true) => self.bytes(b"true"),
+            Value::Bool(false) => self.bytes(b"false"),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    self.integer(u, false);
+                } else if let Some(i) = n.as_i64() {
+                    self.integer(i.unsigned_abs(), true);
+                } else {
+                    self.scalar(n);
+                }
+            }
+            other => self.scalar(other),
+        }
+    }
+
+    /// Writes an integer's decimal digits (as serde_json writes them).
+    fn integer(&mut self, magnitude: u64, negative: bool) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = magnitude;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        if negative {
+            self.bytes(b"-");
+        }
+        self.bytes(&digits[at..]);
     }
 
     /// Writes a JSON scalar (or string) in serde_json's compact form.
@@ -74,6 +119,9 @@ impl io::Write for Fnv1a {
     }
 }
 
+/// States with at most this many keys are put in byte order on the stack.
+const SMALL: usize = 8;
+
 /// A value to write into the canonical content.
 enum Item<'a> {
     Str(&'a str),
@@ -93,6 +141,16 @@ enum Frame<'a> {
         owner: &'a Body,
         entries: std::slice::Iter<'a, (Key, Entry)>,
         top: bool,
+        first: bool,
+    },
+    /// A small state whose keys are out of byte order (a pipeline
+    /// description's `name`, `params`, `children`): its entries visited
+    /// through their positions, sorted on the stack.
+    Permuted {
+        owner: &'a Body,
+        order: [u8; SMALL],
+        len: u8,
+        at: u8,
         first: bool,
     },
     /// Members sorted into byte order.
@@ -118,6 +176,24 @@ impl<'a> Frame<'a> {
                 first,
             } => {
                 let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
+                Some((
+                    std::mem::take(first),
+                    Some(key.as_ref()),
+                    entry_item(owner, entry),
+                ))
+            }
+            Frame::Permuted {
+                owner,
+                order,
+                len,
+                at,
+                first,
+            } => {
+                if *at == *len {
+                    return None;
+                }
+                let (key, entry) = &owner.entries[usize::from(order[usize::from(*at)])];
+                *at += 1;
                 Some((
                     std::mem::take(first),
                     Some(key.as_ref()),
@@ -153,6 +229,31 @@ impl<'a> Frame<'a> {
                 owner,
                 entries: owner.entries.iter(),
                 top,
+                first: true,
+            };
+        }
+        if owner.entries.len() <= SMALL {
+            let mut order = [0u8; SMALL];
+            let mut len = 0;
+            for (i, (key, _)) in owner.entries.iter().enumerate() {
+                if !counted(key) {
+                    continue;
+                }
+                // Insertion sort: a handful of keys.
+                let mut at = len;
+                while at > 0 && owner.entries[usize::from(order[at - 1])].0.as_ref() > key.as_ref()
+                {
+                    order[at] = order[at - 1];
+                    at -= 1;
+                }
+                order[at] = i as u8;
+                len += 1;
+            }
+            return Frame::Permuted {
+                owner,
+                order,
+                len: len as u8,
+                at: 0,
                 first: true,
             };
         }
@@ -250,7 +351,7 @@ impl Body {
                         first: true,
                     });
                 }
-                Item::Value(scalar) => hash.scalar(scalar),
+                Item::Value(scalar) => hash.value_scalar(scalar),
                 Item::State(body) => {
                     hash.bytes(b"{");
                     open.push(Frame::of_body(body, false));
@@ -306,6 +407,46 @@ mod tests {
         assert!(!back.has_checksum_slot());
         assert_eq!(back.get::<String>(CHECKSUM_KEY).unwrap(), expected);
         assert_eq!(built.to_value()[CHECKSUM_KEY], expected.as_str());
+    }
+
+    #[test]
+    fn small_and_large_states_out_of_order_hash_as_sorted_json() {
+        let reference = |json: &str| {
+            let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
+            h.bytes(json.as_bytes());
+            format!("{ALGORITHM}{:016x}", h.0)
+        };
+        // Sizes on both sides of `SMALL`, keys written in reverse order,
+        // with integers at the edges of u64 and i64 and an escaped string.
+        for n in [2, SMALL, SMALL + 1, 40] {
+            let keys: Vec<String> = (0..n).map(|i| format!("k{i:03}")).collect();
+            let value = |i: usize| match i % 4 {
+                0 => serde_json::json!(u64::MAX),
+                1 => serde_json::json!(i64::MIN),
+                2 => serde_json::json!("tab\there"),
+                _ => serde_json::json!(-0.25),
+            };
+            let mut state = State::new();
+            for (i, key) in keys.iter().enumerate().rev() {
+                state.insert(key.clone(), value(i)).unwrap();
+            }
+            let sorted: Vec<String> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| format!("\"{k}\":{}", value(i)))
+                .collect();
+            let expected = reference(&format!("{{{}}}", sorted.join(",")));
+            assert_eq!(state.content_checksum(), expected, "{n} keys");
+            let nested = State::new().with("x", 1).unwrap();
+            let mut outer = State::new();
+            outer.insert_child("z", state.clone());
+            outer.insert_child("a", nested);
+            let expected = reference(&format!(
+                "{{\"a\":{{\"x\":1}},\"z\":{{{}}}}}",
+                sorted.join(",")
+            ));
+            assert_eq!(outer.content_checksum(), expected, "{n} keys, nested");
+        }
     }
 
     #[test]

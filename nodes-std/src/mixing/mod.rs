@@ -100,7 +100,7 @@ pub(crate) mod zip;
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
 
@@ -217,6 +217,17 @@ pub(crate) struct Sources<N> {
     /// Signalled its end again right after a restart: nothing to draw from
     /// for the rest of this pass.
     pub(crate) empty: Vec<bool>,
+    /// The parts of a state that change rarely, as last written: shared by
+    /// every state taken until a flag changes, so that taking the state of
+    /// a wide sampler does not rebuild them (see [`Sources::save`]).
+    saved: Mutex<Option<SavedParts>>,
+}
+
+/// See [`Sources::saved`].
+struct SavedParts {
+    names: Arc<Vec<String>>,
+    exhausted: (Vec<bool>, State),
+    empty: (Vec<bool>, State),
 }
 
 /// The per-source part of a restored state, decoded and checked but not applied.
@@ -275,6 +286,7 @@ impl<N: Node> Sources<N> {
             nodes,
             exhausted: vec![false; len],
             empty: vec![false; len],
+            saved: Mutex::new(None),
         })
     }
 
@@ -291,8 +303,19 @@ impl<N: Node> Sources<N> {
     /// Decodes and checks the per-source keys of `state` (names and order,
     /// flags, nested states) without touching anything.
     pub(crate) fn decode(&self, node: &'static str, state: &State) -> Result<DecodedSources> {
-        let keys: Vec<String> = state.get(DATASET_KEYS)?;
-        if keys.len() != self.len() || keys.iter().zip(&self.names).any(|(k, n)| **k != **n) {
+        // Compared in place: a wide sampler's names are not copied.
+        let same = state
+            .value_ref(DATASET_KEYS)?
+            .as_array()
+            .is_some_and(|keys| {
+                keys.len() == self.len()
+                    && keys
+                        .iter()
+                        .zip(&self.names)
+                        .all(|(k, n)| k.as_str() == Some(&**n))
+            });
+        if !same {
+            let keys: Vec<String> = state.get(DATASET_KEYS)?;
             return Err(Error::bad_state(
                 state.path_of(DATASET_KEYS),
                 format!(
@@ -352,26 +375,62 @@ impl<N: Node> Sources<N> {
     }
 
     /// Writes the per-source keys into `state`.
+    ///
+    /// The names and the two flag maps are shared with the previous state
+    /// while they are unchanged (a flag changes when a source ends, a few
+    /// times per pass), so a state costs one nested state per source and
+    /// O(1) for the rest.
     pub(crate) fn save(&self, state: &mut State, cx: &Cx) -> Result<()> {
-        let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
-        state.insert(DATASET_KEYS, &names)?;
-        let flags = |values: &[bool]| -> Result<State> {
-            let mut map = State::new();
-            map.reserve(names.len());
-            for (name, value) in names.iter().zip(values) {
-                map.insert(name.to_string(), *value)?;
-            }
-            Ok(map)
+        // A poisoned lock only means a panic while saving: rebuild.
+        let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+        let parts = match saved.take() {
+            Some(parts) => parts,
+            None => SavedParts {
+                names: Arc::new(self.names.iter().map(|n| String::from(&**n)).collect()),
+                exhausted: (Vec::new(), State::new()),
+                empty: (Vec::new(), State::new()),
+            },
         };
-        state.insert_child(EXHAUSTED, flags(&self.exhausted)?);
-        state.insert_child(EMPTY, flags(&self.empty)?);
+        let SavedParts {
+            names,
+            mut exhausted,
+            mut empty,
+        } = parts;
+        for ((values, map), now) in [(&mut exhausted, &self.exhausted), (&mut empty, &self.empty)] {
+            if values != now {
+                *map = self.flags_state(now)?;
+                values.clone_from(now);
+            }
+        }
+        state.insert_deferred(DATASET_KEYS, Arc::clone(&names));
+        state.insert_child(EXHAUSTED, exhausted.1.clone());
+        state.insert_child(EMPTY, empty.1.clone());
+        *saved = Some(SavedParts {
+            names,
+            exhausted,
+            empty,
+        });
+        drop(saved);
         let mut nested = State::new();
-        nested.reserve(names.len());
-        for (name, node) in names.iter().zip(&self.nodes) {
-            nested.insert_child(name.to_string(), node.get_state(cx)?);
+        nested.reserve(self.names.len());
+        for (name, node) in self.names.iter().zip(&self.nodes) {
+            nested.insert_child(String::from(&**name), node.get_state(cx)?);
         }
         state.insert_child(NODE_STATES, nested);
         Ok(())
+    }
+
+    /// A map from each source's name to its flag, as a shared state (a
+    /// clone of it is a reference).
+    fn flags_state(&self, values: &[bool]) -> Result<State> {
+        let mut map = State::new();
+        map.reserve(self.names.len());
+        for (name, value) in self.names.iter().zip(values) {
+            map.insert(String::from(&**name), *value)?;
+        }
+        let mut holder = State::new();
+        holder.insert_child("flags", map);
+        holder.child("flags")
     }
 
     /// Adds the sources as children, in source order, labelled by their
