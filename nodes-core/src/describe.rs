@@ -232,6 +232,38 @@ impl Description {
         serde_json::to_value(self).unwrap_or_default()
     }
 
+    /// The tree as a state holding what [`Description::to_json`] writes
+    /// (same keys, same order), built directly and without recursion: a
+    /// loader keeps its pipeline's description in this form.
+    pub(crate) fn to_state(&self) -> crate::State {
+        use crate::State;
+        // Each open node with its children's states built so far.
+        let mut open: Vec<(&Description, State)> = vec![(self, State::new())];
+        loop {
+            let (desc, children) = open.last().expect("the root is popped only to return");
+            if let Some((_, child)) = desc.children.get(children.len()) {
+                open.push((child, State::new()));
+                continue;
+            }
+            let (desc, children) = open.pop().expect("checked above");
+            let mut params = State::new();
+            for (key, value) in &desc.params {
+                params.insert_str(key.clone(), value.clone());
+            }
+            let mut node = State::new();
+            node.insert_str("name", desc.name.clone());
+            node.insert_child("params", params);
+            node.insert_child("children", children);
+            match open.last_mut() {
+                Some((parent, siblings)) => {
+                    let key = parent.children[siblings.len()].0.clone();
+                    siblings.insert_child(key, node);
+                }
+                None => return node,
+            }
+        }
+    }
+
     /// Parses what [`Description::to_json`] wrote.
     ///
     /// # Errors
@@ -356,6 +388,25 @@ fn dot_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_form_holds_what_the_json_form_writes() {
+        let wide = (0..20).fold(
+            Description::new("Mix")
+                .param("w", "1")
+                .param("a", 2u32)
+                .param("w", "3"),
+            |d, i| d.child(format!("dataset_node_states/s{i}"), chain(i)),
+        );
+        for desc in [Description::new("Leaf"), chain(4), wide] {
+            let direct = desc.to_state();
+            let via_json = crate::State::from_value(desc.to_json()).unwrap();
+            assert_eq!(direct.to_value(), desc.to_json());
+            assert_eq!(direct, via_json);
+            // Same keys in the same order, hence the same checkpoint text.
+            assert_eq!(direct.to_json().unwrap(), via_json.to_json().unwrap());
+        }
+    }
 
     fn chain(batch: u32) -> Description {
         Description::new("Batcher")

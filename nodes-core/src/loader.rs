@@ -171,11 +171,8 @@ const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
 
 /// The description as a state that clones by reference.
 fn shared_shape(shape: &Description) -> State {
-    let json = shape.to_json();
     let mut holder = State::new();
-    if let Ok(state) = State::from_value(json) {
-        holder.insert_child(PIPELINE, state);
-    }
+    holder.insert_child(PIPELINE, shape.to_state());
     // `child` hands out the shared entries, not a copy.
     holder.child(PIPELINE).unwrap_or_default()
 }

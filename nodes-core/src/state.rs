@@ -693,6 +693,11 @@ impl State {
         Ok(())
     }
 
+    /// Stores a string under `key` (no serialisation step).
+    pub(crate) fn insert_str(&mut self, key: impl Into<Key>, text: String) {
+        self.put(key.into(), Entry::Json(Value::String(text)));
+    }
+
     /// Reserves room for at least `additional` more keys: a node about to
     /// insert many (a sampler's sources) saves the regrowth.
     pub fn reserve(&mut self, additional: usize) {
