@@ -834,7 +834,7 @@ fn skipping(rank: u64, world: u64, at_most: u64) -> Result<Boxed> {
     let sampler = ElasticSampler::new(SequentialSampler::new(data.len()), rank, world)?;
     Ok(MapStyleWrapper::new(data, sampler)
         .try_map(|x: u32| {
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 Err(nodes_std::BoxError::from("bad"))
             } else {
                 Ok(x)
