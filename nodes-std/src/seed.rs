@@ -236,6 +236,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reshard_streams_are_never_an_epochs_and_differ_by_rank() {
+        for epoch in [0, 1, 7, 1 << 40] {
+            let streams: Vec<u64> = (0..8).map(|r| reshard_stream(epoch, r, 8)).collect();
+            assert!(streams.iter().all(|&s| is_reshard_stream(s) && s != epoch));
+            let mut unique = streams.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), streams.len(), "{streams:?}");
+            assert_ne!(reshard_stream(epoch, 0, 8), reshard_stream(epoch, 0, 4));
+            assert!(!is_reshard_stream(epoch));
+        }
+    }
+
+    #[test]
     fn below_is_uniform_and_in_range() {
         let mut rng = PassRng::new(7, 0);
         let mut counts = [0u32; 6];
