@@ -1,7 +1,8 @@
 //! Changing the number of ranks mid-epoch: 4 ranks (threads) read a mix of
-//! two map-style datasets (par_map decode, filter, batch), save at different
-//! per-rank progress, resume on 3 ranks, save again, resume on 6 ranks and
-//! finish the epoch. Exits non-zero unless every item of the epoch was
+//! two map-style datasets (par_map decode, shuffle buffer, filter, batch),
+//! save at different per-rank progress, resume on 3 ranks, save again,
+//! resume on 6 ranks and finish the epoch. The items in the shuffle buffers
+//! at each save travel in the states to the new ranks. Exits non-zero unless every item of the epoch was
 //! delivered exactly once across the job, checked item by item.
 //!
 //! `cargo run --release --example elastic`
@@ -26,16 +27,18 @@ fn keep(item: &Item) -> bool {
 }
 
 /// Rank `rank` of `world`'s pipeline: two map-style sources, each read
-/// through an ElasticSampler and decoded on 2 threads, mixed 0.7/0.3 until
-/// both are exhausted, filtered, batched.
+/// through an ElasticSampler, decoded on 2 threads and shuffled in a buffer
+/// of 64, mixed 0.7/0.3 until both are exhausted, filtered, batched.
 fn pipeline(rank: u64, world: u64) -> Result<impl Node<Item = Vec<Item>>> {
     let source = |tag: u8, len: u32, seed: u64| -> Result<_> {
         let data: Vec<u32> = (0..len).collect();
         let sampler = ElasticSampler::new(RandomSampler::new(len as usize, seed), rank, world)?;
-        MapStyleWrapper::new(data, sampler).par_map(
-            move |i| Ok((tag, i)),
-            ParallelOptions::new(2).in_order(tag == 0),
-        )
+        MapStyleWrapper::new(data, sampler)
+            .par_map(
+                move |i| Ok((tag, i)),
+                ParallelOptions::new(2).in_order(tag == 0),
+            )?
+            .shuffle(64, seed ^ 0x5eed)
     };
     MultiNodeWeightedSampler::new(
         [

@@ -95,6 +95,23 @@ pub(crate) struct Counts {
     ended: bool,
 }
 
+impl Counts {
+    /// The counts of a pass that skipped `skipped` bad records and goes on
+    /// (how `elastic::reshard` writes a new rank's share of the job's
+    /// skips).
+    pub(crate) fn skipped_so_far(skipped: u64) -> Counts {
+        Counts {
+            skipped,
+            ended: false,
+        }
+    }
+
+    /// Bad records dropped this pass.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped
+    }
+}
+
 /// Key of the saved [`Counts`] in a node's state.
 pub(crate) const ERRORS: &str = "errors";
 

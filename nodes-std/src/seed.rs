@@ -31,6 +31,31 @@ pub(crate) fn epoch_after(epoch: u64, started: bool) -> u64 {
 /// 64-bit field when it is saved again.
 pub(crate) const MAX_WORD_POS: u64 = i64::MAX as u64;
 
+/// The first of the streams [`reshard_stream`] hands out: no pass of a
+/// node that numbers its streams by epoch reaches it (2^63 epochs).
+const RESHARD_STREAMS: u64 = 1 << 63;
+
+/// The stream a node's generator continues on, on new rank `rank` of
+/// `world_size`, after `elastic::reshard` in `epoch`: a hash of the three
+/// (FNV-1a), in the upper half of the stream numbers, so that it is never
+/// the stream of an epoch (`PassRng::new(seed, epoch)`) and new ranks of one
+/// reshard draw from distinct streams. The seed is kept.
+pub(crate) fn reshard_stream(epoch: u64, rank: u64, world_size: u64) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for word in [epoch, rank, world_size] {
+        for byte in word.to_le_bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    RESHARD_STREAMS | hash
+}
+
+/// Whether `stream` is one [`reshard_stream`] hands out.
+pub(crate) fn is_reshard_stream(stream: u64) -> bool {
+    stream >= RESHARD_STREAMS
+}
+
 /// The random numbers of one pass of one seeded node: ChaCha8 keyed by the
 /// expanded seed, on a stream chosen by the pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,6 +234,20 @@ impl<'de> Deserialize<'de> for PassRng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reshard_streams_are_never_an_epochs_and_differ_by_rank() {
+        for epoch in [0, 1, 7, 1 << 40] {
+            let streams: Vec<u64> = (0..8).map(|r| reshard_stream(epoch, r, 8)).collect();
+            assert!(streams.iter().all(|&s| is_reshard_stream(s) && s != epoch));
+            let mut unique = streams.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), streams.len(), "{streams:?}");
+            assert_ne!(reshard_stream(epoch, 0, 8), reshard_stream(epoch, 0, 4));
+            assert!(!is_reshard_stream(epoch));
+        }
+    }
 
     #[test]
     fn below_is_uniform_and_in_range() {

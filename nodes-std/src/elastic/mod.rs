@@ -22,7 +22,9 @@
 //!    `batch` under them counts `batch_size` positions per batch). A position
 //!    a `filter` dropped counts as consumed; an item pulled but not yet
 //!    delivered (read-ahead of a threaded node) does not: it goes back to the
-//!    pool;
+//!    pool. Below a `shuffle`, every position the shuffle pulled counts as
+//!    consumed, whether its item was returned or sits in the buffer (step 3
+//!    passes the buffered items on);
 //! 2. computes the global cursor: the first position no rank consumed, the
 //!    last one some rank did, and the *holes* between them that nobody
 //!    consumed;
@@ -31,14 +33,36 @@
 //!    most one item), and writes each new rank's loader state: its samplers at
 //!    their new plans, threaded nodes with nothing delivered since their
 //!    snapshot, the mixes' draws on a new stream seeded from the job seed,
-//!    the epoch and the new rank and world size.
+//!    the epoch and the new rank and world size;
+//! 4. deals the items buffered in every old rank's shuffler among the new
+//!    ranks' shufflers at the same path: old rank by old rank (in rank
+//!    order), each buffer in its order, the `j`-th item to new rank
+//!    `j mod M`. Each new shuffler keeps its seed and epoch and draws from a
+//!    stream of its own, a hash of (epoch, new rank, new world size) in the
+//!    upper half of the stream numbers (an epoch's stream is its number, so
+//!    the two never meet). A new rank can so hold more items than its
+//!    `buffer_size` (8 ranks into 1): it returns items from its buffer
+//!    without pulling until the buffer is back under its size, and a state
+//!    it saves meanwhile loads again (a shuffler accepts an over-full buffer
+//!    only on such a stream; any other over-full state is a bad state);
+//! 5. carries over the error budgets: a `try_map` (or a `par_map`/`prefetch`
+//!    with an [`ErrorPolicy`](crate::ErrorPolicy)) on the new ranks starts
+//!    from the job's count, not one rank's. With `S` the bad records all old
+//!    ranks skipped at that node so far this epoch, new rank `m` of `M`
+//!    starts at `S / M`, plus one if `m < S mod M`: the shares add up to `S`,
+//!    so the job's total is kept, and differ by at most one. Under
+//!    `SkipAtMost(n)`, a new rank whose share is `n` or more ends its pass at
+//!    its next bad record. A pass an old rank's policy ended is not ended on
+//!    the new ranks (its error was delivered; its unread positions go back
+//!    to the pool like every rank's).
 //!
 //! The next epochs are ordinary epochs of `M` ranks. A rank whose share is
 //! empty ends its epoch at once.
 //!
 //! The cost is linear in the number of positions between the global cursor's
 //! first free position and its last consumed one (plus a sort of the holes
-//! found there), not in the epoch's length.
+//! found there) and in the items the old ranks' shufflers buffered, not in
+//! the epoch's length.
 //!
 //! ```
 //! use nodes_std::prelude::*;
@@ -77,18 +101,25 @@
 //!
 //! Sources: [`MapStyleWrapper`](crate::MapStyleWrapper) over an
 //! [`ElasticSampler`]. Above them: `map`, `try_map`, `filter`, `batch`,
-//! `par_map` (in and out of order), `prefetch`, and a
+//! `shuffle`, `par_map` (in and out of order), `prefetch`, and a
 //! [`MultiNodeWeightedSampler`](crate::MultiNodeWeightedSampler) or
 //! [`MultiNodeRoundRobinSampler`](crate::MultiNodeRoundRobinSampler) with
 //! `StopCriteria::AllDatasetsExhausted` (each source exactly once), each
 //! source with its own global order and cursor.
 //!
-//! A `par_map`/`prefetch` over a `filter`, `try_map` or mix that reads an
-//! [`ElasticSampler`] cannot count how many positions stand behind the items
+//! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
+//! reads an [`ElasticSampler`] cannot count how many positions stand behind the items
 //! it delivered since its snapshot; over such a subtree it snapshots every
 //! item and delivers in source order (an out-of-order `par_map` there runs
 //! in order), so its state names the positions exactly. Over a subtree of
 //! `map`/`batch` only, or without an `ElasticSampler`, nothing changes.
+//!
+//! A `shuffle` may stand anywhere among these: over a `filter` or `batch`,
+//! under or over a threaded node, under each source of a mix. Its buffered
+//! items travel in the states (step 4), so nothing it holds is lost or
+//! repeated. The order of the resharded epoch is another order than the
+//! job would have drawn without the reshard (the buffers are regrouped and
+//! the generators move to new streams); the epochs after are ordinary.
 //!
 //! `batch(n)` stays a per-rank batch of `n`: the job's global batch is `n ×
 //! world_size`, and changes with the number of ranks.
@@ -97,10 +128,9 @@
 //!
 //! Pipelines whose position is not a function of global indices: an
 //! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
-//! [`ElasticSampler`]), a `Cycler`, a `Shuffler` (its buffer holds items,
-//! not positions: shuffle with the sampler's order), `header`, `unbatch`,
-//! `zip`, `shard`. The error names the node and its path in the state;
-//! [`check`] gives it from a pipeline's description, before training. So
+//! [`ElasticSampler`]), a `Cycler`, `header`, `unbatch`, `zip`, `shard`.
+//! The error names the node and its path in the state; [`check`] gives it
+//! from a pipeline's description, before training. So
 //! are incomplete state sets (a rank missing or given twice), states of
 //! other pipelines, of jobs of different sizes, of different epochs, or of
 //! different runs.

@@ -3,14 +3,23 @@
 use std::collections::BTreeMap;
 
 use nodes_core::{Description, Error, Result, State};
+use serde_json::Value;
 
 use crate::elastic::plan::{OldRank, deal};
 use crate::elastic::sampler::Plan;
-use crate::elastic::walk::{Cut, RESHARD, check as check_description, child_at, walk};
+use crate::elastic::walk::{Found, RESHARD, check as check_description, child_at, walk};
+use crate::policy::{Counts, ERRORS};
 
-/// The new plans of every source (one per new rank), by the path of the
-/// source's state.
-type Plans = BTreeMap<String, Vec<Plan>>;
+/// What the new ranks' states are written from, besides the template (old
+/// rank 0's state), each by the path of a node's state.
+struct Dealt {
+    /// The new plans of every source, one per new rank.
+    plans: BTreeMap<String, Vec<Plan>>,
+    /// The items every old rank's shuffler buffered, one share per new rank.
+    buffers: BTreeMap<String, Vec<Vec<Value>>>,
+    /// The bad records every old rank skipped this pass, summed.
+    skipped: BTreeMap<String, u64>,
+}
 
 /// One old rank's loader state, read.
 struct Old {
@@ -19,7 +28,7 @@ struct Old {
     epoch_index: u64,
     root: State,
     pipeline: Description,
-    cuts: Vec<Cut>,
+    found: Found,
 }
 
 fn invalid(message: String) -> Error {
@@ -31,8 +40,9 @@ fn read(i: usize, state: &State) -> Result<Old> {
     let root = state.child("root")?;
     let epoch_index: u64 = state.get("epoch_index")?;
     let pipeline: Description = state.get("pipeline")?;
-    let mut cuts = Vec::new();
-    walk(&pipeline, &root, &[], false, &mut cuts)?;
+    let mut found = Found::default();
+    walk(&pipeline, &root, &[], false, &mut found)?;
+    let cuts = &found.cuts;
     let Some(first) = cuts.first() else {
         return Err(invalid(format!(
             "state #{i} has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks"
@@ -54,7 +64,7 @@ fn read(i: usize, state: &State) -> Result<Old> {
         epoch_index,
         root,
         pipeline,
-        cuts,
+        found,
     })
 }
 
@@ -156,10 +166,18 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
                 olds[0].epoch_index, o.rank, o.epoch_index
             )));
         }
-        for (a, b) in olds[0].cuts.iter().zip(&o.cuts) {
+        for (a, b) in olds[0].found.cuts.iter().zip(&o.found.cuts) {
             if a.epoch != b.epoch {
                 return Err(invalid(format!(
                     "the states are from different epochs: the ElasticSampler at {} is in epoch {} on rank 0, {} on rank {}",
+                    a.path, a.epoch, b.epoch, o.rank
+                )));
+            }
+        }
+        for (a, b) in olds[0].found.buffers.iter().zip(&o.found.buffers) {
+            if a.epoch != b.epoch {
+                return Err(invalid(format!(
+                    "the states are from different epochs: the Shuffler at {} is in epoch {} on rank 0, {} on rank {}",
                     a.path, a.epoch, b.epoch, o.rank
                 )));
             }
@@ -168,17 +186,22 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
     Ok(olds)
 }
 
-/// The new plans of every source, by the path of its state.
-fn new_plans(olds: &[Old], new_world: u64) -> Result<Plans> {
+/// The new plans of every source, the shares of every shuffle buffer and
+/// the summed skips of every error budget, by the path of the node's state.
+///
+/// The buffered items of a shuffler are taken old rank by old rank (in rank
+/// order), each rank's in buffer order, and the `j`-th goes to new rank
+/// `j mod new_world`.
+fn deal_all(olds: &[Old], new_world: u64) -> Result<Dealt> {
     let world = olds[0].world_size;
     let mut plans = BTreeMap::new();
-    for (s, cut) in olds[0].cuts.iter().enumerate() {
+    for (s, cut) in olds[0].found.cuts.iter().enumerate() {
         let old: Vec<OldRank> = olds
             .iter()
             .map(|o| OldRank {
                 rank: o.rank,
-                plan: o.cuts[s].plan.clone(),
-                consumed: o.cuts[s].consumed.clone(),
+                plan: o.found.cuts[s].plan.clone(),
+                consumed: o.found.cuts[s].consumed.clone(),
             })
             .collect();
         let what = format!("the ElasticSampler at {}", cut.path);
@@ -187,22 +210,50 @@ fn new_plans(olds: &[Old], new_world: u64) -> Result<Plans> {
             deal(&what, &old, world, cut.len, new_world)?,
         );
     }
-    Ok(plans)
+    let mut buffers = BTreeMap::new();
+    for (s, buffer) in olds[0].found.buffers.iter().enumerate() {
+        let mut shares: Vec<Vec<Value>> = vec![Vec::new(); new_world as usize];
+        let items = olds.iter().flat_map(|o| &o.found.buffers[s].items);
+        for (j, item) in items.enumerate() {
+            shares[j % new_world as usize].push(item.clone());
+        }
+        buffers.insert(buffer.path.clone(), shares);
+    }
+    let mut skipped = BTreeMap::new();
+    for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
+        let total = olds
+            .iter()
+            .fold(0u64, |sum, o| sum.saturating_add(o.found.skipped[s].1));
+        skipped.insert(path.clone(), total);
+    }
+    Ok(Dealt {
+        plans,
+        buffers,
+        skipped,
+    })
+}
+
+/// New rank `rank`'s share of `total` skipped records among `world` ranks:
+/// `total / world`, plus one on the first `total % world` ranks, so the
+/// shares add up to `total`.
+fn share(total: u64, rank: u64, world: u64) -> u64 {
+    total / world + u64::from(rank < total % world)
 }
 
 /// `template` (an old rank's state of the node `desc`) rewritten for new
-/// rank `rank` of `world`: sources at their new plans, every other position
-/// at the start of the rest of the epoch.
+/// rank `rank` of `world`: sources at their new plans, shufflers with their
+/// share of the buffered items, error budgets with their share of the
+/// skips, every other position at the start of the rest of the epoch.
 fn rebuild(
     desc: &Description,
     template: &State,
     rank: u64,
     world: u64,
-    plans: &Plans,
+    dealt: &Dealt,
 ) -> Result<State> {
     let mut out = template.clone();
     if desc.name() == "ElasticSampler" {
-        let plan = &plans[template.path()][rank as usize];
+        let plan = &dealt.plans[template.path()][rank as usize];
         out.insert("num_yielded", 0u64)?;
         // Started: a rank with nothing left moves on to the next epoch.
         out.insert("started", true)?;
@@ -212,11 +263,24 @@ fn rebuild(
         return Ok(out);
     }
     for (key, child) in desc.children() {
-        let new = rebuild(child, &child_at(template, key)?, rank, world, plans)?;
+        let new = rebuild(child, &child_at(template, key)?, rank, world, dealt)?;
         out = replace_at(out, key, new)?;
+    }
+    if let Some(&total) = dealt.skipped.get(template.path()) {
+        out.insert(ERRORS, Counts::skipped_so_far(share(total, rank, world)))?;
     }
     match desc.name() {
         "TryMapper" => out.insert("num_seen", 0u64)?,
+        "Shuffler" => {
+            out.insert("buffer", &dealt.buffers[template.path()][rank as usize])?;
+            // The same seed, on a stream of this new rank's own.
+            let epoch: u64 = template.get("epoch")?;
+            let mut rng = template.child("rng")?;
+            rng.insert("stream", crate::seed::reshard_stream(epoch, rank, world))?;
+            rng.insert("word_pos", 0u64)?;
+            out.insert_child("rng", rng);
+            out.insert("started", true)?;
+        }
         "ParallelMapper" | "Prefetcher" => {
             out.insert("steps_since_snapshot", 0u64)?;
             if out.contains("snapshot_index") {
@@ -268,7 +332,7 @@ fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
 }
 
 /// Reads and checks the old states, and deals the rest of the epoch.
-fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Plans)> {
+fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
     crate::rank::Rank::new(RESHARD, 0, new_world)?;
     if old_states.is_empty() {
         return Err(invalid("no states given".to_owned()));
@@ -279,13 +343,13 @@ fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Plans)> {
         .map(|(i, s)| read(i, s))
         .collect::<Result<Vec<_>>>()?;
     let olds = check_set(olds)?;
-    let plans = new_plans(&olds, new_world)?;
-    Ok((olds, plans))
+    let dealt = deal_all(&olds, new_world)?;
+    Ok((olds, dealt))
 }
 
-fn state_for(olds: &[Old], plans: &Plans, rank: u64, world: u64) -> Result<State> {
+fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State> {
     let template = &olds[0];
-    let root = rebuild(&template.pipeline, &template.root, rank, world, plans)?;
+    let root = rebuild(&template.pipeline, &template.root, rank, world, dealt)?;
     nodes_core::__private::loader_state(
         root,
         0,
@@ -340,9 +404,9 @@ pub fn check(pipeline: &Description) -> Result<()> {
 /// it and its path). A state that does not parse as a loader state is an
 /// [`Error::BadState`] at its path.
 pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
-    let (olds, plans) = prepare(old_states, new_world_size)?;
+    let (olds, dealt) = prepare(old_states, new_world_size)?;
     (0..new_world_size)
-        .map(|m| state_for(&olds, &plans, m, new_world_size))
+        .map(|m| state_for(&olds, &dealt, m, new_world_size))
         .collect()
 }
 
@@ -353,6 +417,6 @@ pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> 
 /// As [`reshard`], and [`Error::InvalidArgument`] if `rank >= new_world_size`.
 pub fn reshard_rank(old_states: &[State], rank: u64, new_world_size: u64) -> Result<State> {
     crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
-    let (olds, plans) = prepare(old_states, new_world_size)?;
-    state_for(&olds, &plans, rank, new_world_size)
+    let (olds, dealt) = prepare(old_states, new_world_size)?;
+    state_for(&olds, &dealt, rank, new_world_size)
 }

@@ -1,8 +1,11 @@
 //! Reading one old rank's state: which positions of which source it
-//! consumed, found by walking the saved pipeline description and the state
-//! side by side (a child's key in a description is where its state lives).
+//! consumed, the items its shuffle buffers hold and the bad records its
+//! error budgets skipped, found by walking the saved pipeline description
+//! and the state side by side (a child's key in a description is where its
+//! state lives).
 
 use nodes_core::{Description, Error, Result, State};
+use serde_json::Value;
 
 use crate::elastic::plan::Consumed;
 use crate::elastic::sampler::Plan;
@@ -21,6 +24,31 @@ pub(crate) struct Cut {
     pub(crate) len: u64,
     pub(crate) plan: Plan,
     pub(crate) consumed: Consumed,
+}
+
+/// The items one old rank's `Shuffler` held at the save (pulled, not yet
+/// delivered): they go to the new ranks' shufflers at the same path.
+#[derive(Debug)]
+pub(crate) struct Buffered {
+    /// Where its state is, in the loader state (the same on every rank).
+    pub(crate) path: String,
+    /// The shuffler's epoch.
+    pub(crate) epoch: u64,
+    /// The buffered items, in buffer order, as saved.
+    pub(crate) items: Vec<Value>,
+}
+
+/// What one old rank's state holds that a reshard carries over.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    /// One per `ElasticSampler`, in description order.
+    pub(crate) cuts: Vec<Cut>,
+    /// One per `Shuffler`, in description order.
+    pub(crate) buffers: Vec<Buffered>,
+    /// Bad records skipped this pass under an `ErrorPolicy`, by the path of
+    /// the node's state (a `try_map`, `par_map` or `prefetch` whose state
+    /// has an `errors` entry).
+    pub(crate) skipped: Vec<(String, u64)>,
 }
 
 fn refuse(state: &State, name: &str, why: &str) -> Error {
@@ -64,7 +92,7 @@ fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d 
 pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
     match desc.name() {
         "ElasticSampler" | "MapStyleWrapper" | "Mapper" | "Batcher" | "ParallelMapper"
-        | "Prefetcher" | "TryMapper" | "Filter" => None,
+        | "Prefetcher" | "TryMapper" | "Filter" | "Shuffler" => None,
         "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler"
             if desc.get_param("stop_criteria")
                 != Some(StopCriteria::AllDatasetsExhausted.as_str()) =>
@@ -81,11 +109,8 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
             "the position of an iterable source is not a function of global indices: use a MapStyleWrapper over an ElasticSampler",
         ),
         "Cycler" => Some("it restarts its source, so positions are not those of one epoch"),
-        "Shuffler" => Some(
-            "its buffer holds items, not positions: shuffle with the ElasticSampler's order (a RandomSampler) instead",
-        ),
         _ => Some(
-            "elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, par_map, prefetch and the weighted or round-robin mix",
+            "elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, shuffle, par_map, prefetch and the weighted or round-robin mix",
         ),
     }
 }
@@ -105,7 +130,8 @@ fn counts_positions(desc: &Description) -> bool {
 /// the source's state with every item it delivers, in source order, for
 /// its states to be resharded: the source reads an [`ElasticSampler`]
 /// through a node whose items do not stand for a known number of positions
-/// (a filter, a `try_map` that may drop records, a mix). Its state then
+/// (a filter, a `try_map` that may drop records, a mix, a shuffle, whose
+/// items come from anywhere in its buffer). Its state then
 /// never counts items past its snapshot, and the positions below are read
 /// off the snapshot exactly. Pipelines without an `ElasticSampler` are
 /// unaffected.
@@ -140,7 +166,18 @@ pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
     Ok(samplers)
 }
 
-/// Collects the cuts below `desc`/`state`. `relative` (ascending) are the
+/// The number of bad records skipped this pass, if `state` (of a node that
+/// applies an `ErrorPolicy`) saves its error budget.
+fn skipped_in(state: &State) -> Result<Option<u64>> {
+    use crate::policy::{Counts, ERRORS};
+    if !state.contains(ERRORS) {
+        return Ok(None);
+    }
+    Ok(Some(state.get::<Counts>(ERRORS)?.skipped()))
+}
+
+/// Collects the cuts, shuffle buffers and skip counts below `desc`/`state`.
+/// `relative` (ascending) are the
 /// items this node yields after `state` that a threaded node above already
 /// delivered: they count as consumed too. `threaded_above`: a `par_map` or
 /// `prefetch` stands above (its items after its snapshot count as consumed).
@@ -149,7 +186,7 @@ pub(crate) fn walk(
     state: &State,
     relative: &[u64],
     threaded_above: bool,
-    out: &mut Vec<Cut>,
+    out: &mut Found,
 ) -> Result<()> {
     let name = desc.name();
     if let Some(why) = refusal(desc) {
@@ -170,7 +207,7 @@ pub(crate) fn walk(
     match name {
         "ElasticSampler" => {
             let num_yielded: u64 = state.get("num_yielded")?;
-            out.push(Cut {
+            out.cuts.push(Cut {
                 path: state.path().to_owned(),
                 epoch: state.get("epoch")?,
                 rank: state.get("rank")?,
@@ -182,6 +219,9 @@ pub(crate) fn walk(
             Ok(())
         }
         "MapStyleWrapper" | "Mapper" | "TryMapper" | "Filter" => {
+            if let Some(skipped) = skipped_in(state)? {
+                out.skipped.push((state.path().to_owned(), skipped));
+            }
             let (key, child) = only_child(desc, state)?;
             walk(child, &child_at(state, key)?, relative, threaded_above, out)
         }
@@ -211,7 +251,33 @@ pub(crate) fn walk(
                 out,
             )
         }
+        "Shuffler" => {
+            // Every item below was pulled: the positions behind the buffered
+            // items and the ones it returned count as consumed alike (a
+            // threaded node above snapshots every item over a shuffle, so
+            // `relative` is empty here; see `needs_exact_snapshots`). The
+            // buffered items themselves are dealt to the new ranks.
+            let items = match state.value("buffer")? {
+                Value::Array(items) => items,
+                _ => {
+                    return Err(Error::bad_state(
+                        state.path_of("buffer"),
+                        "expected the array of buffered items",
+                    ));
+                }
+            };
+            out.buffers.push(Buffered {
+                path: state.path().to_owned(),
+                epoch: state.get("epoch")?,
+                items,
+            });
+            let (key, child) = only_child(desc, state)?;
+            walk(child, &child_at(state, key)?, relative, threaded_above, out)
+        }
         "ParallelMapper" | "Prefetcher" => {
+            if let Some(skipped) = skipped_in(state)? {
+                out.skipped.push((state.path().to_owned(), skipped));
+            }
             let steps: u64 = state.get("steps_since_snapshot")?;
             let ahead: Vec<u64> = state.get_opt("delivered_ahead")?.unwrap_or_default();
             let in_order = desc.get_param("in_order") != Some("false");

@@ -39,9 +39,20 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 /// size. A state kept alive while the shuffle goes on holds the items it
 /// captured (the chunks written since as JSON).
 ///
+/// # Changing the number of ranks
+/// [`elastic::reshard`](crate::elastic::reshard) deals the items buffered
+/// on every old rank among the new ranks' shufflers, whose generators it
+/// moves to a stream of their own (see the [elastic module
+/// docs](crate::elastic)). A new rank may so receive more than
+/// `buffer_size` items (8 ranks into 1): it returns items from its buffer,
+/// without pulling, until the buffer is back under `buffer_size`, then goes
+/// on as usual. A state it saves meanwhile holds the extra items and loads
+/// again.
+///
 /// # Errors
 /// Restoring a state whose buffer holds more than `buffer_size` items is a
-/// bad state.
+/// bad state, unless the state's generator is on a stream written by
+/// `elastic::reshard` (the over-full buffer of a new rank, as above).
 ///
 /// ```
 /// use nodes_std::prelude::*;
@@ -141,7 +152,9 @@ where
             // Fill to one short of the buffer size, then pull one more item:
             // the draw is over the buffer and that item, as if it had been
             // pushed and the pick swap-removed (same draws, same buffer
-            // order), with one write to the buffer instead of two.
+            // order), with one write to the buffer instead of two. A buffer
+            // at or over its size (one `elastic::reshard` dealt) skips both
+            // and draws from the buffer alone, draining it one item a call.
             while self.buffer.len() + 1 < self.buffer_size {
                 match self.source.next(cx)? {
                     Some(item) => self.buffer.push(item),
@@ -170,21 +183,22 @@ where
     }
 }
 
-/// Checks a restored state before any of it is applied: the buffer fits, and
-/// the generator's position can be saved again.
+/// Checks a restored state before any of it is applied: the buffer fits
+/// (or was dealt by `elastic::reshard`, and drains first), and the
+/// generator's position can be saved again.
 impl<S: Node> Validate for Shuffler<S> {
     fn validate(&self, state: &State) -> Result<()> {
         let found = state.value("buffer")?.as_array().map_or(0, Vec::len);
-        if found > self.buffer_size {
+        let rng = state.child("rng")?;
+        if found > self.buffer_size && !crate::seed::is_reshard_stream(rng.get("stream")?) {
             return Err(Error::bad_state(
                 state.path_of("buffer"),
                 format!(
-                    "Shuffler has a buffer of {} items, the state holds {found}",
+                    "Shuffler has a buffer of {} items, the state holds {found} (only a state written by elastic::reshard may hold more)",
                     self.buffer_size
                 ),
             ));
         }
-        let rng = state.child("rng")?;
         PassRng::check_word_pos(rng.path_of("word_pos"), rng.get("word_pos")?)
     }
 }

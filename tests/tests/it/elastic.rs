@@ -6,8 +6,9 @@
 //! The property test runs 512 cases by default (`NODES_RELIABILITY_LONG`
 //! multiplies them): N, M, M2 in 1..=8, a dataset of 0..80 items per
 //! source, random per-rank progress before each save, cuts in epoch 0 or 1,
-//! and one of ten pipelines (filters, `try_map` and mixes above and below
-//! threaded nodes). Items are checked one by one: the union of
+//! and one of fifteen pipelines (filters, `try_map` and mixes above and
+//! below threaded nodes; shuffles over a filter, under and over a
+//! `par_map`, under a mix's sources and over batches). Items are checked one by one: the union of
 //! what every rank of every generation delivered in the cut epoch is the
 //! epoch's items, each once; the epoch after is an ordinary epoch of the
 //! last world size.
@@ -81,6 +82,23 @@ enum Kind {
     /// two sources -> weighted mix -> filter -> par_map -> prefetch ->
     /// batch: the mix and the filter below two threaded nodes
     MixBelow { workers: usize, in_order: bool },
+    /// map-style -> filter -> try_map -> shuffle -> batch: buffered items
+    /// whose positions a filter thinned
+    ShuffleOverFilter { buffer: usize },
+    /// map-style -> shuffle -> par_map (in or out of order) -> batch: the
+    /// threaded node reads ahead of the shuffle
+    ShuffleUnderParMap {
+        buffer: usize,
+        workers: usize,
+        in_order: bool,
+    },
+    /// map-style -> par_map -> filter -> shuffle -> batch: the shuffle
+    /// buffers what the threaded node delivered
+    ShuffleOverParMap { buffer: usize, workers: usize },
+    /// two sources, each shuffled -> weighted (or round-robin) mix -> batch
+    ShuffleMix { buffer: usize, round_robin: bool },
+    /// map-style -> batch -> shuffle -> prefetch: whole batches buffered
+    ShuffleOverBatch { buffer: usize },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -183,6 +201,53 @@ impl Job {
                     .batch(batch)?
                     .boxed()
             }
+            Kind::ShuffleOverFilter { buffer } => one()?
+                .filter(keep)
+                .try_map(Ok::<_, nodes_std::BoxError>)
+                .shuffle(buffer, seed ^ 3)?
+                .batch(batch)?
+                .boxed(),
+            Kind::ShuffleUnderParMap {
+                buffer,
+                workers,
+                in_order,
+            } => one()?
+                .shuffle(buffer, seed ^ 3)?
+                .par_map(uneven, ParallelOptions::new(workers).in_order(in_order))?
+                .batch(batch)?
+                .boxed(),
+            Kind::ShuffleOverParMap { buffer, workers } => one()?
+                .par_map(uneven, ParallelOptions::new(workers).in_order(false))?
+                .filter(keep)
+                .shuffle(buffer, seed ^ 3)?
+                .batch(batch)?
+                .boxed(),
+            Kind::ShuffleMix {
+                buffer,
+                round_robin,
+            } => {
+                let a = source(0, len, seed, rank, world)?.shuffle(buffer, seed ^ 3)?;
+                let b = source(1000, len / 2 + 1, seed ^ 1, rank, world)?
+                    .shuffle(buffer + 1, seed ^ 4)?;
+                if round_robin {
+                    MultiNodeRoundRobinSampler::new([("a", a), ("b", b)])?
+                        .stop_criteria(StopCriteria::AllDatasetsExhausted)
+                        .batch(batch)?
+                        .boxed()
+                } else {
+                    MultiNodeWeightedSampler::new([("a", a), ("b", b)], [("a", 0.6), ("b", 0.4)])?
+                        .stop_criteria(StopCriteria::AllDatasetsExhausted)
+                        .seed(seed)
+                        .rank(rank, world)?
+                        .batch(batch)?
+                        .boxed()
+                }
+            }
+            Kind::ShuffleOverBatch { buffer } => one()?
+                .batch(batch)?
+                .shuffle(buffer, seed ^ 3)?
+                .prefetch(2)?
+                .boxed(),
         })
     }
 
@@ -190,7 +255,7 @@ impl Job {
     fn epoch_items(&self) -> Vec<u32> {
         let mut all: Vec<u32> = (0..self.len as u32).collect();
         match self.kind {
-            Kind::Weighted { .. } | Kind::MixBelow { .. } => {
+            Kind::Weighted { .. } | Kind::MixBelow { .. } | Kind::ShuffleMix { .. } => {
                 all.extend((0..(self.len / 2 + 1) as u32).map(|i| 1000 + i));
             }
             Kind::RoundRobin => all.extend((0..(self.len / 3) as u32).map(|i| 1000 + i)),
@@ -203,6 +268,8 @@ impl Job {
                 | Kind::Weighted { .. }
                 | Kind::FilterBelow { .. }
                 | Kind::MixBelow { .. }
+                | Kind::ShuffleOverFilter { .. }
+                | Kind::ShuffleOverParMap { .. }
         ) {
             all.retain(keep);
         }
@@ -327,6 +394,21 @@ fn kind() -> impl Strategy<Value = Kind> {
         }),
         (0usize..3, any::<bool>())
             .prop_map(|(workers, in_order)| Kind::MixBelow { workers, in_order }),
+        (1usize..9).prop_map(|buffer| Kind::ShuffleOverFilter { buffer }),
+        (1usize..9, 0usize..3, any::<bool>()).prop_map(|(buffer, workers, in_order)| {
+            Kind::ShuffleUnderParMap {
+                buffer,
+                workers,
+                in_order,
+            }
+        }),
+        (1usize..9, 0usize..3)
+            .prop_map(|(buffer, workers)| Kind::ShuffleOverParMap { buffer, workers }),
+        (1usize..9, any::<bool>()).prop_map(|(buffer, round_robin)| Kind::ShuffleMix {
+            buffer,
+            round_robin
+        }),
+        (1usize..6).prop_map(|buffer| Kind::ShuffleOverBatch { buffer }),
     ]
 }
 
@@ -529,8 +611,11 @@ fn pipelines_not_indexed_by_global_positions_are_refused() {
         ),
         (elastic_source().cycle().boxed(), "Cycler at /root"),
         (
-            elastic_source().shuffle(4, 1).unwrap().boxed(),
-            "Shuffler at /root",
+            IterableWrapper::new(0..10u32)
+                .shuffle(4, 1)
+                .unwrap()
+                .boxed(),
+            "IterableWrapper at /root/source",
         ),
         (
             MultiNodeWeightedSampler::new([("a", elastic_source())], [("a", 1.0)])
@@ -619,4 +704,202 @@ fn new_ranks_draw_from_their_own_streams() {
         assert_eq!(rng["word_pos"], 0);
         assert_eq!(rng["seed"], job.seed);
     }
+}
+
+/// The state of the node at `keys` below the loader state's root.
+fn node_at(state: &State, keys: &[&str]) -> State {
+    keys.iter()
+        .fold(state.child("root").unwrap(), |s, k| s.child(k).unwrap())
+}
+
+/// How many items the shuffler at `keys` holds in its buffer.
+fn buffered(state: &State, keys: &[&str]) -> usize {
+    node_at(state, keys)
+        .value("buffer")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+/// A shuffle of 6 over a filter, in batches of 2: its shuffler is at
+/// `root/source`.
+fn shuffled(len: usize) -> Job {
+    Job {
+        kind: Kind::ShuffleOverFilter { buffer: 6 },
+        len,
+        batch: 2,
+        seed: 11,
+    }
+}
+
+/// 8 ranks with full shuffle buffers into 1: the new rank holds all 40
+/// buffered items (its buffer is 6), returns them before it pulls again,
+/// saves and restores while over-full, and the job still delivers every
+/// item once.
+#[test]
+fn eight_full_buffers_into_one_drain_before_pulling() {
+    let job = shuffled(200);
+    let mut delivered = Vec::new();
+    let old = generation(&job, 8, None, 0, &[1, 2, 1, 3, 1, 1, 2, 1], &mut delivered);
+    for state in &old {
+        assert_eq!(buffered(state, &["source"]), 5, "a full buffer holds 5");
+    }
+    let new = elastic::reshard(&old, 1).unwrap();
+    assert_eq!(buffered(&new[0], &["source"]), 40);
+    let sampler_yielded = |state: &State| -> u64 {
+        node_at(state, &["source", "source", "source", "source", "sampler"])
+            .get("num_yielded")
+            .unwrap()
+    };
+    assert_eq!(sampler_yielded(&new[0]), 0);
+
+    // 6 batches (12 items) come from the buffer alone: the sampler has not
+    // moved, and the saved buffer is still over-full.
+    let mut loader = Loader::new(job.build(0, 1).unwrap());
+    loader.load_state_dict(&stored(&new[0])).unwrap();
+    let mut epoch = loader.epoch();
+    for _ in 0..6 {
+        delivered.extend(epoch.next().unwrap().unwrap());
+    }
+    let mid = stored(&epoch.state_dict().unwrap());
+    drop(epoch);
+    assert_eq!(buffered(&mid, &["source"]), 28);
+    assert_eq!(sampler_yielded(&mid), 0, "it pulled while over-full");
+
+    // The over-full state loads again; the rest of the epoch follows.
+    let (rest, next) = finish(&job, &[mid], 0);
+    delivered.extend(rest);
+    assert_eq!(exactly_once(delivered), Ok(job.epoch_items()));
+    assert_eq!(exactly_once(next), Ok(job.epoch_items()));
+}
+
+/// 2 ranks into 7: the 10 buffered items are dealt round-robin (ranks
+/// differ by at most one), each new rank's shuffler on a stream of its own,
+/// and the job delivers every item once.
+#[test]
+fn two_buffers_into_seven_ranks() {
+    let job = shuffled(120);
+    let mut delivered = Vec::new();
+    let old = generation(&job, 2, None, 0, &[3, 1], &mut delivered);
+    let new: Vec<State> = elastic::reshard(&old, 7)
+        .unwrap()
+        .iter()
+        .map(stored)
+        .collect();
+    let shares: Vec<usize> = new.iter().map(|s| buffered(s, &["source"])).collect();
+    assert_eq!(shares, [2, 2, 2, 1, 1, 1, 1]);
+    let streams: std::collections::BTreeSet<u64> = new
+        .iter()
+        .map(|s| {
+            node_at(s, &["source"])
+                .child("rng")
+                .unwrap()
+                .get("stream")
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(streams.len(), 7, "{streams:?}");
+    let (rest, next) = finish(&job, &new, 0);
+    delivered.extend(rest);
+    assert_eq!(exactly_once(delivered), Ok(job.epoch_items()));
+    assert_eq!(exactly_once(next), Ok(job.epoch_items()));
+}
+
+/// An over-full buffer in a state `reshard` did not write is still a bad
+/// state, named at its path.
+#[test]
+fn an_over_full_buffer_of_an_ordinary_state_is_refused() {
+    let build = || source(0, 40, 3, 0, 1).unwrap().shuffle(4, 9).unwrap();
+    let mut loader = Loader::new(build());
+    let mut epoch = loader.epoch();
+    epoch.next().unwrap().unwrap();
+    let mut state = stored(&epoch.state_dict().unwrap());
+    drop(epoch);
+    let mut root = state.child("root").unwrap();
+    root.insert("buffer", [1u32, 2, 3, 4, 5, 6]).unwrap();
+    state.insert_child("root", root);
+    let mut fresh = Loader::new(build()).verify_checksum(false);
+    let err = fresh.load_state_dict(&state).unwrap_err().to_string();
+    assert!(
+        err.contains("/root/buffer") && err.contains("a buffer of 4 items, the state holds 6"),
+        "{err}"
+    );
+}
+
+/// A `try_map` under `ErrorPolicy::SkipAtMost`: ranks read a sequential
+/// order, and every third item is a bad record.
+fn skipping(rank: u64, world: u64, at_most: u64) -> Result<Boxed> {
+    let data: Vec<u32> = (0..90).collect();
+    let sampler = ElasticSampler::new(SequentialSampler::new(data.len()), rank, world)?;
+    Ok(MapStyleWrapper::new(data, sampler)
+        .try_map(|x: u32| {
+            if x.is_multiple_of(3) {
+                Err(nodes_std::BoxError::from("bad"))
+            } else {
+                Ok(x)
+            }
+        })
+        .on_error(ErrorPolicy::SkipAtMost(at_most))
+        .batch(1)?
+        .boxed())
+}
+
+/// The states of 4 ranks of `skipping` after `progress[r]` batches each.
+fn skipping_states(at_most: u64, progress: [usize; 4]) -> Vec<State> {
+    (0..4u64)
+        .map(|rank| {
+            let mut loader = Loader::new(skipping(rank, 4, at_most).unwrap());
+            let mut epoch = loader.epoch();
+            for _ in 0..progress[rank as usize] {
+                epoch.next().unwrap().unwrap();
+            }
+            stored(&epoch.state_dict().unwrap())
+        })
+        .collect()
+}
+
+fn skipped(state: &State) -> u64 {
+    node_at(state, &["source"])
+        .child("errors")
+        .unwrap()
+        .get("skipped")
+        .unwrap()
+}
+
+/// The job's skips so far are kept across a reshard, spread as evenly as
+/// possible over the new ranks (not rank 0's count copied to every rank).
+#[test]
+fn skip_budgets_are_summed_and_spread() {
+    let old = skipping_states(100, [3, 5, 0, 7]);
+    let total: u64 = old.iter().map(skipped).sum();
+    assert!(total >= 5, "{total}");
+    for m in 1..=8u64 {
+        let new = elastic::reshard(&old, m).unwrap();
+        let shares: Vec<u64> = new.iter().map(skipped).collect();
+        assert_eq!(shares.iter().sum::<u64>(), total, "M = {m}: {shares:?}");
+        let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+        assert!(hi - lo <= 1, "M = {m}: {shares:?}");
+        // The larger shares go to the first ranks.
+        assert!(shares.windows(2).all(|w| w[0] >= w[1]), "{shares:?}");
+    }
+}
+
+/// A new rank whose share of the job's skips reaches its budget ends its
+/// pass at the next bad record, which no old rank would have yet.
+#[test]
+fn a_spent_job_budget_ends_the_new_rank_at_the_next_bad_record() {
+    let old = skipping_states(4, [4, 4, 4, 4]);
+    let counts: Vec<u64> = old.iter().map(skipped).collect();
+    assert!(counts.iter().all(|&c| c < 4), "{counts:?}");
+    assert!(counts.iter().sum::<u64>() >= 4, "{counts:?}");
+    let new = elastic::reshard(&old, 1).unwrap();
+    let mut loader = Loader::new(skipping(0, 1, 4).unwrap());
+    loader.load_state_dict(&stored(&new[0])).unwrap();
+    let items: Vec<Result<Vec<u32>>> = loader.epoch().collect();
+    assert!(
+        matches!(items.last(), Some(Err(_))),
+        "the pass should end on a bad record: {items:?}"
+    );
+    assert!(items[..items.len() - 1].iter().all(Result::is_ok));
 }
