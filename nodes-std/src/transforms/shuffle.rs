@@ -188,7 +188,7 @@ where
 /// generator's position can be saved again.
 impl<S: Node> Validate for Shuffler<S> {
     fn validate(&self, state: &State) -> Result<()> {
-        let found = state.value("buffer")?.as_array().map_or(0, Vec::len);
+        let found = state.value_ref("buffer")?.as_array().map_or(0, Vec::len);
         let rng = state.child("rng")?;
         if found > self.buffer_size && !crate::seed::is_reshard_stream(rng.get("stream")?) {
             return Err(Error::bad_state(
