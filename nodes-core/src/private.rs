@@ -52,7 +52,13 @@ pub fn encode_field<T: serde::Serialize>(
     key: &'static str,
     value: &T,
 ) -> Result<()> {
-    state.insert(key, value)
+    // The derive writes each key once, into a state it just made.
+    state.insert_new(key, value)
+}
+
+/// Nests a `#[node(child)]` or `#[node(children)]` field's state.
+pub fn encode_child(state: &mut State, key: &'static str, child: State) {
+    state.insert_child_new(key, child);
 }
 
 /// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised

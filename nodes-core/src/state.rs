@@ -321,6 +321,24 @@ impl Body {
         }
     }
 
+    /// Stores `entry` under `key`, a key the caller knows is not there yet
+    /// (a node writing its state's fields): a narrow state appends without
+    /// looking for it.
+    fn put_new(&mut self, key: Key, entry: Entry) {
+        if self.entries.len() + 1 >= INDEXED_FROM || self.index.0.get().is_some() {
+            return self.put(key, entry);
+        }
+        debug_assert!(
+            self.entries.iter().all(|(k, _)| *k != key),
+            "key {key:?} written twice"
+        );
+        count_work(1);
+        if self.entries.capacity() == 0 {
+            self.entries.reserve_exact(4);
+        }
+        self.entries.push((key, entry));
+    }
+
     /// Appends an entry whose key is known to be new (the index, if any,
     /// is rebuilt on the next lookup).
     fn push_new(&mut self, key: Key, entry: Entry) {
@@ -696,6 +714,23 @@ impl State {
     /// Stores a string under `key` (no serialisation step).
     pub(crate) fn insert_str(&mut self, key: impl Into<Key>, text: String) {
         self.put(key.into(), Entry::Json(Value::String(text)));
+    }
+
+    /// [`State::insert`] of a key this state does not hold yet (see
+    /// `Body::put_new`).
+    pub(crate) fn insert_new(&mut self, key: &'static str, value: impl Serialize) -> Result<()> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| Error::bad_state(self.path_of(key), format!("cannot serialise: {e}")))?;
+        self.body_mut()
+            .put_new(Key::Borrowed(key), Entry::Json(value));
+        Ok(())
+    }
+
+    /// [`State::insert_child`] of a key this state does not hold yet.
+    pub(crate) fn insert_child_new(&mut self, key: &'static str, child: State) {
+        let child = child.into_shared();
+        self.body_mut()
+            .put_new(Key::Borrowed(key), Entry::Child(child));
     }
 
     /// Reserves room for at least `additional` more keys: a node about to

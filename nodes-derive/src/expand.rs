@@ -318,10 +318,10 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
         let (member, key) = (f.ident, &f.key);
         match f.attrs.role() {
             Some(Role::Child) => {
-                quote!(__out.insert_child(#key, #p::Stateful::get_state(&self.#member, __cx)?);)
+                quote!(#p::encode_child(&mut __out, #key, #p::Stateful::get_state(&self.#member, __cx)?);)
             }
             Some(Role::Children) => quote!(
-                __out.insert_child(#key, #p::Children::children_state(&self.#member, __cx)?);
+                #p::encode_child(&mut __out, #key, #p::Children::children_state(&self.#member, __cx)?);
             ),
             _ if f.attrs.deferred.is_set() => {
                 quote!(#p::encode_deferred_field(&mut __out, #key, &self.#member);)
