@@ -16,10 +16,11 @@
 //! Hand-over: workers take credits ([`Permits`]) for up to a chunk of items,
 //! pull them under the source lock, run the stage with the lock released and
 //! send the chunk; the consumer gives a credit back per item it hands out
-//! (an atomic add), and a worker waiting for credits is woken only once a
-//! chunk's worth is free (the low-water mark, [`Plan::wake_at`]). A channel
-//! operation (and a possible wake-up on either side) is paid per chunk, not
-//! per item.
+//! (a plain store to a count only it writes), and a worker waiting for
+//! credits is woken only once a chunk's worth is free (the low-water mark,
+//! [`Plan::wake_at`]). A channel operation (and a possible wake-up on either
+//! side) is paid per chunk, not per item, and the chunk's buffer travels
+//! back to the workers on a second channel to be filled again.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
@@ -543,6 +544,8 @@ impl<U> Pool<U> {
             if in_order && let Some(chunk) = self.reorder.take(cursor.low()) {
                 return chunk;
             }
+            // About to wait: a worker must see every credit given back.
+            self.permits.flush();
             let waiting = cx.timing().then(Instant::now);
             let received = self.results.recv();
             if let Some(started) = waiting {
@@ -699,7 +702,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 )
             };
             if pulled.items.len() < granted {
-                self.permits.release(granted - pulled.items.len());
+                self.permits.give_back(granted - pulled.items.len());
             }
             let last = pulled.end.is_some();
             if let Some((first, _)) = pulled.items.front() {
@@ -903,7 +906,7 @@ where
                 match self.puller.try_lock() {
                     Ok(puller) => {
                         let (lower, upper) = puller.size_hint();
-                        let ahead = pool.permits.in_use(self.run.max_in_flight);
+                        let ahead = pool.permits.in_use();
                         // Deferred errors gave their credits back already.
                         let ahead = (ahead + pool.deferred.len()) as u64;
                         let upper = upper.and_then(|u| u.checked_add(ahead));
