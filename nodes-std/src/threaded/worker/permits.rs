@@ -235,6 +235,10 @@ impl Permits {
     /// call).
     #[cold]
     fn wake_if_room(&self) {
+        // Orders the consumer's plain store before what follows, so that a
+        // sleeper that resets `signalled` after our swap sees it when it
+        // looks at the count again.
+        fence(Ordering::SeqCst);
         let free = self.free(self.taken.0.load(Ordering::SeqCst));
         if free >= self.wanted.load(Ordering::SeqCst)
             && !self.signalled.swap(true, Ordering::SeqCst)
