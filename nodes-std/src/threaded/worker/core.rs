@@ -392,7 +392,7 @@ enum Phase<U> {
     /// context (a pass beginning at this index).
     Ready(u64),
     /// Workers are running.
-    Running(Pool<U>),
+    Running(Box<Pool<U>>),
     /// The pass ended; workers joined.
     Finished,
     /// `shutdown` was called; workers joined.
@@ -946,7 +946,7 @@ where
         self.flag.check(node)?;
         loop {
             if let Phase::Ready(base) = self.phase {
-                self.phase = Phase::Running(self.spawn_pool(base, cx)?);
+                self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
             }
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
