@@ -98,30 +98,38 @@ impl Permits {
         }
     }
 
-    /// Free permits, given what was taken.
-    fn free(&self, taken: usize) -> usize {
+    /// Free permits now, and the `taken` count they were computed from.
+    /// `returned` is read first: every permit returned was taken, and
+    /// `taken` read after it is at least as large, so the difference never
+    /// wraps (read the other way round, another worker's take and the
+    /// consumer's return in between would make it).
+    fn free(&self) -> (usize, usize) {
         let returned = self.returned.0.load(Ordering::SeqCst);
-        self.n.saturating_sub(taken.wrapping_sub(returned))
+        let taken = self.taken.0.load(Ordering::SeqCst);
+        (self.n.saturating_sub(taken.wrapping_sub(returned)), taken)
     }
 
     /// Takes between `least` and `max` permits, if at least `least` are
     /// available.
     fn try_take(&self, least: usize, max: usize) -> usize {
-        let mut taken = self.taken.0.load(Ordering::SeqCst);
         loop {
-            let available = self.free(taken);
+            let (available, taken) = self.free();
             if available < least {
                 return 0;
             }
             let n = available.min(max);
-            match self.taken.0.compare_exchange_weak(
-                taken,
-                taken.wrapping_add(n),
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => return n,
-                Err(now) => taken = now,
+            if self
+                .taken
+                .0
+                .compare_exchange_weak(
+                    taken,
+                    taken.wrapping_add(n),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+            {
+                return n;
             }
         }
     }
@@ -194,7 +202,7 @@ impl Permits {
     /// Credits taken and not given back: an upper bound on the items pulled
     /// and not yet handed out (a worker takes its credits before it pulls).
     pub(crate) fn in_use(&self) -> usize {
-        self.n - self.free(self.taken.0.load(Ordering::SeqCst))
+        self.n - self.free().0
     }
 
     /// The consumer returns `n` permits (it alone may call this), waking
@@ -239,7 +247,7 @@ impl Permits {
         // sleeper that resets `signalled` after our swap sees it when it
         // looks at the count again.
         fence(Ordering::SeqCst);
-        let free = self.free(self.taken.0.load(Ordering::SeqCst));
+        let (free, _) = self.free();
         if free >= self.wanted.load(Ordering::SeqCst)
             && !self.signalled.swap(true, Ordering::SeqCst)
         {
