@@ -774,24 +774,25 @@ impl<N: Node> Iterator for Epoch<'_, N> {
     type Item = Result<N::Item>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(err) = self.pending_error.take() {
+        // Checked before taken: `take` would copy the whole (large) option
+        // on every item, to find it empty.
+        if self.pending_error.is_some() {
             self.done = true;
-            return Some(Err(err));
+            return self.pending_error.take().map(Err);
         }
         if self.done {
             return None;
         }
         let loader = &mut *self.loader;
-        let item = match loader.peeked.take() {
-            Some((item, _)) => item,
-            None => match loader.root.next(&mut loader.cx).transpose() {
-                Some(item) => item,
-                None => {
-                    self.done = true;
-                    trace::epoch_ended(loader.epoch_index, loader.num_yielded);
-                    return None;
-                }
-            },
+        let item = if loader.peeked.is_some() {
+            loader.peeked.take().map(|(item, _)| item)
+        } else {
+            loader.root.next(&mut loader.cx).transpose()
+        };
+        let Some(item) = item else {
+            self.done = true;
+            trace::epoch_ended(loader.epoch_index, loader.num_yielded);
+            return None;
         };
         // An `Err` is one item: counted, and the epoch goes on after it.
         loader.num_yielded = loader.num_yielded.saturating_add(1);

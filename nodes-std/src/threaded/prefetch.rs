@@ -5,7 +5,7 @@ use std::fmt;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
-use crate::threaded::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
+use crate::threaded::worker::core::{Items, Layout, Plan, Snapshots, Stage, Threaded};
 use crate::threaded::worker::snapshot::SNAPSHOT;
 
 const NAME: &str = "Prefetcher";
@@ -109,6 +109,14 @@ impl<T> Stage<T, T> for Pass {
     #[inline]
     fn apply(&self, _index: u64, item: T) -> Result<T> {
         Ok(item)
+    }
+
+    fn pass_through(&self, items: Items<T>) -> std::result::Result<Items<T>, Items<T>> {
+        Ok(items)
+    }
+
+    fn reuse(&self, buffer: Items<T>) -> Option<Items<T>> {
+        Some(buffer)
     }
 }
 

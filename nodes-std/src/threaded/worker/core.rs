@@ -16,12 +16,13 @@
 //! Hand-over: workers take credits ([`Permits`]) for up to a chunk of items,
 //! pull them under the source lock, run the stage with the lock released and
 //! send the chunk; the consumer gives a credit back per item it hands out
-//! (an atomic add), and a worker waiting for credits is woken only once a
-//! chunk's worth is free (the low-water mark, [`Plan::wake_at`]). A channel
-//! operation (and a possible wake-up on either side) is paid per chunk, not
-//! per item.
+//! (a plain store to a count only it writes), and a worker waiting for
+//! credits is woken only once a chunk's worth is free (the low-water mark,
+//! [`Plan::wake_at`]). A channel operation (and a possible wake-up on either
+//! side) is paid per chunk, not per item, and the chunk's buffer travels
+//! back to the workers on a second channel to be filled again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,19 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     /// Processes the item at `index` (its position in the pass). Panics are
     /// caught by the caller.
     fn apply(&self, index: u64, item: T) -> Result<U>;
+
+    /// A stage that does nothing (`T` is `U`) hands a pulled chunk's items
+    /// over as they are, without moving each into a new buffer: `Ok` with
+    /// the same items. Any other stage returns them (`Err`).
+    fn pass_through(&self, items: Items<T>) -> std::result::Result<Items<U>, Items<T>> {
+        Err(items)
+    }
+
+    /// For a stage that passes through: the consumer's emptied buffer as a
+    /// buffer to pull into.
+    fn reuse(&self, _buffer: Items<U>) -> Option<Items<T>> {
+        None
+    }
 }
 
 /// When the pulling thread records the source's state.
@@ -180,9 +194,14 @@ struct Puller<N: Node> {
     missed: bool,
 }
 
+/// The items of a chunk, in pull order, with their indices. The consumer
+/// takes them from the front; the emptied buffer goes back to the workers
+/// (see [`Pool::next`]), so that in a steady pass no chunk allocates.
+pub(crate) type Items<U> = VecDeque<(u64, Result<U>)>;
+
 /// Items on their way to the consumer, in pull order.
 struct Chunk<U> {
-    items: Vec<(u64, Result<U>)>,
+    items: Items<U>,
     /// Source states, as `(position in items, state after that item)`.
     snapshots: Vec<(usize, State)>,
     /// The pass ends after these items: the index after the last one. Set on
@@ -192,8 +211,14 @@ struct Chunk<U> {
 
 impl<U> Chunk<U> {
     fn new(capacity: usize) -> Self {
+        Chunk::with(VecDeque::with_capacity(capacity))
+    }
+
+    /// An empty chunk filling `items` (emptied first).
+    fn with(mut items: Items<U>) -> Self {
+        items.clear();
         Chunk {
-            items: Vec::with_capacity(capacity),
+            items,
             snapshots: Vec::new(),
             end: None,
         }
@@ -202,7 +227,7 @@ impl<U> Chunk<U> {
     /// The index the consumer waits for before this chunk is its turn.
     fn first_index(&self) -> u64 {
         self.items
-            .first()
+            .front()
             .map_or_else(|| self.end.unwrap_or(u64::MAX), |(i, _)| *i)
     }
 }
@@ -232,9 +257,11 @@ impl<N: Node> Puller<N> {
         snapshots: Snapshots,
         node: &'static str,
         stop: Option<&AtomicBool>,
+        buffer: Items<N::Item>,
     ) -> Chunk<N::Item> {
         let started = Instant::now();
-        let mut chunk = Chunk::new(limit.min(64));
+        let mut chunk = Chunk::with(buffer);
+        chunk.items.reserve(limit.min(64));
         while chunk.items.len() < limit {
             let index = self.next_index;
             let pulled = guard(node, Some(index), || self.source.next(cx));
@@ -245,7 +272,7 @@ impl<N: Node> Puller<N> {
                     self.done = true;
                     if let Some(&beyond) = self.skip.iter().next() {
                         self.skip.clear();
-                        chunk.items.push((
+                        chunk.items.push_back((
                             index,
                             Err(Error::bad_state(
                                 self.skip_path.clone(),
@@ -264,7 +291,7 @@ impl<N: Node> Puller<N> {
                     self.done = true;
                     self.broke = Some(index + 1);
                     self.next_index += 1;
-                    chunk.items.push((index, Err(panicked)));
+                    chunk.items.push_back((index, Err(panicked)));
                     chunk.end = Some(index + 1);
                     return chunk;
                 }
@@ -276,7 +303,7 @@ impl<N: Node> Puller<N> {
                     self.done = true;
                     self.broke = Some(index + 1);
                     self.next_index += 1;
-                    chunk.items.push((index, Err(e)));
+                    chunk.items.push_back((index, Err(e)));
                     chunk.end = Some(index + 1);
                     return chunk;
                 }
@@ -294,7 +321,7 @@ impl<N: Node> Puller<N> {
                 continue;
             }
             let bad_record = item.is_err();
-            chunk.items.push((index, item));
+            chunk.items.push_back((index, item));
             let last = chunk.items.len() >= limit;
             // After a bad record the source's position is recorded at once:
             // a source may fail without moving on (and succeed when asked
@@ -365,7 +392,7 @@ enum Phase<U> {
     /// context (a pass beginning at this index).
     Ready(u64),
     /// Workers are running.
-    Running(Pool<U>),
+    Running(Box<Pool<U>>),
     /// The pass ended; workers joined.
     Finished,
     /// `shutdown` was called; workers joined.
@@ -391,9 +418,12 @@ struct Pool<U> {
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     workers: Workers,
+    /// Emptied chunk buffers, back to the workers for their next chunks.
+    spare: Sender<Items<U>>,
     /// In order: chunks that arrived before their turn, by first index.
     reorder: ReorderBuffer<Chunk<U>>,
-    /// The chunk being handed out, and how far.
+    /// The chunk being handed out (what is left of it), and how many of its
+    /// items were handed out.
     current: Chunk<U>,
     position: usize,
     /// The end of the pass, once a worker reported it.
@@ -419,6 +449,31 @@ impl<U> Pool<U> {
         self.workers.join();
     }
 
+    /// The front item of the current chunk if it can be handed out without
+    /// more ado: a value (no error to judge), no snapshot after it, and no
+    /// deferred error (out of order) waiting. It gives its credit back.
+    #[inline]
+    fn take_plain(&mut self) -> Option<(u64, U)> {
+        let (_, Ok(_)) = self.current.items.front()? else {
+            return None;
+        };
+        if !self.deferred.is_empty()
+            || self
+                .current
+                .snapshots
+                .first()
+                .is_some_and(|(at, _)| *at == self.position)
+        {
+            return None;
+        }
+        let (index, Ok(value)) = self.current.items.pop_front()? else {
+            return None;
+        };
+        self.position += 1;
+        self.permits.release(1);
+        Some((index, value))
+    }
+
     /// The next item in delivery order, with its index and snapshot; `None`
     /// at the end of the pass.
     fn next(
@@ -432,7 +487,8 @@ impl<U> Pool<U> {
             if !in_order && let Some((value, snapshot)) = self.deferred.remove(&cursor.low()) {
                 return Some((cursor.low(), value, snapshot));
             }
-            if let Some((index, value)) = self.take_current() {
+            if let Some((index, value)) = self.current.items.pop_front() {
+                self.position += 1;
                 let snapshot = match self.current.snapshots.first() {
                     Some((at, _)) if *at + 1 == self.position => {
                         Some(self.current.snapshots.remove(0).1)
@@ -458,20 +514,18 @@ impl<U> Pool<U> {
             if self.end_at.is_some_and(|end| cursor.low() >= end) {
                 return None;
             }
-            self.current = self.receive(cursor, in_order, node, cx);
+            let next = self.receive(cursor, in_order, node, cx);
+            let done = std::mem::replace(&mut self.current, next);
             self.position = 0;
+            // Its buffer goes back to the workers: allocated on one thread
+            // and freed on another, every chunk would cost a malloc and a
+            // free that contend for the allocator's locks. The workers
+            // take only what they lack, so the buffers in use stay bounded
+            // by the chunks in flight.
+            if done.items.capacity() > 0 {
+                let _ = self.spare.send(done.items);
+            }
         }
-    }
-
-    /// The next item of the current chunk, if any is left.
-    #[inline]
-    fn take_current(&mut self) -> Option<(u64, Result<U>)> {
-        let slot = self.current.items.get_mut(self.position)?;
-        self.position += 1;
-        let index = slot.0;
-        // Leaves a cheap placeholder; the chunk is dropped whole later.
-        let value = std::mem::replace(&mut slot.1, Err(Error::NotReset { node: "" }));
-        Some((index, value))
     }
 
     /// Blocks until the chunk whose turn it is arrives (in order) or any
@@ -490,6 +544,8 @@ impl<U> Pool<U> {
             if in_order && let Some(chunk) = self.reorder.take(cursor.low()) {
                 return chunk;
             }
+            // About to wait: a worker must see every credit given back.
+            self.permits.flush();
             let waiting = cx.timing().then(Instant::now);
             let received = self.results.recv();
             if let Some(started) = waiting {
@@ -499,7 +555,7 @@ impl<U> Pool<U> {
                 // Every worker is gone without reporting the end: they always
                 // report, even when dying, so this is a defect. Fail, never hang.
                 let mut broken = Chunk::new(1);
-                broken.items.push((
+                broken.items.push_back((
                     cursor.low(),
                     Err(Error::internal(
                         node,
@@ -540,7 +596,7 @@ impl<U> Drop for DeathNotice<U> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let mut chunk = Chunk::new(1);
-            chunk.items.push((
+            chunk.items.push_back((
                 self.index,
                 Err(Error::Panicked {
                     node: self.node,
@@ -604,6 +660,8 @@ struct Worker<N: Node, S, U> {
     puller: Arc<Mutex<Puller<N>>>,
     stage: Arc<S>,
     results: Sender<Chunk<U>>,
+    /// Buffers the consumer emptied, for the next chunks.
+    spare: Receiver<Items<U>>,
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     plan: Plan,
@@ -619,6 +677,8 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             index: 0,
         };
         let mut sizer = ChunkSizer::new(&self.plan);
+        // The buffer chunks are pulled into, emptied by `process`.
+        let mut buffer = VecDeque::new();
         loop {
             if self.halt.load(Ordering::Acquire) {
                 return;
@@ -627,7 +687,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             if granted == 0 {
                 return;
             }
-            let pulled = {
+            let mut pulled = {
                 let mut puller = lock(&self.puller);
                 if puller.done || self.halt.load(Ordering::Acquire) {
                     return;
@@ -638,20 +698,24 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     self.plan.snapshots,
                     self.plan.node,
                     Some(&self.halt),
+                    std::mem::take(&mut buffer),
                 )
             };
             if pulled.items.len() < granted {
-                self.permits.release(granted - pulled.items.len());
+                self.permits.give_back(granted - pulled.items.len());
             }
             let last = pulled.end.is_some();
-            if let Some((first, _)) = pulled.items.first() {
+            if let Some((first, _)) = pulled.items.front() {
                 // If this thread dies now, the consumer is told at the
                 // chunk's first item, which is the one it waits for in order.
                 notice.index = *first;
             }
-            let started = Instant::now();
-            let chunk = self.process(pulled);
-            sizer.observe(chunk.items.len(), started.elapsed());
+            let started = sizer.adaptive.then(Instant::now);
+            let chunk = self.process(&mut pulled);
+            buffer = pulled.items;
+            if let Some(started) = started {
+                sizer.observe(chunk.items.len(), started.elapsed());
+            }
             if self.results.send(chunk).is_err() || last {
                 return;
             }
@@ -659,23 +723,39 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     }
 
     /// Runs the stage over a pulled chunk; errors stay items.
-    fn process(&self, pulled: Chunk<N::Item>) -> Chunk<U> {
-        let items = pulled
-            .items
-            .into_iter()
-            .map(|(index, item)| {
-                let out = item.and_then(|item| {
-                    catch(self.plan.node, Some(index), || {
-                        self.stage.apply(index, item)
-                    })
-                });
-                (index, out)
-            })
-            .collect();
+    /// Runs the stage over a pulled chunk (emptying it) into a spare
+    /// buffer; errors stay items. A stage that passes items through hands
+    /// the pulled buffer itself over, and pulls next into a spare one.
+    fn process(&self, pulled: &mut Chunk<N::Item>) -> Chunk<U> {
+        let items = std::mem::take(&mut pulled.items);
+        let items = match self.stage.pass_through(items) {
+            Ok(items) => {
+                if let Ok(spare) = self.spare.try_recv()
+                    && let Some(spare) = self.stage.reuse(spare)
+                {
+                    pulled.items = spare;
+                }
+                items
+            }
+            Err(mut items) => {
+                pulled.items = std::mem::take(&mut items);
+                let mut out = self.spare.try_recv().unwrap_or_default();
+                out.clear();
+                out.extend(pulled.items.drain(..).map(|(index, item)| {
+                    let out = item.and_then(|item| {
+                        catch(self.plan.node, Some(index), || {
+                            self.stage.apply(index, item)
+                        })
+                    });
+                    (index, out)
+                }));
+                out
+            }
+        };
         Chunk {
             items,
-            snapshots: pulled.snapshots,
-            end: pulled.end,
+            snapshots: std::mem::take(&mut pulled.snapshots),
+            end: pulled.end.take(),
         }
     }
 }
@@ -821,12 +901,12 @@ where
                 Err(_) => return crate::hint::UNKNOWN,
             },
             Phase::Running(pool) => {
-                let current = pool.current.items.len().saturating_sub(pool.position);
+                let current = pool.current.items.len();
                 let held = (current + pool.deferred.len()) as u64;
                 match self.puller.try_lock() {
                     Ok(puller) => {
                         let (lower, upper) = puller.size_hint();
-                        let ahead = pool.permits.in_use(self.run.max_in_flight);
+                        let ahead = pool.permits.in_use();
                         // Deferred errors gave their credits back already.
                         let ahead = (ahead + pool.deferred.len()) as u64;
                         let upper = upper.and_then(|u| u.checked_add(ahead));
@@ -854,11 +934,19 @@ where
 
     /// The next item for the consumer, after the error policy.
     pub(crate) fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
+        // The common case first: the current chunk holds a good item that
+        // carries no snapshot and nothing waits before it.
+        if let Phase::Running(pool) = &mut self.phase
+            && let Some((index, value)) = pool.take_plain()
+        {
+            self.cursor.deliver(index, None);
+            return Ok(Some(value));
+        }
         let node = self.plan.node;
         self.flag.check(node)?;
         loop {
             if let Phase::Ready(base) = self.phase {
-                self.phase = Phase::Running(self.spawn_pool(base, cx)?);
+                self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
             }
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
@@ -901,9 +989,9 @@ where
             if puller.done {
                 return None;
             }
-            puller.pull_chunk(cx, 1, Snapshots::Never, node, None)
+            puller.pull_chunk(cx, 1, Snapshots::Never, node, None, VecDeque::new())
         };
-        let (index, item) = chunk.items.pop()?;
+        let (index, item) = chunk.items.pop_front()?;
         Some(item.and_then(|item| catch(node, Some(index), || self.stage.apply(index, item))))
     }
 
@@ -1072,8 +1160,10 @@ where
     /// Starts the worker threads for a pass beginning at `base`.
     fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let (spare_tx, spare_rx) = crossbeam_channel::unbounded();
         let mut pool = Pool {
             results: rx,
+            spare: spare_tx,
             permits: Arc::new(Permits::new(self.run.max_in_flight, self.run.wake_at())),
             halt: Arc::new(AtomicBool::new(false)),
             workers: Workers::default(),
@@ -1088,6 +1178,7 @@ where
                 puller: Arc::clone(&self.puller),
                 stage: Arc::clone(&self.stage),
                 results: tx.clone(),
+                spare: spare_rx.clone(),
                 permits: Arc::clone(&pool.permits),
                 halt: Arc::clone(&pool.halt),
                 plan: self.run,

@@ -1,7 +1,8 @@
 //! A counting semaphore that bounds the items in flight.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use super::thread::lock;
 
@@ -11,20 +12,36 @@ use super::thread::lock;
 /// returns enough permits within this window.
 const SPINS: u32 = 12;
 
+/// How long a worker's first sleep lasts before it looks at the count again
+/// by itself (see [`Permits`]: a return made at the very moment it went to
+/// sleep may not have woken it). Later sleeps last until a wake-up.
+const FIRST_SLEEP: Duration = Duration::from_millis(1);
+
+/// A counter alone on its cache line, so that the consumer's writes to one
+/// and the workers' to the other do not evict each other.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded(AtomicUsize);
+
 /// Permits for items between "pulled from the source" and "returned to the
 /// consumer". Workers [`acquire_up_to`](Permits::acquire_up_to) some before
 /// pulling; the consumer [`release`](Permits::release)s one per item it
 /// returns. Closing wakes every waiter with `0`, which is how the owner stops
 /// workers that wait for room.
 ///
-/// The count is an atomic, so taking and returning permits costs no lock
-/// while nobody waits (the consumer returns one per item); the mutex and
-/// condvar are only for sleeping. A channel of tokens would allocate a slot
-/// per token up front, and the bound can be large.
+/// Two counters instead of one count of free permits: `taken` (raised by
+/// workers, per chunk, and lowered when they give unused permits back) and
+/// `returned` (raised by the consumer alone, per item). Free permits are
+/// `n - (taken - returned)`. The consumer, the only writer of `returned`,
+/// gives a permit back with a plain store on a line of its own: no locked
+/// instruction per item, and no wait for the cache line a spinning worker
+/// keeps reading (an atomic add there cost the consumer a cache miss per
+/// item). The mutex and condvar are only for sleeping. A channel of tokens
+/// would allocate a slot per token up front, and the bound can be large.
 ///
 /// Low-water mark: a worker that has to wait says how many permits it needs
 /// (its chunk, at most `wake_at`) and sleeps until that many are free; a
-/// release wakes sleepers only once the count reaches the smallest need
+/// release wakes sleepers only once the free count reaches the smallest need
 /// among them, and only once per sleep (`signalled`). Waking a worker that
 /// pulls chunks of many cheap items on every returned permit would make
 /// producer and consumer take turns item by item, each turn paying a
@@ -33,9 +50,24 @@ const SPINS: u32 = 12;
 /// it holds no permits, every permit held elsewhere is on its way to the
 /// consumer, and once the consumer has handed those out all `n` are free,
 /// at least any need (`wake_at <= n`).
+///
+/// The consumer's plain store is not ordered before its look at `wanted`
+/// (no fence per item), so a release made at the very moment a worker
+/// announces its need may miss it both ways: the worker reads the count
+/// before the store lands, the consumer reads `wanted` before the
+/// announcement lands. Any later release sees the announcement. Two things
+/// cover the gap: the consumer fences and looks again before it blocks on
+/// the hand-over ([`flush`](Permits::flush)), so the two never wait for each
+/// other; and a worker's first sleep ends after [`FIRST_SLEEP`] by itself, so
+/// that a consumer that stopped calling `next` right then still sees its
+/// window refill. Sleeps after that one are woken by releases only.
 #[derive(Debug)]
 pub(crate) struct Permits {
-    available: AtomicUsize,
+    n: usize,
+    /// Permits taken by workers, ever (less those they gave back unused).
+    taken: Padded,
+    /// Permits the consumer returned, ever; written by the consumer only.
+    returned: Padded,
     /// The most a waiting worker may ask for (clamped to `1..=n`).
     wake_at: usize,
     /// The smallest need among the sleepers (`usize::MAX` when none sleeps);
@@ -54,7 +86,9 @@ impl Permits {
     /// `wake_at` (clamped to `1..=n`) before it is woken.
     pub(crate) fn new(n: usize, wake_at: usize) -> Self {
         Permits {
-            available: AtomicUsize::new(n),
+            n,
+            taken: Padded::default(),
+            returned: Padded::default(),
             wake_at: wake_at.clamp(1, n.max(1)),
             wanted: AtomicUsize::new(usize::MAX),
             signalled: AtomicBool::new(false),
@@ -64,23 +98,38 @@ impl Permits {
         }
     }
 
+    /// Free permits now, and the `taken` count they were computed from.
+    /// `returned` is read first: every permit returned was taken, and
+    /// `taken` read after it is at least as large, so the difference never
+    /// wraps (read the other way round, another worker's take and the
+    /// consumer's return in between would make it).
+    fn free(&self) -> (usize, usize) {
+        let returned = self.returned.0.load(Ordering::SeqCst);
+        let taken = self.taken.0.load(Ordering::SeqCst);
+        (self.n.saturating_sub(taken.wrapping_sub(returned)), taken)
+    }
+
     /// Takes between `least` and `max` permits, if at least `least` are
     /// available.
     fn try_take(&self, least: usize, max: usize) -> usize {
-        let mut available = self.available.load(Ordering::SeqCst);
         loop {
+            let (available, taken) = self.free();
             if available < least {
                 return 0;
             }
             let n = available.min(max);
-            match self.available.compare_exchange_weak(
-                available,
-                available - n,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => return n,
-                Err(now) => available = now,
+            if self
+                .taken
+                .0
+                .compare_exchange_weak(
+                    taken,
+                    taken.wrapping_add(n),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+            {
+                return n;
             }
         }
     }
@@ -111,8 +160,10 @@ impl Permits {
         }
         let mut sleepers = lock(&self.sleepers);
         // Announce the need before looking again, so that a release that
-        // does not see it has already made its permits visible to the look.
+        // does not see it has already made its permits visible to the look
+        // (or is covered by the first sleep's time limit).
         sleepers.push(least);
+        let mut first = true;
         let n = loop {
             self.publish_wanted(&sleepers);
             self.signalled.store(false, Ordering::SeqCst);
@@ -123,10 +174,17 @@ impl Permits {
             if n > 0 {
                 break n;
             }
-            sleepers = self
-                .room
-                .wait(sleepers)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            sleepers = if first {
+                first = false;
+                self.room
+                    .wait_timeout(sleepers, FIRST_SLEEP)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0
+            } else {
+                self.room
+                    .wait(sleepers)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            };
         };
         if let Some(i) = sleepers.iter().position(|&need| need == least) {
             sleepers.swap_remove(i);
@@ -141,22 +199,57 @@ impl Permits {
         self.wanted.store(wanted, Ordering::SeqCst);
     }
 
-    /// Credits taken and not given back, of `total`: an upper bound on the
-    /// items pulled and not yet handed out (a worker takes its credits
-    /// before it pulls).
-    pub(crate) fn in_use(&self, total: usize) -> usize {
-        total.saturating_sub(self.available.load(Ordering::SeqCst))
+    /// Credits taken and not given back: an upper bound on the items pulled
+    /// and not yet handed out (a worker takes its credits before it pulls).
+    pub(crate) fn in_use(&self) -> usize {
+        self.n - self.free().0
     }
 
-    /// Returns `n` permits, waking the sleepers once enough are free for
-    /// the smallest need among them (a condvar notification is a system
-    /// call; the common case has nobody sleeping).
+    /// The consumer returns `n` permits (it alone may call this), waking
+    /// the sleepers once enough are free for the smallest need among them.
+    /// No locked instruction unless a worker sleeps.
+    #[inline]
     pub(crate) fn release(&self, n: usize) {
+        let returned = self.returned.0.load(Ordering::Relaxed);
+        self.returned
+            .0
+            .store(returned.wrapping_add(n), Ordering::Release);
+        if self.wanted.load(Ordering::Relaxed) != usize::MAX {
+            self.wake_if_room();
+        }
+    }
+
+    /// Makes the consumer's releases visible to any worker that announced
+    /// its need since, and wakes it if it has room now: the consumer calls
+    /// this before it blocks waiting for a chunk.
+    pub(crate) fn flush(&self) {
+        fence(Ordering::SeqCst);
+        if self.wanted.load(Ordering::SeqCst) != usize::MAX {
+            self.wake_if_room();
+        }
+    }
+
+    /// A worker gives back `n` permits it took and did not use.
+    pub(crate) fn give_back(&self, n: usize) {
         if n == 0 {
             return;
         }
-        let now = self.available.fetch_add(n, Ordering::SeqCst) + n;
-        if now >= self.wanted.load(Ordering::SeqCst) && !self.signalled.swap(true, Ordering::SeqCst)
+        self.taken.0.fetch_sub(n, Ordering::SeqCst);
+        self.wake_if_room();
+    }
+
+    /// Wakes the sleepers once enough permits are free for the smallest
+    /// need among them, once per sleep (a condvar notification is a system
+    /// call).
+    #[cold]
+    fn wake_if_room(&self) {
+        // Orders the consumer's plain store before what follows, so that a
+        // sleeper that resets `signalled` after our swap sees it when it
+        // looks at the count again.
+        fence(Ordering::SeqCst);
+        let (free, _) = self.free();
+        if free >= self.wanted.load(Ordering::SeqCst)
+            && !self.signalled.swap(true, Ordering::SeqCst)
         {
             // Taking the lock orders us after a sleeper that announced its
             // need but has not gone to sleep yet.
@@ -172,7 +265,6 @@ impl Permits {
         self.room.notify_all();
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

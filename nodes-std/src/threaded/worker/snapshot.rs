@@ -295,7 +295,23 @@ impl Cursor {
 
     /// Records that item `index` was returned to the consumer; `snapshot` is
     /// the source state taken right after that item was pulled, if one was.
+    #[inline]
     pub(crate) fn deliver(&mut self, index: u64, snapshot: Option<State>) {
+        if snapshot.is_none()
+            && index == self.low
+            && self.ahead.is_empty()
+            && self.pending.is_empty()
+        {
+            // In order, nothing to adopt: the per-item path.
+            self.low += 1;
+        } else {
+            self.deliver_slow(index, snapshot);
+        }
+    }
+
+    /// [`deliver`](Self::deliver) out of order, or with a snapshot to adopt.
+    #[inline(never)]
+    fn deliver_slow(&mut self, index: u64, snapshot: Option<State>) {
         if index == self.low {
             self.low += 1;
             if !self.ahead.is_empty() {
