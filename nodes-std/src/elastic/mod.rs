@@ -44,7 +44,10 @@
 //!    `buffer_size` (8 ranks into 1): it returns items from its buffer
 //!    without pulling until the buffer is back under its size, and a state
 //!    it saves meanwhile loads again (a shuffler accepts an over-full buffer
-//!    only on such a stream; any other over-full state is a bad state);
+//!    only on such a stream; any other over-full state is a bad state).
+//!    Both deals start at new rank 0, so with a shuffle a new rank's share
+//!    of positions and its share of buffered items each differ from
+//!    another rank's by at most one: its total by at most two;
 //! 5. carries over the error budgets: a `try_map` (or a `par_map`/`prefetch`
 //!    with an [`ErrorPolicy`](crate::ErrorPolicy)) on the new ranks starts
 //!    from the job's count, not one rank's. With `S` the bad records all old
