@@ -171,10 +171,7 @@ const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
 
 /// The description as a state that clones by reference.
 fn shared_shape(shape: &Description) -> State {
-    let mut holder = State::new();
-    holder.insert_child(PIPELINE, shape.to_state());
-    // `child` hands out the shared entries, not a copy.
-    holder.child(PIPELINE).unwrap_or_default()
+    shape.to_state().share()
 }
 
 /// A loader state made of its parts, in the layout

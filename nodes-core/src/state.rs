@@ -333,10 +333,7 @@ impl Body {
             "key {key:?} written twice"
         );
         count_work(1);
-        if self.entries.capacity() == 0 {
-            self.entries.reserve_exact(4);
-        }
-        self.entries.push((key, entry));
+        self.push_new(key, entry);
     }
 
     /// Appends an entry whose key is known to be new (the index, if any,
@@ -621,6 +618,27 @@ impl State {
         }
     }
 
+    /// The same state with its entries behind a shared reference: clones of
+    /// it, and the states it is nested into, then share them instead of
+    /// copying them (for a large part that many states repeat).
+    ///
+    /// ```
+    /// use nodes_core::State;
+    ///
+    /// let names = State::new().with("a", true)?.share();
+    /// let mut state = State::new();
+    /// state.insert_child("flags", names.clone());
+    /// assert_eq!(state.child("flags")?, names);
+    /// # Ok::<(), nodes_core::Error>(())
+    /// ```
+    pub fn share(self) -> State {
+        let path = self.path.clone();
+        State {
+            body: Content::Shared(self.into_shared()),
+            path,
+        }
+    }
+
     /// Wraps a JSON value, which must be an object.
     pub fn from_value(value: Value) -> Result<Self> {
         match value {
@@ -705,10 +723,15 @@ impl State {
     /// Stores `value` under `key`, replacing what was there.
     pub fn insert(&mut self, key: impl Into<Key>, value: impl Serialize) -> Result<()> {
         let key = key.into();
-        let value = serde_json::to_value(value)
-            .map_err(|e| Error::bad_state(self.path_of(&key), format!("cannot serialise: {e}")))?;
+        let value = self.json_for(&key, value)?;
         self.put(key, Entry::Json(value));
         Ok(())
+    }
+
+    /// `value` as JSON, to store under `key`.
+    fn json_for(&self, key: &str, value: impl Serialize) -> Result<Value> {
+        serde_json::to_value(value)
+            .map_err(|e| Error::bad_state(self.path_of(key), format!("cannot serialise: {e}")))
     }
 
     /// Stores a string under `key` (no serialisation step).
@@ -719,8 +742,7 @@ impl State {
     /// [`State::insert`] of a key this state does not hold yet (see
     /// `Body::put_new`).
     pub(crate) fn insert_new(&mut self, key: &'static str, value: impl Serialize) -> Result<()> {
-        let value = serde_json::to_value(value)
-            .map_err(|e| Error::bad_state(self.path_of(key), format!("cannot serialise: {e}")))?;
+        let value = self.json_for(key, value)?;
         self.body_mut()
             .put_new(Key::Borrowed(key), Entry::Json(value));
         Ok(())
@@ -772,11 +794,7 @@ impl State {
     /// A nested state is converted without recursion; the value returned is
     /// then the caller's (serde_json drops a `Value` recursively).
     pub fn value(&self, key: &str) -> Result<Value> {
-        match self.entry(key) {
-            Some(Entry::Deferred(d)) => self.deferred_json(key, d).cloned(),
-            Some(e) => Ok(e.to_value(self.body())),
-            None => Err(Error::bad_state(self.path_of(key), "missing key")),
-        }
+        self.value_ref(key).map(std::borrow::Cow::into_owned)
     }
 
     /// The JSON value under `key`, borrowed where the state holds it as
@@ -814,20 +832,14 @@ impl State {
     /// in `T`'s own `Deserialize`, once per level: check the nesting with
     /// [`State::depth`] first when the state comes from outside.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
-        let mut owned = None;
-        let value = match self.entry(key) {
-            Some(Entry::Json(v)) => v,
-            Some(Entry::Deferred(d)) => self.deferred_json(key, d)?,
-            Some(other) => owned.insert(other.to_value(self.body())),
-            None => return Err(Error::bad_state(self.path_of(key), "missing key")),
-        };
-        let decoded = T::deserialize(value).map_err(|e| {
+        let value = self.value_ref(key)?;
+        let decoded = T::deserialize(&*value).map_err(|e| {
             Error::bad_state(
                 self.path_of(key),
-                format!("{}, found {}", expected_of(&e), describe(value)),
+                format!("{}, found {}", expected_of(&e), describe(&value)),
             )
         });
-        if let Some(value) = owned {
+        if let std::borrow::Cow::Owned(value) = value {
             dismantle(value);
         }
         decoded

@@ -428,9 +428,7 @@ impl<N: Node> Sources<N> {
         for (name, value) in self.names.iter().zip(values) {
             map.insert(String::from(&**name), *value)?;
         }
-        let mut holder = State::new();
-        holder.insert_child("flags", map);
-        holder.child("flags")
+        Ok(map.share())
     }
 
     /// Adds the sources as children, in source order, labelled by their
