@@ -261,8 +261,6 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
     }
 }
 
-/// `check_state`: what `reset` checks before applying a state, then the
-/// same for every child, without changing anything.
 /// Checks that each child's (or children's) state is present, for both the
 /// reset and the check pass.
 fn check_children<'a>(
@@ -278,6 +276,8 @@ fn check_children<'a>(
         })
 }
 
+/// `check_state`: what `reset` checks before applying a state, then the
+/// same for every child, without changing anything.
 fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
     let name = quote!(<Self as #p::NodeName>::NAME);
     let mut keys: Vec<String> = input.keyed().map(|f| f.key.clone()).collect();
