@@ -466,12 +466,21 @@ impl<U> Pool<U> {
         {
             return None;
         }
-        let (index, Ok(value)) = self.current.items.pop_front()? else {
+        let (index, Ok(value)) = self.pop_current()? else {
             return None;
         };
+        Some((index, value))
+    }
+
+    /// Hands out the front item of the current chunk, giving its credit
+    /// back: "in flight" counts exactly the items pulled and not yet
+    /// returned.
+    #[inline]
+    fn pop_current(&mut self) -> Option<(u64, Result<U>)> {
+        let item = self.current.items.pop_front()?;
         self.position += 1;
         self.permits.release(1);
-        Some((index, value))
+        Some(item)
     }
 
     /// The next item in delivery order, with its index and snapshot; `None`
@@ -487,17 +496,13 @@ impl<U> Pool<U> {
             if !in_order && let Some((value, snapshot)) = self.deferred.remove(&cursor.low()) {
                 return Some((cursor.low(), value, snapshot));
             }
-            if let Some((index, value)) = self.current.items.pop_front() {
-                self.position += 1;
+            if let Some((index, value)) = self.pop_current() {
                 let snapshot = match self.current.snapshots.first() {
                     Some((at, _)) if *at + 1 == self.position => {
                         Some(self.current.snapshots.remove(0).1)
                     }
                     _ => None,
                 };
-                // One credit back per item handed out: "in flight" counts
-                // exactly the items pulled and not yet returned.
-                self.permits.release(1);
                 if !in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: a source
                     // may fail without moving on, and only a snapshot taken
@@ -737,8 +742,8 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 }
                 items
             }
-            Err(mut items) => {
-                pulled.items = std::mem::take(&mut items);
+            Err(items) => {
+                pulled.items = items;
                 let mut out = self.spare.try_recv().unwrap_or_default();
                 out.clear();
                 out.extend(pulled.items.drain(..).map(|(index, item)| {
