@@ -192,7 +192,7 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
 /// The buffered items of a shuffler are taken old rank by old rank (in rank
 /// order), each rank's in buffer order, and the `j`-th goes to new rank
 /// `j mod new_world`.
-fn deal_all(olds: &[Old], new_world: u64) -> Result<Dealt> {
+fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     let world = olds[0].world_size;
     let mut plans = BTreeMap::new();
     for (s, cut) in olds[0].found.cuts.iter().enumerate() {
@@ -211,13 +211,16 @@ fn deal_all(olds: &[Old], new_world: u64) -> Result<Dealt> {
         );
     }
     let mut buffers = BTreeMap::new();
-    for (s, buffer) in olds[0].found.buffers.iter().enumerate() {
+    for s in 0..olds[0].found.buffers.len() {
         let mut shares: Vec<Vec<Value>> = vec![Vec::new(); new_world as usize];
-        let items = olds.iter().flat_map(|o| &o.found.buffers[s].items);
+        // Moved, not copied: the old ranks' items are needed only here.
+        let items = olds
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut o.found.buffers[s].items));
         for (j, item) in items.enumerate() {
-            shares[j % new_world as usize].push(item.clone());
+            shares[j % new_world as usize].push(item);
         }
-        buffers.insert(buffer.path.clone(), shares);
+        buffers.insert(olds[0].found.buffers[s].path.clone(), shares);
     }
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
@@ -342,8 +345,8 @@ fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
         .enumerate()
         .map(|(i, s)| read(i, s))
         .collect::<Result<Vec<_>>>()?;
-    let olds = check_set(olds)?;
-    let dealt = deal_all(&olds, new_world)?;
+    let mut olds = check_set(olds)?;
+    let dealt = deal_all(&mut olds, new_world)?;
     Ok((olds, dealt))
 }
 
