@@ -2,7 +2,7 @@
 //! checkpointed budget that applies it.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +96,16 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// The counts as a shared nested state, with the fields in the order
+    /// serde writes them.
+    fn to_state(self) -> Result<State> {
+        let mut state = State::new();
+        state.reserve(2);
+        state.insert(SKIPPED, self.skipped)?;
+        state.insert(ENDED, self.ended)?;
+        Ok(state.share())
+    }
+
     /// The counts of a pass that skipped `skipped` bad records and goes on
     /// (how `elastic::reshard` writes a new rank's share of the job's
     /// skips).
@@ -114,6 +124,9 @@ impl Counts {
 
 /// Key of the saved [`Counts`] in a node's state.
 pub(crate) const ERRORS: &str = "errors";
+/// The keys inside it (serde's names for the fields of [`Counts`]).
+const SKIPPED: &str = "skipped";
+const ENDED: &str = "ended";
 
 impl ErrorBudget {
     /// A budget for `policy`, with nothing counted.
@@ -198,8 +211,24 @@ impl ErrorBudget {
     }
 
     /// Saves the counts under [`ERRORS`].
+    ///
+    /// A state taken after every batch saves these two fields each time, so
+    /// they are written as a nested state (two scalars, no map to build)
+    /// and, for a pass without bad records (nearly every save), one such
+    /// state built once is shared. The JSON is the same as serde's.
     pub(crate) fn save(&self, state: &mut State) -> Result<()> {
-        state.insert(ERRORS, self.counts)
+        static CLEAN: OnceLock<State> = OnceLock::new();
+        let clean = self.counts == Counts::default();
+        if let (true, Some(shared)) = (clean, CLEAN.get()) {
+            state.insert_child(ERRORS, shared.clone());
+            return Ok(());
+        }
+        let counts = self.counts.to_state()?;
+        if clean {
+            let _ = CLEAN.set(counts.clone());
+        }
+        state.insert_child(ERRORS, counts);
+        Ok(())
     }
 
     /// Reads the counts saved under [`ERRORS`] (checked, not applied).
@@ -374,6 +403,37 @@ impl<'de> Deserialize<'de> for HeldErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The saved counts read back, and write the JSON serde writes for
+    /// `Counts` (so states taken before and after this form agree byte for
+    /// byte), whether shared (a clean pass) or built for the save.
+    #[test]
+    fn saved_counts_are_serdes_json_and_read_back() -> Result<()> {
+        let mut budget = ErrorBudget::new(ErrorPolicy::SkipAtMost(5));
+        for round in 0..3 {
+            let mut state = State::new();
+            budget.save(&mut state)?;
+            let expected = serde_json::to_string(&budget.counts)
+                .map_err(|e| Error::internal("Test", e.to_string()))?;
+            assert_eq!(
+                state.to_json()?,
+                format!(r#"{{"errors":{expected}}}"#),
+                "round {round}"
+            );
+            assert_eq!(budget.load(&state)?, budget.counts);
+            assert_eq!(
+                budget.load(&State::from_json(&state.to_json()?)?)?,
+                budget.counts
+            );
+            // Then a skip, then the end of the pass.
+            if round == 0 {
+                assert!(matches!(budget.decide(err()), Verdict::Skip));
+            } else {
+                budget.end_pass();
+            }
+        }
+        Ok(())
+    }
 
     fn err() -> Error {
         Error::user("Test", Some(0), "bad")
