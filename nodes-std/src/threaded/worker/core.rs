@@ -65,9 +65,10 @@ pub(crate) enum Snapshots {
     /// After every item whose index + 1 is a multiple of this.
     Every(u64),
     /// At the end of a chunk, once the source has worked for a while since
-    /// the last one: at least [`MIN_SNAPSHOT_INTERVAL`], and eight times what the
-    /// last snapshot cost, so that taking them costs at most about an eighth
-    /// of the source's time, and a restore replays about that much work.
+    /// the last one: at least [`MIN_SNAPSHOT_INTERVAL`], and
+    /// [`PACE_FACTOR`] times what the last snapshot cost, so that taking
+    /// them costs at most a few percent of the source's time, and a restore
+    /// replays about that much work.
     /// Whatever the timing, at least one every [`MAX_PACED_STEPS`] items, so
     /// that a restore never replays more (and a state naming more is refused).
     Paced,
@@ -95,6 +96,14 @@ const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
 /// a few percent of the source's time; a restore replays at most about this
 /// much of the source's work.
 const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Paced snapshots are at least this many times their cost apart. Their
+/// cost includes the copies a live snapshot makes the source pay (a shuffle
+/// buffer converts every chunk it writes while a snapshot holds it, see
+/// `cow.rs`): with a buffer of a few hundred items that is a whole buffer's
+/// worth of JSON per snapshot, about a millisecond, which at the minimum
+/// interval took a tenth of a prefetched pipeline's time.
+const PACE_FACTOR: u32 = 32;
 
 /// How a [`Threaded`] runs, fixed when its node is built.
 #[derive(Debug, Clone, Copy)]
@@ -369,7 +378,10 @@ impl<N: Node> Puller<N> {
                 self.since_snapshot = 0;
                 self.missed = false;
                 self.last_snapshot = Instant::now();
-                self.pace = MIN_SNAPSHOT_INTERVAL.max(8 * (self.last_snapshot - started));
+                // What the last snapshot made the source copy since, plus
+                // this one.
+                let cost = crate::cow::take_freeze_time() + (self.last_snapshot - started);
+                self.pace = MIN_SNAPSHOT_INTERVAL.max(PACE_FACTOR * cost);
                 true
             }
             Err(e) => {
