@@ -29,8 +29,10 @@
 //! per item on every pass, snapshot or not, which the common case (states
 //! dropped before the next item) never recovers.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use serde::ser::{Error as _, Serialize, SerializeSeq, Serializer};
@@ -165,10 +167,25 @@ impl<T> CowBuffer<T> {
     }
 }
 
+thread_local! {
+    /// Time this thread spent freezing chunks (see [`take_freeze_time`]).
+    static FREEZING: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// The time this thread spent freezing chunks for live snapshots since the
+/// last call. A snapshot is O(1) to take, but while it lives every chunk
+/// the writer touches is converted to JSON: that is the snapshot's real
+/// cost, paid later, inside the source's `next`. A thread that paces its
+/// snapshots by their cost (`Prefetcher`'s reader) charges this to them.
+pub(crate) fn take_freeze_time() -> Duration {
+    FREEZING.with(|f| f.replace(Duration::ZERO))
+}
+
 /// The writer's items of `chunk`, freezing the chunk first if a snapshot
 /// shares it.
 fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
     if Arc::get_mut(chunk).is_none() {
+        let started = Instant::now();
         let mut shared = chunk.lock();
         let items = match &mut *shared {
             Items::Live(items) => std::mem::take(items),
@@ -182,6 +199,7 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
         *shared = Items::Frozen(json);
         drop(shared);
         *chunk = Chunk::new(items);
+        FREEZING.with(|f| f.set(f.get() + started.elapsed()));
     }
     let Some(chunk) = Arc::get_mut(chunk) else {
         unreachable!("a new chunk is not shared");
@@ -289,6 +307,22 @@ mod tests {
 
     fn json<T: Serialize>(value: &T) -> String {
         serde_json::to_string(value).unwrap()
+    }
+
+    #[test]
+    fn freezing_for_a_live_snapshot_is_timed_and_writing_alone_is_not() {
+        let mut buffer = CowBuffer::default();
+        for i in 0..3 {
+            buffer.push(Item(i, "x".repeat(100)));
+        }
+        take_freeze_time();
+        buffer.replace(0, Item(9, String::new()));
+        assert_eq!(take_freeze_time(), Duration::ZERO);
+        let snapshot = buffer.snapshot();
+        buffer.replace(1, Item(10, String::new()));
+        assert!(take_freeze_time() > Duration::ZERO);
+        assert_eq!(take_freeze_time(), Duration::ZERO);
+        drop(snapshot);
     }
 
     /// A small xorshift, to drive the operations.

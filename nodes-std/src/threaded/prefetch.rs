@@ -30,11 +30,11 @@ const MAX_CHUNK: usize = 4096;
 /// has taken about 100 µs, so a slow source still delivers item by item.
 ///
 /// The reader takes a source snapshot at the end of a chunk once the source
-/// has worked for a while since the last one (at least 5 ms, and eight
-/// times what the last snapshot cost): a snapshot shares a shuffle buffer
-/// copy-on-write, and the source's writes after it pay for the copy, so
-/// snapshots are kept far enough apart that this costs a few percent of the
-/// source's own time.
+/// has worked for a while since the last one (at least 5 ms, and 32 times
+/// what the last snapshot cost): a snapshot shares a shuffle buffer
+/// copy-on-write, and the source's writes after it pay for the copy, which
+/// counts as the snapshot's cost, so snapshots are kept far enough apart
+/// that this costs a few percent of the source's own time.
 ///
 /// Each hand-over of a chunk may wake a sleeping thread, which costs a few
 /// microseconds: for cheap items (say under 1 µs each) choose a
@@ -49,7 +49,7 @@ const MAX_CHUNK: usize = 4096;
 /// received since. It describes only what the consumer received, never the
 /// read-ahead. Restoring resets the source to the snapshot and skips the `k`
 /// items (about as much source work as the snapshot spacing above: 5 ms,
-/// or eight snapshots' worth, and never more than 65,536 items: a snapshot is
+/// or 32 snapshots' worth, and never more than 65,536 items: a snapshot is
 /// taken at least that often, and a state with a larger `k` is refused when
 /// it is offered). Once the consumer has received the end of the
 /// pass, the snapshot is the source's state past its end, so that the next

@@ -65,9 +65,10 @@ pub(crate) enum Snapshots {
     /// After every item whose index + 1 is a multiple of this.
     Every(u64),
     /// At the end of a chunk, once the source has worked for a while since
-    /// the last one: at least [`MIN_SNAPSHOT_INTERVAL`], and eight times what the
-    /// last snapshot cost, so that taking them costs at most about an eighth
-    /// of the source's time, and a restore replays about that much work.
+    /// the last one: at least [`MIN_SNAPSHOT_INTERVAL`], and
+    /// [`PACE_FACTOR`] times what the last snapshot cost, so that taking
+    /// them costs at most a few percent of the source's time, and a restore
+    /// replays about that much work.
     /// Whatever the timing, at least one every [`MAX_PACED_STEPS`] items, so
     /// that a restore never replays more (and a state naming more is refused).
     Paced,
@@ -95,6 +96,14 @@ const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
 /// a few percent of the source's time; a restore replays at most about this
 /// much of the source's work.
 const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Paced snapshots are at least this many times their cost apart. Their
+/// cost includes the copies a live snapshot makes the source pay (a shuffle
+/// buffer converts every chunk it writes while a snapshot holds it, see
+/// `cow.rs`): with a buffer of a few hundred items that is a whole buffer's
+/// worth of JSON per snapshot, about a millisecond, which at the minimum
+/// interval took a tenth of a prefetched pipeline's time.
+const PACE_FACTOR: u32 = 32;
 
 /// How a [`Threaded`] runs, fixed when its node is built.
 #[derive(Debug, Clone, Copy)]
@@ -203,7 +212,9 @@ pub(crate) type Items<U> = VecDeque<(u64, Result<U>)>;
 struct Chunk<U> {
     items: Items<U>,
     /// Source states, as `(position in items, state after that item)`.
-    snapshots: Vec<(usize, State)>,
+    /// Taken from the front as the items are (a snapshot after every item
+    /// is common).
+    snapshots: VecDeque<(usize, State)>,
     /// The pass ends after these items: the index after the last one. Set on
     /// end of data, on a source that broke, and when a worker thread died.
     end: Option<u64>,
@@ -219,7 +230,7 @@ impl<U> Chunk<U> {
         items.clear();
         Chunk {
             items,
-            snapshots: Vec::new(),
+            snapshots: VecDeque::new(),
             end: None,
         }
     }
@@ -336,7 +347,7 @@ impl<N: Node> Puller<N> {
                     }
                     Snapshots::Never => false,
                 };
-            if due && !self.snapshot(cx, &mut chunk, node) {
+            if due && !self.snapshot(cx, &mut chunk, node, snapshots == Snapshots::Paced) {
                 return chunk;
             }
             // Checking the clock at powers of two keeps it off the per-item
@@ -348,7 +359,7 @@ impl<N: Node> Puller<N> {
                     || started.elapsed() >= MIN_CHUNK_TIME)
             {
                 if snapshots == Snapshots::Paced && self.last_snapshot.elapsed() >= self.pace {
-                    self.snapshot(cx, &mut chunk, node);
+                    self.snapshot(cx, &mut chunk, node, true);
                 }
                 return chunk;
             }
@@ -358,18 +369,30 @@ impl<N: Node> Puller<N> {
 
     /// Records the source's state after the chunk's last item. A source
     /// whose `get_state` fails cannot be resumed: the failure is delivered
-    /// in place of that item and the pass ends (`false`).
-    fn snapshot<T>(&mut self, cx: &Cx, chunk: &mut Chunk<T>, node: &'static str) -> bool {
+    /// in place of that item and the pass ends (`false`). Only `paced`
+    /// snapshots read the clock (others may come after every item).
+    fn snapshot<T>(
+        &mut self,
+        cx: &Cx,
+        chunk: &mut Chunk<T>,
+        node: &'static str,
+        paced: bool,
+    ) -> bool {
         let at = chunk.items.len() - 1;
         let index = chunk.items[at].0;
-        let started = Instant::now();
+        let started = paced.then(Instant::now);
         match catch(node, Some(index), || self.source.get_state(cx)) {
             Ok(state) => {
-                chunk.snapshots.push((at, state));
+                chunk.snapshots.push_back((at, state));
                 self.since_snapshot = 0;
                 self.missed = false;
-                self.last_snapshot = Instant::now();
-                self.pace = MIN_SNAPSHOT_INTERVAL.max(8 * (self.last_snapshot - started));
+                if let Some(started) = started {
+                    self.last_snapshot = Instant::now();
+                    // What the last snapshot made the source copy since,
+                    // plus this one.
+                    let cost = crate::cow::take_freeze_time() + (self.last_snapshot - started);
+                    self.pace = MIN_SNAPSHOT_INTERVAL.max(PACE_FACTOR * cost);
+                }
                 true
             }
             Err(e) => {
@@ -461,7 +484,7 @@ impl<U> Pool<U> {
             || self
                 .current
                 .snapshots
-                .first()
+                .front()
                 .is_some_and(|(at, _)| *at == self.position)
         {
             return None;
@@ -497,9 +520,9 @@ impl<U> Pool<U> {
                 return Some((cursor.low(), value, snapshot));
             }
             if let Some((index, value)) = self.pop_current() {
-                let snapshot = match self.current.snapshots.first() {
+                let snapshot = match self.current.snapshots.front() {
                     Some((at, _)) if *at + 1 == self.position => {
-                        Some(self.current.snapshots.remove(0).1)
+                        self.current.snapshots.pop_front().map(|(_, state)| state)
                     }
                     _ => None,
                 };
