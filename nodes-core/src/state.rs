@@ -373,13 +373,14 @@ impl Drop for Body {
         let depth = DROP_DEPTH.get();
         if depth < SHALLOW_DROP {
             DROP_DEPTH.set(depth + 1);
-            for (_, entry) in std::mem::take(&mut self.entries) {
-                match entry {
-                    // Nested JSON values keep their own non-recursive drop.
-                    Entry::Json(value) => dismantle(value),
-                    other => drop(other),
+            // Nested JSON values keep their own non-recursive drop; the
+            // rest (nested states) drops in place, in one pass.
+            for (_, entry) in &mut self.entries {
+                if let Entry::Json(value @ (Value::Array(_) | Value::Object(_))) = entry {
+                    dismantle(std::mem::take(value));
                 }
             }
+            drop(std::mem::take(&mut self.entries));
             DROP_DEPTH.set(depth);
             return;
         }
