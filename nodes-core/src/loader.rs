@@ -98,7 +98,8 @@ pub struct Loader<N: Node> {
     /// The number of the current (or last) epoch, from 0.
     epoch_index: u64,
     /// One item pulled ahead to see whether a loaded state is at its end,
-    /// with the state from before the pull. An explicit option, so that an
+    /// with the root's state from before the pull (the loader's state is
+    /// made of it only if asked for). An explicit option, so that an
     /// item that is itself `None` is never mistaken for "nothing cached".
     /// The item may be an `Err`: an error is one item like any other, and
     /// the epoch goes on after it.
@@ -106,20 +107,28 @@ pub struct Loader<N: Node> {
     /// The pipeline's shape, taken once: saved with every state and compared
     /// with the shape a loaded state was taken from.
     shape: Description,
-    /// The shape as saved in states (`Description::to_json`), as a state
-    /// whose entries are shared: every state taken refers to it, nothing is
-    /// copied until a state is serialised.
-    shape_json: State,
     fingerprint: std::sync::Arc<str>,
-    /// Every state this loader takes, less its root and counters (see
-    /// [`state_template`]).
-    template: State,
+    /// The shape as states save it, and the template of every state: built
+    /// when first needed (a loader that only restores a state, the usual
+    /// start of a resumed run, never needs them).
+    saved_shape: std::sync::OnceLock<SavedShape>,
     /// The root's own state while it stands exactly where the last
     /// successful `load_state_dict` put it (nothing pulled since): a failed
     /// restore rolls back to it without asking the root for its state.
     resting: Option<State>,
     check_shape: bool,
     verify_checksum: bool,
+}
+
+/// See [`Loader::saved_shape`].
+struct SavedShape {
+    /// The shape as saved in states (`Description::to_json`), as a state
+    /// whose entries are shared: every state taken refers to it, nothing is
+    /// copied until a state is serialised.
+    json: State,
+    /// Every state the loader takes, less its root and counters (see
+    /// [`state_template`]).
+    template: State,
 }
 
 impl<N: Node> fmt::Debug for Loader<N> {
@@ -215,12 +224,9 @@ impl<N: Node> Loader<N> {
     /// `state_dict`.
     pub fn new(root: N) -> Self {
         let shape = root.describe();
-        let shape_json = shared_shape(&shape);
         let fingerprint: std::sync::Arc<str> = format!("{:016x}", shape.fingerprint()).into();
         Loader {
-            // Only serialising a number or a string, which cannot fail.
-            template: state_template(&fingerprint, &shape_json).unwrap_or_default(),
-            shape_json,
+            saved_shape: std::sync::OnceLock::new(),
             fingerprint,
             shape,
             check_shape: true,
@@ -348,12 +354,17 @@ impl<N: Node> Loader<N> {
     }
 
     fn begin_epoch(&mut self) -> Result<()> {
-        self.resting = None;
+        let resting = self.resting.take();
         match std::mem::replace(&mut self.phase, Phase::Started) {
             Phase::Positioned { loaded: true } if self.restart_on_end => {
                 // A loaded state may stand at the end of its epoch: look one item
-                // ahead, and start the next epoch if there is none.
-                let before = self.current_state()?;
+                // ahead, and start the next epoch if there is none. The root
+                // stands where the load put it: its state is the one loaded,
+                // if known (a wide pipeline's state costs milliseconds).
+                let before = match resting {
+                    Some(state) => state,
+                    None => self.root.get_state(&self.cx)?,
+                };
                 match self.root.next(&mut self.cx).transpose() {
                     Some(item) => {
                         self.peeked = Some((item, before));
@@ -380,11 +391,28 @@ impl<N: Node> Loader<N> {
         self.root.reset(None)
     }
 
+    /// The shape as saved, and the state template, built on first use.
+    fn saved_shape(&self) -> &SavedShape {
+        self.saved_shape.get_or_init(|| {
+            let json = shared_shape(&self.shape);
+            SavedShape {
+                // Only serialising a number or a string, which cannot fail.
+                template: state_template(&self.fingerprint, &json).unwrap_or_default(),
+                json,
+            }
+        })
+    }
+
     fn current_state(&self) -> Result<State> {
+        self.loader_state(self.root.get_state(&self.cx)?)
+    }
+
+    /// The loader's state with `root` as the root's state.
+    fn loader_state(&self, root: State) -> Result<State> {
         // The template holds every key in order, the constant ones filled:
         // one copy of its entries (one allocation), then the three that vary.
-        let mut state = self.template.clone();
-        state.insert_child(ROOT, self.root.get_state(&self.cx)?);
+        let mut state = self.saved_shape().template.clone();
+        state.insert_child(ROOT, root);
         state.insert(NUM_YIELDED, self.num_yielded)?;
         state.insert(EPOCH_INDEX, self.epoch_index)?;
         Ok(state)
@@ -499,14 +527,14 @@ impl<N: Node> Loader<N> {
         // Decoding a description recurses once per level: refuse one nested
         // far deeper than this pipeline's own before decoding it (a damaged
         // or hostile state must not overflow the stack).
-        let limit = self.shape_json.depth().saturating_mul(2).saturating_add(16);
+        let own_depth = self.saved_shape().json.depth();
+        let limit = own_depth.saturating_mul(2).saturating_add(16);
         let depth = state.child(PIPELINE)?.depth();
         if depth > limit {
             return Err(Error::bad_state(
                 state.path_of(PIPELINE),
                 format!(
-                    "the saved pipeline is nested {depth} levels deep, this pipeline {}: it is from another pipeline",
-                    self.shape_json.depth()
+                    "the saved pipeline is nested {depth} levels deep, this pipeline {own_depth}: it is from another pipeline"
                 ),
             ));
         }
@@ -550,7 +578,7 @@ impl<N: Node> Loader<N> {
             self.phase = Phase::Positioned { loaded: false };
         }
         match &self.peeked {
-            Some((_, before)) => Ok(before.clone()),
+            Some((_, before)) => self.loader_state(before.clone()),
             None => self.current_state(),
         }
     }
@@ -827,6 +855,62 @@ mod tests {
         fn describe(&self) -> Description {
             Description::new("Count")
         }
+    }
+
+    /// `Count` that counts the states taken of it.
+    struct Observed(Count, std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl Node for Observed {
+        type Item = u64;
+        fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+            self.0.next(cx)
+        }
+    }
+
+    impl Stateful for Observed {
+        fn reset(&mut self, state: Option<&State>) -> Result<()> {
+            self.0.reset(state)
+        }
+        fn get_state(&self, cx: &Cx) -> Result<State> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.get_state(cx)
+        }
+        fn describe(&self) -> Description {
+            self.0.describe()
+        }
+    }
+
+    #[test]
+    fn a_restored_epoch_starts_without_taking_the_roots_state() {
+        let taken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = || taken.load(std::sync::atomic::Ordering::Relaxed);
+        let mut loader = Loader::new(Observed(Count(0), taken.clone()));
+        let mut epoch = loader.epoch();
+        let _ = epoch.next();
+        let saved = State::from_json(&epoch.state_dict().unwrap().to_json().unwrap()).unwrap();
+        let mut resumed = Loader::new(Observed(Count(0), taken.clone()));
+        resumed.load_state_dict(&saved).unwrap();
+        let before = count();
+        // The epoch looks one item ahead; the state from before that look
+        // is the one just loaded, not asked of the root again.
+        let mut epoch = resumed.epoch();
+        let state = epoch.state_dict().unwrap();
+        assert_eq!(count(), before);
+        assert_eq!(state, saved);
+        assert_eq!(epoch.collect::<Result<Vec<_>>>().unwrap(), [2, 3]);
+    }
+
+    #[test]
+    fn a_loader_that_only_restores_does_not_build_its_state_template() {
+        // Building the pipeline description's state counts as state work.
+        let (work, mut loader) = crate::testing::state_work(|| Loader::new(Count(0)));
+        assert_eq!(work, 0);
+        assert!(loader.saved_shape.get().is_none());
+        let saved = Loader::new(Count(0)).state_dict().unwrap();
+        loader.load_state_dict(&saved).unwrap();
+        assert!(loader.saved_shape.get().is_none());
+        assert!(loader.state_dict().unwrap().contains(PIPELINE));
+        assert!(loader.saved_shape.get().is_some());
     }
 
     #[test]

@@ -373,13 +373,14 @@ impl Drop for Body {
         let depth = DROP_DEPTH.get();
         if depth < SHALLOW_DROP {
             DROP_DEPTH.set(depth + 1);
-            for (_, entry) in std::mem::take(&mut self.entries) {
-                match entry {
-                    // Nested JSON values keep their own non-recursive drop.
-                    Entry::Json(value) => dismantle(value),
-                    other => drop(other),
+            // Nested JSON values keep their own non-recursive drop; the
+            // rest (nested states) drops in place, in one pass.
+            for (_, entry) in &mut self.entries {
+                if let Entry::Json(value @ (Value::Array(_) | Value::Object(_))) = entry {
+                    dismantle(std::mem::take(value));
                 }
             }
+            drop(std::mem::take(&mut self.entries));
             DROP_DEPTH.set(depth);
             return;
         }
@@ -637,6 +638,34 @@ impl State {
             body: Content::Shared(self.into_shared()),
             path,
         }
+    }
+
+    /// Whether `self` and `other` are the same state: entries shared (not
+    /// copied) and read from the same path, so equal in content and in
+    /// every path an error would name. A state and its clones, or the same
+    /// child read twice, are the same; two states that merely hold equal
+    /// entries may not be (use `==` to compare content).
+    ///
+    /// For a node that checks a state and then applies it: what it decoded
+    /// while checking stays valid for the same state.
+    ///
+    /// ```
+    /// use nodes_core::State;
+    ///
+    /// let mut outer = State::new();
+    /// outer.insert_child("a", State::new().with("n", 1)?);
+    /// assert!(outer.child("a")?.is_same(&outer.child("a")?));
+    /// assert!(!outer.child("a")?.is_same(&State::new().with("n", 1)?));
+    /// # Ok::<(), nodes_core::Error>(())
+    /// ```
+    pub fn is_same(&self, other: &State) -> bool {
+        // A shared body never changes (a write copies it first); an owned
+        // one cannot be told apart from a copy cheaply, so it is not.
+        let shared = match (&self.body, &other.body) {
+            (Content::Shared(a), Content::Shared(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        shared && self.path.text() == other.path.text()
     }
 
     /// Wraps a JSON value, which must be an object.

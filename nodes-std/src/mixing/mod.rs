@@ -98,6 +98,7 @@ mod stop;
 mod weighted;
 pub(crate) mod zip;
 
+use std::any::Any;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -221,6 +222,9 @@ pub(crate) struct Sources<N> {
     /// every state taken until a flag changes, so that taking the state of
     /// a wide sampler does not rebuild them (see [`Sources::save`]).
     saved: Mutex<Option<SavedParts>>,
+    /// The last state `check_state` accepted, with what the sampler decoded
+    /// while checking it (see [`Sources::keep_checked`]).
+    checked: Mutex<Option<(State, Box<dyn Any + Send>)>>,
 }
 
 /// See [`Sources::saved`].
@@ -287,7 +291,33 @@ impl<N: Node> Sources<N> {
             exhausted: vec![false; len],
             empty: vec![false; len],
             saved: Mutex::new(None),
+            checked: Mutex::new(None),
         })
+    }
+
+    /// Keeps what checking `state` decoded (`checked`), for the `reset`
+    /// that usually follows with the same state (a loader checks the whole
+    /// state, then applies it): that reset then does not decode a wide
+    /// state a second time. Replaces what was kept before.
+    pub(crate) fn keep_checked<T: Any + Send>(&self, state: &State, checked: T) {
+        let mut kept = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        *kept = Some((state.clone(), Box::new(checked)));
+    }
+
+    /// What [`keep_checked`](Sources::keep_checked) kept, if it was kept
+    /// for this very state ([`State::is_same`]); nothing is kept afterwards
+    /// either way (every reset calls this, so nothing outlives it).
+    pub(crate) fn take_checked<T: Any + Send>(&self, state: Option<&State>) -> Option<T> {
+        let kept = self
+            .checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let (kept_for, checked) = kept?;
+        if !state.is_some_and(|s| s.is_same(&kept_for)) {
+            return None;
+        }
+        checked.downcast().ok().map(|c| *c)
     }
 
     /// Resets every source to its beginning and clears the flags.

@@ -296,8 +296,10 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn check_state(&self, state: &State) -> Result<()> {
-        let (_, decoded) = self.check(state)?;
-        self.sources.check_nested(&decoded)
+        let checked = self.check(state)?;
+        self.sources.check_nested(&checked.1)?;
+        self.sources.keep_checked(state, checked);
+        Ok(())
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
@@ -305,11 +307,18 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
         self.flag = ResetFlag::default();
         match state {
             None => {
+                // Drops what `check_state` kept, unused.
+                self.sources.take_checked::<(usize, DecodedSources)>(None);
                 self.sources.reset_all()?;
                 self.cursor = 0;
             }
             Some(state) => {
-                let (cursor, decoded) = self.check(state)?;
+                // Decoded by `check_state` already, if that checked this
+                // very state.
+                let (cursor, decoded) = match self.sources.take_checked(Some(state)) {
+                    Some(checked) => checked,
+                    None => self.check(state)?,
+                };
                 self.sources.restore(decoded)?;
                 self.cursor = cursor;
             }

@@ -529,13 +529,20 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
 
     /// Checks the whole state, then applies it.
     fn reset_from(&mut self, state: &State) -> Result<()> {
+        // Decoded by `check_state` already, if that checked this very state
+        // against this configuration.
+        let checked = match self.sources.take_checked::<Checked>(Some(state)) {
+            Some(checked) if checked.config == self.config() => checked,
+            _ => self.check(state)?,
+        };
         let Checked {
             epoch,
             num_yielded,
             started,
             word_pos,
             decoded,
-        } = self.check(state)?;
+            config: _,
+        } = checked;
         self.sources.restore(decoded)?;
         self.epoch = epoch;
         self.num_yielded = num_yielded;
@@ -578,7 +585,14 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             started,
             word_pos,
             decoded,
+            config: self.config(),
         })
+    }
+
+    /// What a state is checked against besides the sources: seed, rank,
+    /// world size.
+    fn config(&self) -> [u64; 3] {
+        [self.seed, self.rank, self.world_size]
     }
 }
 
@@ -589,6 +603,8 @@ struct Checked {
     started: bool,
     word_pos: u64,
     decoded: DecodedSources,
+    /// The configuration it was checked against (see `config`).
+    config: [u64; 3],
 }
 
 fn join(names: &[std::sync::Arc<str>]) -> String {
@@ -652,14 +668,20 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn check_state(&self, state: &State) -> Result<()> {
         let checked = self.check(state)?;
-        self.sources.check_nested(&checked.decoded)
+        self.sources.check_nested(&checked.decoded)?;
+        self.sources.keep_checked(state, checked);
+        Ok(())
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
         match state {
-            None => self.reset_fresh()?,
+            // Drops what `check_state` kept, unused.
+            None => {
+                self.sources.take_checked::<Checked>(None);
+                self.reset_fresh()?;
+            }
             Some(state) => self.reset_from(state)?,
         }
         self.recount();

@@ -11,7 +11,7 @@
 
 use nodes_std::prelude::*;
 use nodes_std::testing;
-use nodes_std::{IterableWrapper, MultiNodeWeightedSampler};
+use nodes_std::{IterableWrapper, MultiNodeRoundRobinSampler, MultiNodeWeightedSampler};
 
 fn sampler(n: usize) -> MultiNodeWeightedSampler<IterableWrapper<std::ops::Range<u64>>> {
     let sources = (0..n).map(|i| (format!("s{i:05}"), IterableWrapper::new(0..100u64)));
@@ -56,4 +56,96 @@ fn state_and_restore_do_a_bounded_amount_of_work_per_source() {
             "{what}: {s:.2} units of work per source at 1,000 sources, {l:.2} at 10,000"
         );
     }
+}
+
+/// A state taken after `k` items of a started sampler over `n` sources.
+fn state_after(n: usize, k: usize, seed: u64) -> State {
+    let mut running = sampler(n).seed(seed).start().unwrap();
+    for _ in 0..k {
+        running.next().transpose().unwrap();
+    }
+    let state = running.get_state().unwrap();
+    // Read back and shared, as a loader hands a root its part of a state.
+    State::from_json(&state.to_json().unwrap()).unwrap().share()
+}
+
+/// What a loader does: check the whole state, then apply it. The sampler
+/// keeps what it decoded while checking, and applying the same state does
+/// not decode it again.
+#[test]
+fn applying_the_state_just_checked_does_not_decode_it_again() {
+    let n = 1_000;
+    let state = state_after(n, 3 * n, 5);
+    let (alone, plain) = testing::state_work(|| sampler(n).start_from(&state).unwrap());
+    let checked = sampler(n);
+    checked.check_state(&state).unwrap();
+    let (after_check, checked) = testing::state_work(|| checked.start_from(&state).unwrap());
+    assert!(
+        after_check * 2 < alone,
+        "reset after check_state: {after_check} units of work, reset alone: {alone}"
+    );
+    // Both stand at the same place.
+    assert_eq!(plain.get_state().unwrap(), checked.get_state().unwrap());
+}
+
+/// What was decoded for one state is never applied for another, nor after
+/// the configuration it was checked against changed.
+#[test]
+fn a_kept_decode_is_used_only_for_the_same_state() {
+    let n = 20;
+    let (early, late) = (state_after(n, 5, 5), state_after(n, 50, 5));
+    let output = |running: nodes_std::Running<MultiNodeWeightedSampler<_>>| -> Vec<u64> {
+        running.take(30).collect::<Result<_>>().unwrap()
+    };
+    let expected = output(sampler(n).start_from(&late).unwrap());
+    // Checked one state (with equal content, or another), applied another.
+    let copy = State::from_json(&late.to_json().unwrap()).unwrap().share();
+    for checked_state in [early.clone(), copy] {
+        let node = sampler(n);
+        node.check_state(&checked_state).unwrap();
+        assert_eq!(output(node.start_from(&late).unwrap()), expected);
+    }
+    // Checked, then re-seeded: the seed is compared again.
+    let node = sampler(n);
+    node.check_state(&late).unwrap();
+    let err = node.seed(6).start_from(&late).unwrap_err();
+    assert_eq!(err.state_path(), Some("/rng/seed"), "{err}");
+    // Checked, then reset to the start: nothing kept is applied later.
+    let node = sampler(n);
+    node.check_state(&late).unwrap();
+    let mut running = node.start().unwrap();
+    running.reset(Some(&early)).unwrap();
+    assert_eq!(
+        output(running),
+        output(sampler(n).start_from(&early).unwrap())
+    );
+}
+
+/// The round-robin sampler keeps its decode the same way.
+#[test]
+fn the_round_robin_sampler_does_not_decode_a_checked_state_again() {
+    let n = 1_000;
+    let round_robin = || {
+        let sources = (0..n).map(|i| (format!("s{i:05}"), IterableWrapper::new(0..100u64)));
+        MultiNodeRoundRobinSampler::new(sources).unwrap()
+    };
+    let mut running = round_robin().start().unwrap();
+    for _ in 0..(3 * n + 7) {
+        running.next().transpose().unwrap();
+    }
+    let state = running.get_state().unwrap().share();
+    let (alone, plain) = testing::state_work(|| round_robin().start_from(&state).unwrap());
+    let checked = round_robin();
+    checked.check_state(&state).unwrap();
+    let (after_check, checked) = testing::state_work(|| checked.start_from(&state).unwrap());
+    assert!(
+        after_check * 2 < alone,
+        "reset after check_state: {after_check} units of work, reset alone: {alone}"
+    );
+    assert_eq!(plain.get_state().unwrap(), checked.get_state().unwrap());
+    let other = round_robin().start().unwrap().get_state().unwrap().share();
+    let checked = round_robin();
+    checked.check_state(&state).unwrap();
+    let running = checked.start_from(&other).unwrap();
+    assert_eq!(running.get_state().unwrap(), other);
 }
