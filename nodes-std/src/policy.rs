@@ -96,6 +96,28 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// Saves the counts under [`ERRORS`] (what every budget's save, and
+    /// `elastic::reshard`'s share of a job's skips, write).
+    ///
+    /// A state taken after every batch saves these two fields each time, so
+    /// they are written as a nested state (two scalars, no map to build)
+    /// and, for a pass without bad records (nearly every save), one such
+    /// state built once is shared. The JSON is the same as serde's.
+    pub(crate) fn save(self, state: &mut State) -> Result<()> {
+        static CLEAN: OnceLock<State> = OnceLock::new();
+        let clean = self == Counts::default();
+        if let (true, Some(shared)) = (clean, CLEAN.get()) {
+            state.insert_child(ERRORS, shared.clone());
+            return Ok(());
+        }
+        let counts = self.to_state()?;
+        if clean {
+            let _ = CLEAN.set(counts.clone());
+        }
+        state.insert_child(ERRORS, counts);
+        Ok(())
+    }
+
     /// The counts as a shared nested state, with the fields in the order
     /// serde writes them.
     fn to_state(self) -> Result<State> {
@@ -210,25 +232,9 @@ impl ErrorBudget {
         self.counts = Counts::default();
     }
 
-    /// Saves the counts under [`ERRORS`].
-    ///
-    /// A state taken after every batch saves these two fields each time, so
-    /// they are written as a nested state (two scalars, no map to build)
-    /// and, for a pass without bad records (nearly every save), one such
-    /// state built once is shared. The JSON is the same as serde's.
+    /// Saves the counts under [`ERRORS`] (see [`Counts::save`]).
     pub(crate) fn save(&self, state: &mut State) -> Result<()> {
-        static CLEAN: OnceLock<State> = OnceLock::new();
-        let clean = self.counts == Counts::default();
-        if let (true, Some(shared)) = (clean, CLEAN.get()) {
-            state.insert_child(ERRORS, shared.clone());
-            return Ok(());
-        }
-        let counts = self.counts.to_state()?;
-        if clean {
-            let _ = CLEAN.set(counts.clone());
-        }
-        state.insert_child(ERRORS, counts);
-        Ok(())
+        self.counts.save(state)
     }
 
     /// Reads the counts saved under [`ERRORS`] (checked, not applied).

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::elastic::plan::{OldRank, deal};
 use crate::elastic::sampler::Plan;
 use crate::elastic::walk::{Found, RESHARD, check as check_description, child_at, walk};
-use crate::policy::{Counts, ERRORS};
+use crate::policy::Counts;
 
 /// What the new ranks' states are written from, besides the template (old
 /// rank 0's state), each by the path of a node's state.
@@ -270,7 +270,7 @@ fn rebuild(
         out = replace_at(out, key, new)?;
     }
     if let Some(&total) = dealt.skipped.get(template.path()) {
-        out.insert(ERRORS, Counts::skipped_so_far(share(total, rank, world)))?;
+        Counts::skipped_so_far(share(total, rank, world)).save(&mut out)?;
     }
     match desc.name() {
         "TryMapper" => out.insert("num_seen", 0u64)?,
