@@ -6,7 +6,7 @@ use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
-use crate::state::{CHECKSUM_KEY, State};
+use crate::state::{Algorithm, CHECKSUM_KEY, State};
 use crate::stats::Stats;
 use crate::trace;
 
@@ -261,10 +261,10 @@ impl<N: Node> Loader<N> {
     /// content against the checksum written with it (the default).
     ///
     /// Serialising a loader state (`to_json`, `to_value`, serde) adds
-    /// `"checksum": "fnv1a64:<16 hex digits>"`, computed over the state's
-    /// canonical content: the rest of it as compact JSON with every object's
-    /// keys in byte order. Re-indenting a checkpoint or reordering its keys
-    /// keeps it valid; any change to what it parses to is an `Err` at
+    /// `"checksum": "mx64:<16 hex digits>"`, computed over the rest of the
+    /// state's content as parsed (a state sealed by an earlier build with
+    /// `"fnv1a64:…"` is verified by that algorithm). Re-indenting a
+    /// checkpoint or reordering its keys keeps it valid; any change to what it parses to is an `Err` at
     /// `/checksum`, and a format 2 state without the key is one too. A state
     /// passed in memory, never serialised, has nothing to verify.
     ///
@@ -292,7 +292,7 @@ impl<N: Node> Loader<N> {
     /// # }
     /// // `Count` yields 0..5 and saves the next number as `n`.
     /// let saved = Loader::new(Count { n: 0 }).state_dict()?.to_json()?;
-    /// assert!(saved.contains(r#""checksum":"fnv1a64:"#));
+    /// assert!(saved.contains(r#""checksum":"mx64:"#));
     /// let edited = saved.replace(r#""n":0"#, r#""n":3"#);
     ///
     /// let err = Loader::new(Count { n: 0 })
@@ -494,20 +494,25 @@ impl<N: Node> Loader<N> {
             return Ok(());
         }
         let saved: String = state.get(CHECKSUM)?;
-        let computed = state.content_checksum();
-        if saved == computed {
+        if state.checksum_matches(&saved) {
             return Ok(());
         }
-        let algorithm = computed.split(':').next().unwrap_or_default();
-        let message = match saved.split_once(':') {
-            Some((other, _)) if other != algorithm => format!(
-                "checksum algorithm {other:?} is not supported (this build writes and reads {algorithm:?})"
-            ),
-            _ => format!(
-                "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
-                 the checkpoint was damaged after it was written, or edited by hand \
-                 (load an edited state with `Loader::verify_checksum(false)`)"
-            ),
+        let message = match (saved.split_once(':'), Algorithm::of(&saved)) {
+            (Some((other, _)), None) => {
+                let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.tag()).collect();
+                format!(
+                    "checksum algorithm {other:?} is not supported (this build writes {:?} and reads {known:?})",
+                    Algorithm::CURRENT.tag()
+                )
+            }
+            (_, algorithm) => {
+                let computed = state.checksum_with(algorithm.unwrap_or(Algorithm::CURRENT));
+                format!(
+                    "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
+                     the checkpoint was damaged after it was written, or edited by hand \
+                     (load an edited state with `Loader::verify_checksum(false)`)"
+                )
+            }
         };
         Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
@@ -564,7 +569,7 @@ impl<N: Node> Loader<N> {
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
     /// "epoch_index": k, "format": 3, "version": "<crate version>", "fingerprint": "<hex>", "pipeline":
-    /// <description as JSON>, "checksum": "fnv1a64:<hex>"}`.
+    /// <description as JSON>, "checksum": "mx64:<hex>"}`.
     ///
     /// The checksum is computed when the state is serialised, not here (see
     /// [`verify_checksum`](Loader::verify_checksum)), so taking a state costs

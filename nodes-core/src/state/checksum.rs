@@ -3,295 +3,57 @@
 //! A loader state carries an [`Entry::Checksum`] slot under [`CHECKSUM_KEY`]:
 //! taking a state costs nothing more, and the checksum is computed only when
 //! the state is serialised (`to_json`, `to_value`, serde), which writes it as
-//! `"fnv1a64:<16 hex digits>"`. A state read back holds it as a plain string,
-//! which [`State::content_checksum`] recomputes for the loader to compare.
+//! `"mx64:<16 hex digits>"`. A state read back holds it as a plain string,
+//! which the loader checks with [`State::checksum_matches`] by whichever
+//! algorithm the string names: states that earlier builds sealed with
+//! `fnv1a64` keep loading.
 //!
-//! The checksum covers the *canonical content*: the state without its own
-//! checksum key, as compact JSON with the keys of every object in byte order
-//! (serde_json's number and string forms). So re-indenting a checkpoint or
-//! reordering its keys keeps it valid, while any change to what it parses to
-//! does not. The hash is 64-bit FNV-1a: one multiply per byte, and since each
-//! step is a bijection of the hash state, two contents of the same length
-//! that differ in one byte never collide.
-//!
-//! The walk over the content is iterative (an explicit stack), so a deeply
-//! nested state costs heap, not call stack.
+//! Both algorithms cover the state's content without its own checksum key,
+//! and neither depends on formatting or on the order of an object's keys:
+//! re-indenting a checkpoint or reordering its keys keeps it valid, while
+//! any change to what it parses to does not.
 
-use std::io;
+mod canonical_json;
+mod content_tree;
 
-use serde_json::Value;
-
-use super::{Body, Entry, Key, State};
+use super::{Body, Entry, State};
 
 /// The key under which a loader state's checksum is written.
 pub(crate) const CHECKSUM_KEY: &str = "checksum";
 
-/// The algorithm tag in front of the hex digits.
-pub(crate) const ALGORITHM: &str = "fnv1a64:";
-
-/// 64-bit FNV-1a over everything written to it.
-struct Fnv1a(u64);
-
-impl Fnv1a {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    fn bytes(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(Self::PRIME);
-        }
-    }
-
-    /// Writes a JSON string in serde_json's compact form. Most strings need
-    /// no escape: they are hashed in the same pass that looks for one, and
-    /// only a string that needs one is hashed again, escaped, from the
-    /// state before it.
-    fn string(&mut self, text: &str) {
-        let before = self.0;
-        let mut hash = (before ^ u64::from(b'"')).wrapping_mul(Self::PRIME);
-        for &b in text.as_bytes() {
-            if b < 0x20 || b == b'"' || b == b'\\' {
-                self.0 = before;
-                self.scalar(text);
-                return;
-            }
-            hash = (hash ^ u64::from(b)).wrapping_mul(Self::PRIME);
-        }
-        self.0 = (hash ^ u64::from(b'"')).wrapping_mul(Self::PRIME);
-    }
-
-    /// Writes a JSON scalar in serde_json's compact form: integers, booleans
-    /// and null directly, floats and escaped strings through serde_json.
-    fn value_scalar(&mut self, value: &Value) {
-        match value {
-            Value::Null => self.bytes(b"null"),
-            Value::Bool(true) => self.bytes(b"true"),
-            Value::Bool(false) => self.bytes(b"false"),
-            Value::Number(n) => {
-                if let Some(u) = n.as_u64() {
-                    self.integer(u, false);
-                } else if let Some(i) = n.as_i64() {
-                    self.integer(i.unsigned_abs(), true);
-                } else {
-                    self.scalar(n);
-                }
-            }
-            other => self.scalar(other),
-        }
-    }
-
-    /// Writes an integer's decimal digits (as serde_json writes them).
-    fn integer(&mut self, magnitude: u64, negative: bool) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut rest = magnitude;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        if negative {
-            self.bytes(b"-");
-        }
-        self.bytes(&digits[at..]);
-    }
-
-    /// Writes a JSON scalar (or string) in serde_json's compact form.
-    fn scalar<T: serde::Serialize + ?Sized>(&mut self, value: &T) {
-        // Writing into the hash cannot fail, and a `Value` scalar or a string
-        // always serialises (JSON numbers are finite).
-        let written = serde_json::to_writer(&mut *self, value);
-        debug_assert!(written.is_ok(), "canonical JSON: {written:?}");
-    }
+/// A checksum algorithm, named by the tag written in front of its hex digits
+/// (`"<tag>:<16 hex digits>"`).
+///
+/// States are written with [`Algorithm::CURRENT`]; every algorithm a build
+/// ever wrote stays readable, so an older checkpoint keeps loading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Algorithm {
+    /// 64-bit FNV-1a over the canonical JSON (see [`canonical_json`]):
+    /// written by earlier builds, still read.
+    Fnv1a64,
+    /// A hash of the content as a tree (see [`content_tree`]).
+    Mx64,
 }
 
-impl io::Write for Fnv1a {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.bytes(buf);
-        Ok(buf.len())
-    }
+impl Algorithm {
+    /// The algorithm new states are written with.
+    pub(crate) const CURRENT: Algorithm = Algorithm::Mx64;
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+    /// Every algorithm this build reads, newest first.
+    pub(crate) const ALL: [Algorithm; 2] = [Algorithm::Mx64, Algorithm::Fnv1a64];
 
-/// States with at most this many keys are put in byte order on the stack.
-const SMALL: usize = 8;
-
-/// A value to write into the canonical content.
-enum Item<'a> {
-    Str(&'a str),
-    /// A nested loader state's own checksum.
-    Owned(String),
-    Value(&'a Value),
-    State(&'a Body),
-}
-
-/// An object or array being written: what is left of its members. Scalar
-/// members are hashed as they are reached; only a nested object or array
-/// adds a frame, so the walk costs one step per member.
-enum Frame<'a> {
-    /// A state whose keys are in byte order (written as they are stored);
-    /// `top` leaves its checksum key out.
-    Body {
-        owner: &'a Body,
-        entries: std::slice::Iter<'a, (Key, Entry)>,
-        top: bool,
-        first: bool,
-    },
-    /// A small state whose keys are out of byte order (a pipeline
-    /// description's `name`, `params`, `children`): its entries visited
-    /// through their positions, sorted on the stack.
-    Permuted {
-        owner: &'a Body,
-        order: [u8; SMALL],
-        len: u8,
-        at: u8,
-        first: bool,
-    },
-    /// Members sorted into byte order.
-    Sorted {
-        members: std::vec::IntoIter<(&'a str, Item<'a>)>,
-        first: bool,
-    },
-    Array {
-        items: std::slice::Iter<'a, Value>,
-        first: bool,
-    },
-}
-
-impl<'a> Frame<'a> {
-    /// The next member: whether it is the first, its key (none in an
-    /// array), and its value; `None` at the end.
-    fn next(&mut self) -> Option<(bool, Option<&'a str>, Item<'a>)> {
+    /// The tag in front of the hex digits.
+    pub(crate) fn tag(self) -> &'static str {
         match self {
-            Frame::Body {
-                owner,
-                entries,
-                top,
-                first,
-            } => {
-                let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
-                Some((
-                    std::mem::take(first),
-                    Some(key.as_ref()),
-                    entry_item(owner, entry),
-                ))
-            }
-            Frame::Permuted {
-                owner,
-                order,
-                len,
-                at,
-                first,
-            } => {
-                if *at == *len {
-                    return None;
-                }
-                let (key, entry) = &owner.entries[usize::from(order[usize::from(*at)])];
-                *at += 1;
-                Some((
-                    std::mem::take(first),
-                    Some(key.as_ref()),
-                    entry_item(owner, entry),
-                ))
-            }
-            Frame::Sorted { members, first } => {
-                let (key, item) = members.next()?;
-                Some((std::mem::take(first), Some(key), item))
-            }
-            Frame::Array { items, first } => {
-                let item = items.next()?;
-                Some((std::mem::take(first), None, Item::Value(item)))
-            }
+            Algorithm::Fnv1a64 => "fnv1a64",
+            Algorithm::Mx64 => "mx64",
         }
     }
 
-    /// The frame for a state: its entries as they are when their keys are
-    /// already in byte order (a wide sampler's sources), else sorted.
-    fn of_body(owner: &'a Body, top: bool) -> Self {
-        let counted = |key: &str| !(top && key == CHECKSUM_KEY);
-        let mut keys = owner
-            .entries
-            .iter()
-            .map(|(k, _)| k.as_ref())
-            .filter(|k| counted(k));
-        let sorted = keys.next().is_none_or(|first| {
-            keys.try_fold(first, |previous, key| (previous < key).then_some(key))
-                .is_some()
-        });
-        if sorted {
-            return Frame::Body {
-                owner,
-                entries: owner.entries.iter(),
-                top,
-                first: true,
-            };
-        }
-        if owner.entries.len() <= SMALL {
-            let mut order = [0u8; SMALL];
-            let mut len = 0;
-            for (i, (key, _)) in owner.entries.iter().enumerate() {
-                if !counted(key) {
-                    continue;
-                }
-                // Insertion sort: a handful of keys.
-                let mut at = len;
-                while at > 0 && owner.entries[usize::from(order[at - 1])].0.as_ref() > key.as_ref()
-                {
-                    order[at] = order[at - 1];
-                    at -= 1;
-                }
-                order[at] = i as u8;
-                len += 1;
-            }
-            return Frame::Permuted {
-                owner,
-                order,
-                len: len as u8,
-                at: 0,
-                first: true,
-            };
-        }
-        let members = owner
-            .entries
-            .iter()
-            .filter(|(key, _)| counted(key))
-            .map(|(key, entry)| (key.as_ref(), entry_item(owner, entry)))
-            .collect();
-        Frame::sorted(members)
-    }
-
-    fn sorted(mut members: Vec<(&'a str, Item<'a>)>) -> Self {
-        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        Frame::Sorted {
-            members: members.into_iter(),
-            first: true,
-        }
-    }
-
-    /// The byte that closes this frame.
-    fn close(&self) -> &'static [u8] {
-        match self {
-            Frame::Array { .. } => b"]",
-            _ => b"}",
-        }
-    }
-}
-
-/// What to write for `entry`, an entry of `owner`.
-fn entry_item<'a>(owner: &'a Body, entry: &'a Entry) -> Item<'a> {
-    match entry {
-        Entry::Json(value) => Item::Value(value),
-        // Hashed as the JSON it stands for (converted once, then kept).
-        Entry::Deferred(deferred) => Item::Value(deferred.json()),
-        Entry::Child(child) => Item::State(child),
-        Entry::Shared(text) => Item::Str(text),
-        Entry::Checksum => Item::Owned(owner.content_checksum()),
+    /// The algorithm a written checksum names, if this build knows it.
+    pub(crate) fn of(checksum: &str) -> Option<Algorithm> {
+        let (tag, _) = checksum.split_once(':')?;
+        Algorithm::ALL.into_iter().find(|a| a.tag() == tag)
     }
 }
 
@@ -309,56 +71,42 @@ impl State {
     }
 
     /// The checksum of this state's canonical content (everything but the
-    /// checksum key itself), as written: `"fnv1a64:<16 hex digits>"`.
+    /// checksum key itself), as written: `"<tag>:<16 hex digits>"`, with
+    /// [`Algorithm::CURRENT`].
+    #[cfg(test)]
     pub(crate) fn content_checksum(&self) -> String {
         self.body().content_checksum()
+    }
+
+    /// Whether `saved` is this state's checksum, by the algorithm it names.
+    pub(crate) fn checksum_matches(&self, saved: &str) -> bool {
+        self.body().checksum_matches(saved)
+    }
+
+    /// The checksum of this state's canonical content by `algorithm`.
+    pub(crate) fn checksum_with(&self, algorithm: Algorithm) -> String {
+        self.body().checksum_with(algorithm)
     }
 }
 
 impl Body {
     /// See [`State::content_checksum`].
     pub(super) fn content_checksum(&self) -> String {
-        let mut hash = Fnv1a(Fnv1a::OFFSET_BASIS);
-        hash.bytes(b"{");
-        let mut open = vec![Frame::of_body(self, true)];
-        while let Some(frame) = open.last_mut() {
-            let Some((first, key, item)) = frame.next() else {
-                hash.bytes(frame.close());
-                open.pop();
-                continue;
-            };
-            super::count_work(1);
-            if !first {
-                hash.bytes(b",");
-            }
-            if let Some(key) = key {
-                hash.string(key);
-                hash.bytes(b":");
-            }
-            match item {
-                Item::Str(text) => hash.string(text),
-                Item::Owned(text) => hash.string(&text),
-                Item::Value(Value::String(text)) => hash.string(text),
-                Item::Value(Value::Object(map)) => {
-                    hash.bytes(b"{");
-                    let members = map.iter().map(|(k, v)| (k.as_str(), Item::Value(v)));
-                    open.push(Frame::sorted(members.collect()));
-                }
-                Item::Value(Value::Array(items)) => {
-                    hash.bytes(b"[");
-                    open.push(Frame::Array {
-                        items: items.iter(),
-                        first: true,
-                    });
-                }
-                Item::Value(scalar) => hash.value_scalar(scalar),
-                Item::State(body) => {
-                    hash.bytes(b"{");
-                    open.push(Frame::of_body(body, false));
-                }
-            }
-        }
-        format!("{ALGORITHM}{:016x}", hash.0)
+        self.checksum_with(Algorithm::CURRENT)
+    }
+
+    /// See [`State::checksum_matches`].
+    pub(super) fn checksum_matches(&self, saved: &str) -> bool {
+        Algorithm::of(saved).is_some_and(|algorithm| self.checksum_with(algorithm) == saved)
+    }
+
+    /// The checksum of the content by `algorithm`, as written.
+    pub(crate) fn checksum_with(&self, algorithm: Algorithm) -> String {
+        let digest = match algorithm {
+            Algorithm::Fnv1a64 => canonical_json::digest(self),
+            Algorithm::Mx64 => content_tree::digest(self),
+        };
+        format!("{}:{digest:016x}", algorithm.tag())
     }
 }
 
@@ -366,32 +114,12 @@ impl Body {
 mod tests {
     use super::*;
 
-    fn checksum_of(json: &str) -> String {
-        State::from_json(json).unwrap().content_checksum()
+    fn sealed(json: &str) -> State {
+        State::from_json(json).unwrap()
     }
 
     #[test]
-    fn fnv1a_matches_the_reference_vectors() {
-        let hash = |text: &str| {
-            let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
-            h.bytes(text.as_bytes());
-            h.0
-        };
-        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(hash("foobar"), 0x8594_4171_f739_67e8);
-    }
-
-    #[test]
-    fn the_canonical_content_is_compact_json_with_sorted_keys() {
-        let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
-        h.bytes(br#"{"a":[1,{"x":null,"y":"\n"}],"b":{"c":-2,"d":0.5}}"#);
-        let expected = format!("{ALGORITHM}{:016x}", h.0);
-        // Key order, whitespace, and the checksum key itself do not count.
-        let json = r#"{ "b": {"d": 0.5, "c": -2}, "checksum": "anything",
-                        "a": [1, {"y": "\u000a", "x": null}] }"#;
-        assert_eq!(checksum_of(json), expected);
-        // A state built in memory, with a child and a slot, gives the same.
+    fn the_slot_is_filled_when_serialised_and_read_back_as_a_string() {
         let mut built = State::new()
             .with("a", serde_json::json!([1, {"x": null, "y": "\n"}]))
             .unwrap();
@@ -401,100 +129,77 @@ mod tests {
             State::new().with("c", -2).unwrap().with("d", 0.5).unwrap(),
         );
         assert!(built.has_checksum_slot());
-        assert_eq!(built.content_checksum(), expected);
-        // Serialising writes it; reading back keeps it as a string.
+        let expected = built.content_checksum();
+        assert!(
+            expected.starts_with("mx64:") && expected.len() == 21,
+            "{expected}"
+        );
         let back = State::from_json(&built.to_json().unwrap()).unwrap();
         assert!(!back.has_checksum_slot());
         assert_eq!(back.get::<String>(CHECKSUM_KEY).unwrap(), expected);
         assert_eq!(built.to_value()[CHECKSUM_KEY], expected.as_str());
-    }
-
-    #[test]
-    fn small_and_large_states_out_of_order_hash_as_sorted_json() {
-        let reference = |json: &str| {
-            let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
-            h.bytes(json.as_bytes());
-            format!("{ALGORITHM}{:016x}", h.0)
-        };
-        // Sizes on both sides of `SMALL`, keys written in reverse order,
-        // with integers at the edges of u64 and i64 and an escaped string.
-        for n in [2, SMALL, SMALL + 1, 40] {
-            let keys: Vec<String> = (0..n).map(|i| format!("k{i:03}")).collect();
-            let value = |i: usize| match i % 4 {
-                0 => serde_json::json!(u64::MAX),
-                1 => serde_json::json!(i64::MIN),
-                2 => serde_json::json!("tab\there"),
-                _ => serde_json::json!(-0.25),
-            };
-            let mut state = State::new();
-            for (i, key) in keys.iter().enumerate().rev() {
-                state.insert(key.clone(), value(i)).unwrap();
-            }
-            let sorted: Vec<String> = keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| format!("\"{k}\":{}", value(i)))
-                .collect();
-            let expected = reference(&format!("{{{}}}", sorted.join(",")));
-            assert_eq!(state.content_checksum(), expected, "{n} keys");
-            let nested = State::new().with("x", 1).unwrap();
-            let mut outer = State::new();
-            outer.insert_child("z", state.clone());
-            outer.insert_child("a", nested);
-            let expected = reference(&format!(
-                "{{\"a\":{{\"x\":1}},\"z\":{{{}}}}}",
-                sorted.join(",")
-            ));
-            assert_eq!(outer.content_checksum(), expected, "{n} keys, nested");
+        // The same content, reformatted and reordered, with the key itself
+        // left out, by every algorithm.
+        let edited = sealed(
+            r#"{ "b": {"d": 0.5, "c": -2}, "checksum": "anything",
+                 "a": [1, {"y": "\u000a", "x": null}] }"#,
+        );
+        for algorithm in Algorithm::ALL {
+            let checksum = built.checksum_with(algorithm);
+            assert_eq!(Algorithm::of(&checksum), Some(algorithm));
+            assert!(built.checksum_matches(&checksum), "{checksum}");
+            assert!(back.checksum_matches(&checksum), "{checksum}");
+            assert!(edited.checksum_matches(&checksum), "{checksum}");
         }
     }
 
     #[test]
-    fn a_changed_value_changes_the_checksum() {
-        let base = checksum_of(r#"{"a":{"n":10},"b":"x"}"#);
+    fn a_checksum_is_checked_by_the_algorithm_it_names() {
+        let state = sealed(r#"{"a": {"n": 10}, "b": "x"}"#);
+        let mx64 = state.checksum_with(Algorithm::Mx64);
+        let fnv = state.checksum_with(Algorithm::Fnv1a64);
+        assert!(fnv.starts_with("fnv1a64:"));
+        assert_ne!(mx64[5..], fnv[8..]);
+        // The digits of one under the tag of the other do not match.
+        assert!(!state.checksum_matches(&format!("fnv1a64:{}", &mx64[5..])));
+        assert!(!state.checksum_matches(&format!("mx64:{}", &fnv[8..])));
+        for unknown in ["sha1:0123456789abcdef", "no tag", "", ":"] {
+            assert_eq!(Algorithm::of(unknown), None);
+            assert!(!state.checksum_matches(unknown));
+        }
+    }
+
+    #[test]
+    fn a_changed_value_changes_the_checksum_by_every_algorithm() {
+        let base = sealed(r#"{"a":{"n":10},"b":"x"}"#);
         for other in [
             r#"{"a":{"n":11},"b":"x"}"#,
             r#"{"a":{"n":10.0},"b":"x"}"#,
+            r#"{"a":{"n":"10"},"b":"x"}"#,
+            r#"{"a":{"n":-10},"b":"x"}"#,
             r#"{"a":{"m":10},"b":"x"}"#,
             r#"{"a":{"n":10},"b":"y"}"#,
             r#"{"a":{"n":10},"b":["x"]}"#,
+            r#"{"a":{"n":10},"b":{"x":null}}"#,
+            r#"{"a":{"n":10},"b":"x","c":null}"#,
             r#"{"a":{"n":10}}"#,
+            r#"{"a":{"n":10,"b":"x"}}"#,
+            r#"{"a":[{"n":10}],"b":"x"}"#,
         ] {
-            assert_ne!(checksum_of(other), base, "{other}");
+            for algorithm in Algorithm::ALL {
+                assert!(
+                    !sealed(other).checksum_matches(&base.checksum_with(algorithm)),
+                    "{other} by {algorithm:?}"
+                );
+            }
         }
         // Only the top-level checksum key is left out.
-        assert_ne!(
-            checksum_of(r#"{"a":{"checksum":1}}"#),
-            checksum_of(r#"{"a":{"checksum":2}}"#)
-        );
-    }
-
-    #[test]
-    fn deep_nesting_does_not_use_the_call_stack() {
-        let depth = 100_000;
-        let mut json = r#"{"s":"#.repeat(depth);
-        json.push('1');
-        json.push_str(&"}".repeat(depth));
-        let mut h = Fnv1a(Fnv1a::OFFSET_BASIS);
-        h.bytes(json.as_bytes());
-        // Run on a small stack, where a recursive walk would overflow.
-        let got = std::thread::Builder::new()
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                // Built bottom-up: serde_json's parser stops at depth 128.
-                let mut value = serde_json::json!(1);
-                for _ in 0..depth {
-                    value = Value::Object([("s".to_owned(), value)].into_iter().collect());
-                }
-                let state = State::from_value(value).unwrap();
-                let checksum = state.content_checksum();
-                // Dropping a deep `Value` recurses: leak it instead.
-                std::mem::forget(state);
-                checksum
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-        assert_eq!(got, format!("{ALGORITHM}{:016x}", h.0));
+        let nested = |n| sealed(&format!(r#"{{"a":{{"checksum":{n}}}}}"#));
+        for algorithm in Algorithm::ALL {
+            assert_ne!(
+                nested(1).checksum_with(algorithm),
+                nested(2).checksum_with(algorithm)
+            );
+        }
     }
 }

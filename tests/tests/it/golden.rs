@@ -255,6 +255,49 @@ fn golden_checkpoints_carry_the_writer_version_and_are_sealed() {
     }
 }
 
+/// Checkpoints sealed with a checksum algorithm this build no longer
+/// writes (`tests/golden/legacy/<algorithm>/`, copies of the golden
+/// checkpoints as the build that wrote them left them) still load, are
+/// still verified by that algorithm, and resume with the stored items.
+#[test]
+fn checkpoints_sealed_by_an_earlier_checksum_algorithm_still_load_and_are_verified() {
+    for (case, build) in cases() {
+        let path = golden_dir()
+            .join("legacy")
+            .join("fnv1a64")
+            .join(format!("{case}.json"));
+        let value: Value = serde_json::from_str(&read(&path)).unwrap();
+        let checksum = value["checksum"].as_str().unwrap_or_default();
+        assert!(checksum.starts_with("fnv1a64:"), "{case}: {checksum}");
+        let mut resumed = Loader::new(build());
+        resumed
+            .load_state_dict(&State::from_value(value.clone()).unwrap())
+            .unwrap_or_else(|e| panic!("{case}: an fnv1a64 checkpoint no longer loads: {e}"));
+        if !blessing() {
+            let stream_path = golden_dir().join("streams").join(format!("{case}.json"));
+            let stream: Value = serde_json::from_str(&read(&stream_path)).unwrap();
+            let expected = stream["after_checkpoint"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut epoch = resumed.epoch();
+            compare(
+                case,
+                "the resume from the fnv1a64 checkpoint",
+                &expected,
+                &take(&mut epoch, REST_LEN),
+            );
+        }
+        let mut damaged = value.clone();
+        damaged["num_yielded"] = json!(value["num_yielded"].as_u64().unwrap() + 1);
+        let err = Loader::new(build())
+            .load_state_dict(&State::from_value(damaged).unwrap())
+            .unwrap_err();
+        assert_eq!(err.state_path(), Some("/checksum"), "{case}: {err}");
+        assert!(err.to_string().contains("fnv1a64:"), "{case}: {err}");
+    }
+}
+
 /// The writer's version is informational: a state without it, or written
 /// by another version, loads (the checksum aside) and resumes the same.
 #[test]

@@ -103,9 +103,9 @@ fn serialising_writes_the_checksum_and_taking_a_state_does_not_need_it() {
     let checksum = &from_value["checksum"];
     let text = checksum.as_str().expect("a string");
     assert!(
-        text.len() == 24
-            && text.starts_with("fnv1a64:")
-            && text[8..]
+        text.len() == 21
+            && text.starts_with("mx64:")
+            && text[5..]
                 .bytes()
                 .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
         "{text}"
@@ -207,10 +207,7 @@ fn a_changed_or_missing_checksum_is_an_error_unless_opted_out() {
         (
             edited(&json, |m| {
                 let upper = m["checksum"].as_str().unwrap().to_uppercase();
-                m.insert(
-                    "checksum".into(),
-                    json!(upper.replace("FNV1A64", "fnv1a64")),
-                );
+                m.insert("checksum".into(), json!(upper.replace("MX64", "mx64")));
             }),
             "does not match its checksum",
         ),
