@@ -61,26 +61,38 @@ fn avalanche(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// Mixes in `bytes` as little-endian words, the last one zero-padded, then
-/// their length (which tells the padding from real zeros).
+/// Mixes in `bytes` as little-endian words, then their length. A tail
+/// shorter than a word is read as one word overlapping what came before
+/// (or, for a string shorter than a word, as its first and last bytes):
+/// given the length, the words still determine the bytes, so a changed byte
+/// changes a word.
 #[inline]
 fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
+    let len = bytes.len();
+    let word_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half_at = |at: usize| {
+        u64::from(u32::from_le_bytes(
+            bytes[at..at + 4].try_into().expect("4 bytes"),
+        ))
+    };
+    if len >= 8 {
+        let whole = len / 8;
+        for i in 0..whole {
+            state = mix(state, word_at(i * 8));
+        }
+        if len % 8 != 0 {
+            state = mix(state, word_at(len - 8));
+        }
+    } else if len >= 4 {
+        state = mix(state, half_at(0) | (half_at(len - 4) << 32));
+    } else if len > 0 {
+        let (first, middle, last) = (bytes[0], bytes[len / 2], bytes[len - 1]);
         state = mix(
             state,
-            u64::from_le_bytes(word.try_into().expect("chunks of 8")),
+            u64::from(first) | (u64::from(middle) << 8) | (u64::from(last) << 16),
         );
     }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        let word = tail
-            .iter()
-            .rev()
-            .fold(0u64, |word, &b| (word << 8) | u64::from(b));
-        state = mix(state, word);
-    }
-    mix(state, bytes.len() as u64)
+    mix(state, len as u64)
 }
 
 fn mix_number(state: u64, n: &Number) -> u64 {
@@ -332,6 +344,35 @@ mod tests {
             ] {
                 assert!(seen.insert(digest_of(&json)), "{json}");
             }
+        }
+    }
+
+    #[test]
+    fn every_byte_of_a_string_or_key_counts() {
+        // Lengths around each way of reading a tail; one byte changed at a
+        // time, at every position: each gives its own checksum.
+        for len in 0..=26 {
+            let text: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            let json = |key: &str, value: &str| format!(r#"{{"{key}":"{value}"}}"#);
+            assert!(seen.insert(digest_of(&json("k", &text))));
+            for at in 0..len {
+                let mut changed = text.clone().into_bytes();
+                changed[at] = b'A' + (at % 26) as u8;
+                let changed = String::from_utf8(changed).unwrap();
+                assert!(
+                    seen.insert(digest_of(&json("k", &changed))),
+                    "value {changed}"
+                );
+                assert!(
+                    seen.insert(digest_of(&json(&changed, &text))),
+                    "key {changed}"
+                );
+            }
+            assert!(seen.insert(digest_of(&json(&text, &text))));
+            assert!(seen.insert(digest_of(&json("k", &format!("{text}a")))));
         }
     }
 
