@@ -80,7 +80,7 @@ fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
         for i in 0..whole {
             state = mix(state, word_at(i * 8));
         }
-        if len % 8 != 0 {
+        if !len.is_multiple_of(8) {
             state = mix(state, word_at(len - 8));
         }
     } else if len >= 4 {
