@@ -11,9 +11,11 @@
 //! Certainty for one changed member: every step below, for a fixed input
 //! word, is a bijection of the hash state (an xor, a multiplication by an
 //! odd constant, an xorshift), a member's hash goes through a bijective
-//! avalanche, and a sum changes when one of its terms does. So a change
-//! to one scalar or one key (same length), however deep, always changes
-//! the checksum; other changes collide with probability about 2^-64.
+//! avalanche, and a sum changes when one of its terms does. So changing
+//! one scalar into another of its kind (a number into a number of the same
+//! kind, a string or a key into one of the same length), however deep,
+//! always changes the checksum; other changes collide with probability
+//! about 2^-64.
 //!
 //! The walk is iterative (an explicit stack), so a deeply nested state
 //! costs heap, not call stack.
