@@ -673,6 +673,7 @@ impl State {
     }
 
     /// The entries as a shareable nested entry (no copy if already shared).
+    #[inline]
     fn into_shared(self) -> Arc<Body> {
         match self.body {
             Content::Own(body) => pool::shared(body),

@@ -35,6 +35,7 @@ thread_local! {
 }
 
 /// An empty entries vector with room for at least `len` entries.
+#[inline]
 pub(super) fn entries(len: usize) -> Entries {
     if len <= CAPACITY {
         let recycled = ENTRIES.try_with(|pool| pool.borrow_mut().pop());
@@ -47,6 +48,7 @@ pub(super) fn entries(len: usize) -> Entries {
 
 /// Takes back an emptied entries vector (freed if it is not of the kept
 /// capacity or the pool is full).
+#[inline]
 pub(super) fn recycle_entries(entries: Entries) {
     debug_assert!(entries.is_empty(), "recycled entries must be emptied");
     if entries.capacity() != CAPACITY {
@@ -61,6 +63,7 @@ pub(super) fn recycle_entries(entries: Entries) {
 }
 
 /// `body` behind a shared reference, in a recycled box when there is one.
+#[inline]
 pub(super) fn shared(mut body: Body) -> Arc<Body> {
     let recycled = SHELLS.try_with(|pool| pool.borrow_mut().pop());
     match recycled {
@@ -93,6 +96,7 @@ pub(super) fn recycle_shell(mut shell: Arc<Body>) {
 }
 
 /// An empty deferred entry's box, recycled when there is one.
+#[inline]
 pub(super) fn deferred() -> Option<Arc<Deferred>> {
     DEFERRED
         .try_with(|pool| pool.borrow_mut().pop())
