@@ -7,8 +7,8 @@
 //! went through its slow paths. Here each thread keeps a few of each kind
 //! of block, emptied: taking the next state reuses them.
 //!
-//! Only blocks of one capacity are kept (a wide state's large vector is
-//! freed as usual), at most [`KEPT`] of each kind per thread. A block freed
+//! Only small blocks are kept (a wide state's large vector is freed as
+//! usual), at most [`KEPT`] of each kind per thread. A block freed
 //! on another thread than the one that made it (a state sent away) simply
 //! joins that thread's pool, or is freed once the pool is full.
 
@@ -18,8 +18,14 @@ use std::sync::Arc;
 use super::deferred::Deferred;
 use super::{Body, Entry, Key};
 
-/// The capacity of a recycled entries vector: enough for every stock
-/// node's state (and a loader's), so that none regrows.
+/// The capacity of a new entries vector for a state of a few keys (most
+/// nodes' states; a large parsed document holds many such).
+const SMALL: usize = 4;
+
+/// The capacity of an entries vector for up to this many keys: enough for
+/// every stock node's state (and a loader's). Vectors of both capacities
+/// are recycled; a small one handed out for more keys grows to this once,
+/// and is recycled at this size.
 const CAPACITY: usize = 8;
 
 /// How many blocks of each kind a thread keeps.
@@ -39,11 +45,16 @@ thread_local! {
 pub(super) fn entries(len: usize) -> Entries {
     if len <= CAPACITY {
         let recycled = ENTRIES.try_with(|pool| pool.borrow_mut().pop());
-        if let Ok(Some(entries)) = recycled {
+        if let Ok(Some(mut entries)) = recycled {
+            entries.reserve(len);
             return entries;
         }
     }
-    Vec::with_capacity(len.max(CAPACITY))
+    Vec::with_capacity(if len <= SMALL {
+        SMALL
+    } else {
+        len.max(CAPACITY)
+    })
 }
 
 /// Takes back an emptied entries vector (freed if it is not of the kept
@@ -51,7 +62,7 @@ pub(super) fn entries(len: usize) -> Entries {
 #[inline]
 pub(super) fn recycle_entries(entries: Entries) {
     debug_assert!(entries.is_empty(), "recycled entries must be emptied");
-    if entries.capacity() != CAPACITY {
+    if !matches!(entries.capacity(), SMALL | CAPACITY) {
         return;
     }
     let _ = ENTRIES.try_with(|pool| {
