@@ -64,7 +64,8 @@ pub fn encode_child(state: &mut State, key: &'static str, child: State) {
 /// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised
 /// only when the state is.
 pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
-    state.insert_deferred(key, value.snapshot());
+    // The derive writes each key once, into a state it just made.
+    state.insert_deferred_new(key, value.snapshot());
 }
 
 /// Decodes a `#[node(state)]` field.

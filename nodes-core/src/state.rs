@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 mod checksum;
 mod deferred;
 mod parse;
+mod pool;
 
 use self::deferred::Deferred;
 pub use self::deferred::Snapshot;
@@ -104,8 +105,13 @@ struct Body {
 impl Clone for Body {
     fn clone(&self) -> Self {
         count_work(self.entries.len());
+        let mut entries = match self.entries.len() {
+            0 => Vec::new(),
+            len => pool::entries(len),
+        };
+        entries.extend(self.entries.iter().cloned());
         Body {
-            entries: self.entries.clone(),
+            entries,
             index: Index::default(),
             hint: AtomicUsize::new(0),
         }
@@ -295,28 +301,31 @@ impl Body {
     }
 
     /// Stores `entry` under `key`, replacing what was there.
+    #[inline]
     fn put(&mut self, key: Key, entry: Entry) {
+        // Inlined, with the lookup apart: the entry is written straight
+        // into its slot instead of being passed down by value.
+        match self.position_for_put(&key) {
+            Some(i) => self.entries[i].1 = entry,
+            None => self.push_unindexed(key, entry),
+        }
+    }
+
+    /// Where `key` is, or `None` after recording (in the index, if any)
+    /// that it will be appended.
+    fn position_for_put(&mut self, key: &str) -> Option<usize> {
         if self.index.0.get().is_none() && self.entries.len() >= INDEXED_FROM {
             let _ = self.index.0.set(Box::new(KeyIndex::new(&self.entries)));
         }
         // An index, once there, is kept complete.
-        let existing = match self.index.0.get_mut() {
+        match self.index.0.get_mut() {
             Some(index) => {
                 count_work(1);
-                index.find_or_add(&self.entries, &key)
+                index.find_or_add(&self.entries, key)
             }
             None => {
                 count_work(self.entries.len().max(1));
-                self.entries.iter().position(|(k, _)| *k == key)
-            }
-        };
-        match existing {
-            Some(i) => self.entries[i].1 = entry,
-            None => {
-                if self.entries.capacity() == 0 {
-                    self.entries.reserve_exact(4);
-                }
-                self.entries.push((key, entry));
+                self.entries.iter().position(|(k, _)| k == key)
             }
         }
     }
@@ -324,6 +333,7 @@ impl Body {
     /// Stores `entry` under `key`, a key the caller knows is not there yet
     /// (a node writing its state's fields): a narrow state appends without
     /// looking for it.
+    #[inline]
     fn put_new(&mut self, key: Key, entry: Entry) {
         if self.entries.len() + 1 >= INDEXED_FROM || self.index.0.get().is_some() {
             return self.put(key, entry);
@@ -338,9 +348,31 @@ impl Body {
 
     /// Appends an entry whose key is known to be new (the index, if any,
     /// is rebuilt on the next lookup).
+    #[inline]
     fn push_new(&mut self, key: Key, entry: Entry) {
-        self.index = Index::default();
+        if self.index.0.get().is_some() {
+            self.index = Index::default();
+        }
+        self.push_unindexed(key, entry);
+    }
+
+    /// Appends an entry, leaving the index as it is.
+    #[inline]
+    fn push_unindexed(&mut self, key: Key, entry: Entry) {
+        if self.entries.len() == self.entries.capacity() {
+            self.grow();
+        }
         self.entries.push((key, entry));
+    }
+
+    /// Makes room for one more entry: a recycled vector for the first.
+    #[cold]
+    fn grow(&mut self) {
+        if self.entries.capacity() == 0 {
+            self.entries = pool::entries(1);
+        } else {
+            self.entries.reserve(1);
+        }
     }
 }
 
@@ -357,33 +389,52 @@ const SHALLOW_DROP: usize = 32;
 /// away.
 impl Drop for Body {
     fn drop(&mut self) {
-        let nested = |e: &Entry| {
-            matches!(
-                e,
-                Entry::Child(_) | Entry::Json(Value::Array(_) | Value::Object(_))
-            )
-        };
-        if !self.entries.iter().any(|(_, e)| nested(e)) {
+        self.clear();
+    }
+}
+
+impl Body {
+    /// Empties the body. Its entries vector, and the nested states nobody
+    /// else holds, go back to the thread's [`pool`] for the next state.
+    fn clear(&mut self) {
+        if self.entries.capacity() == 0 {
             return;
         }
         // A state a few levels deep (every pipeline's, dropped after each
-        // `state_dict()`) drops by plain recursion, without allocating a
-        // stack: nested bodies recurse here at most `SHALLOW_DROP` levels
-        // deep, deeper ones take the explicit stack below.
+        // `state_dict()`) is emptied by plain recursion, without allocating
+        // a stack: nested bodies recurse here at most `SHALLOW_DROP` levels
+        // deep, deeper ones take the explicit stack of `drop_deep`.
         let depth = DROP_DEPTH.get();
-        if depth < SHALLOW_DROP {
-            DROP_DEPTH.set(depth + 1);
-            // Nested JSON values keep their own non-recursive drop; the
-            // rest (nested states) drops in place, in one pass.
-            for (_, entry) in &mut self.entries {
-                if let Entry::Json(value @ (Value::Array(_) | Value::Object(_))) = entry {
-                    dismantle(std::mem::take(value));
-                }
-            }
-            drop(std::mem::take(&mut self.entries));
-            DROP_DEPTH.set(depth);
-            return;
+        if depth >= SHALLOW_DROP {
+            return self.drop_deep();
         }
+        DROP_DEPTH.set(depth + 1);
+        let mut entries = std::mem::take(&mut self.entries);
+        // One pass that leaves nothing for the generic drop to look at.
+        for (_, entry) in entries.drain(..) {
+            match entry {
+                // Own nothing on the heap: nothing to drop.
+                Entry::Json(scalar @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
+                    std::mem::forget(scalar);
+                }
+                // Nested JSON values keep their own non-recursive drop.
+                Entry::Json(value) => dismantle(value),
+                // Only a nested state nobody else holds is recycled.
+                Entry::Child(child) => pool::recycle_shell(child),
+                Entry::Deferred(deferred) => pool::recycle_deferred(deferred),
+                Entry::Shared(_) | Entry::Checksum => {}
+            }
+        }
+        DROP_DEPTH.set(depth);
+        pool::recycle_entries(entries);
+        if self.index.0.get().is_some() {
+            self.index = Index::default();
+        }
+        *self.hint.get_mut() = 0;
+    }
+
+    /// Drops the entries of a deep state through an explicit stack.
+    fn drop_deep(&mut self) {
         let mut pending = vec![std::mem::take(&mut self.entries)];
         while let Some(entries) = pending.pop() {
             for (_, entry) in entries {
@@ -593,13 +644,23 @@ impl State {
     }
 
     /// The entries, to change them (copied first if they are shared).
+    #[inline]
     fn body_mut(&mut self) -> &mut Body {
-        if let Content::Shared(shared) = &self.body {
-            self.body = Content::Own((**shared).clone());
+        if let Content::Shared(_) = &self.body {
+            self.unshare();
         }
         match &mut self.body {
             Content::Own(body) => body,
             Content::Shared(_) => unreachable!("made owned above"),
+        }
+    }
+
+    /// Copies shared entries to own them (kept out of the inlined
+    /// `body_mut`: taking a state writes to states it owns).
+    #[cold]
+    fn unshare(&mut self) {
+        if let Content::Shared(shared) = &self.body {
+            self.body = Content::Own((**shared).clone());
         }
     }
 
@@ -612,9 +673,10 @@ impl State {
     }
 
     /// The entries as a shareable nested entry (no copy if already shared).
+    #[inline]
     fn into_shared(self) -> Arc<Body> {
         match self.body {
-            Content::Own(body) => Arc::new(body),
+            Content::Own(body) => pool::shared(body),
             Content::Shared(body) => body,
         }
     }
@@ -745,6 +807,7 @@ impl State {
         self.body().entry(key)
     }
 
+    #[inline]
     fn put(&mut self, key: Key, entry: Entry) {
         self.body_mut().put(key, entry);
     }
@@ -788,6 +851,9 @@ impl State {
     /// insert many (a sampler's sources) saves the regrowth.
     pub fn reserve(&mut self, additional: usize) {
         let body = self.body_mut();
+        if body.entries.capacity() == 0 {
+            body.entries = pool::entries(additional);
+        }
         body.entries.reserve(additional);
         let len = body.entries.len() + additional;
         if len >= INDEXED_FROM && body.index.0.get().is_none() {

@@ -25,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Entry, Key, State, dismantle};
+use super::{Entry, Key, State, dismantle, pool};
 
 /// A `#[node(state, deferred)]` field: a value that hands out an immutable
 /// snapshot of itself, so that taking a state costs O(1) (or close) whatever
@@ -80,7 +80,8 @@ impl<T: Serialize + Send + Sync> ToJson for T {
 
 /// A snapshot and, once computed, its JSON.
 pub(super) struct Deferred {
-    snapshot: Arc<dyn ToJson>,
+    /// The snapshot (none only while the entry waits in the pool).
+    snapshot: Option<Arc<dyn ToJson>>,
     json: OnceLock<Result<Value, String>>,
 }
 
@@ -89,10 +90,35 @@ pub(super) struct Deferred {
 static NULL: Value = Value::Null;
 
 impl Deferred {
+    /// The entry for a snapshot, not converted yet.
+    fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
+        if let Some(mut recycled) = pool::deferred()
+            && let Some(empty) = Arc::get_mut(&mut recycled)
+        {
+            empty.snapshot = Some(snapshot);
+            return Entry::Deferred(recycled);
+        }
+        Entry::Deferred(Arc::new(Deferred {
+            snapshot: Some(snapshot),
+            json: OnceLock::new(),
+        }))
+    }
+
+    /// Drops the snapshot and its JSON, for the pool.
+    pub(super) fn clear(&mut self) {
+        self.snapshot = None;
+        if let Some(Ok(value)) = self.json.take() {
+            dismantle(value);
+        }
+    }
+
     /// The JSON, or the serialisation error's message.
     pub(super) fn result(&self) -> Result<&Value, &str> {
         self.json
-            .get_or_init(|| self.snapshot.to_json_value().map_err(|e| e.to_string()))
+            .get_or_init(|| match &self.snapshot {
+                Some(snapshot) => snapshot.to_json_value().map_err(|e| e.to_string()),
+                None => Ok(Value::Null),
+            })
             .as_ref()
             .map_err(String::as_str)
     }
@@ -155,11 +181,17 @@ impl State {
     where
         T: Serialize + Send + Sync + 'static,
     {
-        let deferred = Deferred {
-            snapshot: value,
-            json: OnceLock::new(),
-        };
-        self.put(key.into(), Entry::Deferred(Arc::new(deferred)));
+        self.put(key.into(), Deferred::entry(value));
+    }
+
+    /// [`State::insert_deferred`] of a key this state does not hold yet
+    /// (see `Body::put_new`).
+    pub(crate) fn insert_deferred_new<T>(&mut self, key: &'static str, value: Arc<T>)
+    where
+        T: Serialize + Send + Sync + 'static,
+    {
+        self.body_mut()
+            .put_new(Key::Borrowed(key), Deferred::entry(value));
     }
 
     /// Builder form of [`State::insert_deferred`].
