@@ -172,17 +172,10 @@ impl Error {
         index: Option<u64>,
         payload: &(dyn std::any::Any + Send),
     ) -> Self {
-        let message = if let Some(s) = payload.downcast_ref::<&str>() {
-            (*s).to_owned()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "non-string panic payload".to_owned()
-        };
         Error::Panicked {
             node,
             index,
-            message,
+            message: panic_text(payload),
         }
     }
 
@@ -251,6 +244,18 @@ impl Error {
                 message: message.clone(),
             },
         }
+    }
+}
+
+/// The text of a panic payload: the message of a `&str` or `String` one,
+/// a placeholder for any other type.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
     }
 }
 

@@ -160,6 +160,26 @@ const CHECKSUM: &str = CHECKSUM_KEY;
 /// fingerprints parameters as `Param` renders them (not `Debug`), so states
 /// of formats 1 and 2 are refused as from an older version.
 const FORMAT_VERSION: u32 = 3;
+
+/// Pipelines of at least this many nodes verify a loaded state's checksum
+/// beside the nodes' checks (see `Loader::check_then_verify`): below it, a
+/// thread costs more than it saves.
+const PARALLEL_VERIFY_FROM: usize = 256;
+
+/// Whether `shape` has at least `n` nodes (counted without recursion, and
+/// only as far as `n`).
+fn has_nodes(shape: &Description, n: usize) -> bool {
+    let mut seen = 0;
+    let mut open = vec![shape];
+    while let Some(node) = open.pop() {
+        seen += 1;
+        if seen >= n {
+            return true;
+        }
+        open.extend(node.children().map(|(_, child)| child));
+    }
+    false
+}
 /// Every key a loader state may have, in the order they are written.
 const KEYS: &[&str] = &[
     ROOT,
@@ -517,6 +537,51 @@ impl<N: Node> Loader<N> {
         Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
 
+    /// The nodes' checks of `root_state`, then the checksum of `state`: the
+    /// first error in that order. A wide pipeline's state is large and the
+    /// two walks over it are independent, so there the checksum is verified
+    /// on a second thread while the nodes check (a machine with one core
+    /// runs them in turn, as before).
+    fn check_then_verify(&self, state: &State, root_state: &State) -> Result<()> {
+        if !self.verify_checksum {
+            return self.root.check_state(root_state);
+        }
+        if !has_nodes(&self.shape, PARALLEL_VERIFY_FROM) {
+            self.root.check_state(root_state)?;
+            return Self::verify_content(state);
+        }
+        std::thread::scope(|scope| {
+            let verifying = std::thread::Builder::new()
+                .name("nodes-verify".into())
+                .spawn_scoped(scope, || {
+                    let before = crate::state::work_done();
+                    let verified = Self::verify_content(state);
+                    (verified, crate::state::work_done().wrapping_sub(before))
+                });
+            let checked = self.root.check_state(root_state);
+            let verified = match verifying {
+                Ok(thread) => match thread.join() {
+                    Ok((verified, work)) => {
+                        // Counted where the restore was asked for, as if
+                        // done here (see `testing::state_work`).
+                        crate::state::count_work(work as usize);
+                        verified
+                    }
+                    Err(payload) => Err(Error::internal(
+                        "Loader",
+                        format!(
+                            "verifying the checksum panicked: {}",
+                            crate::error::panic_text(payload.as_ref())
+                        ),
+                    )),
+                },
+                // No thread to be had: verify here.
+                Err(_) => Self::verify_content(state),
+            };
+            checked.and(verified)
+        })
+    }
+
     /// Rejects a state taken from a pipeline of another shape, naming the
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
@@ -644,10 +709,7 @@ impl<N: Node> Loader<N> {
         }
         // Every check that names a field, then the checksum, and only then
         // is anything applied.
-        self.root.check_state(&root_state)?;
-        if self.verify_checksum {
-            Self::verify_content(state)?;
-        }
+        self.check_then_verify(state, &root_state)?;
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
         // Where the root stands, if known without asking it: a wide

@@ -72,13 +72,7 @@ pub fn watchdog<T: Send + 'static>(
 /// The text of a panic payload (`&str` or `String`; a placeholder for any
 /// other type).
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(a non-string payload)".to_owned()
-    }
+    crate::error::panic_text(payload)
 }
 
 /// Threads of this process right now: the entries of `/proc/self/task`, so

@@ -384,3 +384,45 @@ fn a_value_out_of_range_is_reported_at_its_path_before_the_checksum_and_nothing_
     assert_eq!(resets.load(Ordering::SeqCst), resets_before);
     assert_eq!(loader.state_dict().unwrap(), standing);
 }
+
+/// A wide pipeline verifies its checksum on a second thread while the
+/// nodes check the state: the same outcome, in the same order, as one
+/// thread doing both in turn.
+#[test]
+fn a_wide_pipeline_verifies_beside_the_checks_with_the_same_outcome() {
+    use nodes_std::MultiNodeWeightedSampler;
+    let build = || {
+        let sources = (0..300).map(|i| (format!("s{i:03}"), IterableWrapper::new(0..20u64)));
+        let weights = (0..300).map(|i| (format!("s{i:03}"), 1.0 + (i % 3) as f64));
+        MultiNodeWeightedSampler::new(sources, weights)
+            .unwrap()
+            .seed(3)
+    };
+    let mut loader = Loader::new(build());
+    let mut epoch = loader.epoch();
+    let _ = epoch.by_ref().take(500).count();
+    let json = epoch.state_dict().unwrap().to_json().unwrap();
+    let rest: Vec<u64> = epoch.collect::<Result<_>>().unwrap();
+    let source_count = |m: &mut Map<String, Value>, value: Value| {
+        m["root"]["dataset_node_states"]["s123"]["num_yielded"] = value;
+    };
+
+    let mut target = Loader::new(build());
+    // In range, so only the checksum tells.
+    let damaged = edited(&json, |m| source_count(m, json!(0)));
+    let err = target.load_state_dict(&damaged).unwrap_err();
+    assert_eq!(err.state_path(), Some("/checksum"), "{err}");
+    // A field error comes first, though the checksum fails too.
+    let both = edited(&json, |m| source_count(m, json!("zero")));
+    let err = target.load_state_dict(&both).unwrap_err();
+    assert_eq!(
+        err.state_path(),
+        Some("/root/dataset_node_states/s123/num_yielded"),
+        "{err}"
+    );
+    // Neither was applied; the good state loads and resumes exactly.
+    target
+        .load_state_dict(&State::from_json(&json).unwrap())
+        .unwrap();
+    assert_eq!(rest_of_epoch(&mut target), rest);
+}
