@@ -229,9 +229,20 @@ pub(crate) struct Sources<N> {
 
 /// See [`Sources::saved`].
 struct SavedParts {
-    names: Arc<Vec<String>>,
+    names: Arc<SourceNames>,
+    /// Each flag map with the flags it was written from.
     exhausted: (Vec<bool>, State),
     empty: (Vec<bool>, State),
+}
+
+/// The sources' names as `dataset_keys` saves them: a list of strings,
+/// sharing the sampler's names rather than copying them.
+struct SourceNames(Vec<Arc<str>>);
+
+impl serde::Serialize for SourceNames {
+    fn serialize<S: serde::Serializer>(&self, out: S) -> std::result::Result<S::Ok, S::Error> {
+        out.collect_seq(self.0.iter().map(|name| &**name))
+    }
 }
 
 /// The per-source part of a restored state, decoded and checked but not applied.
@@ -416,7 +427,7 @@ impl<N: Node> Sources<N> {
         let parts = match saved.take() {
             Some(parts) => parts,
             None => SavedParts {
-                names: Arc::new(self.names.iter().map(|n| String::from(&**n)).collect()),
+                names: Arc::new(SourceNames(self.names.clone())),
                 exhausted: (Vec::new(), State::new()),
                 empty: (Vec::new(), State::new()),
             },
@@ -426,11 +437,11 @@ impl<N: Node> Sources<N> {
             mut exhausted,
             mut empty,
         } = parts;
-        for ((values, map), now) in [(&mut exhausted, &self.exhausted), (&mut empty, &self.empty)] {
-            if values != now {
-                *map = self.flags_state(now)?;
-                values.clone_from(now);
-            }
+        if exhausted.0 != self.exhausted {
+            exhausted = self.flags_part(&self.exhausted, &empty)?;
+        }
+        if empty.0 != self.empty {
+            empty = self.flags_part(&self.empty, &exhausted)?;
         }
         state.insert_deferred(DATASET_KEYS, Arc::clone(&names));
         state.insert_child(EXHAUSTED, exhausted.1.clone());
@@ -448,6 +459,20 @@ impl<N: Node> Sources<N> {
         }
         state.insert_child(NODE_STATES, nested);
         Ok(())
+    }
+
+    /// The flag map for `values` with the flags it holds: the `other`
+    /// map's when it holds the same flags (both maps are all `false` for
+    /// most of a pass: one map, written once), else a new one.
+    fn flags_part(
+        &self,
+        values: &[bool],
+        other: &(Vec<bool>, State),
+    ) -> Result<(Vec<bool>, State)> {
+        if other.0 == values {
+            return Ok(other.clone());
+        }
+        Ok((values.to_vec(), self.flags_state(values)?))
     }
 
     /// A map from each source's name to its flag, as a shared state (a
