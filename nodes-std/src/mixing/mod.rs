@@ -374,7 +374,15 @@ impl<N: Node> Sources<N> {
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
             map.expect_keys(node, &names)?;
-            names.iter().map(|n| map.get::<bool>(n)).collect()
+            let mut flags = Vec::with_capacity(names.len());
+            for name in &names {
+                // Read in place; `get` for what is not a bool (its error).
+                match map.value_ref(name)?.as_bool() {
+                    Some(flag) => flags.push(flag),
+                    None => flags.push(map.get::<bool>(name)?),
+                }
+            }
+            Ok(flags)
         };
         let exhausted = flags(EXHAUSTED)?;
         let empty = flags(EMPTY)?;
@@ -386,10 +394,10 @@ impl<N: Node> Sources<N> {
         }
         let nested = state.child(NODE_STATES)?;
         nested.expect_keys(node, &names)?;
-        let states = names
-            .iter()
-            .map(|n| nested.child(n))
-            .collect::<Result<Vec<_>>>()?;
+        let mut states = Vec::with_capacity(names.len());
+        for name in &names {
+            states.push(nested.child(name)?);
+        }
         Ok(DecodedSources {
             exhausted,
             empty,
