@@ -68,6 +68,85 @@ pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'stati
     state.insert_deferred_new(key, value.snapshot());
 }
 
+/// The last state a derived leaf node (no children, no deferred fields)
+/// took on this thread: one per node type (see [`leaf_state`]).
+pub type LastState = std::cell::RefCell<Option<State>>;
+
+/// A `#[node(state)]` field as JSON, as [`encode_field`] stores it.
+pub fn field_json<T: serde::Serialize>(key: &'static str, value: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(value)
+        .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))
+}
+
+/// The state of a derived leaf node: `keys` holding `values`, then the
+/// version. When the fields are scalars and the same as in the last state
+/// a node of this type took on this thread (`last`), that state is
+/// returned, shared: a wide sampler's sources standing at their start (a
+/// loader's rollback point) then cost a reference count each, not a state
+/// of their own. Scalars are compared as their JSON is written (`0.0` and
+/// `-0.0` differ), so a shared state serialises exactly as a new one.
+pub fn leaf_state<const K: usize>(
+    last: &'static std::thread::LocalKey<LastState>,
+    keys: [&'static str; K],
+    values: [serde_json::Value; K],
+    version: u32,
+) -> Result<State> {
+    let scalars = values.iter().all(|v| {
+        !matches!(
+            v,
+            serde_json::Value::Array(_) | serde_json::Value::Object(_)
+        )
+    });
+    if scalars {
+        let same = |state: &State| {
+            keys.iter().zip(&values).all(|(key, value)| {
+                matches!(state.value_ref(key), Ok(std::borrow::Cow::Borrowed(held)) if same_scalar(held, value))
+            })
+        };
+        let hit = last
+            .try_with(|last| {
+                last.try_borrow()
+                    .ok()?
+                    .as_ref()
+                    .filter(|s| same(s))
+                    .cloned()
+            })
+            .ok()
+            .flatten();
+        if let Some(hit) = hit {
+            return Ok(hit);
+        }
+    }
+    let mut out = State::new();
+    out.reserve(K + usize::from(version != 0));
+    for (key, value) in keys.into_iter().zip(values) {
+        out.insert_json_new(key, value);
+    }
+    out.set_version(version)?;
+    if !scalars {
+        return Ok(out);
+    }
+    let out = out.share();
+    let _ = last.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = Some(out.clone());
+        }
+    });
+    Ok(out)
+}
+
+/// Whether two scalar JSON values are written alike.
+fn same_scalar(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a, b) {
+        (serde_json::Value::Number(a), serde_json::Value::Number(b)) => {
+            a.as_u64() == b.as_u64()
+                && a.as_i64() == b.as_i64()
+                && a.as_f64().map(f64::to_bits) == b.as_f64().map(f64::to_bits)
+        }
+        _ => a == b,
+    }
+}
+
 /// Decodes a `#[node(state)]` field.
 pub fn decode_field<T: serde::de::DeserializeOwned>(state: &State, key: &str) -> Result<T> {
     state.get(key)

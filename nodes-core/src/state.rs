@@ -1268,6 +1268,16 @@ impl Drop for PathNode {
     }
 }
 
+// Additions for the derive's leaf states (see `__private::leaf_state`).
+impl State {
+    /// Stores a JSON value under a key this state does not hold yet (see
+    /// `Body::put_new`), as is: no second serialisation.
+    pub(crate) fn insert_json_new(&mut self, key: &'static str, value: Value) {
+        self.body_mut()
+            .put_new(Key::Borrowed(key), Entry::Json(value));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -223,6 +223,7 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
         quote!(#p::LazySlot::clear(&mut self.#member, #name, #field);)
     });
     let tuple = quote!((#(#decoded,)*));
+    let expect_version = expect_version(input, &name, version);
     let init = match input.attrs.init.span() {
         // The author's method, called by name so a missing one is reported at the attribute.
         // A bad-state error from `init` names a key of this node's state
@@ -243,7 +244,7 @@ fn reset_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
         let __decoded = match __state {
             ::core::option::Option::Some(__s) => {
                 __s.expect_keys(#name, &[#(#keys),*])?;
-                __s.expect_version(#name, #version)?;
+                #expect_version
                 #(#check_children)*
                 #(#decode)*
                 #validate
@@ -276,6 +277,14 @@ fn check_children<'a>(
         })
 }
 
+/// The version check, after `expect_keys`. Unversioned, it can only fail
+/// on a `version` key, which `expect_keys` has rejected already unless a
+/// field has that key: so it is left out (a lookup per node per restore).
+fn expect_version(input: &Input<'_>, name: &TokenStream, version: u32) -> Option<TokenStream> {
+    let needed = version != 0 || input.keyed().any(|f| f.key == crate::symbol::VERSION_KEY);
+    needed.then(|| quote!(__s.expect_version(#name, #version)?;))
+}
+
 /// `check_state`: what `reset` checks before applying a state, then the
 /// same for every child, without changing anything.
 fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
@@ -289,6 +298,7 @@ fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenSt
         quote!(let _: #ty = #p::decode_field(__s, #key)?;)
     });
     let check_children = check_children(input, p);
+    let expect_version = expect_version(input, &name, version);
     let validate = input
         .attrs
         .validate
@@ -304,7 +314,7 @@ fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenSt
     });
     quote! {
         __s.expect_keys(#name, &[#(#keys),*])?;
-        __s.expect_version(#name, #version)?;
+        #expect_version
         #(#check_children)*
         #(#decode)*
         #validate
@@ -314,6 +324,12 @@ fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenSt
 }
 
 fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
+    let leaf = input
+        .keyed()
+        .all(|f| f.attrs.role() == Some(Role::State) && !f.attrs.deferred.is_set());
+    if leaf {
+        return leaf_get_state_body(input, p, version);
+    }
     let parts = input.keyed().map(|f| {
         let (member, key) = (f.ident, &f.key);
         match f.attrs.role() {
@@ -337,6 +353,23 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
         #(#parts)*
         __out.set_version(#version)?;
         ::core::result::Result::Ok(__out)
+    }
+}
+
+/// `get_state` of a node without children or deferred fields: its fields
+/// as JSON, and the state shared with the last one this thread took of a
+/// node of this type when they are the same (see `leaf_state`).
+fn leaf_get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
+    let keys = input.keyed().map(|f| &f.key);
+    let values = input.keyed().map(|f| {
+        let (member, key) = (f.ident, &f.key);
+        quote!(#p::field_json(#key, &self.#member)?)
+    });
+    quote! {
+        ::std::thread_local! {
+            static __LAST: #p::LastState = const { #p::LastState::new(::core::option::Option::None) };
+        }
+        #p::leaf_state(&__LAST, [#(#keys),*], [#(#values),*], #version)
     }
 }
 

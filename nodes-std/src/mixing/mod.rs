@@ -229,9 +229,35 @@ pub(crate) struct Sources<N> {
 
 /// See [`Sources::saved`].
 struct SavedParts {
-    names: Arc<Vec<String>>,
-    exhausted: (Vec<bool>, State),
-    empty: (Vec<bool>, State),
+    names: Arc<SourceNames>,
+    exhausted: Arc<FlagMap>,
+    empty: Arc<FlagMap>,
+}
+
+/// A flag per source, saved as a map from each source's name to its flag.
+/// Deferred (see `State::insert_deferred`): taking a state costs a
+/// reference count, and a change of flags (a source ends) a copy of the
+/// flags, not a map of as many keys as there are sources; the map is
+/// written when the state is read or serialised.
+struct FlagMap {
+    names: Arc<SourceNames>,
+    flags: Vec<bool>,
+}
+
+impl serde::Serialize for FlagMap {
+    fn serialize<S: serde::Serializer>(&self, out: S) -> std::result::Result<S::Ok, S::Error> {
+        out.collect_map(self.names.0.iter().map(|name| &**name).zip(&self.flags))
+    }
+}
+
+/// The sources' names as `dataset_keys` saves them: a list of strings,
+/// sharing the sampler's names rather than copying them.
+struct SourceNames(Vec<Arc<str>>);
+
+impl serde::Serialize for SourceNames {
+    fn serialize<S: serde::Serializer>(&self, out: S) -> std::result::Result<S::Ok, S::Error> {
+        out.collect_seq(self.0.iter().map(|name| &**name))
+    }
 }
 
 /// The per-source part of a restored state, decoded and checked but not applied.
@@ -363,7 +389,15 @@ impl<N: Node> Sources<N> {
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
             map.expect_keys(node, &names)?;
-            names.iter().map(|n| map.get::<bool>(n)).collect()
+            let mut flags = Vec::with_capacity(names.len());
+            for name in &names {
+                // Read in place; `get` for what is not a bool (its error).
+                match map.value_ref(name)?.as_bool() {
+                    Some(flag) => flags.push(flag),
+                    None => flags.push(map.get::<bool>(name)?),
+                }
+            }
+            Ok(flags)
         };
         let exhausted = flags(EXHAUSTED)?;
         let empty = flags(EMPTY)?;
@@ -375,10 +409,10 @@ impl<N: Node> Sources<N> {
         }
         let nested = state.child(NODE_STATES)?;
         nested.expect_keys(node, &names)?;
-        let states = names
-            .iter()
-            .map(|n| nested.child(n))
-            .collect::<Result<Vec<_>>>()?;
+        let mut states = Vec::with_capacity(names.len());
+        for name in &names {
+            states.push(nested.child(name)?);
+        }
         Ok(DecodedSources {
             exhausted,
             empty,
@@ -406,35 +440,43 @@ impl<N: Node> Sources<N> {
 
     /// Writes the per-source keys into `state`.
     ///
-    /// The names and the two flag maps are shared with the previous state
-    /// while they are unchanged (a flag changes when a source ends, a few
-    /// times per pass), so a state costs one nested state per source and
-    /// O(1) for the rest.
+    /// The names and the two flag maps are deferred snapshots, shared with
+    /// the previous state while they are unchanged (a flag changes when a
+    /// source ends, a few times per pass) and copied as a `Vec<bool>` when
+    /// one changes, so a state costs one nested state per source and O(1)
+    /// or a copy of the flags for the rest.
     pub(crate) fn save(&self, state: &mut State, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         let parts = match saved.take() {
             Some(parts) => parts,
-            None => SavedParts {
-                names: Arc::new(self.names.iter().map(|n| String::from(&**n)).collect()),
-                exhausted: (Vec::new(), State::new()),
-                empty: (Vec::new(), State::new()),
-            },
+            None => {
+                let names = Arc::new(SourceNames(self.names.clone()));
+                let flags = Arc::new(FlagMap {
+                    names: Arc::clone(&names),
+                    flags: vec![false; self.len()],
+                });
+                SavedParts {
+                    names,
+                    exhausted: Arc::clone(&flags),
+                    empty: flags,
+                }
+            }
         };
         let SavedParts {
             names,
             mut exhausted,
             mut empty,
         } = parts;
-        for ((values, map), now) in [(&mut exhausted, &self.exhausted), (&mut empty, &self.empty)] {
-            if values != now {
-                *map = self.flags_state(now)?;
-                values.clone_from(now);
-            }
+        if exhausted.flags != self.exhausted {
+            exhausted = flag_map(&names, &self.exhausted, &empty);
+        }
+        if empty.flags != self.empty {
+            empty = flag_map(&names, &self.empty, &exhausted);
         }
         state.insert_deferred(DATASET_KEYS, Arc::clone(&names));
-        state.insert_child(EXHAUSTED, exhausted.1.clone());
-        state.insert_child(EMPTY, empty.1.clone());
+        state.insert_deferred(EXHAUSTED, Arc::clone(&exhausted));
+        state.insert_deferred(EMPTY, Arc::clone(&empty));
         *saved = Some(SavedParts {
             names,
             exhausted,
@@ -448,17 +490,6 @@ impl<N: Node> Sources<N> {
         }
         state.insert_child(NODE_STATES, nested);
         Ok(())
-    }
-
-    /// A map from each source's name to its flag, as a shared state (a
-    /// clone of it is a reference).
-    fn flags_state(&self, values: &[bool]) -> Result<State> {
-        let mut map = State::new();
-        map.reserve(self.names.len());
-        for (name, value) in self.names.iter().zip(values) {
-            map.insert(String::from(&**name), *value)?;
-        }
-        Ok(map.share())
     }
 
     /// Adds the sources as children, in source order, labelled by their
@@ -484,6 +515,18 @@ impl<N: Node> Sources<N> {
     pub(crate) fn varying_order(&self) -> Option<String> {
         self.nodes.iter().find_map(Stateful::varying_order)
     }
+}
+
+/// The flag map for `flags`: `other` when it holds the same flags (both
+/// maps are all `false` for most of a pass: one map), else a new one.
+fn flag_map(names: &Arc<SourceNames>, flags: &[bool], other: &Arc<FlagMap>) -> Arc<FlagMap> {
+    if other.flags == flags {
+        return Arc::clone(other);
+    }
+    Arc::new(FlagMap {
+        names: Arc::clone(names),
+        flags: flags.to_vec(),
+    })
 }
 
 impl<N> Sources<N> {

@@ -411,3 +411,42 @@ fn deferred_state_fields_save_a_snapshot_and_restore_through_serde() {
     }
     testing::assert_save_load(remember, 2);
 }
+
+/// A leaf whose state is one float it sets from outside.
+#[derive(Node)]
+struct Level {
+    #[node(state)]
+    level: f64,
+    #[node(state)]
+    name: String,
+}
+
+impl Node for Level {
+    type Item = f64;
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<f64>> {
+        Ok(Some(self.level))
+    }
+}
+
+/// A leaf's state may be the one the last node of its type took on this
+/// thread (shared, not rebuilt), but only when it is written alike: it
+/// always serialises exactly as the node's own fields.
+#[test]
+fn leaf_states_are_shared_only_when_written_alike() {
+    let json = |level: f64, name: &str| {
+        let state = State::new().with("level", level).unwrap();
+        let state = state.with("name", name).unwrap();
+        let node = Level {
+            level: 0.0,
+            name: String::new(),
+        };
+        let running = node.start_from(&state).unwrap();
+        running.get_state().unwrap().to_json().unwrap()
+    };
+    assert_eq!(json(0.0, "a"), r#"{"level":0.0,"name":"a"}"#);
+    assert_eq!(json(0.0, "a"), r#"{"level":0.0,"name":"a"}"#);
+    assert_eq!(json(-0.0, "a"), r#"{"level":-0.0,"name":"a"}"#);
+    assert_eq!(json(-0.0, "b"), r#"{"level":-0.0,"name":"b"}"#);
+    assert_eq!(json(1.0, "b"), r#"{"level":1.0,"name":"b"}"#);
+    assert_eq!(json(1.0, "b"), r#"{"level":1.0,"name":"b"}"#);
+}
