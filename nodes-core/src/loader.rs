@@ -507,12 +507,9 @@ impl<N: Node> Loader<N> {
         Ok(format)
     }
 
-    /// Compares a state read back with the checksum written with it (a
-    /// state that never left memory has none to compare).
+    /// Compares a state read back with the checksum written with it (see
+    /// `check_then_verify` for the states that have none to compare).
     fn verify_content(state: &State) -> Result<()> {
-        if state.has_checksum_slot() || !state.contains(CHECKSUM) {
-            return Ok(());
-        }
         let saved: String = state.get(CHECKSUM)?;
         if state.checksum_matches(&saved) {
             return Ok(());
@@ -543,7 +540,10 @@ impl<N: Node> Loader<N> {
     /// on a second thread while the nodes check (a machine with one core
     /// runs them in turn, as before).
     fn check_then_verify(&self, state: &State, root_state: &State) -> Result<()> {
-        if !self.verify_checksum {
+        // A state taken in this process (an unfilled slot) or one without
+        // the key (refused by the key check) has nothing to verify.
+        let sealed = state.contains(CHECKSUM) && !state.has_checksum_slot();
+        if !self.verify_checksum || !sealed {
             return self.root.check_state(root_state);
         }
         if !has_nodes(&self.shape, PARALLEL_VERIFY_FROM) {
