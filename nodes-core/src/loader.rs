@@ -180,6 +180,7 @@ fn has_nodes(shape: &Description, n: usize) -> bool {
     }
     false
 }
+
 /// Every key a loader state may have, in the order they are written.
 const KEYS: &[&str] = &[
     ROOT,
@@ -284,9 +285,10 @@ impl<N: Node> Loader<N> {
     /// `"checksum": "mx64:<16 hex digits>"`, computed over the rest of the
     /// state's content as parsed (a state sealed by an earlier build with
     /// `"fnv1a64:…"` is verified by that algorithm). Re-indenting a
-    /// checkpoint or reordering its keys keeps it valid; any change to what it parses to is an `Err` at
-    /// `/checksum`, and a format 2 state without the key is one too. A state
-    /// passed in memory, never serialised, has nothing to verify.
+    /// checkpoint or reordering its keys keeps it valid; any change to what
+    /// it parses to is an `Err` at `/checksum`, and a format 2 state without
+    /// the key is one too. A state passed in memory, never serialised, has
+    /// nothing to verify.
     ///
     /// Turn it off to load a state edited by hand: the checksum key may then
     /// be absent or stale. Every other check still applies.
