@@ -110,6 +110,22 @@ impl Body {
     }
 }
 
+/// A state built in memory with a JSON value, a child and a checksum slot:
+/// `{"a":[1,{"x":null,"y":"\n"}],"b":{"c":-2,"d":0.5}}` as content. The
+/// algorithms' tests hash it against that text.
+#[cfg(test)]
+fn sample_state() -> State {
+    let mut built = State::new()
+        .with("a", serde_json::json!([1, {"x": null, "y": "\n"}]))
+        .unwrap();
+    built.insert_checksum();
+    built.insert_child(
+        "b",
+        State::new().with("c", -2).unwrap().with("d", 0.5).unwrap(),
+    );
+    built
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,14 +136,7 @@ mod tests {
 
     #[test]
     fn the_slot_is_filled_when_serialised_and_read_back_as_a_string() {
-        let mut built = State::new()
-            .with("a", serde_json::json!([1, {"x": null, "y": "\n"}]))
-            .unwrap();
-        built.insert_checksum();
-        built.insert_child(
-            "b",
-            State::new().with("c", -2).unwrap().with("d", 0.5).unwrap(),
-        );
+        let built = sample_state();
         assert!(built.has_checksum_slot());
         let expected = built.content_checksum();
         assert!(

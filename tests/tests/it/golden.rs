@@ -246,12 +246,7 @@ fn golden_checkpoints_carry_the_writer_version_and_are_sealed() {
         let value: Value = serde_json::from_str(&text).unwrap();
         assert!(value["version"].is_string(), "{case}: no writer version");
         assert!(value["checksum"].is_string(), "{case}: no checksum");
-        let mut damaged = value.clone();
-        damaged["num_yielded"] = json!(value["num_yielded"].as_u64().unwrap() + 1);
-        let err = Loader::new(build())
-            .load_state_dict(&State::from_value(damaged).unwrap())
-            .unwrap_err();
-        assert_eq!(err.state_path(), Some("/checksum"), "{case}: {err}");
+        refused_when_damaged(case, build, &value);
     }
 }
 
@@ -288,14 +283,26 @@ fn checkpoints_sealed_by_an_earlier_checksum_algorithm_still_load_and_are_verifi
                 &take(&mut epoch, REST_LEN),
             );
         }
-        let mut damaged = value.clone();
-        damaged["num_yielded"] = json!(value["num_yielded"].as_u64().unwrap() + 1);
-        let err = Loader::new(build())
-            .load_state_dict(&State::from_value(damaged).unwrap())
-            .unwrap_err();
-        assert_eq!(err.state_path(), Some("/checksum"), "{case}: {err}");
+        let err = refused_when_damaged(case, build, &value);
         assert!(err.to_string().contains("fnv1a64:"), "{case}: {err}");
     }
+}
+
+/// The error loading `checkpoint` into a fresh `build()` gives once its
+/// `num_yielded` is changed (still in range: only the checksum tells), which
+/// must be at `/checksum`.
+fn refused_when_damaged(
+    case: &str,
+    build: fn() -> Box<dyn Node<Item = Value>>,
+    checkpoint: &Value,
+) -> Error {
+    let mut damaged = checkpoint.clone();
+    damaged["num_yielded"] = json!(checkpoint["num_yielded"].as_u64().unwrap() + 1);
+    let err = Loader::new(build())
+        .load_state_dict(&State::from_value(damaged).unwrap())
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/checksum"), "{case}: {err}");
+    err
 }
 
 /// The writer's version is informational: a state without it, or written
