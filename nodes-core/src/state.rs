@@ -387,6 +387,19 @@ const SHALLOW_DROP: usize = 32;
 /// Drops nested states, and nested JSON values, without recursion: a state
 /// nested a million levels deep must not overflow the stack when it goes
 /// away.
+/// A state's own shared box goes back to the thread's pool when nobody else
+/// holds it, as nested ones do: `par_map` takes a snapshot state after every
+/// item, and its workers get them back to drop (`Cursor::take_retired`).
+impl Drop for State {
+    fn drop(&mut self) {
+        if let Content::Shared(_) = &self.body
+            && let Content::Shared(shell) = std::mem::take(&mut self.body)
+        {
+            pool::recycle_shell(shell);
+        }
+    }
+}
+
 impl Drop for Body {
     fn drop(&mut self) {
         self.clear();
@@ -665,8 +678,8 @@ impl State {
     }
 
     /// The entries as an owned body (copied if they are shared).
-    fn into_body(self) -> Body {
-        match self.body {
+    fn into_body(mut self) -> Body {
+        match std::mem::take(&mut self.body) {
             Content::Own(body) => body,
             Content::Shared(body) => Arc::unwrap_or_clone(body),
         }
@@ -674,8 +687,8 @@ impl State {
 
     /// The entries as a shareable nested entry (no copy if already shared).
     #[inline]
-    fn into_shared(self) -> Arc<Body> {
-        match self.body {
+    fn into_shared(mut self) -> Arc<Body> {
+        match std::mem::take(&mut self.body) {
             Content::Own(body) => pool::shared(body),
             Content::Shared(body) => body,
         }
@@ -1281,6 +1294,33 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shell_of(state: &State) -> *const Body {
+        match &state.body {
+            Content::Shared(body) => Arc::as_ptr(body),
+            Content::Own(_) => std::ptr::null(),
+        }
+    }
+
+    /// A shared state nobody else holds gives its box back to the thread's
+    /// pool when dropped (a per-item snapshot allocates nothing in steady
+    /// state); one still held elsewhere does not.
+    #[test]
+    fn a_dropped_shared_state_recycles_its_box() {
+        let first = State::new().with("n", 1).unwrap().share();
+        let shell = shell_of(&first);
+        let before = pool::shells_kept();
+        drop(first);
+        assert_eq!(pool::shells_kept(), before + 1);
+        let second = State::new().with("n", 2).unwrap().share();
+        assert_eq!(shell_of(&second), shell);
+        assert_eq!(pool::shells_kept(), before);
+        assert_eq!(second.get::<u64>("n").unwrap(), 2);
+        let kept = second.clone();
+        drop(second);
+        assert_eq!(pool::shells_kept(), before);
+        assert_eq!(kept.get::<u64>("n").unwrap(), 2);
+    }
 
     #[test]
     fn wrong_type_names_path_and_types() {

@@ -106,6 +106,12 @@ pub(super) fn recycle_shell(mut shell: Arc<Body>) {
     });
 }
 
+/// How many emptied boxes this thread keeps now.
+#[cfg(test)]
+pub(super) fn shells_kept() -> usize {
+    SHELLS.with(|pool| pool.borrow().len())
+}
+
 /// An empty deferred entry's box, recycled when there is one.
 #[inline]
 pub(super) fn deferred() -> Option<Arc<Deferred>> {

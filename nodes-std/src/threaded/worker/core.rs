@@ -227,6 +227,15 @@ pub(crate) type Items<U> = VecDeque<(u64, Slot<U>)>;
 /// cache lines was the hottest spot of a prefetched pass.
 pub(crate) type Slot<U> = std::result::Result<U, Box<Error>>;
 
+/// An emptied chunk buffer on its way back to the workers, with the
+/// snapshots the consumer retired since the last one: dropped by a worker,
+/// they return to the state pool of the thread that took them (see
+/// [`Cursor::take_retired`]).
+struct Spare<U> {
+    items: Items<U>,
+    retired: Vec<State>,
+}
+
 /// Items on their way to the consumer, in pull order.
 struct Chunk<U> {
     items: Items<U>,
@@ -473,7 +482,7 @@ struct Pool<U> {
     halt: Arc<AtomicBool>,
     workers: Workers,
     /// Emptied chunk buffers, back to the workers for their next chunks.
-    spare: Sender<Items<U>>,
+    spare: Sender<Spare<U>>,
     /// In order: chunks that arrived before their turn, by first index.
     reorder: ReorderBuffer<Chunk<U>>,
     /// The chunk being handed out (what is left of it), and how many of its
@@ -541,7 +550,7 @@ impl<U> Pool<U> {
     /// at the end of the pass.
     fn next(
         &mut self,
-        cursor: &Cursor,
+        cursor: &mut Cursor,
         in_order: bool,
         node: &'static str,
         cx: &mut Cx,
@@ -583,7 +592,10 @@ impl<U> Pool<U> {
             // take only what they lack, so the buffers in use stay bounded
             // by the chunks in flight.
             if done.items.capacity() > 0 {
-                let _ = self.spare.send(done.items);
+                let _ = self.spare.send(Spare {
+                    items: done.items,
+                    retired: cursor.take_retired(),
+                });
             }
         }
     }
@@ -721,7 +733,7 @@ struct Worker<N: Node, S, U> {
     stage: Arc<S>,
     results: Sender<Chunk<U>>,
     /// Buffers the consumer emptied, for the next chunks.
-    spare: Receiver<Items<U>>,
+    spare: Receiver<Spare<U>>,
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     plan: Plan,
@@ -790,8 +802,11 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
         let items = std::mem::take(&mut pulled.items);
         let items = match self.stage.pass_through(items) {
             Ok(items) => {
-                if let Ok(spare) = self.spare.try_recv()
-                    && let Some(spare) = self.stage.reuse(spare)
+                if let Ok(Spare { items, retired }) = self.spare.try_recv()
+                    && let Some(spare) = {
+                        drop(retired);
+                        self.stage.reuse(items)
+                    }
                 {
                     pulled.items = spare;
                 }
@@ -799,7 +814,16 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             }
             Err(items) => {
                 pulled.items = items;
-                let mut out = self.spare.try_recv().unwrap_or_default();
+                // Retired snapshots are dropped here, into this thread's
+                // state pool.
+                let mut out = self
+                    .spare
+                    .try_recv()
+                    .map(|Spare { items, retired }| {
+                        drop(retired);
+                        items
+                    })
+                    .unwrap_or_default();
                 out.clear();
                 out.extend(pulled.items.drain(..).map(|(index, item)| {
                     let out = item.and_then(|item| {
@@ -1013,7 +1037,7 @@ where
             }
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
-                    match pool.next(&self.cursor, self.run.in_order, node, cx) {
+                    match pool.next(&mut self.cursor, self.run.in_order, node, cx) {
                         Some((index, value, snapshot)) => {
                             self.cursor.deliver(index, snapshot);
                             Some(value)
