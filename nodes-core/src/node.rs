@@ -114,6 +114,23 @@ pub trait Stateful {
         None
     }
 
+    /// For a node whose state, within a pass, changes from one item to the
+    /// next only in a count of the items it returned: that count's key.
+    ///
+    /// The promise, which the thread-backed nodes rely on: every `Ok(Some)`
+    /// from [`next`](Node::next) adds one to the `u64` under this key and
+    /// changes nothing else in [`get_state`](Stateful::get_state)'s result.
+    /// `ParallelMapper` and `Prefetcher` then work out the state after any
+    /// item from one snapshot, instead of asking the source for a snapshot
+    /// after every item (a state per item, on the pulling thread), and a
+    /// restore still replays nothing.
+    ///
+    /// `None` (the default) makes no promise. `#[derive(Node)]` returns the
+    /// key of a `#[node(state, counts_items)]` field.
+    fn counted_by(&self) -> Option<&'static str> {
+        None
+    }
+
     /// How many more items the current pass returns, as
     /// [`Iterator::size_hint`] says it: a lower bound and, if known, an upper
     /// bound. For a progress bar, or to size a buffer.
@@ -210,6 +227,10 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 
     fn varying_order(&self) -> Option<String> {
         (**self).varying_order()
+    }
+
+    fn counted_by(&self) -> Option<&'static str> {
+        (**self).counted_by()
     }
 
     fn size_hint(&self) -> (u64, Option<u64>) {

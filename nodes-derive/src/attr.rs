@@ -97,6 +97,10 @@ pub(crate) struct FieldAttrs {
     /// `deferred`: a `state` field saved as a snapshot, serialised only when
     /// the state is (the field implements `Snapshot`).
     pub(crate) deferred: Attr<()>,
+    /// `counts_items`: a `state` field that counts the items the node
+    /// returned, and the only state that changes between items (see
+    /// `Stateful::counted_by`).
+    pub(crate) counts_items: Attr<()>,
     /// Whether a `#[node(...)]` attribute of the field had an error (already
     /// reported, so a missing role is not reported on top of it).
     pub(crate) malformed: bool,
@@ -109,6 +113,7 @@ impl FieldAttrs {
             default: Attr::none(DEFAULT),
             rename: Attr::none(RENAME),
             deferred: Attr::none(DEFERRED),
+            counts_items: Attr::none(COUNTS_ITEMS),
             malformed: false,
         };
         let malformed = for_each_node_key(cx, &field.attrs, |meta| out.parse_one(cx, meta));
@@ -140,6 +145,8 @@ impl FieldAttrs {
             }
         } else if meta.path.is_ident(DEFERRED) {
             self.deferred.set(cx, span, ());
+        } else if meta.path.is_ident(COUNTS_ITEMS) {
+            self.counts_items.set(cx, span, ());
         } else if meta.path.is_ident(RENAME) {
             match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
                 Ok(lit) => self.rename.set(cx, span, lit),
@@ -153,7 +160,7 @@ impl FieldAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node field attribute `{}`; expected one of {}, `default = ...`, `rename = \"...\"`, `deferred`",
+                    "unknown node field attribute `{}`; expected one of {}, `default = ...`, `rename = \"...\"`, `deferred`, `counts_items`",
                     path_to_string(&meta.path),
                     Role::list()
                 ),

@@ -16,6 +16,45 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_keys(cx, input);
     check_crate_path(cx, input);
     check_size_hint_child(cx, input);
+    check_counts_items(cx, input);
+}
+
+/// `counts_items` promises that the node's state changes from one item to
+/// the next only in that field: one such field, a plain `state` one, in a
+/// node without children (whose states change as they please).
+fn check_counts_items(cx: &Ctxt, input: &Input<'_>) {
+    let mut counted = input
+        .fields
+        .iter()
+        .filter_map(|f| Some((f, f.attrs.counts_items.span()?)));
+    let Some((field, span)) = counted.next() else {
+        return;
+    };
+    if field.attrs.role() != Some(Role::State) || field.attrs.deferred.is_set() {
+        cx.push(syn::Error::new(
+            span,
+            "`counts_items` is only allowed with `state` (and not `deferred`): it marks the `u64` state field that counts the items the node returned",
+        ));
+    }
+    for (_, again) in counted {
+        cx.push(syn::Error::new(
+            again,
+            "only one field may be `counts_items`: it promises that nothing else in the state changes from one item to the next",
+        ));
+    }
+    if let Some(child) = input
+        .fields
+        .iter()
+        .find(|f| matches!(f.attrs.role(), Some(Role::Child | Role::Children)))
+    {
+        cx.push(syn::Error::new(
+            span,
+            format!(
+                "`counts_items` needs a node without children, but field `{}` is one: a child's state may change with every item",
+                child.ident
+            ),
+        ));
+    }
 }
 
 /// `size_hint = "child"` forwards one child's hint: the node must have

@@ -50,6 +50,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let varying_order = varying_order_body(input, &p);
+    let counted_by = counted_by_method(input);
     let size_hint = size_hint_methods(input, &p);
 
     quote! {
@@ -95,7 +96,25 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
                 #varying_order
             }
 
+            #counted_by
+
             #size_hint
+        }
+    }
+}
+
+/// `counted_by` naming the `counts_items` field's key, which must be a
+/// `u64` (a type error at the field otherwise); nothing without one.
+fn counted_by_method(input: &Input<'_>) -> TokenStream {
+    let Some(field) = input.fields.iter().find(|f| f.attrs.counts_items.is_set()) else {
+        return TokenStream::new();
+    };
+    let (member, key) = (field.ident, &field.key);
+    let is_u64 = quote_spanned!(field.ty.span()=> let _: &::core::primitive::u64 = &self.#member;);
+    quote! {
+        fn counted_by(&self) -> ::core::option::Option<&'static str> {
+            #is_u64
+            ::core::option::Option::Some(#key)
         }
     }
 }

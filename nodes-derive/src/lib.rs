@@ -33,7 +33,9 @@ use proc_macro::TokenStream;
 ///   field's key;
 /// - `#[node(children)]`: a `Vec` or `BTreeMap` of child nodes;
 /// - `#[node(state)]` (optionally `default = expr`): saved, restored, and set
-///   to its default on a fresh reset;
+///   to its default on a fresh reset; `#[node(state, counts_items)]` marks a
+///   `u64` that counts the items returned, the only state that changes
+///   between items (`Stateful::counted_by` then names its key);
 /// - `#[node(lazy)]`: a `Lazy<T>` slot cleared on every reset and filled by
 ///   `Init::init`;
 /// - `#[node(param)]`: configuration that decides the output, shown by

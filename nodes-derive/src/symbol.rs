@@ -14,6 +14,7 @@ pub(crate) const CONFIG: &str = "config";
 pub(crate) const DEFAULT: &str = "default";
 pub(crate) const RENAME: &str = "rename";
 pub(crate) const DEFERRED: &str = "deferred";
+pub(crate) const COUNTS_ITEMS: &str = "counts_items";
 
 // Container options.
 pub(crate) const CRATE: &str = "crate";

@@ -67,7 +67,7 @@ pub struct IterableWrapper<I: IntoIterator> {
     /// How `init` skips the items a restored state had already returned.
     #[node(config)]
     skip: fn(&mut I::IntoIter, u64) -> u64,
-    #[node(state)]
+    #[node(state, counts_items)]
     num_yielded: u64,
     /// The number of items of a pass, when the iterator of the last pass
     /// started knew it exactly: a restore past it is refused before anything

@@ -9,6 +9,7 @@ mod support;
 
 mod batch;
 mod closure_errors;
+mod counted;
 mod cycle;
 mod filter;
 mod header;

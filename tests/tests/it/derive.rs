@@ -450,3 +450,42 @@ fn leaf_states_are_shared_only_when_written_alike() {
     assert_eq!(json(1.0, "b"), r#"{"level":1.0,"name":"b"}"#);
     assert_eq!(json(1.0, "b"), r#"{"level":1.0,"name":"b"}"#);
 }
+
+/// A count of items under its own key, and another state field that does not
+/// change within a pass (the promise is the author's).
+#[derive(Node)]
+#[node(version = 1)]
+struct Numbered {
+    #[node(state, counts_items, rename = "returned")]
+    count: u64,
+    #[node(state)]
+    epoch: u64,
+}
+
+impl Node for Numbered {
+    type Item = u64;
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<u64>> {
+        self.count += 1;
+        Ok((self.count <= 5).then_some(self.count))
+    }
+}
+
+/// `counts_items` makes `counted_by` name the field's key (as renamed), and
+/// that key counts the items; nodes without it promise nothing.
+#[test]
+fn counts_items_names_the_key_that_counts_items() {
+    let node = Numbered { count: 0, epoch: 0 };
+    assert_eq!(Stateful::counted_by(&node), Some("returned"));
+    let mut run = node.start().unwrap();
+    assert_eq!(run.next().unwrap().unwrap(), 1);
+    assert_eq!(run.next().unwrap().unwrap(), 2);
+    assert_eq!(run.get_state().unwrap().get::<u64>("returned").unwrap(), 2);
+    assert_eq!(
+        Stateful::counted_by(&IterableWrapper::new(0..3u64)),
+        Some("num_yielded")
+    );
+    assert_eq!(
+        Stateful::counted_by(&IterableWrapper::new(0..3u64).map(|x| x)),
+        None
+    );
+}

@@ -208,6 +208,11 @@ struct Puller<N: Node> {
     quick: bool,
     /// When the last full chunk was finished.
     chunk_clock: Instant,
+    /// The source counts its items (`Stateful::counted_by`), and workers
+    /// pull it: no snapshot is taken per item (only after a bad record),
+    /// the consumer's position is worked out from the last one (see
+    /// [`Threaded::counted_forward`]).
+    counted: Option<&'static str>,
 }
 
 /// A chunk that filled this fast (the wait for credits before it included)
@@ -227,12 +232,17 @@ pub(crate) type Items<U> = VecDeque<(u64, Slot<U>)>;
 /// cache lines was the hottest spot of a prefetched pass.
 pub(crate) type Slot<U> = std::result::Result<U, Box<Error>>;
 
-/// An emptied chunk buffer on its way back to the workers, with the
+/// A chunk's source states, as `(position in items, state after that item)`.
+type Snapshotted = VecDeque<(usize, State)>;
+
+/// An emptied chunk's buffers on their way back to the workers, with the
 /// snapshots the consumer retired since the last one: dropped by a worker,
 /// they return to the state pool of the thread that took them (see
-/// [`Cursor::take_retired`]).
+/// [`Cursor::take_retired`]). A snapshot after every item made each chunk
+/// grow a new `snapshots` queue, freed on the consumer.
 struct Spare<U> {
     items: Items<U>,
+    snapshots: Snapshotted,
     retired: Vec<State>,
 }
 
@@ -242,7 +252,7 @@ struct Chunk<U> {
     /// Source states, as `(position in items, state after that item)`.
     /// Taken from the front as the items are (a snapshot after every item
     /// is common).
-    snapshots: VecDeque<(usize, State)>,
+    snapshots: Snapshotted,
     /// The pass ends after these items: the index after the last one. Set on
     /// end of data, on a source that broke, and when a worker thread died.
     end: Option<u64>,
@@ -250,15 +260,16 @@ struct Chunk<U> {
 
 impl<U> Chunk<U> {
     fn new(capacity: usize) -> Self {
-        Chunk::with(VecDeque::with_capacity(capacity))
+        Chunk::with(VecDeque::with_capacity(capacity), VecDeque::new())
     }
 
-    /// An empty chunk filling `items` (emptied first).
-    fn with(mut items: Items<U>) -> Self {
+    /// An empty chunk filling `items` and `snapshots` (emptied first).
+    fn with(mut items: Items<U>, mut snapshots: Snapshotted) -> Self {
         items.clear();
+        snapshots.clear();
         Chunk {
             items,
-            snapshots: VecDeque::new(),
+            snapshots,
             end: None,
         }
     }
@@ -296,12 +307,12 @@ impl<N: Node> Puller<N> {
         snapshots: Snapshots,
         node: &'static str,
         stop: Option<&AtomicBool>,
-        buffer: Items<N::Item>,
+        (buffer, snapshot_buffer): (Items<N::Item>, Snapshotted),
     ) -> Chunk<N::Item> {
         // A chunk of one is handed over at once, and a quick source's
         // chunk is checked only when full (see `quick`).
         let started = (limit > 1 && !self.quick).then(Instant::now);
-        let mut chunk = Chunk::with(buffer);
+        let mut chunk = Chunk::with(buffer, snapshot_buffer);
         chunk.items.reserve(limit.min(64));
         while chunk.items.len() < limit {
             let index = self.next_index;
@@ -376,16 +387,17 @@ impl<N: Node> Puller<N> {
             // again), and a replay that counts pulls would then skip the
             // item instead of the failure.
             let due = (bad_record && snapshots != Snapshots::Never)
-                || match snapshots {
-                    Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
-                    Snapshots::Paced => {
-                        self.since_snapshot >= MAX_PACED_STEPS
-                            || now.is_some_and(|now| {
-                                now.saturating_duration_since(self.last_snapshot) >= self.pace
-                            })
-                    }
-                    Snapshots::Never => false,
-                };
+                || self.counted.is_none()
+                    && match snapshots {
+                        Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
+                        Snapshots::Paced => {
+                            self.since_snapshot >= MAX_PACED_STEPS
+                                || now.is_some_and(|now| {
+                                    now.saturating_duration_since(self.last_snapshot) >= self.pace
+                                })
+                        }
+                        Snapshots::Never => false,
+                    };
             if due && !self.snapshot(cx, &mut chunk, node, snapshots == Snapshots::Paced) {
                 return chunk;
             }
@@ -594,6 +606,7 @@ impl<U> Pool<U> {
             if done.items.capacity() > 0 {
                 let _ = self.spare.send(Spare {
                     items: done.items,
+                    snapshots: done.snapshots,
                     retired: cursor.take_retired(),
                 });
             }
@@ -749,8 +762,8 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             index: 0,
         };
         let mut sizer = ChunkSizer::new(&self.plan);
-        // The buffer chunks are pulled into, emptied by `process`.
-        let mut buffer = VecDeque::new();
+        // The buffers chunks are pulled into, emptied by `process`.
+        let mut buffers = (VecDeque::new(), VecDeque::new());
         loop {
             if self.halt.load(Ordering::Acquire) {
                 return;
@@ -770,7 +783,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     self.plan.snapshots,
                     self.plan.node,
                     Some(&self.halt),
-                    std::mem::take(&mut buffer),
+                    std::mem::take(&mut buffers),
                 )
             };
             if pulled.items.len() < granted {
@@ -784,7 +797,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             }
             let started = sizer.adaptive.then(Instant::now);
             let chunk = self.process(&mut pulled);
-            buffer = pulled.items;
+            buffers = (pulled.items, pulled.snapshots);
             if let Some(started) = started {
                 sizer.observe(chunk.items.len(), started.elapsed());
             }
@@ -794,36 +807,35 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
         }
     }
 
-    /// Runs the stage over a pulled chunk; errors stay items.
     /// Runs the stage over a pulled chunk (emptying it) into a spare
     /// buffer; errors stay items. A stage that passes items through hands
     /// the pulled buffer itself over, and pulls next into a spare one.
     fn process(&self, pulled: &mut Chunk<N::Item>) -> Chunk<U> {
+        // The consumer's emptied buffers, when some came back. The
+        // snapshots it retired are dropped here, into this thread's pool.
+        let (spare_items, spare_snapshots) = match self.spare.try_recv() {
+            Ok(Spare {
+                items,
+                snapshots,
+                retired,
+            }) => {
+                drop(retired);
+                (Some(items), snapshots)
+            }
+            Err(_) => (None, VecDeque::new()),
+        };
+        let snapshots = std::mem::replace(&mut pulled.snapshots, spare_snapshots);
         let items = std::mem::take(&mut pulled.items);
         let items = match self.stage.pass_through(items) {
             Ok(items) => {
-                if let Ok(Spare { items, retired }) = self.spare.try_recv()
-                    && let Some(spare) = {
-                        drop(retired);
-                        self.stage.reuse(items)
-                    }
-                {
+                if let Some(spare) = spare_items.and_then(|s| self.stage.reuse(s)) {
                     pulled.items = spare;
                 }
                 items
             }
             Err(items) => {
                 pulled.items = items;
-                // Retired snapshots are dropped here, into this thread's
-                // state pool.
-                let mut out = self
-                    .spare
-                    .try_recv()
-                    .map(|Spare { items, retired }| {
-                        drop(retired);
-                        items
-                    })
-                    .unwrap_or_default();
+                let mut out = spare_items.unwrap_or_default();
                 out.clear();
                 out.extend(pulled.items.drain(..).map(|(index, item)| {
                     let out = item.and_then(|item| {
@@ -839,7 +851,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
         };
         Chunk {
             items,
-            snapshots: std::mem::take(&mut pulled.snapshots),
+            snapshots,
             end: pulled.end.take(),
         }
     }
@@ -924,6 +936,7 @@ where
                 missed: false,
                 quick: false,
                 chunk_clock: Instant::now(),
+                counted: None,
             })),
             stage: Arc::new(stage),
             flag: ResetFlag::default(),
@@ -1076,7 +1089,7 @@ where
             if puller.done {
                 return None;
             }
-            puller.pull_chunk(cx, 1, Snapshots::Never, node, None, VecDeque::new())
+            puller.pull_chunk(cx, 1, Snapshots::Never, node, None, Default::default())
         };
         let (index, item) = chunk.items.pop_front()?;
         Some(
@@ -1174,7 +1187,9 @@ where
         self.phase = Phase::Idle;
         if rewind {
             let (snapshot, steps) = self.cursor.position();
-            let snapshot = snapshot.clone();
+            let base = self.cursor.low() - steps;
+            let (snapshot, base) = self.counted_forward(snapshot, base, self.cursor.low());
+            let (snapshot, steps) = (snapshot.into_owned(), self.cursor.low() - base);
             let mut puller = lock(&self.puller);
             catch(node, None, || {
                 snapshot::rewind(&mut puller.source, &snapshot, steps)
@@ -1219,6 +1234,11 @@ where
         // chunks again.
         puller.quick = false;
         puller.chunk_clock = puller.last_snapshot;
+        puller.counted = if threaded {
+            puller.source.counted_by()
+        } else {
+            None
+        };
         let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
         if let Some(saved) = saved {
             for i in 0..saved.steps {
@@ -1315,7 +1335,8 @@ where
             }
             _ => {
                 let (snapshot, base, low, ahead) = self.cursor.parts();
-                (self.encode(snapshot, base, low, ahead)?, low)
+                let (snapshot, base) = self.counted_forward(snapshot, base, low);
+                (self.encode(&snapshot, base, low, ahead)?, low)
             }
         };
         // A source that broke ends the pass once its last item was received,
@@ -1328,6 +1349,41 @@ where
             budget.save(&mut state)?;
         }
         Ok(state)
+    }
+
+    /// Over a source that counts its items (`Stateful::counted_by`), which
+    /// takes no snapshot per item: `snapshot`, taken before item `base`,
+    /// moved forward over the items up to `low` (the consumer's position),
+    /// and the index it then stands before. The state records no steps to
+    /// replay, as if a snapshot had been taken after every item. Not past
+    /// an item at which the source broke (a panic leaves its count
+    /// unknown): that one item stays a step, as it would have before.
+    fn counted_forward<'a>(
+        &self,
+        snapshot: &'a State,
+        base: u64,
+        low: u64,
+    ) -> (std::borrow::Cow<'a, State>, u64) {
+        let unmoved = (std::borrow::Cow::Borrowed(snapshot), base);
+        let (key, upto) = {
+            let puller = lock(&self.puller);
+            let Some(key) = puller.counted else {
+                return unmoved;
+            };
+            (key, puller.broke.map_or(low, |end| low.min(end - 1)))
+        };
+        if upto <= base {
+            return unmoved;
+        }
+        let Ok(count) = snapshot.get::<u64>(key) else {
+            // Not the promised count: keep the steps (a replay).
+            return unmoved;
+        };
+        let mut moved = snapshot.clone();
+        match moved.insert(key, count.saturating_add(upto - base)) {
+            Ok(()) => (std::borrow::Cow::Owned(moved), upto),
+            Err(_) => unmoved,
+        }
     }
 
     fn encode(
