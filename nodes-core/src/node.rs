@@ -115,10 +115,12 @@ pub trait Stateful {
     }
 
     /// For a node whose state, within a pass, changes from one item to the
-    /// next only in a count of the items it returned: that count's key.
+    /// next only in a count of the items returned: the keys that lead to
+    /// that count, from this node's state down (`["num_yielded"]` for an
+    /// `IterableWrapper`, `["source", "num_yielded"]` for a map over one).
     ///
     /// The promise, which the thread-backed nodes rely on: every `Ok(Some)`
-    /// from [`next`](Node::next) adds one to the `u64` under this key and
+    /// from [`next`](Node::next) adds one to the `u64` at this path and
     /// changes nothing else in [`get_state`](Stateful::get_state)'s result.
     /// `ParallelMapper` and `Prefetcher` then work out the state after any
     /// item from one snapshot, instead of asking the source for a snapshot
@@ -126,8 +128,10 @@ pub trait Stateful {
     /// restore still replays nothing.
     ///
     /// `None` (the default) makes no promise. `#[derive(Node)]` returns the
-    /// key of a `#[node(state, counts_items)]` field.
-    fn counted_by(&self) -> Option<&'static str> {
+    /// key of a `#[node(state, counts_items)]` field, or, for a container
+    /// marked `#[node(counts_items = "child")]` (one item per item of its
+    /// single child, no state of its own), the child's path below its key.
+    fn counted_by(&self) -> Option<Vec<&'static str>> {
         None
     }
 
@@ -229,7 +233,7 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
         (**self).varying_order()
     }
 
-    fn counted_by(&self) -> Option<&'static str> {
+    fn counted_by(&self) -> Option<Vec<&'static str>> {
         (**self).counted_by()
     }
 

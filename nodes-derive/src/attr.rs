@@ -243,6 +243,9 @@ pub(crate) struct ContainerAttrs {
     /// `#[node(size_hint)]` / `#[node(size_hint = "child")]`; without it the
     /// node keeps the default hint, "unknown".
     pub(crate) size_hint: Attr<SizeHintFrom>,
+    /// `#[node(counts_items = "child")]`: one item per item of the single
+    /// child and no state of its own, so the child's count is the node's.
+    pub(crate) counts_items: Attr<()>,
 }
 
 impl ContainerAttrs {
@@ -254,6 +257,7 @@ impl ContainerAttrs {
             init: Attr::none(INIT),
             validate: Attr::none(VALIDATE),
             size_hint: Attr::none(SIZE_HINT),
+            counts_items: Attr::none(COUNTS_ITEMS),
         };
         for_each_node_key(cx, &input.attrs, |meta| out.parse_one(cx, meta));
         out
@@ -278,6 +282,20 @@ impl ContainerAttrs {
                     &lit,
                     format!(
                         "unknown `size_hint` source {:?}; expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)",
+                        lit.value()
+                    ),
+                ),
+                Err(err) => cx.push(err),
+            }
+        } else if meta.path.is_ident(COUNTS_ITEMS) {
+            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
+                Ok(lit) if lit.value() == SIZE_HINT_CHILD => {
+                    self.counts_items.set(cx, span, ());
+                }
+                Ok(lit) => cx.error_spanned_by(
+                    &lit,
+                    format!(
+                        "unknown `counts_items` source {:?}; on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`",
                         lit.value()
                     ),
                 ),
@@ -322,7 +340,7 @@ impl ContainerAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `size_hint`, `size_hint = \"child\"`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
+                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `size_hint`, `size_hint = \"child\"`, `counts_items = \"child\"`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
                     path_to_string(&meta.path)
                 ),
             ));

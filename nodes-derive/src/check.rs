@@ -19,10 +19,31 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_counts_items(cx, input);
 }
 
+/// `counts_items = "child"` promises one item per item of the single child
+/// and no state of the node's own: one `child` field, no `children`, no
+/// `state` fields.
+fn check_counts_items_child(cx: &Ctxt, input: &Input<'_>) {
+    let Some(span) = input.attrs.counts_items.span() else {
+        return;
+    };
+    let children = input.with_role(Role::Child).count();
+    let lists = input.with_role(Role::Children).count();
+    let states = input.with_role(Role::State).count();
+    if children != 1 || lists != 0 || states != 0 {
+        cx.push(syn::Error::new(
+            span,
+            format!(
+                "`counts_items = \"child\"` forwards the count of the single `#[node(child)]` field of a node without state of its own, but this node has {children} `child`, {lists} `children` and {states} `state` fields"
+            ),
+        ));
+    }
+}
+
 /// `counts_items` promises that the node's state changes from one item to
 /// the next only in that field: one such field, a plain `state` one, in a
 /// node without children (whose states change as they please).
 fn check_counts_items(cx: &Ctxt, input: &Input<'_>) {
+    check_counts_items_child(cx, input);
     let mut counted = input
         .fields
         .iter()

@@ -50,7 +50,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let varying_order = varying_order_body(input, &p);
-    let counted_by = counted_by_method(input);
+    let counted_by = counted_by_method(input, &p);
     let size_hint = size_hint_methods(input, &p);
 
     quote! {
@@ -103,18 +103,33 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     }
 }
 
-/// `counted_by` naming the `counts_items` field's key, which must be a
-/// `u64` (a type error at the field otherwise); nothing without one.
-fn counted_by_method(input: &Input<'_>) -> TokenStream {
+/// `counted_by`: the `counts_items` field's key, which must be a `u64` (a
+/// type error at the field otherwise), or with `counts_items = "child"` the
+/// child's path below its key; nothing without either.
+fn counted_by_method(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+    let signature =
+        quote!(fn counted_by(&self) -> ::core::option::Option<::std::vec::Vec<&'static str>>);
+    if input.attrs.counts_items.is_set()
+        && let Some(child) = input.with_role(Role::Child).next()
+    {
+        let (member, key) = (child.ident, &child.key);
+        return quote! {
+            #signature {
+                let mut __path = #p::Stateful::counted_by(&self.#member)?;
+                __path.insert(0, #key);
+                ::core::option::Option::Some(__path)
+            }
+        };
+    }
     let Some(field) = input.fields.iter().find(|f| f.attrs.counts_items.is_set()) else {
         return TokenStream::new();
     };
     let (member, key) = (field.ident, &field.key);
     let is_u64 = quote_spanned!(field.ty.span()=> let _: &::core::primitive::u64 = &self.#member;);
     quote! {
-        fn counted_by(&self) -> ::core::option::Option<&'static str> {
+        #signature {
             #is_u64
-            ::core::option::Option::Some(#key)
+            ::core::option::Option::Some(::std::vec![#key])
         }
     }
 }

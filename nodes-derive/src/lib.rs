@@ -49,7 +49,8 @@ use proc_macro::TokenStream;
 /// should too.
 ///
 /// Fields also take `rename = "key"`; the struct takes `init`, `validate`,
-/// `size_hint`, `version = N`, `rename_all = "..."` and `crate = ::path`.
+/// `size_hint`, `counts_items = "child"` (the single child's count is the
+/// node's: no state of its own, one item per item), `version = N`, `rename_all = "..."` and `crate = ::path`.
 /// `nodes_std` documents them in full.
 ///
 /// # Size hints

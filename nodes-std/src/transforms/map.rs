@@ -28,7 +28,7 @@ use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, St
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(size_hint)]
+#[node(size_hint, counts_items = "child")]
 #[must_use = "nodes do nothing until started"]
 pub struct Mapper<S, F> {
     #[node(child)]

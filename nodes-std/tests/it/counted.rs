@@ -70,8 +70,8 @@ impl Stateful for Tally {
         Description::new("Tally")
     }
 
-    fn counted_by(&self) -> Option<&'static str> {
-        self.counted.then_some("n")
+    fn counted_by(&self) -> Option<Vec<&'static str>> {
+        self.counted.then(|| vec!["n"])
     }
 }
 
@@ -123,6 +123,39 @@ fn a_counted_source_is_not_snapshotted_per_item_and_resumes_exactly() {
                 assert_eq!(all, (0..400).collect(), "{what}");
             }
         }
+    });
+}
+
+/// A `map` passes its source's count on (`counts_items = "child"`): over a
+/// map of a counted source, no state per item either, and the count is
+/// moved forward inside the map's state.
+#[test]
+fn a_map_over_a_counted_source_counts_too() {
+    watchdog("counted map", || {
+        let build = || {
+            let (tally, taken) = Tally::new(400, true);
+            let node = tally
+                .map(|x| x * 2)
+                .par_map(Ok, ParallelOptions::new(2))
+                .unwrap();
+            (node, taken)
+        };
+        let (node, taken) = build();
+        let mut loader = Loader::new(node);
+        let mut epoch = loader.epoch();
+        let head: Vec<u64> = epoch.by_ref().take(300).collect::<Result<_>>().unwrap();
+        assert_eq!(head, (0..300).map(|x| x * 2).collect::<Vec<_>>());
+        let state = epoch.state_dict().unwrap();
+        drop(epoch);
+        let saved = root(&state);
+        assert!(taken.load(Ordering::Relaxed) < 20);
+        assert_eq!(saved["steps_since_snapshot"], 0, "{saved}");
+        assert_eq!(saved["snapshot"]["source"]["n"], 300, "{saved}");
+        let (node, _) = build();
+        let mut resumed = Loader::new(node);
+        resumed.load_state_dict(&state).unwrap();
+        let rest: Vec<u64> = resumed.epoch().collect::<Result<_>>().unwrap();
+        assert_eq!(rest, (300..400).map(|x| x * 2).collect::<Vec<_>>());
     });
 }
 

@@ -475,17 +475,23 @@ impl Node for Numbered {
 #[test]
 fn counts_items_names_the_key_that_counts_items() {
     let node = Numbered { count: 0, epoch: 0 };
-    assert_eq!(Stateful::counted_by(&node), Some("returned"));
+    assert_eq!(Stateful::counted_by(&node), Some(vec!["returned"]));
     let mut run = node.start().unwrap();
     assert_eq!(run.next().unwrap().unwrap(), 1);
     assert_eq!(run.next().unwrap().unwrap(), 2);
     assert_eq!(run.get_state().unwrap().get::<u64>("returned").unwrap(), 2);
     assert_eq!(
         Stateful::counted_by(&IterableWrapper::new(0..3u64)),
-        Some("num_yielded")
+        Some(vec!["num_yielded"])
     );
+    // A map returns one item per item, so it passes the count on, under the
+    // key its child is saved at; a filter does not.
     assert_eq!(
         Stateful::counted_by(&IterableWrapper::new(0..3u64).map(|x| x)),
+        Some(vec!["source", "num_yielded"])
+    );
+    assert_eq!(
+        Stateful::counted_by(&IterableWrapper::new(0..3u64).filter(|_| true)),
         None
     );
 }

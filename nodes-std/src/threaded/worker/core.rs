@@ -212,7 +212,7 @@ struct Puller<N: Node> {
     /// pull it: no snapshot is taken per item (only after a bad record),
     /// the consumer's position is worked out from the last one (see
     /// [`Threaded::counted_forward`]).
-    counted: Option<&'static str>,
+    counted: Option<Vec<&'static str>>,
 }
 
 /// A chunk that filled this fast (the wait for credits before it included)
@@ -857,6 +857,21 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     }
 }
 
+/// `state` with the count at `path` (keys down through nested states) raised
+/// by `by`; `None` if there is no `u64` there.
+fn count_moved(state: &State, path: &[&'static str], by: u64) -> Option<State> {
+    let (&key, below) = path.split_first()?;
+    let mut moved = state.clone();
+    if below.is_empty() {
+        let count: u64 = state.get(key).ok()?;
+        moved.insert(key, count.checked_add(by)?).ok()?;
+    } else {
+        let child = state.child(key).ok()?;
+        moved.insert_child(key, count_moved(&child, below, by)?);
+    }
+    Some(moved)
+}
+
 /// A source pulled on the caller's thread or on workers, with the
 /// consumer's position and the error policy. See the module docs.
 pub(crate) struct Threaded<N: Node, S, U> {
@@ -1365,24 +1380,20 @@ where
         low: u64,
     ) -> (std::borrow::Cow<'a, State>, u64) {
         let unmoved = (std::borrow::Cow::Borrowed(snapshot), base);
-        let (key, upto) = {
+        let (path, upto) = {
             let puller = lock(&self.puller);
-            let Some(key) = puller.counted else {
+            let Some(path) = puller.counted.clone() else {
                 return unmoved;
             };
-            (key, puller.broke.map_or(low, |end| low.min(end - 1)))
+            (path, puller.broke.map_or(low, |end| low.min(end - 1)))
         };
         if upto <= base {
             return unmoved;
         }
-        let Ok(count) = snapshot.get::<u64>(key) else {
+        match count_moved(snapshot, &path, upto - base) {
+            Some(moved) => (std::borrow::Cow::Owned(moved), upto),
             // Not the promised count: keep the steps (a replay).
-            return unmoved;
-        };
-        let mut moved = snapshot.clone();
-        match moved.insert(key, count.saturating_add(upto - base)) {
-            Ok(()) => (std::borrow::Cow::Owned(moved), upto),
-            Err(_) => unmoved,
+            None => unmoved,
         }
     }
 
