@@ -36,6 +36,7 @@ use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
+use super::spin::{Live, Spin};
 use super::thread::{self, Workers, lock};
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
@@ -505,6 +506,8 @@ struct Pool<U> {
     end_at: Option<u64>,
     /// Out of order: errors waiting for every item before them.
     deferred: std::collections::BTreeMap<u64, (Result<U>, Option<State>)>,
+    /// How long the consumer spins for a chunk before it sleeps.
+    spin: Spin,
 }
 
 impl<U> Pool<U> {
@@ -632,7 +635,7 @@ impl<U> Pool<U> {
             // About to wait: a worker must see every credit given back.
             self.permits.flush();
             let waiting = cx.timing().then(Instant::now);
-            let received = self.results.recv();
+            let received = self.wait_for_chunk();
             if let Some(started) = waiting {
                 cx.record_blocked(started.elapsed());
             }
@@ -658,6 +661,23 @@ impl<U> Pool<U> {
             }
             self.reorder.insert(chunk.first_index(), chunk);
         }
+    }
+}
+
+impl<U> Pool<U> {
+    /// The next chunk from the workers: spun for through a short wait, slept
+    /// for through a long one (see `spin.rs`).
+    fn wait_for_chunk(&mut self) -> Result<Chunk<U>, crossbeam_channel::RecvError> {
+        use crossbeam_channel::TryRecvError;
+        let results = &self.results;
+        self.spin.wait(
+            || match results.try_recv() {
+                Ok(chunk) => Some(Ok(chunk)),
+                Err(TryRecvError::Disconnected) => Some(Err(crossbeam_channel::RecvError)),
+                Err(TryRecvError::Empty) => None,
+            },
+            || results.recv(),
+        )
     }
 }
 
@@ -756,19 +776,23 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// Take credits, pull a chunk under the source lock, process it with the
     /// lock released, send it; until the pass ends or the owner stops it.
     fn run(self, mut cx: Cx) {
+        // Counted while this thread runs: waits spin only while the
+        // workers alive have cores to spare (see `spin.rs`).
+        let _live = Live::worker();
         let mut notice = DeathNotice {
             results: self.results.clone(),
             node: self.plan.node,
             index: 0,
         };
         let mut sizer = ChunkSizer::new(&self.plan);
+        let mut spin = Spin::default();
         // The buffers chunks are pulled into, emptied by `process`.
         let mut buffers = (VecDeque::new(), VecDeque::new());
         loop {
             if self.halt.load(Ordering::Acquire) {
                 return;
             }
-            let granted = self.permits.acquire_up_to(sizer.size);
+            let granted = self.permits.acquire_up_to(sizer.size, &mut spin);
             if granted == 0 {
                 return;
             }
@@ -1301,6 +1325,7 @@ where
             position: 0,
             end_at: None,
             deferred: std::collections::BTreeMap::new(),
+            spin: Spin::default(),
         };
         for i in 0..self.run.workers {
             let worker = Worker {

@@ -9,6 +9,8 @@
 //!   instead of killing a worker thread silently.
 //! - [`permits`]: the counting semaphore that bounds how many items are
 //!   between "pulled from the source" and "returned to the consumer".
+//! - [`spin`]: how a thread waiting for the other side of the hand-over
+//!   spins through a short wait before it sleeps.
 //! - [`reorder`]: the consumer-side buffer that turns completion order back
 //!   into source order, without polling.
 //! - [`snapshot`]: the consumer's view of its position (source snapshot plus
@@ -33,6 +35,7 @@ pub(crate) mod panic;
 pub(crate) mod permits;
 pub(crate) mod reorder;
 pub(crate) mod snapshot;
+pub(crate) mod spin;
 pub(crate) mod thread;
 
 /// A thread-backed node's `Debug`: its name, its source as of the last

@@ -4,13 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+use super::spin::Spin;
 use super::thread::lock;
-
-/// How often a worker that finds too few permits looks again, spinning then
-/// yielding, before it goes to sleep. A sleep and its wake-up are two system
-/// calls (microseconds on a VM); a consumer that hands items out quickly
-/// returns enough permits within this window.
-const SPINS: u32 = 12;
 
 /// How long a worker's first sleep lasts before it looks at the count again
 /// by itself (see [`Permits`]: a return made at the very moment it went to
@@ -136,28 +131,31 @@ impl Permits {
 
     /// Takes between one and `max` permits (as many as are available),
     /// blocking while none is; after a wait, it takes at least
-    /// `min(max, wake_at)`. `0` once closed.
-    pub(crate) fn acquire_up_to(&self, max: usize) -> usize {
+    /// `min(max, wake_at)`. `0` once closed. A worker spins through a short
+    /// wait before it sleeps (`spin` is its budget, see [`Spin`]).
+    pub(crate) fn acquire_up_to(&self, max: usize, spin: &mut Spin) -> usize {
         let max = max.max(1);
         let least = max.min(self.wake_at);
-        for spin in 0..SPINS {
-            if self.closed.load(Ordering::SeqCst) {
-                return 0;
-            }
-            // The first look takes anything; later ones wait for a chunk's
-            // worth, as a sleeper would.
-            let n = self.try_take(if spin == 0 { 1 } else { least }, max);
-            if n > 0 {
-                return n;
-            }
-            if spin < SPINS / 2 {
-                for _ in 0..(1 << spin) {
-                    std::hint::spin_loop();
-                }
-            } else {
-                std::thread::yield_now();
-            }
+        // The first look takes anything; later ones wait for a chunk's
+        // worth, as a sleeper would.
+        let n = self.try_take(1, max);
+        if n > 0 {
+            return n;
         }
+        spin.wait(
+            || {
+                if self.closed.load(Ordering::SeqCst) {
+                    return Some(0);
+                }
+                Some(self.try_take(least, max)).filter(|&n| n > 0)
+            },
+            || self.sleep_for(least, max),
+        )
+    }
+
+    /// Sleeps until `least` permits are free (or the permits close), then
+    /// takes up to `max`.
+    fn sleep_for(&self, least: usize, max: usize) -> usize {
         let mut sleepers = lock(&self.sleepers);
         // Announce the need before looking again, so that a release that
         // does not see it has already made its permits visible to the look
@@ -274,12 +272,15 @@ mod tests {
     #[test]
     fn acquire_blocks_until_release_and_close_wakes_everyone() {
         let permits = Arc::new(Permits::new(1, 1));
-        assert_eq!(permits.acquire_up_to(5), 1);
+        assert_eq!(permits.acquire_up_to(5, &mut Spin::default()), 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let waiters: Vec<_> = (0..2)
             .map(|_| {
                 let (permits, tx) = (Arc::clone(&permits), tx.clone());
-                std::thread::spawn(move || tx.send(permits.acquire_up_to(1)).unwrap())
+                std::thread::spawn(move || {
+                    tx.send(permits.acquire_up_to(1, &mut Spin::default()))
+                        .unwrap()
+                })
             })
             .collect();
         assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
@@ -290,6 +291,6 @@ mod tests {
         for w in waiters {
             w.join().unwrap();
         }
-        assert_eq!(permits.acquire_up_to(1), 0);
+        assert_eq!(permits.acquire_up_to(1, &mut Spin::default()), 0);
     }
 }
