@@ -50,7 +50,8 @@ use proc_macro::TokenStream;
 ///
 /// Fields also take `rename = "key"`; the struct takes `init`, `validate`,
 /// `size_hint`, `counts_items = "child"` (the single child's count is the
-/// node's: no state of its own, one item per item), `version = N`, `rename_all = "..."` and `crate = ::path`.
+/// node's: no state of its own, one item per item), `version = N`,
+/// `rename_all = "..."` and `crate = ::path`.
 /// `nodes_std` documents them in full.
 ///
 /// # Size hints
