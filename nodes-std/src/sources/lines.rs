@@ -414,9 +414,13 @@ impl<S: Node> LineReader<S> {
         let offset: u64 = state.get(OFFSET)?;
         let line: u64 = state.get(LINE)?;
         match &path {
+            // Which of the fields is wrong cannot be told: name the node's
+            // state, which holds them all.
             None if offset != 0 || line != 0 => Err(Error::bad_state(
-                state.path_of(OFFSET),
-                format!("{name}: an offset ({offset}) or line ({line}) without a file"),
+                state.path().to_owned(),
+                format!(
+                    "{name}: an offset ({offset}) or line ({line}) without a file (`{PATH}` is null)"
+                ),
             )),
             Some(_) if line > offset => Err(Error::bad_state(
                 state.path_of(LINE),

@@ -350,6 +350,28 @@ fn a_deleted_file_is_refused_at_its_path() -> Result<()> {
     Ok(())
 }
 
+/// A position without a file is refused at the reader's state, not at one
+/// of its fields: which field is wrong cannot be told (a damaged `path` or a
+/// damaged `offset`), and the error must lead to both.
+#[test]
+fn an_offset_without_a_file_is_refused_at_the_readers_state() -> Result<()> {
+    let dir = TempDir::new("files-offset-without-file");
+    let a = dir.write("a.txt", "1\n2\n");
+    let build = || Files::list([&a]).map(NodeExt::read_lines);
+    let mut running = build()?.start()?;
+    running.next().transpose()?;
+    let mut state = running.get_state()?.to_value();
+    assert_eq!(state["offset"], 2, "{state}");
+    state["path"] = serde_json::Value::Null;
+    let err = build()?.start_from(&State::from_value(state)?).unwrap_err();
+    assert_eq!(err.state_path(), Some("/"), "{err}");
+    assert!(
+        err.to_string().contains("without a file (`path` is null)"),
+        "{err}"
+    );
+    Ok(())
+}
+
 #[test]
 fn describe_shows_the_readers_and_files() -> Result<()> {
     let dir = TempDir::new("files-describe");
