@@ -240,12 +240,7 @@ fn open_at(path: &Path, offset: u64) -> std::result::Result<Box<dyn BufRead + Se
             .map_err(|e| Reopen(PATH, format!("cannot read its length: {e}")))?
             .len();
         if offset > len {
-            return Err(Reopen(
-                OFFSET,
-                format!(
-                    "offset {offset} is past the end of the file ({len} bytes): the file changed since the state was saved"
-                ),
-            ));
+            return Err(past_the_end(offset, len));
         }
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {offset}: {e}")))?;
@@ -267,6 +262,36 @@ fn open_at(path: &Path, offset: u64) -> std::result::Result<Box<dyn BufRead + Se
         ));
     }
     Ok(reader)
+}
+
+/// An offset beyond a plain file's `len` bytes.
+fn past_the_end(offset: u64, len: u64) -> Reopen {
+    Reopen(
+        OFFSET,
+        format!(
+            "offset {offset} is past the end of the file ({len} bytes): the file changed since the state was saved"
+        ),
+    )
+}
+
+/// Whether `path` can be reopened at `offset`, as far as its metadata
+/// tells (a plain file's length): what a state check can learn without
+/// opening the file, so that a damaged `path` is named where it is.
+fn can_reopen_at(path: &Path, offset: u64) -> std::result::Result<(), Reopen> {
+    let meta = std::fs::metadata(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
+    if compression(path) == Compression::None && offset > meta.len() {
+        return Err(past_the_end(offset, meta.len()));
+    }
+    Ok(())
+}
+
+/// Why the file of `state` (at `text`) cannot be reopened, as the state
+/// error that names the key at fault.
+fn resume_error(state: &State, name: &str, text: &str, Reopen(key, message): Reopen) -> Error {
+    Error::bad_state(
+        state.path_of(key),
+        format!("{name} cannot resume in `{text}`: {message}"),
+    )
 }
 
 impl<S> LineReader<S> {
@@ -430,9 +455,14 @@ impl<S: Node> LineReader<S> {
         }
     }
 
-    /// Checks `state` without applying it (the file is opened only then).
+    /// Checks `state` without applying it: the file is opened only then,
+    /// but it must be there, and long enough for a plain file's offset.
     fn check_state(&self, state: &State, name: &'static str) -> Result<()> {
-        let (source, ..) = Self::checked_fields(state, name)?;
+        let (source, path, offset, _) = Self::checked_fields(state, name)?;
+        if let Some(text) = &path {
+            can_reopen_at(Path::new(text), offset)
+                .map_err(|why| resume_error(state, name, text, why))?;
+        }
         self.budget.load(state)?;
         self.source.check_state(&source)
     }
@@ -452,12 +482,8 @@ impl<S: Node> LineReader<S> {
             None => None,
             Some(text) => {
                 let path = PathBuf::from(text);
-                let reader = open_at(&path, offset).map_err(|Reopen(key, message)| {
-                    Error::bad_state(
-                        state.path_of(key),
-                        format!("{name} cannot resume in `{text}`: {message}"),
-                    )
-                })?;
+                let reader =
+                    open_at(&path, offset).map_err(|why| resume_error(state, name, text, why))?;
                 Some(Open { reader, path })
             }
         };
@@ -650,7 +676,10 @@ macro_rules! reader_node {
 /// compressible) text in the `restore_in_gzip_file` bench, so expect
 /// seconds per GB of real text. The state is checked first: a file that no
 /// longer exists, or that is now shorter than `offset`, is a bad state at
-/// `path` or `offset` naming the file, and nothing is applied.
+/// `path` or `offset` naming the file, and nothing is applied. The check
+/// reads the file's metadata, so a loader reports such a file at its field
+/// rather than as a checksum mismatch; a `path` of `null` with an offset or
+/// line is a bad state at the reader's own state.
 ///
 /// # Errors
 /// A bad record is an [`Error::User`] whose source is a [`RecordError`]

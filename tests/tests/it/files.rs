@@ -372,6 +372,43 @@ fn an_offset_without_a_file_is_refused_at_the_readers_state() -> Result<()> {
     Ok(())
 }
 
+/// A checkpoint whose file was damaged (another name, an offset past the
+/// end) is refused at that field by the state check, before the checksum
+/// would refuse it as a whole: the file's metadata is read then.
+#[test]
+fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
+    let dir = TempDir::new("files-damaged-path");
+    let a = dir.write("a.txt", "1\n2\n");
+    let build = || Files::list([&a]).map(NodeExt::read_lines);
+    let mut loader = Loader::new(build()?);
+    let mut epoch = loader.epoch();
+    epoch.next().transpose()?;
+    let saved = epoch.state_dict()?.to_value();
+    drop(epoch);
+    let missing = dir.path().join("missing.txt");
+    for (key, value, message) in [
+        ("path", serde_json::json!(missing), "cannot open"),
+        (
+            "offset",
+            serde_json::json!(1000),
+            "past the end of the file (4 bytes)",
+        ),
+    ] {
+        let mut damaged = saved.clone();
+        damaged["root"][key] = value;
+        let err = Loader::new(build()?)
+            .load_state_dict(&State::from_value(damaged)?)
+            .unwrap_err();
+        assert_eq!(
+            err.state_path(),
+            Some(format!("/root/{key}").as_str()),
+            "{err}"
+        );
+        assert!(err.to_string().contains(message), "{err}");
+    }
+    Ok(())
+}
+
 #[test]
 fn describe_shows_the_readers_and_files() -> Result<()> {
     let dir = TempDir::new("files-describe");
