@@ -332,7 +332,7 @@ impl Description {
         self.children
             .iter()
             .zip(&other.children)
-            .find_map(|((k, a), (_, b))| a.diff_at(b, &format!("{path}/{k}")))
+            .find_map(|((k, a), (_, b))| a.diff_at(b, &crate::state::pointer_join(path, k)))
     }
 }
 

@@ -8,6 +8,7 @@ pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
+pub use crate::state::pointer_join;
 pub use crate::state::{Snapshot, State};
 
 /// The logging hooks of the `tracing` feature (empty without it).

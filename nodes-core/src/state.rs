@@ -813,7 +813,7 @@ impl State {
 
     /// The path of `key` inside this state.
     pub fn path_of(&self, key: &str) -> String {
-        format!("{}/{}", self.path.text(), key)
+        pointer_join(self.path.text(), key)
     }
 
     fn entry(&self, key: &str) -> Option<&Entry> {
@@ -1260,11 +1260,38 @@ impl Path {
             }
             let mut text = String::new();
             for key in keys.iter().rev() {
-                text.push('/');
-                text.push_str(key);
+                push_pointer_token(&mut text, key);
             }
             text
         })
+    }
+}
+
+/// `path` (a JSON Pointer, `""` at the root) extended by `key`.
+///
+/// Paths in errors are JSON Pointers (RFC 6901): a key's `~` is written `~0`
+/// and its `/` `~1`, so a key such as `dataset_node_states/s0` (a sampler's
+/// child in a pipeline description) names one key, not two levels.
+pub fn pointer_join(path: &str, key: &str) -> String {
+    let mut out = String::with_capacity(path.len() + key.len() + 1);
+    out.push_str(path);
+    push_pointer_token(&mut out, key);
+    out
+}
+
+/// Appends `/` and `key`, escaped as a JSON Pointer token.
+fn push_pointer_token(out: &mut String, key: &str) {
+    out.push('/');
+    if !key.contains(['~', '/']) {
+        out.push_str(key);
+        return;
+    }
+    for c in key.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
     }
 }
 
@@ -1320,6 +1347,18 @@ mod tests {
         drop(second);
         assert_eq!(pool::shells_kept(), before);
         assert_eq!(kept.get::<u64>("n").unwrap(), 2);
+    }
+
+    #[test]
+    fn paths_are_json_pointers_with_escaped_keys() {
+        let state = State::from_json(r#"{"a/b": {"c~d": {"e": 1}}}"#).unwrap();
+        let inner = state.child("a/b").unwrap().child("c~d").unwrap();
+        assert_eq!(inner.path(), "/a~1b/c~0d");
+        let err = inner.get::<String>("e").unwrap_err();
+        assert_eq!(err.state_path(), Some("/a~1b/c~0d/e"));
+        let value = state.to_value();
+        assert_eq!(value.pointer("/a~1b/c~0d/e"), Some(&serde_json::json!(1)));
+        assert_eq!(state.path_of("x/y"), "/x~1y");
     }
 
     #[test]

@@ -111,7 +111,9 @@ fn first_difference(
     }
     a.children()
         .zip(b.children())
-        .find_map(|((key, x), (_, y))| first_difference(x, y, format!("{path}/{key}")))
+        .find_map(|((key, x), (_, y))| {
+            first_difference(x, y, nodes_core::__private::pointer_join(&path, key))
+        })
 }
 
 /// Checks that `olds` are the complete state set of one job, in one epoch,

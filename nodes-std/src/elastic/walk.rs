@@ -161,7 +161,7 @@ pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
     }
     let mut samplers = usize::from(desc.name() == "ElasticSampler");
     for (key, child) in desc.children() {
-        samplers += check(child, &format!("{path}/{key}"))?;
+        samplers += check(child, &nodes_core::__private::pointer_join(path, key))?;
     }
     Ok(samplers)
 }
