@@ -100,7 +100,8 @@ pub fn leaf_state<const K: usize>(
     if scalars {
         let same = |state: &State| {
             keys.iter().zip(&values).all(|(key, value)| {
-                matches!(state.value_ref(key), Ok(std::borrow::Cow::Borrowed(held)) if same_scalar(held, value))
+                // Held inline or as JSON: a copy of a scalar costs nothing.
+                matches!(state.value_ref(key), Ok(held) if same_scalar(&held, value))
             })
         };
         let hit = last
