@@ -1334,6 +1334,44 @@ impl Drop for PathNode {
 
 // Additions for the derive's leaf states (see `__private::leaf_state`).
 impl State {
+    /// Writes `values` (taken from the option) over this state's, in place,
+    /// when nobody else holds it and it has exactly `keys`, then `version`
+    /// if not 0, as `leaf_state` writes them: the same state as a new one,
+    /// without building one. Otherwise leaves both untouched and says so.
+    pub(crate) fn rewrite_leaf<const K: usize>(
+        &mut self,
+        keys: &[&'static str; K],
+        values: &mut Option<[Value; K]>,
+        version: u32,
+    ) -> bool {
+        let Content::Shared(body) = &mut self.body else {
+            return false;
+        };
+        let Some(body) = Arc::get_mut(body) else {
+            return false;
+        };
+        let len = body.entries.len();
+        let (fields, rest) = body.entries.split_at_mut(K.min(len));
+        let versioned = match rest {
+            [] => version == 0,
+            [(key, Entry::Scalar(Scalar::Number(n)))] => {
+                version != 0 && key == VERSION_KEY && n.as_u64() == Some(version.into())
+            }
+            _ => false,
+        };
+        if !versioned || fields.len() != K || !fields.iter().zip(keys).all(|((k, _), key)| k == key)
+        {
+            return false;
+        }
+        let Some(values) = values.take() else {
+            return false;
+        };
+        for ((_, entry), value) in fields.iter_mut().zip(values) {
+            *entry = Entry::json(value);
+        }
+        true
+    }
+
     /// Stores a JSON value under a key this state does not hold yet (see
     /// `Body::put_new`), as is: no second serialisation.
     pub(crate) fn insert_json_new(&mut self, key: &'static str, value: Value) {
