@@ -61,6 +61,22 @@ pub fn encode_child(state: &mut State, key: &'static str, child: State) {
     state.insert_child_new(key, child);
 }
 
+/// Nests `child` under a key made at run time that `state` does not hold
+/// yet (a sampler's source names, which are distinct): appended without
+/// looking for the key.
+pub fn encode_child_named(state: &mut State, key: String, child: State) {
+    state.insert_child_new(key, child);
+}
+
+/// Stores a shared snapshot under a key `state` does not hold yet (a stock
+/// node writing its state), serialised only when the state is.
+pub fn encode_deferred<T>(state: &mut State, key: &'static str, value: std::sync::Arc<T>)
+where
+    T: serde::Serialize + Send + Sync + 'static,
+{
+    state.insert_deferred_new(key, value);
+}
+
 /// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised
 /// only when the state is.
 pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {

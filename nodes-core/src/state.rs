@@ -463,12 +463,16 @@ impl Body {
         // deep, deeper ones take the explicit stack of `drop_deep`.
         let depth = DROP_DEPTH.get();
         if depth >= SHALLOW_DROP {
-            return self.drop_deep();
+            self.drop_deep();
+            // Emptied as below: a recycled body holds nothing on the heap.
+            self.index = Index::default();
+            return;
         }
         DROP_DEPTH.set(depth + 1);
         let mut entries = std::mem::take(&mut self.entries);
-        // One pass that leaves nothing for the generic drop to look at.
-        for (_, entry) in entries.drain(..) {
+        // One pass that leaves nothing for the generic drop to look at,
+        // from the back (no drain to close).
+        while let Some((_, entry)) = entries.pop() {
             match entry {
                 // Own nothing on the heap: nothing to drop.
                 Entry::Scalar(_) => {}
@@ -902,10 +906,31 @@ impl State {
     }
 
     /// [`State::insert_child`] of a key this state does not hold yet.
-    pub(crate) fn insert_child_new(&mut self, key: &'static str, child: State) {
+    pub(crate) fn insert_child_new(&mut self, key: impl Into<Key>, child: State) {
         let child = child.into_shared();
-        self.body_mut()
-            .put_new(Key::Borrowed(key), Entry::Child(child));
+        self.body_mut().put_new(key.into(), Entry::Child(child));
+    }
+
+    /// Nests `child` under `key`, found at position `i` without a lookup (a
+    /// state copied from a template that holds every key in order).
+    pub(crate) fn insert_child_at(&mut self, i: usize, key: &'static str, child: State) {
+        self.put_at(i, key, Entry::Child(child.into_shared()));
+    }
+
+    /// Stores a number under `key` at position `i`, as
+    /// [`insert_child_at`](State::insert_child_at) does (no serialisation).
+    pub(crate) fn insert_u64_at(&mut self, i: usize, key: &'static str, n: u64) {
+        self.put_at(i, key, Entry::Scalar(Scalar::Number(n.into())));
+    }
+
+    /// Writes `entry` at position `i` if `key` is there, else by lookup.
+    #[inline]
+    fn put_at(&mut self, i: usize, key: &'static str, entry: Entry) {
+        let body = self.body_mut();
+        match body.entries.get_mut(i) {
+            Some((k, slot)) if k == key => *slot = entry,
+            _ => body.put(Key::Borrowed(key), entry),
+        }
     }
 
     /// Reserves room for at least `additional` more keys: a node about to
