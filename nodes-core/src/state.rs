@@ -740,7 +740,13 @@ impl State {
     /// The entries as a shareable nested entry (no copy if already shared).
     #[inline]
     fn into_shared(mut self) -> Arc<Body> {
-        match std::mem::take(&mut self.body) {
+        let body = std::mem::take(&mut self.body);
+        // What is left holds nothing on the heap but the path: dropped on
+        // its own, without running the state's drop (every nested state
+        // passes here).
+        drop(std::mem::take(&mut self.path));
+        std::mem::forget(self);
+        match body {
             Content::Own(body) => pool::shared(body),
             Content::Shared(body) => body,
         }
