@@ -433,10 +433,11 @@ impl<N: Node> Loader<N> {
     fn loader_state(&self, root: State) -> Result<State> {
         // The template holds every key in order, the constant ones filled:
         // one copy of its entries (one allocation), then the three that vary.
+        // Positions as in `KEYS`, which the template follows.
         let mut state = self.saved_shape().template.clone();
-        state.insert_child(ROOT, root);
-        state.insert(NUM_YIELDED, self.num_yielded)?;
-        state.insert(EPOCH_INDEX, self.epoch_index)?;
+        state.insert_child_at(0, ROOT, root);
+        state.insert_u64_at(1, NUM_YIELDED, self.num_yielded);
+        state.insert_u64_at(2, EPOCH_INDEX, self.epoch_index);
         Ok(state)
     }
 

@@ -62,6 +62,22 @@ pub fn encode_child(state: &mut State, key: &'static str, child: State) {
     state.insert_child_new(key, child);
 }
 
+/// Nests `child` under a key made at run time that `state` does not hold
+/// yet (a sampler's source names, which are distinct): appended without
+/// looking for the key.
+pub fn encode_child_named(state: &mut State, key: String, child: State) {
+    state.insert_child_new(key, child);
+}
+
+/// Stores a shared snapshot under a key `state` does not hold yet (a stock
+/// node writing its state), serialised only when the state is.
+pub fn encode_deferred<T>(state: &mut State, key: &'static str, value: std::sync::Arc<T>)
+where
+    T: serde::Serialize + Send + Sync + 'static,
+{
+    state.insert_deferred_new(key, value);
+}
+
 /// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised
 /// only when the state is.
 pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
@@ -101,7 +117,8 @@ pub fn leaf_state<const K: usize>(
     if scalars {
         let same = |state: &State| {
             keys.iter().zip(&values).all(|(key, value)| {
-                matches!(state.value_ref(key), Ok(std::borrow::Cow::Borrowed(held)) if same_scalar(held, value))
+                // Held inline or as JSON: a copy of a scalar costs nothing.
+                matches!(state.value_ref(key), Ok(held) if same_scalar(&held, value))
             })
         };
         let hit = last
@@ -117,7 +134,38 @@ pub fn leaf_state<const K: usize>(
         if let Some(hit) = hit {
             return Ok(hit);
         }
+        // The last state, once the states that held it are gone, takes the
+        // new values in place: a counter that moves costs no new state.
+        let mut pending = Some(values);
+        let rewritten = last
+            .try_with(|last| {
+                let mut last = last.try_borrow_mut().ok()?;
+                let held = last.as_mut()?;
+                held.rewrite_leaf(&keys, &mut pending, version)
+                    .then(|| held.clone())
+            })
+            .ok()
+            .flatten();
+        if let Some(state) = rewritten {
+            return Ok(state);
+        }
+        let Some(values) = pending else {
+            unreachable!("values are taken only by a rewrite, which returns");
+        };
+        return new_leaf_state(last, keys, values, version, true);
     }
+    new_leaf_state(last, keys, values, version, false)
+}
+
+/// A new state of `keys` holding `values`, then the version; kept as the
+/// `last` state of its node type when the values are `scalars`.
+fn new_leaf_state<const K: usize>(
+    last: &'static std::thread::LocalKey<LastState>,
+    keys: [&'static str; K],
+    values: [serde_json::Value; K],
+    version: u32,
+    scalars: bool,
+) -> Result<State> {
     let mut out = State::new();
     out.reserve(K + usize::from(version != 0));
     for (key, value) in keys.into_iter().zip(values) {
@@ -368,3 +416,46 @@ macro_rules! __started_guards {
 }
 
 pub use crate::__started_guards;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    thread_local!(static LAST: LastState = const { LastState::new(None) });
+
+    /// A leaf state is rewritten in place only once nobody holds it: a
+    /// state still held keeps its values, and a rewritten one reads and
+    /// serialises as a new one.
+    #[test]
+    fn only_a_leaf_state_nobody_holds_is_rewritten() {
+        let first = leaf_state(&LAST, ["n", "done"], [json!(1), json!(false)], 2).unwrap();
+        let second = leaf_state(&LAST, ["n", "done"], [json!(2), json!(false)], 2).unwrap();
+        assert_eq!(
+            first.to_json().unwrap(),
+            r#"{"n":1,"done":false,"version":2}"#
+        );
+        drop(second);
+        let third = leaf_state(&LAST, ["n", "done"], [json!(3), json!(true)], 2).unwrap();
+        assert_eq!(first.get::<u64>("n").unwrap(), 1);
+        assert_eq!(
+            third.to_json().unwrap(),
+            r#"{"n":3,"done":true,"version":2}"#
+        );
+        let fresh = State::new()
+            .with("n", 3)
+            .unwrap()
+            .with("done", true)
+            .unwrap()
+            .with("version", 2)
+            .unwrap();
+        assert_eq!(third, fresh);
+        // Other keys (another node type's state) are not written over.
+        drop(third);
+        let other = leaf_state(&LAST, ["m", "done"], [json!(4), json!(true)], 2).unwrap();
+        assert_eq!(
+            other.to_json().unwrap(),
+            r#"{"m":4,"done":true,"version":2}"#
+        );
+    }
+}

@@ -120,9 +120,13 @@ impl Clone for Body {
 
 #[derive(Clone)]
 enum Entry {
-    /// A plain JSON value (an object inserted as a value stays here until
-    /// [`State::child`] turns it into a `State`).
-    Json(Value),
+    /// A JSON value that holds nothing on the heap, inline: most entries
+    /// (counters, flags), kept small so that entries are cheap to move.
+    Scalar(Scalar),
+    /// Any other JSON value, boxed (an object inserted as a value stays
+    /// here until [`State::child`] turns it into a `State`). Made only by
+    /// [`Entry::json`], so it never holds what `Scalar` would.
+    Json(Box<Value>),
     /// A child node's state, shared so that [`State::child`] does not copy
     /// the subtree below it.
     Child(Arc<Body>),
@@ -136,11 +140,50 @@ enum Entry {
     Deferred(Arc<Deferred>),
 }
 
+/// `[]`, for walks that need a reference to the value of
+/// [`Scalar::EmptyArray`].
+static EMPTY_ARRAY: Value = Value::Array(Vec::new());
+
+/// A JSON value without heap data, as [`Entry::Scalar`] holds it.
+#[derive(Clone, PartialEq)]
+enum Scalar {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    /// `[]` (a node's empty list of held errors, in every state it takes).
+    EmptyArray,
+}
+
+impl Scalar {
+    /// The value as JSON (no allocation).
+    fn to_value(&self) -> Value {
+        match self {
+            Scalar::Null => Value::Null,
+            Scalar::Bool(b) => Value::Bool(*b),
+            Scalar::Number(n) => Value::Number(n.clone()),
+            Scalar::EmptyArray => Value::Array(Vec::new()),
+        }
+    }
+}
+
 impl Entry {
+    /// The entry holding `value`: inline when it has no heap data.
+    #[inline]
+    fn json(value: Value) -> Entry {
+        match value {
+            Value::Null => Entry::Scalar(Scalar::Null),
+            Value::Bool(b) => Entry::Scalar(Scalar::Bool(b)),
+            Value::Number(n) => Entry::Scalar(Scalar::Number(n)),
+            Value::Array(items) if items.is_empty() => Entry::Scalar(Scalar::EmptyArray),
+            value => Entry::Json(Box::new(value)),
+        }
+    }
+
     /// The entry as JSON; `owner` is the state that holds it.
     fn to_value(&self, owner: &Body) -> Value {
         match self {
-            Entry::Json(v) => v.clone(),
+            Entry::Scalar(s) => s.to_value(),
+            Entry::Json(v) => (**v).clone(),
             Entry::Child(body) => body.to_value(),
             Entry::Shared(s) => Value::String(s.to_string()),
             Entry::Checksum => Value::String(owner.content_checksum()),
@@ -260,7 +303,8 @@ impl Body {
             out.write_char(':')?;
             first = false;
             match entry {
-                Entry::Json(v) => json(out, v)?,
+                Entry::Scalar(s) => json(out, &s.to_value())?,
+                Entry::Json(v) => json(out, &**v)?,
                 Entry::Shared(s) => json(out, s.as_ref())?,
                 Entry::Checksum => json(out, &owner.content_checksum())?,
                 Entry::Deferred(d) => json(out, d.json())?,
@@ -419,19 +463,21 @@ impl Body {
         // deep, deeper ones take the explicit stack of `drop_deep`.
         let depth = DROP_DEPTH.get();
         if depth >= SHALLOW_DROP {
-            return self.drop_deep();
+            self.drop_deep();
+            // Emptied as below: a recycled body holds nothing on the heap.
+            self.index = Index::default();
+            return;
         }
         DROP_DEPTH.set(depth + 1);
         let mut entries = std::mem::take(&mut self.entries);
-        // One pass that leaves nothing for the generic drop to look at.
-        for (_, entry) in entries.drain(..) {
+        // One pass that leaves nothing for the generic drop to look at,
+        // from the back (no drain to close).
+        while let Some((_, entry)) = entries.pop() {
             match entry {
                 // Own nothing on the heap: nothing to drop.
-                Entry::Json(scalar @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
-                    std::mem::forget(scalar);
-                }
+                Entry::Scalar(_) => {}
                 // Nested JSON values keep their own non-recursive drop.
-                Entry::Json(value) => dismantle(value),
+                Entry::Json(value) => dismantle(*value),
                 // Only a nested state nobody else holds is recycled.
                 Entry::Child(child) => pool::recycle_shell(child),
                 Entry::Deferred(deferred) => pool::recycle_deferred(deferred),
@@ -458,7 +504,7 @@ impl Body {
                             pending.push(std::mem::take(&mut child.entries));
                         }
                     }
-                    Entry::Json(value) => dismantle(value),
+                    Entry::Json(value) => dismantle(*value),
                     _ => {}
                 }
             }
@@ -501,29 +547,34 @@ fn shallow_eq(a: &Body, b: &Body, pending: &mut Vec<(Arc<Body>, Arc<Body>)>) -> 
         // A deferred entry compares as the JSON it stands for.
         let (mut x_json, mut y_json): (Option<Entry>, Option<Entry>) = (None, None);
         let x = match x {
-            Entry::Deferred(d) => &*x_json.insert(Entry::Json(d.json().clone())),
+            Entry::Deferred(d) => &*x_json.insert(Entry::json(d.json().clone())),
             x => x,
         };
         let y = match y {
-            Entry::Deferred(d) => &*y_json.insert(Entry::Json(d.json().clone())),
+            Entry::Deferred(d) => &*y_json.insert(Entry::json(d.json().clone())),
             y => y,
         };
         let equal = match (x, y) {
+            // `Entry::json` keeps each value in one form: no cross cases.
+            (Entry::Scalar(x), Entry::Scalar(y)) => x == y,
             (Entry::Json(x), Entry::Json(y)) => x == y,
             (Entry::Shared(x), Entry::Shared(y)) => x == y,
-            (Entry::Shared(s), Entry::Json(Value::String(t)))
-            | (Entry::Json(Value::String(t)), Entry::Shared(s)) => **s == **t,
+            (Entry::Shared(s), Entry::Json(t)) | (Entry::Json(t), Entry::Shared(s)) => {
+                t.as_str() == Some(&**s)
+            }
             // Equal contents have equal checksums.
             (Entry::Checksum, Entry::Checksum) => true,
-            (Entry::Checksum, Entry::Json(Value::String(t))) => a.checksum_matches(t),
-            (Entry::Json(Value::String(t)), Entry::Checksum) => b.checksum_matches(t),
+            (Entry::Checksum, Entry::Json(t)) => t.as_str().is_some_and(|t| a.checksum_matches(t)),
+            (Entry::Json(t), Entry::Checksum) => t.as_str().is_some_and(|t| b.checksum_matches(t)),
             (Entry::Child(x), Entry::Child(y)) => {
                 pending.push((Arc::clone(x), Arc::clone(y)));
                 true
             }
-            (Entry::Child(c), Entry::Json(Value::Object(m)))
-            | (Entry::Json(Value::Object(m)), Entry::Child(c)) => {
-                pending.push((Arc::clone(c), Arc::new(body_of_map(m.clone()))));
+            (Entry::Child(c), Entry::Json(m)) | (Entry::Json(m), Entry::Child(c)) => {
+                match m.as_object() {
+                    Some(m) => pending.push((Arc::clone(c), Arc::new(body_of_map(m.clone())))),
+                    None => return false,
+                }
                 true
             }
             _ => false,
@@ -571,7 +622,8 @@ impl Serialize for Body {
         let mut map = serializer.serialize_map(Some(self.entries.len()))?;
         for (key, entry) in &self.entries {
             match entry {
-                Entry::Json(v) => map.serialize_entry(key.as_ref(), v)?,
+                Entry::Scalar(s) => map.serialize_entry(key.as_ref(), &s.to_value())?,
+                Entry::Json(v) => map.serialize_entry(key.as_ref(), &**v)?,
                 Entry::Child(s) => map.serialize_entry(key.as_ref(), &**s)?,
                 Entry::Shared(s) => map.serialize_entry(key.as_ref(), s.as_ref())?,
                 Entry::Checksum => map.serialize_entry(key.as_ref(), &self.content_checksum())?,
@@ -613,7 +665,7 @@ fn body_of_map(map: Map<String, Value>) -> Body {
                 current = (Key::Owned(key), Body::default(), inner.into_iter());
             }
             // The keys of a JSON object are distinct: no lookup needed.
-            Some((key, value)) => current.1.push_new(Key::Owned(key), Entry::Json(value)),
+            Some((key, value)) => current.1.push_new(Key::Owned(key), Entry::json(value)),
             None => match open.pop() {
                 Some(mut parent) => {
                     let (key, child, _) = current;
@@ -688,7 +740,13 @@ impl State {
     /// The entries as a shareable nested entry (no copy if already shared).
     #[inline]
     fn into_shared(mut self) -> Arc<Body> {
-        match std::mem::take(&mut self.body) {
+        let body = std::mem::take(&mut self.body);
+        // What is left holds nothing on the heap but the path: dropped on
+        // its own, without running the state's drop (every nested state
+        // passes here).
+        drop(std::mem::take(&mut self.path));
+        std::mem::forget(self);
+        match body {
             Content::Own(body) => pool::shared(body),
             Content::Shared(body) => body,
         }
@@ -829,7 +887,7 @@ impl State {
     pub fn insert(&mut self, key: impl Into<Key>, value: impl Serialize) -> Result<()> {
         let key = key.into();
         let value = self.json_for(&key, value)?;
-        self.put(key, Entry::Json(value));
+        self.put(key, Entry::json(value));
         Ok(())
     }
 
@@ -841,7 +899,7 @@ impl State {
 
     /// Stores a string under `key` (no serialisation step).
     pub(crate) fn insert_str(&mut self, key: impl Into<Key>, text: String) {
-        self.put(key.into(), Entry::Json(Value::String(text)));
+        self.put(key.into(), Entry::Json(Box::new(Value::String(text))));
     }
 
     /// [`State::insert`] of a key this state does not hold yet (see
@@ -849,15 +907,36 @@ impl State {
     pub(crate) fn insert_new(&mut self, key: &'static str, value: impl Serialize) -> Result<()> {
         let value = self.json_for(key, value)?;
         self.body_mut()
-            .put_new(Key::Borrowed(key), Entry::Json(value));
+            .put_new(Key::Borrowed(key), Entry::json(value));
         Ok(())
     }
 
     /// [`State::insert_child`] of a key this state does not hold yet.
-    pub(crate) fn insert_child_new(&mut self, key: &'static str, child: State) {
+    pub(crate) fn insert_child_new(&mut self, key: impl Into<Key>, child: State) {
         let child = child.into_shared();
-        self.body_mut()
-            .put_new(Key::Borrowed(key), Entry::Child(child));
+        self.body_mut().put_new(key.into(), Entry::Child(child));
+    }
+
+    /// Nests `child` under `key`, found at position `i` without a lookup (a
+    /// state copied from a template that holds every key in order).
+    pub(crate) fn insert_child_at(&mut self, i: usize, key: &'static str, child: State) {
+        self.put_at(i, key, Entry::Child(child.into_shared()));
+    }
+
+    /// Stores a number under `key` at position `i`, as
+    /// [`insert_child_at`](State::insert_child_at) does (no serialisation).
+    pub(crate) fn insert_u64_at(&mut self, i: usize, key: &'static str, n: u64) {
+        self.put_at(i, key, Entry::Scalar(Scalar::Number(n.into())));
+    }
+
+    /// Writes `entry` at position `i` if `key` is there, else by lookup.
+    #[inline]
+    fn put_at(&mut self, i: usize, key: &'static str, entry: Entry) {
+        let body = self.body_mut();
+        match body.entries.get_mut(i) {
+            Some((k, slot)) if k == key => *slot = entry,
+            _ => body.put(Key::Borrowed(key), entry),
+        }
     }
 
     /// Reserves room for at least `additional` more keys: a node about to
@@ -919,7 +998,7 @@ impl State {
     /// ```
     pub fn value_ref(&self, key: &str) -> Result<std::borrow::Cow<'_, Value>> {
         match self.entry(key) {
-            Some(Entry::Json(v)) => Ok(std::borrow::Cow::Borrowed(v)),
+            Some(Entry::Json(v)) => Ok(std::borrow::Cow::Borrowed(&**v)),
             Some(Entry::Deferred(d)) => self.deferred_json(key, d).map(std::borrow::Cow::Borrowed),
             Some(e) => Ok(std::borrow::Cow::Owned(e.to_value(self.body()))),
             None => Err(Error::bad_state(self.path_of(key), "missing key")),
@@ -981,7 +1060,10 @@ impl State {
     pub fn child(&self, key: &str) -> Result<State> {
         let body = match self.entry(key) {
             Some(Entry::Child(body)) => Content::Shared(Arc::clone(body)),
-            Some(Entry::Json(Value::Object(map))) => Content::Own(body_of_map(map.clone())),
+            Some(Entry::Json(v)) if v.is_object() => match &**v {
+                Value::Object(map) => Content::Own(body_of_map(map.clone())),
+                _ => unreachable!("checked above"),
+            },
             Some(Entry::Deferred(d)) => match self.deferred_json(key, d)? {
                 Value::Object(map) => Content::Own(body_of_map(map.clone())),
                 other => {
@@ -1310,11 +1392,49 @@ impl Drop for PathNode {
 
 // Additions for the derive's leaf states (see `__private::leaf_state`).
 impl State {
+    /// Writes `values` (taken from the option) over this state's, in place,
+    /// when nobody else holds it and it has exactly `keys`, then `version`
+    /// if not 0, as `leaf_state` writes them: the same state as a new one,
+    /// without building one. Otherwise leaves both untouched and says so.
+    pub(crate) fn rewrite_leaf<const K: usize>(
+        &mut self,
+        keys: &[&'static str; K],
+        values: &mut Option<[Value; K]>,
+        version: u32,
+    ) -> bool {
+        let Content::Shared(body) = &mut self.body else {
+            return false;
+        };
+        let Some(body) = Arc::get_mut(body) else {
+            return false;
+        };
+        let len = body.entries.len();
+        let (fields, rest) = body.entries.split_at_mut(K.min(len));
+        let versioned = match rest {
+            [] => version == 0,
+            [(key, Entry::Scalar(Scalar::Number(n)))] => {
+                version != 0 && key == VERSION_KEY && n.as_u64() == Some(version.into())
+            }
+            _ => false,
+        };
+        if !versioned || fields.len() != K || !fields.iter().zip(keys).all(|((k, _), key)| k == key)
+        {
+            return false;
+        }
+        let Some(values) = values.take() else {
+            return false;
+        };
+        for ((_, entry), value) in fields.iter_mut().zip(values) {
+            *entry = Entry::json(value);
+        }
+        true
+    }
+
     /// Stores a JSON value under a key this state does not hold yet (see
     /// `Body::put_new`), as is: no second serialisation.
     pub(crate) fn insert_json_new(&mut self, key: &'static str, value: Value) {
         self.body_mut()
-            .put_new(Key::Borrowed(key), Entry::Json(value));
+            .put_new(Key::Borrowed(key), Entry::json(value));
     }
 }
 

@@ -104,7 +104,6 @@ impl Counts {
     /// and, for a pass without bad records (nearly every save), one such
     /// state built once is shared. The JSON is the same as serde's.
     pub(crate) fn save(self, state: &mut State) -> Result<()> {
-        static CLEAN: OnceLock<State> = OnceLock::new();
         let clean = self == Counts::default();
         if let (true, Some(shared)) = (clean, CLEAN.get()) {
             state.insert_child(ERRORS, shared.clone());
@@ -116,6 +115,17 @@ impl Counts {
         }
         state.insert_child(ERRORS, counts);
         Ok(())
+    }
+
+    /// [`save`](Self::save) into a state that does not hold [`ERRORS`] yet
+    /// (a node writing its own): appended without looking for the key.
+    pub(crate) fn save_new(self, state: &mut State) -> Result<()> {
+        if let (true, Some(shared)) = (self == Counts::default(), CLEAN.get()) {
+            crate::__private::encode_child(state, ERRORS, shared.clone());
+            return Ok(());
+        }
+        // Rare: the general path, which builds (and keeps) the counts.
+        self.save(state)
     }
 
     /// The counts as a shared nested state, with the fields in the order
@@ -146,6 +156,9 @@ impl Counts {
 
 /// Key of the saved [`Counts`] in a node's state.
 pub(crate) const ERRORS: &str = "errors";
+
+/// The counts of a pass without bad records, as a nested state built once.
+static CLEAN: OnceLock<State> = OnceLock::new();
 /// The keys inside it (serde's names for the fields of [`Counts`]).
 const SKIPPED: &str = "skipped";
 const ENDED: &str = "ended";
@@ -230,6 +243,11 @@ impl ErrorBudget {
     /// A new pass: nothing counted.
     pub(crate) fn clear(&mut self) {
         self.counts = Counts::default();
+    }
+
+    /// [`save`](Self::save) into a state that does not hold [`ERRORS`] yet.
+    pub(crate) fn save_new(&self, state: &mut State) -> Result<()> {
+        self.counts.save_new(state)
     }
 
     /// Saves the counts under [`ERRORS`] (see [`Counts::save`]).

@@ -97,7 +97,7 @@ pub(super) fn parse(json: &str) -> Result<Body> {
         let start = p.pos;
         let end = p.scan_value(start)?;
         let value: Value = p.leaf(start, end)?;
-        current.put(Key::Owned(key), Entry::Json(value));
+        current.put(Key::Owned(key), Entry::json(value));
         p.pos = end;
         after_member = true;
     }

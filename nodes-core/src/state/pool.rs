@@ -75,13 +75,15 @@ pub(super) fn recycle_entries(entries: Entries) {
 
 /// `body` behind a shared reference, in a recycled box when there is one.
 #[inline]
-pub(super) fn shared(mut body: Body) -> Arc<Body> {
+pub(super) fn shared(body: Body) -> Arc<Body> {
     let recycled = SHELLS.try_with(|pool| pool.borrow_mut().pop());
     match recycled {
         Ok(Some(mut shell)) => match Arc::get_mut(&mut shell) {
             Some(empty) => {
-                // `body` is left with the shell's empty body, dropped at once.
-                std::mem::swap(empty, &mut body);
+                // A recycled shell's body was emptied (no entries vector, no
+                // index): nothing on the heap, so nothing to drop.
+                debug_assert_eq!(empty.entries.capacity(), 0);
+                std::mem::forget(std::mem::replace(empty, body));
                 shell
             }
             None => Arc::new(body),

@@ -103,7 +103,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
+use nodes_core::{__private, Cx, Description, Error, Node, Result, State, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -474,9 +474,11 @@ impl<N: Node> Sources<N> {
         if empty.flags != self.empty {
             empty = flag_map(&names, &self.empty, &exhausted);
         }
-        state.insert_deferred(DATASET_KEYS, Arc::clone(&names));
-        state.insert_deferred(EXHAUSTED, Arc::clone(&exhausted));
-        state.insert_deferred(EMPTY, Arc::clone(&empty));
+        // The samplers write these keys into a new state: appended without
+        // looking for them.
+        __private::encode_deferred(state, DATASET_KEYS, Arc::clone(&names));
+        __private::encode_deferred(state, EXHAUSTED, Arc::clone(&exhausted));
+        __private::encode_deferred(state, EMPTY, Arc::clone(&empty));
         *saved = Some(SavedParts {
             names,
             exhausted,
@@ -486,9 +488,9 @@ impl<N: Node> Sources<N> {
         let mut nested = State::new();
         nested.reserve(self.names.len());
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            nested.insert_child(String::from(&**name), node.get_state(cx)?);
+            __private::encode_child_named(&mut nested, String::from(&**name), node.get_state(cx)?);
         }
-        state.insert_child(NODE_STATES, nested);
+        __private::encode_child(state, NODE_STATES, nested);
         Ok(())
     }
 

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
+use nodes_core::{
+    __private, Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful,
+};
 
 use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -652,16 +654,19 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
         let word_pos = self.rng.word_pos();
-        let rng = State::new()
-            .with(RNG_SEED, self.seed)?
-            .with(RNG_RANK, self.rank)?
-            .with(RNG_WORLD_SIZE, self.world_size)?
-            .with(RNG_WORD_POS, word_pos)?;
-        let mut state = State::new()
-            .with(EPOCH, self.epoch)?
-            .with(NUM_YIELDED, self.num_yielded)?
-            .with(STARTED, self.started)?;
-        state.insert_child(RNG, rng);
+        // New states: each key appended without looking for it.
+        let mut rng = State::new();
+        rng.reserve(RNG_KEYS.len());
+        __private::encode_field(&mut rng, RNG_SEED, &self.seed)?;
+        __private::encode_field(&mut rng, RNG_RANK, &self.rank)?;
+        __private::encode_field(&mut rng, RNG_WORLD_SIZE, &self.world_size)?;
+        __private::encode_field(&mut rng, RNG_WORD_POS, &word_pos)?;
+        let mut state = State::new();
+        state.reserve(KEYS.len());
+        __private::encode_field(&mut state, EPOCH, &self.epoch)?;
+        __private::encode_field(&mut state, NUM_YIELDED, &self.num_yielded)?;
+        __private::encode_field(&mut state, STARTED, &self.started)?;
+        __private::encode_child(&mut state, RNG, rng);
         self.sources.save(&mut state, cx)?;
         Ok(state)
     }

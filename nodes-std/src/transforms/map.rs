@@ -4,7 +4,9 @@
 use std::fmt;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
+use crate::{
+    __private, BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful,
+};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
@@ -263,10 +265,12 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
+        // A new state: each key appended without looking for it.
         let mut out = State::new();
-        out.insert_child(SOURCE, self.source.get_state(cx)?);
-        out.insert(NUM_SEEN, self.num_seen)?;
-        self.budget.save(&mut out)?;
+        out.reserve(3);
+        __private::encode_child(&mut out, SOURCE, self.source.get_state(cx)?);
+        __private::encode_field(&mut out, NUM_SEEN, &self.num_seen)?;
+        self.budget.save_new(&mut out)?;
         Ok(out)
     }
 

@@ -14,7 +14,7 @@ use std::io;
 
 use serde_json::Value;
 
-use super::super::{Body, Entry, Key};
+use super::super::{Body, EMPTY_ARRAY, Entry, Key, Scalar};
 use super::CHECKSUM_KEY;
 
 /// 64-bit FNV-1a over everything written to it.
@@ -116,6 +116,8 @@ enum Item<'a> {
     /// A nested loader state's own checksum.
     Owned(String),
     Value(&'a Value),
+    /// An inline entry's value.
+    Scalar(Value),
     State(&'a Body),
 }
 
@@ -274,6 +276,9 @@ impl<'a> Frame<'a> {
 /// What to write for `entry`, an entry of `owner`.
 fn entry_item<'a>(owner: &'a Body, entry: &'a Entry) -> Item<'a> {
     match entry {
+        // Containers open a frame, even an empty one.
+        Entry::Scalar(Scalar::EmptyArray) => Item::Value(&EMPTY_ARRAY),
+        Entry::Scalar(scalar) => Item::Scalar(scalar.to_value()),
         Entry::Json(value) => Item::Value(value),
         // Hashed as the JSON it stands for (converted once, then kept).
         Entry::Deferred(deferred) => Item::Value(deferred.json()),
@@ -320,6 +325,7 @@ pub(super) fn digest(body: &Body) -> u64 {
                 });
             }
             Item::Value(scalar) => hash.value_scalar(scalar),
+            Item::Scalar(scalar) => hash.value_scalar(&scalar),
             Item::State(body) => {
                 hash.bytes(b"{");
                 open.push(Frame::of_body(body, false));

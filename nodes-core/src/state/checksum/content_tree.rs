@@ -22,7 +22,7 @@
 
 use serde_json::{Number, Value};
 
-use super::super::{Body, Entry, Key};
+use super::super::{Body, EMPTY_ARRAY, Entry, Key, Scalar};
 use super::CHECKSUM_KEY;
 
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -129,6 +129,8 @@ fn mix_scalar(state: u64, value: &Value) -> u64 {
 /// the spot, a container opens a frame.
 enum Item<'a> {
     Value(&'a Value),
+    /// An inline entry's value.
+    Scalar(Value),
     Str(&'a str),
     /// A nested loader state's own checksum, computed for it.
     Owned(String),
@@ -137,6 +139,9 @@ enum Item<'a> {
 
 fn entry_item<'a>(owner: &'a Body, entry: &'a Entry) -> Item<'a> {
     match entry {
+        // Containers open a frame, even an empty one.
+        Entry::Scalar(Scalar::EmptyArray) => Item::Value(&EMPTY_ARRAY),
+        Entry::Scalar(scalar) => Item::Scalar(scalar.to_value()),
         Entry::Json(value) => Item::Value(value),
         Entry::Deferred(deferred) => Item::Value(deferred.json()),
         Entry::Child(child) => Item::State(child),
@@ -272,6 +277,7 @@ pub(super) fn digest(body: &Body) -> u64 {
                 Step::Open(opened(Members::Array(items.iter()), Tag::Array))
             }
             Item::Value(scalar) => Step::Done(mix_scalar(state, scalar)),
+            Item::Scalar(scalar) => Step::Done(mix_scalar(state, &scalar)),
         };
         match step {
             Step::Open(child) => open.push(child),
