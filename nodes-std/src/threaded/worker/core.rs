@@ -670,6 +670,12 @@ impl<U> Pool<U> {
     fn wait_for_chunk(&mut self) -> Result<Chunk<U>, crossbeam_channel::RecvError> {
         use crossbeam_channel::TryRecvError;
         let results = &self.results;
+        if !super::spin::cores_to_spare() {
+            // More threads than cores: no polls of ours on top of the
+            // channel's own short back-off (the yields would hand the core
+            // around among the workers once more per chunk).
+            return results.recv();
+        }
         self.spin.wait(
             || match results.try_recv() {
                 Ok(chunk) => Some(Ok(chunk)),

@@ -64,7 +64,7 @@ impl Drop for Live {
 }
 
 /// Whether the live workers and a consumer fit on the cores.
-fn cores_to_spare() -> bool {
+pub(crate) fn cores_to_spare() -> bool {
     LIVE_WORKERS.load(Ordering::Relaxed) < cores()
 }
 
