@@ -274,32 +274,20 @@ impl ContainerAttrs {
                 self.size_hint.set(cx, span, SizeHintFrom::Author);
                 return;
             }
-            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
-                Ok(lit) if lit.value() == SIZE_HINT_CHILD => {
-                    self.size_hint.set(cx, span, SizeHintFrom::Child);
-                }
-                Ok(lit) => cx.error_spanned_by(
-                    &lit,
-                    format!(
-                        "unknown `size_hint` source {:?}; expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)",
-                        lit.value()
-                    ),
-                ),
-                Err(err) => cx.push(err),
+            if from_child(cx, meta, |other| {
+                format!(
+                    "unknown `size_hint` source {other:?}; expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)"
+                )
+            }) {
+                self.size_hint.set(cx, span, SizeHintFrom::Child);
             }
         } else if meta.path.is_ident(COUNTS_ITEMS) {
-            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
-                Ok(lit) if lit.value() == SIZE_HINT_CHILD => {
-                    self.counts_items.set(cx, span, ());
-                }
-                Ok(lit) => cx.error_spanned_by(
-                    &lit,
-                    format!(
-                        "unknown `counts_items` source {:?}; on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`",
-                        lit.value()
-                    ),
-                ),
-                Err(err) => cx.push(err),
+            if from_child(cx, meta, |other| {
+                format!(
+                    "unknown `counts_items` source {other:?}; on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`"
+                )
+            }) {
+                self.counts_items.set(cx, span, ());
             }
         } else if meta.path.is_ident(CRATE) {
             match meta.value().and_then(|v| v.parse::<syn::Path>()) {
@@ -345,6 +333,22 @@ impl ContainerAttrs {
                 ),
             ));
             skip_value(meta);
+        }
+    }
+}
+
+/// Parses the `= "child"` of `size_hint` or `counts_items`: `true` for it;
+/// any other string is an error (`unknown` writes it) at the string.
+fn from_child(cx: &Ctxt, meta: &ParseNestedMeta<'_>, unknown: impl FnOnce(&str) -> String) -> bool {
+    match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
+        Ok(lit) if lit.value() == FROM_CHILD => true,
+        Ok(lit) => {
+            cx.error_spanned_by(&lit, unknown(&lit.value()));
+            false
+        }
+        Err(err) => {
+            cx.push(err);
+            false
         }
     }
 }

@@ -17,6 +17,7 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_crate_path(cx, input);
     check_size_hint_child(cx, input);
     check_counts_items(cx, input);
+    check_counts_items_child(cx, input);
 }
 
 /// `counts_items = "child"` promises one item per item of the single child
@@ -43,7 +44,6 @@ fn check_counts_items_child(cx: &Ctxt, input: &Input<'_>) {
 /// the next only in that field: one such field, a plain `state` one, in a
 /// node without children (whose states change as they please).
 fn check_counts_items(cx: &Ctxt, input: &Input<'_>) {
-    check_counts_items_child(cx, input);
     let mut counted = input
         .fields
         .iter()

@@ -24,8 +24,9 @@ pub(crate) const INIT: &str = "init";
 pub(crate) const VALIDATE: &str = "validate";
 pub(crate) const SIZE_HINT: &str = "size_hint";
 
-/// The one value of `size_hint = "..."`: forward the single child's hint.
-pub(crate) const SIZE_HINT_CHILD: &str = "child";
+/// The one value of `size_hint = "..."` and `counts_items = "..."`: take
+/// the single child's hint or count.
+pub(crate) const FROM_CHILD: &str = "child";
 
 /// The state key a versioned node stores its version under (matches
 /// `nodes_core::VERSION_KEY`).
