@@ -57,15 +57,15 @@ pub fn encode_field<T: serde::Serialize>(
     state.insert_new(key, value)
 }
 
-/// Nests a `#[node(child)]` or `#[node(children)]` field's state.
-pub fn encode_child(state: &mut State, key: &'static str, child: State) {
-    state.insert_child_new(key, child);
-}
-
-/// Nests `child` under a key made at run time that `state` does not hold
-/// yet (a sampler's source names, which are distinct): appended without
-/// looking for the key.
-pub fn encode_child_named(state: &mut State, key: String, child: State) {
+/// Nests `child` under a key `state` does not hold yet, appended without
+/// looking for it: a `#[node(child)]` or `#[node(children)]` field's state,
+/// or a stock node's (a sampler's source names, made at run time, are
+/// distinct).
+pub fn encode_child(
+    state: &mut State,
+    key: impl Into<std::borrow::Cow<'static, str>>,
+    child: State,
+) {
     state.insert_child_new(key, child);
 }
 

@@ -488,7 +488,7 @@ impl<N: Node> Sources<N> {
         let mut nested = State::new();
         nested.reserve(self.names.len());
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            __private::encode_child_named(&mut nested, String::from(&**name), node.get_state(cx)?);
+            __private::encode_child(&mut nested, String::from(&**name), node.get_state(cx)?);
         }
         __private::encode_child(state, NODE_STATES, nested);
         Ok(())
