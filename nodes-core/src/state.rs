@@ -16,10 +16,12 @@ use crate::error::{Error, Result};
 mod checksum;
 mod deferred;
 mod parse;
+mod path;
 mod pool;
 
 use self::deferred::Deferred;
 pub use self::deferred::Snapshot;
+use self::path::Path;
 
 pub(crate) use self::checksum::{Algorithm, CHECKSUM_KEY};
 
@@ -1058,7 +1060,8 @@ impl State {
     /// The nested state is shared, not copied: walking down a state costs
     /// O(1) per level however much lies below.
     pub fn child(&self, key: &str) -> Result<State> {
-        let body = match self.entry(key) {
+        let index = self.body().position(key);
+        let body = match index.map(|i| &self.body().entries[i].1) {
             Some(Entry::Child(body)) => Content::Shared(Arc::clone(body)),
             Some(Entry::Json(v)) if v.is_object() => match &**v {
                 Value::Object(map) => Content::Own(body_of_map(map.clone())),
@@ -1087,9 +1090,13 @@ impl State {
             }
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
+        let shared = match (&self.body, index) {
+            (Content::Shared(own), Some(i)) => Some((own, i)),
+            _ => None,
+        };
         Ok(State {
             body,
-            path: self.path.join(key),
+            path: self.path.join(key, shared),
         })
     }
 
@@ -1301,54 +1308,6 @@ impl std::hash::Hasher for Identity {
     }
 }
 
-/// Where a state sits in the checkpoint it was read from: a chain of keys
-/// up to the root, shared with the parent, so that going one level down
-/// costs O(1) however deep the state is. The text is built when asked for.
-#[derive(Clone, Default)]
-struct Path(Option<Arc<PathNode>>);
-
-struct PathNode {
-    /// The parent's path.
-    parent: Path,
-    /// The key below the parent.
-    key: String,
-    /// The full path, built on first use.
-    text: OnceLock<String>,
-}
-
-impl Path {
-    /// The path of `key` below this one.
-    fn join(&self, key: &str) -> Path {
-        count_work(1);
-        Path(Some(Arc::new(PathNode {
-            parent: self.clone(),
-            key: key.to_owned(),
-            text: OnceLock::new(),
-        })))
-    }
-
-    /// The path as text: `""` at the root, `/a/b` below it.
-    fn text(&self) -> &str {
-        let Some(node) = &self.0 else {
-            return "";
-        };
-        node.text.get_or_init(|| {
-            // Walk up to the root (no recursion), then write top-down.
-            let mut keys = vec![node.key.as_str()];
-            let mut at = node;
-            while let Some(parent) = &at.parent.0 {
-                keys.push(parent.key.as_str());
-                at = parent;
-            }
-            let mut text = String::new();
-            for key in keys.iter().rev() {
-                push_pointer_token(&mut text, key);
-            }
-            text
-        })
-    }
-}
-
 /// `path` (a JSON Pointer, `""` at the root) extended by `key`.
 ///
 /// Paths in errors are JSON Pointers (RFC 6901): a key's `~` is written `~0`
@@ -1373,19 +1332,6 @@ fn push_pointer_token(out: &mut String, key: &str) {
             '~' => out.push_str("~0"),
             '/' => out.push_str("~1"),
             c => out.push(c),
-        }
-    }
-}
-
-/// Drops a long chain of otherwise unused parents without recursion.
-impl Drop for PathNode {
-    fn drop(&mut self) {
-        let mut next = self.parent.0.take();
-        while let Some(node) = next {
-            next = match Arc::into_inner(node) {
-                Some(mut node) => node.parent.0.take(),
-                None => None,
-            };
         }
     }
 }
@@ -1467,6 +1413,38 @@ mod tests {
         drop(second);
         assert_eq!(pool::shells_kept(), before);
         assert_eq!(kept.get::<u64>("n").unwrap(), 2);
+    }
+
+    /// Children read by position in their parent's body (no key copied)
+    /// name the same paths as children whose keys are copied, at every
+    /// depth, and after the parent's entries changed.
+    #[test]
+    fn paths_read_by_position_name_the_keys() {
+        let json =
+            r#"{"m": {"a/b": {"x": {"y": 1}}, "c": {"z": 2}, "wide": {"k0": {}, "k1": {}}}}"#;
+        let root = State::from_json(json).unwrap();
+        let m = root.child("m").unwrap();
+        let ab = m.child("a/b").unwrap();
+        assert_eq!(ab.path(), "/m/a~1b");
+        let x = ab.child("x").unwrap();
+        assert_eq!(x.path(), "/m/a~1b/x");
+        assert_eq!(x.child("y").unwrap_err().state_path(), Some("/m/a~1b/x/y"));
+        assert_eq!(m.child("c").unwrap().path_of("z"), "/m/c/z");
+        let wide = m.child("wide").unwrap();
+        let k1 = wide.child("k1").unwrap();
+        let k0 = wide.child("k0").unwrap();
+        drop((root, m, wide));
+        assert_eq!((k0.path(), k1.path()), ("/m/wide/k0", "/m/wide/k1"));
+        // The same path, other entries: its children still name their keys.
+        let mut changed = State::from_json(json).unwrap().child("m").unwrap();
+        let before = changed.child("c").unwrap();
+        changed.insert("new", 1).unwrap();
+        let mut changed = changed.share();
+        changed.insert_child("d", State::new());
+        let changed = changed.share();
+        assert_eq!(changed.child("d").unwrap().path(), "/m/d");
+        assert_eq!(changed.child("c").unwrap().path(), "/m/c");
+        assert_eq!(before.path(), "/m/c");
     }
 
     #[test]
