@@ -35,6 +35,20 @@ impl<T> LazySlot for Lazy<T> {
     }
 }
 
+/// The flags of `state` when it holds exactly `keys`, in order, each a
+/// bool, read without lookups (a wide sampler's flag maps); `None`
+/// otherwise, for the caller's checks to name what is wrong.
+pub fn bools_in_order(state: &State, keys: &[&str]) -> Option<Vec<bool>> {
+    state.bools_in_order(keys)
+}
+
+/// The nested states of `state` when it holds exactly `keys`, in order,
+/// each a nested state, read without lookups (a wide sampler's sources);
+/// `None` otherwise.
+pub fn children_in_order(state: &State, keys: &[&str]) -> Option<Vec<State>> {
+    state.children_in_order(keys)
+}
+
 /// Resets a `#[node(children)]` field from the sub-state under `key`.
 pub fn reset_children<C: Children + ?Sized>(
     children: &mut C,

@@ -1021,17 +1021,27 @@ impl State {
     /// in `T`'s own `Deserialize`, once per level: check the nesting with
     /// [`State::depth`] first when the state comes from outside.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
+        // A counter or a flag: decoded from a copy on the stack (nothing to
+        // free), the common case of every node's restore.
+        if let Some(Entry::Scalar(scalar)) = self.entry(key) {
+            let value = scalar.to_value();
+            return T::deserialize(&value).map_err(|e| self.decode_error(key, &e, &value));
+        }
         let value = self.value_ref(key)?;
-        let decoded = T::deserialize(&*value).map_err(|e| {
-            Error::bad_state(
-                self.path_of(key),
-                format!("{}, found {}", expected_of(&e), describe(&value)),
-            )
-        });
+        let decoded = T::deserialize(&*value).map_err(|e| self.decode_error(key, &e, &value));
         if let std::borrow::Cow::Owned(value) = value {
             dismantle(value);
         }
         decoded
+    }
+
+    /// The error of decoding `value`, read under `key`.
+    #[cold]
+    fn decode_error(&self, key: &str, error: &serde_json::Error, value: &Value) -> Error {
+        Error::bad_state(
+            self.path_of(key),
+            format!("{}, found {}", expected_of(error), describe(value)),
+        )
     }
 
     /// How many levels of nested states this state holds, itself included:
@@ -1333,6 +1343,55 @@ fn push_pointer_token(out: &mut String, key: &str) {
             '/' => out.push_str("~1"),
             c => out.push(c),
         }
+    }
+}
+
+// Reads by position, for wide states whose keys a node knows in order.
+impl State {
+    /// The flags of a state holding exactly `keys`, in that order, each a
+    /// bool: read in place, no lookup. `None` for any other state (the
+    /// caller's checks then name what is wrong).
+    pub(crate) fn bools_in_order(&self, keys: &[&str]) -> Option<Vec<bool>> {
+        let entries = &self.body().entries;
+        count_work(entries.len());
+        if entries.len() != keys.len() {
+            return None;
+        }
+        entries
+            .iter()
+            .zip(keys)
+            .map(|((k, entry), key)| match entry {
+                Entry::Scalar(Scalar::Bool(flag)) if k == key => Some(*flag),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The nested states of a state holding exactly `keys`, in that
+    /// order, each a nested state: read in place, no lookup, each with
+    /// its path. `None` for any other state.
+    pub(crate) fn children_in_order(&self, keys: &[&str]) -> Option<Vec<State>> {
+        let entries = &self.body().entries;
+        count_work(entries.len());
+        if entries.len() != keys.len() {
+            return None;
+        }
+        let shared = match &self.body {
+            Content::Shared(own) => Some(own),
+            Content::Own(_) => None,
+        };
+        entries
+            .iter()
+            .zip(keys)
+            .enumerate()
+            .map(|(i, ((k, entry), key))| match entry {
+                Entry::Child(body) if k == key => Some(State {
+                    body: Content::Shared(Arc::clone(body)),
+                    path: self.path.join(k, shared.map(|own| (own, i))),
+                }),
+                _ => None,
+            })
+            .collect()
     }
 }
 

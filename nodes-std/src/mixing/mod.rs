@@ -388,6 +388,9 @@ impl<N: Node> Sources<N> {
         let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
+            if let Some(flags) = __private::bools_in_order(&map, &names) {
+                return Ok(flags);
+            }
             map.expect_keys(node, &names)?;
             let mut flags = Vec::with_capacity(names.len());
             for name in &names {
@@ -408,11 +411,17 @@ impl<N: Node> Sources<N> {
             ));
         }
         let nested = state.child(NODE_STATES)?;
-        nested.expect_keys(node, &names)?;
-        let mut states = Vec::with_capacity(names.len());
-        for name in &names {
-            states.push(nested.child(name)?);
-        }
+        let states = match __private::children_in_order(&nested, &names) {
+            Some(states) => states,
+            None => {
+                nested.expect_keys(node, &names)?;
+                let mut states = Vec::with_capacity(names.len());
+                for name in &names {
+                    states.push(nested.child(name)?);
+                }
+                states
+            }
+        };
         Ok(DecodedSources {
             exhausted,
             empty,

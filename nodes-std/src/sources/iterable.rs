@@ -288,12 +288,7 @@ impl<I: IntoIterator> Init for IterableWrapper<I> {
 /// A restore beyond the last pass's length, where it was known exactly.
 impl<I: IntoIterator> Validate for IterableWrapper<I> {
     fn validate(&self, state: &State) -> Result<()> {
-        // Read in place (once per source of a wide sampler); `get` for
-        // what is not a u64 (its error).
-        let num_yielded = match state.value_ref("num_yielded")?.as_u64() {
-            Some(n) => n,
-            None => state.get("num_yielded")?,
-        };
+        let num_yielded: u64 = state.get("num_yielded")?;
         match self.len {
             Some(len) if num_yielded > len => Err(past_the_end(
                 &state.path_of("num_yielded"),

@@ -22,7 +22,7 @@
 
 use serde_json::{Number, Value};
 
-use super::super::{Body, EMPTY_ARRAY, Entry, Key, Scalar};
+use super::super::{Body, Entry, Key, Scalar};
 use super::CHECKSUM_KEY;
 
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -125,12 +125,41 @@ fn mix_scalar(state: u64, value: &Value) -> u64 {
     }
 }
 
+/// An inline entry's value, hashed in place: as [`mix_scalar`] hashes the
+/// same value, and `[]` as the walk hashes an empty array.
+fn mix_inline(state: u64, scalar: &Scalar) -> u64 {
+    match scalar {
+        Scalar::Null => mix(state, Tag::Null as u64),
+        Scalar::Bool(false) => mix(state, Tag::False as u64),
+        Scalar::Bool(true) => mix(state, Tag::True as u64),
+        Scalar::Number(n) => mix_number(state, n),
+        Scalar::EmptyArray => mix(mix(state, Tag::Array as u64), mix(ARRAY_SEED, 0)),
+    }
+}
+
+/// The value word of a nested state that holds no container (a source's
+/// counters, a map of flags), as the walk would close its frame: hashed
+/// in one loop, no frame. `None` when it holds one.
+fn flat_body_word(body: &Body) -> Option<u64> {
+    let mut acc = 0u64;
+    for (key, entry) in &body.entries {
+        let state = mix_bytes(MEMBER_SEED, key.as_bytes());
+        let member = match entry {
+            Entry::Scalar(scalar) => mix_inline(state, scalar),
+            Entry::Shared(text) => mix_str(state, text),
+            _ => return None,
+        };
+        acc = acc.wrapping_add(avalanche(member));
+    }
+    Some(mix(mix(OBJECT_SEED, acc), body.entries.len() as u64))
+}
+
 /// What an entry or a JSON value holds, for the walk: a scalar is hashed on
 /// the spot, a container opens a frame.
 enum Item<'a> {
     Value(&'a Value),
     /// An inline entry's value.
-    Scalar(Value),
+    Inline(&'a Scalar),
     Str(&'a str),
     /// A nested loader state's own checksum, computed for it.
     Owned(String),
@@ -139,9 +168,7 @@ enum Item<'a> {
 
 fn entry_item<'a>(owner: &'a Body, entry: &'a Entry) -> Item<'a> {
     match entry {
-        // Containers open a frame, even an empty one.
-        Entry::Scalar(Scalar::EmptyArray) => Item::Value(&EMPTY_ARRAY),
-        Entry::Scalar(scalar) => Item::Scalar(scalar.to_value()),
+        Entry::Scalar(scalar) => Item::Inline(scalar),
         Entry::Json(value) => Item::Value(value),
         Entry::Deferred(deferred) => Item::Value(deferred.json()),
         Entry::Child(child) => Item::State(child),
@@ -267,9 +294,13 @@ pub(super) fn digest(body: &Body) -> u64 {
         let step = match item {
             Item::Str(text) => Step::Done(mix_str(state, text)),
             Item::Owned(text) => Step::Done(mix_str(state, &text)),
-            Item::State(body) => {
-                Step::Open(Frame::of_body(body, false, mix(state, Tag::Object as u64)))
-            }
+            Item::State(body) => match flat_body_word(body) {
+                Some(word) => {
+                    members += body.entries.len();
+                    Step::Done(mix(mix(state, Tag::Object as u64), word))
+                }
+                None => Step::Open(Frame::of_body(body, false, mix(state, Tag::Object as u64))),
+            },
             Item::Value(Value::Object(map)) => {
                 Step::Open(opened(Members::Map(map.iter()), Tag::Object))
             }
@@ -277,7 +308,7 @@ pub(super) fn digest(body: &Body) -> u64 {
                 Step::Open(opened(Members::Array(items.iter()), Tag::Array))
             }
             Item::Value(scalar) => Step::Done(mix_scalar(state, scalar)),
-            Item::Scalar(scalar) => Step::Done(mix_scalar(state, &scalar)),
+            Item::Inline(scalar) => Step::Done(mix_inline(state, scalar)),
         };
         match step {
             Step::Open(child) => open.push(child),
@@ -306,6 +337,24 @@ mod tests {
         // Built in memory, with a child, a deferred-free JSON value and a
         // slot: the same content.
         assert_eq!(digest(super::super::sample_state().body()), base);
+    }
+
+    /// Nested states of scalars are hashed in one loop, inline values in
+    /// place: the same digest as the same content walked as JSON values.
+    #[test]
+    fn flat_states_and_inline_values_hash_as_json_does() {
+        let json = r#"{"m":{"a":1,"b":true,"c":[],"d":null,"e":-2,"f":0.5},"n":{},"k":[]}"#;
+        let parsed = State::from_json(json).unwrap();
+        let mut as_values = State::new();
+        let value: Value = serde_json::from_str(json).unwrap();
+        for (key, value) in value.as_object().unwrap() {
+            as_values.insert(key.clone(), value).unwrap();
+        }
+        assert!(matches!(as_values.body().entries[0].1, Entry::Json(_)));
+        assert!(matches!(parsed.body().entries[0].1, Entry::Child(_)));
+        assert_eq!(digest(parsed.body()), digest(as_values.body()));
+        let changed = State::from_json(&json.replace("0.5", "0.25")).unwrap();
+        assert_ne!(digest(changed.body()), digest(parsed.body()));
     }
 
     #[test]
