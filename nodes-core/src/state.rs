@@ -1357,14 +1357,14 @@ impl State {
         if entries.len() != keys.len() {
             return None;
         }
-        entries
-            .iter()
-            .zip(keys)
-            .map(|((k, entry), key)| match entry {
-                Entry::Scalar(Scalar::Bool(flag)) if k == key => Some(*flag),
-                _ => None,
-            })
-            .collect()
+        let mut flags = Vec::with_capacity(keys.len());
+        for ((k, entry), key) in entries.iter().zip(keys) {
+            match entry {
+                Entry::Scalar(Scalar::Bool(flag)) if k == key => flags.push(*flag),
+                _ => return None,
+            }
+        }
+        Some(flags)
     }
 
     /// The nested states of a state holding exactly `keys`, in that
@@ -1380,18 +1380,17 @@ impl State {
             Content::Shared(own) => Some(own),
             Content::Own(_) => None,
         };
-        entries
-            .iter()
-            .zip(keys)
-            .enumerate()
-            .map(|(i, ((k, entry), key))| match entry {
-                Entry::Child(body) if k == key => Some(State {
+        let mut children = Vec::with_capacity(keys.len());
+        for (i, ((k, entry), key)) in entries.iter().zip(keys).enumerate() {
+            match entry {
+                Entry::Child(body) if k == key => children.push(State {
                     body: Content::Shared(Arc::clone(body)),
                     path: self.path.join(k, shared.map(|own| (own, i))),
                 }),
-                _ => None,
-            })
-            .collect()
+                _ => return None,
+            }
+        }
+        Some(children)
     }
 }
 
