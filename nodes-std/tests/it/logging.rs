@@ -79,12 +79,44 @@ impl Subscriber for Collector {
     fn exit(&self, _: &Id) {}
 }
 
+/// The process-wide subscriber of this test binary: it records nothing
+/// but keeps every callsite asking (`sometimes`), so a callsite first hit
+/// by another test's thread, with no subscriber of its own, is not cached
+/// as never enabled while a `capture` starts on another thread.
+struct AskEveryTime;
+
+impl Subscriber for AskEveryTime {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &Event<'_>) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
 /// Runs `f` with the collector as this thread's subscriber (worker threads
 /// started inside inherit it) and returns the events it saw.
 fn capture(f: impl FnOnce()) -> Vec<Captured> {
+    static ASK_EVERY_TIME: std::sync::Once = std::sync::Once::new();
+    ASK_EVERY_TIME.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(AskEveryTime);
+    });
     let collector = Collector::default();
     let events = Arc::clone(&collector.events);
-    tracing::subscriber::with_default(collector, f);
+    tracing::subscriber::with_default(collector, || {
+        // Callsites registered before (by threads of other tests) are
+        // asked again, now that this collector is there.
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
     events.lock().unwrap().clone()
 }
 
