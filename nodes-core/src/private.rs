@@ -129,12 +129,7 @@ pub fn leaf_state<const K: usize>(
         )
     });
     if scalars {
-        let same = |state: &State| {
-            keys.iter().zip(&values).all(|(key, value)| {
-                // Held inline or as JSON: a copy of a scalar costs nothing.
-                matches!(state.value_ref(key), Ok(held) if same_scalar(&held, value))
-            })
-        };
+        let same = |state: &State| state.leaf_holds(&keys, &values);
         let hit = last
             .try_with(|last| {
                 last.try_borrow()
@@ -196,18 +191,6 @@ fn new_leaf_state<const K: usize>(
         }
     });
     Ok(out)
-}
-
-/// Whether two scalar JSON values are written alike.
-fn same_scalar(a: &serde_json::Value, b: &serde_json::Value) -> bool {
-    match (a, b) {
-        (serde_json::Value::Number(a), serde_json::Value::Number(b)) => {
-            a.as_u64() == b.as_u64()
-                && a.as_i64() == b.as_i64()
-                && a.as_f64().map(f64::to_bits) == b.as_f64().map(f64::to_bits)
-        }
-        _ => a == b,
-    }
 }
 
 /// Decodes a `#[node(state)]` field.

@@ -156,7 +156,33 @@ enum Scalar {
     EmptyArray,
 }
 
+/// Whether two scalar JSON values are written alike (numbers by their
+/// kind and bits: `1` and `1.0`, `0.0` and `-0.0` differ).
+fn written_alike(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => same_number(a, b),
+        _ => a == b,
+    }
+}
+
+fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    a.as_u64() == b.as_u64()
+        && a.as_i64() == b.as_i64()
+        && a.as_f64().map(f64::to_bits) == b.as_f64().map(f64::to_bits)
+}
+
 impl Scalar {
+    /// Whether `value` is this scalar, written alike.
+    fn written_as(&self, value: &Value) -> bool {
+        match (self, value) {
+            (Scalar::Null, Value::Null) => true,
+            (Scalar::Bool(a), Value::Bool(b)) => a == b,
+            (Scalar::Number(a), Value::Number(b)) => same_number(a, b),
+            (Scalar::EmptyArray, Value::Array(items)) => items.is_empty(),
+            _ => false,
+        }
+    }
+
     /// The value as JSON (no allocation).
     fn to_value(&self) -> Value {
         match self {
@@ -381,15 +407,18 @@ impl Body {
     /// looking for it.
     #[inline]
     fn put_new(&mut self, key: Key, entry: Entry) {
-        if self.entries.len() + 1 >= INDEXED_FROM || self.index.0.get().is_some() {
+        // With an index, kept complete; without one, appended (a lookup
+        // builds it): a wide sampler's 10,000 sources are written without
+        // hashing a key.
+        if self.index.0.get().is_some() {
             return self.put(key, entry);
         }
         debug_assert!(
-            self.entries.iter().all(|(k, _)| *k != key),
+            self.entries.len() >= INDEXED_FROM || self.entries.iter().all(|(k, _)| *k != key),
             "key {key:?} written twice"
         );
         count_work(1);
-        self.push_new(key, entry);
+        self.push_unindexed(key, entry);
     }
 
     /// Appends an entry whose key is known to be new (the index, if any,
@@ -1436,6 +1465,30 @@ impl State {
 
     /// Stores a JSON value under a key this state does not hold yet (see
     /// `Body::put_new`), as is: no second serialisation.
+    /// Whether this state's entries start with `keys`, in order, holding
+    /// scalars written as `values` are (`0.0` and `-0.0` differ): read in
+    /// place, no lookup.
+    pub(crate) fn leaf_holds<const K: usize>(
+        &self,
+        keys: &[&'static str; K],
+        values: &[Value; K],
+    ) -> bool {
+        let entries = &self.body().entries;
+        entries.len() >= K
+            && entries
+                .iter()
+                .zip(keys)
+                .zip(values)
+                .all(|(((k, entry), key), value)| {
+                    k == key
+                        && match entry {
+                            Entry::Scalar(held) => held.written_as(value),
+                            Entry::Json(held) => written_alike(held, value),
+                            _ => false,
+                        }
+                })
+    }
+
     pub(crate) fn insert_json_new(&mut self, key: &'static str, value: Value) {
         self.body_mut()
             .put_new(Key::Borrowed(key), Entry::json(value));
