@@ -227,18 +227,39 @@ impl<'a> Frame<'a> {
 
     /// The next member: the hash state to hash its value into (its key
     /// mixed in, or the array's chain), and the value; `None` at the end.
-    fn next(&mut self) -> Option<(u64, Item<'a>)> {
+    ///
+    /// A state's inline values and nested states of scalars are hashed
+    /// and added here, in one loop (`hashed` counts them): only the other
+    /// members come back to the walk.
+    fn next(&mut self, hashed: &mut usize) -> Option<(u64, Item<'a>)> {
         match &mut self.members {
             Members::Body {
                 owner,
                 entries,
                 top,
             } => {
-                let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
-                Some((
-                    mix_bytes(MEMBER_SEED, key.as_bytes()),
-                    entry_item(owner, entry),
-                ))
+                for (key, entry) in entries.by_ref() {
+                    if *top && key == CHECKSUM_KEY {
+                        continue;
+                    }
+                    let state = mix_bytes(MEMBER_SEED, key.as_bytes());
+                    let member = match entry {
+                        Entry::Scalar(scalar) => mix_inline(state, scalar),
+                        Entry::Shared(text) => mix_str(state, text),
+                        Entry::Child(body) => match flat_body_word(body) {
+                            Some(word) => {
+                                *hashed += body.entries.len();
+                                mix(mix(state, Tag::Object as u64), word)
+                            }
+                            None => return Some((state, Item::State(body))),
+                        },
+                        _ => return Some((state, entry_item(owner, entry))),
+                    };
+                    *hashed += 1;
+                    self.acc = self.acc.wrapping_add(avalanche(member));
+                    self.count += 1;
+                }
+                None
             }
             Members::Map(members) => {
                 let (key, value) = members.next()?;
@@ -280,7 +301,7 @@ pub(super) fn digest(body: &Body) -> u64 {
     let mut open = vec![Frame::of_body(body, true, 0)];
     let digest = loop {
         let frame = open.last_mut().expect("the root is popped only to return");
-        let Some((state, item)) = frame.next() else {
+        let Some((state, item)) = frame.next(&mut members) else {
             let done = open.pop().expect("checked above");
             let word = done.close();
             match open.last_mut() {
@@ -294,13 +315,10 @@ pub(super) fn digest(body: &Body) -> u64 {
         let step = match item {
             Item::Str(text) => Step::Done(mix_str(state, text)),
             Item::Owned(text) => Step::Done(mix_str(state, &text)),
-            Item::State(body) => match flat_body_word(body) {
-                Some(word) => {
-                    members += body.entries.len();
-                    Step::Done(mix(mix(state, Tag::Object as u64), word))
-                }
-                None => Step::Open(Frame::of_body(body, false, mix(state, Tag::Object as u64))),
-            },
+            // Not flat (`Frame::next` hashes those).
+            Item::State(body) => {
+                Step::Open(Frame::of_body(body, false, mix(state, Tag::Object as u64)))
+            }
             Item::Value(Value::Object(map)) => {
                 Step::Open(opened(Members::Map(map.iter()), Tag::Object))
             }
