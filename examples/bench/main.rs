@@ -43,6 +43,16 @@ mod files;
 mod realistic;
 mod table;
 
+/// Both sides of every case allocate through mimalloc. With glibc's
+/// malloc, a batch freed on another thread than the one that built it (a
+/// consumer of `prefetch` or `par_map`) takes the builder's arena lock, and
+/// the two threads then contend on every allocation: `realistic_prefetch_idle`
+/// fell to about half speed. `--features system-alloc` measures with the
+/// system allocator instead.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [FILE]
