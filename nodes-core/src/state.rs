@@ -156,6 +156,13 @@ enum Scalar {
     EmptyArray,
 }
 
+/// Whether two keys are equal; a key written from the same static string
+/// (every node's own keys) is told by its address, without comparing bytes.
+#[inline]
+fn same_key(k: &str, key: &str) -> bool {
+    k.len() == key.len() && (std::ptr::eq(k.as_ptr(), key.as_ptr()) || k == key)
+}
+
 /// Whether two scalar JSON values are written alike (numbers by their
 /// kind and bits: `1` and `1.0`, `0.0` and `-0.0` differ).
 fn written_alike(a: &Value, b: &Value) -> bool {
@@ -349,12 +356,16 @@ impl Body {
     /// The position of `key` in `entries`.
     fn position(&self, key: &str) -> Option<usize> {
         let hint = self.hint.load(Ordering::Relaxed);
-        let found = if self.entries.get(hint).is_some_and(|(k, _)| k == key) {
+        let found = if self
+            .entries
+            .get(hint)
+            .is_some_and(|(k, _)| same_key(k, key))
+        {
             count_work(1);
             Some(hint)
         } else if self.entries.len() < INDEXED_FROM {
             count_work(self.entries.len());
-            self.entries.iter().position(|(k, _)| k == key)
+            self.entries.iter().position(|(k, _)| same_key(k, key))
         } else {
             count_work(1);
             self.index
@@ -965,7 +976,7 @@ impl State {
     fn put_at(&mut self, i: usize, key: &'static str, entry: Entry) {
         let body = self.body_mut();
         match body.entries.get_mut(i) {
-            Some((k, slot)) if k == key => *slot = entry,
+            Some((k, slot)) if same_key(k, key) => *slot = entry,
             _ => body.put(Key::Borrowed(key), entry),
         }
     }
@@ -1146,7 +1157,7 @@ impl State {
     pub fn expect_keys(&self, node: &str, allowed: &[&str]) -> Result<()> {
         count_work(self.len());
         // The common case: exactly the allowed keys, in order.
-        if self.len() == allowed.len() && self.keys().zip(allowed).all(|(k, a)| k == *a) {
+        if self.len() == allowed.len() && self.keys().zip(allowed).all(|(k, a)| same_key(k, a)) {
             return Ok(());
         }
         // A set for long lists (a sampler's sources), a scan for short ones.
@@ -1389,7 +1400,7 @@ impl State {
         let mut flags = Vec::with_capacity(keys.len());
         for ((k, entry), key) in entries.iter().zip(keys) {
             match entry {
-                Entry::Scalar(Scalar::Bool(flag)) if k == key => flags.push(*flag),
+                Entry::Scalar(Scalar::Bool(flag)) if same_key(k, key) => flags.push(*flag),
                 _ => return None,
             }
         }
@@ -1412,7 +1423,7 @@ impl State {
         let mut children = Vec::with_capacity(keys.len());
         for (i, ((k, entry), key)) in entries.iter().zip(keys).enumerate() {
             match entry {
-                Entry::Child(body) if k == key => children.push(State {
+                Entry::Child(body) if same_key(k, key) => children.push(State {
                     body: Content::Shared(Arc::clone(body)),
                     path: self.path.join(k, shared.map(|own| (own, i))),
                 }),
@@ -1450,7 +1461,12 @@ impl State {
             }
             _ => false,
         };
-        if !versioned || fields.len() != K || !fields.iter().zip(keys).all(|((k, _), key)| k == key)
+        if !versioned
+            || fields.len() != K
+            || !fields
+                .iter()
+                .zip(keys)
+                .all(|((k, _), key)| same_key(k, key))
         {
             return false;
         }
@@ -1480,7 +1496,7 @@ impl State {
                 .zip(keys)
                 .zip(values)
                 .all(|(((k, entry), key), value)| {
-                    k == key
+                    same_key(k, key)
                         && match entry {
                             Entry::Scalar(held) => held.written_as(value),
                             Entry::Json(held) => written_alike(held, value),
