@@ -216,3 +216,62 @@ fn a_restore_failing_halfway_through_the_sources_leaves_the_loader_where_it_stoo
         assert_eq!(items(&mut loader), items(&mut control));
     }
 }
+
+/// A wide sampler reads its per-source maps by position when their keys
+/// are its source names in order. Any other state is read by name: the
+/// same maps in another order resume exactly as the original, and a flag
+/// or a source state of the wrong kind is an error naming its path.
+#[test]
+fn per_source_maps_in_another_order_or_of_the_wrong_kind_are_read_by_name() {
+    let n = 300;
+    let mut loader = Loader::new(sampler(n));
+    let mut epoch = loader.epoch();
+    let _ = epoch.by_ref().take(2 * n).count();
+    let json = epoch.state_dict().unwrap().to_json().unwrap();
+    let rest: Vec<u64> = epoch.collect::<Result<_>>().unwrap();
+    let edited = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        edit(value["root"].as_object_mut().unwrap());
+        State::from_value(value).unwrap()
+    };
+    let reversed = |map: &mut serde_json::Value| {
+        let object = map.as_object_mut().unwrap();
+        let members: Vec<_> = std::mem::take(object).into_iter().rev().collect();
+        object.extend(members);
+    };
+
+    // Reordered, the content is the same (and so is its checksum).
+    let reordered = edited(&|root| {
+        for key in [
+            "dataset_node_states",
+            "datasets_exhausted",
+            "datasets_empty",
+        ] {
+            reversed(&mut root[key]);
+        }
+    });
+    assert_ne!(reordered.to_json().unwrap(), json, "the edit reorders");
+    let mut target = Loader::new(sampler(n));
+    target.load_state_dict(&reordered).unwrap();
+    assert_eq!(target.epoch().collect::<Result<Vec<u64>>>().unwrap(), rest);
+
+    let cases: [(
+        &str,
+        &dyn Fn(&mut serde_json::Map<String, serde_json::Value>),
+    ); 3] = [
+        ("/root/datasets_exhausted/s00123", &|root| {
+            root["datasets_exhausted"]["s00123"] = serde_json::json!("no");
+        }),
+        ("/root/dataset_node_states/s00200", &|root| {
+            root["dataset_node_states"]["s00200"] = serde_json::json!(7);
+        }),
+        ("/root/dataset_node_states/s00005/num_yielded", &|root| {
+            reversed(&mut root["datasets_empty"]);
+            root["dataset_node_states"]["s00005"]["num_yielded"] = serde_json::json!(-1);
+        }),
+    ];
+    for (path, edit) in cases {
+        let err = target.load_state_dict(&edited(edit)).unwrap_err();
+        assert_eq!(err.state_path(), Some(path), "{err}");
+    }
+}
