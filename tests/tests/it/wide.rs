@@ -217,6 +217,9 @@ fn a_restore_failing_halfway_through_the_sources_leaves_the_loader_where_it_stoo
     }
 }
 
+/// An edit of a loader state's `root` object.
+type RootEdit = dyn Fn(&mut serde_json::Map<String, serde_json::Value>);
+
 /// A wide sampler reads its per-source maps by position when their keys
 /// are its source names in order. Any other state is read by name: the
 /// same maps in another order resume exactly as the original, and a flag
@@ -229,16 +232,16 @@ fn per_source_maps_in_another_order_or_of_the_wrong_kind_are_read_by_name() {
     let _ = epoch.by_ref().take(2 * n).count();
     let json = epoch.state_dict().unwrap().to_json().unwrap();
     let rest: Vec<u64> = epoch.collect::<Result<_>>().unwrap();
-    let edited = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+    let edited = |edit: &RootEdit| {
         let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
         edit(value["root"].as_object_mut().unwrap());
         State::from_value(value).unwrap()
     };
-    let reversed = |map: &mut serde_json::Value| {
+    fn reversed(map: &mut serde_json::Value) {
         let object = map.as_object_mut().unwrap();
         let members: Vec<_> = std::mem::take(object).into_iter().rev().collect();
         object.extend(members);
-    };
+    }
 
     // Reordered, the content is the same (and so is its checksum).
     let reordered = edited(&|root| {
@@ -255,10 +258,7 @@ fn per_source_maps_in_another_order_or_of_the_wrong_kind_are_read_by_name() {
     target.load_state_dict(&reordered).unwrap();
     assert_eq!(target.epoch().collect::<Result<Vec<u64>>>().unwrap(), rest);
 
-    let cases: [(
-        &str,
-        &dyn Fn(&mut serde_json::Map<String, serde_json::Value>),
-    ); 3] = [
+    let cases: [(&str, &RootEdit); 3] = [
         ("/root/datasets_exhausted/s00123", &|root| {
             root["datasets_exhausted"]["s00123"] = serde_json::json!("no");
         }),
