@@ -868,6 +868,7 @@ impl<N: Node> Epoch<'_, N> {
 impl<N: Node> Iterator for Epoch<'_, N> {
     type Item = Result<N::Item>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         // Checked before taken: `take` would copy the whole (large) option
         // on every item, to find it empty.
