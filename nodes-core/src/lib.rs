@@ -71,5 +71,5 @@ pub use crate::loader::{Epoch, Loader};
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::running::{Replay, Running};
-pub use crate::state::{Key, Snapshot, State, VERSION_KEY};
+pub use crate::state::{Key, Snapshot, State, StateWriter, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};

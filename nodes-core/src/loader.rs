@@ -6,7 +6,7 @@ use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
-use crate::state::{Algorithm, CHECKSUM_KEY, State};
+use crate::state::{Algorithm, CHECKSUM_KEY, State, StateWriter};
 use crate::stats::Stats;
 use crate::trace;
 
@@ -116,6 +116,9 @@ pub struct Loader<N: Node> {
     /// successful `load_state_dict` put it (nothing pulled since): a failed
     /// restore rolls back to it without asking the root for its state.
     resting: Option<State>,
+    /// How many steps the last state's record took: the next one's
+    /// vector is made that size at once.
+    record_len: std::sync::atomic::AtomicUsize,
     check_shape: bool,
     verify_checksum: bool,
 }
@@ -253,6 +256,7 @@ impl<N: Node> Loader<N> {
             check_shape: true,
             verify_checksum: true,
             resting: None,
+            record_len: std::sync::atomic::AtomicUsize::new(0),
             root,
             cx: Cx::new_running(),
             restart_on_end: true,
@@ -426,7 +430,19 @@ impl<N: Node> Loader<N> {
     }
 
     fn current_state(&self) -> Result<State> {
-        self.loader_state(self.root.get_state(&self.cx)?)
+        // One record for the whole state (see `StateWriter`): the root's,
+        // the counters, then the template's constant entries, in the
+        // template's order.
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut out = StateWriter::with_capacity(self.record_len.load(Relaxed));
+        out.open(ROOT);
+        self.root.write_state(&self.cx, &mut out)?;
+        out.close();
+        out.put_u64(NUM_YIELDED, self.num_yielded);
+        out.put_u64(EPOCH_INDEX, self.epoch_index);
+        out.put_entries_of(&self.saved_shape().template, 3);
+        self.record_len.store(out.len(), Relaxed);
+        Ok(out.finish())
     }
 
     /// The loader's state with `root` as the root's state.

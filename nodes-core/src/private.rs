@@ -9,7 +9,7 @@ pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::state::pointer_join;
-pub use crate::state::{Snapshot, State};
+pub use crate::state::{Snapshot, State, StateWriter};
 
 /// The logging hooks of the `tracing` feature (empty without it).
 pub mod trace {
@@ -97,6 +97,60 @@ where
 pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
     // The derive writes each key once, into a state it just made.
     state.insert_deferred_new(key, value.snapshot());
+}
+
+/// Writes a `#[node(state)]` field into a pipeline's record, as
+/// [`encode_field`] stores it.
+#[inline]
+pub fn write_field<T: serde::Serialize>(
+    out: &mut crate::StateWriter,
+    key: &'static str,
+    value: &T,
+) -> Result<()> {
+    out.put_field(key, value)
+}
+
+/// Writes a `#[node(child)]` field's state into a pipeline's record: the
+/// child writes its own, nested under `key`.
+#[inline]
+pub fn write_child<N: crate::Stateful + ?Sized>(
+    out: &mut crate::StateWriter,
+    key: &'static str,
+    child: &N,
+    cx: &Cx,
+) -> Result<()> {
+    out.open(key);
+    child.write_state(cx, out)?;
+    out.close();
+    Ok(())
+}
+
+/// Writes a `#[node(children)]` field's state into a pipeline's record.
+pub fn write_children<C: Children + ?Sized>(
+    out: &mut crate::StateWriter,
+    key: &'static str,
+    children: &C,
+    cx: &Cx,
+) -> Result<()> {
+    out.put_child(key, children.children_state(cx)?);
+    Ok(())
+}
+
+/// Writes a `#[node(state, deferred)]` field's snapshot into a pipeline's
+/// record, serialised only when the state is.
+pub fn write_deferred_field<T: crate::Snapshot>(
+    out: &mut crate::StateWriter,
+    key: &'static str,
+    value: &T,
+) {
+    out.put_deferred(key, value.snapshot());
+}
+
+/// Writes a versioned node's format version into a pipeline's record, as
+/// `State::set_version` does.
+#[inline]
+pub fn write_version(out: &mut crate::StateWriter, version: u32) {
+    out.put_version(version);
 }
 
 /// The last state a derived leaf node (no children, no deferred fields)

@@ -15,12 +15,15 @@ use crate::error::{Error, Result};
 
 mod checksum;
 mod deferred;
+mod flat;
 mod parse;
 mod path;
 mod pool;
 
 use self::deferred::Deferred;
 pub use self::deferred::Snapshot;
+use self::flat::Flat;
+pub use self::flat::StateWriter;
 use self::path::Path;
 
 pub(crate) use self::checksum::{Algorithm, CHECKSUM_KEY};
@@ -83,6 +86,9 @@ pub type Key = std::borrow::Cow<'static, str>;
 enum Content {
     Own(Body),
     Shared(Arc<Body>),
+    /// A whole capture as one record (see [`StateWriter`]), nested when
+    /// first read.
+    Flat(Arc<Flat>),
 }
 
 impl Default for Content {
@@ -739,6 +745,32 @@ impl State {
         }
     }
 
+    fn from_content(body: Content) -> Self {
+        State {
+            body,
+            path: Path::default(),
+        }
+    }
+
+    /// The content, leaving the state empty (dropped without running its
+    /// drop, as in `into_shared`).
+    fn into_content(mut self) -> Content {
+        let body = std::mem::take(&mut self.body);
+        drop(std::mem::take(&mut self.path));
+        std::mem::forget(self);
+        body
+    }
+
+    /// The entries as a shared box, if they are in one (to name the paths
+    /// of nested states by position).
+    fn shared_body(&self) -> Option<&Arc<Body>> {
+        match &self.body {
+            Content::Shared(body) => Some(body),
+            Content::Flat(flat) => flat.built(),
+            Content::Own(_) => None,
+        }
+    }
+
     fn from_map(map: Map<String, Value>) -> Self {
         State::from_body(body_of_map(map))
     }
@@ -747,18 +779,19 @@ impl State {
         match &self.body {
             Content::Own(body) => body,
             Content::Shared(body) => body,
+            Content::Flat(flat) => flat.body(),
         }
     }
 
     /// The entries, to change them (copied first if they are shared).
     #[inline]
     fn body_mut(&mut self) -> &mut Body {
-        if let Content::Shared(_) = &self.body {
+        if !matches!(&self.body, Content::Own(_)) {
             self.unshare();
         }
         match &mut self.body {
             Content::Own(body) => body,
-            Content::Shared(_) => unreachable!("made owned above"),
+            Content::Shared(_) | Content::Flat(_) => unreachable!("made owned above"),
         }
     }
 
@@ -766,8 +799,12 @@ impl State {
     /// `body_mut`: taking a state writes to states it owns).
     #[cold]
     fn unshare(&mut self) {
-        if let Content::Shared(shared) = &self.body {
-            self.body = Content::Own((**shared).clone());
+        match std::mem::take(&mut self.body) {
+            Content::Shared(shared) => self.body = Content::Own(Arc::unwrap_or_clone(shared)),
+            Content::Flat(flat) => {
+                self.body = Content::Own(Arc::unwrap_or_clone(Flat::into_shared(flat)));
+            }
+            own @ Content::Own(_) => self.body = own,
         }
     }
 
@@ -776,6 +813,7 @@ impl State {
         match std::mem::take(&mut self.body) {
             Content::Own(body) => body,
             Content::Shared(body) => Arc::unwrap_or_clone(body),
+            Content::Flat(flat) => Arc::unwrap_or_clone(Flat::into_shared(flat)),
         }
     }
 
@@ -791,6 +829,7 @@ impl State {
         match body {
             Content::Own(body) => pool::shared(body),
             Content::Shared(body) => body,
+            Content::Flat(flat) => Flat::into_shared(flat),
         }
     }
 
@@ -838,6 +877,7 @@ impl State {
         // one cannot be told apart from a copy cheaply, so it is not.
         let shared = match (&self.body, &other.body) {
             (Content::Shared(a), Content::Shared(b)) => Arc::ptr_eq(a, b),
+            (Content::Flat(a), Content::Flat(b)) => Arc::ptr_eq(a, b),
             _ => false,
         };
         shared && self.path.text() == other.path.text()
@@ -1140,10 +1180,7 @@ impl State {
             }
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
-        let shared = match (&self.body, index) {
-            (Content::Shared(own), Some(i)) => Some((own, i)),
-            _ => None,
-        };
+        let shared = index.and_then(|i| Some((self.shared_body()?, i)));
         Ok(State {
             body,
             path: self.path.join(key, shared),
@@ -1416,10 +1453,7 @@ impl State {
         if entries.len() != keys.len() {
             return None;
         }
-        let shared = match &self.body {
-            Content::Shared(own) => Some(own),
-            Content::Own(_) => None,
-        };
+        let shared = self.shared_body();
         let mut children = Vec::with_capacity(keys.len());
         for (i, ((k, entry), key)) in entries.iter().zip(keys).enumerate() {
             match entry {
@@ -1518,7 +1552,7 @@ mod tests {
     fn shell_of(state: &State) -> *const Body {
         match &state.body {
             Content::Shared(body) => Arc::as_ptr(body),
-            Content::Own(_) => std::ptr::null(),
+            Content::Own(_) | Content::Flat(_) => std::ptr::null(),
         }
     }
 

@@ -47,6 +47,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let reset = reset_body(input, &p, version);
     let check_state = check_state_body(input, &p, version);
     let get_state = get_state_body(input, &p, version);
+    let write_state = write_state_body(input, &p, version);
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let varying_order = varying_order_body(input, &p);
@@ -82,6 +83,14 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
 
             fn get_state(&self, __cx: &#p::Cx) -> #p::Result<#p::State> {
                 #get_state
+            }
+
+            fn write_state(
+                &self,
+                __cx: &#p::Cx,
+                __w: &mut #p::StateWriter,
+            ) -> #p::Result<()> {
+                #write_state
             }
 
             fn describe(&self) -> #p::Description {
@@ -387,6 +396,29 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
         #(#parts)*
         __out.set_version(#version)?;
         ::core::result::Result::Ok(__out)
+    }
+}
+
+/// `write_state`: the fields appended to the pipeline's record in the
+/// order `get_state` inserts them, each child writing its own nested under
+/// its key, then the version.
+fn write_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
+    let parts = input.keyed().map(|f| {
+        let (member, key) = (f.ident, &f.key);
+        match f.attrs.role() {
+            Some(Role::Child) => quote!(#p::write_child(__w, #key, &self.#member, __cx)?;),
+            Some(Role::Children) => quote!(#p::write_children(__w, #key, &self.#member, __cx)?;),
+            _ if f.attrs.deferred.is_set() => {
+                quote!(#p::write_deferred_field(__w, #key, &self.#member);)
+            }
+            _ => quote!(#p::write_field(__w, #key, &self.#member)?;),
+        }
+    });
+    quote! {
+        let _ = __cx;
+        #(#parts)*
+        #p::write_version(__w, #version);
+        ::core::result::Result::Ok(())
     }
 }
 

@@ -91,7 +91,7 @@ static NULL: Value = Value::Null;
 
 impl Deferred {
     /// The entry for a snapshot, not converted yet.
-    fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
+    pub(super) fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
         if let Some(mut recycled) = pool::deferred()
             && let Some(empty) = Arc::get_mut(&mut recycled)
         {

@@ -591,3 +591,53 @@ fn description_and_fingerprint_do_not_depend_on_debug() {
     assert_eq!(fingerprint(a.clone()), "f9596c22442c8faf");
     assert_eq!(fingerprint(b), fingerprint(a));
 }
+
+/// The loader takes its state as one record that every derived node writes
+/// into (`Stateful::write_state`); a node's own `get_state` builds it nested.
+/// Both must be the same state, at any point of the pass, serialised alike.
+#[test]
+fn a_loader_state_holds_what_the_roots_own_state_holds() {
+    let chain = || {
+        IterableWrapper::new(0..500u64)
+            .map(|x| x * 3)
+            .try_map(|x| if x % 7 == 0 { Err("sevens") } else { Ok(x) })
+            .filter(|x| x % 2 == 0)
+            .shuffle(8, 5)
+            .unwrap()
+            .batch(4)
+            .unwrap()
+            .unbatch()
+            .header(100)
+            .boxed()
+    };
+    compare_at_every_item("every_node", || every_node(PLAIN));
+    compare_at_every_item("derived chain", chain);
+}
+
+fn compare_at_every_item<T>(name: &str, make: impl Fn() -> Box<dyn Node<Item = T>>) {
+    let mut loader = Loader::new(make());
+    let mut running = make().start().unwrap();
+    let mut epoch = loader.epoch();
+    let mut taken = 0;
+    loop {
+        let root = epoch.state_dict().unwrap().child("root").unwrap();
+        let own = running.get_state().unwrap();
+        assert_eq!(root, own, "{name}: states differ after {taken} items");
+        assert_eq!(
+            root.to_json().unwrap(),
+            own.to_json().unwrap(),
+            "{name}: serialised states differ after {taken} items"
+        );
+        match (epoch.next(), running.next()) {
+            (None, None) => break,
+            (Some(a), Some(b)) => assert_eq!(a.is_ok(), b.is_ok(), "{name}: item {taken}"),
+            (a, b) => panic!(
+                "{name}: one ended first at {taken}: {:?} {:?}",
+                a.is_some(),
+                b.is_some()
+            ),
+        }
+        taken += 1;
+    }
+    assert!(taken >= 5, "{name}: only {taken} items");
+}
