@@ -116,9 +116,9 @@ pub struct Loader<N: Node> {
     /// successful `load_state_dict` put it (nothing pulled since): a failed
     /// restore rolls back to it without asking the root for its state.
     resting: Option<State>,
-    /// How many steps the last state's record took: the next one's
-    /// vector is made that size at once.
-    record_len: std::sync::atomic::AtomicUsize,
+    /// How many steps, and held steps, the last state's record took: the
+    /// next one's vectors are made that size at once.
+    record_len: [std::sync::atomic::AtomicUsize; 2],
     check_shape: bool,
     verify_checksum: bool,
 }
@@ -256,7 +256,7 @@ impl<N: Node> Loader<N> {
             check_shape: true,
             verify_checksum: true,
             resting: None,
-            record_len: std::sync::atomic::AtomicUsize::new(0),
+            record_len: Default::default(),
             root,
             cx: Cx::new_running(),
             restart_on_end: true,
@@ -423,7 +423,10 @@ impl<N: Node> Loader<N> {
             let json = shared_shape(&self.shape);
             SavedShape {
                 // Only serialising a number or a string, which cannot fail.
-                template: state_template(&self.fingerprint, &json).unwrap_or_default(),
+                // Shared: a record refers to its constant entries.
+                template: state_template(&self.fingerprint, &json)
+                    .unwrap_or_default()
+                    .share(),
                 json,
             }
         })
@@ -434,14 +437,17 @@ impl<N: Node> Loader<N> {
         // the counters, then the template's constant entries, in the
         // template's order.
         use std::sync::atomic::Ordering::Relaxed;
-        let mut out = StateWriter::with_capacity(self.record_len.load(Relaxed));
+        let [steps, held] = &self.record_len;
+        let mut out = StateWriter::with_capacity((steps.load(Relaxed), held.load(Relaxed)));
         out.open(ROOT);
         self.root.write_state(&self.cx, &mut out)?;
         out.close();
         out.put_u64(NUM_YIELDED, self.num_yielded);
         out.put_u64(EPOCH_INDEX, self.epoch_index);
         out.put_entries_of(&self.saved_shape().template, 3);
-        self.record_len.store(out.len(), Relaxed);
+        let (written, written_held) = out.len();
+        steps.store(written, Relaxed);
+        held.store(written_held, Relaxed);
         Ok(out.finish())
     }
 

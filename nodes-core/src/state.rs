@@ -484,10 +484,18 @@ const SHALLOW_DROP: usize = 32;
 /// item, and its workers get them back to drop (`Cursor::take_retired`).
 impl Drop for State {
     fn drop(&mut self) {
-        if let Content::Shared(_) = &self.body
-            && let Content::Shared(shell) = std::mem::take(&mut self.body)
-        {
-            pool::recycle_shell(shell);
+        match &self.body {
+            Content::Shared(_) => {
+                if let Content::Shared(shell) = std::mem::take(&mut self.body) {
+                    pool::recycle_shell(shell);
+                }
+            }
+            Content::Flat(_) => {
+                if let Content::Flat(flat) = std::mem::take(&mut self.body) {
+                    flat::recycle(flat);
+                }
+            }
+            Content::Own(_) => {}
         }
     }
 }

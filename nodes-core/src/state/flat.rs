@@ -10,11 +10,18 @@
 //! tree. The record becomes the nested form the first time the state is
 //! read (serialised, compared, walked), once; a state dropped unread, as
 //! most are, costs that vector and nothing more.
+//!
+//! The steps that hold nothing on the heap (marks, and fields under the
+//! nodes' own static keys whose values are scalars: nearly all of them) are
+//! plain data, so the vector is freed without visiting them; the rest wait
+//! in a second vector, which most records leave empty.
 
 use std::sync::{Arc, OnceLock};
 
+use serde_json::Number;
+
 use super::deferred::Deferred;
-use super::{Body, Content, Entry, Key, Scalar, State, VERSION_KEY, pool};
+use super::{Body, Content, Entry, Key, Scalar, State, VERSION_KEY};
 use crate::error::{Error, Result};
 
 /// Where a node writes its state when its parent, or the
@@ -35,29 +42,98 @@ use crate::error::{Error, Result};
 /// ```
 #[derive(Default)]
 pub struct StateWriter {
-    slots: Vec<Slot>,
+    record: Record,
+    /// An emptied record's box, recycled, to finish into.
+    shell: Option<Arc<Flat>>,
 }
 
-/// One step of a flat record.
-enum Slot {
+/// The steps of a record, and what they hold on the heap.
+#[derive(Default, Clone)]
+struct Record {
+    steps: Vec<Step>,
+    /// What the `Held` steps refer to, in the order of those steps.
+    held: Vec<Held>,
+}
+
+/// One step of a record: plain data (no drop to run).
+#[derive(Clone, Copy)]
+enum Step {
     /// A nested state opens under this key; its entries follow, up to the
     /// matching `Close`.
-    Open(Key),
+    Open(&'static str),
     Close,
     /// An entry of the innermost open state (or of the top one).
-    Put(Key, Entry),
+    Inline(&'static str, Inline),
+    /// The next entry of `Record::held`.
+    Held,
+}
+
+/// A scalar as [`Scalar`] holds it, without heap data.
+#[derive(Clone, Copy)]
+enum Inline {
+    Null,
+    Bool(bool),
+    PosInt(u64),
+    NegInt(i64),
+    Float(f64),
+    EmptyArray,
+}
+
+/// A step that holds something on the heap.
+#[derive(Clone)]
+enum Held {
+    Entry(Key, Entry),
+    /// The entries of a shared state from this position on, as if put one
+    /// by one (a loader's constant entries: one reference count instead of
+    /// a copy of each).
+    Tail(Arc<Body>, usize),
+}
+
+impl Inline {
+    /// The entry, if it is a scalar written alike.
+    fn of(entry: &Entry) -> Option<Inline> {
+        let Entry::Scalar(scalar) = entry else {
+            return None;
+        };
+        Some(match scalar {
+            Scalar::Null => Inline::Null,
+            Scalar::Bool(b) => Inline::Bool(*b),
+            Scalar::EmptyArray => Inline::EmptyArray,
+            Scalar::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    Inline::PosInt(u)
+                } else if let Some(i) = n.as_i64() {
+                    Inline::NegInt(i)
+                } else {
+                    Inline::Float(n.as_f64()?)
+                }
+            }
+        })
+    }
+
+    fn entry(self) -> Entry {
+        Entry::Scalar(match self {
+            Inline::Null => Scalar::Null,
+            Inline::Bool(b) => Scalar::Bool(b),
+            Inline::EmptyArray => Scalar::EmptyArray,
+            Inline::PosInt(u) => Scalar::Number(u.into()),
+            Inline::NegInt(i) => Scalar::Number(i.into()),
+            // Taken from a finite number.
+            Inline::Float(f) => Number::from_f64(f).map_or(Scalar::Null, Scalar::Number),
+        })
+    }
 }
 
 /// A finished record, and its nested form once something read it.
 pub(super) struct Flat {
-    slots: Vec<Slot>,
+    record: Record,
     body: OnceLock<Arc<Body>>,
 }
 
 impl std::fmt::Debug for StateWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StateWriter")
-            .field("slots", &self.slots.len())
+            .field("steps", &self.record.steps.len())
             .finish()
     }
 }
@@ -68,17 +144,26 @@ impl StateWriter {
         StateWriter::default()
     }
 
-    /// An empty writer with room for `slots` steps (a loader sizes it by
+    /// An empty writer with room for `(steps, held)` (a loader sizes it by
     /// its last capture).
-    pub(crate) fn with_capacity(slots: usize) -> Self {
-        StateWriter {
-            slots: Vec::with_capacity(slots),
-        }
+    pub(crate) fn with_capacity((steps, held): (usize, usize)) -> Self {
+        let mut shell = RECYCLED
+            .try_with(|kept| kept.borrow_mut().pop())
+            .ok()
+            .flatten();
+        let mut record = shell
+            .as_mut()
+            .and_then(Arc::get_mut)
+            .map(|flat| std::mem::take(&mut flat.record))
+            .unwrap_or_default();
+        record.steps.reserve(steps);
+        record.held.reserve(held);
+        StateWriter { record, shell }
     }
 
-    /// How many steps were written.
-    pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+    /// How many steps, and held steps, were written.
+    pub(crate) fn len(&self) -> (usize, usize) {
+        (self.record.steps.len(), self.record.held.len())
     }
 
     /// Writes the entries of `state` where the writer stands: into the
@@ -88,51 +173,70 @@ impl StateWriter {
             Content::Own(mut body) => self.put_entries(std::mem::take(&mut body.entries)),
             Content::Shared(body) => match Arc::try_unwrap(body) {
                 Ok(mut body) => self.put_entries(std::mem::take(&mut body.entries)),
-                Err(shared) => self.put_cloned(&shared),
+                Err(shared) => self.put_cloned(&shared.entries),
             },
             Content::Flat(flat) => match Arc::try_unwrap(flat) {
-                Ok(Flat { slots, body }) => match body.into_inner() {
+                Ok(Flat { record, body }) => match body.into_inner() {
                     // Read once already: its nested form is what is known good.
-                    Some(body) => self.put_cloned(&body),
-                    None => self.slots.extend(slots),
+                    Some(body) => self.put_cloned(&body.entries),
+                    None => {
+                        self.record.steps.extend(record.steps);
+                        self.record.held.extend(record.held);
+                    }
                 },
-                Err(shared) => self.put_cloned(shared.body()),
+                Err(shared) => self.put_cloned(&shared.body().entries),
             },
         }
     }
 
     fn put_entries(&mut self, mut entries: Vec<(Key, Entry)>) {
-        self.slots.reserve(entries.len());
-        self.slots
-            .extend(entries.drain(..).map(|(key, entry)| Slot::Put(key, entry)));
-        pool::recycle_entries(entries);
+        self.record.steps.reserve(entries.len());
+        for (key, entry) in entries.drain(..) {
+            self.put(key, entry);
+        }
+        super::pool::recycle_entries(entries);
     }
 
-    fn put_cloned(&mut self, body: &Body) {
-        self.slots.reserve(body.entries.len());
-        self.slots.extend(
-            body.entries
-                .iter()
-                .map(|(key, entry)| Slot::Put(key.clone(), entry.clone())),
-        );
+    fn put_cloned(&mut self, entries: &[(Key, Entry)]) {
+        self.record.steps.reserve(entries.len());
+        for (key, entry) in entries {
+            self.put(key.clone(), entry.clone());
+        }
+    }
+
+    /// Writes one entry: inline if it can be.
+    #[inline]
+    fn put(&mut self, key: Key, entry: Entry) {
+        if let Key::Borrowed(key) = key
+            && let Some(inline) = Inline::of(&entry)
+        {
+            self.record.steps.push(Step::Inline(key, inline));
+            return;
+        }
+        self.hold(Held::Entry(key, entry));
+    }
+
+    fn hold(&mut self, held: Held) {
+        self.record.steps.push(Step::Held);
+        self.record.held.push(held);
     }
 
     /// Opens a nested state under `key` (a child's), closed by
     /// [`close`](StateWriter::close).
     #[inline]
     pub(crate) fn open(&mut self, key: &'static str) {
-        self.slots.push(Slot::Open(Key::Borrowed(key)));
+        self.record.steps.push(Step::Open(key));
     }
 
     /// Closes the nested state opened last.
     #[inline]
     pub(crate) fn close(&mut self) {
-        self.slots.push(Slot::Close);
+        self.record.steps.push(Step::Close);
     }
 
     /// Writes a nested state already made (a `#[node(children)]` field's).
     pub(crate) fn put_child(&mut self, key: &'static str, child: State) {
-        self.slots.push(Slot::Put(
+        self.hold(Held::Entry(
             Key::Borrowed(key),
             Entry::Child(child.into_shared()),
         ));
@@ -147,18 +251,14 @@ impl StateWriter {
     ) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.slots
-            .push(Slot::Put(Key::Borrowed(key), Entry::json(value)));
+        self.put(Key::Borrowed(key), Entry::json(value));
         Ok(())
     }
 
     /// Writes a number (no serialisation).
     #[inline]
     pub(crate) fn put_u64(&mut self, key: &'static str, n: u64) {
-        self.slots.push(Slot::Put(
-            Key::Borrowed(key),
-            Entry::Scalar(Scalar::Number(n.into())),
-        ));
+        self.record.steps.push(Step::Inline(key, Inline::PosInt(n)));
     }
 
     /// Writes a snapshot, serialised only when the state is.
@@ -166,8 +266,7 @@ impl StateWriter {
     where
         T: serde::Serialize + Send + Sync + 'static,
     {
-        self.slots
-            .push(Slot::Put(Key::Borrowed(key), Deferred::entry(value)));
+        self.hold(Held::Entry(Key::Borrowed(key), Deferred::entry(value)));
     }
 
     /// Writes the format version, as `State::set_version` does (nothing for
@@ -179,57 +278,106 @@ impl StateWriter {
         }
     }
 
-    /// Writes copies of `state`'s entries from position `from` on (the
-    /// constant part of a loader's template).
+    /// Writes `state`'s entries from position `from` on (the constant part
+    /// of a loader's template): by reference if they are shared.
     pub(crate) fn put_entries_of(&mut self, state: &State, from: usize) {
-        let entries = state.body().entries.get(from..).unwrap_or_default();
-        self.slots.reserve(entries.len());
-        self.slots.extend(
-            entries
-                .iter()
-                .map(|(key, entry)| Slot::Put(key.clone(), entry.clone())),
-        );
+        match state.shared_body() {
+            Some(shared) => self.hold(Held::Tail(Arc::clone(shared), from)),
+            None => self.put_cloned(state.body().entries.get(from..).unwrap_or_default()),
+        }
     }
 
     /// The state written.
     pub fn finish(self) -> State {
         debug_assert!(self.balanced(), "a nested state was left open");
-        State::from_content(Content::Flat(Arc::new(Flat {
-            slots: self.slots,
-            body: OnceLock::new(),
-        })))
+        let StateWriter { record, shell } = self;
+        let flat = match shell {
+            Some(mut shell) => match Arc::get_mut(&mut shell) {
+                Some(empty) => {
+                    empty.record = record;
+                    shell
+                }
+                None => Arc::new(Flat::new(record)),
+            },
+            None => Arc::new(Flat::new(record)),
+        };
+        State::from_content(Content::Flat(flat))
     }
 
     fn balanced(&self) -> bool {
         let mut depth = 0usize;
-        for slot in &self.slots {
-            match slot {
-                Slot::Open(_) => depth += 1,
-                Slot::Close => match depth.checked_sub(1) {
+        for step in &self.record.steps {
+            match step {
+                Step::Open(_) => depth += 1,
+                Step::Close => match depth.checked_sub(1) {
                     Some(d) => depth = d,
                     None => return false,
                 },
-                Slot::Put(..) => {}
+                Step::Inline(..) | Step::Held => {}
             }
         }
         depth == 0
     }
 }
 
+/// How many emptied records a thread keeps for the next ones.
+const KEPT: usize = 4;
+
+/// The most steps a kept record has room for (about 128 KiB): a wide
+/// pipeline's record is freed, not kept.
+const KEPT_STEPS: usize = 4096;
+
+thread_local! {
+    /// Emptied records with their vectors' capacity: a loop that takes and
+    /// drops a state per batch reuses them instead of allocating three
+    /// blocks per state.
+    static RECYCLED: std::cell::RefCell<Vec<Arc<Flat>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes back a record whose state is dropped: kept, emptied, if nobody
+/// else holds it and the thread keeps fewer than [`KEPT`].
+pub(super) fn recycle(mut flat: Arc<Flat>) {
+    let Some(own) = Arc::get_mut(&mut flat) else {
+        return;
+    };
+    if own.body.get().is_some()
+        || own.record.steps.capacity() > KEPT_STEPS
+        || own.record.held.capacity() > KEPT_STEPS
+    {
+        // A nested form, or a wide record's large vectors, are freed as usual.
+        return;
+    }
+    own.record.steps.clear();
+    own.record.held.clear();
+    let _ = RECYCLED.try_with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if kept.len() < KEPT {
+            kept.push(flat);
+        }
+    });
+}
+
 impl Flat {
+    fn new(record: Record) -> Flat {
+        Flat {
+            record,
+            body: OnceLock::new(),
+        }
+    }
+
     /// The nested form, built on the first call.
     pub(super) fn body(&self) -> &Arc<Body> {
         self.body
-            .get_or_init(|| nest(self.slots.iter(), Clone::clone))
+            .get_or_init(|| nest(&self.record.steps, self.record.held.iter().cloned()))
     }
 
     /// The nested form, built from the record's own entries when nobody
     /// else holds it (no copies).
     pub(super) fn into_shared(flat: Arc<Flat>) -> Arc<Body> {
         match Arc::try_unwrap(flat) {
-            Ok(Flat { slots, body }) => match body.into_inner() {
+            Ok(Flat { record, body }) => match body.into_inner() {
                 Some(body) => body,
-                None => nest(slots.into_iter(), std::convert::identity),
+                None => nest(&record.steps, record.held.into_iter()),
             },
             Err(shared) => Arc::clone(shared.body()),
         }
@@ -242,44 +390,45 @@ impl Flat {
 }
 
 /// The nested state a record describes, without recursion (a chain of
-/// nodes a million deep is a million open marks). `own` turns each step
-/// the iterator yields into an owned one.
-fn nest<S>(slots: impl Iterator<Item = S>, own: impl Fn(S) -> Slot) -> Arc<Body>
-where
-    S: Sized,
-{
+/// nodes a million deep is a million open marks). `held` yields the held
+/// steps in order.
+fn nest(steps: &[Step], mut held: impl Iterator<Item = Held>) -> Arc<Body> {
     // The open states, innermost last, each under its key.
-    let mut open: Vec<(Key, Body)> = Vec::new();
+    let mut open: Vec<(&'static str, Body)> = Vec::new();
     let mut top = Body::default();
-    for slot in slots {
-        match own(slot) {
-            Slot::Open(key) => open.push((key, Body::default())),
-            Slot::Put(key, entry) => match open.last_mut() {
-                Some((_, body)) => body.push_unindexed(key, entry),
-                None => top.push_unindexed(key, entry),
-            },
-            Slot::Close => {
+    for step in steps {
+        let into = match (step, open.last_mut()) {
+            (Step::Open(key), _) => {
+                open.push((key, Body::default()));
+                continue;
+            }
+            (Step::Close, _) => {
                 let Some((key, body)) = open.pop() else {
                     unreachable!("a writer closes only what it opened");
                 };
-                let child = Entry::Child(pool::shared(body));
+                let child = Entry::Child(super::pool::shared(body));
                 match open.last_mut() {
-                    Some((_, parent)) => parent.push_unindexed(key, child),
-                    None => top.push_unindexed(key, child),
+                    Some((_, parent)) => parent.push_unindexed(Key::Borrowed(key), child),
+                    None => top.push_unindexed(Key::Borrowed(key), child),
                 }
+                continue;
             }
+            (_, Some((_, body))) => body,
+            (_, None) => &mut top,
+        };
+        match step {
+            Step::Inline(key, value) => into.push_unindexed(Key::Borrowed(key), value.entry()),
+            _ => match held.next() {
+                Some(Held::Entry(key, entry)) => into.push_unindexed(key, entry),
+                Some(Held::Tail(shared, from)) => {
+                    for (key, entry) in shared.entries.get(from..).unwrap_or_default() {
+                        into.push_unindexed(key.clone(), entry.clone());
+                    }
+                }
+                None => unreachable!("every held step has its entry"),
+            },
         }
     }
     debug_assert!(open.is_empty(), "a nested state was left open");
-    pool::shared(top)
-}
-
-impl Clone for Slot {
-    fn clone(&self) -> Self {
-        match self {
-            Slot::Open(key) => Slot::Open(key.clone()),
-            Slot::Close => Slot::Close,
-            Slot::Put(key, entry) => Slot::Put(key.clone(), entry.clone()),
-        }
-    }
+    super::pool::shared(top)
 }
