@@ -432,3 +432,122 @@ fn nest(steps: &[Step], mut held: impl Iterator<Item = Held>) -> Arc<Body> {
     debug_assert!(open.is_empty(), "a nested state was left open");
     super::pool::shared(top)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// `{"a":{"n":-3,"x":2.5,"big":u64::MAX,"on":true,"none":null,"list":[]},"s":"text","m":[1]}`
+    /// written flat.
+    fn written() -> State {
+        let mut out = StateWriter::new();
+        out.open("a");
+        for (key, value) in [
+            ("n", json!(-3)),
+            ("x", json!(2.5)),
+            ("big", json!(u64::MAX)),
+            ("on", json!(true)),
+            ("none", json!(null)),
+            ("list", json!([])),
+        ] {
+            out.put_field(key, &value).unwrap();
+        }
+        out.close();
+        out.put_field("s", "text").unwrap();
+        out.put_state(State::new().with("m", [1]).unwrap());
+        out.finish()
+    }
+
+    fn nested() -> State {
+        let a = State::new()
+            .with("n", -3)
+            .and_then(|s| s.with("x", 2.5))
+            .and_then(|s| s.with("big", u64::MAX))
+            .and_then(|s| s.with("on", true))
+            .and_then(|s| s.with("none", ()))
+            .and_then(|s| s.with("list", Vec::<u8>::new()))
+            .unwrap();
+        let mut state = State::new();
+        state.insert_child("a", a);
+        state
+            .with("s", "text")
+            .and_then(|s| s.with("m", [1]))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_record_reads_as_the_nested_state_it_describes() {
+        let (flat, nested) = (written(), nested());
+        assert_eq!(flat, nested);
+        assert_eq!(flat.to_json().unwrap(), nested.to_json().unwrap());
+        assert_eq!(flat.child("a").unwrap().get::<i64>("n").unwrap(), -3);
+        assert_eq!(flat.child("a").unwrap().path(), "/a");
+        // Serialisation and checksums walk the nested form: the same bytes.
+        assert_eq!(
+            flat.to_json().unwrap(),
+            r#"{"a":{"n":-3,"x":2.5,"big":18446744073709551615,"on":true,"none":null,"list":[]},"s":"text","m":[1]}"#
+        );
+    }
+
+    #[test]
+    fn a_record_put_into_another_keeps_its_entries_in_place() {
+        let shared = written();
+        let held = shared.clone();
+        for inner in [written(), shared] {
+            let mut out = StateWriter::new();
+            out.open("inner");
+            out.put_state(inner);
+            out.close();
+            out.put_u64("after", 7);
+            let mut expected = State::new();
+            expected.insert_child("inner", nested());
+            expected.insert("after", 7).unwrap();
+            assert_eq!(out.finish().to_json().unwrap(), expected.to_json().unwrap());
+        }
+        assert_eq!(held, nested(), "a shared record is copied, not taken");
+    }
+
+    #[test]
+    fn writing_to_a_record_copies_it_first() {
+        let original = written();
+        let mut changed = original.clone();
+        changed.insert("s", "other").unwrap();
+        assert_eq!(changed.get::<String>("s").unwrap(), "other");
+        assert_eq!(original.get::<String>("s").unwrap(), "text");
+        assert_eq!(original, nested());
+    }
+
+    #[test]
+    fn a_recycled_record_holds_only_what_was_written_into_it() {
+        for round in 0..(KEPT as u64 * 3) {
+            let mut out = StateWriter::with_capacity((4, 1));
+            out.put_u64("round", round);
+            if round % 2 == 0 {
+                out.put_field("even", "yes").unwrap();
+            }
+            let state = out.finish();
+            let mut expected = State::new().with("round", round).unwrap();
+            if round % 2 == 0 {
+                expected.insert("even", "yes").unwrap();
+            }
+            assert_eq!(state.to_json().unwrap(), expected.to_json().unwrap());
+        }
+    }
+
+    #[test]
+    fn a_deep_record_nests_and_drops_without_recursion() {
+        const DEPTH: usize = 200_000;
+        let mut out = StateWriter::new();
+        (0..DEPTH).for_each(|_| out.open("source"));
+        out.put_u64("n", 1);
+        (0..DEPTH).for_each(|_| out.close());
+        let state = out.finish();
+        let mut walked = state.child("source").unwrap();
+        for _ in 1..DEPTH {
+            walked = walked.child("source").unwrap();
+        }
+        assert_eq!(walked.get::<u64>("n").unwrap(), 1);
+    }
+}
