@@ -146,6 +146,35 @@ pub fn write_deferred_field<T: crate::Snapshot>(
     out.put_deferred(key, value.snapshot());
 }
 
+/// Opens a nested state in a pipeline's record (a stock node writing its
+/// own state), closed by [`write_close`].
+#[inline]
+pub fn write_open(out: &mut crate::StateWriter, key: &'static str) {
+    out.open(key);
+}
+
+/// Opens a nested state under a name made at run time (a sampler's
+/// source), closed by [`write_close`].
+#[inline]
+pub fn write_open_named(out: &mut crate::StateWriter, name: &std::sync::Arc<str>) {
+    out.open_named(name);
+}
+
+/// Closes the nested state opened last.
+#[inline]
+pub fn write_close(out: &mut crate::StateWriter) {
+    out.close();
+}
+
+/// Writes a shared snapshot into a pipeline's record (a stock node writing
+/// its state), serialised only when the state is.
+pub fn write_deferred<T>(out: &mut crate::StateWriter, key: &'static str, value: std::sync::Arc<T>)
+where
+    T: serde::Serialize + Send + Sync + 'static,
+{
+    out.put_deferred(key, value);
+}
+
 /// Writes a versioned node's format version into a pipeline's record, as
 /// `State::set_version` does.
 #[inline]

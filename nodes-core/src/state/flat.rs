@@ -61,6 +61,8 @@ enum Step {
     /// A nested state opens under this key; its entries follow, up to the
     /// matching `Close`.
     Open(&'static str),
+    /// A nested state opens under the key the next held step names.
+    OpenNamed,
     Close,
     /// An entry of the innermost open state (or of the top one).
     Inline(&'static str, Inline),
@@ -87,6 +89,9 @@ enum Held {
     /// by one (a loader's constant entries: one reference count instead of
     /// a copy of each).
     Tail(Arc<Body>, usize),
+    /// The key of an `OpenNamed` step (a sampler's source name, made a key
+    /// only when the state is read).
+    Name(Arc<str>),
 }
 
 impl Inline {
@@ -228,6 +233,12 @@ impl StateWriter {
         self.record.steps.push(Step::Open(key));
     }
 
+    /// Opens a nested state under a name made at run time (a source's).
+    pub(crate) fn open_named(&mut self, name: &Arc<str>) {
+        self.record.steps.push(Step::OpenNamed);
+        self.record.held.push(Held::Name(Arc::clone(name)));
+    }
+
     /// Closes the nested state opened last.
     #[inline]
     pub(crate) fn close(&mut self) {
@@ -308,7 +319,7 @@ impl StateWriter {
         let mut depth = 0usize;
         for step in &self.record.steps {
             match step {
-                Step::Open(_) => depth += 1,
+                Step::Open(_) | Step::OpenNamed => depth += 1,
                 Step::Close => match depth.checked_sub(1) {
                     Some(d) => depth = d,
                     None => return false,
@@ -394,12 +405,19 @@ impl Flat {
 /// steps in order.
 fn nest(steps: &[Step], mut held: impl Iterator<Item = Held>) -> Arc<Body> {
     // The open states, innermost last, each under its key.
-    let mut open: Vec<(&'static str, Body)> = Vec::new();
+    let mut open: Vec<(Key, Body)> = Vec::new();
     let mut top = Body::default();
     for step in steps {
         let into = match (step, open.last_mut()) {
             (Step::Open(key), _) => {
-                open.push((key, Body::default()));
+                open.push((Key::Borrowed(key), Body::default()));
+                continue;
+            }
+            (Step::OpenNamed, _) => {
+                let Some(Held::Name(name)) = held.next() else {
+                    unreachable!("a named open step holds its name");
+                };
+                open.push((Key::Owned(String::from(&*name)), Body::default()));
                 continue;
             }
             (Step::Close, _) => {
@@ -408,8 +426,8 @@ fn nest(steps: &[Step], mut held: impl Iterator<Item = Held>) -> Arc<Body> {
                 };
                 let child = Entry::Child(super::pool::shared(body));
                 match open.last_mut() {
-                    Some((_, parent)) => parent.push_unindexed(Key::Borrowed(key), child),
-                    None => top.push_unindexed(Key::Borrowed(key), child),
+                    Some((_, parent)) => parent.push_unindexed(key, child),
+                    None => top.push_unindexed(key, child),
                 }
                 continue;
             }
@@ -425,7 +443,7 @@ fn nest(steps: &[Step], mut held: impl Iterator<Item = Held>) -> Arc<Body> {
                         into.push_unindexed(key.clone(), entry.clone());
                     }
                 }
-                None => unreachable!("every held step has its entry"),
+                Some(Held::Name(_)) | None => unreachable!("every held step has its entry"),
             },
         }
     }

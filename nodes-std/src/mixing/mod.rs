@@ -103,7 +103,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use nodes_core::{__private, Cx, Description, Error, Node, Result, State, Stateful};
+use nodes_core::{__private, Cx, Description, Error, Node, Result, State, StateWriter, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -447,14 +447,15 @@ impl<N: Node> Sources<N> {
         Ok(())
     }
 
-    /// Writes the per-source keys into `state`.
+    /// Writes the per-source keys into `out`, each source writing its own
+    /// state.
     ///
     /// The names and the two flag maps are deferred snapshots, shared with
     /// the previous state while they are unchanged (a flag changes when a
     /// source ends, a few times per pass) and copied as a `Vec<bool>` when
     /// one changes, so a state costs one nested state per source and O(1)
     /// or a copy of the flags for the rest.
-    pub(crate) fn save(&self, state: &mut State, cx: &Cx) -> Result<()> {
+    pub(crate) fn write(&self, out: &mut StateWriter, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         let parts = match saved.take() {
@@ -483,23 +484,23 @@ impl<N: Node> Sources<N> {
         if empty.flags != self.empty {
             empty = flag_map(&names, &self.empty, &exhausted);
         }
-        // The samplers write these keys into a new state: appended without
-        // looking for them.
-        __private::encode_deferred(state, DATASET_KEYS, Arc::clone(&names));
-        __private::encode_deferred(state, EXHAUSTED, Arc::clone(&exhausted));
-        __private::encode_deferred(state, EMPTY, Arc::clone(&empty));
+        __private::write_deferred(out, DATASET_KEYS, Arc::clone(&names));
+        __private::write_deferred(out, EXHAUSTED, Arc::clone(&exhausted));
+        __private::write_deferred(out, EMPTY, Arc::clone(&empty));
         *saved = Some(SavedParts {
             names,
             exhausted,
             empty,
         });
         drop(saved);
-        let mut nested = State::new();
-        nested.reserve(self.names.len());
+        // Each source writes its own state, nested under its name.
+        __private::write_open(out, NODE_STATES);
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            __private::encode_child(&mut nested, String::from(&**name), node.get_state(cx)?);
+            __private::write_open_named(out, name);
+            node.write_state(cx, out)?;
+            __private::write_close(out);
         }
-        __private::encode_child(state, NODE_STATES, nested);
+        __private::write_close(out);
         Ok(())
     }
 

@@ -5,7 +5,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nodes_core::{
-    __private, Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful,
+    __private, Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, StateWriter,
+    Stateful,
 };
 
 use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
@@ -652,23 +653,23 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
+        let mut out = StateWriter::new();
+        self.write_state(cx, &mut out)?;
+        Ok(out.finish())
+    }
+
+    fn write_state(&self, cx: &Cx, out: &mut StateWriter) -> Result<()> {
         self.flag.check(NAME)?;
-        let word_pos = self.rng.word_pos();
-        // New states: each key appended without looking for it.
-        let mut rng = State::new();
-        rng.reserve(RNG_KEYS.len());
-        __private::encode_field(&mut rng, RNG_SEED, &self.seed)?;
-        __private::encode_field(&mut rng, RNG_RANK, &self.rank)?;
-        __private::encode_field(&mut rng, RNG_WORLD_SIZE, &self.world_size)?;
-        __private::encode_field(&mut rng, RNG_WORD_POS, &word_pos)?;
-        let mut state = State::new();
-        state.reserve(KEYS.len());
-        __private::encode_field(&mut state, EPOCH, &self.epoch)?;
-        __private::encode_field(&mut state, NUM_YIELDED, &self.num_yielded)?;
-        __private::encode_field(&mut state, STARTED, &self.started)?;
-        __private::encode_child(&mut state, RNG, rng);
-        self.sources.save(&mut state, cx)?;
-        Ok(state)
+        __private::write_field(out, EPOCH, &self.epoch)?;
+        __private::write_field(out, NUM_YIELDED, &self.num_yielded)?;
+        __private::write_field(out, STARTED, &self.started)?;
+        __private::write_open(out, RNG);
+        __private::write_field(out, RNG_SEED, &self.seed)?;
+        __private::write_field(out, RNG_RANK, &self.rank)?;
+        __private::write_field(out, RNG_WORLD_SIZE, &self.world_size)?;
+        __private::write_field(out, RNG_WORD_POS, &self.rng.word_pos())?;
+        __private::write_close(out);
+        self.sources.write(out, cx)
     }
 
     fn check_state(&self, state: &State) -> Result<()> {
