@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Cx, Error, Result, State};
+use crate::{Cx, Error, Result, State, StateWriter};
 
 /// What a fallible node ([`TryMapper`](crate::TryMapper),
 /// [`ParallelMapper`](crate::ParallelMapper), [`Prefetcher`](crate::Prefetcher))
@@ -126,6 +126,16 @@ impl Counts {
         }
         // Rare: the general path, which builds (and keeps) the counts.
         self.save(state)
+    }
+
+    /// The counts, nested under [`ERRORS`], into a pipeline's record (two
+    /// scalars written in place; the same state as [`save`](Self::save)'s).
+    pub(crate) fn write(self, out: &mut StateWriter) -> Result<()> {
+        crate::__private::write_open(out, ERRORS);
+        crate::__private::write_field(out, SKIPPED, &self.skipped)?;
+        crate::__private::write_field(out, ENDED, &self.ended)?;
+        crate::__private::write_close(out);
+        Ok(())
     }
 
     /// The counts as a shared nested state, with the fields in the order
@@ -248,6 +258,11 @@ impl ErrorBudget {
     /// [`save`](Self::save) into a state that does not hold [`ERRORS`] yet.
     pub(crate) fn save_new(&self, state: &mut State) -> Result<()> {
         self.counts.save_new(state)
+    }
+
+    /// Writes the counts under [`ERRORS`] into a pipeline's record.
+    pub(crate) fn write(&self, out: &mut StateWriter) -> Result<()> {
+        self.counts.write(out)
     }
 
     /// Saves the counts under [`ERRORS`] (see [`Counts::save`]).

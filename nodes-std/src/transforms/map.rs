@@ -5,7 +5,8 @@ use std::fmt;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 use crate::{
-    __private, BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful,
+    __private, BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State,
+    StateWriter, Stateful,
 };
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
@@ -272,6 +273,13 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
         __private::encode_field(&mut out, NUM_SEEN, &self.num_seen)?;
         self.budget.save_new(&mut out)?;
         Ok(out)
+    }
+
+    fn write_state(&self, cx: &Cx, out: &mut StateWriter) -> Result<()> {
+        // As `get_state`, into the pipeline's record.
+        __private::write_child(out, SOURCE, &self.source, cx)?;
+        __private::write_field(out, NUM_SEEN, &self.num_seen)?;
+        self.budget.write(out)
     }
 
     fn describe(&self) -> Description {

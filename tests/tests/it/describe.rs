@@ -612,6 +612,38 @@ fn a_loader_state_holds_what_the_roots_own_state_holds() {
     };
     compare_at_every_item("every_node", || every_node(PLAIN));
     compare_at_every_item("derived chain", chain);
+    // Stock nodes that write into the record by hand: `try_map`s that skip
+    // bad records (non-zero counts in the state), both samplers over them.
+    let source = |start: u64| {
+        IterableWrapper::new(start..start + 300)
+            .try_map(|x| if x % 5 == 0 { Err("fives") } else { Ok(x) })
+            .on_error(ErrorPolicy::SkipAtMost(1_000))
+            .shuffle(4, start)
+            .unwrap()
+            .boxed()
+    };
+    // Over a derived parent, `get_state` builds the nested form: a
+    // `try_map` with counts, as written into the record and as built.
+    compare_at_every_item("try_map that skips", || source(0));
+    // The samplers' `get_state` writes a record too.
+    compare_at_every_item("weighted sampler", || {
+        MultiNodeWeightedSampler::new(
+            [("a", source(0)), ("b", source(1000))],
+            [("a", 0.7), ("b", 0.3)],
+        )
+        .unwrap()
+        .seed(9)
+        .batch(3)
+        .unwrap()
+        .boxed()
+    });
+    compare_at_every_item("round robin", || {
+        MultiNodeRoundRobinSampler::new([("a", source(0)), ("b", source(1000))])
+            .unwrap()
+            .batch(3)
+            .unwrap()
+            .boxed()
+    });
 }
 
 fn compare_at_every_item<T>(name: &str, make: impl Fn() -> Box<dyn Node<Item = T>>) {
