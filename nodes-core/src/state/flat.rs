@@ -334,9 +334,9 @@ impl StateWriter {
 /// How many emptied records a thread keeps for the next ones.
 const KEPT: usize = 4;
 
-/// The most steps a kept record has room for (about 128 KiB): a wide
+/// The most steps a kept record has room for (about 40 KiB): a wide
 /// pipeline's record is freed, not kept.
-const KEPT_STEPS: usize = 4096;
+const KEPT_STEPS: usize = 1024;
 
 thread_local! {
     /// Emptied records with their vectors' capacity: a loop that takes and
