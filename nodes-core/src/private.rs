@@ -83,22 +83,6 @@ pub fn encode_child(
     state.insert_child_new(key, child);
 }
 
-/// Stores a shared snapshot under a key `state` does not hold yet (a stock
-/// node writing its state), serialised only when the state is.
-pub fn encode_deferred<T>(state: &mut State, key: &'static str, value: std::sync::Arc<T>)
-where
-    T: serde::Serialize + Send + Sync + 'static,
-{
-    state.insert_deferred_new(key, value);
-}
-
-/// Encodes a `#[node(state, deferred)]` field: its snapshot, serialised
-/// only when the state is.
-pub fn encode_deferred_field<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
-    // The derive writes each key once, into a state it just made.
-    state.insert_deferred_new(key, value.snapshot());
-}
-
 /// Writes a `#[node(state)]` field into a pipeline's record, as
 /// [`encode_field`] stores it.
 #[inline]

@@ -373,29 +373,12 @@ fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStre
     if leaf {
         return leaf_get_state_body(input, p, version);
     }
-    let parts = input.keyed().map(|f| {
-        let (member, key) = (f.ident, &f.key);
-        match f.attrs.role() {
-            Some(Role::Child) => {
-                quote!(#p::encode_child(&mut __out, #key, #p::Stateful::get_state(&self.#member, __cx)?);)
-            }
-            Some(Role::Children) => quote!(
-                #p::encode_child(&mut __out, #key, #p::Children::children_state(&self.#member, __cx)?);
-            ),
-            _ if f.attrs.deferred.is_set() => {
-                quote!(#p::encode_deferred_field(&mut __out, #key, &self.#member);)
-            }
-            _ => quote!(#p::encode_field(&mut __out, #key, &self.#member)?;),
-        }
-    });
-    // Every key in one allocation.
-    let keys = input.keyed().count() + usize::from(version != 0);
+    // One record, as the loader takes it (see `write_state_body`), nested
+    // when a parent or a reader asks for it.
     quote! {
-        let mut __out = #p::State::new();
-        __out.reserve(#keys);
-        #(#parts)*
-        __out.set_version(#version)?;
-        ::core::result::Result::Ok(__out)
+        let mut __w = #p::StateWriter::new();
+        #p::Stateful::write_state(self, __cx, &mut __w)?;
+        ::core::result::Result::Ok(__w.finish())
     }
 }
 

@@ -184,16 +184,6 @@ impl State {
         self.put(key.into(), Deferred::entry(value));
     }
 
-    /// [`State::insert_deferred`] of a key this state does not hold yet
-    /// (see `Body::put_new`).
-    pub(crate) fn insert_deferred_new<T>(&mut self, key: &'static str, value: Arc<T>)
-    where
-        T: Serialize + Send + Sync + 'static,
-    {
-        self.body_mut()
-            .put_new(Key::Borrowed(key), Deferred::entry(value));
-    }
-
     /// Builder form of [`State::insert_deferred`].
     pub fn with_deferred<T>(mut self, key: impl Into<Key>, value: Arc<T>) -> Self
     where

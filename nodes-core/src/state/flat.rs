@@ -145,8 +145,9 @@ impl std::fmt::Debug for StateWriter {
 
 impl StateWriter {
     /// An empty writer: [`finish`](StateWriter::finish) now gives `{}`.
+    /// It reuses a record this thread dropped, if there is one.
     pub fn new() -> Self {
-        StateWriter::default()
+        StateWriter::with_capacity((0, 0))
     }
 
     /// An empty writer with room for `(steps, held)` (a loader sizes it by

@@ -18,6 +18,25 @@ use crate::loader::Loader;
 use crate::node::Node;
 use crate::state::State;
 
+/// The state of a running pipeline as its root writes it into one record
+/// ([`Stateful::write_state`](crate::Stateful::write_state), what a
+/// [`Loader`] calls), where [`Running::get_state`] asks the root for it
+/// ([`Stateful::get_state`](crate::Stateful::get_state)). A node whose two
+/// methods disagree resumes differently under a `Loader` than under
+/// `Running`: at the same moment, both must give the same state.
+///
+/// ```
+/// use nodes_core::{testing, Running};
+///
+/// let mut running = Running::start(testing::Counting::new(5))?;
+/// running.try_next()?;
+/// assert_eq!(testing::written_state(&running)?, running.get_state()?);
+/// # Ok::<(), nodes_core::Error>(())
+/// ```
+pub fn written_state<N: Node>(running: &crate::Running<N>) -> Result<State> {
+    running.written_state()
+}
+
 /// Runs `f` and returns how much work [`State`] operations did on this
 /// thread meanwhile, with `f`'s result: entries visited by key lookups
 /// (each entry a scan passed over, or one for a hashed or hinted lookup),
