@@ -152,6 +152,12 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> Res<T>) -> Res<(Duration, T)> 
     best.ok_or_else(|| "no runs".into())
 }
 
+/// Runs of each side of a single-threaded comparison, alternating; the best
+/// of each is compared. This machine runs a whole process fast or about
+/// half as fast from one moment to the next: five draws per side find a
+/// fast moment for both more often than three did.
+pub(crate) const PAIRED_RUNS: usize = 5;
+
 /// Best of `runs` timings of each of `a` and `b`, run alternately (a, b, a,
 /// b, ...), so that a change in the machine's load hits both sides alike.
 fn best_of_pair<A, B>(
@@ -278,7 +284,7 @@ fn baseline_chain(n: u64) -> (u64, u64) {
 
 fn seq_chain(n: u64) -> Res<()> {
     let ((t_base, (items, base_sum)), (t_fw, (fw_items, fw_sum, _))) = best_of_pair(
-        3,
+        PAIRED_RUNS,
         || Ok(baseline_chain(black_box(n))),
         || run_chain(black_box(n), false, false),
     )?;
@@ -297,7 +303,7 @@ fn seq_chain(n: u64) -> Res<()> {
     );
 
     let ((t_plain, _), (t_state, (_, state_sum, states))) = best_of_pair(
-        3,
+        PAIRED_RUNS,
         || run_chain(black_box(n), false, false),
         || run_chain(black_box(n), true, false),
     )?;
@@ -316,7 +322,7 @@ fn seq_chain(n: u64) -> Res<()> {
     // target: stats cost what they measure; off, they must cost nothing,
     // which `seq_chain` shows).
     let ((t_off, _), (t_stats, (_, stats_sum, _))) = best_of_pair(
-        3,
+        PAIRED_RUNS,
         || run_chain(black_box(n), false, false),
         || run_chain(black_box(n), false, true),
     )?;
@@ -541,7 +547,7 @@ fn prefetch(n: u64) -> Res<()> {
             .map(|r| r.map(black_box))
             .sum::<Result<u64>>()?)
     };
-    let ((t_base, a), (t_fw, b)) = best_of_pair(3, channel, prefetched)?;
+    let ((t_base, a), (t_fw, b)) = best_of_pair(PAIRED_RUNS, channel, prefetched)?;
     assert_eq!(a, b);
     emit(
         "prefetch",
@@ -596,7 +602,7 @@ fn weighted_mix(n: u64) -> Res<()> {
         }
         Ok(sum)
     };
-    let ((t_base, _), (t_fw, _)) = best_of_pair(3, baseline, framework)?;
+    let ((t_base, _), (t_fw, _)) = best_of_pair(PAIRED_RUNS, baseline, framework)?;
     emit("weighted_mix", n, t_fw, t_base, 1.0, json!({"sources": 3}));
     Ok(())
 }

@@ -116,7 +116,7 @@ impl StageNs {
 pub(crate) fn run(quick: bool) -> Res<()> {
     let corpus = Corpus::generate(if quick { 10 } else { 1 })?;
     let records = corpus.total_records();
-    let runs = 3;
+    let runs = crate::PAIRED_RUNS;
     // The prefixes differ by a few tens of ns per record for the cheap
     // stages: more runs steady the best of each.
     let prefix_runs = 5;
