@@ -20,7 +20,7 @@ use crate::state::State;
 
 /// The state of a running pipeline as its root writes it into one record
 /// ([`Stateful::write_state`](crate::Stateful::write_state), what a
-/// [`Loader`] calls), where [`Running::get_state`] asks the root for it
+/// [`Loader`] calls), where [`Running::get_state`](crate::Running::get_state) asks the root for it
 /// ([`Stateful::get_state`](crate::Stateful::get_state)). A node whose two
 /// methods disagree resumes differently under a `Loader` than under
 /// `Running`: at the same moment, both must give the same state.
