@@ -11,10 +11,16 @@ use crate::threaded::worker::{self, snapshot};
 
 const NAME: &str = "ParallelMapper";
 
-/// Without `prebatch`, the default `max_concurrent` leaves each worker room
-/// for two chunks of this many items (torchdata's default is two items per
-/// worker; a cheap function then pays a thread hand-over every item or two).
-const DEFAULT_CHUNK_ROOM: usize = 16;
+/// Without `prebatch` or `max_concurrent`, the window starts with room for
+/// [`START_CHUNK_ROOM`] items per worker and grows with the adaptive chunks
+/// (two per worker) up to room for two chunks of this many items per worker.
+/// torchdata's default is two items per worker: a cheap function then pays
+/// a thread hand-over every item or two. An expensive one keeps the starting
+/// window, so its items do not pile up in memory.
+const DEFAULT_CHUNK_ROOM: usize = 256;
+
+/// The starting window's room per worker: two chunks of this many items.
+const START_CHUNK_ROOM: usize = 16;
 
 /// The user's function, shared by every worker.
 type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
@@ -26,7 +32,7 @@ type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 /// | --- | --- | --- |
 /// | `num_workers` | (required) | worker threads; `0` maps inline on the caller's thread |
 /// | `in_order` | `true` | deliver in source order, or as items complete |
-/// | `max_concurrent` | `32 * num_workers` (`2 * num_workers * k` with `prebatch(k)`) | items pulled from the source and not yet returned, at most |
+/// | `max_concurrent` | `32 * num_workers`, growing while the function is cheap (two adaptive chunks per worker) up to `512 * num_workers` (`2 * num_workers * k` with `prebatch(k)`) | items pulled from the source and not yet returned, at most |
 /// | `snapshot_frequency` | `1` | take a source snapshot every this many items |
 /// | `prebatch` | (adaptive) | items handed to a worker at once |
 /// | `on_error` | `Deliver` | what to do with a bad record ([`ErrorPolicy`]) |
@@ -59,7 +65,8 @@ impl ParallelOptions {
     pub const MAX_WORKERS: usize = 1024;
 
     /// Options for `num_workers` threads (`0`: map inline), in order,
-    /// `max_concurrent = 32 * num_workers`, a snapshot after every item.
+    /// `max_concurrent = 32 * num_workers` (growing while the function is
+    /// cheap, see the table above), a snapshot after every item.
     pub fn new(num_workers: usize) -> Self {
         ParallelOptions {
             num_workers,
@@ -155,8 +162,8 @@ impl ParallelOptions {
             ));
         }
         // Room for two hand-overs per worker: of `prebatch` items, or of
-        // up to 16 items, which is what the adaptive chunks grow to while
-        // the function is cheap.
+        // as many as the adaptive chunks may grow to while the function is
+        // cheap (the window then starts small and follows them).
         let per_hand_over = self.prebatch.unwrap_or(DEFAULT_CHUNK_ROOM);
         let max_in_flight = self
             .max_concurrent
@@ -166,6 +173,15 @@ impl ParallelOptions {
                     .saturating_mul(per_hand_over),
             )
             .max(1);
+        // A bound the user chose holds from the first item.
+        let min_in_flight = match (self.max_concurrent, self.prebatch) {
+            (None, None) => self
+                .num_workers
+                .saturating_mul(2)
+                .saturating_mul(START_CHUNK_ROOM)
+                .min(max_in_flight),
+            _ => max_in_flight,
+        };
         Ok(Plan {
             node: NAME,
             thread_name: "nodes-par-map",
@@ -178,6 +194,7 @@ impl ParallelOptions {
                 None => (max_in_flight / self.num_workers.max(1)).max(1),
             },
             adaptive_chunks: self.prebatch.is_none(),
+            min_in_flight,
             snapshots: Snapshots::Every(self.snapshot_frequency as u64),
             layout: Layout::Indexed,
             policy: self.on_error,

@@ -187,6 +187,7 @@ fn plan(prefetch_factor: usize) -> Result<Plan> {
         // consumer empties the other.
         max_chunk: (prefetch_factor / 2).clamp(1, MAX_CHUNK),
         adaptive_chunks: false,
+        min_in_flight: prefetch_factor,
         snapshots: Snapshots::Paced,
         layout: Layout::InOrder,
         policy: ErrorPolicy::Deliver,

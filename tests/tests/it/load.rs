@@ -205,3 +205,62 @@ fn thirty_two_workers_keep_at_most_sixty_four_items_in_flight_out_of_order() {
         run_under_load(len, false)
     });
 }
+
+/// Items in flight once the workers have stopped pulling for a while (the
+/// window is full): the count has not moved for 20 ms.
+fn settled(gauge: &Gauge, returned: u64) -> u64 {
+    let in_flight = || gauge.pulled.load(Ordering::SeqCst) - returned;
+    loop {
+        let before = in_flight();
+        std::thread::sleep(Duration::from_millis(20));
+        if in_flight() == before {
+            return before;
+        }
+    }
+}
+
+/// A `ParallelMapper` with the default bound over `Counted`, mapping with
+/// `map`; the consumer takes `take` items, then stalls until the window is
+/// full. What was in flight then.
+fn in_flight_after(take: u64, map: fn(u64) -> u64) -> u64 {
+    const DEFAULT_WORKERS: usize = 2;
+    let gauge = Arc::new(Gauge::default());
+    let source = Counted {
+        len: u64::MAX,
+        i: 0,
+        gauge: Arc::clone(&gauge),
+        flag: ResetFlag::default(),
+    };
+    let mut run = source
+        .par_map(move |x| Ok(map(x)), ParallelOptions::new(DEFAULT_WORKERS))
+        .unwrap()
+        .start()
+        .unwrap();
+    for expected in 0..take {
+        assert_eq!(run.next().transpose().unwrap(), Some(map(expected)));
+    }
+    settled(&gauge, take)
+}
+
+#[test]
+fn an_expensive_map_keeps_the_starting_window_by_default() {
+    // A millisecond per item: the chunks stay at one item, and the window
+    // at the 32 per worker it starts with (not the 1,024 cheap items get).
+    let full = watchdog("expensive window", Duration::from_secs(120), || {
+        in_flight_after(20, |x| {
+            std::thread::sleep(Duration::from_millis(1));
+            x
+        })
+    });
+    assert!((33..=64).contains(&full), "{full} items in flight");
+}
+
+#[test]
+fn a_cheap_map_widens_the_window_up_to_the_default_bound() {
+    // Cheap items grow the chunks, and the window with them, past the 64
+    // it starts with, but never past the default bound of 512 per worker.
+    let full = watchdog("cheap window", Duration::from_secs(120), || {
+        in_flight_after(50_000, |x| x + 1)
+    });
+    assert!((65..=1024).contains(&full), "{full} items in flight");
+}

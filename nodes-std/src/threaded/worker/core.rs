@@ -18,7 +18,8 @@
 //! send the chunk; the consumer gives a credit back per item it hands out
 //! (a plain store to a count only it writes), and a worker waiting for
 //! credits is woken only once a chunk's worth is free (the low-water mark,
-//! [`Plan::wake_at`]). A channel operation (and a possible wake-up on either
+//! see [`Permits`]). While the chunks grow, so does the window
+//! ([`Plan::window_for`]). A channel operation (and a possible wake-up on either
 //! side) is paid per chunk, not per item, and the chunk's buffer travels
 //! back to the workers on a second channel to be filled again.
 
@@ -106,6 +107,9 @@ const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
 /// interval took a tenth of a prefetched pipeline's time.
 const PACE_FACTOR: u32 = 32;
 
+/// Chunks of room per worker in a growing window (see [`Plan::window_for`]).
+const CHUNKS_PER_WORKER: usize = 2;
+
 /// How a [`Threaded`] runs, fixed when its node is built.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Plan {
@@ -125,18 +129,38 @@ pub(crate) struct Plan {
     /// the stage is cheap (see [`ChunkSizer`]), or always ask for
     /// `max_chunk`.
     pub(crate) adaptive_chunks: bool,
+    /// The window a pass starts with: it grows with the adaptive chunks
+    /// (room for two chunks per worker) up to `max_in_flight`, or is
+    /// `max_in_flight` from the start when the two are equal. See
+    /// [`Plan::window_for`].
+    pub(crate) min_in_flight: usize,
     pub(crate) snapshots: Snapshots,
     pub(crate) layout: Layout,
     pub(crate) policy: ErrorPolicy,
 }
 
 impl Plan {
-    /// The most credits a waiting worker asks for before it is woken (see
-    /// [`Permits`]): a chunk's worth, but at most half the window, so that
-    /// the consumer still holds half of it while the worker refills the
-    /// other half.
-    fn wake_at(&self) -> usize {
-        self.max_chunk.min(self.max_in_flight / 2).max(1)
+    /// The window (items pulled and not yet handed out, at most) while the
+    /// workers' chunks hold `chunk` items: two chunks per worker, so that a
+    /// worker fills one while the consumer empties the other, within
+    /// `min_in_flight..=max_in_flight`.
+    ///
+    /// Each hand-over of a chunk may cost a thread a wake-up (microseconds
+    /// on a VM), and the window bounds the chunks: with room for few cheap
+    /// items, threads sleep and wake every few dozen items
+    /// (`realistic_par` ran no faster than one thread, at 6,500 context
+    /// switches per epoch, until the window grew with the chunks). An
+    /// expensive item keeps chunks of one, and the window then stays at
+    /// `min_in_flight`, which leaves room for a slow item's neighbours to go
+    /// on (in order, a window of two per worker held 16 sleeping workers to
+    /// 10× one thread instead of 15×).
+    fn window_for(&self, chunk: usize) -> usize {
+        let max = self.max_in_flight.max(1);
+        self.workers
+            .max(1)
+            .saturating_mul(CHUNKS_PER_WORKER)
+            .saturating_mul(chunk)
+            .clamp(self.min_in_flight.clamp(1, max), max)
     }
 
     /// The plan actually run over a source whose order varies between runs
@@ -152,6 +176,7 @@ impl Plan {
         Plan {
             max_chunk: 1,
             adaptive_chunks: false,
+            min_in_flight: self.max_in_flight,
             ..self.exact_positions(true)
         }
     }
@@ -727,9 +752,10 @@ impl<U> Drop for DeathNotice<U> {
 /// consumer sleeps, a wake-up (microseconds on a VM). A chunk of one item
 /// keeps latency and read-ahead low for an expensive stage; a cheap stage
 /// would pay the hand-over on every item. So a worker starts at one item and
-/// doubles its chunk while processing a chunk takes less than
+/// doubles its chunk while pulling and processing a chunk takes less than
 /// [`CHEAP_CHUNK`], up to the plan's `max_chunk` (the credits bound it too),
-/// and halves it again once a chunk takes longer than [`DEAR_CHUNK`].
+/// and halves it again once a chunk takes longer than [`DEAR_CHUNK`]. With a
+/// growing window (see [`Plan::window_for`]) the window follows the chunks.
 #[derive(Debug)]
 struct ChunkSizer {
     size: usize,
@@ -737,9 +763,12 @@ struct ChunkSizer {
     adaptive: bool,
 }
 
-/// A chunk processed faster than this is worth growing.
-const CHEAP_CHUNK: Duration = Duration::from_micros(50);
-/// A chunk processed slower than this is worth shrinking.
+/// A chunk made faster than this is worth growing: at 50 µs, a parse of
+/// about 1 µs per record stopped at chunks of 64, and the realistic
+/// pipeline's workers still slept and woke about 50,000 times a run;
+/// at 100 µs, a third as often.
+const CHEAP_CHUNK: Duration = Duration::from_micros(100);
+/// A chunk made slower than this is worth shrinking.
 const DEAR_CHUNK: Duration = Duration::from_micros(500);
 
 impl ChunkSizer {
@@ -802,19 +831,24 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             if granted == 0 {
                 return;
             }
-            let mut pulled = {
+            // A chunk's cost is what the source and the stage spent on it
+            // (not the wait for the lock): a slow source with a cheap stage
+            // keeps small chunks, and so a small window of its items.
+            let (mut pulled, started) = {
                 let mut puller = lock(&self.puller);
                 if puller.done || self.halt.load(Ordering::Acquire) {
                     return;
                 }
-                puller.pull_chunk(
+                let started = sizer.adaptive.then(Instant::now);
+                let pulled = puller.pull_chunk(
                     &mut cx,
                     granted,
                     self.plan.snapshots,
                     self.plan.node,
                     Some(&self.halt),
                     std::mem::take(&mut buffers),
-                )
+                );
+                (pulled, started)
             };
             if pulled.items.len() < granted {
                 self.permits.give_back(granted - pulled.items.len());
@@ -825,11 +859,14 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 // chunk's first item, which is the one it waits for in order.
                 notice.index = *first;
             }
-            let started = sizer.adaptive.then(Instant::now);
             let chunk = self.process(&mut pulled);
             buffers = (pulled.items, pulled.snapshots);
             if let Some(started) = started {
+                let before = sizer.size;
                 sizer.observe(chunk.items.len(), started.elapsed());
+                if sizer.size > before && self.plan.min_in_flight < self.plan.max_in_flight {
+                    self.permits.grow(self.plan.window_for(sizer.size));
+                }
             }
             if self.results.send(chunk).is_err() || last {
                 return;
@@ -1323,7 +1360,11 @@ where
         let mut pool = Pool {
             results: rx,
             spare: spare_tx,
-            permits: Arc::new(Permits::new(self.run.max_in_flight, self.run.wake_at())),
+            permits: Arc::new(Permits::new(
+                self.run.window_for(ChunkSizer::new(&self.run).size),
+                self.run.max_in_flight,
+                self.run.max_chunk,
+            )),
             halt: Arc::new(AtomicBool::new(false)),
             workers: Workers::default(),
             reorder: ReorderBuffer::new(base),

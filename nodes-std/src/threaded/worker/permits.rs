@@ -34,8 +34,15 @@ struct Padded(AtomicUsize);
 /// item). The mutex and condvar are only for sleeping. A channel of tokens
 /// would allocate a slot per token up front, and the bound can be large.
 ///
+/// The count may grow while workers run ([`grow`](Permits::grow), never
+/// past the ceiling it was made with): a `ParallelMapper` whose chunks grow
+/// widens its window with them, so that cheap items get room for two large
+/// chunks per worker while expensive ones (chunks of one) keep only a few in
+/// memory. It never shrinks, so a need announced against a smaller count
+/// can still be met.
+///
 /// Low-water mark: a worker that has to wait says how many permits it needs
-/// (its chunk, at most `wake_at`) and sleeps until that many are free; a
+/// (its chunk, at most `wake_at`, half the count now) and sleeps until that many are free; a
 /// release wakes sleepers only once the free count reaches the smallest need
 /// among them, and only once per sleep (`signalled`). Waking a worker that
 /// pulls chunks of many cheap items on every returned permit would make
@@ -58,13 +65,16 @@ struct Padded(AtomicUsize);
 /// window refill. Sleeps after that one are woken by releases only.
 #[derive(Debug)]
 pub(crate) struct Permits {
-    n: usize,
+    /// Permits in all now; only grows, up to `ceiling`.
+    n: AtomicUsize,
+    ceiling: usize,
     /// Permits taken by workers, ever (less those they gave back unused).
     taken: Padded,
     /// Permits the consumer returned, ever; written by the consumer only.
     returned: Padded,
-    /// The most a waiting worker may ask for (clamped to `1..=n`).
-    wake_at: usize,
+    /// The most a waiting worker may ask for (further clamped to
+    /// `1..=n / 2`, see [`wake_at`](Permits::wake_at)).
+    max_wake: usize,
     /// The smallest need among the sleepers (`usize::MAX` when none sleeps);
     /// written under `sleepers`, read by releases without it.
     wanted: AtomicUsize,
@@ -77,14 +87,16 @@ pub(crate) struct Permits {
 }
 
 impl Permits {
-    /// `n` permits, all available; a waiting worker asks for at most
-    /// `wake_at` (clamped to `1..=n`) before it is woken.
-    pub(crate) fn new(n: usize, wake_at: usize) -> Self {
+    /// `n` permits, all available, growing up to `ceiling` (at least `n`);
+    /// a waiting worker asks for at most `max_wake` (and half the count)
+    /// before it is woken.
+    pub(crate) fn new(n: usize, ceiling: usize, max_wake: usize) -> Self {
         Permits {
-            n,
+            n: AtomicUsize::new(n),
+            ceiling: ceiling.max(n),
             taken: Padded::default(),
             returned: Padded::default(),
-            wake_at: wake_at.clamp(1, n.max(1)),
+            max_wake: max_wake.max(1),
             wanted: AtomicUsize::new(usize::MAX),
             signalled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -101,7 +113,26 @@ impl Permits {
     fn free(&self) -> (usize, usize) {
         let returned = self.returned.0.load(Ordering::SeqCst);
         let taken = self.taken.0.load(Ordering::SeqCst);
-        (self.n.saturating_sub(taken.wrapping_sub(returned)), taken)
+        // Read last: it only grows, so this overstates nothing taken.
+        let n = self.n.load(Ordering::SeqCst);
+        (n.saturating_sub(taken.wrapping_sub(returned)), taken)
+    }
+
+    /// The most a waiting worker asks for now: `max_wake`, but at most half
+    /// the count (the consumer still holds half the window while a worker
+    /// refills the other), and at least one.
+    fn wake_at(&self) -> usize {
+        let n = self.n.load(Ordering::Relaxed);
+        self.max_wake.min(n / 2).clamp(1, n.max(1))
+    }
+
+    /// Raises the count to `to` (at most the ceiling), waking a sleeper
+    /// that now has room. A worker calls this when its chunks grow.
+    pub(crate) fn grow(&self, to: usize) {
+        let to = to.min(self.ceiling);
+        if self.n.fetch_max(to, Ordering::SeqCst) < to {
+            self.wake_if_room();
+        }
     }
 
     /// Takes between `least` and `max` permits, if at least `least` are
@@ -135,7 +166,7 @@ impl Permits {
     /// wait before it sleeps (`spin` is its budget, see [`Spin`]).
     pub(crate) fn acquire_up_to(&self, max: usize, spin: &mut Spin) -> usize {
         let max = max.max(1);
-        let least = max.min(self.wake_at);
+        let least = max.min(self.wake_at());
         // The first look takes anything; later ones wait for a chunk's
         // worth, as a sleeper would.
         let n = self.try_take(1, max);
@@ -200,7 +231,9 @@ impl Permits {
     /// Credits taken and not given back: an upper bound on the items pulled
     /// and not yet handed out (a worker takes its credits before it pulls).
     pub(crate) fn in_use(&self) -> usize {
-        self.n - self.free().0
+        // `returned` first, as in `free`.
+        let returned = self.returned.0.load(Ordering::SeqCst);
+        self.taken.0.load(Ordering::SeqCst).wrapping_sub(returned)
     }
 
     /// The consumer returns `n` permits (it alone may call this), waking
@@ -271,7 +304,7 @@ mod tests {
 
     #[test]
     fn acquire_blocks_until_release_and_close_wakes_everyone() {
-        let permits = Arc::new(Permits::new(1, 1));
+        let permits = Arc::new(Permits::new(1, 1, 1));
         assert_eq!(permits.acquire_up_to(5, &mut Spin::default()), 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let waiters: Vec<_> = (0..2)
@@ -292,5 +325,30 @@ mod tests {
             w.join().unwrap();
         }
         assert_eq!(permits.acquire_up_to(1, &mut Spin::default()), 0);
+    }
+
+    #[test]
+    fn growing_wakes_a_waiter_and_stops_at_the_ceiling() {
+        let permits = Arc::new(Permits::new(1, 4, 4));
+        assert_eq!(permits.acquire_up_to(1, &mut Spin::default()), 1);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let permits = Arc::clone(&permits);
+            std::thread::spawn(move || {
+                tx.send(permits.acquire_up_to(1, &mut Spin::default()))
+                    .unwrap()
+            })
+        };
+        // Only more room can wake it: the consumer returns nothing.
+        permits.grow(2);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+        waiter.join().unwrap();
+        permits.grow(100);
+        assert_eq!(permits.in_use(), 2);
+        assert_eq!(permits.acquire_up_to(5, &mut Spin::default()), 2);
+        // Growing never shrinks.
+        permits.grow(1);
+        permits.release(1);
+        assert_eq!(permits.acquire_up_to(5, &mut Spin::default()), 1);
     }
 }
