@@ -37,18 +37,18 @@ struct Padded(AtomicUsize);
 /// The count may grow while workers run ([`grow`](Permits::grow), never
 /// past the ceiling it was made with): a `ParallelMapper` whose chunks grow
 /// widens its window with them, so that cheap items get room for two large
-/// chunks per worker while expensive ones (chunks of one) keep only a few in
-/// memory. It never shrinks, so a need announced against a smaller count
-/// can still be met.
+/// chunks per worker while expensive ones (chunks of one) keep the window
+/// it started with. It never shrinks, so a need announced against a smaller
+/// count can still be met.
 ///
 /// Low-water mark: a worker that has to wait says how many permits it needs
-/// (its chunk, at most `wake_at`, half the count now) and sleeps until that many are free; a
-/// release wakes sleepers only once the free count reaches the smallest need
-/// among them, and only once per sleep (`signalled`). Waking a worker that
-/// pulls chunks of many cheap items on every returned permit would make
-/// producer and consumer take turns item by item, each turn paying a
-/// wake-up; a worker whose items are expensive (chunks of one) is still woken
-/// by the first free permit. This cannot stall: a worker waits only while
+/// (its chunk, at most `wake_at`: half the count now) and sleeps until that
+/// many are free; a release wakes sleepers only once the free count reaches
+/// the smallest need among them, and only once per sleep (`signalled`).
+/// Waking a worker that pulls chunks of many cheap items on every returned
+/// permit would make producer and consumer take turns item by item, each
+/// turn paying a wake-up; a worker whose items are expensive (chunks of one)
+/// is still woken by the first free permit. This cannot stall: a worker waits only while
 /// it holds no permits, every permit held elsewhere is on its way to the
 /// consumer, and once the consumer has handed those out all `n` are free,
 /// at least any need (`wake_at <= n`).
