@@ -207,16 +207,19 @@ fn thirty_two_workers_keep_at_most_sixty_four_items_in_flight_out_of_order() {
 }
 
 /// Items in flight once the workers have stopped pulling for a while (the
-/// window is full): the count has not moved for 20 ms.
+/// window is full): the count has not moved in five looks 20 ms apart, so
+/// that workers the scheduler held back for a moment are not taken for
+/// workers out of room.
 fn settled(gauge: &Gauge, returned: u64) -> u64 {
     let in_flight = || gauge.pulled.load(Ordering::SeqCst) - returned;
-    loop {
-        let before = in_flight();
+    let (mut last, mut still) = (in_flight(), 0);
+    while still < 5 {
         std::thread::sleep(Duration::from_millis(20));
-        if in_flight() == before {
-            return before;
-        }
+        let now = in_flight();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
     }
+    last
 }
 
 /// A `ParallelMapper` with the default bound over `Counted`, mapping with
