@@ -228,10 +228,28 @@ impl ParallelOptions {
 /// (so that [`elastic::reshard`](crate::elastic::reshard) knows which
 /// positions stand behind every item delivered).
 ///
-/// Items are pulled from the source one at a time, under a lock held only
-/// while pulling (never while the function runs). At most `max_concurrent`
-/// items are between the source and the consumer, so memory does not depend
-/// on the dataset size.
+/// A worker pulls a chunk of items from the source under a lock held only
+/// while pulling (never while the function runs), maps them, and hands the
+/// chunk over at once; chunks start at one item and grow while the function
+/// is cheap. At most `max_concurrent` items are between the source and the
+/// consumer, so memory does not depend on the dataset size; on the default
+/// bound the window starts at 32 items per worker and grows with the chunks
+/// (up to 512 per worker), so an expensive function keeps few items in
+/// memory and a cheap one pays few thread hand-overs.
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::ParallelOptions;
+///
+/// // An explicit bound holds from the first item, whatever the chunks.
+/// let options = ParallelOptions::new(2).max_concurrent(8);
+/// let out: Vec<u64> = IterableWrapper::new(0..100u64)
+///     .par_map(|x| Ok(x * 2), options)?
+///     .start()?
+///     .collect::<Result<_>>()?;
+/// assert_eq!(out, (0..100).map(|x| x * 2).collect::<Vec<_>>());
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
 ///
 /// # State
 ///
