@@ -113,7 +113,8 @@ impl Permits {
     fn free(&self) -> (usize, usize) {
         let returned = self.returned.0.load(Ordering::SeqCst);
         let taken = self.taken.0.load(Ordering::SeqCst);
-        // Read last: it only grows, so this overstates nothing taken.
+        // Any order is safe here: the count only grows, and an older value
+        // only understates the room.
         let n = self.n.load(Ordering::SeqCst);
         (n.saturating_sub(taken.wrapping_sub(returned)), taken)
     }
