@@ -267,3 +267,53 @@ fn a_cheap_map_widens_the_window_up_to_the_default_bound() {
     });
     assert!((65..=1024).contains(&full), "{full} items in flight");
 }
+
+#[test]
+fn a_grown_window_resumes_exactly_in_and_out_of_order() {
+    watchdog(
+        "grown window resume",
+        Duration::from_secs(120),
+        resume_with_a_grown_window,
+    );
+}
+
+/// Cuts with a full, grown read-ahead (the consumer stalls first), then
+/// resumes from the state: every item once, in order when asked for.
+fn resume_with_a_grown_window() {
+    const LEN: u64 = 50_000;
+    let make = |in_order: bool| {
+        let gauge = Arc::new(Gauge::default());
+        let source = Counted {
+            len: LEN,
+            i: 0,
+            gauge: Arc::clone(&gauge),
+            flag: ResetFlag::default(),
+        };
+        let options = ParallelOptions::new(2).in_order(in_order);
+        (source.par_map(|x| Ok(x * 3), options).unwrap(), gauge)
+    };
+    for in_order in [true, false] {
+        for cut in [20_000, 45_000] {
+            let (mapped, gauge) = make(in_order);
+            let mut run = mapped.start().unwrap();
+            let mut got: Vec<u64> = (0..cut).map(|_| run.next().unwrap().unwrap()).collect();
+            let ahead = settled(&gauge, cut);
+            assert!(
+                ahead > 64,
+                "the window did not grow: {ahead} items in flight at the cut"
+            );
+            let state = run.get_state().unwrap();
+            drop(run);
+            let (mapped, _) = make(in_order);
+            got.extend(mapped.start_from(&state).unwrap().map(|r| r.unwrap()));
+            if !in_order {
+                got.sort_unstable();
+            }
+            assert!(
+                got.iter().copied().eq((0..LEN).map(|x| x * 3)),
+                "in order {in_order}, cut {cut}: {} items, not each once",
+                got.len()
+            );
+        }
+    }
+}
