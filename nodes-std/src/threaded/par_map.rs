@@ -164,22 +164,16 @@ impl ParallelOptions {
         // Room for two hand-overs per worker: of `prebatch` items, or of
         // as many as the adaptive chunks may grow to while the function is
         // cheap (the window then starts small and follows them).
+        let two_chunks_each =
+            |chunk: usize| self.num_workers.saturating_mul(2).saturating_mul(chunk);
         let per_hand_over = self.prebatch.unwrap_or(DEFAULT_CHUNK_ROOM);
         let max_in_flight = self
             .max_concurrent
-            .unwrap_or(
-                self.num_workers
-                    .saturating_mul(2)
-                    .saturating_mul(per_hand_over),
-            )
+            .unwrap_or(two_chunks_each(per_hand_over))
             .max(1);
         // A bound the user chose holds from the first item.
         let min_in_flight = match (self.max_concurrent, self.prebatch) {
-            (None, None) => self
-                .num_workers
-                .saturating_mul(2)
-                .saturating_mul(START_CHUNK_ROOM)
-                .min(max_in_flight),
+            (None, None) => two_chunks_each(START_CHUNK_ROOM).min(max_in_flight),
             _ => max_in_flight,
         };
         Ok(Plan {

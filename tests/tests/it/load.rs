@@ -170,19 +170,10 @@ fn run_under_load(len: u64, in_order: bool) {
     assert!(stalls > 0 || len < STALL_EVERY);
 }
 
-/// Items in flight once the workers have stopped pulling: the count has not
-/// moved for a few milliseconds (a worker that still has room never sleeps
-/// that long) and is past the low-water mark.
+/// Items in flight once the workers have stopped pulling, past the
+/// low-water mark.
 fn settled_in_flight(gauge: &Gauge, returned: u64) -> u64 {
-    let in_flight = || gauge.pulled.load(Ordering::SeqCst) - returned;
-    loop {
-        let before = in_flight();
-        std::thread::sleep(Duration::from_millis(5));
-        let after = in_flight();
-        if after == before && after > MAX_CONCURRENT / 2 {
-            return after;
-        }
-    }
+    settled_past(gauge, returned, MAX_CONCURRENT / 2)
 }
 
 /// A million items by default (ten million in the long mode).
@@ -209,11 +200,17 @@ fn thirty_two_workers_keep_at_most_sixty_four_items_in_flight_out_of_order() {
 /// Items in flight once the workers have stopped pulling for a while (the
 /// window is full): the count has not moved in five looks 20 ms apart, so
 /// that workers the scheduler held back for a moment are not taken for
-/// workers out of room.
+/// workers out of room (a worker that still has room never sleeps that
+/// long).
 fn settled(gauge: &Gauge, returned: u64) -> u64 {
+    settled_past(gauge, returned, 0)
+}
+
+/// [`settled`], once the count is also above `past`.
+fn settled_past(gauge: &Gauge, returned: u64, past: u64) -> u64 {
     let in_flight = || gauge.pulled.load(Ordering::SeqCst) - returned;
     let (mut last, mut still) = (in_flight(), 0);
-    while still < 5 {
+    while still < 5 || last <= past {
         std::thread::sleep(Duration::from_millis(20));
         let now = in_flight();
         still = if now == last { still + 1 } else { 0 };

@@ -864,7 +864,8 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             if let Some(started) = started {
                 let before = sizer.size;
                 sizer.observe(chunk.items.len(), started.elapsed());
-                if sizer.size > before && self.plan.min_in_flight < self.plan.max_in_flight {
+                if sizer.size > before {
+                    // A fixed window is at its ceiling already: a no-op.
                     self.permits.grow(self.plan.window_for(sizer.size));
                 }
             }
