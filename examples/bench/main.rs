@@ -547,8 +547,44 @@ fn prefetch(n: u64) -> Res<()> {
             .map(|r| r.map(black_box))
             .sum::<Result<u64>>()?)
     };
+    // The same channel with both threads spinning (`try_send`/`try_recv`)
+    // instead of sleeping: the hand-over alone, whatever the scheduler does.
+    let spinning = || -> Res<u64> {
+        let (tx, rx) = crossbeam_channel::bounded(PREFETCH_DEPTH);
+        let producer = std::thread::spawn(move || {
+            for x in 0..n {
+                let mut item = x + 1;
+                loop {
+                    match tx.try_send(item) {
+                        Ok(()) => break,
+                        Err(crossbeam_channel::TrySendError::Full(back)) => {
+                            item = back;
+                            std::hint::spin_loop();
+                        }
+                        Err(crossbeam_channel::TrySendError::Disconnected(_)) => return,
+                    }
+                }
+            }
+        });
+        let mut sum = 0u64;
+        loop {
+            match rx.try_recv() {
+                Ok(x) => sum += black_box(x),
+                Err(crossbeam_channel::TryRecvError::Empty) => std::hint::spin_loop(),
+                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+            }
+        }
+        producer.join().map_err(|_| "producer thread panicked")?;
+        Ok(sum)
+    };
     let ((t_base, a), (t_fw, b)) = best_of_pair(PAIRED_RUNS, channel, prefetched)?;
     assert_eq!(a, b);
+    let mut t_spin = Duration::MAX;
+    for _ in 0..PAIRED_RUNS {
+        let start = Instant::now();
+        assert_eq!(spinning()?, a);
+        t_spin = t_spin.min(start.elapsed());
+    }
     emit(
         "prefetch",
         n,
@@ -560,6 +596,7 @@ fn prefetch(n: u64) -> Res<()> {
             "baseline": "producer thread + crossbeam_channel::bounded(16)",
             "framework_ns_per_item": ns_per(n, t_fw),
             "baseline_ns_per_item": ns_per(n, t_base),
+            "spinning_channel_ns_per_item": ns_per(n, t_spin),
         }),
     );
     Ok(())
