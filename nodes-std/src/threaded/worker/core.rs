@@ -596,8 +596,17 @@ impl<U> Pool<U> {
         cx: &mut Cx,
     ) -> Option<(u64, Result<U>, Option<State>)> {
         loop {
-            if !in_order && let Some((value, snapshot)) = self.deferred.remove(&cursor.low()) {
-                return Some((cursor.low(), value, snapshot));
+            // A waiting error's turn comes once everything before it was
+            // delivered: the cursor then stands at its index, or past it
+            // when a restored state counted that index as delivered ahead
+            // (a state that does not fit the source: the error says so,
+            // and must not be dropped for arriving early).
+            if !in_order
+                && let Some(waiting) = self.deferred.first_entry()
+                && *waiting.key() <= cursor.low()
+            {
+                let (index, (value, snapshot)) = waiting.remove_entry();
+                return Some((index, value, snapshot));
             }
             if let Some((index, value)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
