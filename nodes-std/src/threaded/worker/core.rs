@@ -36,6 +36,7 @@ use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State}
 use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
+use super::ring::{self, RingRx, RingTx};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
 use super::spin::{Live, Spin};
 use super::thread::{self, Workers, lock};
@@ -259,7 +260,7 @@ pub(crate) type Items<U> = VecDeque<(u64, Slot<U>)>;
 pub(crate) type Slot<U> = std::result::Result<U, Box<Error>>;
 
 /// A chunk's source states, as `(position in items, state after that item)`.
-type Snapshotted = VecDeque<(usize, State)>;
+pub(super) type Snapshotted = VecDeque<(usize, State)>;
 
 /// An emptied chunk's buffers on their way back to the workers, with the
 /// snapshots the consumer retired since the last one: dropped by a worker,
@@ -273,24 +274,24 @@ struct Spare<U> {
 }
 
 /// Items on their way to the consumer, in pull order.
-struct Chunk<U> {
-    items: Items<U>,
+pub(super) struct Chunk<U> {
+    pub(super) items: Items<U>,
     /// Source states, as `(position in items, state after that item)`.
     /// Taken from the front as the items are (a snapshot after every item
     /// is common).
-    snapshots: Snapshotted,
+    pub(super) snapshots: Snapshotted,
     /// The pass ends after these items: the index after the last one. Set on
     /// end of data, on a source that broke, and when a worker thread died.
-    end: Option<u64>,
+    pub(super) end: Option<u64>,
 }
 
 impl<U> Chunk<U> {
-    fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         Chunk::with(VecDeque::with_capacity(capacity), VecDeque::new())
     }
 
     /// An empty chunk filling `items` and `snapshots` (emptied first).
-    fn with(mut items: Items<U>, mut snapshots: Snapshotted) -> Self {
+    pub(super) fn with(mut items: Items<U>, mut snapshots: Snapshotted) -> Self {
         items.clear();
         snapshots.clear();
         Chunk {
@@ -513,14 +514,65 @@ impl<U> fmt::Debug for Phase<U> {
     }
 }
 
+/// Where a worker hands its chunks over.
+enum Outbox<U> {
+    /// Several workers: whole chunks over a channel.
+    Channel(Sender<Chunk<U>>),
+    /// One worker: the items over a ring (see `ring.rs`).
+    Ring(Arc<RingTx<U>>),
+}
+
+impl<U> Clone for Outbox<U> {
+    fn clone(&self) -> Self {
+        match self {
+            Outbox::Channel(tx) => Outbox::Channel(tx.clone()),
+            Outbox::Ring(tx) => Outbox::Ring(Arc::clone(tx)),
+        }
+    }
+}
+
+impl<U> Outbox<U> {
+    /// Hands `chunk` over. Over a ring its buffers stay, emptied, for the
+    /// next chunk; over a channel they go with it. `Err` once the consumer
+    /// is gone.
+    fn send(&self, chunk: &mut Chunk<U>) -> std::result::Result<(), ()> {
+        match self {
+            Outbox::Channel(tx) => tx
+                .send(std::mem::replace(chunk, Chunk::new(0)))
+                .map_err(drop),
+            Outbox::Ring(tx) => tx.send(chunk).map_err(drop),
+        }
+    }
+}
+
+/// Where the consumer receives the workers' chunks.
+enum Inbox<U> {
+    Channel(Receiver<Chunk<U>>),
+    Ring(RingRx<U>),
+    /// The pass was stopped: the workers' sends fail.
+    Closed,
+}
+
+impl<U> Inbox<U> {
+    /// Waiting: chunks (channel) or items (ring).
+    fn len(&self) -> usize {
+        match self {
+            Inbox::Channel(rx) => rx.len(),
+            Inbox::Ring(rx) => rx.len(),
+            Inbox::Closed => 0,
+        }
+    }
+}
+
 /// The running workers and the consumer's side of the hand-over.
 struct Pool<U> {
-    results: Receiver<Chunk<U>>,
+    results: Inbox<U>,
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     workers: Workers,
-    /// Emptied chunk buffers, back to the workers for their next chunks.
-    spare: Sender<Spare<U>>,
+    /// Emptied chunk buffers, back to the workers for their next chunks
+    /// (several workers; one keeps its own, see `ring.rs`).
+    spare: Option<Sender<Spare<U>>>,
     /// In order: chunks that arrived before their turn, by first index.
     reorder: ReorderBuffer<Chunk<U>>,
     /// The chunk being handed out (what is left of it), and how many of its
@@ -545,10 +597,7 @@ impl<U> Pool<U> {
     fn stop(&mut self) {
         self.halt.store(true, Ordering::SeqCst);
         self.permits.close();
-        drop(std::mem::replace(
-            &mut self.results,
-            crossbeam_channel::never(),
-        ));
+        drop(std::mem::replace(&mut self.results, Inbox::Closed));
         self.workers.join();
     }
 
@@ -640,12 +689,19 @@ impl<U> Pool<U> {
             // free that contend for the allocator's locks. The workers
             // take only what they lack, so the buffers in use stay bounded
             // by the chunks in flight.
-            if done.items.capacity() > 0 {
-                let _ = self.spare.send(Spare {
-                    items: done.items,
-                    snapshots: done.snapshots,
-                    retired: cursor.take_retired(),
-                });
+            match &self.spare {
+                Some(spare) if done.items.capacity() > 0 => {
+                    let _ = spare.send(Spare {
+                        items: done.items,
+                        snapshots: done.snapshots,
+                        retired: cursor.take_retired(),
+                    });
+                }
+                // One worker: its snapshots are few (paced, or after a bad
+                // record) unless its source's order varies; they are
+                // dropped here.
+                None => drop(cursor.take_retired()),
+                Some(_) => {}
             }
         }
     }
@@ -702,8 +758,32 @@ impl<U> Pool<U> {
     /// The next chunk from the workers: spun for through a short wait, slept
     /// for through a long one (see `spin.rs`).
     fn wait_for_chunk(&mut self) -> Result<Chunk<U>, crossbeam_channel::RecvError> {
-        use crossbeam_channel::TryRecvError;
-        let results = &self.results;
+        use crossbeam_channel::{RecvError, TryRecvError};
+        let results = match &mut self.results {
+            Inbox::Channel(results) => results,
+            Inbox::Ring(ring) => {
+                // Everything the ring holds, into the buffers of the chunk
+                // just handed out.
+                let mut chunk = Chunk::with(
+                    std::mem::take(&mut self.current.items),
+                    std::mem::take(&mut self.current.snapshots),
+                );
+                loop {
+                    match ring.drain(&mut chunk) {
+                        Ok(true) => return Ok(chunk),
+                        Ok(false) => {}
+                        Err(ring::Abandoned) => return Err(RecvError),
+                    }
+                    if super::spin::cores_to_spare() {
+                        self.spin
+                            .wait(|| ring.ready().then_some(()), || ring.sleep_until_ready());
+                    } else {
+                        ring.sleep_until_ready();
+                    }
+                }
+            }
+            Inbox::Closed => return Err(RecvError),
+        };
         if !super::spin::cores_to_spare() {
             // More threads than cores: no polls of ours on top of the
             // channel's own short back-off (the yields would hand the core
@@ -713,7 +793,7 @@ impl<U> Pool<U> {
         self.spin.wait(
             || match results.try_recv() {
                 Ok(chunk) => Some(Ok(chunk)),
-                Err(TryRecvError::Disconnected) => Some(Err(crossbeam_channel::RecvError)),
+                Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
                 Err(TryRecvError::Empty) => None,
             },
             || results.recv(),
@@ -731,7 +811,7 @@ impl<U> Drop for Pool<U> {
 /// outside the guarded user calls, such as a panic payload whose `Drop`
 /// panics), so the consumer gets an error instead of waiting forever.
 struct DeathNotice<U> {
-    results: Sender<Chunk<U>>,
+    results: Outbox<U>,
     node: &'static str,
     /// The first item of the chunk being worked on.
     index: u64,
@@ -750,7 +830,7 @@ impl<U> Drop for DeathNotice<U> {
                 })),
             ));
             chunk.end = Some(self.index + 1);
-            let _ = self.results.send(chunk);
+            let _ = self.results.send(&mut chunk);
         }
     }
 }
@@ -808,9 +888,9 @@ impl ChunkSizer {
 struct Worker<N: Node, S, U> {
     puller: Arc<Mutex<Puller<N>>>,
     stage: Arc<S>,
-    results: Sender<Chunk<U>>,
-    /// Buffers the consumer emptied, for the next chunks.
-    spare: Receiver<Spare<U>>,
+    results: Outbox<U>,
+    /// Buffers the consumer emptied, for the next chunks (several workers).
+    spare: Option<Receiver<Spare<U>>>,
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     plan: Plan,
@@ -832,6 +912,9 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
         let mut spin = Spin::default();
         // The buffers chunks are pulled into, emptied by `process`.
         let mut buffers = (VecDeque::new(), VecDeque::new());
+        // One worker: the buffers of the chunk last sent, emptied by the
+        // ring (see `Outbox::send`).
+        let mut kept: Option<(Items<U>, Snapshotted)> = None;
         loop {
             if self.halt.load(Ordering::Acquire) {
                 return;
@@ -868,7 +951,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 // chunk's first item, which is the one it waits for in order.
                 notice.index = *first;
             }
-            let chunk = self.process(&mut pulled);
+            let mut chunk = self.process(&mut pulled, kept.take());
             buffers = (pulled.items, pulled.snapshots);
             if let Some(started) = started {
                 let before = sizer.size;
@@ -878,8 +961,11 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     self.permits.grow(self.plan.window_for(sizer.size));
                 }
             }
-            if self.results.send(chunk).is_err() || last {
+            if self.results.send(&mut chunk).is_err() || last {
                 return;
+            }
+            if chunk.items.capacity() > 0 {
+                kept = Some((chunk.items, chunk.snapshots));
             }
         }
     }
@@ -887,19 +973,28 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// Runs the stage over a pulled chunk (emptying it) into a spare
     /// buffer; errors stay items. A stage that passes items through hands
     /// the pulled buffer itself over, and pulls next into a spare one.
-    fn process(&self, pulled: &mut Chunk<N::Item>) -> Chunk<U> {
-        // The consumer's emptied buffers, when some came back. The
-        // snapshots it retired are dropped here, into this thread's pool.
-        let (spare_items, spare_snapshots) = match self.spare.try_recv() {
+    fn process(
+        &self,
+        pulled: &mut Chunk<N::Item>,
+        kept: Option<(Items<U>, Snapshotted)>,
+    ) -> Chunk<U> {
+        // The buffers this worker's last send left (one worker), or the
+        // consumer's emptied ones when some came back; the snapshots the
+        // consumer retired are dropped here, into this thread's pool.
+        let returned = kept.or_else(|| match self.spare.as_ref()?.try_recv() {
             Ok(Spare {
                 items,
                 snapshots,
                 retired,
             }) => {
                 drop(retired);
-                (Some(items), snapshots)
+                Some((items, snapshots))
             }
-            Err(_) => (None, VecDeque::new()),
+            Err(_) => None,
+        });
+        let (spare_items, spare_snapshots) = match returned {
+            Some((items, snapshots)) => (Some(items), snapshots),
+            None => (None, VecDeque::new()),
         };
         let snapshots = std::mem::replace(&mut pulled.snapshots, spare_snapshots);
         let items = std::mem::take(&mut pulled.items);
@@ -1365,10 +1460,23 @@ where
 
     /// Starts the worker threads for a pass beginning at `base`.
     fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let (spare_tx, spare_rx) = crossbeam_channel::unbounded();
+        // One worker hands its items over a ring, several send chunks over
+        // a channel (see `ring.rs`).
+        let (outbox, inbox, spare_tx, spare_rx) = if self.run.workers == 1 {
+            let (tx, rx) = ring::ring(self.run.max_in_flight);
+            (Outbox::Ring(tx), Inbox::Ring(rx), None, None)
+        } else {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let (spare_tx, spare_rx) = crossbeam_channel::unbounded();
+            (
+                Outbox::Channel(tx),
+                Inbox::Channel(rx),
+                Some(spare_tx),
+                Some(spare_rx),
+            )
+        };
         let mut pool = Pool {
-            results: rx,
+            results: inbox,
             spare: spare_tx,
             permits: Arc::new(Permits::new(
                 self.run.window_for(ChunkSizer::new(&self.run).size),
@@ -1388,7 +1496,7 @@ where
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
                 stage: Arc::clone(&self.stage),
-                results: tx.clone(),
+                results: outbox.clone(),
                 spare: spare_rx.clone(),
                 permits: Arc::clone(&pool.permits),
                 halt: Arc::clone(&pool.halt),

@@ -13,6 +13,8 @@
 //!   spins through a short wait before it sleeps.
 //! - [`reorder`]: the consumer-side buffer that turns completion order back
 //!   into source order, without polling.
+//! - [`ring`]: the one-worker hand-over, items over a single-producer,
+//!   single-consumer ring instead of chunks over channels.
 //! - [`snapshot`]: the consumer's view of its position (source snapshot plus
 //!   what it received since), which is what `get_state` reports.
 //!
@@ -34,6 +36,7 @@ pub(crate) mod core;
 pub(crate) mod panic;
 pub(crate) mod permits;
 pub(crate) mod reorder;
+pub(crate) mod ring;
 pub(crate) mod snapshot;
 pub(crate) mod spin;
 pub(crate) mod thread;
