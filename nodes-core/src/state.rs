@@ -19,6 +19,7 @@ mod flat;
 mod parse;
 mod path;
 mod pool;
+mod scalar;
 
 use self::deferred::Deferred;
 pub use self::deferred::Snapshot;

@@ -72,7 +72,7 @@ enum Step {
 
 /// A scalar as [`Scalar`] holds it, without heap data.
 #[derive(Clone, Copy)]
-enum Inline {
+pub(super) enum Inline {
     Null,
     Bool(bool),
     PosInt(u64),
@@ -261,6 +261,11 @@ impl StateWriter {
         key: &'static str,
         value: &T,
     ) -> Result<()> {
+        // Counters and flags: no JSON built (see `scalar.rs`).
+        if let Some(inline) = super::scalar::probe(value) {
+            self.record.steps.push(Step::Inline(key, inline));
+            return Ok(());
+        }
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
         self.put(Key::Borrowed(key), Entry::json(value));
