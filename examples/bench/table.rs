@@ -132,7 +132,6 @@ const BASELINES: &[(&str, &str)] = &[
     ("realistic", "hand-written"),
     ("realistic_par", "0 workers"),
     ("realistic_prefetch", "no prefetch, same step"),
-    ("realistic_prefetch_idle", "no prefetch"),
     ("realistic_state", "no states"),
     ("read_jsonl", "hand-written BufReader + serde_json"),
 ];
@@ -150,10 +149,27 @@ fn figures(case: &str, line: &Value) -> (String, String) {
         ),
         "prefetch" => (
             format!("{} per item", ns("framework_ns_per_item")),
-            format!(
-                "{} per item (crossbeam bounded(16))",
-                ns("baseline_ns_per_item")
-            ),
+            match line["spinning_channel_ns_per_item"].as_f64() {
+                Some(_) => format!(
+                    "{} per item (crossbeam bounded(16)); {} spinning",
+                    ns("baseline_ns_per_item"),
+                    ns("spinning_channel_ns_per_item")
+                ),
+                None => format!(
+                    "{} per item (crossbeam bounded(16))",
+                    ns("baseline_ns_per_item")
+                ),
+            },
+        ),
+        "realistic_prefetch_idle" => (
+            rate("framework_per_s"),
+            match line["hand_written_thread"]["spin_ratio"].as_f64() {
+                Some(ceiling) => format!(
+                    "{} (no prefetch); the hand-written program on a producer thread: {ceiling} of one thread",
+                    rate("baseline_per_s")
+                ),
+                None => format!("{} (no prefetch)", rate("baseline_per_s")),
+            },
         ),
         "reshard" => (
             format!("{} ms per reshard", line["reshard_ms"]),

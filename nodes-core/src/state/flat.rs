@@ -57,7 +57,7 @@ struct Record {
 
 /// One step of a record: plain data (no drop to run).
 #[derive(Clone, Copy)]
-enum Step {
+pub(super) enum Step {
     /// A nested state opens under this key; its entries follow, up to the
     /// matching `Close`.
     Open(&'static str),
@@ -261,9 +261,9 @@ impl StateWriter {
         key: &'static str,
         value: &T,
     ) -> Result<()> {
-        // Counters and flags: no JSON built (see `scalar.rs`).
-        if let Some(inline) = super::scalar::probe(value) {
-            self.record.steps.push(Step::Inline(key, inline));
+        // Counters, flags and structs of them: no JSON built (see
+        // `scalar.rs`).
+        if super::scalar::write_steps(value, key, &mut self.record.steps) {
             return Ok(());
         }
         let value = serde_json::to_value(value)

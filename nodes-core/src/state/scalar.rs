@@ -1,150 +1,204 @@
-//! Reading a field that serialises as a JSON scalar without building JSON.
+//! Writing a field that serialises as JSON scalars without building JSON.
 //!
-//! Most fields a node saves are counters and flags. Writing one through
+//! Most fields a node saves are counters and flags, or small structs of
+//! them (a generator's seed, stream and position). Writing one through
 //! `serde_json::to_value` walks serde's value serializer and builds a
-//! `Value` only for the record to take it apart again; that was a few
-//! hundred instructions per field, and a pipeline's state writes a dozen
-//! per capture. [`probe`] asks the field to serialise itself into a
-//! serializer that accepts scalars only and answers with the record's
-//! inline step, exactly as the `to_value` route would have stored it;
-//! anything else (strings, sequences, maps, structs) is declined, and the
-//! caller takes the `to_value` route.
+//! `Value` (for a struct, a map with its keys as strings) only for the
+//! record to take it apart again: a few hundred instructions per field, and
+//! a pipeline's state writes a dozen per capture. [`write_steps`] asks the
+//! field to serialise itself into the record's steps directly: a scalar as
+//! one inline step, a struct of scalars (and of such structs) as a nested
+//! state of inline steps, exactly as the `to_value` route would have stored
+//! them. Anything else (strings, sequences, maps, enums) is declined, the
+//! steps written so far are taken back, and the caller takes the `to_value`
+//! route.
 
 use std::fmt;
 
 use serde::Serialize;
 use serde::ser::{self, Impossible};
 
-use super::flat::Inline;
+use super::flat::{Inline, Step};
 
-/// The field's inline step, if it serialises as a number, a bool or null
-/// (`None`, `()`, a non-finite float, as `to_value` writes them); `None`
-/// for anything else.
-pub(super) fn probe<T: Serialize + ?Sized>(value: &T) -> Option<Inline> {
-    value.serialize(ScalarProbe).ok()
+/// Appends `value` under `key` to `steps` if it serialises as scalars and
+/// structs of them (`None`, `()` and a non-finite float as null, as
+/// `to_value` writes them); `false` (with `steps` as it was) otherwise.
+pub(super) fn write_steps<T: Serialize + ?Sized>(
+    value: &T,
+    key: &'static str,
+    steps: &mut Vec<Step>,
+) -> bool {
+    let mark = steps.len();
+    let written = value.serialize(Steps { steps, key }).is_ok();
+    if !written {
+        steps.truncate(mark);
+    }
+    written
 }
 
-/// The field is not a scalar (the only error the probe gives).
+/// The field is not made of scalars (the only error here).
 #[derive(Debug)]
-pub(super) struct NotScalar;
+pub(super) struct Declined;
 
-impl fmt::Display for NotScalar {
+impl fmt::Display for Declined {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not a scalar")
+        f.write_str("not made of scalars")
     }
 }
 
-impl std::error::Error for NotScalar {}
+impl std::error::Error for Declined {}
 
-impl ser::Error for NotScalar {
+impl ser::Error for Declined {
     fn custom<M: fmt::Display>(_message: M) -> Self {
-        NotScalar
+        Declined
     }
 }
 
-struct ScalarProbe;
-
-/// A signed integer as `to_value` stores it: non-negative ones as unsigned.
-fn signed(i: i64) -> Inline {
-    u64::try_from(i).map_or(Inline::NegInt(i), Inline::PosInt)
+/// Writes one value under `key`.
+struct Steps<'a> {
+    steps: &'a mut Vec<Step>,
+    key: &'static str,
 }
 
-/// A float as `to_value` stores it: a non-finite one as null.
-fn float(f: f64) -> Inline {
-    if f.is_finite() {
-        Inline::Float(f)
-    } else {
-        Inline::Null
+impl Steps<'_> {
+    fn inline(self, inline: Inline) -> Result<(), Declined> {
+        self.steps.push(Step::Inline(self.key, inline));
+        Ok(())
+    }
+
+    /// A signed integer as `to_value` stores it: a non-negative one as
+    /// unsigned.
+    fn signed(self, i: i64) -> Result<(), Declined> {
+        self.inline(u64::try_from(i).map_or(Inline::NegInt(i), Inline::PosInt))
+    }
+
+    /// A float as `to_value` stores it: a non-finite one as null.
+    fn float(self, f: f64) -> Result<(), Declined> {
+        self.inline(if f.is_finite() {
+            Inline::Float(f)
+        } else {
+            Inline::Null
+        })
     }
 }
 
-impl ser::Serializer for ScalarProbe {
-    type Ok = Inline;
-    type Error = NotScalar;
-    type SerializeSeq = Impossible<Inline, NotScalar>;
-    type SerializeTuple = Impossible<Inline, NotScalar>;
-    type SerializeTupleStruct = Impossible<Inline, NotScalar>;
-    type SerializeTupleVariant = Impossible<Inline, NotScalar>;
-    type SerializeMap = Impossible<Inline, NotScalar>;
-    type SerializeStruct = Impossible<Inline, NotScalar>;
-    type SerializeStructVariant = Impossible<Inline, NotScalar>;
+/// The fields of a struct, each written under its name.
+struct Fields<'a> {
+    steps: &'a mut Vec<Step>,
+}
 
-    fn serialize_bool(self, v: bool) -> Result<Inline, NotScalar> {
-        Ok(Inline::Bool(v))
+impl ser::SerializeStruct for Fields<'_> {
+    type Ok = ();
+    type Error = Declined;
+
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Declined> {
+        value.serialize(Steps {
+            steps: self.steps,
+            key,
+        })
     }
-    fn serialize_i8(self, v: i8) -> Result<Inline, NotScalar> {
-        Ok(signed(v.into()))
+
+    fn end(self) -> Result<(), Declined> {
+        self.steps.push(Step::Close);
+        Ok(())
     }
-    fn serialize_i16(self, v: i16) -> Result<Inline, NotScalar> {
-        Ok(signed(v.into()))
+}
+
+impl<'a> ser::Serializer for Steps<'a> {
+    type Ok = ();
+    type Error = Declined;
+    type SerializeSeq = Impossible<(), Declined>;
+    type SerializeTuple = Impossible<(), Declined>;
+    type SerializeTupleStruct = Impossible<(), Declined>;
+    type SerializeTupleVariant = Impossible<(), Declined>;
+    type SerializeMap = Impossible<(), Declined>;
+    type SerializeStruct = Fields<'a>;
+    type SerializeStructVariant = Impossible<(), Declined>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Declined> {
+        self.inline(Inline::Bool(v))
     }
-    fn serialize_i32(self, v: i32) -> Result<Inline, NotScalar> {
-        Ok(signed(v.into()))
+    fn serialize_i8(self, v: i8) -> Result<(), Declined> {
+        self.signed(v.into())
     }
-    fn serialize_i64(self, v: i64) -> Result<Inline, NotScalar> {
-        Ok(signed(v))
+    fn serialize_i16(self, v: i16) -> Result<(), Declined> {
+        self.signed(v.into())
     }
-    fn serialize_u8(self, v: u8) -> Result<Inline, NotScalar> {
-        Ok(Inline::PosInt(v.into()))
+    fn serialize_i32(self, v: i32) -> Result<(), Declined> {
+        self.signed(v.into())
     }
-    fn serialize_u16(self, v: u16) -> Result<Inline, NotScalar> {
-        Ok(Inline::PosInt(v.into()))
+    fn serialize_i64(self, v: i64) -> Result<(), Declined> {
+        self.signed(v)
     }
-    fn serialize_u32(self, v: u32) -> Result<Inline, NotScalar> {
-        Ok(Inline::PosInt(v.into()))
+    fn serialize_u8(self, v: u8) -> Result<(), Declined> {
+        self.inline(Inline::PosInt(v.into()))
     }
-    fn serialize_u64(self, v: u64) -> Result<Inline, NotScalar> {
-        Ok(Inline::PosInt(v))
+    fn serialize_u16(self, v: u16) -> Result<(), Declined> {
+        self.inline(Inline::PosInt(v.into()))
     }
-    fn serialize_f32(self, v: f32) -> Result<Inline, NotScalar> {
-        Ok(float(v.into()))
+    fn serialize_u32(self, v: u32) -> Result<(), Declined> {
+        self.inline(Inline::PosInt(v.into()))
     }
-    fn serialize_f64(self, v: f64) -> Result<Inline, NotScalar> {
-        Ok(float(v))
+    fn serialize_u64(self, v: u64) -> Result<(), Declined> {
+        self.inline(Inline::PosInt(v))
     }
-    fn serialize_none(self) -> Result<Inline, NotScalar> {
-        Ok(Inline::Null)
+    fn serialize_f32(self, v: f32) -> Result<(), Declined> {
+        self.float(v.into())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Inline, NotScalar> {
+    fn serialize_f64(self, v: f64) -> Result<(), Declined> {
+        self.float(v)
+    }
+    fn serialize_none(self) -> Result<(), Declined> {
+        self.inline(Inline::Null)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Declined> {
         value.serialize(self)
     }
-    fn serialize_unit(self) -> Result<Inline, NotScalar> {
-        Ok(Inline::Null)
+    fn serialize_unit(self) -> Result<(), Declined> {
+        self.inline(Inline::Null)
     }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<Inline, NotScalar> {
-        Ok(Inline::Null)
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Declined> {
+        self.inline(Inline::Null)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
         value: &T,
-    ) -> Result<Inline, NotScalar> {
+    ) -> Result<(), Declined> {
         value.serialize(self)
+    }
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Fields<'a>, Declined> {
+        self.steps.push(Step::Open(self.key));
+        Ok(Fields { steps: self.steps })
     }
 
     // Everything else is declined: the caller takes the `to_value` route.
-    fn serialize_i128(self, _v: i128) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    fn serialize_i128(self, _v: i128) -> Result<(), Declined> {
+        Err(Declined)
     }
-    fn serialize_u128(self, _v: u128) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    fn serialize_u128(self, _v: u128) -> Result<(), Declined> {
+        Err(Declined)
     }
-    fn serialize_char(self, _v: char) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    fn serialize_char(self, _v: char) -> Result<(), Declined> {
+        Err(Declined)
     }
-    fn serialize_str(self, _v: &str) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    fn serialize_str(self, _v: &str) -> Result<(), Declined> {
+        Err(Declined)
     }
-    fn serialize_bytes(self, _v: &[u8]) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    fn serialize_bytes(self, _v: &[u8]) -> Result<(), Declined> {
+        Err(Declined)
     }
     fn serialize_unit_variant(
         self,
         _name: &'static str,
         _index: u32,
         _variant: &'static str,
-    ) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    ) -> Result<(), Declined> {
+        Err(Declined)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -152,21 +206,21 @@ impl ser::Serializer for ScalarProbe {
         _index: u32,
         _variant: &'static str,
         _value: &T,
-    ) -> Result<Inline, NotScalar> {
-        Err(NotScalar)
+    ) -> Result<(), Declined> {
+        Err(Declined)
     }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, NotScalar> {
-        Err(NotScalar)
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Declined> {
+        Err(Declined)
     }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, NotScalar> {
-        Err(NotScalar)
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Declined> {
+        Err(Declined)
     }
     fn serialize_tuple_struct(
         self,
         _name: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, NotScalar> {
-        Err(NotScalar)
+    ) -> Result<Self::SerializeTupleStruct, Declined> {
+        Err(Declined)
     }
     fn serialize_tuple_variant(
         self,
@@ -174,18 +228,11 @@ impl ser::Serializer for ScalarProbe {
         _index: u32,
         _variant: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, NotScalar> {
-        Err(NotScalar)
+    ) -> Result<Self::SerializeTupleVariant, Declined> {
+        Err(Declined)
     }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, NotScalar> {
-        Err(NotScalar)
-    }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, NotScalar> {
-        Err(NotScalar)
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Declined> {
+        Err(Declined)
     }
     fn serialize_struct_variant(
         self,
@@ -193,8 +240,8 @@ impl ser::Serializer for ScalarProbe {
         _index: u32,
         _variant: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeStructVariant, NotScalar> {
-        Err(NotScalar)
+    ) -> Result<Self::SerializeStructVariant, Declined> {
+        Err(Declined)
     }
 }
 
@@ -216,24 +263,66 @@ mod tests {
         state.into_value()
     }
 
-    /// What a state written field by field stores (the probe's route for
-    /// a scalar), as JSON.
+    /// What a state written field by field stores, as JSON.
     fn through_writer<T: Serialize>(value: &T) -> serde_json::Value {
         let mut out = crate::StateWriter::new();
         out.put_field("v", value).unwrap();
         out.finish().into_value()
     }
 
+    /// Whether `value` takes the step route.
+    fn as_steps<T: Serialize + ?Sized>(value: &T) -> bool {
+        let mut steps = Vec::new();
+        let written = write_steps(value, "v", &mut steps);
+        assert!(written || steps.is_empty(), "declined steps are taken back");
+        written
+    }
+
     #[derive(Debug, Serialize)]
     struct Meters(u32);
 
-    #[derive(Serialize)]
+    #[derive(Debug, Serialize)]
     struct Unit;
 
+    #[derive(Debug, Serialize)]
+    struct Position {
+        seed: u64,
+        word_pos: u64,
+        skipped: Option<u64>,
+        inner: Flags,
+    }
+
+    #[derive(Debug, Serialize)]
+    struct Flags {
+        ended: bool,
+        rate: f64,
+    }
+
+    #[derive(Debug, Serialize)]
+    struct Named {
+        count: u64,
+        name: String,
+    }
+
+    #[derive(Debug, Serialize)]
+    struct Empty {}
+
+    fn position() -> Position {
+        Position {
+            seed: 7,
+            word_pos: 1 << 40,
+            skipped: None,
+            inner: Flags {
+                ended: true,
+                rate: 0.25,
+            },
+        }
+    }
+
     #[test]
-    fn scalars_are_stored_as_the_json_route_stores_them() {
+    fn scalars_and_structs_of_them_are_stored_as_the_json_route_stores_them() {
         fn same<T: Serialize + fmt::Debug>(value: T) {
-            assert!(probe(&value).is_some(), "{value:?} is a scalar");
+            assert!(as_steps(&value), "{value:?} is made of scalars");
             assert_eq!(through_writer(&value), through_json(&value), "{value:?}");
         }
         same(0u64);
@@ -250,24 +339,32 @@ mod tests {
         same(Option::<u64>::None);
         same(Some(3u64));
         same(());
+        same(Unit);
         same(Meters(4));
         same(Some(Some(false)));
+        same(position());
+        same(Some(position()));
+        same(Empty {});
     }
 
     #[test]
-    fn anything_else_is_declined() {
-        assert!(probe("text").is_none());
-        assert!(probe(&'c').is_none());
-        assert!(probe(&vec![1u64]).is_none());
-        assert!(probe(&Vec::<u64>::new()).is_none());
-        assert!(probe(&BTreeMap::from([("a", 1)])).is_none());
-        assert!(probe(&json!({"a": 1})).is_none());
-        assert!(probe(&1u128).is_none());
-        assert!(probe(&Unit).is_some());
-        assert!(probe(&Some("x")).is_none());
-        // Declined fields still go through, as JSON.
-        assert_eq!(through_writer(&vec![1u64]), json!({"v": [1]}));
-        assert_eq!(through_writer(&Vec::<u64>::new()), json!({"v": []}));
-        assert_eq!(through_writer(&"text"), json!({"v": "text"}));
+    fn anything_else_is_declined_and_stored_as_json() {
+        fn declined<T: Serialize + fmt::Debug>(value: T) {
+            assert!(!as_steps(&value), "{value:?} is declined");
+            assert_eq!(through_writer(&value), through_json(&value), "{value:?}");
+        }
+        declined("text");
+        declined('c');
+        declined(vec![1u64]);
+        declined(Vec::<u64>::new());
+        declined(BTreeMap::from([("a", 1)]));
+        declined(json!({"a": 1}));
+        declined(1u128);
+        declined(Some("x"));
+        // A struct with one field that is not a scalar, after some that are.
+        declined(Named {
+            count: 3,
+            name: "n".into(),
+        });
     }
 }
