@@ -12,9 +12,10 @@
 //! buffer and frees the slots with one store. No buffer crosses between
 //! threads, so none goes back.
 //!
-//! Room is never waited for: the credits (`permits.rs`) bound the items
+//! Room is not waited for: the credits (`permits.rs`) bound the items
 //! pulled and not handed out by the window, and the ring holds the window
-//! plus room for the end of the pass (and a dying worker's notice). The
+//! plus room for the end of the pass (and a dying worker's notice), so a
+//! chunk fits at once (one that did not would go in parts). The
 //! consumer waits for items as it waits for a chunk (spin, then sleep), and
 //! the worker rings a bell after each chunk when the consumer sleeps, and
 //! when it leaves.
@@ -105,25 +106,14 @@ impl<U> RingTx<U> {
     /// buffers are left empty, for the next chunk. `Err` if the consumer is
     /// gone (the pass was stopped).
     pub(super) fn send(&self, chunk: &mut Chunk<U>) -> Result<(), Abandoned> {
-        let needed = chunk.items.len() + usize::from(chunk.end.is_some());
+        let mut left = chunk.items.len() + usize::from(chunk.end.is_some());
         let mut producer = lock(&self.producer);
         let Some(producer) = producer.as_mut() else {
             return Err(Abandoned);
         };
-        // The credits keep the items in the ring within the window; this
-        // wait only guards that bound, it never runs in a correct pass.
-        while producer.slots() < needed {
-            if producer.is_abandoned() {
-                return Err(Abandoned);
-            }
-            std::thread::yield_now();
-        }
-        if producer.is_abandoned() {
-            return Err(Abandoned);
-        }
         let snapshots = &mut chunk.snapshots;
         let end = chunk.end.take();
-        let elements = chunk
+        let mut elements = chunk
             .items
             .drain(..)
             .enumerate()
@@ -137,11 +127,25 @@ impl<U> RingTx<U> {
                 Element::Item(index, slot, snapshot)
             })
             .chain(end.map(Element::End));
-        if let Ok(room) = producer.write_chunk_uninit(needed) {
-            room.fill_from_iter(elements);
+        // The credits keep the items in the ring within the window, so the
+        // whole chunk fits at once; were it ever larger than the room, it
+        // goes in parts as the consumer frees slots.
+        while left > 0 {
+            if producer.is_abandoned() {
+                return Err(Abandoned);
+            }
+            let room = producer.slots().min(left);
+            if room == 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            if let Ok(slots) = producer.write_chunk_uninit(room) {
+                left -= slots.fill_from_iter(&mut elements);
+            }
+            self.bell.ring();
         }
+        drop(elements);
         snapshots.clear();
-        self.bell.ring();
         Ok(())
     }
 }
@@ -282,6 +286,29 @@ mod tests {
         assert_eq!(rx.drain(&mut got), Err(Abandoned));
         // And a sleep on a gone worker returns at once.
         rx.sleep_until_ready();
+    }
+
+    #[test]
+    fn a_chunk_larger_than_the_ring_goes_in_parts() {
+        let (tx, mut rx) = ring::<u64>(2);
+        let worker = std::thread::spawn(move || {
+            let all: Vec<u64> = (0..50).collect();
+            tx.send(&mut chunk(&all, &[10, 49], Some(50))).unwrap();
+        });
+        let mut got = Chunk::new(0);
+        loop {
+            rx.sleep_until_ready();
+            if rx.drain(&mut got).is_err() {
+                break;
+            }
+        }
+        worker.join().unwrap();
+        assert_eq!(
+            items(&got),
+            (0..50).map(|i| (i, i * 10)).collect::<Vec<_>>()
+        );
+        assert_eq!(snapshots(&got), [(10, 10), (49, 49)]);
+        assert_eq!(got.end, Some(50));
     }
 
     #[test]
