@@ -102,8 +102,9 @@ pub(super) fn ring<U>(window: usize) -> (Arc<RingTx<U>>, RingRx<U>) {
 
 impl<U> RingTx<U> {
     /// Moves the chunk's items (each with the snapshot taken after it) and
-    /// its end into the ring, and publishes them at once; the chunk's
-    /// buffers are left empty, for the next chunk. `Err` if the consumer is
+    /// its end into the ring, and publishes them with one store (in parts
+    /// only if the room were short); the chunk's buffers are left empty,
+    /// for the next chunk. `Err` if the consumer is
     /// gone (the pass was stopped).
     pub(super) fn send(&self, chunk: &mut Chunk<U>) -> Result<(), Abandoned> {
         let mut left = chunk.items.len() + usize::from(chunk.end.is_some());
@@ -139,10 +140,17 @@ impl<U> RingTx<U> {
                 std::thread::yield_now();
                 continue;
             }
-            if let Ok(slots) = producer.write_chunk_uninit(room) {
-                left -= slots.fill_from_iter(&mut elements);
-            }
+            let Ok(slots) = producer.write_chunk_uninit(room) else {
+                continue;
+            };
+            let written = slots.fill_from_iter(&mut elements);
             self.bell.ring();
+            if written < room {
+                // Counted `left` from the chunk itself: cannot happen, and
+                // must not loop.
+                break;
+            }
+            left -= written;
         }
         drop(elements);
         snapshots.clear();
