@@ -381,7 +381,7 @@ impl HandOverCeiling {
     fn json(&self) -> Value {
         let ratio = |t: Duration| round_to(self.inline.as_secs_f64() / t.as_secs_f64(), 3);
         json!({
-            "what": "the hand-written program on a producer thread, batches through crossbeam_channel::bounded(2), against it on one thread (fresh batch Vec per batch on both)",
+            "what": format!("the hand-written program on a producer thread, batches through crossbeam_channel::bounded({PREFETCH}), against it on one thread (fresh batch Vec per batch on both)"),
             "one_thread_ms": round_to(self.inline.as_secs_f64() * 1e3, 2),
             "recv_ratio": ratio(self.recv),
             "spin_ratio": ratio(self.spin),
