@@ -674,3 +674,77 @@ fn a_failing_source_inside_a_sampler_is_one_item() {
         }
     }
 }
+
+/// An item whose `Drop` panics, on a worker thread only, once armed.
+struct Bomb(u64);
+
+/// Bombs go off only in the pass under test.
+static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        let on_worker = std::thread::current()
+            .name()
+            .is_some_and(|name| name.starts_with("nodes-"));
+        if self.0 == 3 && on_worker && ARMED.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("{INJECTED}: item 3 dropped");
+        }
+    }
+}
+
+/// A worker thread that dies unwinding outside the guarded user calls
+/// (here an item whose `Drop` panics, dropped by the worker as a restored
+/// skip) ends the pass with an error at the item it was working on: the
+/// consumer is told through the hand-over, a ring for one worker and a
+/// channel for two, and never waits for an item that will not come.
+#[test]
+fn a_worker_that_dies_unwinding_ends_the_pass_with_an_error() {
+    quiet_injected_panics();
+    for workers in [1, 2] {
+        let build = move || {
+            IterableWrapper::new(0..8u64)
+                .map(Bomb)
+                .par_map(
+                    |bomb: Bomb| Ok(bomb.0),
+                    ParallelOptions::new(workers).in_order(false),
+                )
+                .unwrap()
+        };
+        let mut loader = Loader::new(build());
+        let mut epoch = loader.epoch();
+        epoch.next().unwrap().unwrap();
+        let mut value = epoch.state_dict().unwrap().into_value();
+        drop(epoch);
+        drop(loader);
+        let base = value["root"]["snapshot_index"].as_u64().unwrap();
+        let steps = value["root"]["steps_since_snapshot"].as_u64().unwrap();
+        assert!(base + steps <= 3, "workers {workers}: {value}");
+        // Item 3 counts as delivered: the worker pulls it and drops it.
+        value["root"]["delivered_ahead"] = serde_json::json!([3 - base]);
+        let state = State::from_value(value).unwrap();
+        let outcome = nodes_std::testing::with_watchdog(Duration::from_secs(30), move || {
+            let mut loader = Loader::new(build()).verify_checksum(false);
+            loader.load_state_dict(&state).unwrap();
+            ARMED.store(true, std::sync::atomic::Ordering::SeqCst);
+            let seen: Vec<std::result::Result<u64, String>> = loader
+                .epoch()
+                .take(20)
+                .map(|item| item.map_err(|e| e.to_string()))
+                .collect();
+            ARMED.store(false, std::sync::atomic::Ordering::SeqCst);
+            seen
+        });
+        let seen = outcome.unwrap_or_else(|e| panic!("workers {workers}: {e}"));
+        let errors: Vec<&String> = seen.iter().filter_map(|i| i.as_ref().err()).collect();
+        assert_eq!(errors.len(), 1, "workers {workers}: {seen:?}");
+        assert!(
+            errors[0].contains("worker thread died"),
+            "workers {workers}: {}",
+            errors[0]
+        );
+        assert!(
+            !seen.iter().any(|i| i.as_ref().is_ok_and(|&v| v == 3)),
+            "workers {workers}: {seen:?}"
+        );
+    }
+}
