@@ -4,8 +4,9 @@
 //! them (a generator's seed, stream and position). Writing one through
 //! `serde_json::to_value` walks serde's value serializer and builds a
 //! `Value` (for a struct, a map with its keys as strings) only for the
-//! record to take it apart again: a few hundred instructions per field, and
-//! a pipeline's state writes a dozen per capture. [`write_steps`] asks the
+//! record to take it apart again, and a pipeline's state writes a dozen
+//! such fields per capture: the realistic pipeline's state took 6,207
+//! instructions with that route and 4,509 with this one (callgrind). [`write_steps`] asks the
 //! field to serialise itself into the record's steps directly: a scalar as
 //! one inline step, a struct of scalars (and of such structs) as a nested
 //! state of inline steps, exactly as the `to_value` route would have stored
