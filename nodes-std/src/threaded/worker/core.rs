@@ -250,7 +250,7 @@ const QUICK_CHUNK: Duration = Duration::from_micros(25);
 
 /// The items of a chunk, in pull order, with their indices. The consumer
 /// takes them from the front; the emptied buffer goes back to the workers
-/// (see [`Pool::next`]), so that in a steady pass no chunk allocates.
+/// (see [`Inbox::give_back`]), so that in a steady pass no chunk allocates.
 pub(crate) type Items<U> = VecDeque<(u64, Slot<U>)>;
 
 /// An item of a chunk, or the error in its place. The error is boxed:
@@ -516,16 +516,23 @@ impl<U> fmt::Debug for Phase<U> {
 
 /// Where a worker hands its chunks over.
 enum Outbox<U> {
-    /// Several workers: whole chunks over a channel.
-    Channel(Sender<Chunk<U>>),
-    /// One worker: the items over a ring (see `ring.rs`).
+    /// Several workers: whole chunks over a channel, and the consumer's
+    /// emptied buffers back on another.
+    Channel {
+        chunks: Sender<Chunk<U>>,
+        spare: Receiver<Spare<U>>,
+    },
+    /// One worker: the items over a ring (see `ring.rs`); its buffers stay.
     Ring(Arc<RingTx<U>>),
 }
 
 impl<U> Clone for Outbox<U> {
     fn clone(&self) -> Self {
         match self {
-            Outbox::Channel(tx) => Outbox::Channel(tx.clone()),
+            Outbox::Channel { chunks, spare } => Outbox::Channel {
+                chunks: chunks.clone(),
+                spare: spare.clone(),
+            },
             Outbox::Ring(tx) => Outbox::Ring(Arc::clone(tx)),
         }
     }
@@ -537,17 +544,28 @@ impl<U> Outbox<U> {
     /// is gone.
     fn send(&self, chunk: &mut Chunk<U>) -> std::result::Result<(), ()> {
         match self {
-            Outbox::Channel(tx) => tx
+            Outbox::Channel { chunks, .. } => chunks
                 .send(std::mem::replace(chunk, Chunk::new(0)))
                 .map_err(drop),
             Outbox::Ring(tx) => tx.send(chunk).map_err(drop),
+        }
+    }
+
+    /// Buffers the consumer emptied, if some came back (channel only).
+    fn spare(&self) -> Option<Spare<U>> {
+        match self {
+            Outbox::Channel { spare, .. } => spare.try_recv().ok(),
+            Outbox::Ring(_) => None,
         }
     }
 }
 
 /// Where the consumer receives the workers' chunks.
 enum Inbox<U> {
-    Channel(Receiver<Chunk<U>>),
+    Channel {
+        chunks: Receiver<Chunk<U>>,
+        spare: Sender<Spare<U>>,
+    },
     Ring(RingRx<U>),
     /// The pass was stopped: the workers' sends fail.
     Closed,
@@ -557,9 +575,31 @@ impl<U> Inbox<U> {
     /// Waiting: chunks (channel) or items (ring).
     fn len(&self) -> usize {
         match self {
-            Inbox::Channel(rx) => rx.len(),
+            Inbox::Channel { chunks, .. } => chunks.len(),
             Inbox::Ring(rx) => rx.len(),
             Inbox::Closed => 0,
+        }
+    }
+
+    /// Sends a handed-out chunk's buffers back to the workers, with the
+    /// snapshots the cursor retired since (channel). A buffer allocated on
+    /// one thread and freed on another would cost every chunk a malloc and
+    /// a free that contend for the allocator's locks; the workers take
+    /// only what they lack, so the buffers in use stay bounded by the
+    /// chunks in flight. Over a ring nothing crosses: the retired
+    /// snapshots, few with one worker (paced, or after a bad record, unless
+    /// the source's order varies), are dropped here.
+    fn give_back(&self, done: Chunk<U>, cursor: &mut Cursor) {
+        match self {
+            Inbox::Channel { spare, .. } if done.items.capacity() > 0 => {
+                let _ = spare.send(Spare {
+                    items: done.items,
+                    snapshots: done.snapshots,
+                    retired: cursor.take_retired(),
+                });
+            }
+            Inbox::Ring(_) => drop(cursor.take_retired()),
+            Inbox::Channel { .. } | Inbox::Closed => {}
         }
     }
 }
@@ -570,9 +610,6 @@ struct Pool<U> {
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     workers: Workers,
-    /// Emptied chunk buffers, back to the workers for their next chunks
-    /// (several workers; one keeps its own, see `ring.rs`).
-    spare: Option<Sender<Spare<U>>>,
     /// In order: chunks that arrived before their turn, by first index.
     reorder: ReorderBuffer<Chunk<U>>,
     /// The chunk being handed out (what is left of it), and how many of its
@@ -684,25 +721,7 @@ impl<U> Pool<U> {
             let next = self.receive(cursor, in_order, node, cx);
             let done = std::mem::replace(&mut self.current, next);
             self.position = 0;
-            // Its buffer goes back to the workers: allocated on one thread
-            // and freed on another, every chunk would cost a malloc and a
-            // free that contend for the allocator's locks. The workers
-            // take only what they lack, so the buffers in use stay bounded
-            // by the chunks in flight.
-            match &self.spare {
-                Some(spare) if done.items.capacity() > 0 => {
-                    let _ = spare.send(Spare {
-                        items: done.items,
-                        snapshots: done.snapshots,
-                        retired: cursor.take_retired(),
-                    });
-                }
-                // One worker: its snapshots are few (paced, or after a bad
-                // record) unless its source's order varies; they are
-                // dropped here.
-                None => drop(cursor.take_retired()),
-                Some(_) => {}
-            }
+            self.results.give_back(done, cursor);
         }
     }
 
@@ -760,7 +779,7 @@ impl<U> Pool<U> {
     fn wait_for_chunk(&mut self) -> Result<Chunk<U>, crossbeam_channel::RecvError> {
         use crossbeam_channel::{RecvError, TryRecvError};
         let results = match &mut self.results {
-            Inbox::Channel(results) => results,
+            Inbox::Channel { chunks, .. } => chunks,
             Inbox::Ring(ring) => {
                 // Everything the ring holds, into the buffers of the chunk
                 // just handed out.
@@ -889,8 +908,6 @@ struct Worker<N: Node, S, U> {
     puller: Arc<Mutex<Puller<N>>>,
     stage: Arc<S>,
     results: Outbox<U>,
-    /// Buffers the consumer emptied, for the next chunks (several workers).
-    spare: Option<Receiver<Spare<U>>>,
     permits: Arc<Permits>,
     halt: Arc<AtomicBool>,
     plan: Plan,
@@ -981,16 +998,14 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
         // The buffers this worker's last send left (one worker), or the
         // consumer's emptied ones when some came back; the snapshots the
         // consumer retired are dropped here, into this thread's pool.
-        let returned = kept.or_else(|| match self.spare.as_ref()?.try_recv() {
-            Ok(Spare {
+        let returned = kept.or_else(|| {
+            let Spare {
                 items,
                 snapshots,
                 retired,
-            }) => {
-                drop(retired);
-                Some((items, snapshots))
-            }
-            Err(_) => None,
+            } = self.results.spare()?;
+            drop(retired);
+            Some((items, snapshots))
         });
         let (spare_items, spare_snapshots) = match returned {
             Some((items, snapshots)) => (Some(items), snapshots),
@@ -1462,22 +1477,25 @@ where
     fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
         // One worker hands its items over a ring, several send chunks over
         // a channel (see `ring.rs`).
-        let (outbox, inbox, spare_tx, spare_rx) = if self.run.workers == 1 {
+        let (outbox, inbox) = if self.run.workers == 1 {
             let (tx, rx) = ring::ring(self.run.max_in_flight);
-            (Outbox::Ring(tx), Inbox::Ring(rx), None, None)
+            (Outbox::Ring(tx), Inbox::Ring(rx))
         } else {
             let (tx, rx) = crossbeam_channel::unbounded();
             let (spare_tx, spare_rx) = crossbeam_channel::unbounded();
             (
-                Outbox::Channel(tx),
-                Inbox::Channel(rx),
-                Some(spare_tx),
-                Some(spare_rx),
+                Outbox::Channel {
+                    chunks: tx,
+                    spare: spare_rx,
+                },
+                Inbox::Channel {
+                    chunks: rx,
+                    spare: spare_tx,
+                },
             )
         };
         let mut pool = Pool {
             results: inbox,
-            spare: spare_tx,
             permits: Arc::new(Permits::new(
                 self.run.window_for(ChunkSizer::new(&self.run).size),
                 self.run.max_in_flight,
@@ -1497,7 +1515,6 @@ where
                 puller: Arc::clone(&self.puller),
                 stage: Arc::clone(&self.stage),
                 results: outbox.clone(),
-                spare: spare_rx.clone(),
                 permits: Arc::clone(&pool.permits),
                 halt: Arc::clone(&pool.halt),
                 plan: self.run,
