@@ -395,21 +395,10 @@ fn hand_handed_over(corpus: &Corpus, mode: HandOver) -> Res<Checksum> {
     let produce = {
         let files = corpus.files.clone();
         move |send: &mut dyn FnMut(Vec<Sample>) -> bool| -> io::Result<()> {
-            let open = |i: usize| HandSource::open(&files[i], SHUFFLE, SHUFFLE_SEEDS[i]);
-            let mut mix = HandMix::new([open(0)?, open(1)?]);
-            let mut batch = Vec::with_capacity(BATCH);
-            while let Some(sample) = mix.next()? {
-                batch.push(sample);
-                if batch.len() == BATCH
-                    && !send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                {
-                    return Ok(());
-                }
-            }
-            if !batch.is_empty() {
-                send(batch);
-            }
-            Ok(())
+            // A batch handed over cannot be reused: a fresh one each time.
+            hand_batches(&files, SHUFFLE, |batch| {
+                send(std::mem::replace(batch, Vec::with_capacity(BATCH)))
+            })
         }
     };
     let mut sum = Checksum::default();
@@ -797,6 +786,29 @@ impl HandMix {
     }
 }
 
+/// The hand-written program's batches, each given to `emit`, which leaves
+/// the batch empty (it clears it for reuse, or takes it) and says whether
+/// to go on; the last, short batch too.
+fn hand_batches(
+    files: &[JsonlFile],
+    buffer: usize,
+    mut emit: impl FnMut(&mut Vec<Sample>) -> bool,
+) -> io::Result<()> {
+    let open = |i: usize| HandSource::open(&files[i], buffer, SHUFFLE_SEEDS[i]);
+    let mut mix = HandMix::new([open(0)?, open(1)?]);
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(sample) = mix.next()? {
+        batch.push(sample);
+        if batch.len() == BATCH && !emit(&mut batch) {
+            return Ok(());
+        }
+    }
+    if !batch.is_empty() {
+        emit(&mut batch);
+    }
+    Ok(())
+}
+
 /// The hand-written program, up to `stage`.
 fn hand(corpus: &Corpus, stage: Stage, buffer: usize, full: bool) -> Res<Checksum> {
     let mut sum = Checksum::default();
@@ -832,20 +844,11 @@ fn hand(corpus: &Corpus, stage: Stage, buffer: usize, full: bool) -> Res<Checksu
                 sum.record(&sample, full);
             }
         }
-        Stage::Batch => {
-            let mut mix = HandMix::new([open(0)?, open(1)?]);
-            let mut batch = Vec::with_capacity(BATCH);
-            while let Some(sample) = mix.next()? {
-                batch.push(sample);
-                if batch.len() == BATCH {
-                    sum.batch(&batch, full);
-                    batch.clear();
-                }
-            }
-            if !batch.is_empty() {
-                sum.batch(&batch, full);
-            }
-        }
+        Stage::Batch => hand_batches(&corpus.files, buffer, |batch| {
+            sum.batch(batch, full);
+            batch.clear();
+            true
+        })?,
     }
     Ok(sum)
 }
