@@ -104,8 +104,8 @@ impl<U> RingTx<U> {
     /// Moves the chunk's items (each with the snapshot taken after it) and
     /// its end into the ring, and publishes them with one store (in parts
     /// only if the room were short); the chunk's buffers are left empty,
-    /// for the next chunk. `Err` if the consumer is
-    /// gone (the pass was stopped).
+    /// for the next chunk. `Err` if the consumer is gone (the pass was
+    /// stopped).
     pub(super) fn send(&self, chunk: &mut Chunk<U>) -> Result<(), Abandoned> {
         let mut left = chunk.items.len() + usize::from(chunk.end.is_some());
         let mut producer = lock(&self.producer);
