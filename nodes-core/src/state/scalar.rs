@@ -39,7 +39,7 @@ pub(super) fn write_steps<T: Serialize + ?Sized>(
 
 /// The field is not made of scalars (the only error here).
 #[derive(Debug)]
-pub(super) struct Declined;
+struct Declined;
 
 impl fmt::Display for Declined {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
