@@ -184,7 +184,11 @@ pub(crate) fn take_freeze_time() -> Duration {
 /// The writer's items of `chunk`, freezing the chunk first if a snapshot
 /// shares it.
 fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
-    if Arc::get_mut(chunk).is_none() {
+    // A plain load rather than a first `get_mut` (an atomic read-modify-write
+    // on every write to the buffer). Nothing takes a weak reference to a
+    // chunk, and a snapshot only ever drops its references, so a count of one
+    // is final; a stale larger count only freezes a chunk needlessly.
+    if Arc::strong_count(chunk) != 1 {
         let started = Instant::now();
         let mut shared = chunk.lock();
         let items = match &mut *shared {
@@ -202,7 +206,7 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
         FREEZING.with(|f| f.set(f.get() + started.elapsed()));
     }
     let Some(chunk) = Arc::get_mut(chunk) else {
-        unreachable!("a new chunk is not shared");
+        unreachable!("a chunk the writer alone holds stays unshared");
     };
     match chunk.0.get_mut().unwrap_or_else(|e| e.into_inner()) {
         Items::Live(items) => items,
