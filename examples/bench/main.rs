@@ -579,6 +579,21 @@ fn prefetch(n: u64) -> Res<()> {
     };
     let ((t_base, a), (t_fw, b)) = best_of_pair(PAIRED_RUNS, channel, prefetched)?;
     assert_eq!(a, b);
+    // The reader pinned to its thread: the hand-over alone, whether or not
+    // the default would step aside for this consumer.
+    let (t_pinned, c) = best_of(PAIRED_RUNS, || -> Res<u64> {
+        let mut loader = Loader::new(
+            IterableWrapper::new(0..n)
+                .map(|x| x + 1)
+                .prefetch(PREFETCH_DEPTH)?
+                .adaptive(false),
+        );
+        Ok(loader
+            .epoch()
+            .map(|r| r.map(black_box))
+            .sum::<Result<u64>>()?)
+    })?;
+    assert_eq!(a, c);
     let mut t_spin = Duration::MAX;
     for _ in 0..PAIRED_RUNS {
         let start = Instant::now();
@@ -597,6 +612,7 @@ fn prefetch(n: u64) -> Res<()> {
             "framework_ns_per_item": ns_per(n, t_fw),
             "baseline_ns_per_item": ns_per(n, t_base),
             "spinning_channel_ns_per_item": ns_per(n, t_spin),
+            "pinned_ns_per_item": ns_per(n, t_pinned),
         }),
     );
     Ok(())

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::cores;
 use crate::corpus::{Checksum, Corpus, JsonlFile, Sample, tokenize};
-use crate::{Res, best_of_pair, emit, round_to, with};
+use crate::{Res, best_of, best_of_pair, emit, round_to, with};
 
 const BATCH: usize = 32;
 const SHUFFLE: usize = 256;
@@ -257,6 +257,10 @@ fn realistic_prefetch(
     })?;
     check("realistic_prefetch", expected, &plain)?;
     check("realistic_prefetch", expected, &pre)?;
+    let (t_pinned, pinned) = best_of(runs, || {
+        Ok(drain(pinned_prefetch(corpus)?, &stepping)?.checksum)
+    })?;
+    check("realistic_prefetch (pinned)", expected, &pinned)?;
     // Producing a batch and the step overlap at best.
     let produce = t_plain.as_secs_f64() / expected.batches as f64 - step.as_secs_f64();
     let step_s = step.as_secs_f64();
@@ -278,6 +282,8 @@ fn realistic_prefetch(
                 "step": "busy-wait per batch, as long as producing one batch took in `realistic`",
                 "target_rule": "1.4 when effective_cores >= 1.5, else none",
                 "bound": round_to((produce + step_s) / floor, 3),
+                "pinned_ratio": round_to(t_plain.as_secs_f64() / t_pinned.as_secs_f64(), 3),
+                "pinned": "prefetch(2).adaptive(false): the reader never steps aside",
             }),
         ),
     );
@@ -297,6 +303,11 @@ fn realistic_prefetch(
     })?;
     check("realistic_prefetch_idle", expected, &plain)?;
     check("realistic_prefetch_idle", expected, &pre)?;
+    let (t_pinned, pinned) = best_of(runs, || {
+        Ok(drain(pinned_prefetch(corpus)?, &Consumer::plain())?.checksum)
+    })?;
+    check("realistic_prefetch_idle (pinned)", expected, &pinned)?;
+    let pinned_ratio = t_plain.as_secs_f64() / t_pinned.as_secs_f64();
     let ceiling = HandOverCeiling::measure(corpus, expected, runs)?;
     let ratio = t_plain.as_secs_f64() / t_pre.as_secs_f64();
     emit(
@@ -314,10 +325,21 @@ fn realistic_prefetch(
                 "step": "none",
                 "hand_written_thread": ceiling.json(),
                 "of_hand_written_thread": round_to(ratio / ceiling.spin_ratio(), 3),
+                "pinned_ratio": round_to(pinned_ratio, 3),
+                "pinned": "prefetch(2).adaptive(false): the reader never steps aside",
+                "pinned_of_hand_written_thread": round_to(pinned_ratio / ceiling.spin_ratio(), 3),
             }),
         ),
     );
     Ok(())
+}
+
+/// The pipeline with a prefetch whose reader never steps aside (see
+/// `Prefetcher::adaptive`): what the hand-over itself costs.
+fn pinned_prefetch(corpus: &Corpus) -> Res<impl Node<Item = Vec<Sample>> + use<>> {
+    Ok(pipeline(corpus, SHUFFLE)?
+        .prefetch(PREFETCH)?
+        .adaptive(false))
 }
 
 /// What handing the realistic batches to another thread costs in plain

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod adaptive;
 mod bad_states;
 mod contract;
 mod derive;

@@ -33,6 +33,7 @@ use crossbeam_channel::{Receiver, Sender};
 use nodes_core::__private::trace;
 use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
 
+use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
 use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
@@ -622,6 +623,10 @@ struct Pool<U> {
     deferred: std::collections::BTreeMap<u64, (Result<U>, Option<State>)>,
     /// How long the consumer spins for a chunk before it sleeps.
     spin: Spin,
+    /// The worker was stopped and joined for the source to come back to
+    /// the consumer (see `adapt.rs`): what it read ahead is still handed
+    /// out, then the pass goes on inline.
+    handing_back: bool,
 }
 
 impl<U> Pool<U> {
@@ -636,6 +641,30 @@ impl<U> Pool<U> {
         self.permits.close();
         drop(std::mem::replace(&mut self.results, Inbox::Closed));
         self.workers.join();
+    }
+
+    /// Stops the worker from reading further and joins it, leaving what it
+    /// read ahead to be handed out (the hand-back of `adapt.rs`). Unlike
+    /// [`stop`](Self::stop) the consumer's end stays open: every chunk the
+    /// worker pulled reaches it, so the source then stands where the
+    /// consumer will once it has handed those out.
+    fn hand_back(&mut self) {
+        self.halt.store(true, Ordering::SeqCst);
+        self.permits.close();
+        self.workers.join();
+        self.handing_back = true;
+    }
+
+    /// Handing back, and every item the worker read ahead was handed out,
+    /// with the pass still open: the source stands where the consumer does.
+    fn handed_back(&self) -> bool {
+        self.handing_back
+            && self.current.items.is_empty()
+            && self.current.end.is_none()
+            && self.end_at.is_none()
+            && self.results.len() == 0
+            && self.reorder.is_empty()
+            && self.deferred.is_empty()
     }
 
     /// The front item of the current chunk if it can be handed out without
@@ -797,7 +826,9 @@ impl<U> Pool<U> {
                         self.spin
                             .wait(|| ring.ready().then_some(()), || ring.sleep_until_ready());
                     } else {
+                        let started = Instant::now();
                         ring.sleep_until_ready();
+                        self.spin.add_waited(started.elapsed());
                     }
                 }
             }
@@ -807,7 +838,10 @@ impl<U> Pool<U> {
             // More threads than cores: no polls of ours on top of the
             // channel's own short back-off (the yields would hand the core
             // around among the workers once more per chunk).
-            return results.recv();
+            let started = Instant::now();
+            let received = results.recv();
+            self.spin.add_waited(started.elapsed());
+            return received;
         }
         self.spin.wait(
             || match results.try_recv() {
@@ -1084,6 +1118,14 @@ pub(crate) struct Threaded<N: Node, S, U> {
     /// The span of the skips this pass was restored with: from the first
     /// item not delivered to one past the last delivered ahead (0 without).
     restored_span: u64,
+    /// Whether the source may run on the consumer's thread for a while, and
+    /// when (one worker only; see `adapt.rs`).
+    adapt: Option<Adapt>,
+    /// The source came back to the consumer mid-pass and stands where the
+    /// consumer does; `cursor` is stale until the next reader starts.
+    at_consumer: bool,
+    /// The buffers an inline pull fills, kept from item to item.
+    inline_buffers: (Items<N::Item>, Snapshotted),
 }
 
 impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
@@ -1100,6 +1142,12 @@ impl<N: Node, S, U> Threaded<N, S, U> {
     /// The plan as built.
     pub(crate) fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// Whether the source may run on the consumer's thread (see
+    /// [`set_adapt`](Threaded::set_adapt)).
+    pub(crate) fn adapt_policy(&self) -> Option<AdaptPolicy> {
+        self.adapt.as_ref().map(Adapt::policy)
     }
 
     /// The source's description as of the last reset.
@@ -1147,7 +1195,18 @@ where
             ended: false,
             budget: ErrorBudget::new(plan.policy),
             restored_span: 0,
+            adapt: None,
+            at_consumer: false,
+            inline_buffers: Default::default(),
         }
+    }
+
+    /// Lets the source run on the consumer's thread while that is faster
+    /// (`Some`; one worker, in order), or keeps it on the worker (`None`,
+    /// the default). A builder step: before the first reset.
+    pub(crate) fn set_adapt(&mut self, policy: Option<AdaptPolicy>) {
+        debug_assert!(self.plan.workers == 1 && self.plan.in_order);
+        self.adapt = policy.map(Adapt::new);
     }
 
     /// The bound on what a state this node writes this pass can record
@@ -1242,13 +1301,41 @@ where
             && let Some((index, value)) = pool.take_plain()
         {
             self.cursor.deliver(index, None);
+            self.count_handed_out(cx);
             return Ok(Some(value));
         }
         let node = self.plan.node;
         self.flag.check(node)?;
         loop {
             if let Phase::Ready(base) = self.phase {
-                self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
+                if self
+                    .adapt
+                    .as_ref()
+                    .is_some_and(|a| a.mode() == Mode::Inline)
+                {
+                    // The source stands where the consumer does (a reset
+                    // put it there), and it was faster here last pass.
+                    self.phase = Phase::Inline;
+                    self.at_consumer = true;
+                } else {
+                    self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
+                }
+            }
+            if let Phase::Running(pool) = &self.phase
+                && pool.handed_back()
+            {
+                // Everything the reader read ahead is out: go on inline,
+                // unless the consumer meanwhile wants the reader back.
+                self.phase = Phase::Inline;
+                self.at_consumer = true;
+                if self
+                    .adapt
+                    .as_ref()
+                    .is_some_and(|a| a.mode() == Mode::Threaded)
+                {
+                    self.go_threaded(cx);
+                }
+                continue;
             }
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
@@ -1267,13 +1354,19 @@ where
             };
             let error = match delivered {
                 None => return self.end_of_data(cx),
-                Some(Ok(value)) => return Ok(Some(value)),
+                Some(Ok(value)) => {
+                    self.count_handed_out(cx);
+                    return Ok(Some(value));
+                }
                 Some(Err(error)) if is_bad_record(&error) => error,
                 // Not a bad record: no policy applies (the pass ends by itself).
                 Some(Err(error)) => return Err(error),
             };
             match self.budget.judge(error, cx) {
-                Verdict::Deliver(error) => return Err(error),
+                Verdict::Deliver(error) => {
+                    self.count_handed_out(cx);
+                    return Err(error);
+                }
                 Verdict::DeliverAndEnd(error) => {
                     self.finish();
                     return Err(error);
@@ -1284,20 +1377,78 @@ where
     }
 
     /// Inline: pull one item and process it here; `None` at the end.
-    fn next_inline(&self, cx: &mut Cx) -> Option<Result<U>> {
+    fn next_inline(&mut self, cx: &mut Cx) -> Option<Result<U>> {
         let node = self.plan.node;
         let mut chunk = {
             let mut puller = lock(&self.puller);
             if puller.done {
                 return None;
             }
-            puller.pull_chunk(cx, 1, Snapshots::Never, node, None, Default::default())
+            let buffers = std::mem::take(&mut self.inline_buffers);
+            puller.pull_chunk(cx, 1, Snapshots::Never, node, None, buffers)
         };
         let (index, item) = chunk.items.pop_front()?;
+        self.inline_buffers = (chunk.items, chunk.snapshots);
         Some(
             item.map_err(|error| *error)
                 .and_then(|item| catch(node, Some(index), || self.stage.apply(index, item))),
         )
+    }
+
+    /// Counts an item handed out, and switches between the reader and
+    /// the consumer's thread when the adaptation says so (see `adapt.rs`).
+    #[inline]
+    fn count_handed_out(&mut self, cx: &Cx) {
+        if let Some(adapt) = &mut self.adapt
+            && adapt.tick()
+        {
+            self.adapt_look(cx);
+        }
+    }
+
+    #[cold]
+    fn adapt_look(&mut self, cx: &Cx) {
+        let waited = match &self.phase {
+            Phase::Running(pool) => pool.spin.waited(),
+            _ => Duration::ZERO,
+        };
+        let Some(adapt) = &mut self.adapt else {
+            return;
+        };
+        match (adapt.look(waited), &mut self.phase) {
+            // The reader stops now; the pass goes on inline once what it
+            // read ahead is handed out (see `next`).
+            (Some(Mode::Inline), Phase::Running(pool)) => pool.hand_back(),
+            (Some(Mode::Threaded), Phase::Inline) => self.go_threaded(cx),
+            // Still handing back, or the pass is over: `next` and the next
+            // reset follow the adaptation's mode.
+            _ => {}
+        }
+    }
+
+    /// Inline mid-pass, with the source where the consumer stands: starts a
+    /// reader from a snapshot of it. A source whose state cannot be taken
+    /// stays inline (its `get_state` reports the failure to the consumer).
+    fn go_threaded(&mut self, cx: &Cx) {
+        let node = self.plan.node;
+        let mut puller = lock(&self.puller);
+        if puller.done {
+            return;
+        }
+        let Ok(snapshot) = catch(node, None, || puller.source.get_state(cx)) else {
+            return;
+        };
+        let base = puller.next_index;
+        let now = Instant::now();
+        puller.last_snapshot = now;
+        puller.since_snapshot = 0;
+        puller.missed = false;
+        puller.quick = false;
+        puller.chunk_clock = now;
+        self.cursor = Cursor::new(snapshot, base, puller.skip.iter().copied());
+        drop(puller);
+        self.at_consumer = false;
+        self.phase = Phase::Ready(base);
     }
 
     /// The consumer reached the end of the pass.
@@ -1381,12 +1532,20 @@ where
         };
         // A new pass after one the consumer did not finish starts from where
         // the consumer stood, not from where the workers got to.
-        let rewind = saved.is_none() && self.run.workers > 0 && self.flag.is_reset() && !self.ended;
+        let rewind = saved.is_none()
+            && self.run.workers > 0
+            && self.flag.is_reset()
+            && !self.ended
+            && !self.at_consumer;
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
         self.ended = false;
         self.stop_workers();
         self.phase = Phase::Idle;
+        self.at_consumer = false;
+        if let Some(adapt) = &mut self.adapt {
+            adapt.new_pass();
+        }
         if rewind {
             let (snapshot, steps) = self.cursor.position();
             let base = self.cursor.low() - steps;
@@ -1509,6 +1668,7 @@ where
             end_at: None,
             deferred: std::collections::BTreeMap::new(),
             spin: Spin::default(),
+            handing_back: false,
         };
         for i in 0..self.run.workers {
             let worker = Worker {
@@ -1544,7 +1704,9 @@ where
                     node: self.plan.node,
                 });
             }
-            _ if self.run.workers == 0 => {
+            // Inline, or the source came back to the consumer mid-pass:
+            // its own state is exact.
+            _ if self.run.workers == 0 || self.at_consumer => {
                 let puller = lock(&self.puller);
                 // Skipped items right at the front count as received steps.
                 let mut low = puller.next_index;

@@ -52,6 +52,11 @@ impl<T> ReorderBuffer<T> {
         Some(value)
     }
 
+    /// Whether no result waits for its turn.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
+
     /// How many results are buffered.
     #[cfg(test)]
     pub(crate) fn buffered(&self) -> usize {

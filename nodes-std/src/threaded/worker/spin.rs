@@ -72,12 +72,17 @@ pub(crate) fn cores_to_spare() -> bool {
 #[derive(Debug)]
 pub(crate) struct Spin {
     budget: Duration,
+    /// The time waited from the first yield of a wait on, in all.
+    waited: Duration,
 }
 
 impl Default for Spin {
     fn default() -> Self {
         // The first waits of a pass are for the first items, usually short.
-        Spin { budget: MAX_SPIN }
+        Spin {
+            budget: MAX_SPIN,
+            waited: Duration::ZERO,
+        }
     }
 }
 
@@ -97,8 +102,14 @@ impl Spin {
         mut ready: impl FnMut() -> Option<T>,
         sleep: impl FnOnce() -> T,
     ) -> T {
+        // Timed from the first yield: a yield may hand the core to another
+        // thread for a whole time slice, which is waiting too.
+        let mut yielded: Option<Instant> = None;
         for quick in 0..QUICK_POLLS {
             if let Some(value) = ready() {
+                if let Some(yielded) = yielded {
+                    self.waited += yielded.elapsed();
+                }
                 return value;
             }
             if quick < QUICK_POLLS / 2 {
@@ -106,18 +117,35 @@ impl Spin {
                     std::hint::spin_loop();
                 }
             } else {
+                yielded.get_or_insert_with(Instant::now);
                 std::thread::yield_now();
             }
         }
         let started = Instant::now();
+        let yielded = yielded.unwrap_or(started);
         if self.spins()
             && let Some(value) = self.spin(&mut ready, started)
         {
+            self.waited += yielded.elapsed();
             return value;
         }
         let value = sleep();
-        self.slept(started.elapsed());
+        let now = Instant::now();
+        self.waited += now - yielded;
+        self.slept(now - started);
         value
+    }
+
+    /// The time this thread waited from its first yield on, in all (the
+    /// spins before it are not timed: they are over in about a
+    /// microsecond).
+    pub(crate) fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// Counts a wait timed elsewhere (one that slept without spinning).
+    pub(crate) fn add_waited(&mut self, waited: Duration) {
+        self.waited += waited;
     }
 
     /// Polls `ready` until it gives a value or the budget, counted from

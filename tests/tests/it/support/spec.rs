@@ -244,6 +244,31 @@ impl Par {
     }
 }
 
+/// Where a `prefetch` runs its source: as by default (on its reader, or on
+/// the consumer's thread while that measures faster), always on the reader,
+/// or switching between the two every so many items (the switch itself,
+/// which the clock alone would rarely reach in a short test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reader {
+    Adaptive,
+    Pinned,
+    SwitchEvery(u64),
+}
+
+/// The readers `reworked` and the strategies draw from.
+const READERS: [Reader; 6] = [
+    Reader::Adaptive,
+    Reader::Pinned,
+    Reader::SwitchEvery(1),
+    Reader::SwitchEvery(2),
+    Reader::SwitchEvery(3),
+    Reader::SwitchEvery(7),
+];
+
+fn reader_strategy() -> BoxedStrategy<Reader> {
+    prop::sample::select(READERS.to_vec()).boxed()
+}
+
 /// A pipeline: a source, or a stock node over other specs.
 #[derive(Clone, Debug)]
 pub(crate) enum Spec {
@@ -264,8 +289,8 @@ pub(crate) enum Spec {
     /// Rank, world size.
     Shard(Box<Spec>, u64, u64),
     ParMap(Box<Spec>, Par, Fun),
-    /// Read-ahead, error policy.
-    Prefetch(Box<Spec>, usize, ErrorPolicy),
+    /// Read-ahead, error policy, where the source runs.
+    Prefetch(Box<Spec>, usize, ErrorPolicy, Reader),
     /// Sources with integer weights (at least one positive). `cap` bounds a
     /// `CycleForever` pass with a header; `rank < world`.
     Weighted {
@@ -533,11 +558,17 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
                 .expect("valid options")
                 .boxed()
         }
-        Spec::Prefetch(inner, factor, policy) => b(inner)
-            .prefetch(*factor)
-            .expect("factor is positive")
-            .on_error(*policy)
-            .boxed(),
+        Spec::Prefetch(inner, factor, policy, reader) => {
+            let node = b(inner)
+                .prefetch(*factor)
+                .expect("factor is positive")
+                .on_error(*policy);
+            match reader {
+                Reader::Adaptive => node.boxed(),
+                Reader::Pinned => node.adaptive(false).boxed(),
+                Reader::SwitchEvery(items) => node.switch_every(*items).boxed(),
+            }
+        }
         Spec::Weighted {
             sources,
             stop,
@@ -742,7 +773,7 @@ impl Spec {
         Some(match self {
             Spec::Src(_) => Exact,
             Spec::Map(s, _, _) | Spec::CycleN(s, _) | Spec::Shuffle(s, ..) => child(s)?,
-            Spec::Prefetch(s, _, policy) => policed(*policy, false, child(s)?)?,
+            Spec::Prefetch(s, _, policy, _) => policed(*policy, false, child(s)?)?,
             // Refused over an order that varies (see `may_be_refused`).
             Spec::Unbatch(s) | Spec::FlatMap(s, _) => child(s)?,
             Spec::FilterMap(s, ..) => Some(child(s)?).filter(|&l| l >= Multiset)?,
@@ -892,7 +923,10 @@ impl Spec {
                     par.max_concurrent = [None, Some(1), Some(2), Some(5)][next(4) as usize];
                     par.snapshot_frequency = [1, 2, 5, 1000][next(4) as usize];
                 }
-                Spec::Prefetch(_, factor, _) => *factor = [1, 2, 3, 16][next(4) as usize],
+                Spec::Prefetch(_, factor, _, reader) => {
+                    *factor = [1, 2, 3, 16][next(4) as usize];
+                    *reader = READERS[next(READERS.len() as u64) as usize];
+                }
                 _ => {}
             }
             for child in spec.children_mut() {
@@ -1079,8 +1113,17 @@ impl fmt::Display for Spec {
                 }
                 write!(f, "{})", fun(fn_))
             }
-            Spec::Prefetch(s, n, ErrorPolicy::Deliver) => write!(f, "{s}.prefetch({n})"),
-            Spec::Prefetch(s, n, policy) => write!(f, "{s}.prefetch({n}).on_error({policy:?})"),
+            Spec::Prefetch(s, n, policy, reader) => {
+                write!(f, "{s}.prefetch({n})")?;
+                if *policy != ErrorPolicy::Deliver {
+                    write!(f, ".on_error({policy:?})")?;
+                }
+                match reader {
+                    Reader::Adaptive => Ok(()),
+                    Reader::Pinned => write!(f, ".adaptive(false)"),
+                    Reader::SwitchEvery(items) => write!(f, ".switch_every({items})"),
+                }
+            }
             Spec::Weighted {
                 sources,
                 stop,
@@ -1432,13 +1475,14 @@ pub(crate) fn spec_strategy(grammar: Grammar) -> BoxedStrategy<Spec> {
                         (
                             policy_strategy(grammar, true),
                             prop_oneof![Just(1usize), Just(2), Just(3), Just(16)],
+                            reader_strategy(),
                         )
                             .prop_flat_map({
                                 let below = below.clone();
-                                move |(policy, n)| {
-                                    below[idx(below_need(policy, false))]
-                                        .clone()
-                                        .prop_map(move |s| Spec::Prefetch(Box::new(s), n, policy))
+                                move |(policy, n, reader)| {
+                                    below[idx(below_need(policy, false))].clone().prop_map(
+                                        move |s| Spec::Prefetch(Box::new(s), n, policy, reader),
+                                    )
                                 }
                             })
                             .boxed(),
@@ -1570,7 +1614,7 @@ pub(crate) fn chain_strategy(max_len: u64, max_stages: usize) -> BoxedStrategy<S
         Map(u64, Fun),
         TryMap(Fun),
         ParMap(Par, Fun),
-        Prefetch(usize),
+        Prefetch(usize, Reader),
     }
     let fun = fun_strategy(grammar, false);
     let stage = prop_oneof![
@@ -1578,7 +1622,8 @@ pub(crate) fn chain_strategy(max_len: u64, max_stages: usize) -> BoxedStrategy<S
         1 => fun.clone().prop_map(Stage::TryMap),
         3 => (prop_oneof![par_strategy(3, false), par_strategy(3, true)], fun)
             .prop_map(|(p, f)| Stage::ParMap(p, f)),
-        2 => prop_oneof![Just(1usize), Just(2), Just(8)].prop_map(Stage::Prefetch),
+        2 => (prop_oneof![Just(1usize), Just(2), Just(8)], reader_strategy())
+            .prop_map(|(n, reader)| Stage::Prefetch(n, reader)),
     ];
     (1..=max_len, prop::collection::vec(stage, 1..=max_stages))
         .prop_map(|(len, stages)| {
@@ -1590,7 +1635,9 @@ pub(crate) fn chain_strategy(max_len: u64, max_stages: usize) -> BoxedStrategy<S
                         Stage::Map(k, f) => Spec::Map(s, k, f),
                         Stage::TryMap(f) => Spec::TryMap(s, f),
                         Stage::ParMap(p, f) => Spec::ParMap(s, p, f),
-                        Stage::Prefetch(n) => Spec::Prefetch(s, n, ErrorPolicy::Deliver),
+                        Stage::Prefetch(n, reader) => {
+                            Spec::Prefetch(s, n, ErrorPolicy::Deliver, reader)
+                        }
                     }
                 })
         })
