@@ -310,6 +310,20 @@ impl<U> Chunk<U> {
     }
 }
 
+/// What one pull from the source gave.
+enum Pulled<T> {
+    /// An item (a value or a bad record) to hand out.
+    Item(u64, Slot<T>),
+    /// An item delivered before the restore: passed over.
+    Skipped(u64),
+    /// The pass ends at `end`, after `last` if there is one (the failure
+    /// that ended it, or a restored state that does not fit the source).
+    End {
+        last: Option<(u64, Slot<T>)>,
+        end: u64,
+    },
+}
+
 impl<N: Node> Puller<N> {
     /// What the source will still hand to the consumer: its own hint, less
     /// the restored skips it will yield and nobody will deliver.
@@ -343,63 +357,24 @@ impl<N: Node> Puller<N> {
         let mut chunk = Chunk::with(buffer, snapshot_buffer);
         chunk.items.reserve(limit.min(64));
         while chunk.items.len() < limit {
-            let index = self.next_index;
-            let pulled = guard(node, Some(index), || self.source.next(cx));
-            let item = match pulled {
-                Ok(Ok(Some(item))) => Ok(item),
-                Ok(Ok(None)) => {
-                    chunk.end = Some(index);
-                    self.done = true;
-                    if let Some(&beyond) = self.skip.iter().next() {
-                        self.skip.clear();
-                        chunk.items.push_back((
-                            index,
-                            Err(Box::new(Error::bad_state(
-                                self.skip_path.clone(),
-                                format!(
-                                    "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
-                                ),
-                            ))),
-                        ));
-                        chunk.end = Some(index + 1);
+            let (index, item) = match self.pull_one(cx, node) {
+                Pulled::Item(index, item) => (index, item),
+                Pulled::Skipped(index) => {
+                    // A snapshot due here is taken after the next item that
+                    // is sent instead.
+                    if let Snapshots::Every(every) = snapshots
+                        && (index + 1).is_multiple_of(every)
+                    {
+                        self.missed = true;
                     }
-                    return chunk;
+                    continue;
                 }
-                Err(panicked) => {
-                    // A source that panicked is in no known state: deliver
-                    // the panic and end the pass.
-                    self.done = true;
-                    self.broke = Some(index + 1);
-                    self.next_index += 1;
-                    chunk.items.push_back((index, Err(Box::new(panicked))));
-                    chunk.end = Some(index + 1);
-                    return chunk;
-                }
-                // A bad record from the source is one item.
-                Ok(Err(e)) if is_bad_record(&e) => Err(Box::new(e)),
-                // Any other error says the source cannot go on: deliver it
-                // and end the pass (it would otherwise be pulled forever).
-                Ok(Err(e)) => {
-                    self.done = true;
-                    self.broke = Some(index + 1);
-                    self.next_index += 1;
-                    chunk.items.push_back((index, Err(Box::new(e))));
-                    chunk.end = Some(index + 1);
+                Pulled::End { last, end } => {
+                    chunk.items.extend(last);
+                    chunk.end = Some(end);
                     return chunk;
                 }
             };
-            self.next_index += 1;
-            self.since_snapshot += 1;
-            if !self.skip.is_empty() && self.skip.remove(&index) {
-                // Delivered before the restore. A snapshot due here is taken
-                // after the next item that is sent instead.
-                if let Snapshots::Every(every) = snapshots
-                    && (index + 1).is_multiple_of(every)
-                {
-                    self.missed = true;
-                }
-                continue;
-            }
             let bad_record = item.is_err();
             chunk.items.push_back((index, item));
             let last = chunk.items.len() >= limit;
@@ -445,6 +420,63 @@ impl<N: Node> Puller<N> {
             }
         }
         chunk
+    }
+
+    /// Pulls the next item from the source. An `Err` from the source is an
+    /// item; a panic in it, or an error that is not a bad record, ends the
+    /// pass after that item.
+    #[inline]
+    fn pull_one(&mut self, cx: &mut Cx, node: &'static str) -> Pulled<N::Item> {
+        let index = self.next_index;
+        let item = match guard(node, Some(index), || self.source.next(cx)) {
+            Ok(Ok(Some(item))) => Ok(item),
+            Ok(Ok(None)) => {
+                self.done = true;
+                let Some(&beyond) = self.skip.iter().next() else {
+                    return Pulled::End {
+                        last: None,
+                        end: index,
+                    };
+                };
+                self.skip.clear();
+                let error = Error::bad_state(
+                    self.skip_path.clone(),
+                    format!(
+                        "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
+                    ),
+                );
+                return Pulled::End {
+                    last: Some((index, Err(Box::new(error)))),
+                    end: index + 1,
+                };
+            }
+            // A source that panicked is in no known state: deliver the
+            // panic and end the pass.
+            Err(panicked) => return self.broke_at(index, panicked),
+            // A bad record from the source is one item.
+            Ok(Err(e)) if is_bad_record(&e) => Err(Box::new(e)),
+            // Any other error says the source cannot go on: deliver it and
+            // end the pass (it would otherwise be pulled forever).
+            Ok(Err(e)) => return self.broke_at(index, e),
+        };
+        self.next_index += 1;
+        self.since_snapshot += 1;
+        if !self.skip.is_empty() && self.skip.remove(&index) {
+            // Delivered before the restore.
+            return Pulled::Skipped(index);
+        }
+        Pulled::Item(index, item)
+    }
+
+    /// The pass ends with `error` at `index`.
+    fn broke_at(&mut self, index: u64, error: Error) -> Pulled<N::Item> {
+        self.done = true;
+        self.broke = Some(index + 1);
+        self.next_index += 1;
+        Pulled::End {
+            last: Some((index, Err(Box::new(error)))),
+            end: index + 1,
+        }
     }
 
     /// Records the source's state after the chunk's last item. A source
@@ -1124,8 +1156,6 @@ pub(crate) struct Threaded<N: Node, S, U> {
     /// The source came back to the consumer mid-pass and stands where the
     /// consumer does; `cursor` is stale until the next reader starts.
     at_consumer: bool,
-    /// The buffers an inline pull fills, kept from item to item.
-    inline_buffers: (Items<N::Item>, Snapshotted),
 }
 
 impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
@@ -1197,7 +1227,6 @@ where
             restored_span: 0,
             adapt: None,
             at_consumer: false,
-            inline_buffers: Default::default(),
         }
     }
 
@@ -1379,16 +1408,28 @@ where
     /// Inline: pull one item and process it here; `None` at the end.
     fn next_inline(&mut self, cx: &mut Cx) -> Option<Result<U>> {
         let node = self.plan.node;
-        let mut chunk = {
-            let mut puller = lock(&self.puller);
-            if puller.done {
-                return None;
+        let (index, item) = {
+            // No worker holds the source inline: reach it without taking
+            // the lock (one locked instruction per item instead of two).
+            let mut locked;
+            let puller = match Arc::get_mut(&mut self.puller) {
+                Some(alone) => alone.get_mut().unwrap_or_else(|e| e.into_inner()),
+                None => {
+                    locked = lock(&self.puller);
+                    &mut *locked
+                }
+            };
+            loop {
+                if puller.done {
+                    return None;
+                }
+                match puller.pull_one(cx, node) {
+                    Pulled::Item(index, item) => break (index, item),
+                    Pulled::Skipped(_) => {}
+                    Pulled::End { last, .. } => break last?,
+                }
             }
-            let buffers = std::mem::take(&mut self.inline_buffers);
-            puller.pull_chunk(cx, 1, Snapshots::Never, node, None, buffers)
         };
-        let (index, item) = chunk.items.pop_front()?;
-        self.inline_buffers = (chunk.items, chunk.snapshots);
         Some(
             item.map_err(|error| *error)
                 .and_then(|item| catch(node, Some(index), || self.stage.apply(index, item))),
