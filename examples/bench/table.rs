@@ -148,7 +148,14 @@ fn figures(case: &str, line: &Value) -> (String, String) {
             format!("{} at K=1000", duration(per("baseline_per_s"))),
         ),
         "prefetch" => (
-            format!("{} per item", ns("framework_ns_per_item")),
+            match line["pinned_ns_per_item"].as_f64() {
+                Some(_) => format!(
+                    "{} per item; {} with the reader pinned",
+                    ns("framework_ns_per_item"),
+                    ns("pinned_ns_per_item")
+                ),
+                None => format!("{} per item", ns("framework_ns_per_item")),
+            },
             match line["spinning_channel_ns_per_item"].as_f64() {
                 Some(_) => format!(
                     "{} per item (crossbeam bounded(16)); {} spinning",
@@ -162,7 +169,7 @@ fn figures(case: &str, line: &Value) -> (String, String) {
             },
         ),
         "realistic_prefetch_idle" => (
-            rate("framework_per_s"),
+            with_pinned(rate("framework_per_s"), line),
             match line["hand_written_thread"]["spin_ratio"].as_f64() {
                 Some(ceiling) => format!(
                     "{} (no prefetch); the hand-written program on a producer thread: {ceiling} of one thread",
@@ -184,8 +191,17 @@ fn figures(case: &str, line: &Value) -> (String, String) {
                 Some((_, what)) => format!("{} ({what})", rate("baseline_per_s")),
                 None => rate("baseline_per_s"),
             };
-            (rate("framework_per_s"), baseline)
+            (with_pinned(rate("framework_per_s"), line), baseline)
         }
+    }
+}
+
+/// `nodes`, with the ratio of the same prefetch with its reader pinned
+/// (`adaptive(false)`) where the line has one.
+fn with_pinned(nodes: String, line: &Value) -> String {
+    match line["pinned_ratio"].as_f64() {
+        Some(pinned) => format!("{nodes} (reader pinned: ratio {pinned})"),
+        None => nodes,
     }
 }
 

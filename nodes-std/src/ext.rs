@@ -341,7 +341,9 @@ pub trait NodeExt: Node + Sized {
     }
 
     /// Reads up to `prefetch_factor` items ahead on a background thread (see
-    /// [`Prefetcher`]).
+    /// [`Prefetcher`]). A consumer that only waits for the reader runs the
+    /// source itself while that is faster (see
+    /// [`Prefetcher::adaptive`](crate::Prefetcher::adaptive)).
     ///
     /// # Errors
     ///
