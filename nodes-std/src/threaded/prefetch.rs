@@ -59,7 +59,11 @@ const MAX_CHUNK: usize = 4096;
 /// taken at least that often, and a state with a larger `k` is refused when
 /// it is offered). Once the consumer has received the end of the
 /// pass, the snapshot is the source's state past its end, so that the next
-/// pass after a restore starts exactly as it would have without one.
+/// pass after a restore starts exactly as it would have without one. While
+/// the source runs on the consumer's thread (see
+/// [`adaptive`](Prefetcher::adaptive)), the snapshot is the source's state
+/// as it stands and `k` is 0: the same layout, so a state restores
+/// whatever the reader of the pipeline that saved or restores it.
 ///
 /// Replaying needs a source that yields the same items again after a
 /// restore. Over a source whose order varies from run to run (an
