@@ -150,9 +150,9 @@ impl Adapt {
         self.countdown == 0
     }
 
-    /// Looks at the clock (`waited`: the consumer's total wait for items in
-    /// the current threaded pass, past its first quick polls). `Some(mode)`
-    /// when the consumer should switch to `mode` now.
+    /// Looks at the clock (`waited`: the consumer's total wait for items
+    /// from the current reader, timed from each wait's first yield; zero
+    /// inline). `Some(mode)` when the consumer should switch to `mode` now.
     pub(crate) fn look(&mut self, waited: Duration) -> Option<Mode> {
         if let Policy::Every(items) = self.policy {
             self.countdown = items.max(1);
