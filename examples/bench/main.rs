@@ -536,11 +536,14 @@ fn prefetch(n: u64) -> Res<()> {
         producer.join().map_err(|_| "producer thread panicked")?;
         Ok(sum)
     };
-    let prefetched = || -> Res<u64> {
+    // `adaptive(false)`: the reader pinned to its thread, the hand-over
+    // alone, whether or not the default steps aside for this consumer.
+    let prefetched = |adaptive: bool| -> Res<u64> {
         let mut loader = Loader::new(
             IterableWrapper::new(0..n)
                 .map(|x| x + 1)
-                .prefetch(PREFETCH_DEPTH)?,
+                .prefetch(PREFETCH_DEPTH)?
+                .adaptive(adaptive),
         );
         Ok(loader
             .epoch()
@@ -577,22 +580,9 @@ fn prefetch(n: u64) -> Res<()> {
         producer.join().map_err(|_| "producer thread panicked")?;
         Ok(sum)
     };
-    let ((t_base, a), (t_fw, b)) = best_of_pair(PAIRED_RUNS, channel, prefetched)?;
+    let ((t_base, a), (t_fw, b)) = best_of_pair(PAIRED_RUNS, channel, || prefetched(true))?;
     assert_eq!(a, b);
-    // The reader pinned to its thread: the hand-over alone, whether or not
-    // the default would step aside for this consumer.
-    let (t_pinned, c) = best_of(PAIRED_RUNS, || -> Res<u64> {
-        let mut loader = Loader::new(
-            IterableWrapper::new(0..n)
-                .map(|x| x + 1)
-                .prefetch(PREFETCH_DEPTH)?
-                .adaptive(false),
-        );
-        Ok(loader
-            .epoch()
-            .map(|r| r.map(black_box))
-            .sum::<Result<u64>>()?)
-    })?;
+    let (t_pinned, c) = best_of(PAIRED_RUNS, || prefetched(false))?;
     assert_eq!(a, c);
     let mut t_spin = Duration::MAX;
     for _ in 0..PAIRED_RUNS {

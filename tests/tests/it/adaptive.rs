@@ -11,7 +11,7 @@ use std::thread::ThreadId;
 
 use nodes_std::prelude::*;
 use nodes_std::testing::check_save_load;
-use nodes_std::{MultiNodeWeightedSampler, StopCriteria};
+use nodes_std::{MultiNodeWeightedSampler, Prefetcher, StopCriteria};
 
 /// A pipeline with state in every layer: two shuffled datasets mixed by a
 /// seeded weighted draw, so that an item lost, repeated or reordered across
@@ -31,14 +31,22 @@ fn mixed(len: u64) -> impl Node<Item = u64> + 'static {
     .seed(7)
 }
 
-/// The prefetching pipeline, with the reader pinned (`None`) or switching
-/// every `n` items.
-fn prefetched(len: u64, factor: usize, every: Option<u64>) -> Box<dyn Node<Item = u64>> {
-    let node = mixed(len).prefetch(factor).unwrap();
+/// `node` with its reader pinned (`None`) or switching every `n` items.
+fn reader<N>(node: Prefetcher<N>, every: Option<u64>) -> Box<dyn Node<Item = N::Item>>
+where
+    N: Node + 'static,
+    N::Item: Send + 'static,
+{
     match every {
         None => node.adaptive(false).boxed(),
         Some(n) => node.switch_every(n).boxed(),
     }
+}
+
+/// The prefetching pipeline, with the reader pinned (`None`) or switching
+/// every `n` items.
+fn prefetched(len: u64, factor: usize, every: Option<u64>) -> Box<dyn Node<Item = u64>> {
+    reader(mixed(len).prefetch(factor).unwrap(), every)
 }
 
 /// Three whole passes, one after another.
@@ -157,10 +165,7 @@ fn a_pass_stopped_early_after_a_wrap_around_starts_the_same_next_pass() {
             .header(40)
             .prefetch(3)
             .unwrap();
-        match every {
-            None => node.adaptive(false).boxed(),
-            Some(n) => node.switch_every(n).boxed(),
-        }
+        reader(node, every)
     };
     let run_with = |every: Option<u64>, stop: usize| {
         let mut run = build(every).start().unwrap();

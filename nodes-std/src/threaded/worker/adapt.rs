@@ -107,6 +107,17 @@ struct Window {
     waited: Duration,
 }
 
+impl Window {
+    fn starting(now: Instant, waited: Duration) -> Window {
+        Window {
+            started: now,
+            last_look: now,
+            items: 0,
+            waited,
+        }
+    }
+}
+
 impl Adapt {
     pub(crate) fn new(policy: Policy) -> Adapt {
         Adapt {
@@ -161,12 +172,7 @@ impl Adapt {
         let now = Instant::now();
         let counted = self.stride;
         let Some(window) = &mut self.window else {
-            self.window = Some(Window {
-                started: now,
-                last_look: now,
-                items: 0,
-                waited,
-            });
+            self.window = Some(Window::starting(now, waited));
             self.stride = 1;
             self.countdown = 1;
             return None;
@@ -189,12 +195,7 @@ impl Adapt {
         let starved = waited.saturating_sub(window.waited) * 2 >= elapsed;
         let decision = self.decide(rate, starved);
         // The next window starts here, in whichever mode.
-        self.window = Some(Window {
-            started: now,
-            last_look: now,
-            items: 0,
-            waited,
-        });
+        self.window = Some(Window::starting(now, waited));
         self.countdown = self.stride;
         decision.map(|mode| self.switch(mode))
     }

@@ -76,8 +76,6 @@ pub(crate) enum Snapshots {
     /// Whatever the timing, at least one every [`MAX_PACED_STEPS`] items, so
     /// that a restore never replays more (and a state naming more is refused).
     Paced,
-    /// Never (inline: the source's own state is the position).
-    Never,
 }
 
 /// How the state is laid out.
@@ -389,7 +387,7 @@ impl<N: Node> Puller<N> {
             // a source may fail without moving on (and succeed when asked
             // again), and a replay that counts pulls would then skip the
             // item instead of the failure.
-            let due = (bad_record && snapshots != Snapshots::Never)
+            let due = bad_record
                 || self.counted.is_none()
                     && match snapshots {
                         Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
@@ -399,7 +397,6 @@ impl<N: Node> Puller<N> {
                                     now.saturating_duration_since(self.last_snapshot) >= self.pace
                                 })
                         }
-                        Snapshots::Never => false,
                     };
             if due && !self.snapshot(cx, &mut chunk, node, snapshots == Snapshots::Paced) {
                 return chunk;
@@ -420,6 +417,18 @@ impl<N: Node> Puller<N> {
             }
         }
         chunk
+    }
+
+    /// A new reader starts here, as if a snapshot had just been taken (the
+    /// reset's, or the one a reader resumes from): snapshots are paced from
+    /// now, and a new pass (maybe over a new source) earns its quick chunks
+    /// again.
+    fn restart_pacing(&mut self) {
+        self.last_snapshot = Instant::now();
+        self.since_snapshot = 0;
+        self.missed = false;
+        self.quick = false;
+        self.chunk_clock = self.last_snapshot;
     }
 
     /// Pulls the next item from the source. An `Err` from the source is an
@@ -669,10 +678,15 @@ impl<U> Pool<U> {
     /// fails instead of piling up), then join. A worker inside the user's
     /// function finishes that item first.
     fn stop(&mut self) {
-        self.halt.store(true, Ordering::SeqCst);
-        self.permits.close();
+        self.halt_workers();
         drop(std::mem::replace(&mut self.results, Inbox::Closed));
         self.workers.join();
+    }
+
+    /// No new pulls, and workers waiting for room woken (to leave).
+    fn halt_workers(&self) {
+        self.halt.store(true, Ordering::SeqCst);
+        self.permits.close();
     }
 
     /// Stops the worker from reading further and joins it, leaving what it
@@ -681,8 +695,7 @@ impl<U> Pool<U> {
     /// worker pulled reaches it, so the source then stands where the
     /// consumer will once it has handed those out.
     fn hand_back(&mut self) {
-        self.halt.store(true, Ordering::SeqCst);
-        self.permits.close();
+        self.halt_workers();
         self.workers.join();
         self.handing_back = true;
     }
@@ -858,9 +871,7 @@ impl<U> Pool<U> {
                         self.spin
                             .wait(|| ring.ready().then_some(()), || ring.sleep_until_ready());
                     } else {
-                        let started = Instant::now();
-                        ring.sleep_until_ready();
-                        self.spin.add_waited(started.elapsed());
+                        self.spin.sleep(|| ring.sleep_until_ready());
                     }
                 }
             }
@@ -870,10 +881,7 @@ impl<U> Pool<U> {
             // More threads than cores: no polls of ours on top of the
             // channel's own short back-off (the yields would hand the core
             // around among the workers once more per chunk).
-            let started = Instant::now();
-            let received = results.recv();
-            self.spin.add_waited(started.elapsed());
-            return received;
+            return self.spin.sleep(|| results.recv());
         }
         self.spin.wait(
             || match results.try_recv() {
@@ -1249,7 +1257,6 @@ where
         let every = match self.run.snapshots {
             Snapshots::Every(every) => every,
             Snapshots::Paced => MAX_PACED_STEPS,
-            Snapshots::Never => 0,
         };
         every
             .saturating_add(self.run.max_in_flight as u64)
@@ -1337,11 +1344,7 @@ where
         self.flag.check(node)?;
         loop {
             if let Phase::Ready(base) = self.phase {
-                if self
-                    .adapt
-                    .as_ref()
-                    .is_some_and(|a| a.mode() == Mode::Inline)
-                {
+                if self.adapt_mode() == Some(Mode::Inline) {
                     // The source stands where the consumer does (a reset
                     // put it there), and it was faster here last pass.
                     self.phase = Phase::Inline;
@@ -1357,11 +1360,7 @@ where
                 // unless the consumer meanwhile wants the reader back.
                 self.phase = Phase::Inline;
                 self.at_consumer = true;
-                if self
-                    .adapt
-                    .as_ref()
-                    .is_some_and(|a| a.mode() == Mode::Threaded)
-                {
+                if self.adapt_mode() == Some(Mode::Threaded) {
                     self.go_threaded(cx);
                 }
                 continue;
@@ -1436,6 +1435,11 @@ where
         )
     }
 
+    /// Where the adaptation wants the source now (`None`: not adaptive).
+    fn adapt_mode(&self) -> Option<Mode> {
+        self.adapt.as_ref().map(Adapt::mode)
+    }
+
     /// Counts an item handed out, and switches between the reader and
     /// the consumer's thread when the adaptation says so (see `adapt.rs`).
     #[inline]
@@ -1480,12 +1484,7 @@ where
             return;
         };
         let base = puller.next_index;
-        let now = Instant::now();
-        puller.last_snapshot = now;
-        puller.since_snapshot = 0;
-        puller.missed = false;
-        puller.quick = false;
-        puller.chunk_clock = now;
+        puller.restart_pacing();
         self.cursor = Cursor::new(snapshot, base, puller.skip.iter().copied());
         drop(puller);
         self.at_consumer = false;
@@ -1629,13 +1628,7 @@ where
         puller.broke = None;
         puller.skip.clear();
         puller.next_index = 0;
-        puller.last_snapshot = Instant::now();
-        puller.since_snapshot = 0;
-        puller.missed = false;
-        // A new pass (and maybe a new source behind it) earns its quick
-        // chunks again.
-        puller.quick = false;
-        puller.chunk_clock = puller.last_snapshot;
+        puller.restart_pacing();
         puller.counted = if threaded {
             puller.source.counted_by()
         } else {

@@ -143,9 +143,13 @@ impl Spin {
         self.waited
     }
 
-    /// Counts a wait timed elsewhere (one that slept without spinning).
-    pub(crate) fn add_waited(&mut self, waited: Duration) {
-        self.waited += waited;
+    /// Sleeps through `sleep` without spinning first (more threads than
+    /// cores), counting the time as waited.
+    pub(crate) fn sleep<T>(&mut self, sleep: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let value = sleep();
+        self.waited += started.elapsed();
+        value
     }
 
     /// Polls `ready` until it gives a value or the budget, counted from
