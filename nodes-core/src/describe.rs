@@ -264,19 +264,6 @@ impl Description {
         }
     }
 
-    /// Parses what [`Description::to_json`] wrote.
-    ///
-    /// # Errors
-    /// [`Error::BadState`](crate::Error::BadState) at `path` if `value` is not
-    /// a description.
-    #[deprecated(
-        note = "`Description` implements `Deserialize`: use `serde_json::from_value::<Description>(value)`"
-    )]
-    pub fn from_json(value: &serde_json::Value, path: &str) -> crate::Result<Description> {
-        Description::deserialize(value)
-            .map_err(|e| crate::Error::bad_state(path, format!("not a pipeline description: {e}")))
-    }
-
     /// A 64-bit fingerprint of the structure: FNV-1a over the compact JSON of
     /// [`to_json`](Description::to_json) (names, parameters as [`Param`]
     /// renders them, child keys, in order). Nothing in it comes from `Debug`,
@@ -496,12 +483,8 @@ mod tests {
                 "state is from Batcher(batch_size=8), pipeline has Batcher(batch_size=9)"
             )
         );
-        #[allow(deprecated)]
-        {
-            assert_eq!(Description::from_json(&json, "/pipeline").unwrap(), d);
-            let err = Description::from_json(&serde_json::json!([1]), "/pipeline").unwrap_err();
-            assert_eq!(err.state_path(), Some("/pipeline"), "{err}");
-        }
+        assert_eq!(serde_json::from_value::<Description>(json.clone()).unwrap(), d);
+        assert!(serde_json::from_value::<Description>(serde_json::json!([1])).is_err());
         for bad in [
             serde_json::json!({"name": "A", "params": {}}),
             serde_json::json!({"name": "A", "params": {"x": 1}, "children": {}}),

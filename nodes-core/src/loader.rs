@@ -345,13 +345,6 @@ impl<N: Node> Loader<N> {
         self
     }
 
-    /// Turns statistics on: the old name of
-    /// [`record_stats`](Loader::record_stats).
-    #[deprecated(since = "0.1.0", note = "renamed to `record_stats`")]
-    pub fn with_stats(self) -> Self {
-        self.record_stats()
-    }
-
     /// The statistics so far, bottleneck first; `None` unless
     /// [`record_stats`](Loader::record_stats) turned them on.
     pub fn stats(&self) -> Option<Stats> {

@@ -26,9 +26,8 @@
 // What both samplers do alike, written once. Declared before their modules
 // so that they can use them.
 
-/// Writes a sampler's `stop_criteria` setter, its deprecated
-/// `with_stop_criteria` alias and its `get_stop_criteria` getter, inside its
-/// inherent `impl` (fields `stop` and `flag`).
+/// Writes a sampler's `stop_criteria` setter and its `get_stop_criteria`
+/// getter, inside its inherent `impl` (fields `stop` and `flag`).
 macro_rules! stop_criteria_methods {
     () => {
         /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
@@ -37,13 +36,6 @@ macro_rules! stop_criteria_methods {
             self.stop = stop;
             self.flag = ResetFlag::default();
             self
-        }
-
-        /// Sets when a pass ends: the old name of
-        /// [`stop_criteria`](Self::stop_criteria).
-        #[deprecated(since = "0.1.0", note = "renamed to `stop_criteria`")]
-        pub fn with_stop_criteria(self, stop: StopCriteria) -> Self {
-            self.stop_criteria(stop)
         }
 
         /// When a pass ends.

@@ -323,12 +323,6 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self
     }
 
-    /// Sets the seed: the old name of [`seed`](Self::seed).
-    #[deprecated(since = "0.1.0", note = "renamed to `seed`")]
-    pub fn with_seed(self, seed: u64) -> Self {
-        self.seed(seed)
-    }
-
     /// Sets this process's rank among `world_size`: each rank draws from its
     /// own random stream. The node must be reset afterwards.
     ///
@@ -347,16 +341,6 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.world_size = world_size;
         self.flag = ResetFlag::default();
         Ok(self)
-    }
-
-    /// Sets the rank: the old name of [`rank`](Self::rank).
-    ///
-    /// # Errors
-    ///
-    /// As [`rank`](Self::rank).
-    #[deprecated(since = "0.1.0", note = "renamed to `rank`")]
-    pub fn with_rank(self, rank: u64, world_size: u64) -> Result<Self> {
-        self.rank(rank, world_size)
     }
 
     fn ranks(&self) -> Rank {

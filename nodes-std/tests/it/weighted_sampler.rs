@@ -914,41 +914,39 @@ fn a_restored_count_at_its_maximum_does_not_overflow() {
     assert_eq!(restored.by_ref().map(Result::unwrap).count(), 5);
 }
 
-/// The setters' old names still work, as deprecated aliases of the new ones.
+/// Each setter takes effect: the getter reads it back, and the draws follow it.
 #[test]
-#[allow(deprecated)]
-fn deprecated_with_seed_sets_the_seed() {
-    let old = MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0]))
-        .unwrap()
-        .with_seed(9);
-    assert_eq!(old.get_seed(), 9);
-    let new = MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0]))
-        .unwrap()
-        .seed(9);
-    assert_eq!(epochs(old, 2), epochs(new, 2));
-}
-
-#[test]
-#[allow(deprecated)]
-fn deprecated_with_rank_sets_the_rank() {
+fn seed_sets_the_seed() {
     let build = || MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0])).unwrap();
-    let old = build().with_rank(1, 3).unwrap();
-    assert_eq!((old.get_rank(), old.world_size()), (1, 3));
-    assert!(build().with_rank(3, 3).is_err());
-    assert_eq!(epochs(old, 1), epochs(build().rank(1, 3).unwrap(), 1));
+    let seeded = build().seed(9);
+    assert_eq!(seeded.get_seed(), 9);
+    assert_eq!(epochs(seeded, 2), epochs(build().seed(9), 2));
+    assert_ne!(epochs(build().seed(9), 2), epochs(build().seed(10), 2));
 }
 
 #[test]
-#[allow(deprecated)]
-fn deprecated_with_stop_criteria_sets_the_stop_criteria() {
+fn rank_sets_the_rank() {
+    let build = || MultiNodeWeightedSampler::new(counts(&[20, 20]), weights(&[1.0, 1.0])).unwrap();
+    let ranked = build().rank(1, 3).unwrap();
+    assert_eq!((ranked.get_rank(), ranked.world_size()), (1, 3));
+    assert!(build().rank(3, 3).is_err());
+    assert_eq!(epochs(ranked, 1), epochs(build().rank(1, 3).unwrap(), 1));
+    assert_ne!(
+        epochs(build().rank(0, 3).unwrap(), 1),
+        epochs(build().rank(1, 3).unwrap(), 1)
+    );
+}
+
+#[test]
+fn stop_criteria_sets_the_stop_criteria() {
     let build = || MultiNodeWeightedSampler::new(counts(&[5, 30]), weights(&[1.0, 1.0])).unwrap();
-    let old = build().with_stop_criteria(StopCriteria::FirstDatasetExhausted);
-    assert_eq!(old.get_stop_criteria(), StopCriteria::FirstDatasetExhausted);
-    let new = build().stop_criteria(StopCriteria::FirstDatasetExhausted);
-    assert_eq!(epochs(old, 1), epochs(new, 1));
+    let first = build().stop_criteria(StopCriteria::FirstDatasetExhausted);
+    assert_eq!(first.get_stop_criteria(), StopCriteria::FirstDatasetExhausted);
+    let all = build().stop_criteria(StopCriteria::AllDatasetsExhausted);
+    assert!(epochs(first, 1)[0].len() < epochs(all, 1)[0].len());
     let round_robin = nodes_std::MultiNodeRoundRobinSampler::new(counts(&[2, 3]))
         .unwrap()
-        .with_stop_criteria(StopCriteria::AllDatasetsExhausted);
+        .stop_criteria(StopCriteria::AllDatasetsExhausted);
     assert_eq!(
         round_robin.get_stop_criteria(),
         StopCriteria::AllDatasetsExhausted

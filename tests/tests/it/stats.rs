@@ -405,11 +405,14 @@ fn every_stock_node_reports_to_the_statistics() {
     assert_eq!(stats.get("Header").unwrap().items, 20);
 }
 
-/// `with_stats`, the old name of `record_stats`, still turns statistics on.
+/// `record_stats` turns statistics on; without it there are none.
 #[test]
-#[allow(deprecated)]
-fn deprecated_with_stats_records_stats() {
-    let mut loader = Loader::new(IterableWrapper::new(0..5u64).map(|x| x + 1)).with_stats();
+fn record_stats_turns_statistics_on() {
+    let pipeline = || IterableWrapper::new(0..5u64).map(|x| x + 1);
+    let mut loader = Loader::new(pipeline()).record_stats();
     assert_eq!(loader.epoch().count(), 5);
     assert!(loader.stats().is_some());
+    let mut plain = Loader::new(pipeline());
+    assert_eq!(plain.epoch().count(), 5);
+    assert!(plain.stats().is_none());
 }
