@@ -483,7 +483,10 @@ mod tests {
                 "state is from Batcher(batch_size=8), pipeline has Batcher(batch_size=9)"
             )
         );
-        assert_eq!(serde_json::from_value::<Description>(json.clone()).unwrap(), d);
+        assert_eq!(
+            serde_json::from_value::<Description>(json.clone()).unwrap(),
+            d
+        );
         assert!(serde_json::from_value::<Description>(serde_json::json!([1])).is_err());
         for bad in [
             serde_json::json!({"name": "A", "params": {}}),

@@ -1,5 +1,6 @@
 //! The one error type of the framework.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Shorthand for `Result<T, nodes_core::Error>`.
@@ -53,7 +54,7 @@ pub enum Error {
     #[error("user function failed in {node}{}: {source}", fmt_index(*.index))]
     User {
         /// The node that called the function.
-        node: &'static str,
+        node: Cow<'static, str>,
         /// The index of the item being processed, where known.
         index: Option<u64>,
         /// The user's error.
@@ -64,7 +65,7 @@ pub enum Error {
     #[error("user function panicked in {node}{}: {message}", fmt_index(*.index))]
     Panicked {
         /// The node that called the function.
-        node: &'static str,
+        node: Cow<'static, str>,
         /// The index of the item being processed, where known.
         index: Option<u64>,
         /// The panic payload, when it was a string.
@@ -160,7 +161,7 @@ impl Error {
     /// An [`Error::User`] wrapping `source`.
     pub fn user(node: &'static str, index: Option<u64>, source: impl Into<BoxError>) -> Self {
         Error::User {
-            node,
+            node: Cow::Borrowed(node),
             index,
             source: source.into(),
         }
@@ -173,7 +174,7 @@ impl Error {
         payload: &(dyn std::any::Any + Send),
     ) -> Self {
         Error::Panicked {
-            node,
+            node: Cow::Borrowed(node),
             index,
             message: panic_text(payload),
         }
@@ -212,7 +213,7 @@ impl Error {
                 index,
                 source,
             } => Error::User {
-                node,
+                node: node.clone(),
                 index: *index,
                 source: source.to_string().into(),
             },
@@ -221,7 +222,7 @@ impl Error {
                 index,
                 message,
             } => Error::Panicked {
-                node,
+                node: node.clone(),
                 index: *index,
                 message: message.clone(),
             },

@@ -169,7 +169,7 @@ pub fn record_skipped(error: &Error, skipped: u64) {
 }
 
 #[cfg(feature = "tracing")]
-fn error_node(error: &Error) -> &'static str {
+fn error_node(error: &Error) -> &str {
     match error {
         Error::User { node, .. } | Error::Panicked { node, .. } => node,
         _ => "",

@@ -2,7 +2,7 @@
 //! checkpointed budget that applies it.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -361,12 +361,12 @@ impl SavedError {
                 node,
                 index,
                 source,
-            } => (SavedKind::User, *node, *index, source.to_string()),
+            } => (SavedKind::User, &**node, *index, source.to_string()),
             Error::Panicked {
                 node,
                 index,
                 message,
-            } => (SavedKind::Panicked, *node, *index, message.clone()),
+            } => (SavedKind::Panicked, &**node, *index, message.clone()),
             // Never held (see `HeldErrors::push`); kept readable all the same.
             other => (SavedKind::User, "unknown", None, other.to_string()),
         };
@@ -379,9 +379,13 @@ impl SavedError {
     }
 
     fn into_error(self) -> Error {
-        let node = static_name(&self.node);
+        let node = self.node.into();
         match self.kind {
-            SavedKind::User => Error::user(node, self.index, self.message),
+            SavedKind::User => Error::User {
+                node,
+                index: self.index,
+                source: self.message.into(),
+            },
             SavedKind::Panicked => Error::Panicked {
                 node,
                 index: self.index,
@@ -389,27 +393,6 @@ impl SavedError {
             },
         }
     }
-}
-
-/// A node name read back from a state, as the `&'static str` an [`Error`]
-/// holds.
-///
-/// Each distinct name is leaked once and reused (a process sees a handful of
-/// node names). Past 256 distinct names, or for a name longer than 128 bytes
-/// (neither comes from a real pipeline), the name is `"restored node"`.
-fn static_name(name: &str) -> &'static str {
-    const FALLBACK: &str = "restored node";
-    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(known) = names.iter().find(|known| **known == name) {
-        return known;
-    }
-    if names.len() >= 256 || name.len() > 128 {
-        return FALLBACK;
-    }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.push(leaked);
-    leaked
 }
 
 impl Serialize for HeldErrors {
@@ -505,7 +488,7 @@ mod tests {
         let mut held = HeldErrors::default();
         held.push(Error::user("Custom node", Some(3), "bad row"));
         held.push(Error::Panicked {
-            node: "ParallelMapper",
+            node: "ParallelMapper".into(),
             index: None,
             message: "boom".to_owned(),
         });
@@ -519,10 +502,10 @@ mod tests {
         assert!(matches!(
             back.pop(),
             Some(Error::User {
-                node: "Custom node",
+                node,
                 index: Some(3),
                 ..
-            })
+            }) if node == "Custom node"
         ));
         assert!(matches!(
             back.pop(),
@@ -532,11 +515,25 @@ mod tests {
     }
 
     #[test]
-    fn restored_node_names_are_shared_and_bounded() {
-        let a = static_name("SomeNode");
-        let b = static_name(&String::from("SomeNode"));
-        assert!(std::ptr::eq(a, b), "one leak per distinct name");
-        assert_eq!(static_name(&"x".repeat(129)), "restored node");
+    fn restored_errors_keep_any_node_name() {
+        let long = "x".repeat(300);
+        let mut held = HeldErrors::default();
+        held.push(Error::User {
+            node: long.clone().into(),
+            index: Some(7),
+            source: "bad".into(),
+        });
+        let state = State::new().with("held", &held).unwrap();
+        let mut back: HeldErrors = state.get("held").unwrap();
+        let restored = back.pop().unwrap();
+        assert!(
+            matches!(&restored, Error::User { node, index: Some(7), .. } if *node == long),
+            "{restored}"
+        );
+        assert_eq!(
+            restored.to_string(),
+            format!("user function failed in {long} at item 7: bad")
+        );
     }
 
     #[test]

@@ -28,12 +28,18 @@ fn try_map_errors_carry_node_and_index_and_do_not_stop_the_node() {
     for item in &mut running {
         match item {
             Ok(v) => ok.push(v),
-            Err(Error::User { node, index, .. }) => failed.push((node, index)),
+            Err(Error::User { node, index, .. }) => failed.push((node.into_owned(), index)),
             Err(e) => panic!("unexpected {e}"),
         }
     }
     assert_eq!(ok, [1, 2, 4]);
-    assert_eq!(failed, [("TryMapper", Some(2)), ("TryMapper", Some(4))]);
+    assert_eq!(
+        failed,
+        [
+            ("TryMapper".to_owned(), Some(2)),
+            ("TryMapper".to_owned(), Some(4))
+        ]
+    );
 }
 
 #[test]

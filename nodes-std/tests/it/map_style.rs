@@ -85,10 +85,10 @@ fn dataset_errors_are_user_errors_with_the_index() {
         matches!(
             &errors[0],
             Error::User {
-                node: "MapStyleWrapper",
+                node,
                 index: Some(13),
                 ..
-            }
+            } if node == "MapStyleWrapper"
         ),
         "{:?}",
         errors[0]

@@ -359,7 +359,7 @@ fn panicking_function_becomes_an_error_with_message_and_index() {
             let mut run = node.start().unwrap();
             assert_eq!(take(&mut run, 6), [0, 1, 2, 3, 4, 5]);
             let (node, index, message) = panicked(run.next().unwrap().unwrap_err());
-            assert_eq!((node, index), ("ParallelMapper", Some(6)));
+            assert_eq!((node.as_str(), index), ("ParallelMapper", Some(6)));
             assert_eq!(message, "boom at 6");
             // A panic in the function is one item, with or without workers.
             assert_eq!(collect(&mut run), [7, 8, 9]);

@@ -941,7 +941,10 @@ fn rank_sets_the_rank() {
 fn stop_criteria_sets_the_stop_criteria() {
     let build = || MultiNodeWeightedSampler::new(counts(&[5, 30]), weights(&[1.0, 1.0])).unwrap();
     let first = build().stop_criteria(StopCriteria::FirstDatasetExhausted);
-    assert_eq!(first.get_stop_criteria(), StopCriteria::FirstDatasetExhausted);
+    assert_eq!(
+        first.get_stop_criteria(),
+        StopCriteria::FirstDatasetExhausted
+    );
     let all = build().stop_criteria(StopCriteria::AllDatasetsExhausted);
     assert!(epochs(first, 1)[0].len() < epochs(all, 1)[0].len());
     let round_robin = nodes_std::MultiNodeRoundRobinSampler::new(counts(&[2, 3]))

@@ -232,7 +232,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
 struct Seen {
     items: Vec<Out>,
     /// (position, node, index, message) of each error.
-    errors: Vec<(usize, &'static str, Option<u64>, String)>,
+    errors: Vec<(usize, String, Option<u64>, String)>,
     /// Panics that reached the consumer.
     panics: usize,
 }
@@ -294,7 +294,7 @@ fn read(
             Ok(Some(Err(err))) => {
                 let (node, index) = match &err {
                     Error::User { node, index, .. } | Error::Panicked { node, index, .. } => {
-                        (*node, *index)
+                        (node.to_string(), *index)
                     }
                     other => return Err(format!("an unexpected kind of error: {other}")),
                 };

@@ -917,7 +917,7 @@ impl<U> Drop for DeathNotice<U> {
             chunk.items.push_back((
                 self.index,
                 Err(Box::new(Error::Panicked {
-                    node: self.node,
+                    node: self.node.into(),
                     index: Some(self.index),
                     message: "a worker thread died while processing this item".to_owned(),
                 })),

@@ -52,7 +52,10 @@ mod tests {
                 index,
                 message,
             } => {
-                assert_eq!((node, index, message.as_str()), ("Node", Some(3), "boom 7"));
+                assert_eq!(
+                    (&*node, index, message.as_str()),
+                    ("Node", Some(3), "boom 7")
+                );
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -175,20 +175,20 @@ pub(crate) fn drain_within_bound<N: Node>(
 /// The node, index and message of an [`Error::Panicked`]; any other error
 /// fails the test.
 #[track_caller]
-pub(crate) fn panicked(err: Error) -> (&'static str, Option<u64>, String) {
+pub(crate) fn panicked(err: Error) -> (String, Option<u64>, String) {
     match err {
         Error::Panicked {
             node,
             index,
             message,
-        } => (node, index, message),
+        } => (node.into_owned(), index, message),
         other => panic!("expected a panic error, got {other:?}"),
     }
 }
 
 /// The node and index of an [`Error::User`]; any other error fails the test.
 #[track_caller]
-pub(crate) fn user_error(err: &Error) -> (&'static str, Option<u64>) {
+pub(crate) fn user_error(err: &Error) -> (&str, Option<u64>) {
     match err {
         Error::User { node, index, .. } => (node, *index),
         other => panic!("expected a user error, got {other:?}"),
