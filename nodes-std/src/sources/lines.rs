@@ -2,21 +2,18 @@
 //! file of a node of paths, restored by seeking to a byte offset.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, Read};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
+use crate::sources::open::{BUFFER, OFFSET, PATH, Reopen, can_reopen_at, open, open_at};
 use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
 
 /// The longest line read by default: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
-
-/// The read buffer of a file.
-const BUFFER: usize = 64 << 10;
 
 /// A bad record of a file: the error inside the [`Error::User`] that
 /// [`ReadLines`] and [`ReadJsonl`] return for a file that cannot be opened
@@ -84,8 +81,6 @@ trait Decode {
 
 /// The state keys.
 const SOURCE: &str = "source";
-const PATH: &str = "path";
-const OFFSET: &str = "offset";
 const LINE: &str = "line";
 
 /// The file being read.
@@ -171,118 +166,6 @@ fn record_error(name: &'static str, path: &Path, line: Option<u64>, message: Str
             message,
         },
     )
-}
-
-/// The compression a file's extension says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Compression {
-    None,
-    Gzip,
-    Zstd,
-}
-
-fn compression(path: &Path) -> Compression {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("gz") => Compression::Gzip,
-        Some("zst" | "zstd") => Compression::Zstd,
-        _ => Compression::None,
-    }
-}
-
-/// A reader of the decompressed bytes of `file`.
-fn decompressed(
-    file: File,
-    kind: Compression,
-) -> std::result::Result<Box<dyn BufRead + Send>, String> {
-    match kind {
-        Compression::None => Ok(Box::new(BufReader::with_capacity(BUFFER, file))),
-        #[cfg(feature = "gzip")]
-        Compression::Gzip => Ok(Box::new(BufReader::with_capacity(
-            BUFFER,
-            flate2::read::MultiGzDecoder::new(file),
-        ))),
-        #[cfg(not(feature = "gzip"))]
-        Compression::Gzip => Err(
-            "a gzip file, and gzip support is not compiled in: enable the `gzip` feature of nodes-std"
-                .to_owned(),
-        ),
-        #[cfg(feature = "zstd")]
-        Compression::Zstd => {
-            let decoder = ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(BUFFER, file))
-                .map_err(|e| format!("not a zstd file: {e}"))?;
-            Ok(Box::new(BufReader::with_capacity(BUFFER, decoder)))
-        }
-        #[cfg(not(feature = "zstd"))]
-        Compression::Zstd => Err(
-            "a zstd file, and zstd support is not compiled in: enable the `zstd` feature of nodes-std"
-                .to_owned(),
-        ),
-    }
-}
-
-/// Opens `path` for reading from the start.
-fn open(path: &Path) -> std::result::Result<Box<dyn BufRead + Send>, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    decompressed(file, compression(path))
-}
-
-/// Why a saved position cannot be reopened: the key it is about, and what.
-struct Reopen(&'static str, String);
-
-/// Opens `path` at byte `offset` of its (decompressed) content: a seek for
-/// a plain file, a decompression of the first `offset` bytes otherwise.
-fn open_at(path: &Path, offset: u64) -> std::result::Result<Box<dyn BufRead + Send>, Reopen> {
-    let mut file = File::open(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
-    let kind = compression(path);
-    if kind == Compression::None {
-        let len = file
-            .metadata()
-            .map_err(|e| Reopen(PATH, format!("cannot read its length: {e}")))?
-            .len();
-        if offset > len {
-            return Err(past_the_end(offset, len));
-        }
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {offset}: {e}")))?;
-        return Ok(Box::new(BufReader::with_capacity(BUFFER, file)));
-    }
-    let mut reader = decompressed(file, kind).map_err(|m| Reopen(PATH, m))?;
-    let skipped = io::copy(&mut (&mut reader).take(offset), &mut io::sink()).map_err(|e| {
-        Reopen(
-            OFFSET,
-            format!("cannot decompress up to offset {offset}: {e}"),
-        )
-    })?;
-    if skipped < offset {
-        return Err(Reopen(
-            OFFSET,
-            format!(
-                "offset {offset} is past the end of the decompressed file ({skipped} bytes): the file changed since the state was saved"
-            ),
-        ));
-    }
-    Ok(reader)
-}
-
-/// An offset beyond a plain file's `len` bytes.
-fn past_the_end(offset: u64, len: u64) -> Reopen {
-    Reopen(
-        OFFSET,
-        format!(
-            "offset {offset} is past the end of the file ({len} bytes): the file changed since the state was saved"
-        ),
-    )
-}
-
-/// Whether `path` can be reopened at `offset`, as far as its metadata
-/// tells (a plain file's length): what a state check can learn without
-/// opening the file, so that a damaged `path` is named where it is.
-fn can_reopen_at(path: &Path, offset: u64) -> std::result::Result<(), Reopen> {
-    let meta = std::fs::metadata(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
-    if compression(path) == Compression::None && offset > meta.len() {
-        return Err(past_the_end(offset, meta.len()));
-    }
-    Ok(())
 }
 
 /// Why the file of `state` (at `text`) cannot be reopened, as the state

@@ -8,5 +8,6 @@ pub(crate) mod glob;
 pub(crate) mod iterable;
 pub(crate) mod lines;
 pub(crate) mod map_style;
+pub(crate) mod open;
 pub(crate) mod permute;
 pub(crate) mod sampler_wrapper;
