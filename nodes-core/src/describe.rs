@@ -5,6 +5,7 @@ use std::fmt::{self, Display, Write as _};
 use serde::{Deserialize, Serialize};
 
 use crate::param::Param;
+use crate::resume::Resume;
 
 /// What a node is: its type name, the parameters that affect the order or
 /// content of its output, and its children — available without running it.
@@ -44,6 +45,11 @@ pub struct Description {
     /// errors are built from these, so they point into the state.
     #[serde(with = "entries")]
     children: Vec<(String, Description)>,
+    /// What the node's state promises ([`Resume`]): saved, so that a state
+    /// can be resharded offline, but neither compared nor fingerprinted (it
+    /// follows from the node, not from its configuration).
+    #[serde(default, skip_serializing_if = "Resume::is_replays")]
+    resume: Resume,
     /// What each child is to this node, where that is not its key (a
     /// threaded node's `snapshot` is its `source`): shown by the text and
     /// DOT renderings only, so it is neither saved nor compared.
@@ -68,8 +74,23 @@ impl Description {
             name: name.into(),
             params: Vec::new(),
             children: Vec::new(),
+            resume: Resume::Replays,
             roles: Vec::new(),
         }
+    }
+
+    /// Records what the node's state promises (see [`Resume`]); a node's
+    /// `describe` records what its [`Stateful::resume`](crate::Stateful::resume)
+    /// returns (`#[derive(Node)]` does).
+    pub fn with_resume(mut self, resume: Resume) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// What the node's state promises, as recorded by
+    /// [`with_resume`](Description::with_resume).
+    pub fn resume(&self) -> &Resume {
+        &self.resume
     }
 
     /// Adds a parameter, rendered by its [`Param`] implementation.
@@ -254,6 +275,10 @@ impl Description {
             node.insert_str("name", desc.name.clone());
             node.insert_child("params", params);
             node.insert_child("children", children);
+            if !desc.resume.is_replays() {
+                node.insert("resume", &desc.resume)
+                    .expect("a resume capability serialises to JSON");
+            }
             match open.last_mut() {
                 Some((parent, siblings)) => {
                     let key = parent.children[siblings.len()].0.clone();
@@ -269,13 +294,25 @@ impl Description {
     /// renders them, child keys, in order). Nothing in it comes from `Debug`,
     /// so it stays the same across Rust and crate versions.
     pub(crate) fn fingerprint(&self) -> u64 {
-        let canonical = serde_json::to_string(self).unwrap_or_default();
+        let canonical = serde_json::to_string(&self.without_resume()).unwrap_or_default();
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for byte in canonical.bytes() {
             hash ^= u64::from(byte);
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
         hash
+    }
+
+    /// A copy with every node's resume capability left out, as the
+    /// fingerprint sees it.
+    fn without_resume(&self) -> Description {
+        let mut bare = self.clone();
+        let mut open = vec![&mut bare];
+        while let Some(node) = open.pop() {
+            node.resume = Resume::Replays;
+            open.extend(node.children.iter_mut().map(|(_, child)| child));
+        }
+        bare
     }
 
     /// Where `self` (the pipeline a state came from) and `other` (the pipeline
@@ -402,6 +439,49 @@ mod tests {
                 "source",
                 Description::new("Mapper").child("source", Description::new("IterableWrapper")),
             )
+    }
+
+    /// The capability is saved and read back, in the JSON and the state
+    /// form alike, but two descriptions that differ only in it are the same
+    /// pipeline: it follows from the nodes, not their configuration.
+    #[test]
+    fn the_resume_capability_is_saved_but_not_compared() {
+        use crate::Resume;
+        let plain = chain(4);
+        let marked = Description::new("Batcher")
+            .param("batch_size", 4)
+            .with_resume(Resume::Groups(4))
+            .child(
+                "source",
+                Description::new("Mapper")
+                    .with_resume(Resume::ForwardsCount)
+                    .child(
+                        "source",
+                        Description::new("IterableWrapper")
+                            .with_resume(Resume::CountsItems("num_yielded".into())),
+                    ),
+            );
+        assert_eq!(marked, plain);
+        assert_eq!(marked.fingerprint(), plain.fingerprint());
+        let json = marked.to_json();
+        assert_eq!(json["resume"], serde_json::json!({"groups": 4}));
+        assert!(
+            plain.to_json().get("resume").is_none(),
+            "the default is not written"
+        );
+        let back: Description = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back.resume(), &Resume::Groups(4));
+        assert_eq!(
+            back.counted_path(),
+            None,
+            "a batch is not one item per item"
+        );
+        let map = back.get_child("source").unwrap();
+        assert_eq!(
+            map.counted_path(),
+            Some(vec!["source".to_owned(), "num_yielded".to_owned()])
+        );
+        assert_eq!(marked.to_state().to_value(), json);
     }
 
     #[test]

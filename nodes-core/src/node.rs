@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::describe::Description;
 use crate::error::Result;
+use crate::resume::Resume;
 use crate::state::{State, StateWriter};
 use crate::stats::{NodeId, Recorder, Stats};
 
@@ -117,42 +118,21 @@ pub trait Stateful {
     /// and used again afterwards. Parents forward it to their children.
     fn shutdown(&mut self) {}
 
-    /// The node in this subtree whose output order can differ between two
-    /// runs from the same state, if there is one (an out-of-order
-    /// `ParallelMapper` with workers), rendered for error messages.
+    /// What this node's state promises beyond exact resume (see
+    /// [`Resume`]); its [`describe`](Stateful::describe) records the same.
     ///
-    /// A node that restores by pulling its source again after a reset (an
-    /// unbatcher re-pulling its batch, a read-ahead replaying its last
-    /// chunk) asks this when it starts: over such a source a replay would
-    /// give other items, so it either records positions per item instead,
-    /// or refuses the pipeline with an error naming both nodes.
+    /// The thread-backed nodes read it from their source's description:
+    /// over a subtree whose order varies ([`Description::varying_order`])
+    /// they do not restore by pulling again, and over a counted source
+    /// ([`Description::counted_path`]) they work out the state after any
+    /// item from one snapshot. `elastic::check` and `reshard` dispatch on it.
     ///
-    /// `#[derive(Node)]` forwards it from the children. A hand-written node
-    /// with children should forward it too (the default says "replays
-    /// exactly", which is right for a source).
-    fn varying_order(&self) -> Option<String> {
-        None
-    }
-
-    /// For a node whose state, within a pass, changes from one item to the
-    /// next only in a count of the items returned: the keys that lead to
-    /// that count, from this node's state down (`["num_yielded"]` for an
-    /// `IterableWrapper`, `["source", "num_yielded"]` for a map over one).
-    ///
-    /// The promise, which the thread-backed nodes rely on: every `Ok(Some)`
-    /// from [`next`](Node::next) adds one to the `u64` at this path and
-    /// changes nothing else in [`get_state`](Stateful::get_state)'s result.
-    /// `ParallelMapper` and `Prefetcher` then work out the state after any
-    /// item from one snapshot, instead of asking the source for a snapshot
-    /// after every item (a state per item, on the pulling thread), and a
-    /// restore still replays nothing.
-    ///
-    /// `None` (the default) makes no promise. `#[derive(Node)]` returns the
-    /// key of a `#[node(state, counts_items)]` field, or, for a container
-    /// marked `#[node(counts_items = "child")]` (one item per item of its
-    /// single child, no state of its own), the child's path below its key.
-    fn counted_by(&self) -> Option<Vec<&'static str>> {
-        None
+    /// The default, [`Resume::Replays`], promises nothing more and is right
+    /// for any node. `#[derive(Node)]` returns what the struct says:
+    /// `#[node(state, counts_items)]`, `#[node(counts_items = "child")]` or
+    /// `#[node(resume = expr)]`.
+    fn resume(&self) -> Resume {
+        Resume::Replays
     }
 
     /// How many more items the current pass returns, as
@@ -253,12 +233,8 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
         (**self).shutdown();
     }
 
-    fn varying_order(&self) -> Option<String> {
-        (**self).varying_order()
-    }
-
-    fn counted_by(&self) -> Option<Vec<&'static str>> {
-        (**self).counted_by()
+    fn resume(&self) -> Resume {
+        (**self).resume()
     }
 
     fn size_hint(&self) -> (u64, Option<u64>) {

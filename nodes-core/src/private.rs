@@ -8,6 +8,7 @@ pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
+pub use crate::resume::Resume;
 pub use crate::state::pointer_join;
 pub use crate::state::{Snapshot, State, StateWriter};
 
@@ -328,8 +329,6 @@ pub trait Children {
     fn shutdown_children(&mut self);
     /// A description grouping the children under their keys.
     fn describe_children(&self) -> Description;
-    /// The first child's [`Stateful::varying_order`], if any child has one.
-    fn children_varying_order(&self) -> Option<String>;
 }
 
 impl<N: Node> Children for Vec<N> {
@@ -361,10 +360,6 @@ impl<N: Node> Children for Vec<N> {
 
     fn shutdown_children(&mut self) {
         self.iter_mut().for_each(Stateful::shutdown);
-    }
-
-    fn children_varying_order(&self) -> Option<String> {
-        self.iter().find_map(Stateful::varying_order)
     }
 
     fn describe_children(&self) -> Description {
@@ -405,10 +400,6 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::
 
     fn shutdown_children(&mut self) {
         self.values_mut().for_each(Stateful::shutdown);
-    }
-
-    fn children_varying_order(&self) -> Option<String> {
-        self.values().find_map(Stateful::varying_order)
     }
 
     fn describe_children(&self) -> Description {

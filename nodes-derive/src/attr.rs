@@ -99,7 +99,7 @@ pub(crate) struct FieldAttrs {
     pub(crate) deferred: Attr<()>,
     /// `counts_items`: a `state` field that counts the items the node
     /// returned, and the only state that changes between items (see
-    /// `Stateful::counted_by`).
+    /// `Stateful::resume`, `Resume::CountsItems`).
     pub(crate) counts_items: Attr<()>,
     /// Whether a `#[node(...)]` attribute of the field had an error (already
     /// reported, so a missing role is not reported on top of it).
@@ -246,6 +246,9 @@ pub(crate) struct ContainerAttrs {
     /// `#[node(counts_items = "child")]`: one item per item of the single
     /// child and no state of its own, so the child's count is the node's.
     pub(crate) counts_items: Attr<()>,
+    /// `#[node(resume = expr)]`: what `Stateful::resume` returns (`self` is
+    /// in scope).
+    pub(crate) resume: Attr<syn::Expr>,
 }
 
 impl ContainerAttrs {
@@ -258,6 +261,7 @@ impl ContainerAttrs {
             validate: Attr::none(VALIDATE),
             size_hint: Attr::none(SIZE_HINT),
             counts_items: Attr::none(COUNTS_ITEMS),
+            resume: Attr::none(RESUME),
         };
         for_each_node_key(cx, &input.attrs, |meta| out.parse_one(cx, meta));
         out
@@ -288,6 +292,11 @@ impl ContainerAttrs {
                 )
             }) {
                 self.counts_items.set(cx, span, ());
+            }
+        } else if meta.path.is_ident(RESUME) {
+            match meta.value().and_then(|v| v.parse::<syn::Expr>()) {
+                Ok(expr) => self.resume.set(cx, span, expr),
+                Err(err) => cx.push(err),
             }
         } else if meta.path.is_ident(CRATE) {
             match meta.value().and_then(|v| v.parse::<syn::Path>()) {
@@ -328,7 +337,7 @@ impl ContainerAttrs {
             cx.push(syn::Error::new(
                 span,
                 format!(
-                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `size_hint`, `size_hint = \"child\"`, `counts_items = \"child\"`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
+                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `size_hint`, `size_hint = \"child\"`, `counts_items = \"child\"`, `resume = ...`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
                     path_to_string(&meta.path)
                 ),
             ));

@@ -18,6 +18,23 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_size_hint_child(cx, input);
     check_counts_items(cx, input);
     check_counts_items_child(cx, input);
+    check_resume_once(cx, input);
+}
+
+/// `resume = expr` says what the node promises in full: `counts_items`
+/// (on the container or a field) would say it a second time.
+fn check_resume_once(cx: &Ctxt, input: &Input<'_>) {
+    let Some(span) = input.attrs.resume.span() else {
+        return;
+    };
+    let counted = input.attrs.counts_items.is_set()
+        || input.fields.iter().any(|f| f.attrs.counts_items.is_set());
+    if counted {
+        cx.push(syn::Error::new(
+            span,
+            "`resume = ...` and `counts_items` both say what the node's state promises: keep one (`counts_items` is `resume = Resume::CountsItems(..)` or `Resume::ForwardsCount`)",
+        ));
+    }
 }
 
 /// `counts_items = "child"` promises one item per item of the single child

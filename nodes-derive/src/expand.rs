@@ -50,8 +50,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let write_state = write_state_body(input, &p, version);
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
-    let varying_order = varying_order_body(input, &p);
-    let counted_by = counted_by_method(input, &p);
+    let resume = resume_method(input, &p);
     let size_hint = size_hint_methods(input, &p);
 
     quote! {
@@ -101,32 +100,30 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
                 #shutdown
             }
 
-            fn varying_order(&self) -> ::core::option::Option<::std::string::String> {
-                #varying_order
-            }
-
-            #counted_by
+            #resume
 
             #size_hint
         }
     }
 }
 
-/// `counted_by`: the `counts_items` field's key, which must be a `u64` (a
-/// type error at the field otherwise), or with `counts_items = "child"` the
-/// child's path below its key; nothing without either.
-fn counted_by_method(input: &Input<'_>, p: &TokenStream) -> TokenStream {
-    let signature =
-        quote!(fn counted_by(&self) -> ::core::option::Option<::std::vec::Vec<&'static str>>);
-    if input.attrs.counts_items.is_set()
-        && let Some(child) = input.with_role(Role::Child).next()
-    {
-        let (member, key) = (child.ident, &child.key);
+/// `resume`: the container's `resume = expr`; `CountsItems` with the
+/// `counts_items` field's key, which must be a `u64` (a type error at the
+/// field otherwise); `ForwardsCount` with `counts_items = "child"`; the
+/// trait's default otherwise.
+fn resume_method(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+    let signature = quote!(fn resume(&self) -> #p::Resume);
+    if let Some(expr) = input.attrs.resume.get() {
         return quote! {
             #signature {
-                let mut __path = #p::Stateful::counted_by(&self.#member)?;
-                __path.insert(0, #key);
-                ::core::option::Option::Some(__path)
+                #expr
+            }
+        };
+    }
+    if input.attrs.counts_items.is_set() {
+        return quote! {
+            #signature {
+                #p::Resume::ForwardsCount
             }
         };
     }
@@ -138,7 +135,7 @@ fn counted_by_method(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     quote! {
         #signature {
             #is_u64
-            ::core::option::Option::Some(::std::vec![#key])
+            #p::Resume::CountsItems(::std::borrow::Cow::Borrowed(#key))
         }
     }
 }
@@ -442,7 +439,7 @@ fn describe_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     quote! {
         let mut __d = #p::Description::new(<Self as #p::NodeName>::NAME);
         #(#parts)*
-        __d
+        __d.with_resume(#p::Stateful::resume(self))
     }
 }
 
@@ -456,21 +453,6 @@ fn shutdown_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
         }
     });
     quote!(#(#parts)*)
-}
-
-/// The first child (in field order) whose output order varies between runs.
-fn varying_order_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
-    let parts = input.fields.iter().filter_map(|f| {
-        let member = f.ident;
-        match f.attrs.role()? {
-            Role::Child => Some(quote!(.or_else(|| #p::Stateful::varying_order(&self.#member)))),
-            Role::Children => {
-                Some(quote!(.or_else(|| #p::Children::children_varying_order(&self.#member))))
-            }
-            _ => None,
-        }
-    });
-    quote!(::core::option::Option::None #(#parts)*)
 }
 
 /// `size_hint` (and `may_fail`), when the container asks for them: the

@@ -22,7 +22,7 @@ mod symbol;
 use proc_macro::TokenStream;
 
 /// Derives `Stateful`, the checkpointing half of a node (`reset`,
-/// `get_state`, `describe`, `shutdown`, `varying_order`, and `size_hint`
+/// `get_state`, `describe`, `shutdown`, `resume`, and `size_hint`
 /// when asked), for a struct with
 /// named fields, from the role of each field. It does not implement `Node`
 /// itself: write `impl Node for YourNode` with the item type and `next`.
@@ -35,7 +35,7 @@ use proc_macro::TokenStream;
 /// - `#[node(state)]` (optionally `default = expr`): saved, restored, and set
 ///   to its default on a fresh reset; `#[node(state, counts_items)]` marks a
 ///   `u64` that counts the items returned, the only state that changes
-///   between items (`Stateful::counted_by` then names its key);
+///   between items (`Stateful::resume` then is `Resume::CountsItems` with its key);
 /// - `#[node(lazy)]`: a `Lazy<T>` slot cleared on every reset and filled by
 ///   `Init::init`;
 /// - `#[node(param)]`: configuration that decides the output, shown by
@@ -50,8 +50,9 @@ use proc_macro::TokenStream;
 ///
 /// Fields also take `rename = "key"`; the struct takes `init`, `validate`,
 /// `size_hint`, `counts_items = "child"` (the single child's count is the
-/// node's: no state of its own, one item per item), `version = N`,
-/// `rename_all = "..."` and `crate = ::path`.
+/// node's: no state of its own, one item per item), `resume = expr` (what
+/// `Stateful::resume` returns, `self` in scope; instead of `counts_items`),
+/// `version = N`, `rename_all = "..."` and `crate = ::path`.
 /// `nodes_std` documents them in full.
 ///
 /// # Size hints

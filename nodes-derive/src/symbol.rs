@@ -23,6 +23,7 @@ pub(crate) const RENAME_ALL: &str = "rename_all";
 pub(crate) const INIT: &str = "init";
 pub(crate) const VALIDATE: &str = "validate";
 pub(crate) const SIZE_HINT: &str = "size_hint";
+pub(crate) const RESUME: &str = "resume";
 
 /// The one value of `size_hint = "..."` and `counts_items = "..."`: take
 /// the single child's hint or count.

@@ -44,9 +44,9 @@ macro_rules! delegate_stateful {
             self.$field.may_fail()
         }
     };
-    (@ $field:ident varying_order) => {
-        fn varying_order(&self) -> Option<String> {
-            self.$field.varying_order()
+    (@ $field:ident resume) => {
+        fn resume(&self) -> $crate::Resume {
+            self.$field.resume()
         }
     };
 }

@@ -53,8 +53,8 @@ pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
     BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeName, NodeStats,
-    Param, Replay, ResetFlag, Result, Running, SizeHint, Snapshot, State, StateWriter, Stateful,
-    Stats, Validate, testing,
+    Param, Replay, ResetFlag, Result, Resume, Running, SizeHint, Snapshot, State, StateWriter,
+    Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;
 

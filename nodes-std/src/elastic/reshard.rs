@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use nodes_core::{Description, Error, Result, State};
+use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::plan::{OldRank, deal};
@@ -71,12 +71,12 @@ fn read(i: usize, state: &State) -> Result<Old> {
 /// The description with the weighted mixes' rank and world size replaced
 /// (the only parameters of a supported pipeline that differ between ranks).
 fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
-    let weighted = desc.name() == "MultiNodeWeightedSampler";
-    let mut out = Description::new(desc.name());
+    let mix = matches!(desc.resume(), Resume::Mixes { .. });
+    let mut out = Description::new(desc.name()).with_resume(desc.resume().clone());
     for (key, value) in desc.params() {
         out = match key {
-            "rank" if weighted => out.param(key, rank),
-            "world_size" if weighted => out.param(key, world_size),
+            "rank" if mix => out.param(key, rank),
+            "world_size" if mix => out.param(key, world_size),
             _ => out.param(key, value),
         };
     }
@@ -257,7 +257,7 @@ fn rebuild(
     dealt: &Dealt,
 ) -> Result<State> {
     let mut out = template.clone();
-    if desc.name() == "ElasticSampler" {
+    if *desc.resume() == Resume::Redistributable {
         let plan = &dealt.plans[template.path()][rank as usize];
         out.insert("num_yielded", 0u64)?;
         // Started: a rank with nothing left moves on to the next epoch.
@@ -274,9 +274,10 @@ fn rebuild(
     if let Some(&total) = dealt.skipped.get(template.path()) {
         Counts::skipped_so_far(share(total, rank, world)).save(&mut out)?;
     }
-    match desc.name() {
-        "TryMapper" => out.insert("num_seen", 0u64)?,
-        "Shuffler" => {
+    match desc.resume() {
+        // A `try_map`'s count of the items it saw this pass.
+        Resume::Drops if out.contains("num_seen") => out.insert("num_seen", 0u64)?,
+        Resume::Buffers => {
             out.insert("buffer", &dealt.buffers[template.path()][rank as usize])?;
             // The same seed, on a stream of this new rank's own.
             let epoch: u64 = template.get("epoch")?;
@@ -286,7 +287,7 @@ fn rebuild(
             out.insert_child("rng", rng);
             out.insert("started", true)?;
         }
-        "ParallelMapper" | "Prefetcher" => {
+        Resume::ReadsAhead { .. } => {
             out.insert("steps_since_snapshot", 0u64)?;
             if out.contains("snapshot_index") {
                 out.insert("snapshot_index", 0u64)?;
@@ -295,7 +296,7 @@ fn rebuild(
                 out.insert("delivered_ahead", Vec::<u64>::new())?;
             }
         }
-        name @ ("MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler") => {
+        Resume::Mixes { .. } => {
             let keys: Vec<String> = out.get("dataset_keys")?;
             let mut flags = State::new();
             for key in &keys {
@@ -303,7 +304,9 @@ fn rebuild(
             }
             out.insert_child("datasets_exhausted", flags.clone());
             out.insert_child("datasets_empty", flags);
-            if name == "MultiNodeWeightedSampler" {
+            // The weighted mix draws from a random stream; the round-robin
+            // one takes turns.
+            if out.contains("rng") {
                 out.insert("num_yielded", 0u64)?;
                 out.insert("started", true)?;
                 // A new stream: (seed, epoch, new rank, new world size).

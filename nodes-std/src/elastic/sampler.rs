@@ -102,7 +102,7 @@ impl Plan {
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(init, validate, size_hint)]
+#[node(init, validate, size_hint, resume = crate::Resume::Redistributable)]
 #[must_use = "nodes do nothing until started"]
 pub struct ElasticSampler<S> {
     /// Shown in `describe()` as `sampler=<its description>`.

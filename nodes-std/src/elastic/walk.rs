@@ -4,12 +4,11 @@
 //! and the state side by side (a child's key in a description is where its
 //! state lives).
 
-use nodes_core::{Description, Error, Result, State};
+use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::plan::Consumed;
 use crate::elastic::sampler::Plan;
-use crate::mixing::StopCriteria;
 
 pub(crate) const RESHARD: &str = "reshard";
 
@@ -88,66 +87,27 @@ fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d 
 }
 
 /// Why a node of this description cannot be resharded, if it cannot,
-/// whatever its state.
+/// whatever its state: decided by its [`Resume`] capability alone.
 pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
-    match desc.name() {
-        "ElasticSampler" | "MapStyleWrapper" | "Mapper" | "Batcher" | "ParallelMapper"
-        | "Prefetcher" | "TryMapper" | "Filter" | "Shuffler" => None,
-        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler"
-            if desc.get_param("stop_criteria")
-                != Some(StopCriteria::AllDatasetsExhausted.as_str()) =>
-        {
-            Some(
-                "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
-            )
-        }
-        "MultiNodeWeightedSampler" | "MultiNodeRoundRobinSampler" => None,
-        "SamplerWrapper" => Some(
-            "its position counts this rank's indices, not global positions: use an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
+    match desc.resume() {
+        Resume::Redistributable
+        | Resume::ForwardsCount
+        | Resume::OneToOne
+        | Resume::Drops
+        | Resume::Groups(_)
+        | Resume::Buffers
+        | Resume::ReadsAhead { .. }
+        | Resume::Mixes { each_once: true } => None,
+        Resume::Mixes { each_once: false } => Some(
+            "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
         ),
-        "IterableWrapper" => Some(
-            "the position of an iterable source is not a function of global indices: use a MapStyleWrapper over an ElasticSampler",
+        Resume::CountsItems(_) => Some(
+            "its position counts its own items, not global indices: read a MapStyleWrapper over an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
         ),
-        "Cycler" => Some("it restarts its source, so positions are not those of one epoch"),
         _ => Some(
-            "elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, shuffle, par_map, prefetch and the weighted or round-robin mix",
+            "its state is not one a reshard can deal to other ranks: elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, shuffle, par_map, prefetch and the weighted or round-robin mix",
         ),
     }
-}
-
-/// Whether each item a node of this description yields stands for a known
-/// number of its child's items (one, or a batch's worth), so that a
-/// threaded node above can count positions per item delivered.
-fn counts_positions(desc: &Description) -> bool {
-    match desc.name() {
-        "ElasticSampler" | "MapStyleWrapper" | "Mapper" | "Batcher" | "Prefetcher" => true,
-        "ParallelMapper" => desc.get_param("in_order") != Some("false"),
-        _ => false,
-    }
-}
-
-/// Whether a threaded node over a source of this description must record
-/// the source's state with every item it delivers, in source order, for
-/// its states to be resharded: the source reads an [`ElasticSampler`]
-/// through a node whose items do not stand for a known number of positions
-/// (a filter, a `try_map` that may drop records, a mix, a shuffle, whose
-/// items come from anywhere in its buffer). Its state then
-/// never counts items past its snapshot, and the positions below are read
-/// off the snapshot exactly. Pipelines without an `ElasticSampler` are
-/// unaffected.
-///
-/// [`ElasticSampler`]: crate::ElasticSampler
-pub(crate) fn needs_exact_snapshots(source: &Description) -> bool {
-    fn walk(desc: &Description, opaque: &mut bool, elastic: &mut bool) {
-        *elastic |= desc.name() == "ElasticSampler";
-        *opaque |= !counts_positions(desc);
-        for (_, child) in desc.children() {
-            walk(child, opaque, elastic);
-        }
-    }
-    let (mut opaque, mut elastic) = (false, false);
-    walk(source, &mut opaque, &mut elastic);
-    opaque && elastic
 }
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
@@ -159,7 +119,7 @@ pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
             format!("{} at {path} cannot be resharded: {why}", desc.name()),
         ));
     }
-    let mut samplers = usize::from(desc.name() == "ElasticSampler");
+    let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
         samplers += check(child, &nodes_core::__private::pointer_join(path, key))?;
     }
@@ -192,11 +152,11 @@ pub(crate) fn walk(
     if let Some(why) = refusal(desc) {
         return Err(refuse(state, name, why));
     }
-    if threaded_above && !relative.is_empty() && !counts_positions(desc) {
+    if threaded_above && !relative.is_empty() && !desc.resume().counts_positions() {
         // A threaded node above recorded items past its snapshot, which
         // this node may have drawn any number of positions for. Threaded
         // nodes record a snapshot per item over such a subtree (see
-        // `needs_exact_snapshots`), so only a state written otherwise (by
+        // the threaded core's `needs_exact_snapshots`), so only a state written otherwise (by
         // an older version) gets here.
         return Err(refuse(
             state,
@@ -204,8 +164,8 @@ pub(crate) fn walk(
             "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state from a version that did not snapshot every item over a filter, try_map or mix)",
         ));
     }
-    match name {
-        "ElasticSampler" => {
+    match desc.resume() {
+        Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {
                 path: state.path().to_owned(),
@@ -218,14 +178,14 @@ pub(crate) fn walk(
             });
             Ok(())
         }
-        "MapStyleWrapper" | "Mapper" | "TryMapper" | "Filter" => {
+        Resume::ForwardsCount | Resume::OneToOne | Resume::Drops => {
             if let Some(skipped) = skipped_in(state)? {
                 out.skipped.push((state.path().to_owned(), skipped));
             }
             let (key, child) = only_child(desc, state)?;
             walk(child, &child_at(state, key)?, relative, threaded_above, out)
         }
-        "Batcher" => {
+        &Resume::Groups(size) => {
             let pending = state.value("pending_errors")?;
             if pending.as_array().is_some_and(|a| !a.is_empty()) {
                 return Err(refuse(
@@ -234,10 +194,6 @@ pub(crate) fn walk(
                     "it holds errors not yet delivered (take the state after they are)",
                 ));
             }
-            let size: u64 = desc
-                .get_param("batch_size")
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| refuse(state, name, "no batch_size in its description"))?;
             let expanded: Vec<u64> = relative
                 .iter()
                 .flat_map(|&b| b * size..(b + 1) * size)
@@ -251,11 +207,12 @@ pub(crate) fn walk(
                 out,
             )
         }
-        "Shuffler" => {
+        Resume::Buffers => {
             // Every item below was pulled: the positions behind the buffered
             // items and the ones it returned count as consumed alike (a
             // threaded node above snapshots every item over a shuffle, so
-            // `relative` is empty here; see `needs_exact_snapshots`). The
+            // `relative` is empty here; see the threaded core's
+            // `needs_exact_snapshots`). The
             // buffered items themselves are dealt to the new ranks.
             let items = match state.value("buffer")? {
                 Value::Array(items) => items,
@@ -274,13 +231,12 @@ pub(crate) fn walk(
             let (key, child) = only_child(desc, state)?;
             walk(child, &child_at(state, key)?, relative, threaded_above, out)
         }
-        "ParallelMapper" | "Prefetcher" => {
+        &Resume::ReadsAhead { in_order } => {
             if let Some(skipped) = skipped_in(state)? {
                 out.skipped.push((state.path().to_owned(), skipped));
             }
             let steps: u64 = state.get("steps_since_snapshot")?;
             let ahead: Vec<u64> = state.get_opt("delivered_ahead")?.unwrap_or_default();
-            let in_order = desc.get_param("in_order") != Some("false");
             let mut delivered: Vec<u64> = (0..steps).chain(ahead.iter().copied()).collect();
             if !relative.is_empty() {
                 if !in_order || !ahead.is_empty() {

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::policy::is_bad_record;
-use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, Resume, State, Stateful};
 
 const NAME: &str = "Interleave";
 const SOURCE: &str = "source";
@@ -446,6 +446,22 @@ where
             .param("cycle_length", self.cycle_length)
             .param("block_length", self.block_length)
             .child(SOURCE, self.source.describe())
+            .with_resume(self.resume())
+    }
+
+    /// Its inner nodes are made from items at run time, so no description
+    /// holds them: while an open one's order varies, so does this node's.
+    fn resume(&self) -> Resume {
+        let open_varies = self
+            .slots
+            .iter()
+            .flatten()
+            .any(|slot| slot.node.describe().varying_order().is_some());
+        if open_varies {
+            Resume::VaryingOrder
+        } else {
+            Resume::Replays
+        }
     }
 
     fn shutdown(&mut self) {
@@ -453,17 +469,5 @@ where
         for slot in self.slots.iter_mut().flatten() {
             slot.node.shutdown();
         }
-    }
-
-    /// The outer node's, or an open inner node's: which inner nodes are
-    /// open, and so where their items go, depends on the order of both.
-    /// Inner nodes not yet made cannot be asked.
-    fn varying_order(&self) -> Option<String> {
-        self.source.varying_order().or_else(|| {
-            self.slots
-                .iter()
-                .flatten()
-                .find_map(|slot| slot.node.varying_order())
-        })
     }
 }

@@ -70,16 +70,19 @@ macro_rules! sampler_node {
 }
 
 /// Writes, inside a sampler's `impl Stateful`, the methods it hands to its
-/// `sources`: `shutdown` and `varying_order`.
+/// `sources`: `shutdown`, and `resume` from the stop criterion.
 macro_rules! stateful_by_sources {
     () => {
         fn shutdown(&mut self) {
             self.sources.shutdown();
         }
 
-        /// Forwarded from the sources: the mix varies if a source does.
-        fn varying_order(&self) -> Option<String> {
-            self.sources.varying_order()
+        /// Each source read at most once per pass only under
+        /// `AllDatasetsExhausted`.
+        fn resume(&self) -> $crate::Resume {
+            $crate::Resume::Mixes {
+                each_once: self.stop == StopCriteria::AllDatasetsExhausted,
+            }
         }
     };
 }
@@ -512,12 +515,6 @@ impl<N: Node> Sources<N> {
 
     pub(crate) fn shutdown(&mut self) {
         self.nodes.iter_mut().for_each(Stateful::shutdown);
-    }
-
-    /// The first source (in source order) whose output order can vary
-    /// between runs: the sampler's output then varies too.
-    pub(crate) fn varying_order(&self) -> Option<String> {
-        self.nodes.iter().find_map(Stateful::varying_order)
     }
 }
 

@@ -347,7 +347,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
         let d = Description::new(NAME)
             .param("stop_criteria", self.stop)
             .param("tag_output", O::TAGGED);
-        self.sources.describe_into(d)
+        self.sources.describe_into(d).with_resume(self.resume())
     }
 
     stateful_by_sources!();

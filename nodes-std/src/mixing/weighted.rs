@@ -702,7 +702,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             .param("rank", self.rank)
             .param("world_size", self.world_size)
             .param("tag_output", O::TAGGED);
-        self.sources.describe_into(d)
+        self.sources.describe_into(d).with_resume(self.resume())
     }
 }
 

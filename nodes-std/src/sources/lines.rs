@@ -523,10 +523,6 @@ macro_rules! reader_node {
                 self.inner.open = None;
                 self.inner.source.shutdown();
             }
-
-            fn varying_order(&self) -> Option<String> {
-                self.inner.source.varying_order()
-            }
         }
     };
 }

@@ -209,7 +209,7 @@ impl<D: Dataset + Sync> Dataset for Arc<D> {
 // One item (or one lookup error) per key: the sampler's hint is this
 // node's.
 #[derive(Node)]
-#[node(size_hint = "child")]
+#[node(size_hint = "child", resume = crate::Resume::OneToOne)]
 #[must_use = "nodes do nothing until started"]
 pub struct MapStyleWrapper<D, S> {
     #[node(config)]

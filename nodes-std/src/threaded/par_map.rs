@@ -404,15 +404,16 @@ where
                 snapshot::SNAPSHOT,
                 self.core.source_description().clone(),
             )
+            .with_resume(self.resume())
     }
 
-    fn varying_order(&self) -> Option<String> {
-        self.core.varying_order(|| {
-            format!(
-                "ParallelMapper(in_order=false, num_workers={})",
-                self.core.plan().workers
-            )
-        })
+    /// Out of order only on workers: without them items come in source
+    /// order.
+    fn resume(&self) -> crate::Resume {
+        let plan = self.core.plan();
+        crate::Resume::ReadsAhead {
+            in_order: plan.in_order || plan.workers == 0,
+        }
     }
 
     /// The source's hint plus the items read ahead (see

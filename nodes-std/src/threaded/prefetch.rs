@@ -281,11 +281,13 @@ where
     fn describe(&self) -> Description {
         // The error policy is not shown: like the read-ahead, it may change
         // between a save and a restore.
-        Description::new(NAME).child_as("source", SNAPSHOT, self.core.source_description().clone())
+        Description::new(NAME)
+            .child_as("source", SNAPSHOT, self.core.source_description().clone())
+            .with_resume(self.resume())
     }
 
-    fn varying_order(&self) -> Option<String> {
-        self.core.varying_order(String::new)
+    fn resume(&self) -> crate::Resume {
+        crate::Resume::ReadsAhead { in_order: true }
     }
 
     /// The source's hint plus the items read ahead (see `Threaded::size_hint`).

@@ -50,7 +50,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(size_hint)]
+#[node(size_hint, resume = crate::Resume::Groups(self.batch_size as u64))]
 #[must_use = "nodes do nothing until started"]
 pub struct Batcher<S> {
     #[node(child)]

@@ -27,7 +27,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(size_hint)]
+#[node(size_hint, resume = crate::Resume::Drops)]
 #[must_use = "nodes do nothing until started"]
 pub struct Filter<S, F> {
     #[node(child)]

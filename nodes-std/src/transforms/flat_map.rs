@@ -106,7 +106,7 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
     where
         F: FnMut(S::Item) -> I,
     {
-        if let Some(below) = self.source.varying_order() {
+        if let Some(below) = self.source.describe().varying_order() {
             return Err(Error::InvalidPipeline {
                 node: self.name,
                 below,
@@ -181,10 +181,6 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
         self.source.shutdown();
     }
 
-    pub(crate) fn varying_order(&self) -> Option<String> {
-        self.source.varying_order()
-    }
-
     /// What is left of the current item's output (its iterator's own hint),
     /// and no upper bound while the source may still yield: an item may
     /// expand to any number of elements.
@@ -235,7 +231,7 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
 /// [`reset`](Stateful::reset) (from the start too) refuses a source whose
 /// output order varies between runs (an out-of-order
 /// [`ParallelMapper`](crate::ParallelMapper) with workers, see
-/// [`Stateful::varying_order`]) with [`Error::InvalidPipeline`] naming it.
+/// [`Description::varying_order`](crate::Description::varying_order)) with [`Error::InvalidPipeline`] naming it.
 /// Deliver in order (`ParallelOptions::in_order(true)`), or put the
 /// out-of-order map above the flat_map. The function must give the same
 /// output for the same item (a pure function of the item).
@@ -306,5 +302,5 @@ where
     F: FnMut(S::Item) -> I,
     I: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, varying_order, size_hint, may_fail);
+    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint, may_fail);
 }

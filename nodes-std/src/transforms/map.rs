@@ -283,15 +283,18 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
     }
 
     fn describe(&self) -> Description {
-        Description::new(NAME).child(SOURCE, self.source.describe())
+        Description::new(NAME)
+            .child(SOURCE, self.source.describe())
+            .with_resume(self.resume())
     }
 
     fn shutdown(&mut self) {
         self.source.shutdown();
     }
 
-    fn varying_order(&self) -> Option<String> {
-        self.source.varying_order()
+    /// Bad records the policy skips are items not returned.
+    fn resume(&self) -> crate::Resume {
+        crate::Resume::Drops
     }
 
     /// The source's hint under the error policy: the function may fail on

@@ -67,7 +67,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(validate, size_hint)]
+#[node(validate, size_hint, resume = crate::Resume::Buffers)]
 #[must_use = "nodes do nothing until started"]
 pub struct Shuffler<S: Node> {
     #[node(child)]

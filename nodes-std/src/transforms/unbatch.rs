@@ -36,7 +36,7 @@ const BATCH_IDX: &str = "batch_idx";
 /// [`reset`](Stateful::reset) (from the start too) refuses a source whose
 /// output order varies between runs (an out-of-order
 /// [`ParallelMapper`](crate::ParallelMapper) with workers, see
-/// [`Stateful::varying_order`]) with [`Error::InvalidPipeline`](crate::Error::InvalidPipeline)
+/// [`Description::varying_order`](crate::Description::varying_order)) with [`Error::InvalidPipeline`](crate::Error::InvalidPipeline)
 /// naming it. Deliver in order (`ParallelOptions::in_order(true)`), or put
 /// the out-of-order map above the unbatch.
 ///
@@ -120,5 +120,5 @@ where
     S: Node,
     S::Item: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, varying_order, size_hint, may_fail);
+    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint, may_fail);
 }

@@ -67,11 +67,15 @@ impl Stateful for Tally {
     }
 
     fn describe(&self) -> Description {
-        Description::new("Tally")
+        Description::new("Tally").with_resume(self.resume())
     }
 
-    fn counted_by(&self) -> Option<Vec<&'static str>> {
-        self.counted.then(|| vec!["n"])
+    fn resume(&self) -> nodes_std::Resume {
+        if self.counted {
+            nodes_std::Resume::CountsItems("n".into())
+        } else {
+            nodes_std::Resume::Replays
+        }
     }
 }
 

@@ -102,15 +102,22 @@ fn varying_order_is_forwarded_from_the_sources() {
                 .collect();
             sampler.mix(sources, StopCriteria::default(), 0)
         };
-        assert_eq!(build(&[false, false, false]).varying_order(), None);
         assert_eq!(
-            build(&[false, true, true]).varying_order().as_deref(),
+            build(&[false, false, false]).describe().varying_order(),
+            None
+        );
+        assert_eq!(
+            build(&[false, true, true])
+                .describe()
+                .varying_order()
+                .as_deref(),
             Some("Varying(base=1000)"),
             "{sampler:?}"
         );
         assert_eq!(
             build(&[true, false, false])
                 .boxed()
+                .describe()
                 .varying_order()
                 .as_deref(),
             Some("Varying(base=0)"),

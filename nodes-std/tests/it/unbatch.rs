@@ -156,10 +156,13 @@ impl Stateful for Varying {
 
     fn describe(&self) -> Description {
         Description::new("Varying")
+            .param("workers", 2)
+            .param("in_order", false)
+            .with_resume(self.resume())
     }
 
-    fn varying_order(&self) -> Option<String> {
-        Some("Varying(workers=2, in_order=false)".to_owned())
+    fn resume(&self) -> nodes_std::Resume {
+        nodes_std::Resume::VaryingOrder
     }
 }
 
@@ -204,7 +207,7 @@ fn unbatch_refuses_a_source_whose_order_varies() {
             .unwrap(),
     );
     // A source that replays exactly is accepted, and says so.
-    assert_eq!(pairs(3, &[]).unbatch().varying_order(), None);
+    assert_eq!(pairs(3, &[]).unbatch().describe().varying_order(), None);
     assert_eq!(collect(pairs(2, &[]).unbatch()), [0, 100, 1, 101]);
 }
 
@@ -213,7 +216,11 @@ fn unbatch_forwards_varying_order() {
     // A node above an unbatcher can ask through it (the unbatcher itself
     // refuses when it starts).
     assert_eq!(
-        Varying::default().unbatch().varying_order().as_deref(),
+        Varying::default()
+            .unbatch()
+            .describe()
+            .varying_order()
+            .as_deref(),
         Some("Varying(workers=2, in_order=false)")
     );
 }

@@ -470,28 +470,42 @@ impl Node for Numbered {
     }
 }
 
-/// `counts_items` makes `counted_by` name the field's key (as renamed), and
-/// that key counts the items; nodes without it promise nothing.
+/// `counts_items` makes the description's `counted_path` name the field's
+/// key (as renamed), and that key counts the items; nodes without it promise
+/// nothing.
 #[test]
 fn counts_items_names_the_key_that_counts_items() {
     let node = Numbered { count: 0, epoch: 0 };
-    assert_eq!(Stateful::counted_by(&node), Some(vec!["returned"]));
+    assert_eq!(
+        node.describe().counted_path(),
+        Some(vec!["returned".to_owned()])
+    );
+    assert_eq!(
+        Stateful::resume(&node),
+        nodes_std::Resume::CountsItems("returned".into())
+    );
     let mut run = node.start().unwrap();
     assert_eq!(run.next().unwrap().unwrap(), 1);
     assert_eq!(run.next().unwrap().unwrap(), 2);
     assert_eq!(run.get_state().unwrap().get::<u64>("returned").unwrap(), 2);
     assert_eq!(
-        Stateful::counted_by(&IterableWrapper::new(0..3u64)),
-        Some(vec!["num_yielded"])
+        IterableWrapper::new(0..3u64).describe().counted_path(),
+        Some(vec!["num_yielded".to_owned()])
     );
     // A map returns one item per item, so it passes the count on, under the
     // key its child is saved at; a filter does not.
     assert_eq!(
-        Stateful::counted_by(&IterableWrapper::new(0..3u64).map(|x| x)),
-        Some(vec!["source", "num_yielded"])
+        IterableWrapper::new(0..3u64)
+            .map(|x| x)
+            .describe()
+            .counted_path(),
+        Some(vec!["source".to_owned(), "num_yielded".to_owned()])
     );
     assert_eq!(
-        Stateful::counted_by(&IterableWrapper::new(0..3u64).filter(|_| true)),
+        IterableWrapper::new(0..3u64)
+            .filter(|_| true)
+            .describe()
+            .counted_path(),
         None
     );
 }

@@ -903,3 +903,76 @@ fn a_spent_job_budget_ends_the_new_rank_at_the_next_bad_record() {
     );
     assert!(items[..items.len() - 1].iter().all(Result::is_ok));
 }
+
+/// A node of the user's own that passes items through one for one, and says
+/// so with `resume`.
+#[derive(Node)]
+#[node(resume = nodes_std::Resume::ForwardsCount)]
+struct Tap<S> {
+    #[node(child)]
+    source: S,
+}
+
+impl<S: Node<Item = u32>> Node for Tap<S> {
+    type Item = u32;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u32>> {
+        self.source.next(cx)
+    }
+}
+
+/// The same node without the promise.
+#[derive(Node)]
+struct Opaque<S> {
+    #[node(child)]
+    source: S,
+}
+
+impl<S: Node<Item = u32>> Node for Opaque<S> {
+    type Item = u32;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<u32>> {
+        self.source.next(cx)
+    }
+}
+
+/// Resharding dispatches on each node's declared `Resume`, never on its
+/// name: a node the library has never heard of is resharded once it
+/// promises to pass items through, and refused, by name and path, when it
+/// does not.
+#[test]
+fn resharding_follows_the_declared_capability_not_the_name() {
+    let tap = |rank, world| Tap {
+        source: source(0, 10, 3, rank, world).unwrap(),
+    };
+    elastic::check(&tap(0, 1).describe()).unwrap();
+    let opaque = Opaque {
+        source: source(0, 10, 3, 0, 1).unwrap(),
+    };
+    let err = elastic::check(&opaque.describe()).unwrap_err().to_string();
+    assert!(err.contains("Opaque at /"), "{err}");
+    assert!(err.contains("cannot be resharded"), "{err}");
+
+    // Two ranks read a little and save; three ranks finish the epoch.
+    let mut delivered = Vec::new();
+    let old: Vec<State> = (0..2)
+        .map(|rank| {
+            let mut loader = Loader::new(tap(rank, 2));
+            let mut epoch = loader.epoch();
+            for _ in 0..2 {
+                delivered.push(epoch.next().unwrap().unwrap());
+            }
+            stored(&epoch.state_dict().unwrap())
+        })
+        .collect();
+    let new = elastic::reshard(&old, 3).unwrap();
+    for (rank, state) in new.iter().enumerate() {
+        let mut loader = Loader::new(tap(rank as u64, 3));
+        loader.load_state_dict(&stored(state)).unwrap();
+        let epoch = loader.epoch();
+        if epoch.index() != 0 {
+            continue;
+        }
+        delivered.extend(epoch.map(Result::unwrap));
+    }
+    delivered.sort_unstable();
+    assert_eq!(delivered, (0..10).collect::<Vec<u32>>());
+}

@@ -132,7 +132,7 @@ fn replay_counters_beyond_what_a_node_records_are_refused_at_load_over_an_endles
 #[test]
 fn the_bound_travels_with_the_state_across_option_changes() {
     // A filter over the wrapper makes no promise that its state is a count
-    // of items (`Stateful::counted_by`), so `par_map` snapshots it as asked
+    // of items (`Resume::CountsItems`), so `par_map` snapshots it as asked
     // and a state between snapshots names real steps.
     let build = |every: usize, max: usize| {
         IterableWrapper::new(0..500u64)

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use nodes_core::__private::trace;
-use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
+use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, Resume, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
 use super::panic::{catch, guard};
@@ -164,7 +164,7 @@ impl Plan {
     }
 
     /// The plan actually run over a source whose order varies between runs
-    /// (see [`Stateful::varying_order`](nodes_core::Stateful::varying_order)):
+    /// (see [`Description::varying_order`]):
     /// such a source cannot be replayed, so every item carries its own
     /// snapshot and items are delivered in the order they were pulled. The
     /// state then never asks for a replay, and a restore is exact.
@@ -183,7 +183,7 @@ impl Plan {
 
     /// The plan actually run over a source that reads an `ElasticSampler`
     /// through a filter, `try_map` or mix (see
-    /// [`needs_exact_snapshots`](crate::elastic::walk::needs_exact_snapshots)):
+    /// [`needs_exact_snapshots`]):
     /// every item carries its source's state and is delivered in source
     /// order, so the node's state never counts items past its snapshot and
     /// [`reshard`](crate::elastic::reshard) reads the positions consumed off
@@ -234,11 +234,11 @@ struct Puller<N: Node> {
     quick: bool,
     /// When the last full chunk was finished.
     chunk_clock: Instant,
-    /// The source counts its items (`Stateful::counted_by`), and workers
+    /// The source counts its items ([`Description::counted_path`]), and workers
     /// pull it: no snapshot is taken per item (only after a bad record),
     /// the consumer's position is worked out from the last one (see
     /// [`Threaded::counted_forward`]).
-    counted: Option<Vec<&'static str>>,
+    counted: Option<Vec<String>>,
 }
 
 /// A chunk that filled this fast (the wait for credits before it included)
@@ -1120,17 +1120,35 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
 
 /// `state` with the count at `path` (keys down through nested states) raised
 /// by `by`; `None` if there is no `u64` there.
-fn count_moved(state: &State, path: &[&'static str], by: u64) -> Option<State> {
-    let (&key, below) = path.split_first()?;
+fn count_moved(state: &State, path: &[String], by: u64) -> Option<State> {
+    let (key, below) = path.split_first()?;
     let mut moved = state.clone();
     if below.is_empty() {
         let count: u64 = state.get(key).ok()?;
-        moved.insert(key, count.checked_add(by)?).ok()?;
+        moved.insert(key.clone(), count.checked_add(by)?).ok()?;
     } else {
         let child = state.child(key).ok()?;
-        moved.insert_child(key, count_moved(&child, below, by)?);
+        moved.insert_child(key.clone(), count_moved(&child, below, by)?);
     }
     Some(moved)
+}
+
+/// Whether a threaded node over `source` must record the source's state
+/// with every item it delivers, in source order, for its states to be
+/// resharded: the source reads a redistributable sampler through a node
+/// whose items do not stand for a known number of positions (a filter, a
+/// `try_map` that may drop records, a mix, a shuffle). Its state then never
+/// counts items past its snapshot, and the positions below are read off the
+/// snapshot exactly. Pipelines without such a sampler are unaffected.
+fn needs_exact_snapshots(source: &Description) -> bool {
+    let (mut opaque, mut elastic) = (false, false);
+    let mut open = vec![source];
+    while let Some(desc) = open.pop() {
+        elastic |= *desc.resume() == Resume::Redistributable;
+        opaque |= !desc.resume().counts_positions();
+        open.extend(desc.children().map(|(_, child)| child));
+    }
+    opaque && elastic
 }
 
 /// A source pulled on the caller's thread or on workers, with the
@@ -1143,9 +1161,6 @@ pub(crate) struct Threaded<N: Node, S, U> {
     stage: Arc<S>,
     /// The source's description, refreshed whenever the source is at home.
     source_description: Description,
-    /// The source's [`varying_order`](nodes_core::Stateful::varying_order),
-    /// taken when the node was built (a tree does not change shape).
-    source_varies: Option<String>,
     flag: ResetFlag,
     phase: Phase<U>,
     /// What the consumer received (with workers; inline the source's own
@@ -1203,14 +1218,14 @@ where
 {
     /// A node over `source` that was not reset yet.
     pub(crate) fn new(source: N, stage: S, plan: Plan) -> Self {
-        let source_varies = source.varying_order();
         let source_description = source.describe();
-        let exact = crate::elastic::walk::needs_exact_snapshots(&source_description);
+        // Taken when the node is built: a tree does not change shape.
+        let varies = source_description.varying_order().is_some();
+        let exact = needs_exact_snapshots(&source_description);
         Threaded {
-            run: plan.over(source_varies.is_some()).exact_positions(exact),
+            run: plan.over(varies).exact_positions(exact),
             plan,
             source_description,
-            source_varies,
             puller: Arc::new(Mutex::new(Puller {
                 source,
                 next_index: 0,
@@ -1268,16 +1283,6 @@ where
         self.plan.policy = policy;
         self.run.policy = policy;
         self.budget = ErrorBudget::new(policy);
-    }
-
-    /// This node's own [`varying_order`](nodes_core::Stateful::varying_order):
-    /// the source's, else `own` when this node delivers out of order on
-    /// workers.
-    pub(crate) fn varying_order(&self, own: impl FnOnce() -> String) -> Option<String> {
-        if let Some(below) = &self.source_varies {
-            return Some(below.clone());
-        }
-        (self.run.workers > 0 && !self.run.in_order).then(own)
     }
 
     /// How many more items the consumer gets this pass: the source's hint
@@ -1630,7 +1635,7 @@ where
         puller.next_index = 0;
         puller.restart_pacing();
         puller.counted = if threaded {
-            puller.source.counted_by()
+            self.source_description.counted_path()
         } else {
             None
         };
@@ -1769,7 +1774,7 @@ where
         Ok(state)
     }
 
-    /// Over a source that counts its items (`Stateful::counted_by`), which
+    /// Over a source that counts its items ([`Description::counted_path`]), which
     /// takes no snapshot per item: `snapshot`, taken before item `base`,
     /// moved forward over the items up to `low` (the consumer's position),
     /// and the index it then stands before. The state records no steps to

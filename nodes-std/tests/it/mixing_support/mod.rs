@@ -231,10 +231,19 @@ impl Node for Varying {
 
 impl Stateful for Varying {
     count_resets!(0);
-    count_state!(0, "Varying");
 
-    fn varying_order(&self) -> Option<String> {
-        Some(format!("Varying(base={})", self.0.base))
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.0.get_state(cx)
+    }
+
+    fn describe(&self) -> Description {
+        Description::new("Varying")
+            .param("base", self.0.base)
+            .with_resume(self.resume())
+    }
+
+    fn resume(&self) -> nodes_std::Resume {
+        nodes_std::Resume::VaryingOrder
     }
 }
 

@@ -36,7 +36,7 @@
 //! `batch_exact`'s dropped remainder, `pack_exact`'s, samplers that stop or
 //! restart a source part-way, the segment ids of a pack), inside the inner
 //! pipelines of an interleave (not asked for their order before they are
-//! made, see `Interleave::varying_order`), below a filter over batches,
+//! made, see `Interleave::resume`), below a filter over batches,
 //! below a function that may fail on batches (the batches vary, so which
 //! ones fail does too), and below an error policy that ends or cuts a pass
 //! (`Fail`, `SkipAtMost`: which items come before the cut varies).

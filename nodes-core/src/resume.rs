@@ -1,0 +1,134 @@
+//! [`Resume`]: what a node's state promises beyond exact resume, as the
+//! thread-backed nodes and elastic resharding read it from a description.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::describe::Description;
+
+/// What a node's state promises beyond "resetting with it continues
+/// exactly": how the items it returns relate to its child's, and what its
+/// state holds. [`Stateful::resume`](crate::Stateful::resume) returns it and
+/// [`Description`] records it, so a node that reads ahead decides how to
+/// snapshot its source, and `elastic::check`/`reshard` decide how to deal a
+/// saved state to another number of ranks, from the description alone,
+/// even offline.
+///
+/// Each variant is a promise about the node itself, not its subtree; what a
+/// subtree promises is read from its description
+/// ([`Description::varying_order`], [`Description::counted_path`]).
+/// `Replays`, the default, promises nothing more and is right for any node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Resume {
+    /// Resumes exactly from its own state, and nothing more.
+    #[default]
+    Replays,
+    /// A source whose state, within a pass, changes between items only in
+    /// a count: every `Ok(Some)` adds one to the `u64` under this key and
+    /// changes nothing else (an `IterableWrapper`'s `num_yielded`). A node
+    /// reading ahead then works out the state after any item from one
+    /// snapshot.
+    CountsItems(Cow<'static, str>),
+    /// Returns one item per item of its single child and keeps no state of
+    /// its own: its state is its child's, nested (a `Mapper`). A count
+    /// below it is its count.
+    ForwardsCount,
+    /// Returns one result per result of its single child (a
+    /// `MapStyleWrapper` looking up one index each), with state of its own.
+    OneToOne,
+    /// Returns at most one item per item of its single child, passing over
+    /// the rest (a `Filter`, a `TryMapper` skipping bad records).
+    Drops,
+    /// Returns each group of this many items of its single child as one
+    /// item, the last group possibly shorter (a `Batcher`).
+    Groups(u64),
+    /// Holds items pulled from its single child and not yet returned, saved
+    /// in its state under `buffer` (a `Shuffler`).
+    Buffers,
+    /// Reads its single child ahead and saves the child's snapshot plus the
+    /// items delivered since (`steps_since_snapshot`, `delivered_ahead`): a
+    /// `ParallelMapper` or `Prefetcher`. `in_order: false` when the order it
+    /// delivers in can differ between two runs from the same state.
+    ReadsAhead {
+        /// Whether it delivers in its child's order.
+        in_order: bool,
+    },
+    /// Its output order can differ between two runs from the same state, so
+    /// a node above cannot restore by pulling it again.
+    VaryingOrder,
+    /// Draws from several children (the weighted and round-robin mixes);
+    /// `each_once` when a pass reads each child at most once (their
+    /// `AllDatasetsExhausted` stop criterion).
+    Mixes {
+        /// Whether a pass reads each child at most once.
+        each_once: bool,
+    },
+    /// A sampler over global positions whose unread rest can be dealt to
+    /// another number of ranks (`ElasticSampler`).
+    Redistributable,
+}
+
+impl Resume {
+    /// Whether each item stands for a known number of its child's items
+    /// (one, or a group's worth), so that a node reading ahead above can
+    /// count positions per item delivered.
+    pub fn counts_positions(&self) -> bool {
+        matches!(
+            self,
+            Resume::Redistributable
+                | Resume::ForwardsCount
+                | Resume::OneToOne
+                | Resume::Groups(_)
+                | Resume::ReadsAhead { in_order: true }
+        )
+    }
+
+    /// Whether its output order can differ between two runs from the same
+    /// state.
+    pub fn varies(&self) -> bool {
+        matches!(
+            self,
+            Resume::VaryingOrder | Resume::ReadsAhead { in_order: false }
+        )
+    }
+
+    pub(crate) fn is_replays(&self) -> bool {
+        *self == Resume::Replays
+    }
+}
+
+impl Description {
+    /// The first node in this subtree, depth first, whose output order can
+    /// differ between two runs from the same state ([`Resume::varies`]),
+    /// rendered for error messages; `None` if every node replays exactly.
+    pub fn varying_order(&self) -> Option<String> {
+        if self.resume().varies() {
+            return Some(self.to_string());
+        }
+        self.children().find_map(|(_, child)| child.varying_order())
+    }
+
+    /// For a subtree whose state changes between items only in a count
+    /// ([`Resume::CountsItems`] below a chain of [`Resume::ForwardsCount`]):
+    /// the keys that lead to that count from this node's state
+    /// (`["num_yielded"]`, `["source", "num_yielded"]`).
+    pub fn counted_path(&self) -> Option<Vec<String>> {
+        match self.resume() {
+            Resume::CountsItems(key) => Some(vec![key.to_string()]),
+            Resume::ForwardsCount => {
+                let mut children = self.children();
+                let (key, child) = children.next()?;
+                if children.next().is_some() {
+                    return None;
+                }
+                let mut path: Vec<String> = key.split('/').map(str::to_owned).collect();
+                path.extend(child.counted_path()?);
+                Some(path)
+            }
+            _ => None,
+        }
+    }
+}
