@@ -45,7 +45,7 @@
 //!   [`tracing`](https://docs.rs/tracing) events with target `nodes`: INFO
 //!   for epochs and restores, WARN for failures and skipped records, DEBUG
 //!   for worker threads. Without it no logging code is compiled in. The
-//!   workspace README's "Logging" section lists every event and its fields.
+//!   repository's `docs/logging.md` lists every event and its fields.
 #![forbid(unsafe_code)]
 
 mod describe;

@@ -1,13 +1,70 @@
-//! Stock nodes and `#[derive(Node)]` for checkpointable data-loading pipelines.
+//! Checkpointable, composable data-loading pipelines: the stock nodes,
+//! `#[derive(Node)]`, and everything from `nodes-core`.
 //!
-//! This crate is the one to depend on: it re-exports everything from
-//! `nodes-core` (the [`Node`] contract, [`State`], [`Loader`], ...), the
-//! derive, and the stock nodes. `use nodes_std::prelude::*;` brings in what a
+//! A pipeline is a tree of nodes (sources, maps, batchers, samplers,
+//! prefetchers) that you can stop mid-epoch, save as a plain JSON [`State`],
+//! and resume later with nothing lost and nothing repeated, as PyTorch's
+//! `torchdata.nodes` does. `use nodes_std::prelude::*;` brings in what a
 //! pipeline needs.
+//!
+//! ```
+//! use nodes_std::prelude::*;
+//!
+//! let build = || -> Result<_> {
+//!     IterableWrapper::new(0..100u32)
+//!         .shuffle(16, 7)?                                    // seeded, resumable
+//!         .par_map(|x| Ok(x * 2), ParallelOptions::new(2))?   // 2 threads, in order
+//!         .batch(8)
+//! };
+//! let mut loader = Loader::new(build()?);
+//! let mut epoch = loader.epoch();
+//! let first = epoch.next().transpose()?;
+//! let checkpoint = epoch.state_dict()?.to_json()?;            // plain JSON
+//!
+//! let mut resumed = Loader::new(build()?);                    // later, elsewhere
+//! resumed.load_state_dict(&State::from_json(&checkpoint)?)?;
+//! let rest: Vec<Vec<u32>> = resumed.epoch().collect::<Result<_>>()?;
+//! assert_eq!((first.map(|b| b.len()), rest.len()), (Some(8), 12));
+//! # Ok::<(), nodes_std::Error>(())
+//! ```
+//!
+//! # Where things are
+//!
+//! - **Sources:** [`IterableWrapper`], [`MapStyleWrapper`] over a
+//!   [`Dataset`] or [`Lookup`], [`SamplerWrapper`] over a
+//!   [`SequentialSampler`], [`RandomSampler`] or [`ShardedSampler`],
+//!   [`ElasticSampler`], and [`Files`] read by [`NodeExt::read_lines`] and
+//!   [`NodeExt::read_jsonl`].
+//! - **Transforms** are [`NodeExt`] methods: `map`, `try_map`, `filter`,
+//!   `filter_map`, `flat_map`, `batch`, `unbatch`, `shuffle`, `header`,
+//!   `cycle`, `shard`, `pack`.
+//! - **Threads:** [`NodeExt::par_map`] with [`ParallelOptions`], and
+//!   [`NodeExt::prefetch`].
+//! - **Several sources:** [`MultiNodeWeightedSampler`],
+//!   [`MultiNodeRoundRobinSampler`], [`NodeExt::zip`],
+//!   [`NodeExt::interleave`].
+//! - **Running:** [`Loader`] (epochs and checkpoints), or
+//!   [`NodeExt::start`] for a bare [`Running`] pipeline.
+//! - **Errors:** [`Error`]; a bad record is one `Err` item, and
+//!   [`ErrorPolicy`] chooses to deliver, skip or stop.
+//! - **Your own nodes:** [`Node`](trait@Node), [`Stateful`],
+//!   [`#[derive(Node)]`](derive@Node), and [`testing`] to check them.
+//! - **Resharding** a job onto another number of ranks: [`elastic`].
+//!
+//! # Features
+//!
+//! - `gzip`, `zstd`: read `.gz` and `.zst` files (pure Rust).
+//! - `tracing`: log epochs, restores, worker threads and skipped records
+//!   through [`tracing`](https://docs.rs/tracing), target `nodes`.
+//!
+//! # Guides
+//!
+//! The repository's `docs/` folder holds the guides: checkpointing and
+//! compatibility, errors and the exactly-once guarantee, custom nodes,
+//! threaded nodes, reading files, distributed and elastic use, size hints,
+//! logging and statistics, and the torchdata name map. `BENCHMARKS.md`
+//! holds the performance figures.
 #![forbid(unsafe_code)]
-// The workspace README's quickstart runs as a doc test.
-#![doc = ""]
-#![doc = include_str!("../../README.md")]
 
 // Lets `#[derive(Node)]`'s default path (`::nodes_std`) work inside this crate too.
 extern crate self as nodes_std;
@@ -24,6 +81,29 @@ mod seed;
 mod sources;
 mod threaded;
 mod transforms;
+
+// The README's and the guides' Rust examples run as doctests.
+#[cfg(doctest)]
+mod guides {
+    macro_rules! guides {
+        ($($name:ident = $path:literal),*) => { $(#[doc = include_str!($path)] mod $name {})* };
+    }
+    guides!(
+        readme = "../../README.md",
+        architecture = "../../docs/architecture.md",
+        checkpointing = "../../docs/checkpointing.md",
+        custom_nodes = "../../docs/custom-nodes.md",
+        distributed = "../../docs/distributed.md",
+        elastic = "../../docs/elastic.md",
+        errors = "../../docs/errors.md",
+        files = "../../docs/files.md",
+        logging = "../../docs/logging.md",
+        size_hints = "../../docs/size-hints.md",
+        testing = "../../docs/testing.md",
+        threads = "../../docs/threads.md",
+        torchdata = "../../docs/torchdata.md"
+    );
+}
 
 pub use crate::elastic::ElasticSampler;
 pub use crate::ext::{NodeExt, boxed_err};
