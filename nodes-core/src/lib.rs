@@ -62,8 +62,29 @@ pub mod testing;
 mod trace;
 
 #[doc(hidden)]
-#[path = "private.rs"]
 pub mod __private;
+
+/// The path `#[derive(Node)]` emits: [`__private`] under this release's
+/// version, so that the output of a derive from another release finds
+/// nothing here.
+#[doc(hidden)]
+pub use crate::__private as __private_0_1_0;
+
+/// What `#[derive(Node)]` emits first, with its own version: a derive from
+/// another release than this crate's stops with an error naming both (the
+/// literal is this crate's version; a unit test keeps them equal).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_derive_version {
+    ("0.1.0") => {};
+    ($derive:literal) => {
+        ::core::compile_error!(::core::concat!(
+            "#[derive(Node)] is from nodes-derive ",
+            $derive,
+            " but nodes-core is 0.1.0: use nodes-std, nodes-core and nodes-derive of one release"
+        ));
+    };
+}
 
 pub use crate::describe::Description;
 pub use crate::error::{BoxError, Error, Result};
@@ -75,3 +96,18 @@ pub use crate::resume::Resume;
 pub use crate::running::{Replay, Running};
 pub use crate::state::{Key, Snapshot, State, StateWriter, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};
+
+#[cfg(test)]
+mod version_tests {
+    // The literal of `__require_derive_version!` and the name of the
+    // versioned path, as the derive of this release writes them.
+    crate::__require_derive_version!("0.1.0");
+    #[allow(unused_imports)]
+    use crate::__private_0_1_0 as _;
+
+    /// Both are this crate's version: bump them with it.
+    #[test]
+    fn the_derive_version_check_names_this_release() {
+        assert_eq!(env!("CARGO_PKG_VERSION"), "0.1.0");
+    }
+}

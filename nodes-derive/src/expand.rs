@@ -15,14 +15,18 @@ pub(crate) fn derive(input: &syn::DeriveInput) -> TokenStream {
     let model = Input::from_syn(&cx, input);
     check::check(&cx, &model);
     match cx.check() {
-        Ok(()) => impl_node(&model),
+        Ok(()) => {
+            let check = crate::version_check(&model.krate());
+            let node = impl_node(&model);
+            quote!(#check #node)
+        }
         Err(err) => fallback::expand(&model, &err),
     }
 }
 
 fn impl_node(input: &Input<'_>) -> TokenStream {
     let krate = input.krate();
-    let p = quote!(#krate::__private);
+    let p = crate::private_path(&krate);
     let ident = input.ident;
     let name = input.name();
     let version = input.version();

@@ -10,7 +10,7 @@ use crate::ast::Input;
 pub(crate) fn expand(input: &Input<'_>, error: &syn::Error) -> TokenStream {
     let errors = error.to_compile_error();
     let krate = input.krate();
-    let p = quote!(#krate::__private);
+    let p = crate::private_path(&krate);
     let ident = input.ident;
     let name = input.name();
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();

@@ -144,7 +144,7 @@ pub use crate::transforms::flat_map::FlatMapper;
 pub use crate::transforms::pack::{PackOutput, Packed, Packer, TokensOnly, WithSegments};
 
 #[doc(hidden)]
-pub use nodes_core::__private;
+pub use nodes_core::{__private, __private_0_1_0, __require_derive_version};
 
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
