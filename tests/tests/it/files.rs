@@ -437,6 +437,7 @@ fn read_jsonl_under_an_out_of_order_par_map_resumes_exactly_once() -> Result<()>
             .read_jsonl::<u64>()
             .par_map(
                 |x| {
+                    // Jitter only: what is asserted holds in any completion order.
                     std::thread::sleep(std::time::Duration::from_micros((x * 37) % 200));
                     Ok(x * 2)
                 },

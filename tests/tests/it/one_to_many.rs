@@ -301,6 +301,7 @@ fn interleave_reads_inner_nodes_in_parallel_with_the_sequential_order() {
             .interleave(cycle, block, move |f| {
                 IterableWrapper::new(file(&f))
                     .map(|x| {
+                        // Jitter only: the streams compared do not depend on timing.
                         std::thread::sleep(std::time::Duration::from_micros(u64::from(x % 3) * 20));
                         x
                     })

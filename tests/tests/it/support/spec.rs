@@ -388,6 +388,7 @@ fn jitter(percent: u8) {
         x
     });
     if r % 100 < u64::from(percent) {
+        // Jitter only: every generated case is checked in any completion order.
         std::thread::sleep(Duration::from_micros((r >> 32) % 301));
     }
 }
