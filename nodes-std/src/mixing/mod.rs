@@ -103,7 +103,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use nodes_core::{__private, Cx, Description, Error, Node, Result, State, StateWriter, Stateful};
+use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -388,9 +388,6 @@ impl<N: Node> Sources<N> {
         let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
-            if let Some(flags) = __private::bools_in_order(&map, &names) {
-                return Ok(flags);
-            }
             map.expect_keys(node, &names)?;
             let mut flags = Vec::with_capacity(names.len());
             for name in &names {
@@ -411,17 +408,11 @@ impl<N: Node> Sources<N> {
             ));
         }
         let nested = state.child(NODE_STATES)?;
-        let states = match __private::children_in_order(&nested, &names) {
-            Some(states) => states,
-            None => {
-                nested.expect_keys(node, &names)?;
-                let mut states = Vec::with_capacity(names.len());
-                for name in &names {
-                    states.push(nested.child(name)?);
-                }
-                states
-            }
-        };
+        nested.expect_keys(node, &names)?;
+        let states = names
+            .iter()
+            .map(|name| nested.child(name))
+            .collect::<Result<_>>()?;
         Ok(DecodedSources {
             exhausted,
             empty,
@@ -447,15 +438,15 @@ impl<N: Node> Sources<N> {
         Ok(())
     }
 
-    /// Writes the per-source keys into `out`, each source writing its own
-    /// state.
+    /// Saves the per-source keys into `out`, each source's state nested
+    /// under its name.
     ///
     /// The names and the two flag maps are deferred snapshots, shared with
     /// the previous state while they are unchanged (a flag changes when a
     /// source ends, a few times per pass) and copied as a `Vec<bool>` when
     /// one changes, so a state costs one nested state per source and O(1)
     /// or a copy of the flags for the rest.
-    pub(crate) fn write(&self, out: &mut StateWriter, cx: &Cx) -> Result<()> {
+    pub(crate) fn save(&self, out: &mut State, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         let parts = match saved.take() {
@@ -484,23 +475,21 @@ impl<N: Node> Sources<N> {
         if empty.flags != self.empty {
             empty = flag_map(&names, &self.empty, &exhausted);
         }
-        __private::write_deferred(out, DATASET_KEYS, Arc::clone(&names));
-        __private::write_deferred(out, EXHAUSTED, Arc::clone(&exhausted));
-        __private::write_deferred(out, EMPTY, Arc::clone(&empty));
+        out.insert_deferred(DATASET_KEYS, Arc::clone(&names));
+        out.insert_deferred(EXHAUSTED, Arc::clone(&exhausted));
+        out.insert_deferred(EMPTY, Arc::clone(&empty));
         *saved = Some(SavedParts {
             names,
             exhausted,
             empty,
         });
         drop(saved);
-        // Each source writes its own state, nested under its name.
-        __private::write_open(out, NODE_STATES);
+        let mut states = State::new();
+        states.reserve(self.len());
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            __private::write_open_named(out, name);
-            node.write_state(cx, out)?;
-            __private::write_close(out);
+            states.insert_child(name.to_string(), node.get_state(cx)?);
         }
-        __private::write_close(out);
+        out.insert_child(NODE_STATES, states);
         Ok(())
     }
 
