@@ -85,19 +85,30 @@ pub type Key = Cow<'static, str>;
 struct Body {
     /// Entries in insertion order: a node's state has a handful of keys, so
     /// a vector beats a map.
-    entries: Vec<(Key, Entry)>,
+    entries: Entries,
     /// The position of each key, for wide states (built on first lookup).
     index: OnceLock<HashMap<Key, usize>>,
     /// Entries visited, written or copied in this body, nested states
     /// opened from it, and checksum steps over it: what
     /// [`crate::testing::state_work`] adds up.
     work: AtomicU64,
+    /// At least the number of levels nested below (`u32::MAX` once a value
+    /// nests containers): how deep dropping it by recursion would go.
+    height: u32,
 }
+
+/// A state's entries: the first few inline, so that a node's state is one
+/// allocation.
+type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
 
 #[derive(Clone)]
 enum Entry {
-    /// Any JSON value but an object (objects are nested states).
-    Value(Value),
+    /// `null`, a boolean or a number, inline.
+    Scalar(Scalar),
+    /// A string, shared by clones.
+    Str(Arc<str>),
+    /// An array, boxed to keep entries small.
+    Array(Box<Value>),
     /// A nested state, shared so that [`State::child`] does not copy it.
     Child(Arc<Body>),
     /// A node's snapshot, turned into JSON only when that is needed (see
@@ -108,12 +119,40 @@ enum Entry {
     Checksum,
 }
 
+/// A JSON value without heap data.
+#[derive(Clone)]
+enum Scalar {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+}
+
 impl Entry {
     /// The entry holding `value`: an object becomes a nested state.
+    #[inline]
     fn of(value: Value) -> Entry {
         match value {
+            Value::Null => Entry::Scalar(Scalar::Null),
+            Value::Bool(b) => Entry::Scalar(Scalar::Bool(b)),
+            Value::Number(n) => Entry::Scalar(Scalar::Number(n)),
+            Value::String(s) => Entry::Str(s.into()),
+            Value::Array(_) => Entry::Array(Box::new(value)),
             Value::Object(map) => Entry::Child(Arc::new(tree::body_of_map(map))),
-            value => Entry::Value(value),
+        }
+    }
+
+    /// The entry as JSON, borrowed where it is held as JSON; `owner` holds
+    /// it. A nested state is converted without recursion.
+    fn leaf<'a>(&'a self, owner: &Body) -> Cow<'a, Value> {
+        match self {
+            Entry::Scalar(Scalar::Null) => Cow::Owned(Value::Null),
+            Entry::Scalar(Scalar::Bool(b)) => Cow::Owned(Value::Bool(*b)),
+            Entry::Scalar(Scalar::Number(n)) => Cow::Owned(Value::Number(n.clone())),
+            Entry::Str(s) => Cow::Owned(Value::String(s.to_string())),
+            Entry::Array(v) => Cow::Borrowed(v),
+            Entry::Deferred(d) => Cow::Borrowed(d.json()),
+            Entry::Checksum => Cow::Owned(Value::String(owner.checksum())),
+            Entry::Child(body) => Cow::Owned(tree::to_value(body)),
         }
     }
 }
@@ -124,6 +163,7 @@ impl Clone for Body {
             entries: self.entries.clone(),
             index: OnceLock::new(),
             work: AtomicU64::new(self.entries.len() as u64),
+            height: self.height,
         }
     }
 }
@@ -137,6 +177,7 @@ impl Body {
     }
 
     /// The position of `key`, and how many entries were visited to find it.
+    #[inline]
     fn find(&self, key: &str) -> (Option<usize>, usize) {
         let len = self.entries.len();
         if len < INDEXED_FROM {
@@ -158,7 +199,9 @@ impl Body {
     }
 
     /// Stores `entry` under `key`, replacing what was there.
+    #[inline]
     fn put(&mut self, key: Key, entry: Entry) {
+        self.height = self.height.max(tree::height_of(&entry));
         let (at, visited) = self.find(&key);
         *self.work.get_mut() += visited as u64;
         match at {
@@ -168,11 +211,13 @@ impl Body {
     }
 
     /// Appends an entry whose key is not there yet.
+    #[inline]
     fn push(&mut self, key: Key, entry: Entry) {
         if let Some(index) = self.index.get_mut() {
             index.insert(key.clone(), self.entries.len());
         }
         *self.work.get_mut() += 1;
+        self.height = self.height.max(tree::height_of(&entry));
         self.entries.push((key, entry));
     }
 }
@@ -216,9 +261,8 @@ impl Serialize for Body {
         let mut map = s.serialize_map(Some(self.entries.len()))?;
         for (key, entry) in &self.entries {
             match entry {
-                Entry::Value(v) => map.serialize_entry(key, v)?,
+                Entry::Str(s) => map.serialize_entry(key, &**s)?,
                 Entry::Child(body) => map.serialize_entry(key, &**body)?,
-                Entry::Checksum => map.serialize_entry(key, &self.checksum())?,
                 Entry::Deferred(d) => match d.result() {
                     Ok(v) => map.serialize_entry(key, v)?,
                     Err(e) => {
@@ -227,6 +271,7 @@ impl Serialize for Body {
                         )));
                     }
                 },
+                other => map.serialize_entry(key, &other.leaf(self))?,
             }
         }
         map.end()
@@ -260,6 +305,7 @@ impl State {
     }
 
     /// The entries, to change them (copied first if they are shared).
+    #[inline]
     fn body_mut(&mut self) -> &mut Body {
         Arc::make_mut(&mut self.body)
     }
@@ -360,6 +406,7 @@ impl State {
         pointer_join(self.path.text(), key)
     }
 
+    #[inline]
     fn put(&mut self, key: Key, entry: Entry) {
         self.body_mut().put(key, entry);
     }
@@ -375,7 +422,7 @@ impl State {
 
     /// Stores a string under `key` (no serialisation step).
     pub(crate) fn insert_str(&mut self, key: impl Into<Key>, text: String) {
-        self.put(key.into(), Entry::Value(Value::String(text)));
+        self.put(key.into(), Entry::Str(text.into()));
     }
 
     /// Reserves room for at least `additional` more keys: a node about to
@@ -422,10 +469,8 @@ impl State {
     /// ```
     pub fn value_ref(&self, key: &str) -> Result<Cow<'_, Value>> {
         match self.body.get(key) {
-            Some(Entry::Value(v)) => Ok(Cow::Borrowed(v)),
             Some(Entry::Deferred(d)) => self.deferred_json(key, d).map(Cow::Borrowed),
-            Some(Entry::Child(body)) => Ok(Cow::Owned(tree::to_value(body))),
-            Some(Entry::Checksum) => Ok(Cow::Owned(Value::String(self.body.checksum()))),
+            Some(entry) => Ok(entry.leaf(&self.body)),
             None => Err(Error::bad_state(self.path_of(key), "missing key")),
         }
     }
@@ -497,8 +542,7 @@ impl State {
                 Value::Object(map) => Arc::new(tree::body_of_map(map.clone())),
                 other => return Err(not_object(other)),
             },
-            Some(Entry::Value(other)) => return Err(not_object(other)),
-            Some(Entry::Checksum) => return Err(not_object(&Value::String(String::new()))),
+            Some(other) => return Err(not_object(&other.leaf(&self.body))),
             None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
         self.body.count(1);

@@ -24,6 +24,8 @@
 //! always changes the checksum; other changes collide with probability
 //! about 2^-64. The walk keeps its stack on the heap.
 
+use std::borrow::Cow;
+
 use serde_json::{Number, Value};
 
 use super::{Body, Entry, Key, State};
@@ -183,8 +185,9 @@ impl<'a> Frame<'a> {
 enum Item<'a> {
     Value(&'a Value),
     State(&'a Body),
-    /// A nested loader state's own checksum.
-    Owned(String),
+    /// A scalar made for the walk (an inline number, a nested loader
+    /// state's own checksum).
+    Owned(Value),
 }
 
 /// The `mx64` hash of `root`'s content, without its top-level checksum key.
@@ -203,10 +206,11 @@ fn digest(root: &Body) -> u64 {
                 let mut members = entries.filter(|(key, _)| !(*top && key == CHECKSUM_KEY));
                 members.next().map(|(key, entry)| {
                     let item = match entry {
-                        Entry::Value(value) => Item::Value(value),
-                        Entry::Deferred(deferred) => Item::Value(deferred.json()),
                         Entry::Child(body) => Item::State(body),
-                        Entry::Checksum => Item::Owned(owner.checksum()),
+                        leaf => match leaf.leaf(owner) {
+                            Cow::Borrowed(value) => Item::Value(value),
+                            Cow::Owned(value) => Item::Owned(value),
+                        },
                     };
                     (member(key), item)
                 })
@@ -238,8 +242,8 @@ fn digest(root: &Body) -> u64 {
                 frame.add(mix_scalar(state, scalar));
                 continue;
             }
-            Item::Owned(text) => {
-                frame.add(mix_str(state, &text));
+            Item::Owned(scalar) => {
+                frame.add(mix_scalar(state, &scalar));
                 continue;
             }
         };

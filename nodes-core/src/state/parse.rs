@@ -95,7 +95,7 @@ pub(super) fn parse(json: &str) -> Result<Body> {
         let start = p.pos;
         let end = p.scan_value(start)?;
         let value: Value = p.leaf(start, end)?;
-        current.put(Key::Owned(key), Entry::Value(value));
+        current.put(Key::Owned(key), Entry::of(value));
         p.pos = end;
         after_member = true;
     }

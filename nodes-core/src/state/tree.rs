@@ -24,7 +24,7 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
                 current = (Key::Owned(key), Body::default(), inner.into_iter());
             }
             // The keys of a JSON object are distinct: no lookup needed.
-            Some((key, value)) => current.1.push(Key::Owned(key), Entry::Value(value)),
+            Some((key, value)) => current.1.push(Key::Owned(key), Entry::of(value)),
             None => match open.pop() {
                 Some(mut parent) => {
                     let (key, child, _) = current;
@@ -34,16 +34,6 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
                 None => return current.1,
             },
         }
-    }
-}
-
-/// An entry that is not a nested state, as JSON; `owner` holds it.
-fn leaf_value(owner: &Body, entry: &Entry) -> Value {
-    match entry {
-        Entry::Value(v) => v.clone(),
-        Entry::Deferred(d) => d.json().clone(),
-        Entry::Checksum => Value::String(owner.checksum()),
-        Entry::Child(body) => to_value(body),
     }
 }
 
@@ -65,7 +55,7 @@ pub(super) fn to_value(body: &Body) -> Value {
                 stack.push(((child, child.entries.iter(), Map::new()), Some(key)));
             }
             Some((key, entry)) => {
-                members.insert(key.to_string(), leaf_value(owner, entry));
+                members.insert(key.to_string(), entry.leaf(owner).into_owned());
             }
             None => {
                 let ((_, _, members), key) = stack.pop().expect("checked above");
@@ -109,9 +99,7 @@ pub(super) fn write_json(body: &Body, out: &mut impl fmt::Write) -> fmt::Result 
                 stack.push((child, child.entries.iter()));
                 first = true;
             }
-            Entry::Value(v) => json(out, v)?,
-            Entry::Deferred(d) => json(out, d.json())?,
-            Entry::Checksum => json(out, &owner.checksum())?,
+            entry => json(out, &entry.leaf(owner))?,
         }
     }
     Ok(())
@@ -137,16 +125,14 @@ pub(super) fn eq(a: &Arc<Body>, b: &Arc<Body>) -> bool {
             };
             let (x, y) = (plain(x), plain(y));
             let equal = match (&*x, &*y) {
-                (Entry::Value(x), Entry::Value(y)) => x == y,
                 (Entry::Child(x), Entry::Child(y)) => {
                     pending.push((Arc::clone(x), Arc::clone(y)));
                     true
                 }
+                (Entry::Child(_), _) | (_, Entry::Child(_)) => false,
                 // Equal contents have equal checksums.
                 (Entry::Checksum, Entry::Checksum) => true,
-                (Entry::Checksum, Entry::Value(t)) => t.as_str() == Some(&a.checksum()),
-                (Entry::Value(t), Entry::Checksum) => t.as_str() == Some(&b.checksum()),
-                _ => false,
+                (x, y) => x.leaf(&a) == y.leaf(&b),
             };
             if !equal {
                 return false;
@@ -204,9 +190,29 @@ pub(super) fn dismantle(value: Value) {
     }
 }
 
-/// Drops nested states nobody else holds through a stack of their entries.
+/// How many levels an entry nests below the state that holds it, as
+/// [`Body::height`] counts them.
+#[inline]
+pub(super) fn height_of(entry: &Entry) -> u32 {
+    let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
+    match entry {
+        Entry::Child(child) => child.height.saturating_add(1),
+        Entry::Array(v) if v.as_array().is_some_and(|items| items.iter().any(nested)) => u32::MAX,
+        _ => 0,
+    }
+}
+
+/// States nested at most this many levels are dropped by plain recursion.
+const SHALLOW: u32 = 64;
+
+/// Drops a deep state's nested states nobody else holds, and its nested
+/// values, through a stack of their entries; a shallow one (every
+/// pipeline's) the usual way.
 impl Drop for Body {
     fn drop(&mut self) {
+        if self.height < SHALLOW {
+            return;
+        }
         let mut entries = std::mem::take(&mut self.entries);
         let mut pending = Vec::new();
         loop {
@@ -217,8 +223,8 @@ impl Drop for Body {
                             pending.push(std::mem::take(&mut child.entries));
                         }
                     }
-                    Entry::Value(value) => dismantle(value),
-                    Entry::Deferred(_) | Entry::Checksum => {}
+                    Entry::Array(value) => dismantle(*value),
+                    _ => {}
                 }
             }
             match pending.pop() {
