@@ -430,12 +430,14 @@ impl<N: Node> Loader<N> {
 
     /// The loader's state with `root` as the root's state.
     fn loader_state(&self, root: State) -> Result<State> {
-        // The template holds every key in order, the constant ones filled:
-        // one copy of its entries, then the three that vary.
-        let mut state = self.saved_shape().template.clone();
-        state.insert_child(ROOT, root);
-        state.insert(NUM_YIELDED, self.num_yielded)?;
-        state.insert(EPOCH_INDEX, self.epoch_index)?;
+        // The root and the counters, then the template's constant entries,
+        // shared with every state of this pipeline.
+        let mut state = crate::state::Fields::with_capacity(KEYS.len());
+        state.child(ROOT, root);
+        state.field(NUM_YIELDED, &self.num_yielded)?;
+        state.field(EPOCH_INDEX, &self.epoch_index)?;
+        state.tail_of(&self.saved_shape().template, 3);
+        let state = state.done(0);
         Ok(state)
     }
 

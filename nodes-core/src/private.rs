@@ -9,7 +9,7 @@ pub use crate::guard::Lazy;
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::state::pointer_join;
-pub use crate::state::{Snapshot, State};
+pub use crate::state::{Fields, Snapshot, State};
 
 /// The logging hooks of the `tracing` feature (empty without it).
 pub mod trace {
@@ -63,12 +63,6 @@ pub fn encode_child(
     child: State,
 ) {
     state.insert_child(key, child);
-}
-
-/// Saves a `#[node(state, deferred)]` field's snapshot, serialised only
-/// when the state is.
-pub fn encode_deferred<T: crate::Snapshot>(state: &mut State, key: &'static str, value: &T) {
-    state.insert_deferred(key, value.snapshot());
 }
 
 /// Decodes a `#[node(state)]` field.

@@ -87,7 +87,7 @@ struct Body {
     /// a vector beats a map.
     entries: Entries,
     /// The position of each key, for wide states (built on first lookup).
-    index: OnceLock<HashMap<Key, usize>>,
+    index: OnceLock<Box<HashMap<Key, usize>>>,
     /// Entries visited, written or copied in this body, nested states
     /// opened from it, and checksum steps over it: what
     /// [`crate::testing::state_work`] adds up.
@@ -99,7 +99,7 @@ struct Body {
 
 /// A state's entries: the first few inline, so that a node's state is one
 /// allocation.
-type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
+type Entries = smallvec::SmallVec<[(Key, Entry); 3]>;
 
 #[derive(Clone)]
 enum Entry {
@@ -125,6 +125,8 @@ enum Scalar {
     Null,
     Bool(bool),
     Number(serde_json::Number),
+    /// `[]` (a node's empty list of held errors, in every state it takes).
+    EmptyArray,
 }
 
 impl Entry {
@@ -136,6 +138,7 @@ impl Entry {
             Value::Bool(b) => Entry::Scalar(Scalar::Bool(b)),
             Value::Number(n) => Entry::Scalar(Scalar::Number(n)),
             Value::String(s) => Entry::Str(s.into()),
+            Value::Array(items) if items.is_empty() => Entry::Scalar(Scalar::EmptyArray),
             Value::Array(_) => Entry::Array(Box::new(value)),
             Value::Object(map) => Entry::Child(Arc::new(tree::body_of_map(map))),
         }
@@ -148,6 +151,7 @@ impl Entry {
             Entry::Scalar(Scalar::Null) => Cow::Owned(Value::Null),
             Entry::Scalar(Scalar::Bool(b)) => Cow::Owned(Value::Bool(*b)),
             Entry::Scalar(Scalar::Number(n)) => Cow::Owned(Value::Number(n.clone())),
+            Entry::Scalar(Scalar::EmptyArray) => Cow::Owned(Value::Array(Vec::new())),
             Entry::Str(s) => Cow::Owned(Value::String(s.to_string())),
             Entry::Array(v) => Cow::Borrowed(v),
             Entry::Deferred(d) => Cow::Borrowed(d.json()),
@@ -187,7 +191,7 @@ impl Body {
         let index = self.index.get_or_init(|| {
             built = len;
             let keys = self.entries.iter().map(|(k, _)| k.clone());
-            keys.zip(0..).collect()
+            Box::new(keys.zip(0..).collect())
         });
         (index.get(key).copied(), built + 1)
     }
@@ -626,6 +630,73 @@ impl State {
             }));
         }
         total
+    }
+}
+
+/// A node's state built key by key in place, then shared once: what
+/// `#[derive(Node)]` and the loader take their states with (no
+/// copy-on-write check per key). Not public API.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Fields(Body);
+
+impl std::fmt::Debug for Fields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fields")
+    }
+}
+
+impl Fields {
+    /// Room for `keys` keys.
+    pub(crate) fn with_capacity(keys: usize) -> Fields {
+        let mut fields = Fields::default();
+        fields.0.entries.reserve(keys);
+        fields
+    }
+
+    /// Appends an entry (a state being built has no index to keep).
+    #[inline]
+    fn push(&mut self, key: Key, entry: Entry) {
+        self.0.height = self.0.height.max(tree::height_of(&entry));
+        self.0.entries.push((key, entry));
+    }
+
+    /// Appends `value` under `key`, which this state does not hold yet.
+    #[inline]
+    pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
+        self.push(Key::Borrowed(key), Entry::of(value));
+        Ok(())
+    }
+
+    /// Appends `child` under `key`, which this state does not hold yet.
+    #[inline]
+    pub fn child(&mut self, key: impl Into<Key>, child: State) {
+        self.push(key.into(), Entry::Child(child.body));
+    }
+
+    /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
+    pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
+        self.push(Key::Borrowed(key), deferred::entry(value.snapshot()));
+    }
+
+    /// Appends `state`'s entries from position `from` on.
+    pub(crate) fn tail_of(&mut self, state: &State, from: usize) {
+        for (key, entry) in state.body.entries.iter().skip(from) {
+            self.push(key.clone(), entry.clone());
+        }
+    }
+
+    /// The state built, with `version` (nothing for version 0).
+    #[inline]
+    pub fn done(mut self, version: u32) -> State {
+        if version != 0 {
+            let version = Entry::Scalar(Scalar::Number(version.into()));
+            self.push(Key::Borrowed(VERSION_KEY), version);
+        }
+        *self.0.work.get_mut() = self.0.entries.len() as u64;
+        State::of(self.0)
     }
 }
 

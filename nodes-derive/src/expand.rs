@@ -357,32 +357,27 @@ fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenSt
     }
 }
 
-/// `get_state`: the fields inserted in declaration order, each child's
-/// state nested under its key, then the version.
+/// `get_state`: the fields in declaration order, each child's state nested
+/// under its key, then the version.
 fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
-    let len = input.keyed().count() + usize::from(version != 0);
     let parts = input.keyed().map(|f| {
         let (member, key) = (f.ident, &f.key);
         match f.attrs.role() {
             Some(Role::Child) => quote!(
-                #p::encode_child(&mut __s, #key, #p::Stateful::get_state(&self.#member, __cx)?);
+                __s.child(#key, #p::Stateful::get_state(&self.#member, __cx)?);
             ),
             Some(Role::Children) => quote!(
-                #p::encode_child(&mut __s, #key, #p::Children::children_state(&self.#member, __cx)?);
+                __s.child(#key, #p::Children::children_state(&self.#member, __cx)?);
             ),
-            _ if f.attrs.deferred.is_set() => {
-                quote!(#p::encode_deferred(&mut __s, #key, &self.#member);)
-            }
-            _ => quote!(#p::encode_field(&mut __s, #key, &self.#member)?;),
+            _ if f.attrs.deferred.is_set() => quote!(__s.deferred(#key, &self.#member);),
+            _ => quote!(__s.field(#key, &self.#member)?;),
         }
     });
     quote! {
         let _ = __cx;
-        let mut __s = #p::State::new();
-        __s.reserve(#len);
+        let mut __s = #p::Fields::default();
         #(#parts)*
-        __s.set_version(#version)?;
-        ::core::result::Result::Ok(__s)
+        ::core::result::Result::Ok(__s.done(#version))
     }
 }
 

@@ -109,6 +109,12 @@ impl Drop for Deferred {
     }
 }
 
+/// The entry of a snapshot, not converted yet.
+pub(super) fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
+    let json = OnceLock::new();
+    Entry::Deferred(Arc::new(Deferred { snapshot, json }))
+}
+
 impl State {
     /// Stores a shared snapshot under `key`, to be converted to JSON only
     /// when the JSON is needed: when the state is serialised (`to_json`,
@@ -146,11 +152,7 @@ impl State {
     where
         T: Serialize + Send + Sync + 'static,
     {
-        let deferred = Deferred {
-            snapshot: value,
-            json: OnceLock::new(),
-        };
-        self.put(key.into(), Entry::Deferred(Arc::new(deferred)));
+        self.put(key.into(), entry(value));
     }
 
     /// Builder form of [`State::insert_deferred`].
