@@ -47,24 +47,6 @@ pub fn reset_children<C: Children + ?Sized>(
     }
 }
 
-/// Serialises a `#[node(state)]` field.
-pub fn encode_field<T: serde::Serialize>(
-    state: &mut State,
-    key: &'static str,
-    value: &T,
-) -> Result<()> {
-    state.insert(key, value)
-}
-
-/// Nests a `#[node(child)]` or `#[node(children)]` field's state.
-pub fn encode_child(
-    state: &mut State,
-    key: impl Into<std::borrow::Cow<'static, str>>,
-    child: State,
-) {
-    state.insert_child(key, child);
-}
-
 /// Decodes a `#[node(state)]` field.
 pub fn decode_field<T: serde::de::DeserializeOwned>(state: &State, key: &str) -> Result<T> {
     state.get(key)

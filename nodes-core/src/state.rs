@@ -648,7 +648,7 @@ impl std::fmt::Debug for Fields {
 
 impl Fields {
     /// Room for `keys` keys.
-    pub(crate) fn with_capacity(keys: usize) -> Fields {
+    pub fn with_capacity(keys: usize) -> Fields {
         let mut fields = Fields::default();
         fields.0.entries.reserve(keys);
         fields

@@ -100,7 +100,17 @@ impl Counts {
     /// `elastic::reshard`'s share of a job's skips, write), as serde writes
     /// them.
     pub(crate) fn save(self, state: &mut State) -> Result<()> {
-        state.insert(ERRORS, self)
+        state.insert_child(ERRORS, self.to_state()?);
+        Ok(())
+    }
+
+    /// The counts as a nested state, the fields in the order serde writes
+    /// them.
+    pub(crate) fn to_state(self) -> Result<State> {
+        let mut counts = crate::__private::Fields::with_capacity(2);
+        counts.field(SKIPPED, &self.skipped)?;
+        counts.field(ENDED, &self.ended)?;
+        Ok(counts.done(0))
     }
 
     /// The counts of a pass that skipped `skipped` bad records and goes on
@@ -121,6 +131,9 @@ impl Counts {
 
 /// Key of the saved [`Counts`] in a node's state.
 pub(crate) const ERRORS: &str = "errors";
+/// The keys inside it (serde's names for the fields of [`Counts`]).
+const SKIPPED: &str = "skipped";
+const ENDED: &str = "ended";
 
 impl ErrorBudget {
     /// A budget for `policy`, with nothing counted.
@@ -207,6 +220,11 @@ impl ErrorBudget {
     /// Saves the counts under [`ERRORS`] (see [`Counts::save`]).
     pub(crate) fn save(&self, state: &mut State) -> Result<()> {
         self.counts.save(state)
+    }
+
+    /// The counts as a nested state, to save under [`ERRORS`].
+    pub(crate) fn to_state(&self) -> Result<State> {
+        self.counts.to_state()
     }
 
     /// Reads the counts saved under [`ERRORS`] (checked, not applied).

@@ -283,6 +283,19 @@ mod tests {
         assert_eq!(replaced.to_json().unwrap(), r#"{"m":7}"#);
     }
 
+    /// A deferred object counts as a level of nesting, as the same object
+    /// inserted does; a deferred array does not.
+    #[test]
+    fn a_deferred_object_counts_as_a_nested_state() {
+        let object = json!({"a": {"b": 1}});
+        let deferred = State::new().with_deferred("v", Arc::new(object.clone()));
+        let plain = State::new().with("v", object).unwrap();
+        assert_eq!(deferred.depth(), 3);
+        assert_eq!(deferred.depth(), plain.depth());
+        let list = State::new().with_deferred("v", Arc::new(json!([{"a": 1}])));
+        assert_eq!(list.depth(), 1);
+    }
+
     /// A map with non-string keys does not serialise to JSON.
     fn unserialisable() -> Arc<BTreeMap<(u8, u8), u8>> {
         Arc::new([((1, 2), 3)].into())

@@ -234,3 +234,185 @@ impl Drop for Body {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use serde_json::{Value, json};
+
+    use super::super::{CHECKSUM_KEY, Entry, Fields, State};
+
+    /// The state of a node with a counter, a flag, a child and a version,
+    /// built by inserts.
+    fn inserted() -> State {
+        let mut state = State::new().with("n", 3u64).unwrap();
+        state.insert("on", true).unwrap();
+        state.insert_child("source", State::new().with("k", -1).unwrap());
+        state.set_version(2).unwrap();
+        state
+    }
+
+    #[test]
+    fn fields_build_the_state_inserts_build() {
+        let mut child = Fields::default();
+        child.field("k", &-1).unwrap();
+        let mut fields = Fields::with_capacity(3);
+        fields.field("n", &3u64).unwrap();
+        fields.field("on", &true).unwrap();
+        fields.child("source", child.done(0));
+        let built = fields.done(2);
+        assert_eq!(built, inserted());
+        assert_eq!(built.to_json().unwrap(), inserted().to_json().unwrap());
+        assert_eq!(
+            built.to_json().unwrap(),
+            r#"{"n":3,"on":true,"source":{"k":-1},"version":2}"#
+        );
+        assert_eq!(built.child("source").unwrap().get::<i64>("k").unwrap(), -1);
+    }
+
+    #[test]
+    fn a_field_that_cannot_be_serialised_is_an_error_at_its_key() {
+        let mut fields = Fields::default();
+        let bad = std::collections::BTreeMap::from([((1u8, 2u8), 3u8)]);
+        let err = fields.field("bad", &bad).unwrap_err();
+        assert_eq!(err.state_path(), Some("/bad"), "{err}");
+        assert!(err.to_string().contains("cannot serialise"), "{err}");
+    }
+
+    #[test]
+    fn every_kind_of_value_reads_back_as_the_json_it_was_inserted_as() {
+        let values = [
+            json!(null),
+            json!(false),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(-0.0),
+            json!(1.5),
+            json!(""),
+            json!("text"),
+            json!([]),
+            json!([1, [2, [3]], {"a": null}]),
+            json!({}),
+            json!({"a": {"b": [1]}}),
+        ];
+        for value in values {
+            let state = State::new().with("v", &value).unwrap();
+            assert_eq!(state.value("v").unwrap(), value, "{value}");
+            assert_eq!(state.get::<Value>("v").unwrap(), value, "{value}");
+            assert_eq!(state.to_value(), json!({ "v": value }), "{value}");
+            let back = State::from_json(&state.to_json().unwrap()).unwrap();
+            assert_eq!(back, state, "{value}");
+            assert_eq!(format!("{state}"), state.to_json().unwrap(), "{value}");
+        }
+        // A non-finite float is written as null, as serde_json writes it.
+        let nan = State::new().with("v", f64::NAN).unwrap();
+        assert_eq!(nan.value("v").unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn objects_are_nested_states_and_other_values_are_not() {
+        let state = State::new()
+            .with("o", json!({}))
+            .unwrap()
+            .with("a", json!([]))
+            .unwrap();
+        assert!(matches!(state.body.entries[0].1, Entry::Child(_)));
+        assert!(state.child("o").unwrap().is_empty());
+        let err = state.child("a").unwrap_err();
+        assert!(
+            err.to_string().contains("found an array of 0 values"),
+            "{err}"
+        );
+        assert_eq!(state.depth(), 2);
+    }
+
+    #[test]
+    fn height_counts_nested_states_and_values_that_nest() {
+        let leaf = State::new().with("n", 1).unwrap();
+        let mut middle = State::new();
+        middle.insert_child("leaf", leaf);
+        let mut top = State::new();
+        top.insert_child("middle", middle);
+        assert_eq!(top.body.height, 2);
+        let flat = State::new().with("list", [1, 2]).unwrap();
+        assert_eq!(flat.body.height, 0);
+        let nesting = State::new().with("list", json!([[1]])).unwrap();
+        assert_eq!(nesting.body.height, u32::MAX);
+    }
+
+    /// Built by `Fields` (as nodes build theirs), a chain deeper than any
+    /// stack drops on a small one.
+    #[test]
+    fn a_deep_state_built_in_place_drops_without_recursion() {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let mut state = Fields::default().done(0);
+                for _ in 0..200_000 {
+                    let mut parent = Fields::default();
+                    parent.child("source", state);
+                    state = parent.done(0);
+                }
+                assert_eq!(state.body.height, 200_000);
+                drop(state);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_wide_state_keeps_its_index_through_inserts_and_replacements() {
+        let mut state = State::new();
+        for i in 0..100 {
+            state.insert(format!("k{i}"), i).unwrap();
+        }
+        assert_eq!(state.get::<u64>("k40").unwrap(), 40);
+        assert!(state.body.index.get().is_some(), "built by the lookup");
+        for i in 100..200 {
+            state.insert(format!("k{i}"), i).unwrap();
+        }
+        state.insert("k7", 700).unwrap();
+        assert_eq!(state.len(), 200);
+        assert_eq!(state.keys().nth(7), Some("k7"));
+        for i in (0..200).step_by(13) {
+            let expected = if i == 7 { 700 } else { i };
+            assert_eq!(state.get::<u64>(&format!("k{i}")).unwrap(), expected);
+        }
+        assert!(!state.contains("k200"));
+    }
+
+    #[test]
+    fn work_counts_lookups_copies_and_opened_states() {
+        let state = inserted();
+        let work = |s: &State| s.body.work.load(Ordering::Relaxed);
+        let before = work(&state);
+        state.get::<u64>("n").unwrap();
+        // A scan of the four keys.
+        assert_eq!(work(&state), before + 4);
+        state.child("source").unwrap();
+        assert_eq!(work(&state), before + 4 + 4 + 1);
+        // A copy on the first write counts the keys it copies, in the copy.
+        let mut copy = state.clone();
+        copy.insert("n", 4u64).unwrap();
+        assert_eq!(work(&copy), 4 + 4);
+        assert_eq!(work(&state), before + 9);
+        assert!(state.work() > work(&state), "the nested state counts too");
+    }
+
+    #[test]
+    fn a_checksum_slot_reads_as_the_checksum_it_stands_for() {
+        let mut state = inserted();
+        state.insert_checksum();
+        let checksum = state.checksum();
+        assert_eq!(state.get::<String>(CHECKSUM_KEY).unwrap(), checksum);
+        assert_eq!(state.to_value()[CHECKSUM_KEY], json!(checksum));
+        let err = state.child(CHECKSUM_KEY).unwrap_err();
+        assert!(err.to_string().contains("found string"), "{err}");
+        let back = State::from_json(&state.to_json().unwrap()).unwrap();
+        assert_eq!(back, state);
+        assert!(Arc::ptr_eq(&state.body, &state.clone().body));
+    }
+}

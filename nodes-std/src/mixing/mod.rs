@@ -103,6 +103,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use nodes_core::__private::Fields;
 use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
@@ -446,7 +447,7 @@ impl<N: Node> Sources<N> {
     /// source ends, a few times per pass) and copied as a `Vec<bool>` when
     /// one changes, so a state costs one nested state per source and O(1)
     /// or a copy of the flags for the rest.
-    pub(crate) fn save(&self, out: &mut State, cx: &Cx) -> Result<()> {
+    pub(crate) fn save(&self, out: &mut Fields, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         let parts = match saved.take() {
@@ -475,21 +476,20 @@ impl<N: Node> Sources<N> {
         if empty.flags != self.empty {
             empty = flag_map(&names, &self.empty, &exhausted);
         }
-        out.insert_deferred(DATASET_KEYS, Arc::clone(&names));
-        out.insert_deferred(EXHAUSTED, Arc::clone(&exhausted));
-        out.insert_deferred(EMPTY, Arc::clone(&empty));
+        out.deferred(DATASET_KEYS, &names);
+        out.deferred(EXHAUSTED, &exhausted);
+        out.deferred(EMPTY, &empty);
         *saved = Some(SavedParts {
             names,
             exhausted,
             empty,
         });
         drop(saved);
-        let mut states = State::new();
-        states.reserve(self.len());
+        let mut states = Fields::with_capacity(self.len());
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            states.insert_child(name.to_string(), node.get_state(cx)?);
+            states.child(name.to_string(), node.get_state(cx)?);
         }
-        out.insert_child(NODE_STATES, states);
+        out.child(NODE_STATES, states.done(0));
         Ok(())
     }
 

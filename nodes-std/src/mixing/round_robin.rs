@@ -3,6 +3,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use nodes_core::__private::Fields;
 use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
@@ -330,9 +331,10 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
-        let mut out = State::new().with(CURSOR, self.cursor)?;
+        let mut out = Fields::with_capacity(5);
+        out.field(CURSOR, &self.cursor)?;
         self.sources.save(&mut out, cx)?;
-        Ok(out)
+        Ok(out.done(0))
     }
 
     fn describe(&self) -> Description {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
+use nodes_core::__private::Fields;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
@@ -651,18 +652,18 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
-        let mut rng = State::new();
-        rng.insert(RNG_SEED, self.seed)?;
-        rng.insert(RNG_RANK, self.rank)?;
-        rng.insert(RNG_WORLD_SIZE, self.world_size)?;
-        rng.insert(RNG_WORD_POS, self.rng.word_pos())?;
-        let mut out = State::new();
-        out.insert(EPOCH, self.epoch)?;
-        out.insert(NUM_YIELDED, self.num_yielded)?;
-        out.insert(STARTED, self.started)?;
-        out.insert_child(RNG, rng);
+        let mut rng = Fields::with_capacity(4);
+        rng.field(RNG_SEED, &self.seed)?;
+        rng.field(RNG_RANK, &self.rank)?;
+        rng.field(RNG_WORLD_SIZE, &self.world_size)?;
+        rng.field(RNG_WORD_POS, &self.rng.word_pos())?;
+        let mut out = Fields::with_capacity(8);
+        out.field(EPOCH, &self.epoch)?;
+        out.field(NUM_YIELDED, &self.num_yielded)?;
+        out.field(STARTED, &self.started)?;
+        out.child(RNG, rng.done(0));
         self.sources.save(&mut out, cx)?;
-        Ok(out)
+        Ok(out.done(0))
     }
 
     fn check_state(&self, state: &State) -> Result<()> {
