@@ -87,7 +87,7 @@ struct Body {
     /// a vector beats a map.
     entries: Entries,
     /// The position of each key, for wide states (built on first lookup).
-    index: OnceLock<Box<HashMap<Key, usize>>>,
+    index: OnceLock<HashMap<Key, usize>>,
     /// Entries visited, written or copied in this body, nested states
     /// opened from it, and checksum steps over it: what
     /// [`crate::testing::state_work`] adds up.
@@ -191,7 +191,7 @@ impl Body {
         let index = self.index.get_or_init(|| {
             built = len;
             let keys = self.entries.iter().map(|(k, _)| k.clone());
-            Box::new(keys.zip(0..).collect())
+            keys.zip(0..).collect()
         });
         (index.get(key).copied(), built + 1)
     }
