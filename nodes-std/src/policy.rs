@@ -223,7 +223,7 @@ impl ErrorBudget {
     }
 
     /// The counts as a nested state, to save under [`ERRORS`].
-    pub(crate) fn to_state(&self) -> Result<State> {
+    pub(crate) fn counts_state(&self) -> Result<State> {
         self.counts.to_state()
     }
 

@@ -266,7 +266,7 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
         let mut out = nodes_core::__private::Fields::with_capacity(3);
         out.child(SOURCE, self.source.get_state(cx)?);
         out.field(NUM_SEEN, &self.num_seen)?;
-        out.child(crate::policy::ERRORS, self.budget.to_state()?);
+        out.child(crate::policy::ERRORS, self.budget.counts_state()?);
         Ok(out.done(0))
     }
 
