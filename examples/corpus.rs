@@ -128,9 +128,11 @@ fn write_corpus(dir: &Path) -> Res<()> {
 }
 
 fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    let mut hash = nodes_std::Fnv1a64::default();
+    bytes
+        .into_iter()
+        .for_each(|b| std::hash::Hasher::write_u8(&mut hash, b));
+    std::hash::Hasher::finish(&hash)
 }
 
 /// The record id as the first token, then each word's FNV-1a hash mod `VOCAB`.

@@ -60,7 +60,7 @@ pub(crate) struct Corpus {
     pub(crate) records: Vec<u64>,
     pub(crate) bytes: u64,
     /// FNV-1a of every byte written, both files in order.
-    pub(crate) fnv: u64,
+    pub(crate) fnv: nodes_std::Fnv1a64,
 }
 
 impl Corpus {
@@ -74,7 +74,7 @@ impl Corpus {
             files: Vec::new(),
             records: Vec::new(),
             bytes: 0,
-            fnv: FNV_OFFSET,
+            fnv: nodes_std::Fnv1a64::default(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(2026);
         let vocabulary = vocabulary(&mut rng);
@@ -156,14 +156,14 @@ fn write_record(
 /// A writer that hashes and counts what it writes.
 struct Hashing<W> {
     inner: W,
-    fnv: u64,
+    fnv: nodes_std::Fnv1a64,
     bytes: u64,
 }
 
 impl<W: Write> Write for Hashing<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.fnv = fnv1a_from(self.fnv, &buf[..n]);
+        std::hash::Hasher::write(&mut self.fnv, &buf[..n]);
         self.bytes += n as u64;
         Ok(n)
     }
@@ -255,18 +255,11 @@ pub(crate) fn tokenize(line: &str) -> io::Result<Sample> {
     })
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+/// The FNV-1a prime, for the order-sensitive chain of [`Checksum`].
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    fnv1a_from(FNV_OFFSET, bytes)
-}
-
-fn fnv1a_from(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash = (hash ^ u64::from(b)).wrapping_mul(FNV_PRIME);
-    }
-    hash
+    nodes_std::Fnv1a64::hash(bytes)
 }
 
 // --- what the consumer checks ---

@@ -87,7 +87,7 @@ fn read_jsonl(quick: bool) -> Res<()> {
         0.8,
         json!({
             "bytes": corpus.bytes,
-            "corpus_fnv": format!("{:016x}", corpus.fnv),
+            "corpus_fnv": format!("{:016x}", std::hash::Hasher::finish(&corpus.fnv)),
             "framework_ns_per_record": round_to(f_took.as_nanos() as f64 / f_out.0 as f64, 1),
             "baseline_ns_per_record": round_to(b_took.as_nanos() as f64 / b_out.0 as f64, 1),
         }),

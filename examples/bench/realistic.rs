@@ -174,7 +174,7 @@ fn corpus_json(corpus: &Corpus) -> Value {
     json!({
         "records": {"common": corpus.records[0], "rare": corpus.records[1]},
         "bytes": corpus.bytes,
-        "corpus_fnv": format!("{:016x}", corpus.fnv),
+        "corpus_fnv": format!("{:016x}", std::hash::Hasher::finish(&corpus.fnv)),
         "files": corpus.files.iter().map(|f| f.path().display().to_string()).collect::<Vec<_>>(),
     })
 }

@@ -295,12 +295,7 @@ impl Description {
     /// so it stays the same across Rust and crate versions.
     pub(crate) fn fingerprint(&self) -> u64 {
         let canonical = serde_json::to_string(&self.without_resume()).unwrap_or_default();
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in canonical.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        hash
+        crate::Fnv1a64::hash(canonical.as_bytes())
     }
 
     /// A copy with every node's resume capability left out, as the

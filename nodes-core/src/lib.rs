@@ -50,6 +50,7 @@
 
 mod describe;
 mod error;
+mod fnv;
 mod guard;
 mod loader;
 mod node;
@@ -88,13 +89,14 @@ macro_rules! __require_derive_version {
 
 pub use crate::describe::Description;
 pub use crate::error::{BoxError, Error, Result};
+pub use crate::fnv::Fnv1a64;
 pub use crate::guard::{Lazy, ResetFlag};
 pub use crate::loader::{Epoch, Loader};
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
 pub use crate::param::{NodeName, Param};
 pub use crate::resume::Resume;
 pub use crate::running::{Replay, Running};
-pub use crate::state::{Key, Snapshot, State, StateWriter, VERSION_KEY};
+pub use crate::state::{Key, Snapshot, State, VERSION_KEY};
 pub use crate::stats::{NodeId, NodeStats, Stats};
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
-use crate::state::{Algorithm, CHECKSUM_KEY, State, StateWriter};
+use crate::state::{CHECKSUM_KEY, State};
 use crate::stats::Stats;
 use crate::trace;
 
@@ -119,9 +119,6 @@ pub struct Loader<N: Node> {
     /// successful `load_state_dict` put it (nothing pulled since): a failed
     /// restore rolls back to it without asking the root for its state.
     resting: Option<State>,
-    /// How many steps, and held steps, the last state's record took: the
-    /// next one's vectors are made that size at once.
-    record_len: [std::sync::atomic::AtomicUsize; 2],
     check_shape: bool,
     verify_checksum: bool,
 }
@@ -205,9 +202,9 @@ const FORMAT_1_KEYS: &[&str] = &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELIN
 /// next epoch's number still fits.
 const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
 
-/// The description as a state that clones by reference.
+/// The description as a state (clones share it).
 fn shared_shape(shape: &Description) -> State {
-    shape.to_state().share()
+    shape.to_state()
 }
 
 /// A loader state made of its parts, in the layout
@@ -239,8 +236,8 @@ fn state_template(fingerprint: &std::sync::Arc<str>, shape_json: &State) -> Resu
     state.insert(NUM_YIELDED, 0u64)?;
     state.insert(EPOCH_INDEX, 0u64)?;
     state.insert(FORMAT, FORMAT_VERSION)?;
-    state.insert_shared(VERSION, WRITER_VERSION.into());
-    state.insert_shared(FINGERPRINT, std::sync::Arc::clone(fingerprint));
+    state.insert_str(VERSION, WRITER_VERSION.into());
+    state.insert_str(FINGERPRINT, fingerprint.to_string());
     state.insert_child(PIPELINE, shape_json.clone());
     state.insert_checksum();
     Ok(state)
@@ -259,7 +256,6 @@ impl<N: Node> Loader<N> {
             check_shape: true,
             verify_checksum: true,
             resting: None,
-            record_len: Default::default(),
             root,
             cx: Cx::new_running(),
             restart_on_end: true,
@@ -290,8 +286,7 @@ impl<N: Node> Loader<N> {
     ///
     /// Serialising a loader state (`to_json`, `to_value`, serde) adds
     /// `"checksum": "mx64:<16 hex digits>"`, computed over the rest of the
-    /// state's content as parsed (a state sealed by an earlier build with
-    /// `"fnv1a64:…"` is verified by that algorithm). Re-indenting a
+    /// state's content as parsed. Re-indenting a
     /// checkpoint or reordering its keys keeps it valid; any change to what
     /// it parses to is an `Err` at `/checksum`, and a format 2 state without
     /// the key is one too. A state passed in memory, never serialised, has
@@ -419,43 +414,26 @@ impl<N: Node> Loader<N> {
             let json = shared_shape(&self.shape);
             SavedShape {
                 // Only serialising a number or a string, which cannot fail.
-                // Shared: a record refers to its constant entries.
-                template: state_template(&self.fingerprint, &json)
-                    .unwrap_or_default()
-                    .share(),
+                template: state_template(&self.fingerprint, &json).unwrap_or_default(),
                 json,
             }
         })
     }
 
     fn current_state(&self) -> Result<State> {
-        // One record for the whole state (see `StateWriter`): the root's,
-        // the counters, then the template's constant entries, in the
-        // template's order.
-        use std::sync::atomic::Ordering::Relaxed;
-        let [steps, held] = &self.record_len;
-        let mut out = StateWriter::with_capacity((steps.load(Relaxed), held.load(Relaxed)));
-        out.open(ROOT);
-        self.root.write_state(&self.cx, &mut out)?;
-        out.close();
-        out.put_u64(NUM_YIELDED, self.num_yielded);
-        out.put_u64(EPOCH_INDEX, self.epoch_index);
-        out.put_entries_of(&self.saved_shape().template, 3);
-        let (written, written_held) = out.len();
-        steps.store(written, Relaxed);
-        held.store(written_held, Relaxed);
-        Ok(out.finish())
+        self.loader_state(self.root.get_state(&self.cx)?)
     }
 
     /// The loader's state with `root` as the root's state.
     fn loader_state(&self, root: State) -> Result<State> {
-        // The template holds every key in order, the constant ones filled:
-        // one copy of its entries (one allocation), then the three that vary.
-        // Positions as in `KEYS`, which the template follows.
-        let mut state = self.saved_shape().template.clone();
-        state.insert_child_at(0, ROOT, root);
-        state.insert_u64_at(1, NUM_YIELDED, self.num_yielded);
-        state.insert_u64_at(2, EPOCH_INDEX, self.epoch_index);
+        // The root and the counters, then the template's constant entries,
+        // shared with every state of this pipeline.
+        let mut state = crate::state::Fields::with_capacity(KEYS.len());
+        state.child(ROOT, root);
+        state.field(NUM_YIELDED, &self.num_yielded)?;
+        state.field(EPOCH_INDEX, &self.epoch_index)?;
+        state.tail_of(&self.saved_shape().template, 3);
+        let state = state.done(0);
         Ok(state)
     }
 
@@ -532,25 +510,19 @@ impl<N: Node> Loader<N> {
     /// `check_then_verify` for the states that have none to compare).
     fn verify_content(state: &State) -> Result<()> {
         let saved: String = state.get(CHECKSUM)?;
-        if state.checksum_matches(&saved) {
+        let computed = state.checksum();
+        if saved == computed {
             return Ok(());
         }
-        let message = match (saved.split_once(':'), Algorithm::of(&saved)) {
-            (Some((other, _)), None) => {
-                let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.tag()).collect();
-                format!(
-                    "checksum algorithm {other:?} is not supported (this build writes {:?} and reads {known:?})",
-                    Algorithm::CURRENT.tag()
-                )
-            }
-            (_, algorithm) => {
-                let computed = state.checksum_with(algorithm.unwrap_or(Algorithm::CURRENT));
-                format!(
-                    "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
-                     the checkpoint was damaged after it was written, or edited by hand \
-                     (load an edited state with `Loader::verify_checksum(false)`)"
-                )
-            }
+        let message = match saved.split_once(':') {
+            Some((other, _)) if other != "mx64" => format!(
+                "checksum algorithm {other:?} is not supported (this build writes and reads \"mx64\")"
+            ),
+            _ => format!(
+                "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
+                 the checkpoint was damaged after it was written, or edited by hand \
+                 (load an edited state with `Loader::verify_checksum(false)`)"
+            ),
         };
         Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
@@ -574,20 +546,11 @@ impl<N: Node> Loader<N> {
         std::thread::scope(|scope| {
             let verifying = std::thread::Builder::new()
                 .name("nodes-verify".into())
-                .spawn_scoped(scope, || {
-                    let before = crate::state::work_done();
-                    let verified = Self::verify_content(state);
-                    (verified, crate::state::work_done().wrapping_sub(before))
-                });
+                .spawn_scoped(scope, || Self::verify_content(state));
             let checked = self.root.check_state(root_state);
             let verified = match verifying {
                 Ok(thread) => match thread.join() {
-                    Ok((verified, work)) => {
-                        // Counted where the restore was asked for, as if
-                        // done here (see `testing::state_work`).
-                        crate::state::count_work(work as usize);
-                        verified
-                    }
+                    Ok(verified) => verified,
                     Err(payload) => Err(Error::internal(
                         "Loader",
                         format!(

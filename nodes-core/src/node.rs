@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::describe::Description;
 use crate::error::Result;
 use crate::resume::Resume;
-use crate::state::{State, StateWriter};
+use crate::state::State;
 use crate::stats::{NodeId, Recorder, Stats};
 
 /// A checkpointable iterator: the building block of every pipeline.
@@ -89,26 +89,6 @@ pub trait Stateful {
         &self,
         cx: &Cx, // only a started pipeline has a `Cx`: call `Running::start(node)` / `.start()`, or wrap it in a `Loader`
     ) -> Result<State>;
-
-    /// Writes the state [`get_state`](Stateful::get_state) returns into
-    /// `out`, the record of a whole pipeline's state: what the
-    /// [`Loader`](crate::Loader) calls for `state_dict()`.
-    ///
-    /// `#[derive(Node)]` writes it, appending the node's fields to the
-    /// record and asking each child to write its own, so that a state of
-    /// the whole pipeline is one vector rather than a nested state per
-    /// node. The default writes what `get_state` returns, which is right
-    /// for every node; a hand-written node that only forwards to one inner
-    /// node may forward this too.
-    #[rustfmt::skip]
-    fn write_state(
-        &self,
-        cx: &Cx, // only a started pipeline has a `Cx`
-        out: &mut StateWriter,
-    ) -> Result<()> {
-        out.put_state(self.get_state(cx)?);
-        Ok(())
-    }
 
     /// What this node is (type, order-affecting parameters, children), without
     /// running it.
@@ -219,10 +199,6 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         (**self).get_state(cx)
-    }
-
-    fn write_state(&self, cx: &Cx, out: &mut StateWriter) -> Result<()> {
-        (**self).write_state(cx, out)
     }
 
     fn describe(&self) -> Description {

@@ -55,14 +55,6 @@ impl<N: Node> Running<N> {
         self.node.get_state(&self.cx)
     }
 
-    /// The same state written as one record, as a [`Loader`](crate::Loader)
-    /// takes it (see [`testing::written_state`](crate::testing::written_state)).
-    pub(crate) fn written_state(&self) -> Result<State> {
-        let mut out = crate::state::StateWriter::new();
-        self.node.write_state(&self.cx, &mut out)?;
-        Ok(out.finish())
-    }
-
     /// Starts over (`None`) or resumes from `state`. On error the pipeline is
     /// rolled back to where it stood.
     pub fn reset(&mut self, state: Option<&State>) -> Result<()> {

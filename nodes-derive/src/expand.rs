@@ -51,7 +51,6 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let reset = reset_body(input, &p, version);
     let check_state = check_state_body(input, &p, version);
     let get_state = get_state_body(input, &p, version);
-    let write_state = write_state_body(input, &p, version);
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let resume = resume_method(input, &p);
@@ -86,14 +85,6 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
 
             fn get_state(&self, __cx: &#p::Cx) -> #p::Result<#p::State> {
                 #get_state
-            }
-
-            fn write_state(
-                &self,
-                __cx: &#p::Cx,
-                __w: &mut #p::StateWriter,
-            ) -> #p::Result<()> {
-                #write_state
             }
 
             fn describe(&self) -> #p::Description {
@@ -367,59 +358,27 @@ fn check_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenSt
     }
 }
 
+/// `get_state`: the fields in declaration order, each child's state nested
+/// under its key, then the version.
 fn get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
-    let leaf = input
-        .keyed()
-        .all(|f| f.attrs.role() == Some(Role::State) && !f.attrs.deferred.is_set());
-    if leaf {
-        return leaf_get_state_body(input, p, version);
-    }
-    // One record, as the loader takes it (see `write_state_body`), nested
-    // when a parent or a reader asks for it.
-    quote! {
-        let mut __w = #p::StateWriter::new();
-        #p::Stateful::write_state(self, __cx, &mut __w)?;
-        ::core::result::Result::Ok(__w.finish())
-    }
-}
-
-/// `write_state`: the fields appended to the pipeline's record in the
-/// order `get_state` inserts them, each child writing its own nested under
-/// its key, then the version.
-fn write_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
     let parts = input.keyed().map(|f| {
         let (member, key) = (f.ident, &f.key);
         match f.attrs.role() {
-            Some(Role::Child) => quote!(#p::write_child(__w, #key, &self.#member, __cx)?;),
-            Some(Role::Children) => quote!(#p::write_children(__w, #key, &self.#member, __cx)?;),
-            _ if f.attrs.deferred.is_set() => {
-                quote!(#p::write_deferred_field(__w, #key, &self.#member);)
-            }
-            _ => quote!(#p::write_field(__w, #key, &self.#member)?;),
+            Some(Role::Child) => quote!(
+                __s.child(#key, #p::Stateful::get_state(&self.#member, __cx)?);
+            ),
+            Some(Role::Children) => quote!(
+                __s.child(#key, #p::Children::children_state(&self.#member, __cx)?);
+            ),
+            _ if f.attrs.deferred.is_set() => quote!(__s.deferred(#key, &self.#member);),
+            _ => quote!(__s.field(#key, &self.#member)?;),
         }
     });
     quote! {
         let _ = __cx;
+        let mut __s = #p::Fields::default();
         #(#parts)*
-        #p::write_version(__w, #version);
-        ::core::result::Result::Ok(())
-    }
-}
-
-/// `get_state` of a node without children or deferred fields: its fields
-/// as JSON, and the state shared with the last one this thread took of a
-/// node of this type when they are the same (see `leaf_state`).
-fn leaf_get_state_body(input: &Input<'_>, p: &TokenStream, version: u32) -> TokenStream {
-    let keys = input.keyed().map(|f| &f.key);
-    let values = input.keyed().map(|f| {
-        let (member, key) = (f.ident, &f.key);
-        quote!(#p::field_json(#key, &self.#member)?)
-    });
-    quote! {
-        ::std::thread_local! {
-            static __LAST: #p::LastState = const { #p::LastState::new(::core::option::Option::None) };
-        }
-        #p::leaf_state(&__LAST, [#(#keys),*], [#(#values),*], #version)
+        ::core::result::Result::Ok(__s.done(#version))
     }
 }
 

@@ -29,10 +29,8 @@
 //! per item on every pass, snapshot or not, which the common case (states
 //! dropped before the next item) never recovers.
 
-use std::cell::Cell;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use serde::ser::{Error as _, Serialize, SerializeSeq, Serializer};
@@ -167,20 +165,6 @@ impl<T> CowBuffer<T> {
     }
 }
 
-thread_local! {
-    /// Time this thread spent freezing chunks (see [`take_freeze_time`]).
-    static FREEZING: Cell<Duration> = const { Cell::new(Duration::ZERO) };
-}
-
-/// The time this thread spent freezing chunks for live snapshots since the
-/// last call. A snapshot is O(1) to take, but while it lives every chunk
-/// the writer touches is converted to JSON: that is the snapshot's real
-/// cost, paid later, inside the source's `next`. A thread that paces its
-/// snapshots by their cost (`Prefetcher`'s reader) charges this to them.
-pub(crate) fn take_freeze_time() -> Duration {
-    FREEZING.with(|f| f.replace(Duration::ZERO))
-}
-
 /// The writer's items of `chunk`, freezing the chunk first if a snapshot
 /// shares it.
 fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
@@ -189,7 +173,6 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
     // chunk, and a snapshot only ever drops its references, so a count of one
     // is final; a stale larger count only freezes a chunk needlessly.
     if Arc::strong_count(chunk) != 1 {
-        let started = Instant::now();
         let mut shared = chunk.lock();
         let items = match &mut *shared {
             Items::Live(items) => std::mem::take(items),
@@ -203,7 +186,6 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
         *shared = Items::Frozen(json);
         drop(shared);
         *chunk = Chunk::new(items);
-        FREEZING.with(|f| f.set(f.get() + started.elapsed()));
     }
     let Some(chunk) = Arc::get_mut(chunk) else {
         unreachable!("a chunk the writer alone holds stays unshared");
@@ -313,20 +295,29 @@ mod tests {
         serde_json::to_string(value).unwrap()
     }
 
+    /// With no snapshot alive, a write finds its chunk unshared and writes
+    /// in place; with one alive, the chunk it writes is frozen and replaced.
     #[test]
-    fn freezing_for_a_live_snapshot_is_timed_and_writing_alone_is_not() {
+    fn a_write_freezes_a_chunk_only_while_a_snapshot_holds_it() {
         let mut buffer = CowBuffer::default();
         for i in 0..3 {
             buffer.push(Item(i, "x".repeat(100)));
         }
-        take_freeze_time();
+        let before = Arc::as_ptr(&buffer.chunks[0]);
         buffer.replace(0, Item(9, String::new()));
-        assert_eq!(take_freeze_time(), Duration::ZERO);
+        assert_eq!(Arc::as_ptr(&buffer.chunks[0]), before);
         let snapshot = buffer.snapshot();
         buffer.replace(1, Item(10, String::new()));
-        assert!(take_freeze_time() > Duration::ZERO);
-        assert_eq!(take_freeze_time(), Duration::ZERO);
-        drop(snapshot);
+        assert_ne!(Arc::as_ptr(&buffer.chunks[0]), before);
+        assert!(matches!(&*snapshot.chunks[0].lock(), Items::Frozen(Ok(_))));
+        assert_eq!(
+            json(&snapshot),
+            json(&[
+                Item(9, String::new()),
+                Item(1, "x".repeat(100)),
+                Item(2, "x".repeat(100))
+            ])
+        );
     }
 
     /// A small xorshift, to drive the operations.

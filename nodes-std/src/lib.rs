@@ -132,8 +132,8 @@ pub use crate::transforms::shard::Sharder;
 pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Init, Lazy, Loader, Node, NodeId, NodeName, NodeStats,
-    Param, Replay, ResetFlag, Result, Resume, Running, SizeHint, Snapshot, State, StateWriter,
+    BoxError, Cx, Description, Epoch, Error, Fnv1a64, Init, Lazy, Loader, Node, NodeId, NodeName,
+    NodeStats, Param, Replay, ResetFlag, Result, Resume, Running, SizeHint, Snapshot, State,
     Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;

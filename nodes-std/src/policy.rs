@@ -2,11 +2,10 @@
 //! checkpointed budget that applies it.
 
 use std::collections::VecDeque;
-use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Cx, Error, Result, State, StateWriter};
+use crate::{Cx, Error, Result, State};
 
 /// What a fallible node ([`TryMapper`](crate::TryMapper),
 /// [`ParallelMapper`](crate::ParallelMapper), [`Prefetcher`](crate::Prefetcher))
@@ -97,55 +96,20 @@ pub(crate) struct Counts {
 
 impl Counts {
     /// Saves the counts under [`ERRORS`] (what every budget's save, and
-    /// `elastic::reshard`'s share of a job's skips, write).
-    ///
-    /// A state taken after every batch saves these two fields each time, so
-    /// they are written as a nested state (two scalars, no map to build)
-    /// and, for a pass without bad records (nearly every save), one such
-    /// state built once is shared. The JSON is the same as serde's.
+    /// `elastic::reshard`'s share of a job's skips, write), as serde writes
+    /// them.
     pub(crate) fn save(self, state: &mut State) -> Result<()> {
-        let clean = self == Counts::default();
-        if let (true, Some(shared)) = (clean, CLEAN.get()) {
-            state.insert_child(ERRORS, shared.clone());
-            return Ok(());
-        }
-        let counts = self.to_state()?;
-        if clean {
-            let _ = CLEAN.set(counts.clone());
-        }
-        state.insert_child(ERRORS, counts);
+        state.insert_child(ERRORS, self.to_state()?);
         Ok(())
     }
 
-    /// [`save`](Self::save) into a state that does not hold [`ERRORS`] yet
-    /// (a node writing its own): appended without looking for the key.
-    pub(crate) fn save_new(self, state: &mut State) -> Result<()> {
-        if let (true, Some(shared)) = (self == Counts::default(), CLEAN.get()) {
-            crate::__private::encode_child(state, ERRORS, shared.clone());
-            return Ok(());
-        }
-        // Rare: the general path, which builds (and keeps) the counts.
-        self.save(state)
-    }
-
-    /// The counts, nested under [`ERRORS`], into a pipeline's record (two
-    /// scalars written in place; the same state as [`save`](Self::save)'s).
-    pub(crate) fn write(self, out: &mut StateWriter) -> Result<()> {
-        crate::__private::write_open(out, ERRORS);
-        crate::__private::write_field(out, SKIPPED, &self.skipped)?;
-        crate::__private::write_field(out, ENDED, &self.ended)?;
-        crate::__private::write_close(out);
-        Ok(())
-    }
-
-    /// The counts as a shared nested state, with the fields in the order
-    /// serde writes them.
-    fn to_state(self) -> Result<State> {
-        let mut state = State::new();
-        state.reserve(2);
-        state.insert(SKIPPED, self.skipped)?;
-        state.insert(ENDED, self.ended)?;
-        Ok(state.share())
+    /// The counts as a nested state, the fields in the order serde writes
+    /// them.
+    pub(crate) fn to_state(self) -> Result<State> {
+        let mut counts = crate::__private::Fields::with_capacity(2);
+        counts.field(SKIPPED, &self.skipped)?;
+        counts.field(ENDED, &self.ended)?;
+        Ok(counts.done(0))
     }
 
     /// The counts of a pass that skipped `skipped` bad records and goes on
@@ -166,9 +130,6 @@ impl Counts {
 
 /// Key of the saved [`Counts`] in a node's state.
 pub(crate) const ERRORS: &str = "errors";
-
-/// The counts of a pass without bad records, as a nested state built once.
-static CLEAN: OnceLock<State> = OnceLock::new();
 /// The keys inside it (serde's names for the fields of [`Counts`]).
 const SKIPPED: &str = "skipped";
 const ENDED: &str = "ended";
@@ -255,19 +216,14 @@ impl ErrorBudget {
         self.counts = Counts::default();
     }
 
-    /// [`save`](Self::save) into a state that does not hold [`ERRORS`] yet.
-    pub(crate) fn save_new(&self, state: &mut State) -> Result<()> {
-        self.counts.save_new(state)
-    }
-
-    /// Writes the counts under [`ERRORS`] into a pipeline's record.
-    pub(crate) fn write(&self, out: &mut StateWriter) -> Result<()> {
-        self.counts.write(out)
-    }
-
     /// Saves the counts under [`ERRORS`] (see [`Counts::save`]).
     pub(crate) fn save(&self, state: &mut State) -> Result<()> {
         self.counts.save(state)
+    }
+
+    /// The counts as a nested state, to save under [`ERRORS`].
+    pub(crate) fn counts_state(&self) -> Result<State> {
+        self.counts.to_state()
     }
 
     /// Reads the counts saved under [`ERRORS`] (checked, not applied).

@@ -41,14 +41,11 @@ const RESHARD_STREAMS: u64 = 1 << 63;
 /// the stream of an epoch (`PassRng::new(seed, epoch)`) and new ranks of one
 /// reshard draw from distinct streams. The seed is kept.
 pub(crate) fn reshard_stream(epoch: u64, rank: u64, world_size: u64) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = nodes_core::Fnv1a64::default();
     for word in [epoch, rank, world_size] {
-        for byte in word.to_le_bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        std::hash::Hasher::write(&mut hash, &word.to_le_bytes());
     }
-    RESHARD_STREAMS | hash
+    RESHARD_STREAMS | std::hash::Hasher::finish(&hash)
 }
 
 /// Whether `stream` is one [`reshard_stream`] hands out.

@@ -1,59 +1,265 @@
-//! The integrity checksum of a loader state.
+//! The integrity checksum of a loader state, `mx64`: a hash of the state's
+//! parsed content as a tree.
 //!
 //! A loader state carries an [`Entry::Checksum`] slot under [`CHECKSUM_KEY`]:
 //! taking a state costs nothing more, and the checksum is computed only when
-//! the state is serialised (`to_json`, `to_value`, serde), which writes it as
-//! `"mx64:<16 hex digits>"`. A state read back holds it as a plain string,
-//! which the loader checks with [`State::checksum_matches`] by whichever
-//! algorithm the string names: states that earlier builds sealed with
-//! `fnv1a64` keep loading.
+//! the state is serialised, which writes it as `"mx64:<16 hex digits>"`. A
+//! state read back holds it as a plain string, which the loader compares
+//! with [`State::checksum`].
 //!
-//! Both algorithms cover the state's content without its own checksum key,
-//! and neither depends on formatting or on the order of an object's keys:
-//! re-indenting a checkpoint or reordering its keys keeps it valid, while
-//! any change to what it parses to does not.
+//! What it covers is what a state parses to, without its own top-level
+//! checksum key: each object a set of members (key, value), each array a
+//! sequence, each scalar typed (`null`, a boolean, an unsigned, a negative
+//! or a floating-point number, a string). Formatting, escapes and the order
+//! of an object's keys are not content, so nothing is sorted, escaped or
+//! printed: a member is hashed on its own and an object is the sum of its
+//! members' hashes, eight bytes per step.
+//!
+//! Certainty for one changed member: every step below, for a fixed input
+//! word, is a bijection of the hash state (an xor, a multiplication by an
+//! odd constant, an xorshift), a member's hash goes through a bijective
+//! avalanche, and a sum changes when one of its terms does. So changing
+//! one scalar into another of its kind (a number into a number of the same
+//! kind, a string or a key into one of the same length), however deep,
+//! always changes the checksum; other changes collide with probability
+//! about 2^-64. The walk keeps its stack on the heap.
 
-mod canonical_json;
-mod content_tree;
+use std::borrow::Cow;
 
-use super::{Body, Entry, State};
+use serde_json::{Number, Value};
+
+use super::{Body, Entry, Key, State};
 
 /// The key under which a loader state's checksum is written.
 pub(crate) const CHECKSUM_KEY: &str = "checksum";
 
-/// A checksum algorithm, named by the tag written in front of its hex digits
-/// (`"<tag>:<16 hex digits>"`).
-///
-/// States are written with [`Algorithm::CURRENT`]; every algorithm a build
-/// ever wrote stays readable, so an older checkpoint keeps loading.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Algorithm {
-    /// 64-bit FNV-1a over the canonical JSON (see [`canonical_json`]):
-    /// written by earlier builds, still read.
-    Fnv1a64,
-    /// A hash of the content as a tree (see [`content_tree`]).
-    Mx64,
+const K: u64 = 0x9e37_79b9_7f4a_7c15;
+const MEMBER_SEED: u64 = 0x243f_6a88_85a3_08d3;
+const OBJECT_SEED: u64 = 0x1319_8a2e_0370_7344;
+const ARRAY_SEED: u64 = 0xa409_3822_299f_31d0;
+
+/// A value's type, mixed in before it.
+#[derive(Clone, Copy)]
+#[repr(u64)]
+enum Tag {
+    Null = 1,
+    False,
+    True,
+    Unsigned,
+    Negative,
+    Float,
+    String,
+    Object,
+    Array,
 }
 
-impl Algorithm {
-    /// The algorithm new states are written with.
-    pub(crate) const CURRENT: Algorithm = Algorithm::Mx64;
+/// One step: for a given word, a bijection of the hash state.
+#[inline]
+fn mix(state: u64, word: u64) -> u64 {
+    let h = (state ^ word).wrapping_mul(K);
+    h ^ (h >> 32)
+}
 
-    /// Every algorithm this build reads, newest first.
-    pub(crate) const ALL: [Algorithm; 2] = [Algorithm::Mx64, Algorithm::Fnv1a64];
+/// murmur3's 64-bit finaliser (every step a bijection): spreads a member's
+/// hash over all bits before it is summed.
+#[inline]
+fn avalanche(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
 
-    /// The tag in front of the hex digits.
-    pub(crate) fn tag(self) -> &'static str {
-        match self {
-            Algorithm::Fnv1a64 => "fnv1a64",
-            Algorithm::Mx64 => "mx64",
+/// Mixes in `bytes` as little-endian words, then their length. A tail
+/// shorter than a word is read as one word overlapping what came before
+/// (or, for a string shorter than a word, as its first and last bytes):
+/// given the length, the words still determine the bytes, so a changed byte
+/// changes a word.
+#[inline]
+fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    let word_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half_at = |at: usize| {
+        u64::from(u32::from_le_bytes(
+            bytes[at..at + 4].try_into().expect("4 bytes"),
+        ))
+    };
+    if len >= 8 {
+        let whole = len / 8;
+        for i in 0..whole {
+            state = mix(state, word_at(i * 8));
+        }
+        if !len.is_multiple_of(8) {
+            state = mix(state, word_at(len - 8));
+        }
+    } else if len >= 4 {
+        state = mix(state, half_at(0) | (half_at(len - 4) << 32));
+    } else if len > 0 {
+        let (first, middle, last) = (bytes[0], bytes[len / 2], bytes[len - 1]);
+        state = mix(
+            state,
+            u64::from(first) | (u64::from(middle) << 8) | (u64::from(last) << 16),
+        );
+    }
+    mix(state, len as u64)
+}
+
+fn mix_number(state: u64, n: &Number) -> u64 {
+    if let Some(u) = n.as_u64() {
+        mix(mix(state, Tag::Unsigned as u64), u)
+    } else if let Some(i) = n.as_i64() {
+        mix(mix(state, Tag::Negative as u64), i as u64)
+    } else {
+        // Neither: a finite float (serde_json has no other numbers).
+        let bits = n.as_f64().map_or(0, f64::to_bits);
+        mix(mix(state, Tag::Float as u64), bits)
+    }
+}
+
+fn mix_str(state: u64, text: &str) -> u64 {
+    mix_bytes(mix(state, Tag::String as u64), text.as_bytes())
+}
+
+/// A scalar value (not an object or an array).
+fn mix_scalar(state: u64, value: &Value) -> u64 {
+    match value {
+        Value::Null => mix(state, Tag::Null as u64),
+        Value::Bool(false) => mix(state, Tag::False as u64),
+        Value::Bool(true) => mix(state, Tag::True as u64),
+        Value::Number(n) => mix_number(state, n),
+        Value::String(text) => mix_str(state, text),
+        Value::Object(_) | Value::Array(_) => unreachable!("containers open a frame"),
+    }
+}
+
+/// The members or items of a container still to hash.
+enum Members<'a> {
+    /// A state's entries; `true` at the top, whose checksum key is left out.
+    Body(&'a Body, std::slice::Iter<'a, (Key, Entry)>, bool),
+    Map(serde_json::map::Iter<'a>),
+    Array(std::slice::Iter<'a, Value>),
+}
+
+/// An open container: what is left of it, what it has summed (an object)
+/// or chained (an array) so far, and the hash state of the member of its
+/// parent that waits for its value.
+struct Frame<'a> {
+    members: Members<'a>,
+    acc: u64,
+    count: u64,
+    resume: u64,
+}
+
+impl<'a> Frame<'a> {
+    fn new(members: Members<'a>, resume: u64) -> Self {
+        let acc = if Frame::chains(&members) {
+            ARRAY_SEED
+        } else {
+            0
+        };
+        Frame {
+            members,
+            acc,
+            count: 0,
+            resume,
         }
     }
 
-    /// The algorithm a written checksum names, if this build knows it.
-    pub(crate) fn of(checksum: &str) -> Option<Algorithm> {
-        let (tag, _) = checksum.split_once(':')?;
-        Algorithm::ALL.into_iter().find(|a| a.tag() == tag)
+    fn chains(members: &Members<'_>) -> bool {
+        matches!(members, Members::Array(_))
+    }
+
+    /// Takes the hash of a finished member (or array item).
+    fn add(&mut self, member: u64) {
+        self.acc = match Frame::chains(&self.members) {
+            true => member,
+            false => self.acc.wrapping_add(avalanche(member)),
+        };
+        self.count += 1;
+    }
+}
+
+/// A member's value: a scalar is hashed on the spot, a container opens a
+/// frame.
+enum Item<'a> {
+    Value(&'a Value),
+    State(&'a Body),
+    /// A scalar made for the walk (an inline number, a nested loader
+    /// state's own checksum).
+    Owned(Value),
+}
+
+/// The `mx64` hash of `root`'s content, without its top-level checksum key.
+fn digest(root: &Body) -> u64 {
+    let mut steps = 0;
+    let mut open = vec![Frame::new(
+        Members::Body(root, root.entries.iter(), true),
+        0,
+    )];
+    loop {
+        let frame = open.last_mut().expect("the root is popped last");
+        let chain = frame.acc;
+        let member = |key: &str| mix_bytes(MEMBER_SEED, key.as_bytes());
+        let next = match &mut frame.members {
+            Members::Body(owner, entries, top) => {
+                let mut members = entries.filter(|(key, _)| !(*top && key == CHECKSUM_KEY));
+                members.next().map(|(key, entry)| {
+                    let item = match entry {
+                        Entry::Child(body) => Item::State(body),
+                        leaf => match leaf.leaf(owner) {
+                            Cow::Borrowed(value) => Item::Value(value),
+                            Cow::Owned(value) => Item::Owned(value),
+                        },
+                    };
+                    (member(key), item)
+                })
+            }
+            Members::Map(map) => map.next().map(|(key, v)| (member(key), Item::Value(v))),
+            Members::Array(items) => items.next().map(|item| (chain, Item::Value(item))),
+        };
+        let Some((state, item)) = next else {
+            let done = open.pop().expect("checked above");
+            let word = match Frame::chains(&done.members) {
+                true => mix(done.acc, done.count),
+                false => mix(mix(OBJECT_SEED, done.acc), done.count),
+            };
+            match open.last_mut() {
+                Some(parent) => parent.add(mix(done.resume, word)),
+                None => {
+                    root.count(steps);
+                    return avalanche(word);
+                }
+            }
+            continue;
+        };
+        steps += 1;
+        let (members, tag) = match item {
+            Item::State(body) => (Members::Body(body, body.entries.iter(), false), Tag::Object),
+            Item::Value(Value::Object(map)) => (Members::Map(map.iter()), Tag::Object),
+            Item::Value(Value::Array(items)) => (Members::Array(items.iter()), Tag::Array),
+            Item::Value(scalar) => {
+                frame.add(mix_scalar(state, scalar));
+                continue;
+            }
+            // An inline `[]` hashes as the walk closes an empty array.
+            Item::Owned(Value::Array(_)) => {
+                frame.add(mix(mix(state, Tag::Array as u64), mix(ARRAY_SEED, 0)));
+                continue;
+            }
+            Item::Owned(scalar) => {
+                frame.add(mix_scalar(state, &scalar));
+                continue;
+            }
+        };
+        open.push(Frame::new(members, mix(state, tag as u64)));
+    }
+}
+
+impl Body {
+    /// The checksum of the content, as written: `"mx64:<16 hex digits>"`.
+    pub(super) fn checksum(&self) -> String {
+        format!("mx64:{:016x}", digest(self))
     }
 }
 
@@ -67,68 +273,33 @@ impl State {
     /// Whether the checksum key holds the unserialised slot (the state was
     /// taken in this process and never went through JSON).
     pub(crate) fn has_checksum_slot(&self) -> bool {
-        matches!(self.entry(CHECKSUM_KEY), Some(Entry::Checksum))
+        matches!(self.body.get(CHECKSUM_KEY), Some(Entry::Checksum))
     }
 
-    /// The checksum of this state's canonical content (everything but the
-    /// checksum key itself), as written: `"<tag>:<16 hex digits>"`, with
-    /// [`Algorithm::CURRENT`].
-    #[cfg(test)]
-    pub(crate) fn content_checksum(&self) -> String {
-        self.body().content_checksum()
+    /// The checksum of this state's content (everything but the checksum
+    /// key itself), as written: `"mx64:<16 hex digits>"`.
+    pub(crate) fn checksum(&self) -> String {
+        self.body.checksum()
     }
-
-    /// Whether `saved` is this state's checksum, by the algorithm it names.
-    pub(crate) fn checksum_matches(&self, saved: &str) -> bool {
-        self.body().checksum_matches(saved)
-    }
-
-    /// The checksum of this state's canonical content by `algorithm`.
-    pub(crate) fn checksum_with(&self, algorithm: Algorithm) -> String {
-        self.body().checksum_with(algorithm)
-    }
-}
-
-impl Body {
-    /// See [`State::content_checksum`].
-    pub(super) fn content_checksum(&self) -> String {
-        self.checksum_with(Algorithm::CURRENT)
-    }
-
-    /// See [`State::checksum_matches`].
-    pub(super) fn checksum_matches(&self, saved: &str) -> bool {
-        Algorithm::of(saved).is_some_and(|algorithm| self.checksum_with(algorithm) == saved)
-    }
-
-    /// The checksum of the content by `algorithm`, as written.
-    pub(crate) fn checksum_with(&self, algorithm: Algorithm) -> String {
-        let digest = match algorithm {
-            Algorithm::Fnv1a64 => canonical_json::digest(self),
-            Algorithm::Mx64 => content_tree::digest(self),
-        };
-        format!("{}:{digest:016x}", algorithm.tag())
-    }
-}
-
-/// A state built in memory with a JSON value, a child and a checksum slot:
-/// `{"a":[1,{"x":null,"y":"\n"}],"b":{"c":-2,"d":0.5}}` as content. The
-/// algorithms' tests hash it against that text.
-#[cfg(test)]
-fn sample_state() -> State {
-    let mut built = State::new()
-        .with("a", serde_json::json!([1, {"x": null, "y": "\n"}]))
-        .unwrap();
-    built.insert_checksum();
-    built.insert_child(
-        "b",
-        State::new().with("c", -2).unwrap().with("d", 0.5).unwrap(),
-    );
-    built
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state built in memory with a JSON value, a child and a checksum
+    /// slot: `{"a":[1,{"x":null,"y":"\n"}],"b":{"c":-2,"d":0.5}}` as content.
+    fn sample_state() -> State {
+        let mut built = State::new()
+            .with("a", serde_json::json!([1, {"x": null, "y": "\n"}]))
+            .unwrap();
+        built.insert_checksum();
+        built.insert_child(
+            "b",
+            State::new().with("c", -2).unwrap().with("d", 0.5).unwrap(),
+        );
+        built
+    }
 
     fn sealed(json: &str) -> State {
         State::from_json(json).unwrap()
@@ -138,7 +309,7 @@ mod tests {
     fn the_slot_is_filled_when_serialised_and_read_back_as_a_string() {
         let built = sample_state();
         assert!(built.has_checksum_slot());
-        let expected = built.content_checksum();
+        let expected = built.checksum();
         assert!(
             expected.starts_with("mx64:") && expected.len() == 21,
             "{expected}"
@@ -148,38 +319,31 @@ mod tests {
         assert_eq!(back.get::<String>(CHECKSUM_KEY).unwrap(), expected);
         assert_eq!(built.to_value()[CHECKSUM_KEY], expected.as_str());
         // The same content, reformatted and reordered, with the key itself
-        // left out, by every algorithm.
+        // left out.
         let edited = sealed(
             r#"{ "b": {"d": 0.5, "c": -2}, "checksum": "anything",
                  "a": [1, {"y": "\u000a", "x": null}] }"#,
         );
-        for algorithm in Algorithm::ALL {
-            let checksum = built.checksum_with(algorithm);
-            assert_eq!(Algorithm::of(&checksum), Some(algorithm));
-            assert!(built.checksum_matches(&checksum), "{checksum}");
-            assert!(back.checksum_matches(&checksum), "{checksum}");
-            assert!(edited.checksum_matches(&checksum), "{checksum}");
-        }
+        assert_eq!(back.checksum(), expected);
+        assert_eq!(edited.checksum(), expected);
     }
 
     #[test]
-    fn a_checksum_is_checked_by_the_algorithm_it_names() {
+    fn a_checksum_is_its_tag_and_sixteen_hex_digits() {
         let state = sealed(r#"{"a": {"n": 10}, "b": "x"}"#);
-        let mx64 = state.checksum_with(Algorithm::Mx64);
-        let fnv = state.checksum_with(Algorithm::Fnv1a64);
-        assert!(fnv.starts_with("fnv1a64:"));
-        assert_ne!(mx64[5..], fnv[8..]);
-        // The digits of one under the tag of the other do not match.
-        assert!(!state.checksum_matches(&format!("fnv1a64:{}", &mx64[5..])));
-        assert!(!state.checksum_matches(&format!("mx64:{}", &fnv[8..])));
+        let mx64 = state.checksum();
+        let digits = &mx64[5..];
+        assert_eq!(digits.len(), 16);
+        assert!(digits.bytes().all(|b| b.is_ascii_hexdigit()), "{mx64}");
+        // The same digits under another tag are another checksum.
+        assert_ne!(format!("fnv1a64:{digits}"), mx64);
         for unknown in ["sha1:0123456789abcdef", "no tag", "", ":"] {
-            assert_eq!(Algorithm::of(unknown), None);
-            assert!(!state.checksum_matches(unknown));
+            assert_ne!(state.checksum(), unknown);
         }
     }
 
     #[test]
-    fn a_changed_value_changes_the_checksum_by_every_algorithm() {
+    fn a_changed_value_changes_the_checksum() {
         let base = sealed(r#"{"a":{"n":10},"b":"x"}"#);
         for other in [
             r#"{"a":{"n":11},"b":"x"}"#,
@@ -195,20 +359,174 @@ mod tests {
             r#"{"a":{"n":10,"b":"x"}}"#,
             r#"{"a":[{"n":10}],"b":"x"}"#,
         ] {
-            for algorithm in Algorithm::ALL {
-                assert!(
-                    !sealed(other).checksum_matches(&base.checksum_with(algorithm)),
-                    "{other} by {algorithm:?}"
-                );
-            }
+            assert_ne!(sealed(other).checksum(), base.checksum(), "{other}");
         }
         // Only the top-level checksum key is left out.
         let nested = |n| sealed(&format!(r#"{{"a":{{"checksum":{n}}}}}"#));
-        for algorithm in Algorithm::ALL {
-            assert_ne!(
-                nested(1).checksum_with(algorithm),
-                nested(2).checksum_with(algorithm)
-            );
+        assert_ne!(nested(1).checksum(), nested(2).checksum());
+    }
+
+    /// Every golden checkpoint still verifies: the digest is the one the
+    /// checkpoints were sealed with, read back or built anew.
+    #[test]
+    fn the_golden_checkpoints_verify() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/golden/checkpoints");
+        let mut seen = 0;
+        for file in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+            let state = State::from_json(&text).unwrap();
+            let saved = state.get::<String>(CHECKSUM_KEY).unwrap();
+            assert_eq!(state.checksum(), saved);
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(State::from_value(value).unwrap().checksum(), saved);
+            seen += 1;
         }
+        assert!(seen >= 7, "{seen} checkpoints");
+    }
+
+    /// A deferred entry and an inline `[]` hash as the JSON they stand for.
+    #[test]
+    fn deferred_and_inline_entries_hash_as_their_json() {
+        let json = r#"{"d":{"x":[1,[]],"y":"s"},"e":[],"n":-1}"#;
+        let parsed = State::from_json(json).unwrap();
+        let value: Value = serde_json::from_str(json).unwrap();
+        let mut built = State::new();
+        built.insert_deferred("d", std::sync::Arc::new(value["d"].clone()));
+        built.insert("e", Vec::<u8>::new()).unwrap();
+        built.insert("n", -1).unwrap();
+        assert_eq!(built.checksum(), parsed.checksum());
+        assert_ne!(
+            built.checksum(),
+            sealed(r#"{"d":{},"e":[],"n":-1}"#).checksum()
+        );
+    }
+
+    fn digest_of(json: &str) -> u64 {
+        digest(&State::from_json(json).unwrap().body)
+    }
+
+    #[test]
+    fn formatting_key_order_and_escapes_are_not_content() {
+        let base = digest_of(r#"{"a":[1,{"x":null,"y":"\n"}],"b":{"c":-2,"d":0.5}}"#);
+        let same = r#"{ "b": {"d": 0.5, "c": -2}, "checksum": "anything",
+                        "a": [1, {"y": "\u000a", "x": null}] }"#;
+        assert_eq!(digest_of(same), base);
+        // Built in memory, with a child, a deferred-free JSON value and a
+        // slot: the same content.
+        assert_eq!(digest(&sample_state().body), base);
+    }
+
+    /// Nested states hash as the same objects held as JSON values do.
+    #[test]
+    fn nested_states_hash_as_json_objects_do() {
+        let json = r#"{"m":{"a":1,"b":true,"c":[],"d":null,"e":-2,"f":0.5},"n":{},"k":[]}"#;
+        let parsed = State::from_json(json).unwrap();
+        let mut as_values = State::new();
+        let value: Value = serde_json::from_str(json).unwrap();
+        for (key, value) in value.as_object().unwrap() {
+            as_values.insert_deferred(key.clone(), std::sync::Arc::new(value.clone()));
+        }
+        assert!(matches!(as_values.body.entries[0].1, Entry::Deferred(_)));
+        assert!(matches!(parsed.body.entries[0].1, Entry::Child(_)));
+        assert_eq!(digest(&parsed.body), digest(&as_values.body));
+        let changed = State::from_json(&json.replace("0.5", "0.25")).unwrap();
+        assert_ne!(digest(&changed.body), digest(&parsed.body));
+    }
+
+    #[test]
+    fn order_within_arrays_types_and_pairings_are_content() {
+        let pairs = [
+            (r#"{"a":[1,2]}"#, r#"{"a":[2,1]}"#),
+            (r#"{"a":1,"b":2}"#, r#"{"a":2,"b":1}"#),
+            (r#"{"a":{"b":1}}"#, r#"{"b":{"a":1}}"#),
+            (r#"{"a":[[1],[]]}"#, r#"{"a":[[],[1]]}"#),
+            (r#"{"a":1}"#, r#"{"a":1.0}"#),
+            (r#"{"a":1}"#, r#"{"a":"1"}"#),
+            (r#"{"a":1}"#, r#"{"a":-1}"#),
+            (r#"{"a":true}"#, r#"{"a":"true"}"#),
+            (r#"{"a":null}"#, r#"{"a":{}}"#),
+            (r#"{"a":{}}"#, r#"{"a":[]}"#),
+            (r#"{"a":[]}"#, r#"{"a":[null]}"#),
+            (r#"{"a":""}"#, r#"{"a":"\u0000"}"#),
+            (r#"{"ab":"c"}"#, r#"{"a":"bc"}"#),
+            (r#"{"a":{}}"#, r#"{}"#),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(digest_of(a), digest_of(b), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn one_changed_scalar_or_key_never_collides() {
+        // Changes at three depths: each of 2,000 values gives its own
+        // checksum (a bijection at every step makes a collision impossible).
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..2_000u64 {
+            for json in [
+                format!(r#"{{"n":{n},"s":{{"k":1}}}}"#),
+                format!(r#"{{"n":0,"s":{{"k":{n},"t":[1,{{"deep":"{n}"}}]}}}}"#),
+                format!(r#"{{"n":0,"key{n}":[{}]}}"#, u64::MAX),
+            ] {
+                assert!(seen.insert(digest_of(&json)), "{json}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_byte_of_a_string_or_key_counts() {
+        // Lengths around each way of reading a tail; one byte changed at a
+        // time, at every position: each gives its own checksum.
+        for len in 0..=26 {
+            let text: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            let json = |key: &str, value: &str| format!(r#"{{"{key}":"{value}"}}"#);
+            assert!(seen.insert(digest_of(&json("k", &text))));
+            for at in 0..len {
+                let mut changed = text.clone().into_bytes();
+                changed[at] = b'A' + (at % 26) as u8;
+                let changed = String::from_utf8(changed).unwrap();
+                assert!(
+                    seen.insert(digest_of(&json("k", &changed))),
+                    "value {changed}"
+                );
+                assert!(
+                    seen.insert(digest_of(&json(&changed, &text))),
+                    "key {changed}"
+                );
+            }
+            assert!(seen.insert(digest_of(&json(&text, &text))));
+            assert!(seen.insert(digest_of(&json("k", &format!("{text}a")))));
+        }
+    }
+
+    #[test]
+    fn deep_nesting_does_not_use_the_call_stack() {
+        let depth = 100_000;
+        let got = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let digests: Vec<u64> = [1, 2]
+                    .into_iter()
+                    .map(|leaf| {
+                        // Built bottom-up: serde_json's parser stops at 128.
+                        let mut value = serde_json::json!(leaf);
+                        for _ in 0..depth {
+                            value = Value::Object([("s".to_owned(), value)].into_iter().collect());
+                        }
+                        let state = State::from_value(value).unwrap();
+                        let digest = digest(&state.body);
+                        // Dropping a deep `Value` recurses: leak it instead.
+                        std::mem::forget(state);
+                        digest
+                    })
+                    .collect();
+                digests
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_ne!(got[0], got[1]);
     }
 }

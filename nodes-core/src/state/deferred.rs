@@ -6,18 +6,9 @@
 //! `state_dict()` after every batch), while serialising it happens when the
 //! user saves a checkpoint. A node that keeps many items in its state (a
 //! shuffle buffer) therefore hands [`State::insert_deferred`] an immutable,
-//! shared snapshot of them (an `Arc`, typically of a copy-on-write
-//! structure): taking the state costs a reference count, and the JSON
-//! conversion is paid once, by whoever first needs the JSON.
-//!
-//! The JSON is computed at most once per entry (a clone of the state shares
-//! it) and then kept for the state's lifetime, so that a state that is
-//! hashed for its checksum and then written converts its items once. Every
-//! observer (equality, `Debug`, the checksum, serialisation, `get`,
-//! `value`, `child`) sees exactly that JSON: a deferred entry is
-//! indistinguishable from the same value inserted with [`State::insert`],
-//! except for when the conversion happens and where a failure to serialise
-//! is reported (see [`State::insert_deferred`]).
+//! shared snapshot of them: taking the state costs a reference count, and
+//! the JSON conversion is paid once, by whoever first needs the JSON (a
+//! clone of the state shares it). Every observer sees exactly that JSON.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -25,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Entry, Key, State, dismantle, pool};
+use super::{Entry, Key, State, tree::dismantle};
 
 /// A `#[node(state, deferred)]` field: a value that hands out an immutable
 /// snapshot of itself, so that taking a state costs O(1) (or close) whatever
@@ -78,10 +69,9 @@ impl<T: Serialize + Send + Sync> ToJson for T {
     }
 }
 
-/// A snapshot and, once computed, its JSON.
+/// A snapshot and, once computed, its JSON or the error serialising it.
 pub(super) struct Deferred {
-    /// The snapshot (none only while the entry waits in the pool).
-    snapshot: Option<Arc<dyn ToJson>>,
+    snapshot: Arc<dyn ToJson>,
     json: OnceLock<Result<Value, String>>,
 }
 
@@ -90,35 +80,10 @@ pub(super) struct Deferred {
 static NULL: Value = Value::Null;
 
 impl Deferred {
-    /// The entry for a snapshot, not converted yet.
-    pub(super) fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
-        if let Some(mut recycled) = pool::deferred()
-            && let Some(empty) = Arc::get_mut(&mut recycled)
-        {
-            empty.snapshot = Some(snapshot);
-            return Entry::Deferred(recycled);
-        }
-        Entry::Deferred(Arc::new(Deferred {
-            snapshot: Some(snapshot),
-            json: OnceLock::new(),
-        }))
-    }
-
-    /// Drops the snapshot and its JSON, for the pool.
-    pub(super) fn clear(&mut self) {
-        self.snapshot = None;
-        if let Some(Ok(value)) = self.json.take() {
-            dismantle(value);
-        }
-    }
-
     /// The JSON, or the serialisation error's message.
     pub(super) fn result(&self) -> Result<&Value, &str> {
         self.json
-            .get_or_init(|| match &self.snapshot {
-                Some(snapshot) => snapshot.to_json_value().map_err(|e| e.to_string()),
-                None => Ok(Value::Null),
-            })
+            .get_or_init(|| self.snapshot.to_json_value().map_err(|e| e.to_string()))
             .as_ref()
             .map_err(String::as_str)
     }
@@ -142,6 +107,12 @@ impl Drop for Deferred {
             dismantle(value);
         }
     }
+}
+
+/// The entry of a snapshot, not converted yet.
+pub(super) fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
+    let json = OnceLock::new();
+    Entry::Deferred(Arc::new(Deferred { snapshot, json }))
 }
 
 impl State {
@@ -181,7 +152,7 @@ impl State {
     where
         T: Serialize + Send + Sync + 'static,
     {
-        self.put(key.into(), Deferred::entry(value));
+        self.put(key.into(), entry(value));
     }
 
     /// Builder form of [`State::insert_deferred`].
@@ -264,7 +235,7 @@ mod tests {
                 serde_json::to_value(&deferred).unwrap(),
                 serde_json::to_value(&plain).unwrap()
             );
-            assert_eq!(deferred.content_checksum(), plain.content_checksum());
+            assert_eq!(deferred.checksum(), plain.checksum());
             assert_eq!(deferred.value("v").unwrap(), value);
             assert_eq!(deferred.get::<Value>("v").unwrap(), value);
             assert_eq!(
@@ -281,7 +252,7 @@ mod tests {
         let (other, _, _) = both(json!([1, 3]));
         assert_ne!(deferred, other);
         assert_ne!(other, plain);
-        assert_ne!(deferred.content_checksum(), other.content_checksum());
+        assert_ne!(deferred.checksum(), other.checksum());
         // Read back from JSON, it is plain JSON.
         let back = State::from_json(&deferred.to_json().unwrap()).unwrap();
         assert_eq!(back, deferred);
@@ -310,6 +281,19 @@ mod tests {
         let mut replaced = state;
         replaced.insert("m", 7).unwrap();
         assert_eq!(replaced.to_json().unwrap(), r#"{"m":7}"#);
+    }
+
+    /// A deferred object counts as a level of nesting, as the same object
+    /// inserted does; a deferred array does not.
+    #[test]
+    fn a_deferred_object_counts_as_a_nested_state() {
+        let object = json!({"a": {"b": 1}});
+        let deferred = State::new().with_deferred("v", Arc::new(object.clone()));
+        let plain = State::new().with("v", object).unwrap();
+        assert_eq!(deferred.depth(), 3);
+        assert_eq!(deferred.depth(), plain.depth());
+        let list = State::new().with_deferred("v", Arc::new(json!([{"a": 1}])));
+        assert_eq!(list.depth(), 1);
     }
 
     /// A map with non-string keys does not serialise to JSON.

@@ -29,13 +29,7 @@ pub(super) fn parse(json: &str) -> Result<Body> {
     if p.peek() != Some(b'{') {
         // Not an object: serde_json says what it is, or what is wrong with it.
         let value: Value = serde_json::from_str(json).map_err(|e| invalid(&e, (1, 1)))?;
-        return State::from_value(value).map(State::into_body);
-    }
-    if let Some(at) = too_deep(p.bytes) {
-        return Err(p.error(
-            at,
-            format_args!("objects nested deeper than {MAX_DEPTH} levels"),
-        ));
+        return State::from_value(value).map(|state| Arc::unwrap_or_clone(state.body));
     }
     p.pos += 1;
     // The objects around the current one, outermost first, each with the key
@@ -89,6 +83,10 @@ pub(super) fn parse(json: &str) -> Result<Body> {
         p.pos += 1;
         p.skip_ws();
         if p.peek() == Some(b'{') {
+            if open.len() + 1 >= MAX_DEPTH {
+                let why = format!("objects nested deeper than {MAX_DEPTH} levels");
+                return Err(p.error(p.pos, why));
+            }
             p.pos += 1;
             open.push((std::mem::take(&mut current), Key::Owned(key)));
             after_member = false;
@@ -97,39 +95,10 @@ pub(super) fn parse(json: &str) -> Result<Body> {
         let start = p.pos;
         let end = p.scan_value(start)?;
         let value: Value = p.leaf(start, end)?;
-        current.put(Key::Owned(key), Entry::json(value));
+        current.put(Key::Owned(key), Entry::of(value));
         p.pos = end;
         after_member = true;
     }
-}
-
-/// Where the document first nests objects deeper than [`MAX_DEPTH`], found
-/// by a scan before anything is built (so a hostile document costs no
-/// memory to refuse).
-fn too_deep(bytes: &[u8]) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                // Skip the string (an unterminated one is the parser's to report).
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            b'{' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return Some(i);
-                }
-            }
-            b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        i += 1;
-    }
-    None
 }
 
 struct Parser<'a> {
@@ -196,21 +165,7 @@ impl Parser<'_> {
                 // A number or a literal: up to the next delimiter.
                 let end = self.bytes[start..]
                     .iter()
-                    .position(|b| {
-                        matches!(
-                            b,
-                            b' ' | b'\t'
-                                | b'\n'
-                                | b'\r'
-                                | b','
-                                | b':'
-                                | b'"'
-                                | b'['
-                                | b']'
-                                | b'{'
-                                | b'}'
-                        )
-                    })
+                    .position(|b| b" \t\n\r,:\"[]{}".contains(b))
                     .map_or(self.bytes.len(), |n| start + n);
                 if end == start {
                     return Err(self.error(start, "expected a value"));

@@ -18,49 +18,32 @@ use crate::loader::Loader;
 use crate::node::Node;
 use crate::state::State;
 
-/// The state of a running pipeline as its root writes it into one record
-/// ([`Stateful::write_state`](crate::Stateful::write_state), what a
-/// [`Loader`] calls), where [`Running::get_state`](crate::Running::get_state) asks the root for it
-/// ([`Stateful::get_state`](crate::Stateful::get_state)). A node whose two
-/// methods disagree resumes differently under a `Loader` than under
-/// `Running`: at the same moment, both must give the same state.
-///
-/// ```
-/// use nodes_core::{testing, Running};
-///
-/// let mut running = Running::start(testing::Counting::new(5))?;
-/// running.try_next()?;
-/// assert_eq!(testing::written_state(&running)?, running.get_state()?);
-/// # Ok::<(), nodes_core::Error>(())
-/// ```
-pub fn written_state<N: Node>(running: &crate::Running<N>) -> Result<State> {
-    running.written_state()
-}
-
-/// Runs `f` and returns how much work [`State`] operations did on this
-/// thread meanwhile, with `f`'s result: entries visited by key lookups
-/// (each entry a scan passed over, or one for a hashed or hinted lookup),
-/// entries written or copied, nested states opened, checksum steps.
+/// The work counted in `state` and in every state nested in it: entries
+/// visited by key lookups (each entry a scan passed over, or one for a
+/// hashed lookup), entries written or copied, nested states opened,
+/// checksum steps. Every state
+/// counts what was done in it, by any thread, from the moment it was made
+/// (a state shared in two places counts twice).
 ///
 /// A deterministic measure of a checkpoint's cost, for tests that must not
-/// depend on a clock: a step whose work per node grows with the size of the
-/// pipeline (a linear search of a wide state for every key, a copy of a
-/// whole level per child) shows as a count that grows faster than the
-/// pipeline. Work done on other threads (a worker's) is not counted.
+/// depend on a clock: the work in a state just taken is what taking it
+/// wrote, and the work added to a state while a pipeline restores from it
+/// is what reading it cost. A step whose work per node grows with the size
+/// of the pipeline (a linear search of a wide state for every key, a copy
+/// of a whole level per child) shows as a count that grows faster than the
+/// pipeline.
 ///
 /// ```
 /// use nodes_core::{testing, State};
 ///
 /// let state = State::new().with("a", 1)?.with("b", 2)?;
-/// let (work, b) = testing::state_work(|| state.get::<u64>("b"));
-/// assert_eq!(b?, 2);
-/// assert!(work > 0);
+/// let before = testing::state_work(&state);
+/// assert_eq!(state.get::<u64>("b")?, 2);
+/// assert!(testing::state_work(&state) > before);
 /// # Ok::<(), nodes_core::Error>(())
 /// ```
-pub fn state_work<T>(f: impl FnOnce() -> T) -> (u64, T) {
-    let before = crate::state::work_done();
-    let out = f();
-    (crate::state::work_done().wrapping_sub(before), out)
+pub fn state_work(state: &State) -> u64 {
+    state.work()
 }
 
 /// Runs torchdata's save/load protocol on the pipeline built by `factory`,

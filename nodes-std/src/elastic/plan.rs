@@ -156,17 +156,14 @@ pub(crate) fn deal(
 
 /// A nonzero FNV-1a hash naming a reshard's plans.
 fn plan_id(previous: u64, high: u64, world: u64, holes: &[u64]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = nodes_core::Fnv1a64::default();
     for word in [previous, high, world, holes.len() as u64]
         .into_iter()
         .chain(holes.iter().copied())
     {
-        for byte in word.to_le_bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        std::hash::Hasher::write(&mut hash, &word.to_le_bytes());
     }
-    hash.max(1)
+    std::hash::Hasher::finish(&hash).max(1)
 }
 
 #[cfg(test)]

@@ -98,7 +98,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use nodes_core::{__private, Cx, Description, Error, Node, Result, State, StateWriter, Stateful};
+use nodes_core::__private::Fields;
+use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -383,9 +384,6 @@ impl<N: Node> Sources<N> {
         let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
-            if let Some(flags) = __private::bools_in_order(&map, &names) {
-                return Ok(flags);
-            }
             map.expect_keys(node, &names)?;
             let mut flags = Vec::with_capacity(names.len());
             for name in &names {
@@ -406,17 +404,11 @@ impl<N: Node> Sources<N> {
             ));
         }
         let nested = state.child(NODE_STATES)?;
-        let states = match __private::children_in_order(&nested, &names) {
-            Some(states) => states,
-            None => {
-                nested.expect_keys(node, &names)?;
-                let mut states = Vec::with_capacity(names.len());
-                for name in &names {
-                    states.push(nested.child(name)?);
-                }
-                states
-            }
-        };
+        nested.expect_keys(node, &names)?;
+        let states = names
+            .iter()
+            .map(|name| nested.child(name))
+            .collect::<Result<_>>()?;
         Ok(DecodedSources {
             exhausted,
             empty,
@@ -442,15 +434,15 @@ impl<N: Node> Sources<N> {
         Ok(())
     }
 
-    /// Writes the per-source keys into `out`, each source writing its own
-    /// state.
+    /// Saves the per-source keys into `out`, each source's state nested
+    /// under its name.
     ///
     /// The names and the two flag maps are deferred snapshots, shared with
     /// the previous state while they are unchanged (a flag changes when a
     /// source ends, a few times per pass) and copied as a `Vec<bool>` when
     /// one changes, so a state costs one nested state per source and O(1)
     /// or a copy of the flags for the rest.
-    pub(crate) fn write(&self, out: &mut StateWriter, cx: &Cx) -> Result<()> {
+    pub(crate) fn save(&self, out: &mut Fields, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         let parts = match saved.take() {
@@ -479,23 +471,20 @@ impl<N: Node> Sources<N> {
         if empty.flags != self.empty {
             empty = flag_map(&names, &self.empty, &exhausted);
         }
-        __private::write_deferred(out, DATASET_KEYS, Arc::clone(&names));
-        __private::write_deferred(out, EXHAUSTED, Arc::clone(&exhausted));
-        __private::write_deferred(out, EMPTY, Arc::clone(&empty));
+        out.deferred(DATASET_KEYS, &names);
+        out.deferred(EXHAUSTED, &exhausted);
+        out.deferred(EMPTY, &empty);
         *saved = Some(SavedParts {
             names,
             exhausted,
             empty,
         });
         drop(saved);
-        // Each source writes its own state, nested under its name.
-        __private::write_open(out, NODE_STATES);
+        let mut states = Fields::with_capacity(self.len());
         for (name, node) in self.names.iter().zip(&self.nodes) {
-            __private::write_open_named(out, name);
-            node.write_state(cx, out)?;
-            __private::write_close(out);
+            states.child(name.to_string(), node.get_state(cx)?);
         }
-        __private::write_close(out);
+        out.child(NODE_STATES, states.done(0));
         Ok(())
     }
 

@@ -3,10 +3,8 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::{
-    __private, Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, StateWriter,
-    Stateful,
-};
+use nodes_core::__private::Fields;
+use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -332,15 +330,11 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        let mut out = StateWriter::new();
-        self.write_state(cx, &mut out)?;
-        Ok(out.finish())
-    }
-
-    fn write_state(&self, cx: &Cx, out: &mut StateWriter) -> Result<()> {
         self.flag.check(NAME)?;
-        __private::write_field(out, CURSOR, &self.cursor)?;
-        self.sources.write(out, cx)
+        let mut out = Fields::with_capacity(5);
+        out.field(CURSOR, &self.cursor)?;
+        self.sources.save(&mut out, cx)?;
+        Ok(out.done(0))
     }
 
     fn describe(&self) -> Description {

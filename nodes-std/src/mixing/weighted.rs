@@ -4,10 +4,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::{
-    __private, Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, StateWriter,
-    Stateful,
-};
+use nodes_core::__private::Fields;
+use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
 use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -637,23 +635,19 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        let mut out = StateWriter::new();
-        self.write_state(cx, &mut out)?;
-        Ok(out.finish())
-    }
-
-    fn write_state(&self, cx: &Cx, out: &mut StateWriter) -> Result<()> {
         self.flag.check(NAME)?;
-        __private::write_field(out, EPOCH, &self.epoch)?;
-        __private::write_field(out, NUM_YIELDED, &self.num_yielded)?;
-        __private::write_field(out, STARTED, &self.started)?;
-        __private::write_open(out, RNG);
-        __private::write_field(out, RNG_SEED, &self.seed)?;
-        __private::write_field(out, RNG_RANK, &self.rank)?;
-        __private::write_field(out, RNG_WORLD_SIZE, &self.world_size)?;
-        __private::write_field(out, RNG_WORD_POS, &self.rng.word_pos())?;
-        __private::write_close(out);
-        self.sources.write(out, cx)
+        let mut rng = Fields::with_capacity(4);
+        rng.field(RNG_SEED, &self.seed)?;
+        rng.field(RNG_RANK, &self.rank)?;
+        rng.field(RNG_WORLD_SIZE, &self.world_size)?;
+        rng.field(RNG_WORD_POS, &self.rng.word_pos())?;
+        let mut out = Fields::with_capacity(8);
+        out.field(EPOCH, &self.epoch)?;
+        out.field(NUM_YIELDED, &self.num_yielded)?;
+        out.field(STARTED, &self.started)?;
+        out.child(RNG, rng.done(0));
+        self.sources.save(&mut out, cx)?;
+        Ok(out.done(0))
     }
 
     fn check_state(&self, state: &State) -> Result<()> {

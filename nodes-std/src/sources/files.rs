@@ -334,14 +334,12 @@ impl Files {
 
 /// FNV-1a (64 bits) over the names, each followed by a NUL byte.
 fn digest(names: &[String]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = nodes_core::Fnv1a64::default();
     for name in names {
-        for &byte in name.as_bytes().iter().chain(&[0u8]) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        std::hash::Hasher::write(&mut hash, name.as_bytes());
+        std::hash::Hasher::write(&mut hash, &[0]);
     }
-    format!("fnv1a64:{hash:016x}")
+    format!("fnv1a64:{:016x}", std::hash::Hasher::finish(&hash))
 }
 
 impl Node for Files {

@@ -4,10 +4,7 @@
 use std::fmt;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::{
-    __private, BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State,
-    StateWriter, Stateful,
-};
+use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
@@ -266,20 +263,11 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        // A new state: each key appended without looking for it.
-        let mut out = State::new();
-        out.reserve(3);
-        __private::encode_child(&mut out, SOURCE, self.source.get_state(cx)?);
-        __private::encode_field(&mut out, NUM_SEEN, &self.num_seen)?;
-        self.budget.save_new(&mut out)?;
-        Ok(out)
-    }
-
-    fn write_state(&self, cx: &Cx, out: &mut StateWriter) -> Result<()> {
-        // As `get_state`, into the pipeline's record.
-        __private::write_child(out, SOURCE, &self.source, cx)?;
-        __private::write_field(out, NUM_SEEN, &self.num_seen)?;
-        self.budget.write(out)
+        let mut out = nodes_core::__private::Fields::with_capacity(3);
+        out.child(SOURCE, self.source.get_state(cx)?);
+        out.field(NUM_SEEN, &self.num_seen)?;
+        out.child(crate::policy::ERRORS, self.budget.counts_state()?);
+        Ok(out.done(0))
     }
 
     fn describe(&self) -> Description {

@@ -428,9 +428,8 @@ impl Node for Level {
     }
 }
 
-/// A leaf's state may be the one the last node of its type took on this
-/// thread (shared, not rebuilt), but only when it is written alike: it
-/// always serialises exactly as the node's own fields.
+/// A leaf's state, taken again and again by nodes of one type, always
+/// serialises exactly as that node's own fields (`0.0` and `-0.0` differ).
 #[test]
 fn leaf_states_are_shared_only_when_written_alike() {
     let json = |level: f64, name: &str| {

@@ -22,6 +22,7 @@ mod load;
 mod loader;
 mod replay_bounds;
 mod size_hint;
+mod state;
 mod stats;
 mod train_loop;
 mod wide;

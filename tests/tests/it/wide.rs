@@ -3,7 +3,7 @@
 //!
 //! The work is counted, not timed ([`testing::state_work`]: entries
 //! visited by lookups, entries written or copied, nested states opened,
-//! checksum steps), so the test cannot flake on a busy machine. A step that
+//! checksum steps, as each state counts them), so the test cannot flake on a busy machine. A step that
 //! did work proportional to the number of sources *for each source* (a scan
 //! of the whole state per key, a copy of a level per child) shows as a
 //! count per source that grows with the number of sources. The timing
@@ -30,11 +30,16 @@ fn per_source(n: usize) -> [f64; 3] {
     for _ in 0..(3 * n) {
         epoch.next().transpose().unwrap();
     }
-    let (take, state) = testing::state_work(|| epoch.state_dict().unwrap());
+    let state = epoch.state_dict().unwrap();
+    let take = testing::state_work(&state);
     let parsed = State::from_json(&state.to_json().unwrap()).unwrap();
     let mut target = Loader::new(sampler(n));
-    let (load, ()) = testing::state_work(|| target.load_state_dict(&parsed).unwrap());
-    let (again, ()) = testing::state_work(|| target.load_state_dict(&parsed).unwrap());
+    let mut load = || {
+        let before = testing::state_work(&parsed);
+        target.load_state_dict(&parsed).unwrap();
+        testing::state_work(&parsed) - before
+    };
+    let (load, again) = (load(), load());
     let n = n as f64;
     [take as f64 / n, load as f64 / n, again as f64 / n]
 }
@@ -65,8 +70,8 @@ fn state_after(n: usize, k: usize, seed: u64) -> State {
         running.next().transpose().unwrap();
     }
     let state = running.get_state().unwrap();
-    // Read back and shared, as a loader hands a root its part of a state.
-    State::from_json(&state.to_json().unwrap()).unwrap().share()
+    // Read back, as a loader hands a root its part of a state.
+    State::from_json(&state.to_json().unwrap()).unwrap()
 }
 
 /// What a loader does: check the whole state, then apply it. The sampler
@@ -82,10 +87,14 @@ fn applying_the_state_just_checked_does_not_decode_it_again() {
 /// half the work of applying it alone, and leaves the node where applying it
 /// alone does.
 fn check_then_apply_decodes_once<N: Node>(build: impl Fn() -> N, state: &State) {
-    let (alone, plain) = testing::state_work(|| build().start_from(state).unwrap());
+    let before = testing::state_work(state);
+    let plain = build().start_from(state).unwrap();
+    let alone = testing::state_work(state) - before;
     let checked = build();
     checked.check_state(state).unwrap();
-    let (after_check, checked) = testing::state_work(|| checked.start_from(state).unwrap());
+    let before = testing::state_work(state);
+    let checked = checked.start_from(state).unwrap();
+    let after_check = testing::state_work(state) - before;
     assert!(
         after_check * 2 < alone,
         "reset after check_state: {after_check} units of work, reset alone: {alone}"
@@ -105,7 +114,7 @@ fn a_kept_decode_is_used_only_for_the_same_state() {
     };
     let expected = output(sampler(n).start_from(&late).unwrap());
     // Checked one state (with equal content, or another), applied another.
-    let copy = State::from_json(&late.to_json().unwrap()).unwrap().share();
+    let copy = State::from_json(&late.to_json().unwrap()).unwrap();
     for checked_state in [early.clone(), copy] {
         let node = sampler(n);
         node.check_state(&checked_state).unwrap();
@@ -139,9 +148,9 @@ fn the_round_robin_sampler_does_not_decode_a_checked_state_again() {
     for _ in 0..(3 * n + 7) {
         running.next().transpose().unwrap();
     }
-    let state = running.get_state().unwrap().share();
+    let state = running.get_state().unwrap();
     check_then_apply_decodes_once(round_robin, &state);
-    let other = round_robin().start().unwrap().get_state().unwrap().share();
+    let other = round_robin().start().unwrap().get_state().unwrap();
     let checked = round_robin();
     checked.check_state(&state).unwrap();
     let running = checked.start_from(&other).unwrap();

@@ -509,9 +509,7 @@ impl<N: Node> Puller<N> {
                 self.missed = false;
                 if let Some(started) = started {
                     self.last_snapshot = Instant::now();
-                    // What the last snapshot made the source copy since,
-                    // plus this one.
-                    let cost = crate::cow::take_freeze_time() + (self.last_snapshot - started);
+                    let cost = self.last_snapshot - started;
                     self.pace = MIN_SNAPSHOT_INTERVAL.max(PACE_FACTOR * cost);
                 }
                 true
