@@ -519,9 +519,13 @@ fn xor_all(items: impl Iterator<Item = Result<u64>>) -> Res<u64> {
 /// Read-ahead of the `prefetch` case, on both sides.
 const PREFETCH_DEPTH: usize = 16;
 
-/// `prefetch(16)` over a trivial map, against a plain producer thread that
-/// sends each item through `crossbeam_channel::bounded(16)`: the same
-/// hand-over, written by hand.
+/// `prefetch(16)` over a trivial map, against a producer thread that
+/// sends each item through `crossbeam_channel::bounded(16)` with both
+/// threads spinning (`try_send`/`try_recv`): the same hand-over written by
+/// hand, whatever the scheduler does. `ratio` is `ratio_vs_spinning`
+/// (spinning-channel ns per item over the framework's); the
+/// `prefetch_inline` line is the same with `inline_when_faster()`. The
+/// blocking channel (`send`/`recv`) is reported alongside.
 fn prefetch(n: u64) -> Res<()> {
     let channel = || -> Res<u64> {
         let (tx, rx) = crossbeam_channel::bounded(PREFETCH_DEPTH);
@@ -536,22 +540,21 @@ fn prefetch(n: u64) -> Res<()> {
         producer.join().map_err(|_| "producer thread panicked")?;
         Ok(sum)
     };
-    // `adaptive(false)`: the reader pinned to its thread, the hand-over
-    // alone, whether or not the default steps aside for this consumer.
-    let prefetched = |adaptive: bool| -> Res<u64> {
-        let mut loader = Loader::new(
-            IterableWrapper::new(0..n)
-                .map(|x| x + 1)
-                .prefetch(PREFETCH_DEPTH)?
-                .adaptive(adaptive),
-        );
+    let prefetched = |inline: bool| -> Res<u64> {
+        let node = IterableWrapper::new(0..n)
+            .map(|x| x + 1)
+            .prefetch(PREFETCH_DEPTH)?;
+        let node = if inline {
+            node.inline_when_faster().boxed()
+        } else {
+            node.boxed()
+        };
+        let mut loader = Loader::new(node);
         Ok(loader
             .epoch()
             .map(|r| r.map(black_box))
             .sum::<Result<u64>>()?)
     };
-    // The same channel with both threads spinning (`try_send`/`try_recv`)
-    // instead of sleeping: the hand-over alone, whatever the scheduler does.
     let spinning = || -> Res<u64> {
         let (tx, rx) = crossbeam_channel::bounded(PREFETCH_DEPTH);
         let producer = std::thread::spawn(move || {
@@ -580,30 +583,47 @@ fn prefetch(n: u64) -> Res<()> {
         producer.join().map_err(|_| "producer thread panicked")?;
         Ok(sum)
     };
-    let ((t_base, a), (t_fw, b)) = best_of_pair(PAIRED_RUNS, channel, || prefetched(true))?;
-    assert_eq!(a, b);
-    let (t_pinned, c) = best_of(PAIRED_RUNS, || prefetched(false))?;
-    assert_eq!(a, c);
-    let mut t_spin = Duration::MAX;
-    for _ in 0..PAIRED_RUNS {
-        let start = Instant::now();
-        assert_eq!(spinning()?, a);
-        t_spin = t_spin.min(start.elapsed());
-    }
+    let ((((t_spin, a), (t_fw, b)), (t_inline, c)), cores) = cores::around(|| {
+        Ok((
+            best_of_pair(PAIRED_RUNS, spinning, || prefetched(false))?,
+            best_of(PAIRED_RUNS, || prefetched(true))?,
+        ))
+    })?;
+    assert_eq!((a, a), (b, c));
+    let (t_channel, d) = best_of(PAIRED_RUNS, channel)?;
+    assert_eq!(a, d);
+    let extra = |mode: &str, took: Duration| {
+        with(
+            cores.json(),
+            json!({
+                "prefetch_factor": PREFETCH_DEPTH,
+                "mode": mode,
+                "framework_ns_per_item": ns_per(n, took),
+                "baseline": "producer thread + crossbeam_channel::bounded(16), both threads spinning",
+                "ratio_vs_spinning": "spinning-channel ns per item / framework ns per item (the ratio)",
+                "spinning_channel_ns_per_item": ns_per(n, t_spin),
+                "blocking_channel_ns_per_item": ns_per(n, t_channel),
+            }),
+        )
+    };
     emit(
         "prefetch",
         n,
         t_fw,
-        t_base,
+        t_spin,
+        (cores.used() >= 1.5).then_some(0.3),
+        with(
+            extra("default: the source on the reader thread", t_fw),
+            json!({"target_rule": "0.3 when effective_cores >= 1.5, else none"}),
+        ),
+    );
+    emit(
+        "prefetch_inline",
+        n,
+        t_inline,
+        t_spin,
         1.0,
-        json!({
-            "prefetch_factor": PREFETCH_DEPTH,
-            "baseline": "producer thread + crossbeam_channel::bounded(16)",
-            "framework_ns_per_item": ns_per(n, t_fw),
-            "baseline_ns_per_item": ns_per(n, t_base),
-            "spinning_channel_ns_per_item": ns_per(n, t_spin),
-            "pinned_ns_per_item": ns_per(n, t_pinned),
-        }),
+        extra("inline_when_faster()", t_inline),
     );
     Ok(())
 }

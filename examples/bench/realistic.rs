@@ -257,10 +257,10 @@ fn realistic_prefetch(
     })?;
     check("realistic_prefetch", expected, &plain)?;
     check("realistic_prefetch", expected, &pre)?;
-    let (t_pinned, pinned) = best_of(runs, || {
-        Ok(drain(pinned_prefetch(corpus)?, &stepping)?.checksum)
+    let (t_inline, inline) = best_of(runs, || {
+        Ok(drain(inline_prefetch(corpus)?, &stepping)?.checksum)
     })?;
-    check("realistic_prefetch (pinned)", expected, &pinned)?;
+    check("realistic_prefetch (inline_when_faster)", expected, &inline)?;
     // Producing a batch and the step overlap at best.
     let produce = t_plain.as_secs_f64() / expected.batches as f64 - step.as_secs_f64();
     let step_s = step.as_secs_f64();
@@ -282,8 +282,8 @@ fn realistic_prefetch(
                 "step": "busy-wait per batch, as long as producing one batch took in `realistic`",
                 "target_rule": "1.4 when effective_cores >= 1.5, else none",
                 "bound": round_to((produce + step_s) / floor, 3),
-                "pinned_ratio": round_to(t_plain.as_secs_f64() / t_pinned.as_secs_f64(), 3),
-                "pinned": "prefetch(2).adaptive(false): the reader never steps aside",
+                "inline_ratio": round_to(t_plain.as_secs_f64() / t_inline.as_secs_f64(), 3),
+                "inline": "prefetch(2).inline_when_faster()",
             }),
         ),
     );
@@ -303,43 +303,58 @@ fn realistic_prefetch(
     })?;
     check("realistic_prefetch_idle", expected, &plain)?;
     check("realistic_prefetch_idle", expected, &pre)?;
-    let (t_pinned, pinned) = best_of(runs, || {
-        Ok(drain(pinned_prefetch(corpus)?, &Consumer::plain())?.checksum)
+    let (t_inline, inline) = best_of(runs, || {
+        Ok(drain(inline_prefetch(corpus)?, &Consumer::plain())?.checksum)
     })?;
-    check("realistic_prefetch_idle (pinned)", expected, &pinned)?;
-    let pinned_ratio = t_plain.as_secs_f64() / t_pinned.as_secs_f64();
+    check(
+        "realistic_prefetch_idle (inline_when_faster)",
+        expected,
+        &inline,
+    )?;
     let ceiling = HandOverCeiling::measure(corpus, expected, runs)?;
     let ratio = t_plain.as_secs_f64() / t_pre.as_secs_f64();
-    emit(
-        "realistic_prefetch_idle",
-        records,
-        t_pre,
-        t_plain,
-        0.9,
+    let extra = |mode: &str, ratio: f64| {
         with(
             cores.json(),
             json!({
                 "unit": "records",
                 "baseline": "the same pipeline without prefetch",
                 "prefetch_factor": PREFETCH,
+                "mode": mode,
                 "step": "none",
                 "hand_written_thread": ceiling.json(),
                 "of_hand_written_thread": round_to(ratio / ceiling.spin_ratio(), 3),
-                "pinned_ratio": round_to(pinned_ratio, 3),
-                "pinned": "prefetch(2).adaptive(false): the reader never steps aside",
-                "pinned_of_hand_written_thread": round_to(pinned_ratio / ceiling.spin_ratio(), 3),
             }),
+        )
+    };
+    emit(
+        "realistic_prefetch_idle",
+        records,
+        t_pre,
+        t_plain,
+        0.8,
+        extra("default: the source on the reader thread", ratio),
+    );
+    emit(
+        "realistic_prefetch_idle_inline",
+        records,
+        t_inline,
+        t_plain,
+        0.9,
+        extra(
+            "inline_when_faster()",
+            t_plain.as_secs_f64() / t_inline.as_secs_f64(),
         ),
     );
     Ok(())
 }
 
-/// The pipeline with a prefetch whose reader never steps aside (see
-/// `Prefetcher::adaptive`): what the hand-over itself costs.
-fn pinned_prefetch(corpus: &Corpus) -> Res<impl Node<Item = Vec<Sample>> + use<>> {
+/// The pipeline with a prefetch that runs its source on the consumer's
+/// thread while that is faster (`Prefetcher::inline_when_faster`).
+fn inline_prefetch(corpus: &Corpus) -> Res<impl Node<Item = Vec<Sample>> + use<>> {
     Ok(pipeline(corpus, SHUFFLE)?
         .prefetch(PREFETCH)?
-        .adaptive(false))
+        .inline_when_faster())
 }
 
 /// What handing the realistic batches to another thread costs in plain

@@ -147,29 +147,15 @@ fn figures(case: &str, line: &Value) -> (String, String) {
             format!("{} restore", duration(per("framework_per_s"))),
             format!("{} at K=1000", duration(per("baseline_per_s"))),
         ),
-        "prefetch" => (
-            match line["pinned_ns_per_item"].as_f64() {
-                Some(_) => format!(
-                    "{} per item; {} with the reader pinned",
-                    ns("framework_ns_per_item"),
-                    ns("pinned_ns_per_item")
-                ),
-                None => format!("{} per item", ns("framework_ns_per_item")),
-            },
-            match line["spinning_channel_ns_per_item"].as_f64() {
-                Some(_) => format!(
-                    "{} per item (crossbeam bounded(16)); {} spinning",
-                    ns("baseline_ns_per_item"),
-                    ns("spinning_channel_ns_per_item")
-                ),
-                None => format!(
-                    "{} per item (crossbeam bounded(16))",
-                    ns("baseline_ns_per_item")
-                ),
-            },
+        "prefetch" | "prefetch_inline" => (
+            format!("{} per item", ns("framework_ns_per_item")),
+            format!(
+                "{} per item (crossbeam bounded(16), both threads spinning)",
+                ns("spinning_channel_ns_per_item")
+            ),
         ),
-        "realistic_prefetch_idle" => (
-            with_pinned(rate("framework_per_s"), line),
+        "realistic_prefetch_idle" | "realistic_prefetch_idle_inline" => (
+            with_inline(rate("framework_per_s"), line),
             match line["hand_written_thread"]["spin_ratio"].as_f64() {
                 Some(ceiling) => format!(
                     "{} (no prefetch); the hand-written program on a producer thread: {ceiling} of one thread",
@@ -191,16 +177,16 @@ fn figures(case: &str, line: &Value) -> (String, String) {
                 Some((_, what)) => format!("{} ({what})", rate("baseline_per_s")),
                 None => rate("baseline_per_s"),
             };
-            (with_pinned(rate("framework_per_s"), line), baseline)
+            (with_inline(rate("framework_per_s"), line), baseline)
         }
     }
 }
 
-/// `nodes`, with the ratio of the same prefetch with its reader pinned
-/// (`adaptive(false)`) where the line has one.
-fn with_pinned(nodes: String, line: &Value) -> String {
-    match line["pinned_ratio"].as_f64() {
-        Some(pinned) => format!("{nodes} (reader pinned: ratio {pinned})"),
+/// `nodes`, with the ratio of the same prefetch in its inline mode
+/// (`inline_when_faster()`) where the line has one.
+fn with_inline(nodes: String, line: &Value) -> String {
+    match line["inline_ratio"].as_f64() {
+        Some(inline) => format!("{nodes} (inline_when_faster: ratio {inline})"),
         None => nodes,
     }
 }

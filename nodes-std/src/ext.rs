@@ -341,9 +341,10 @@ pub trait NodeExt: Node + Sized {
     }
 
     /// Reads up to `prefetch_factor` items ahead on a background thread (see
-    /// [`Prefetcher`]). A consumer that only waits for the reader runs the
-    /// source itself while that is faster (see
-    /// [`Prefetcher::adaptive`](crate::Prefetcher::adaptive)).
+    /// [`Prefetcher`]): the source always runs on the reader thread,
+    /// overlapping the consumer's own work. A consumer that only waits may
+    /// opt in to running the source itself while that is faster (see
+    /// [`Prefetcher::inline_when_faster`](crate::Prefetcher::inline_when_faster)).
     ///
     /// # Errors
     ///

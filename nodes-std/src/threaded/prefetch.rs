@@ -37,10 +37,11 @@ const MAX_CHUNK: usize = 4096;
 /// counts as the snapshot's cost, so snapshots are kept far enough apart
 /// that this costs a few percent of the source's own time.
 ///
-/// The reader steps aside when it does not pay: a consumer that spends
-/// most of its time waiting for items gets them faster by running the
-/// source itself, and does so while it measures faster (see
-/// [`adaptive`](Prefetcher::adaptive); `adaptive(false)` keeps the reader).
+/// The source always runs on the reader thread, overlapping the consumer's
+/// own work. A consumer that does nothing but wait for items gains nothing
+/// from the overlap and pays for the hand-over: the opt-in
+/// [`inline_when_faster`](Prefetcher::inline_when_faster) lets it run the
+/// source itself while that measures faster.
 ///
 /// Each hand-over of a chunk may wake a sleeping thread, which costs a few
 /// microseconds: for cheap items (say under 1 µs each) choose a
@@ -61,7 +62,7 @@ const MAX_CHUNK: usize = 4096;
 /// pass, the snapshot is the source's state past its end, so that the next
 /// pass after a restore starts exactly as it would have without one. While
 /// the source runs on the consumer's thread (see
-/// [`adaptive`](Prefetcher::adaptive)), the snapshot is the source's state
+/// [`inline_when_faster`](Prefetcher::inline_when_faster)), the snapshot is the source's state
 /// as it stands and `k` is 0: the same layout, so a state restores
 /// whatever the reader of the pipeline that saved or restores it.
 ///
@@ -137,11 +138,11 @@ impl<N: Node> fmt::Debug for Prefetcher<N> {
             policy,
             ..
         } = self.core.plan();
-        let adaptive = self.core.adapt_policy().is_some();
+        let inline_when_faster = self.core.adapt_policy().is_some();
         let fields = [
             ("prefetch_factor", max_in_flight as &dyn fmt::Debug),
             ("on_error", policy),
-            ("adaptive", &adaptive),
+            ("inline_when_faster", &inline_when_faster),
         ];
         crate::threaded::worker::fmt_debug(&self.core, f, &fields)
     }
@@ -154,31 +155,30 @@ where
 {
     /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
     pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
-        let mut core = Threaded::new(source, Pass, plan(prefetch_factor)?);
-        core.set_adapt(Some(AdaptPolicy::Measured));
-        Ok(Prefetcher { core })
+        Ok(Prefetcher {
+            core: Threaded::new(source, Pass, plan(prefetch_factor)?),
+        })
     }
 
-    /// Whether the source may run on the consumer's thread while that is
-    /// faster than reading ahead on the background thread (default: `true`).
+    /// Opts in to running the source on the consumer's thread while that
+    /// is faster than reading ahead on the background thread. By default
+    /// the source always runs on the reader.
     ///
-    /// A background reader helps only while the consumer has work of its
-    /// own to do between two items (a training step) that the reading can
-    /// overlap. A consumer that only waits for the next item gains nothing
-    /// from it, and pays for the hand-over: the items are built on one core
-    /// and used and freed on another (about 15% of the realistic bench
-    /// pipeline's time on our VMs). So by default the consumer measures,
-    /// every few milliseconds, how many items it gets per second; after a
-    /// stretch it spent mostly waiting it tries running the source itself,
-    /// keeps that while it is faster, and tries the reader again from time to
-    /// time (after 4 to 256 stretches of about 4 ms). The items, their order
-    /// and the states are the same either way: switching hands out
-    /// everything read ahead first, and a state taken inline is the source's
-    /// own with nothing to replay. A consumer that does not spend most of
-    /// its time waiting never leaves the reader.
-    ///
-    /// `adaptive(false)` keeps the source on the background thread always
-    /// (say, to keep the consumer's thread free of the source's work).
+    /// The trade-off: a background reader helps only while the consumer
+    /// has work of its own to do between two items (a training step) that
+    /// the reading can overlap. A consumer that only waits for the next
+    /// item gains nothing from it, and pays for the hand-over: the items
+    /// are built on one core and used and freed on another. In this mode
+    /// the consumer measures, every few milliseconds, how many items it
+    /// gets per second; after a stretch it spent mostly waiting, it tries
+    /// running the source itself, keeps that while it is faster, and tries
+    /// the reader again from time to time (after 4 to 256 stretches of
+    /// about 4 ms). The cost: while inline, the source's work runs on the
+    /// consumer's thread (a `next` takes as long as the source does), and
+    /// which thread runs the source depends on timing. The items, their
+    /// order and the states are the same either way: switching hands out
+    /// everything read ahead first, and a state taken inline is the
+    /// source's own with nothing to replay.
     ///
     /// ```
     /// use nodes_std::prelude::*;
@@ -186,15 +186,14 @@ where
     /// let run = IterableWrapper::new(0..1000u64)
     ///     .map(|x| x * 2)
     ///     .prefetch(8)?
-    ///     .adaptive(false)
+    ///     .inline_when_faster()
     ///     .start()?;
     /// let total: u64 = run.map(|x| x.unwrap()).sum();
     /// assert_eq!(total, 999 * 1000);
     /// # Ok::<(), nodes_std::Error>(())
     /// ```
-    pub fn adaptive(mut self, adaptive: bool) -> Self {
-        self.core
-            .set_adapt(adaptive.then_some(AdaptPolicy::Measured));
+    pub fn inline_when_faster(mut self) -> Self {
+        self.core.set_adapt(Some(AdaptPolicy::Measured));
         self
     }
 

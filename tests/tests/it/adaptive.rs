@@ -1,6 +1,6 @@
 //! `Prefetcher`'s reader stepping aside: the source runs on the consumer's
-//! thread while that is faster (the default, `adaptive`), and comes back to
-//! a reader later. The switch must keep every item, the order, and exact
+//! thread while that is faster (the opt-in `inline_when_faster`), and comes
+//! back to a reader later. The switch must keep every item, the order, and exact
 //! states on either side of it. `switch_every(n)` forces a switch every `n`
 //! items, so that these tests reach it on any machine; the random
 //! pipelines of `exactly_once` draw it too.
@@ -38,7 +38,7 @@ where
     N::Item: Send + 'static,
 {
     match every {
-        None => node.adaptive(false).boxed(),
+        None => node.boxed(),
         Some(n) => node.switch_every(n).boxed(),
     }
 }
@@ -206,19 +206,18 @@ fn recorded(
 }
 
 #[test]
-fn a_pinned_reader_never_runs_the_source_on_the_consumers_thread() {
+fn the_default_reader_never_runs_the_source_on_the_consumers_thread() {
     let threads = Arc::new(Mutex::new(Vec::new()));
     let node = recorded(2_000, &threads, std::time::Duration::from_micros(20))
         .prefetch(2)
-        .unwrap()
-        .adaptive(false);
+        .unwrap();
     let got: Vec<u64> = node.start().unwrap().collect::<Result<_>>().unwrap();
     assert_eq!(got, (0..2_000).collect::<Vec<_>>());
     let me = std::thread::current().id();
     assert!(threads.lock().unwrap().iter().all(|&t| t != me));
 }
 
-/// A consumer that does nothing but wait is starved: by default it tries
+/// A consumer that does nothing but wait is starved: inline_when_faster tries
 /// running the source itself (a probe, kept only if faster). Whether the
 /// probe wins depends on the machine, so only the try is asserted; it
 /// comes after the first few milliseconds, and these items take over 20
@@ -228,7 +227,8 @@ fn a_starved_consumer_tries_running_the_source_itself() {
     let threads = Arc::new(Mutex::new(Vec::new()));
     let node = recorded(4_000, &threads, std::time::Duration::from_micros(20))
         .prefetch(2)
-        .unwrap();
+        .unwrap()
+        .inline_when_faster();
     let got: Vec<u64> = node.start().unwrap().collect::<Result<_>>().unwrap();
     assert_eq!(got, (0..4_000).collect::<Vec<_>>());
     let me = std::thread::current().id();

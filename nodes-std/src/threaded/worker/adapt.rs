@@ -161,15 +161,14 @@ impl Adapt {
         self.countdown == 0
     }
 
-    /// Looks at the clock (`waited`: the consumer's total wait for items
-    /// from the current reader, timed from each wait's first yield; zero
-    /// inline). `Some(mode)` when the consumer should switch to `mode` now.
-    pub(crate) fn look(&mut self, waited: Duration) -> Option<Mode> {
+    /// Looks at the clock, which reads `now` (`waited`: the consumer's
+    /// total wait for items from the current reader; zero inline).
+    /// `Some(mode)` when the consumer should switch to `mode` now.
+    pub(crate) fn look(&mut self, now: Instant, waited: Duration) -> Option<Mode> {
         if let Policy::Every(items) = self.policy {
             self.countdown = items.max(1);
             return Some(self.switch(self.mode.other()));
         }
-        let now = Instant::now();
         let counted = self.stride;
         let Some(window) = &mut self.window else {
             self.window = Some(Window::starting(now, waited));
@@ -252,91 +251,125 @@ impl Adapt {
 mod tests {
     use super::*;
 
-    /// Runs `adapt` for one whole window at `rate` items per second
-    /// (`waiting`: the share of the window the consumer waited), and
-    /// returns the switch it asks for.
-    fn window(adapt: &mut Adapt, waited: &mut Duration, waiting: f64) -> Option<Mode> {
-        // Start the window, then end it once it is long enough.
-        assert!(adapt.tick());
-        assert_eq!(adapt.look(*waited), None);
-        std::thread::sleep(WINDOW + Duration::from_millis(1));
-        *waited += (WINDOW + Duration::from_millis(1)).mul_f64(waiting);
-        while !adapt.tick() {}
-        adapt.look(*waited)
+    /// A consumer driven through whole windows on a clock of its own.
+    struct Drive {
+        adapt: Adapt,
+        now: Instant,
+        waited: Duration,
     }
 
-    /// Pretends the last window ran at `rate`.
-    fn set_rate(adapt: &mut Adapt, mode: Mode, rate: f64) {
-        match mode {
-            Mode::Threaded => adapt.threaded = Some(rate),
-            Mode::Inline => adapt.inline = Some(rate),
+    impl Drive {
+        fn new(policy: Policy) -> Drive {
+            Drive {
+                adapt: Adapt::new(policy),
+                now: Instant::now(),
+                waited: Duration::ZERO,
+            }
+        }
+
+        /// One whole window (`waiting`: the share of it the consumer
+        /// waited), and the switch the adaptation asks for at its end.
+        fn window(&mut self, waiting: f64) -> Option<Mode> {
+            // Start the window, then end it once it is long enough.
+            assert!(self.adapt.tick());
+            assert_eq!(self.adapt.look(self.now, self.waited), None);
+            let long = WINDOW + Duration::from_millis(1);
+            self.now += long;
+            self.waited += long.mul_f64(waiting);
+            while !self.adapt.tick() {}
+            self.adapt.look(self.now, self.waited)
+        }
+
+        /// Pretends the last window in `mode` ran at `rate`.
+        fn set_rate(&mut self, mode: Mode, rate: f64) {
+            match mode {
+                Mode::Threaded => self.adapt.threaded = Some(rate),
+                Mode::Inline => self.adapt.inline = Some(rate),
+            }
         }
     }
 
     #[test]
     fn a_consumer_that_does_not_wait_keeps_the_reader() {
-        let mut adapt = Adapt::new(Policy::Measured);
-        let mut waited = Duration::ZERO;
+        let mut drive = Drive::new(Policy::Measured);
         for _ in 0..3 {
-            assert_eq!(window(&mut adapt, &mut waited, 0.2), None);
+            assert_eq!(drive.window(0.2), None);
         }
-        assert_eq!(adapt.mode(), Mode::Threaded);
+        assert_eq!(drive.adapt.mode(), Mode::Threaded);
     }
 
     #[test]
     fn a_starved_consumer_probes_inline_and_keeps_it_only_if_faster() {
-        let mut adapt = Adapt::new(Policy::Measured);
-        let mut waited = Duration::ZERO;
+        let mut drive = Drive::new(Policy::Measured);
         assert_eq!(
-            window(&mut adapt, &mut waited, 0.9),
+            drive.window(0.9),
             Some(Mode::Inline),
             "a starved consumer tries its own thread"
         );
         // The probe is compared with the reader's rate: make the reader
         // look much faster than any window can be, and the probe loses.
-        set_rate(&mut adapt, Mode::Threaded, f64::MAX / 2.0);
-        assert_eq!(window(&mut adapt, &mut waited, 0.0), Some(Mode::Threaded));
+        drive.set_rate(Mode::Threaded, f64::MAX / 2.0);
+        assert_eq!(drive.window(0.0), Some(Mode::Threaded));
         // Back on the reader, it holds for FIRST_HOLD windows before it
         // probes again.
         for _ in 0..FIRST_HOLD {
-            assert_eq!(window(&mut adapt, &mut waited, 0.9), None);
+            assert_eq!(drive.window(0.9), None);
         }
-        assert_eq!(window(&mut adapt, &mut waited, 0.9), Some(Mode::Inline));
+        assert_eq!(drive.window(0.9), Some(Mode::Inline));
         // This time the reader was slow: the probe is kept.
-        set_rate(&mut adapt, Mode::Threaded, 1.0);
-        assert_eq!(window(&mut adapt, &mut waited, 0.0), None);
-        assert_eq!(adapt.mode(), Mode::Inline);
+        drive.set_rate(Mode::Threaded, 1.0);
+        assert_eq!(drive.window(0.0), None);
+        assert_eq!(drive.adapt.mode(), Mode::Inline);
         // Inline, the reader is probed again after the hold.
         for _ in 0..FIRST_HOLD {
-            assert_eq!(window(&mut adapt, &mut waited, 0.0), None);
+            assert_eq!(drive.window(0.0), None);
         }
-        assert_eq!(window(&mut adapt, &mut waited, 0.0), Some(Mode::Threaded));
+        assert_eq!(drive.window(0.0), Some(Mode::Threaded));
     }
 
     #[test]
     fn the_hold_doubles_after_each_lost_probe() {
-        let mut adapt = Adapt::new(Policy::Measured);
-        let mut waited = Duration::ZERO;
+        let mut drive = Drive::new(Policy::Measured);
         let mut holds = Vec::new();
         for _ in 0..3 {
-            assert_eq!(window(&mut adapt, &mut waited, 0.9), Some(Mode::Inline));
-            set_rate(&mut adapt, Mode::Threaded, f64::MAX / 2.0);
-            assert_eq!(window(&mut adapt, &mut waited, 0.0), Some(Mode::Threaded));
-            holds.push(adapt.hold);
-            for _ in 0..adapt.hold {
-                assert_eq!(window(&mut adapt, &mut waited, 0.9), None);
+            assert_eq!(drive.window(0.9), Some(Mode::Inline));
+            drive.set_rate(Mode::Threaded, f64::MAX / 2.0);
+            assert_eq!(drive.window(0.0), Some(Mode::Threaded));
+            holds.push(drive.adapt.hold);
+            for _ in 0..drive.adapt.hold {
+                assert_eq!(drive.window(0.9), None);
             }
         }
         assert_eq!(holds, [FIRST_HOLD, FIRST_HOLD * 2, FIRST_HOLD * 4]);
     }
 
+    /// The looks at the clock spread out while they come often (a cheap
+    /// item) and close in again when they come rarely.
+    #[test]
+    fn the_stride_follows_the_pace_of_the_items() {
+        let mut drive = Drive::new(Policy::Measured);
+        assert!(drive.adapt.tick());
+        assert_eq!(drive.adapt.look(drive.now, Duration::ZERO), None);
+        for _ in 0..4 {
+            while !drive.adapt.tick() {}
+            drive.now += Duration::from_micros(1);
+            drive.adapt.look(drive.now, Duration::ZERO);
+        }
+        assert_eq!(drive.adapt.stride, 16, "looks a microsecond apart widen");
+        while !drive.adapt.tick() {}
+        drive.now += WINDOW / 2;
+        drive.adapt.look(drive.now, Duration::ZERO);
+        assert_eq!(drive.adapt.stride, 8, "a look half a window late narrows");
+    }
+
     #[test]
     fn every_switches_on_the_count_alone() {
         let mut adapt = Adapt::new(Policy::Every(3));
+        let now = Instant::now();
         let mut modes = Vec::new();
         for _ in 0..9 {
             if adapt.tick() {
-                modes.push(adapt.look(Duration::ZERO));
+                modes.push(adapt.look(now, Duration::ZERO));
             }
         }
         // The first look comes after the first item, then every third.

@@ -34,6 +34,7 @@ use nodes_core::__private::trace;
 use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, Resume, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
+use super::clock::{Clock, SystemClock};
 use super::panic::{catch, guard};
 use super::permits::Permits;
 use super::reorder::ReorderBuffer;
@@ -1177,6 +1178,8 @@ pub(crate) struct Threaded<N: Node, S, U> {
     /// The source came back to the consumer mid-pass and stands where the
     /// consumer does; `cursor` is stale until the next reader starts.
     at_consumer: bool,
+    /// Where the adaptation reads the time.
+    clock: Arc<dyn Clock>,
 }
 
 impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
@@ -1248,6 +1251,7 @@ where
             restored_span: 0,
             adapt: None,
             at_consumer: false,
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -1463,7 +1467,7 @@ where
         let Some(adapt) = &mut self.adapt else {
             return;
         };
-        match (adapt.look(waited), &mut self.phase) {
+        match (adapt.look(self.clock.now(), waited), &mut self.phase) {
             // The reader stops now; the pass goes on inline once what it
             // read ahead is handed out (see `next`).
             (Some(Mode::Inline), Phase::Running(pool)) => pool.hand_back(),

@@ -16,7 +16,9 @@
 //! - [`ring`]: the one-worker hand-over, items over a single-producer,
 //!   single-consumer ring instead of chunks over channels.
 //! - [`adapt`]: when a one-worker pass runs its source on the consumer's
-//!   thread instead, because the consumer only waits for the reader.
+//!   thread instead, because the consumer only waits for the reader (an
+//!   opt-in mode).
+//! - [`clock`]: the clock the timing decisions read, injected for tests.
 //! - [`snapshot`]: the consumer's view of its position (source snapshot plus
 //!   what it received since), which is what `get_state` reports.
 //!
@@ -35,6 +37,7 @@ use std::fmt;
 use nodes_core::Node;
 
 pub(crate) mod adapt;
+pub(crate) mod clock;
 pub(crate) mod core;
 pub(crate) mod panic;
 pub(crate) mod permits;

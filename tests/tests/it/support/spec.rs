@@ -244,9 +244,9 @@ impl Par {
     }
 }
 
-/// Where a `prefetch` runs its source: as by default (on its reader, or on
-/// the consumer's thread while that measures faster), always on the reader,
-/// or switching between the two every so many items (the switch itself,
+/// Where a `prefetch` runs its source: on the reader, or on the consumer's
+/// thread while that measures faster (`inline_when_faster`, `Adaptive`),
+/// always on the reader (the default, `Pinned`), or switching between the two every so many items (the switch itself,
 /// which the clock alone would rarely reach in a short test).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reader {
@@ -565,8 +565,8 @@ pub(crate) fn build_with(spec: &Spec, injected: Option<&Injected>) -> Pipeline {
                 .expect("factor is positive")
                 .on_error(*policy);
             match reader {
-                Reader::Adaptive => node.boxed(),
-                Reader::Pinned => node.adaptive(false).boxed(),
+                Reader::Adaptive => node.inline_when_faster().boxed(),
+                Reader::Pinned => node.boxed(),
                 Reader::SwitchEvery(items) => node.switch_every(*items).boxed(),
             }
         }
@@ -1120,8 +1120,8 @@ impl fmt::Display for Spec {
                     write!(f, ".on_error({policy:?})")?;
                 }
                 match reader {
-                    Reader::Adaptive => Ok(()),
-                    Reader::Pinned => write!(f, ".adaptive(false)"),
+                    Reader::Adaptive => write!(f, ".inline_when_faster()"),
+                    Reader::Pinned => Ok(()),
                     Reader::SwitchEvery(items) => write!(f, ".switch_every({items})"),
                 }
             }
