@@ -803,3 +803,25 @@ fn prebatch_resumes_exactly_at_every_cut() {
         );
     });
 }
+
+/// Nothing is sized by the bound: any `max_concurrent` works on a short
+/// source, in order and out of order.
+#[test]
+fn any_max_concurrent_works_on_a_short_source() {
+    watchdog("huge bound", || {
+        for in_order in [true, false] {
+            let options = ParallelOptions::new(2)
+                .in_order(in_order)
+                .max_concurrent(1 << 40);
+            let mut got = collect(
+                &mut Counting::new(3)
+                    .par_map(Ok, options)
+                    .unwrap()
+                    .start()
+                    .unwrap(),
+            );
+            got.sort_unstable();
+            assert_eq!(got, [0, 1, 2], "in order: {in_order}");
+        }
+    });
+}

@@ -222,3 +222,14 @@ fn stats_report_items_and_blocked_time() {
         assert_eq!(stats.get("ParallelMapper").expect("a row").items, 50);
     });
 }
+
+/// Nothing is sized by the read-ahead: any factor works on a short source.
+#[test]
+fn any_prefetch_factor_works_on_a_short_source() {
+    watchdog("huge factors", || {
+        for factor in [1 << 40, usize::MAX] {
+            let got = collect(&mut started(Counting::new(3), factor));
+            assert_eq!(got, [0, 1, 2], "prefetch({factor})");
+        }
+    });
+}
