@@ -318,7 +318,6 @@ mod tests {
     use std::thread::ThreadId;
     use std::time::Duration;
 
-
     use super::*;
     use crate::threaded::clock::ManualClock;
     use crate::threaded::hub::Hub;
