@@ -82,9 +82,13 @@ fn save_load_through_parallel_mapper_and_nested_prefetchers() {
 #[test]
 fn state_counts_only_items_received() {
     watchdog("state", || {
-        let mut run = started(Counting::new(5000), 100);
+        let pulled = Arc::new(AtomicU64::new(0));
+        let mut run = started(Counting::new(5000).counted(&pulled), 100);
         take(&mut run, 10);
-        std::thread::sleep(Duration::from_millis(20));
+        // The reader runs ahead: wait until it has.
+        while pulled.load(std::sync::atomic::Ordering::SeqCst) < 60 {
+            std::thread::yield_now();
+        }
         let state = run.get_state().unwrap();
         assert_eq!(received(&state), 10, "{state}");
         // A fresh node resumes with item 10.

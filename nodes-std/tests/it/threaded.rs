@@ -133,10 +133,12 @@ fn threaded() -> [Threaded; 9] {
     ]
 }
 
+/// Load: an item that takes a while (no test orders events by it).
 fn slow(_: u64) {
     std::thread::sleep(Duration::from_millis(1));
 }
 
+/// Load: an item that takes longer.
 fn busy(_: u64) {
     std::thread::sleep(Duration::from_millis(2));
 }
