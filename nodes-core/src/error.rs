@@ -89,6 +89,15 @@ pub enum Error {
         /// The node type.
         node: &'static str,
     },
+    /// A consumer waiting for a thread-backed node's workers was woken by
+    /// its cancel handle (`nodes_std::CancelHandle`). Nothing was lost:
+    /// the item waited for was not delivered, the node's state still
+    /// describes exactly what was, and the next `next` goes on.
+    #[error("{node} was cancelled while waiting for its workers: call `next` again to go on")]
+    Cancelled {
+        /// The node whose wait was cancelled.
+        node: &'static str,
+    },
     /// The operating system refused to start a worker thread (usually
     /// because too many threads exist, or memory for their stacks ran out).
     /// Nothing about the node's arguments is wrong: retrying later, or with
@@ -227,6 +236,7 @@ impl Error {
                 message: message.clone(),
             },
             Error::ShutDown { node } => Error::ShutDown { node },
+            Error::Cancelled { node } => Error::Cancelled { node },
             Error::Spawn { node, source } => Error::Spawn {
                 node,
                 source: std::io::Error::new(source.kind(), source.to_string()),

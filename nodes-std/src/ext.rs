@@ -337,7 +337,8 @@ pub trait NodeExt: Node + Sized {
         U: Send + 'static,
         F: Fn(Self::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
-        ParallelMapper::new(self, f, options)
+        let exact = crate::threaded::plan::needs_exact_snapshots(&self.describe());
+        ParallelMapper::new(self, f, options, exact)
     }
 
     /// Reads up to `prefetch_factor` items ahead on a background thread (see
@@ -364,7 +365,8 @@ pub trait NodeExt: Node + Sized {
         Self: 'static,
         Self::Item: Send + 'static,
     {
-        Prefetcher::new(self, prefetch_factor)
+        let exact = crate::threaded::plan::needs_exact_snapshots(&self.describe());
+        Prefetcher::new(self, prefetch_factor, exact)
     }
 
     /// Maps every item to a collection (anything [`IntoIterator`]) and

@@ -121,6 +121,7 @@ pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };
+pub use crate::threaded::cancel::CancelHandle;
 pub use crate::threaded::par_map::{ParallelMapper, ParallelOptions};
 pub use crate::threaded::prefetch::Prefetcher;
 pub use crate::transforms::batch::Batcher;

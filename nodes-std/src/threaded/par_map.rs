@@ -6,8 +6,11 @@ use std::marker::PhantomData;
 use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
-use crate::threaded::worker::core::{Layout, Plan, Snapshots, Stage, Threaded};
-use crate::threaded::worker::{self, snapshot};
+use crate::threaded::cancel::CancelHandle;
+use crate::threaded::core::Threaded;
+use crate::threaded::plan::{Layout, Plan, Snapshots};
+use crate::threaded::snapshot;
+use crate::threaded::worker::Stage;
 
 const NAME: &str = "ParallelMapper";
 
@@ -343,7 +346,7 @@ impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
             ("snapshots", &plan.snapshots),
             ("on_error", &plan.policy),
         ];
-        worker::fmt_debug(&self.core, f, &fields)
+        crate::threaded::fmt_debug(&self.core, f, &fields)
     }
 }
 
@@ -353,8 +356,9 @@ where
     N::Item: Send + 'static,
     U: Send + 'static,
 {
-    /// See [`NodeExt::par_map`](crate::NodeExt::par_map).
-    pub(crate) fn new<F>(source: N, f: F, options: ParallelOptions) -> Result<Self>
+    /// See [`NodeExt::par_map`](crate::NodeExt::par_map); `exact`: every
+    /// item must carry its source's state (see `Plan::exact_positions`).
+    pub(crate) fn new<F>(source: N, f: F, options: ParallelOptions, exact: bool) -> Result<Self>
     where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
@@ -363,8 +367,14 @@ where
             _item: PhantomData,
         };
         Ok(ParallelMapper {
-            core: Threaded::new(source, stage, options.resolve()?),
+            core: Threaded::new(source, stage, options.resolve()?, exact),
         })
+    }
+
+    /// A handle that wakes this node's consumer from its wait for the
+    /// workers, from another thread: see [`CancelHandle`].
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.core.cancel_handle()
     }
 }
 

@@ -5,9 +5,13 @@ use std::fmt;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
-use crate::threaded::worker::adapt::Policy as AdaptPolicy;
-use crate::threaded::worker::core::{Items, Layout, Plan, Snapshots, Stage, Threaded};
-use crate::threaded::worker::snapshot::SNAPSHOT;
+use crate::threaded::adapt::Policy as AdaptPolicy;
+use crate::threaded::cancel::CancelHandle;
+use crate::threaded::core::Threaded;
+use crate::threaded::hub::Items;
+use crate::threaded::plan::{Layout, Plan, Snapshots};
+use crate::threaded::snapshot::SNAPSHOT;
+use crate::threaded::worker::Stage;
 
 const NAME: &str = "Prefetcher";
 
@@ -144,7 +148,7 @@ impl<N: Node> fmt::Debug for Prefetcher<N> {
             ("on_error", policy),
             ("inline_when_faster", &inline_when_faster),
         ];
-        crate::threaded::worker::fmt_debug(&self.core, f, &fields)
+        crate::threaded::fmt_debug(&self.core, f, &fields)
     }
 }
 
@@ -153,11 +157,18 @@ where
     N: Node + 'static,
     N::Item: Send + 'static,
 {
-    /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
-    pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
+    /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch); `exact`: every
+    /// item must carry its source's state (see `Plan::exact_positions`).
+    pub(crate) fn new(source: N, prefetch_factor: usize, exact: bool) -> Result<Self> {
         Ok(Prefetcher {
-            core: Threaded::new(source, Pass, plan(prefetch_factor)?),
+            core: Threaded::new(source, Pass, plan(prefetch_factor)?, exact),
         })
+    }
+
+    /// A handle that wakes this node's consumer from its wait for the
+    /// reader, from another thread: see [`CancelHandle`].
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.core.cancel_handle()
     }
 
     /// Opts in to running the source on the consumer's thread while that
@@ -302,3 +313,50 @@ where
 // A concrete `Prefetcher` that was only constructed has no `next` or
 // `get_state`: calling them is a compile error that says to start the pipeline.
 nodes_core::__started_guards!(impl[N: Node] Prefetcher<N>);
+
+// Under loom the hub is built from loom's primitives: these tests use std's.
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::thread::ThreadId;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::threaded::clock::ManualClock;
+    use crate::threaded::hub::Hub;
+    use crate::{IterableWrapper, NodeExt};
+
+    /// A consumer that does nothing but wait is starved: with
+    /// `inline_when_faster` it tries running the source itself. The clock
+    /// moves only while the consumer waits (the source advances it once
+    /// the consumer blocks, or once the reader is being stopped), so every
+    /// window is all waiting, whatever the machine.
+    #[test]
+    fn a_starved_consumer_tries_running_the_source_itself() {
+        let clock = Arc::new(ManualClock::new());
+        let hub: Arc<OnceLock<Arc<Hub<u64>>>> = Arc::default();
+        let threads = Arc::new(Mutex::new(Vec::<ThreadId>::new()));
+        let source = {
+            let (clock, hub, threads) =
+                (Arc::clone(&clock), Arc::clone(&hub), Arc::clone(&threads));
+            IterableWrapper::new(0..40u64).map(move |x| {
+                let hub = hub.get().expect("set before the first pull");
+                while !hub.consumer_waits() && !hub.stopping() {
+                    std::thread::yield_now();
+                }
+                clock.advance(Duration::from_millis(1));
+                threads.lock().unwrap().push(std::thread::current().id());
+                x
+            })
+        };
+        let core = Threaded::with_clock(source, Pass, plan(1).unwrap(), false, clock);
+        hub.set(core.hub()).unwrap();
+        let node = Prefetcher { core }.inline_when_faster();
+        let got: Vec<u64> = node.start().unwrap().map(|r| r.unwrap()).collect();
+        assert_eq!(got, (0..40).collect::<Vec<_>>());
+        let me = std::thread::current().id();
+        let threads = threads.lock().unwrap();
+        assert_ne!(threads[0], me, "the source starts on the reader");
+        assert!(threads.contains(&me), "then runs on the consumer's thread");
+    }
+}

@@ -251,13 +251,18 @@ fn out_of_order_chained_restores_lose_and_repeat_nothing() {
 #[test]
 fn state_reflects_only_what_the_consumer_received() {
     watchdog("state", || {
-        // Workers race ahead of a consumer that has taken 3 items.
+        // Workers race ahead of a consumer that has taken 3 items: wait
+        // until they filled the window.
+        let pulled = Arc::new(AtomicU64::new(0));
         let node = Counting::new(100)
+            .counted(&pulled)
             .par_map(Ok, ParallelOptions::new(4).max_concurrent(16))
             .unwrap();
         let mut run = node.start().unwrap();
         assert_eq!(take(&mut run, 3), [0, 1, 2]);
-        std::thread::sleep(Duration::from_millis(20));
+        while pulled.load(Ordering::SeqCst) < 16 {
+            std::thread::yield_now();
+        }
         let state = run.get_state().unwrap();
         assert_eq!(state.child("snapshot").unwrap().get::<u64>("n").unwrap(), 3);
         assert_eq!(state.get::<u64>("snapshot_index").unwrap(), 3);
@@ -313,7 +318,8 @@ fn user_error_arrives_at_its_position_then_the_pass_ends_until_reset() {
             .par_map(
                 move |x| {
                     if x < 5 {
-                        // Earlier items finish last.
+                        // Load, not order: earlier items tend to finish
+                        // last, and the assertions hold whatever the order.
                         std::thread::sleep(Duration::from_millis(5 - x));
                     }
                     if x == 5 && f2.load(Ordering::SeqCst) {
@@ -462,6 +468,8 @@ fn a_failing_policy_stops_the_other_workers() {
         // The workers were joined before the error was returned.
         let after = pulled.load(Ordering::SeqCst);
         assert!(after <= 31 + 8, "{after} items pulled");
+        // Time for a worker that was not joined to pull more: the count
+        // must not move, however long this takes.
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(pulled.load(Ordering::SeqCst), after);
     });
@@ -801,5 +809,27 @@ fn prebatch_resumes_exactly_at_every_cut() {
                 .par_map(Ok, ParallelOptions::new(2).prebatch(0))
                 .is_err()
         );
+    });
+}
+
+/// Nothing is sized by the bound: any `max_concurrent` works on a short
+/// source, in order and out of order.
+#[test]
+fn any_max_concurrent_works_on_a_short_source() {
+    watchdog("huge bound", || {
+        for in_order in [true, false] {
+            let options = ParallelOptions::new(2)
+                .in_order(in_order)
+                .max_concurrent(1 << 40);
+            let mut got = collect(
+                &mut Counting::new(3)
+                    .par_map(Ok, options)
+                    .unwrap()
+                    .start()
+                    .unwrap(),
+            );
+            got.sort_unstable();
+            assert_eq!(got, [0, 1, 2], "in order: {in_order}");
+        }
     });
 }

@@ -82,9 +82,13 @@ fn save_load_through_parallel_mapper_and_nested_prefetchers() {
 #[test]
 fn state_counts_only_items_received() {
     watchdog("state", || {
-        let mut run = started(Counting::new(5000), 100);
+        let pulled = Arc::new(AtomicU64::new(0));
+        let mut run = started(Counting::new(5000).counted(&pulled), 100);
         take(&mut run, 10);
-        std::thread::sleep(Duration::from_millis(20));
+        // The reader runs ahead: wait until it has.
+        while pulled.load(std::sync::atomic::Ordering::SeqCst) < 60 {
+            std::thread::yield_now();
+        }
         let state = run.get_state().unwrap();
         assert_eq!(received(&state), 10, "{state}");
         // A fresh node resumes with item 10.
@@ -220,5 +224,16 @@ fn stats_report_items_and_blocked_time() {
             50,
         );
         assert_eq!(stats.get("ParallelMapper").expect("a row").items, 50);
+    });
+}
+
+/// Nothing is sized by the read-ahead: any factor works on a short source.
+#[test]
+fn any_prefetch_factor_works_on_a_short_source() {
+    watchdog("huge factors", || {
+        for factor in [1 << 40, usize::MAX] {
+            let got = collect(&mut started(Counting::new(3), factor));
+            assert_eq!(got, [0, 1, 2], "prefetch({factor})");
+        }
     });
 }

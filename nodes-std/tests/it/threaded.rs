@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use crate::support::{Counting, Epochs, assert_each_once, collect, jitter, slowly, take, watchdog};
+use crate::support::{
+    Counting, Epochs, Gate, assert_each_once, collect, jitter, slowly, take, watchdog,
+};
 use nodes_std::{Error, Node, NodeExt, ParallelOptions, Result, testing};
 
 type Boxed = Box<dyn Node<Item = u64>>;
@@ -131,10 +133,12 @@ fn threaded() -> [Threaded; 9] {
     ]
 }
 
+/// Load: an item that takes a while (no test orders events by it).
 fn slow(_: u64) {
     std::thread::sleep(Duration::from_millis(1));
 }
 
+/// Load: an item that takes longer.
 fn busy(_: u64) {
     std::thread::sleep(Duration::from_millis(2));
 }
@@ -318,4 +322,61 @@ fn no_deadlock_when_the_source_errors_with_workers_busy() {
             }
         }
     });
+}
+
+/// A consumer blocked in `next` (the source waits at a gate the test
+/// holds shut) is woken by the node's cancel handle from another thread
+/// with `Error::Cancelled`, and loses nothing: the state taken then counts
+/// the items received, and once the gate opens `next` goes on with every
+/// item, in order.
+#[test]
+fn a_cancel_handle_wakes_a_blocked_consumer_and_nothing_is_lost() {
+    watchdog("cancel", || {
+        check_cancel("Prefetcher", |gate| {
+            let node = gated_source(gate).prefetch(2).unwrap();
+            (node.cancel_handle(), node.boxed())
+        });
+        // Chunks of one: item 1 does not wait in a chunk with item 2.
+        check_cancel("ParallelMapper", |gate| {
+            let node = gated_source(gate)
+                .par_map(Ok, ParallelOptions::new(2).prebatch(1))
+                .unwrap();
+            (node.cancel_handle(), node.boxed())
+        });
+    });
+}
+
+fn check_cancel(name: &str, build: impl Fn(&Gate) -> (nodes_std::CancelHandle, Boxed)) {
+    let gate = Gate::default();
+    let (cancel, node) = build(&gate);
+    let mut run = node.start().unwrap();
+    assert_eq!(take(&mut run, 2), [0, 1], "{name}");
+    // Item 2 waits at the gate: the consumer blocks until the cancel.
+    let consumer = std::thread::spawn(move || {
+        let woken = run.next().map(|r| r.map_err(|e| e.to_string()));
+        (woken, run)
+    });
+    cancel.cancel();
+    let (woken, mut run) = consumer.join().unwrap();
+    match woken {
+        Some(Err(message)) => assert!(message.contains("cancelled"), "{name}: {message}"),
+        other => panic!("{name}: expected a cancelled wait, got {other:?}"),
+    }
+    let state = run.get_state().unwrap();
+    gate.open();
+    assert_eq!(collect(&mut run), [2, 3, 4], "{name}");
+    let (_, node) = build(&gate);
+    let mut resumed = node.start_from(&state).unwrap();
+    assert_eq!(collect(&mut resumed), [2, 3, 4], "{name}: resumed");
+}
+
+/// `0..5` whose item 2 waits at `gate`.
+fn gated_source(gate: &Gate) -> impl Node<Item = u64> + 'static {
+    let gate = gate.clone();
+    Counting::new(5).map(move |x| {
+        if x == 2 {
+            gate.wait();
+        }
+        x
+    })
 }

@@ -268,14 +268,7 @@ pub(crate) struct Cursor {
     /// Snapshots that arrived before everything ahead of them was delivered,
     /// keyed by the index of the first item after them.
     pending: BTreeMap<u64, State>,
-    /// Snapshots replaced or passed over, to be dropped on the thread that
-    /// took them (see [`take_retired`](Self::take_retired)).
-    retired: Vec<State>,
 }
-
-/// Retired snapshots kept for their threads at most; beyond, they are
-/// dropped here.
-const MAX_RETIRED: usize = 1024;
 
 impl Cursor {
     /// A cursor standing right after `snapshot`, which was taken before item
@@ -287,23 +280,6 @@ impl Cursor {
             low: base,
             ahead: skip.into_iter().filter(|&i| i > base).collect(),
             pending: BTreeMap::new(),
-            retired: Vec::new(),
-        }
-    }
-
-    /// The snapshots this cursor replaced since the last call. A worker
-    /// takes a snapshot after every item by default; dropped here, each
-    /// would be freed on a thread other than the one that made it, which
-    /// glibc pays for with an arena lock, and the worker's state pool would
-    /// never see it again. The owner sends them back with the emptied chunk
-    /// buffers, and the workers drop them into their own pools.
-    pub(crate) fn take_retired(&mut self) -> Vec<State> {
-        std::mem::take(&mut self.retired)
-    }
-
-    fn retire(&mut self, snapshot: State) {
-        if self.retired.len() < MAX_RETIRED {
-            self.retired.push(snapshot);
         }
     }
 
@@ -351,20 +327,13 @@ impl Cursor {
             if after <= self.low && self.pending.is_empty() {
                 // The in-order fast path: adopt at once.
                 if after > self.base {
-                    let old = std::mem::replace(&mut self.snapshot, snapshot);
-                    self.retire(old);
+                    self.snapshot = snapshot;
                     self.base = after;
-                } else {
-                    self.retire(snapshot);
                 }
                 return;
             }
             if after > self.base {
-                if let Some(old) = self.pending.insert(after, snapshot) {
-                    self.retire(old);
-                }
-            } else {
-                self.retire(snapshot);
+                self.pending.insert(after, snapshot);
             }
         }
         // Adopt the newest snapshot that everything before it was delivered for.
@@ -373,8 +342,7 @@ impl Cursor {
                 break;
             }
             let (base, snapshot) = entry.remove_entry();
-            let old = std::mem::replace(&mut self.snapshot, snapshot);
-            self.retire(old);
+            self.snapshot = snapshot;
             self.base = base;
         }
     }
@@ -437,23 +405,22 @@ mod tests {
         assert_eq!(decoded(&c), (3, 3, 2, vec![]));
     }
 
-    /// Replaced and passed-over snapshots are handed back, in order, for the
-    /// thread that took them to drop; the adopted one stays.
+    /// A snapshot that arrives out of order is adopted only once every
+    /// item before it was delivered, and a later one supersedes it.
     #[test]
-    fn replaced_snapshots_are_retired_not_dropped() {
+    fn a_pending_snapshot_waits_for_its_prefix_and_the_newest_wins() {
         let mut c = Cursor::new(snap(0), 0, []);
         c.deliver(0, Some(snap(1)));
         c.deliver(1, Some(snap(2)));
-        let numbers = |states: Vec<State>| -> Vec<u64> {
-            states.iter().map(|s| s.get("n").unwrap()).collect()
-        };
-        assert_eq!(numbers(c.take_retired()), [0, 1]);
-        assert!(c.take_retired().is_empty());
-        // Out of order: a pending snapshot superseded before it is adopted.
+        assert_eq!(decoded(&c), (2, 2, 0, vec![]));
         c.deliver(3, Some(snap(4)));
+        assert_eq!(decoded(&c), (2, 2, 0, vec![3]), "item 2 is missing");
         c.deliver(2, Some(snap(3)));
-        assert_eq!(numbers(c.take_retired()), [2, 3]);
         assert_eq!(decoded(&c), (4, 4, 0, vec![]));
+        // A snapshot from before the adopted one changes nothing.
+        c.deliver(4, None);
+        c.deliver(1, Some(snap(2)));
+        assert_eq!(decoded(&c), (4, 4, 1, vec![]));
     }
 
     #[test]

@@ -1,0 +1,744 @@
+//! [`Threaded`]: the one lifecycle behind every thread-backed node.
+//!
+//! It owns a source and pulls from it on the caller's thread (`workers ==
+//! 0`) or on worker threads (`worker.rs`, handing chunks over through
+//! `hub.rs` to the consumer's `pool.rs`), applies the node's [`Stage`] to
+//! every item, keeps the consumer's position with the snapshot protocol of
+//! `snapshot.rs`, and applies the node's [`ErrorPolicy`] where items are
+//! delivered, so that a bad record counts the same whatever the worker
+//! count. Written once: reset (stop and join the old pass, put the source
+//! back where the consumer stood, restore, start the new pass), next, end
+//! of pass (join, snapshot the source past its end), shutdown and drop.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use nodes_core::__private::trace;
+use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
+
+use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
+use super::cancel::CancelHandle;
+use super::clock::{Clock, SystemClock};
+use super::hub::{Hub, Sender};
+use super::panic::{catch, guard};
+use super::plan::{Layout, Plan, Snapshots};
+use super::pool::{Cancelled, Pool};
+use super::puller::{Broke, Pulled, Puller};
+use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
+use super::sync::{Arc, Mutex, lock, may_spin, spawn};
+use super::worker::{ChunkSizer, Stage, Worker};
+use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
+
+/// Where the node stands.
+enum Phase<U> {
+    /// Never reset, or the last reset failed.
+    Idle,
+    /// The consumer pulls and processes (`workers == 0`, or the source came
+    /// back to the consumer, see `adapt.rs`).
+    Inline,
+    /// Reset; the workers start at the first `next`, from the consumer's
+    /// context (a pass beginning at this index).
+    Ready(u64),
+    /// Workers are running.
+    Running(Box<Pool<U>>),
+    /// The pass ended; workers joined.
+    Finished,
+    /// `shutdown` was called; workers joined.
+    ShutDown,
+}
+
+impl<U> fmt::Debug for Phase<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Idle => "Idle",
+            Phase::Inline => "Inline",
+            Phase::Ready(_) => "Ready",
+            Phase::Running(_) => "Running",
+            Phase::Finished => "Finished",
+            Phase::ShutDown => "ShutDown",
+        })
+    }
+}
+
+/// A source pulled on the caller's thread or on workers, with the
+/// consumer's position and the error policy. See the module docs.
+pub(crate) struct Threaded<N: Node, S, U> {
+    plan: Plan,
+    /// The plan as run over this source (see [`Plan::over`]).
+    run: Plan,
+    puller: Arc<Mutex<Puller<N>>>,
+    stage: std::sync::Arc<S>,
+    hub: Arc<Hub<U>>,
+    /// The source's description, refreshed whenever the source is at home.
+    source_description: Description,
+    flag: ResetFlag,
+    phase: Phase<U>,
+    /// What the consumer received (with workers; inline the source's own
+    /// state is exact).
+    cursor: Cursor,
+    /// The consumer received the end of data: the source stands where the
+    /// consumer does.
+    ended: bool,
+    budget: ErrorBudget,
+    /// The span of the skips this pass was restored with: from the first
+    /// item not delivered to one past the last delivered ahead (0 without).
+    restored_span: u64,
+    /// Whether the source may run on the consumer's thread for a while, and
+    /// when (one worker only; see `adapt.rs`).
+    adapt: Option<Adapt>,
+    /// The source came back to the consumer mid-pass and stands where the
+    /// consumer does; `cursor` is stale until the next reader starts.
+    at_consumer: bool,
+    /// Where the timing decisions read the time.
+    clock: std::sync::Arc<dyn Clock>,
+    /// The path of the source's count ([`Description::counted_path`]) this
+    /// pass, when workers pull it.
+    counted: Option<Vec<String>>,
+    /// Where the source broke this pass (shared with the puller).
+    broke: Arc<Broke>,
+}
+
+impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(self.plan.node)
+            .field("source", &self.source_description.to_string())
+            .field("plan", &self.run)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Node, S, U> Threaded<N, S, U> {
+    /// The plan as built.
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Whether the source may run on the consumer's thread.
+    pub(crate) fn adapt_policy(&self) -> Option<AdaptPolicy> {
+        self.adapt.as_ref().map(Adapt::policy)
+    }
+
+    /// The hand-over, for tests that order their events after it.
+    #[cfg(test)]
+    pub(crate) fn hub(&self) -> Arc<Hub<U>> {
+        Arc::clone(&self.hub)
+    }
+
+    /// The source's description as of the last reset.
+    pub(crate) fn source_description(&self) -> &Description {
+        &self.source_description
+    }
+}
+
+impl<N, S, U> Threaded<N, S, U>
+where
+    N: Node + 'static,
+    N::Item: Send + 'static,
+    S: Stage<N::Item, U>,
+    U: Send + 'static,
+{
+    /// A node over `source` that was not reset yet; `exact`: every item
+    /// must carry its source's state (see [`Plan::exact_positions`]).
+    pub(crate) fn new(source: N, stage: S, plan: Plan, exact: bool) -> Self {
+        Self::with_clock(source, stage, plan, exact, std::sync::Arc::new(SystemClock))
+    }
+
+    /// [`new`](Self::new) reading the time from `clock`.
+    pub(crate) fn with_clock(
+        source: N,
+        stage: S,
+        plan: Plan,
+        exact: bool,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Self {
+        let source_description = source.describe();
+        // Taken when the node is built: a tree does not change shape.
+        let varies = source_description.varying_order().is_some();
+        let puller = Puller::new(source, std::sync::Arc::clone(&clock));
+        Threaded {
+            broke: Arc::clone(&puller.broke),
+            counted: None,
+            run: plan.over(varies).exact_positions(exact),
+            plan,
+            source_description,
+            puller: Arc::new(Mutex::new(puller)),
+            stage: std::sync::Arc::new(stage),
+            hub: Arc::new(Hub::new()),
+            flag: ResetFlag::default(),
+            phase: Phase::Idle,
+            cursor: Cursor::new(State::new(), 0, []),
+            ended: false,
+            budget: ErrorBudget::new(plan.policy),
+            restored_span: 0,
+            adapt: None,
+            at_consumer: false,
+            clock,
+        }
+    }
+
+    /// Lets the source run on the consumer's thread while that is faster
+    /// (`Some`; one worker, in order), or keeps it on the worker (`None`,
+    /// the default). A builder step: before the first reset.
+    pub(crate) fn set_adapt(&mut self, policy: Option<AdaptPolicy>) {
+        debug_assert!(self.plan.workers == 1 && self.plan.in_order);
+        self.adapt = policy.map(Adapt::new);
+    }
+
+    /// Sets the error policy (a builder step: before the first reset).
+    pub(crate) fn set_policy(&mut self, policy: ErrorPolicy) {
+        self.plan.policy = policy;
+        self.run.policy = policy;
+        self.budget = ErrorBudget::new(policy);
+    }
+
+    /// A handle that wakes this node's consumer from its wait for the
+    /// workers (see [`CancelHandle`]).
+    pub(crate) fn cancel_handle(&self) -> CancelHandle {
+        let hub = Arc::clone(&self.hub);
+        CancelHandle::new(move || hub.cancel())
+    }
+
+    /// The bound on what a state this node writes this pass can record
+    /// (`max_offset`, before the offsets delivered ahead): a snapshot is
+    /// taken at least every `snapshot_frequency` items that are not restored
+    /// skips, so at most that many plus the restored skips are delivered
+    /// after the one a state names. Items delivered ahead of a gap are not
+    /// replayed (they are passed over while pulling) and the writer adds
+    /// their largest offset.
+    fn max_offset(&self) -> u64 {
+        let every = match self.run.snapshots {
+            Snapshots::Every(every) => every,
+            Snapshots::Paced => MAX_PACED_STEPS,
+        };
+        every
+            .saturating_add(self.run.max_in_flight as u64)
+            .saturating_add(self.restored_span.saturating_mul(2))
+    }
+
+    /// How many more items the consumer gets this pass: the source's hint
+    /// plus what was pulled and not yet handed out, then the error policy
+    /// (`stage_fails`: whether the stage may turn an item into an error).
+    /// It never waits for the workers: while one holds the source, the
+    /// upper bound is unknown.
+    pub(crate) fn size_hint(&self, stage_fails: bool) -> crate::hint::Hint {
+        let (raw, source_fails) = match &self.phase {
+            Phase::Idle | Phase::ShutDown => return crate::hint::UNKNOWN,
+            Phase::Finished => return crate::hint::exact(0),
+            Phase::Inline | Phase::Ready(_) => match self.puller.try_lock() {
+                Ok(puller) => (puller.size_hint(), puller.source.may_fail()),
+                Err(_) => return crate::hint::UNKNOWN,
+            },
+            Phase::Running(pool) => {
+                let held = (pool.current.items.len() + pool.deferred.len()) as u64;
+                match self.puller.try_lock() {
+                    Ok(puller) => {
+                        let (lower, upper) = puller.size_hint();
+                        // Deferred errors were handed out of their chunk.
+                        let ahead = (pool.ahead() + pool.deferred.len()) as u64;
+                        let upper = upper.and_then(|u| u.checked_add(ahead));
+                        (
+                            (lower.saturating_add(held), upper),
+                            puller.source.may_fail(),
+                        )
+                    }
+                    Err(_) => ((held, None), true),
+                }
+            }
+        };
+        self.budget.size_hint(raw, stage_fails || source_fails)
+    }
+
+    /// Whether the consumer may get an error this pass.
+    pub(crate) fn may_fail(&self, stage_fails: bool) -> bool {
+        let source_fails = self
+            .puller
+            .try_lock()
+            .map_or(true, |puller| puller.source.may_fail());
+        self.budget.may_deliver(stage_fails || source_fails)
+    }
+
+    /// The next item for the consumer, after the error policy.
+    pub(crate) fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
+        // The common case first: the current chunk holds a good item that
+        // carries no snapshot and nothing waits before it.
+        if let Phase::Running(pool) = &mut self.phase
+            && let Some((index, value)) = pool.take_plain()
+        {
+            self.cursor.deliver(index, None);
+            self.count_handed_out(cx);
+            return Ok(Some(value));
+        }
+        let node = self.plan.node;
+        self.flag.check(node)?;
+        loop {
+            if let Phase::Ready(base) = self.phase {
+                if self.adapt_mode() == Some(Mode::Inline) {
+                    // The source stands where the consumer does (a reset
+                    // put it there), and it was faster here last pass.
+                    self.phase = Phase::Inline;
+                    self.at_consumer = true;
+                } else {
+                    self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
+                }
+            }
+            if let Phase::Running(pool) = &self.phase
+                && pool.handed_back()
+            {
+                // Everything the reader read ahead is out: go on inline,
+                // unless the consumer meanwhile wants the reader back.
+                self.phase = Phase::Inline;
+                self.at_consumer = true;
+                if self.adapt_mode() == Some(Mode::Threaded) {
+                    self.go_threaded(cx);
+                }
+                continue;
+            }
+            let timed = self.adapt.is_some() || cx.timing();
+            let clock = timed.then_some(&*self.clock);
+            let delivered = match &mut self.phase {
+                Phase::Running(pool) => {
+                    match pool.next(&self.cursor, self.run.in_order, node, cx, clock) {
+                        Ok(Some((index, value, snapshot))) => {
+                            self.cursor.deliver(index, snapshot);
+                            Some(value)
+                        }
+                        Ok(None) => None,
+                        Err(Cancelled) => return Err(Error::Cancelled { node }),
+                    }
+                }
+                Phase::Inline => self.next_inline(cx),
+                Phase::Finished => return Ok(None),
+                Phase::ShutDown => return Err(Error::ShutDown { node }),
+                Phase::Idle | Phase::Ready(_) => return Err(Error::NotReset { node }),
+            };
+            let error = match delivered {
+                None => return self.end_of_data(cx),
+                Some(Ok(value)) => {
+                    self.count_handed_out(cx);
+                    return Ok(Some(value));
+                }
+                Some(Err(error)) if is_bad_record(&error) => error,
+                // Not a bad record: no policy applies (the pass ends by itself).
+                Some(Err(error)) => return Err(error),
+            };
+            match self.budget.judge(error, cx) {
+                Verdict::Deliver(error) => {
+                    self.count_handed_out(cx);
+                    return Err(error);
+                }
+                Verdict::DeliverAndEnd(error) => {
+                    self.finish();
+                    return Err(error);
+                }
+                Verdict::Skip => {}
+            }
+        }
+    }
+
+    /// Inline: pull one item and process it here; `None` at the end.
+    fn next_inline(&mut self, cx: &mut Cx) -> Option<Result<U>> {
+        let node = self.plan.node;
+        let (index, item) = {
+            let mut puller = lock(&self.puller);
+            loop {
+                if puller.done {
+                    return None;
+                }
+                match puller.pull_one(cx, node) {
+                    Pulled::Item(index, item) => break (index, item),
+                    Pulled::Skipped(_) => {}
+                    Pulled::End { last, .. } => break last?,
+                }
+            }
+        };
+        Some(
+            item.map_err(|error| *error)
+                .and_then(|item| catch(node, Some(index), || self.stage.apply(index, item))),
+        )
+    }
+
+    /// Where the adaptation wants the source now (`None`: not adaptive).
+    fn adapt_mode(&self) -> Option<Mode> {
+        self.adapt.as_ref().map(Adapt::mode)
+    }
+
+    /// Counts an item handed out, and switches between the reader and the
+    /// consumer's thread when the adaptation says so (see `adapt.rs`).
+    #[inline]
+    fn count_handed_out(&mut self, cx: &Cx) {
+        if let Some(adapt) = &mut self.adapt
+            && adapt.tick()
+        {
+            self.adapt_look(cx);
+        }
+    }
+
+    #[cold]
+    fn adapt_look(&mut self, cx: &Cx) {
+        let waited = match &self.phase {
+            Phase::Running(pool) => pool.waited,
+            _ => std::time::Duration::ZERO,
+        };
+        let Some(adapt) = &mut self.adapt else {
+            return;
+        };
+        match (adapt.look(self.clock.now(), waited), &mut self.phase) {
+            // The reader stops now; the pass goes on inline once what it
+            // read ahead is handed out (see `next`).
+            (Some(Mode::Inline), Phase::Running(pool)) => pool.hand_back(),
+            (Some(Mode::Threaded), Phase::Inline) => self.go_threaded(cx),
+            // Still handing back, or the pass is over: `next` and the next
+            // reset follow the adaptation's mode.
+            _ => {}
+        }
+    }
+
+    /// Inline mid-pass, with the source where the consumer stands: starts a
+    /// reader from a snapshot of it. A source whose state cannot be taken
+    /// stays inline (its `get_state` reports the failure to the consumer).
+    fn go_threaded(&mut self, cx: &Cx) {
+        let node = self.plan.node;
+        let mut puller = lock(&self.puller);
+        if puller.done {
+            return;
+        }
+        let Ok(snapshot) = catch(node, None, || puller.source.get_state(cx)) else {
+            return;
+        };
+        let base = puller.next_index;
+        puller.restart_pacing();
+        self.cursor = Cursor::new(snapshot, base, puller.skip.iter().copied());
+        drop(puller);
+        self.at_consumer = false;
+        self.phase = Phase::Ready(base);
+    }
+
+    /// The consumer reached the end of the pass.
+    fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
+        self.finish();
+        let (done, broke) = {
+            let puller = lock(&self.puller);
+            (puller.done, puller.broke.get().is_some())
+        };
+        if broke {
+            // The pass ended early: a restore must not read on.
+            self.budget.end_pass();
+        }
+        // The source stands where the consumer does only if it really ended
+        // (not when a worker died, leaving others' read-ahead behind).
+        self.ended = done;
+        if self.ended {
+            self.snapshot_at_end(cx)?;
+        }
+        Ok(None)
+    }
+
+    /// Ends the pass: joins the workers and latches.
+    fn finish(&mut self) {
+        self.stop_workers();
+        self.phase = Phase::Finished;
+    }
+
+    fn stop_workers(&mut self) {
+        if let Phase::Running(pool) = &mut self.phase {
+            pool.stop();
+        }
+    }
+
+    /// The consumer received the end of data and the workers are joined: the
+    /// source now stands past its end, which can differ from where the last
+    /// snapshot and the count after it put it (a sampler asked for one more
+    /// index moves to its next epoch on the next reset). Snapshot that
+    /// position, so that restoring a state taken at the end of a pass sets
+    /// the source up for the next pass exactly as the uninterrupted run does.
+    fn snapshot_at_end(&mut self, cx: &Cx) -> Result<()> {
+        if self.run.workers == 0 {
+            return Ok(());
+        }
+        let puller = lock(&self.puller);
+        let snapshot = catch(self.plan.node, None, || puller.source.get_state(cx))?;
+        self.cursor = Cursor::new(snapshot, puller.next_index, []);
+        Ok(())
+    }
+
+    /// Decodes a saved state in the node's layout.
+    fn decode(&self, state: &State) -> Result<Saved> {
+        let node = self.plan.node;
+        match self.plan.layout {
+            Layout::Indexed => Saved::decode(node, state, &[ERRORS]),
+            Layout::InOrder => Saved::decode_in_order(node, state, &[ERRORS], MAX_PACED_STEPS),
+        }
+    }
+
+    /// Checks a saved state as `reset` would take it, the source's part
+    /// included, without applying anything.
+    pub(crate) fn check_state(&self, state: &State) -> Result<()> {
+        let saved = self.decode(state)?;
+        if state.contains(ERRORS) {
+            self.budget.load(state)?;
+        }
+        lock(&self.puller).source.check_state(&saved.snapshot)
+    }
+
+    /// Starts a pass: from the start (`None`) or from a saved state.
+    pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        let node = self.plan.node;
+        // Validate everything before touching anything.
+        let saved = state.map(|s| self.decode(s)).transpose()?;
+        let counts = match state {
+            Some(s) if s.contains(ERRORS) => Some(self.budget.load(s)?),
+            _ => None,
+        };
+        // A new pass after one the consumer did not finish starts from where
+        // the consumer stood, not from where the workers got to.
+        let rewind = saved.is_none()
+            && self.run.workers > 0
+            && self.flag.is_reset()
+            && !self.ended
+            && !self.at_consumer;
+        // Unusable until this reset succeeds.
+        self.flag = ResetFlag::default();
+        self.ended = false;
+        self.stop_workers();
+        self.phase = Phase::Idle;
+        self.at_consumer = false;
+        if let Some(adapt) = &mut self.adapt {
+            adapt.new_pass();
+        }
+        if rewind {
+            let (snapshot, steps) = self.cursor.position();
+            let base = self.cursor.low() - steps;
+            let (snapshot, base) = self.counted_forward(snapshot, base, self.cursor.low());
+            let (snapshot, steps) = (snapshot.into_owned(), self.cursor.low() - base);
+            let mut puller = lock(&self.puller);
+            catch(node, None, || {
+                snapshot::rewind(&mut puller.source, &snapshot, steps)
+            })?;
+        }
+        let snapshot = self.reset_source(saved.as_ref())?;
+        let base = saved.as_ref().map_or(0, Saved::resume_index);
+        let ahead = saved.map(|s| s.ahead).unwrap_or_default();
+        self.restored_span = ahead.last().map_or(0, |&last| last + 1 - base);
+        self.cursor = Cursor::new(snapshot, base, ahead);
+        self.budget.clear();
+        if let Some(counts) = counts {
+            self.budget.restore(counts);
+        }
+        self.phase = if self.budget.ended() {
+            Phase::Finished
+        } else if self.run.workers == 0 {
+            Phase::Inline
+        } else {
+            Phase::Ready(base)
+        };
+        self.flag.mark();
+        Ok(())
+    }
+
+    /// Resets the source (no worker is left) to `saved`, pulls the items the
+    /// consumer had received since its snapshot again, and returns the
+    /// snapshot the cursor starts from.
+    fn reset_source(&mut self, saved: Option<&Saved>) -> Result<State> {
+        let node = self.plan.node;
+        let threaded = self.run.workers > 0;
+        let mut puller = lock(&self.puller);
+        let puller = &mut *puller;
+        puller.done = false;
+        puller.broke.set(None);
+        puller.skip.clear();
+        puller.next_index = 0;
+        puller.restart_pacing();
+        self.counted = if threaded {
+            self.source_description.counted_path()
+        } else {
+            None
+        };
+        puller.counted = self.counted.is_some();
+        let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
+        if let Some(saved) = saved {
+            for i in 0..saved.steps {
+                match guard(node, Some(i), || replay.next())? {
+                    // An `Err` is an item too: it was delivered, so skip it.
+                    Ok(Some(_)) | Err(_) => {}
+                    Ok(None) => {
+                        return Err(Error::bad_state(
+                            saved.steps_path.clone(),
+                            format!(
+                                "the source ended after {i} of the {} items to skip: the state does not belong to this source",
+                                saved.steps
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let snapshot = if threaded {
+            replay.get_state()?
+        } else {
+            State::new()
+        };
+        if let Some(saved) = saved {
+            puller.next_index = saved.resume_index();
+            puller.skip = saved.ahead.iter().copied().collect();
+            puller.skip_path.clone_from(&saved.ahead_path);
+        }
+        self.source_description = puller.source.describe();
+        Ok(snapshot)
+    }
+
+    /// Starts the worker threads for a pass beginning at `base`.
+    fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
+        let plan = self.run;
+        self.hub.open(
+            plan.window_for(ChunkSizer::new(&plan).size),
+            plan.max_in_flight,
+        );
+        let mut pool = Pool::new(Arc::clone(&self.hub), base, may_spin(plan.workers));
+        for i in 0..plan.workers {
+            let worker = Worker {
+                puller: Arc::clone(&self.puller),
+                stage: std::sync::Arc::clone(&self.stage),
+                sender: Sender::join(&self.hub),
+                plan,
+                clock: std::sync::Arc::clone(&self.clock),
+            };
+            let worker_cx = cx.fork();
+            let node = plan.node;
+            let run = move || {
+                trace::worker_started(node, i);
+                worker.run(worker_cx);
+                trace::worker_stopped(node, i);
+            };
+            let name = format!("{}-{i}", plan.thread_name);
+            // On failure `pool` is dropped, which stops and joins the others.
+            pool.push(spawn(node, name, trace::with_dispatch(run))?);
+        }
+        Ok(pool)
+    }
+
+    /// The consumer's position in the node's layout, with the error counts
+    /// when the policy keeps any.
+    pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(self.plan.node)?;
+        let (mut state, low) = match self.phase {
+            Phase::Idle => {
+                return Err(Error::NotReset {
+                    node: self.plan.node,
+                });
+            }
+            // Inline, or the source came back to the consumer mid-pass:
+            // its own state is exact.
+            _ if self.run.workers == 0 || self.at_consumer => {
+                let puller = lock(&self.puller);
+                // Skipped items right at the front count as received steps.
+                let mut low = puller.next_index;
+                while puller.skip.contains(&low) {
+                    low += 1;
+                }
+                let source = puller.source.get_state(cx)?;
+                let ahead = puller.skip.range(low..).copied();
+                (self.encode(&source, puller.next_index, low, ahead)?, low)
+            }
+            _ => {
+                let (snapshot, base, low, ahead) = self.cursor.parts();
+                let (snapshot, base) = self.counted_forward(snapshot, base, low);
+                (self.encode(&snapshot, base, low, ahead)?, low)
+            }
+        };
+        // A source that broke ends the pass once its last item was received,
+        // even before the consumer asked for the end.
+        let mut budget = self.budget;
+        if self.broke.get().is_some_and(|end| low >= end) {
+            budget.end_pass();
+        }
+        if budget.policy() != ErrorPolicy::Deliver || budget.ended() {
+            budget.save(&mut state)?;
+        }
+        Ok(state)
+    }
+
+    /// Over a source that counts its items ([`Description::counted_path`]), which
+    /// takes no snapshot per item: `snapshot`, taken before item `base`,
+    /// moved forward over the items up to `low`, and the index it then
+    /// stands before. The state records no steps, as if a snapshot had been
+    /// taken after every item. Not past an item at which the source broke
+    /// (a panic leaves its count unknown): that item stays a step.
+    fn counted_forward<'a>(
+        &self,
+        snapshot: &'a State,
+        base: u64,
+        low: u64,
+    ) -> (Cow<'a, State>, u64) {
+        let unmoved = (Cow::Borrowed(snapshot), base);
+        let Some(path) = &self.counted else {
+            return unmoved;
+        };
+        let upto = self.broke.get().map_or(low, |end| low.min(end - 1));
+        if upto <= base {
+            return unmoved;
+        }
+        match count_moved(snapshot, path, upto - base) {
+            Some(moved) => (Cow::Owned(moved), upto),
+            // Not the promised count: keep the steps (a replay).
+            None => unmoved,
+        }
+    }
+
+    fn encode(
+        &self,
+        snapshot: &State,
+        base: u64,
+        low: u64,
+        ahead: impl Iterator<Item = u64>,
+    ) -> Result<State> {
+        match self.plan.layout {
+            Layout::Indexed => snapshot::encode(snapshot, base, low, ahead, self.max_offset()),
+            Layout::InOrder => snapshot::encode_in_order(snapshot, low - base),
+        }
+    }
+
+    /// Stops the workers and shuts the source down.
+    pub(crate) fn shutdown(&mut self) {
+        self.stop_workers();
+        if !matches!(self.phase, Phase::Idle) {
+            self.phase = Phase::ShutDown;
+        }
+        lock(&self.puller).source.shutdown();
+    }
+}
+
+/// `state` with the count at `path` (keys down through nested states) raised
+/// by `by`; `None` if there is no `u64` there.
+fn count_moved(state: &State, path: &[String], by: u64) -> Option<State> {
+    let (key, below) = path.split_first()?;
+    let mut moved = state.clone();
+    if below.is_empty() {
+        let count: u64 = state.get(key).ok()?;
+        moved.insert(key.clone(), count.checked_add(by)?).ok()?;
+    } else {
+        let child = state.child(key).ok()?;
+        moved.insert_child(key.clone(), count_moved(&child, below, by)?);
+    }
+    Some(moved)
+}
+
+impl<N: Node, S, U> Drop for Threaded<N, S, U> {
+    fn drop(&mut self) {
+        // Dropping the pool stops and joins its workers.
+        self.phase = Phase::Idle;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::hub::Slot;
+
+    /// Chunks cross between cores item by item: an item keeps its error out
+    /// of line, so that a small item stays small.
+    #[test]
+    fn a_chunk_item_of_a_word_is_three_words() {
+        assert_eq!(std::mem::size_of::<(u64, Slot<u64>)>(), 24);
+        assert!(std::mem::size_of::<nodes_core::Error>() > 24);
+    }
+}

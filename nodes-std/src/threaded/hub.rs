@@ -1,0 +1,558 @@
+//! The hand-over between a pass's workers and its consumer: the credits
+//! that bound the items in flight, the queue of chunks, and every wake-up
+//! between the two sides.
+//!
+//! One mutex guards it all, so that each condition a thread waits for
+//! (free credits, a chunk, the end of the workers, a cancel) changes only
+//! under that mutex, and the thread that changes it notifies: a wait cannot
+//! miss its wake-up, and none needs a timeout (the loom tests in
+//! `loom_tests.rs` check this over every interleaving they reach). Each side
+//! takes the lock once per chunk, not per item: a worker to take credits
+//! and to queue its chunk, the consumer to give a finished chunk's credits
+//! back and take the next one. A thread about to block first polls for a
+//! short while ([`Backoff`]) when the node's threads each have a core,
+//! since waking a thread that slept costs tens of microseconds.
+//!
+//! Nothing here is sized by the node's arguments: the queue grows with the
+//! chunks that arrive, and the credits are a count.
+
+use std::collections::VecDeque;
+
+use crossbeam_utils::Backoff;
+use nodes_core::{Error, State};
+
+use super::sync::{Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering, lock, wait};
+
+/// An item of a chunk, or the error in its place. The error is boxed, so
+/// that an item of a `u64` stays three words on its way between cores.
+pub(crate) type Slot<U> = std::result::Result<U, Box<Error>>;
+
+/// The items of a chunk, in pull order, with their indices.
+pub(crate) type Items<U> = VecDeque<(u64, Slot<U>)>;
+
+/// Items on their way to the consumer, in pull order.
+#[derive(Debug)]
+pub(crate) struct Chunk<U> {
+    pub(crate) items: Items<U>,
+    /// Source states, as `(position in items, state after that item)`.
+    pub(crate) snapshots: VecDeque<(usize, State)>,
+    /// The pass ends after these items: the index after the last one. Set at
+    /// the end of data, on a source that broke, and when a worker died.
+    pub(crate) end: Option<u64>,
+}
+
+impl<U> Chunk<U> {
+    /// An empty chunk filling `items` (emptied first).
+    pub(crate) fn with(mut items: Items<U>) -> Self {
+        items.clear();
+        Chunk {
+            items,
+            snapshots: VecDeque::new(),
+            end: None,
+        }
+    }
+
+    /// A chunk of one error at `index` that ends the pass.
+    pub(crate) fn failure(index: u64, error: Error) -> Self {
+        let mut chunk = Chunk::with(VecDeque::new());
+        chunk.items.push_back((index, Err(Box::new(error))));
+        chunk.end = Some(index + 1);
+        chunk
+    }
+
+    /// The index the consumer waits for before this chunk is its turn.
+    pub(crate) fn first_index(&self) -> u64 {
+        self.items
+            .front()
+            .map_or_else(|| self.end.unwrap_or(u64::MAX), |(i, _)| *i)
+    }
+}
+
+/// Emptied chunk buffers kept for the workers at most: a steady pass
+/// allocates no chunk, and buffers are freed on the thread that made them.
+const MAX_SPARE: usize = 16;
+
+/// Whether workers may take credits and queue chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Open,
+    /// No new credits; chunks already pulled are still queued (the
+    /// consumer hands them out before it takes the source back).
+    Halted,
+    /// No new credits and no chunks: the pass is being stopped.
+    Closed,
+}
+
+/// What the consumer's wait for a chunk gave.
+#[derive(Debug)]
+pub(crate) enum Received<U> {
+    Chunk(Chunk<U>),
+    /// Every worker is gone and nothing is queued.
+    Gone,
+    /// A [`cancel`](Hub::cancel) woke the consumer.
+    Cancelled,
+}
+
+#[derive(Debug)]
+struct Inner<U> {
+    queue: VecDeque<Chunk<U>>,
+    spare: Vec<Items<U>>,
+    /// Credits in all: items pulled and not yet handed out, at most.
+    window: usize,
+    /// The most `window` may grow to.
+    ceiling: usize,
+    /// Credits out: taken by workers and not yet given back by the consumer.
+    out: usize,
+    /// The smallest need among the workers that slept since the last
+    /// wake-up (`usize::MAX`: none).
+    wanted: usize,
+    sleepers: usize,
+    consumer_waits: bool,
+    /// Workers of this pass that are still running.
+    senders: usize,
+    flow: Flow,
+    cancelled: bool,
+}
+
+impl<U> Inner<U> {
+    fn free(&self) -> usize {
+        self.window.saturating_sub(self.out)
+    }
+}
+
+/// The hand-over of one node, reused pass after pass. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Hub<U> {
+    inner: Mutex<Inner<U>>,
+    /// Workers wait here for credits.
+    room: Condvar,
+    /// The consumer waits here for a chunk.
+    ready: Condvar,
+    /// Raised when the pass halts or closes, for a worker in the middle of
+    /// a chunk to hand it over early (read without the lock).
+    stopping: AtomicBool,
+}
+
+impl<U> Hub<U> {
+    /// A hand-over with no pass running.
+    pub(crate) fn new() -> Self {
+        Hub {
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                spare: Vec::new(),
+                window: 0,
+                ceiling: 0,
+                out: 0,
+                wanted: usize::MAX,
+                sleepers: 0,
+                consumer_waits: false,
+                senders: 0,
+                flow: Flow::Closed,
+                cancelled: false,
+            }),
+            room: Condvar::new(),
+            ready: Condvar::new(),
+            stopping: AtomicBool::new(true),
+        }
+    }
+
+    /// Opens a pass with `window` credits, growing up to `ceiling`. The
+    /// previous pass's workers were all joined.
+    pub(crate) fn open(&self, window: usize, ceiling: usize) {
+        let mut inner = lock(&self.inner);
+        inner.queue.clear();
+        inner.window = window.max(1);
+        inner.ceiling = ceiling.max(inner.window);
+        inner.out = 0;
+        inner.wanted = usize::MAX;
+        inner.flow = Flow::Open;
+        self.stopping.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the pass is halting or closing.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Takes between one and `want` credits, blocking while none is free:
+    /// the first look takes what is free, a worker that has to wait waits
+    /// for its chunk's worth (at most half the window), so that a fast
+    /// worker and the consumer do not take turns item by item. `0` once
+    /// the pass halts or closes.
+    pub(crate) fn acquire(&self, want: usize, spin: bool) -> usize {
+        let want = want.max(1);
+        let backoff = Backoff::new();
+        let mut least = 1;
+        let mut inner = lock(&self.inner);
+        loop {
+            if inner.flow != Flow::Open {
+                return 0;
+            }
+            let free = inner.free();
+            if free >= least {
+                let n = free.min(want);
+                inner.out += n;
+                return n;
+            }
+            least = want.min((inner.window / 2).max(1));
+            if spin && !backoff.is_completed() {
+                drop(inner);
+                backoff.snooze();
+                inner = lock(&self.inner);
+                continue;
+            }
+            inner.wanted = inner.wanted.min(least);
+            inner.sleepers += 1;
+            inner = wait(&self.room, inner);
+            inner.sleepers -= 1;
+        }
+    }
+
+    /// Wakes the sleeping workers once the smallest need among them is free.
+    fn wake_workers(&self, inner: &mut MutexGuard<'_, Inner<U>>) {
+        if inner.sleepers > 0 && inner.free() >= inner.wanted {
+            inner.wanted = usize::MAX;
+            self.room.notify_all();
+        }
+    }
+
+    /// Gives back `n` credits: a worker's that it took and did not use, or
+    /// the consumer's for items it handed out.
+    pub(crate) fn release(&self, n: usize) {
+        if n > 0 {
+            let mut inner = lock(&self.inner);
+            inner.out -= n.min(inner.out);
+            self.wake_workers(&mut inner);
+        }
+    }
+
+    /// Raises the window to `to` (at most the ceiling; it never shrinks).
+    pub(crate) fn grow(&self, to: usize) {
+        let mut inner = lock(&self.inner);
+        let to = to.min(inner.ceiling);
+        if to > inner.window {
+            inner.window = to;
+            self.wake_workers(&mut inner);
+        }
+    }
+
+    /// Queues a worker's chunk and returns an emptied buffer to pull into
+    /// next, if the consumer left one. `Err` with the chunk once the pass
+    /// is closed (the worker then stops).
+    pub(crate) fn send(&self, chunk: Chunk<U>) -> Result<Option<Items<U>>, Chunk<U>> {
+        let mut inner = lock(&self.inner);
+        if inner.flow == Flow::Closed {
+            return Err(chunk);
+        }
+        inner.queue.push_back(chunk);
+        if inner.consumer_waits {
+            self.ready.notify_one();
+        }
+        Ok(inner.spare.pop())
+    }
+
+    /// The consumer leaves its last chunk's emptied buffer for the workers
+    /// and takes the next chunk, blocking until one is queued, every worker
+    /// is gone, or a cancel comes.
+    pub(crate) fn receive(&self, done: Items<U>, spin: bool) -> Received<U> {
+        let backoff = Backoff::new();
+        let mut inner = lock(&self.inner);
+        if done.capacity() > 0 && inner.spare.len() < MAX_SPARE {
+            inner.spare.push(done);
+        }
+        loop {
+            if inner.cancelled {
+                inner.cancelled = false;
+                return Received::Cancelled;
+            }
+            if let Some(chunk) = inner.queue.pop_front() {
+                return Received::Chunk(chunk);
+            }
+            if inner.senders == 0 {
+                return Received::Gone;
+            }
+            if spin && !backoff.is_completed() {
+                drop(inner);
+                backoff.snooze();
+                inner = lock(&self.inner);
+                continue;
+            }
+            inner.consumer_waits = true;
+            inner = wait(&self.ready, inner);
+            inner.consumer_waits = false;
+        }
+    }
+
+    /// Stops new pulls but keeps what was pulled: workers waiting for
+    /// credits leave, and chunks still arrive until every worker is gone.
+    pub(crate) fn halt(&self) {
+        let mut inner = lock(&self.inner);
+        if inner.flow == Flow::Open {
+            inner.flow = Flow::Halted;
+        }
+        self.stopping.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+    }
+
+    /// Stops the pass: workers waiting for credits leave, and their sends
+    /// fail. Returns the chunks still queued, for the caller to drop
+    /// outside the lock (their items are user values).
+    pub(crate) fn close(&self) -> VecDeque<Chunk<U>> {
+        let mut inner = lock(&self.inner);
+        inner.flow = Flow::Closed;
+        self.stopping.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+        std::mem::take(&mut inner.queue)
+    }
+
+    /// Wakes a consumer waiting for a chunk with [`Received::Cancelled`]
+    /// (or the next one to wait, if none waits now).
+    pub(crate) fn cancel(&self) {
+        lock(&self.inner).cancelled = true;
+        self.ready.notify_all();
+    }
+
+    /// Whether the consumer is blocked waiting for a chunk (for tests that
+    /// order their events after it).
+    #[cfg(test)]
+    pub(crate) fn consumer_waits(&self) -> bool {
+        lock(&self.inner).consumer_waits
+    }
+
+    /// Chunks queued and not yet taken.
+    pub(crate) fn queued(&self) -> usize {
+        lock(&self.inner).queue.len()
+    }
+
+    /// Credits out: an upper bound on the items pulled and not yet handed
+    /// out, counting the items of the consumer's current chunk.
+    pub(crate) fn in_flight(&self) -> usize {
+        lock(&self.inner).out
+    }
+}
+
+/// A worker's membership in the pass: while any is alive, the consumer
+/// waits for chunks; the last one to go wakes it.
+#[derive(Debug)]
+pub(crate) struct Sender<U> {
+    pub(crate) hub: Arc<Hub<U>>,
+}
+
+impl<U> Sender<U> {
+    /// Counts one more worker in the pass.
+    pub(crate) fn join(hub: &Arc<Hub<U>>) -> Self {
+        lock(&hub.inner).senders += 1;
+        Sender {
+            hub: Arc::clone(hub),
+        }
+    }
+}
+
+impl<U> Drop for Sender<U> {
+    fn drop(&mut self) {
+        let mut inner = lock(&self.hub.inner);
+        inner.senders -= 1;
+        if inner.senders == 0 && inner.consumer_waits {
+            self.hub.ready.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// Waits (yielding) until `done` holds: orders the test after an event
+    /// of another thread without timing it.
+    fn until(mut done: impl FnMut() -> bool) {
+        while !done() {
+            std::thread::yield_now();
+        }
+    }
+
+    fn sleepers<U>(hub: &Hub<U>) -> usize {
+        lock(&hub.inner).sleepers
+    }
+
+    fn chunk(items: &[u64]) -> Chunk<u64> {
+        let mut chunk = Chunk::with(VecDeque::new());
+        chunk.items = items.iter().map(|&i| (i, Ok(i))).collect();
+        chunk
+    }
+
+    fn indices(received: Received<u64>) -> Vec<u64> {
+        match received {
+            Received::Chunk(chunk) => chunk.items.iter().map(|(i, _)| *i).collect(),
+            other => panic!("expected a chunk, got {other:?}"),
+        }
+    }
+
+    /// A worker that acquires on its own thread; its grant comes back on
+    /// the channel.
+    fn acquiring(hub: &Arc<Hub<u64>>, want: usize) -> mpsc::Receiver<usize> {
+        let (tx, rx) = mpsc::channel();
+        acquiring_into(hub, want, tx);
+        rx
+    }
+
+    fn acquiring_into(hub: &Arc<Hub<u64>>, want: usize, grants: mpsc::Sender<usize>) {
+        let hub = Arc::clone(hub);
+        std::thread::spawn(move || grants.send(hub.acquire(want, false)).unwrap());
+    }
+
+    #[test]
+    fn a_worker_waits_for_credits_and_a_close_wakes_every_worker() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(1, 1);
+        assert_eq!(
+            hub.acquire(5, false),
+            1,
+            "the first look takes what is free"
+        );
+        let (tx, grants) = mpsc::channel();
+        acquiring_into(&hub, 1, tx.clone());
+        acquiring_into(&hub, 1, tx);
+        until(|| sleepers(&hub) == 2);
+        assert!(grants.try_recv().is_err());
+        // The consumer hands the item out: its credit goes back, and one
+        // sleeper takes it.
+        hub.release(1);
+        assert_eq!(grants.recv().unwrap(), 1);
+        drop(hub.close());
+        assert_eq!(grants.recv().unwrap(), 0, "the other sleeper leaves");
+        assert_eq!(hub.acquire(1, false), 0, "a closed hub grants nothing");
+    }
+
+    #[test]
+    fn a_sleeping_worker_wakes_once_its_chunk_is_free() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(8, 8);
+        assert_eq!(hub.acquire(8, false), 8);
+        let woken = acquiring(&hub, 8);
+        until(|| sleepers(&hub) == 1);
+        // Three credits back: below its need (half the window).
+        hub.release(3);
+        assert_eq!(sleepers(&hub), 1, "three of the four it needs");
+        assert!(woken.try_recv().is_err());
+        hub.release(1);
+        assert_eq!(woken.recv().unwrap(), 4);
+    }
+
+    #[test]
+    fn growing_wakes_a_waiter_and_stops_at_the_ceiling() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(1, 4);
+        assert_eq!(hub.acquire(1, false), 1);
+        let woken = acquiring(&hub, 1);
+        until(|| sleepers(&hub) == 1);
+        // Only more room can wake it: the consumer returns nothing.
+        hub.grow(2);
+        assert_eq!(woken.recv().unwrap(), 1);
+        hub.grow(100);
+        assert_eq!(hub.acquire(10, false), 2, "the window stops at 4");
+        hub.grow(1);
+        assert_eq!(hub.in_flight(), 4, "and never shrinks");
+    }
+
+    #[test]
+    fn the_consumer_takes_chunks_in_arrival_order_then_learns_the_workers_left() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(4, 4);
+        let sender = Sender::join(&hub);
+        let worker = std::thread::spawn(move || {
+            for first in [0, 2] {
+                assert!(sender.hub.send(chunk(&[first, first + 1])).is_ok());
+            }
+            // Dropping `sender` leaves the pass.
+        });
+        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0, 1]);
+        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [2, 3]);
+        assert!(matches!(
+            hub.receive(VecDeque::new(), false),
+            Received::Gone
+        ));
+        worker.join().unwrap();
+    }
+
+    #[test]
+    fn a_cancel_wakes_a_waiting_consumer_once() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(1, 1);
+        let _sender = Sender::join(&hub);
+        let (tx, rx) = mpsc::channel();
+        let waiting = {
+            let hub = Arc::clone(&hub);
+            std::thread::spawn(move || {
+                let first = matches!(hub.receive(VecDeque::new(), false), Received::Cancelled);
+                tx.send(first).unwrap();
+                indices(hub.receive(VecDeque::new(), false))
+            })
+        };
+        until(|| hub.consumer_waits());
+        hub.cancel();
+        assert!(rx.recv().unwrap(), "the wait ends with Cancelled");
+        // The cancel was used up: the next wait waits for a chunk.
+        hub.send(chunk(&[0])).unwrap();
+        assert_eq!(waiting.join().unwrap(), [0]);
+    }
+
+    #[test]
+    fn a_cancel_before_the_wait_ends_the_next_wait() {
+        let hub = Hub::<u64>::new();
+        hub.open(1, 1);
+        hub.cancel();
+        assert!(matches!(
+            hub.receive(VecDeque::new(), true),
+            Received::Cancelled
+        ));
+    }
+
+    #[test]
+    fn a_closed_hub_refuses_chunks_and_returns_what_was_queued() {
+        let hub = Hub::<u64>::new();
+        hub.open(4, 4);
+        hub.send(chunk(&[0])).unwrap();
+        assert_eq!(hub.queued(), 1);
+        let queued = hub.close();
+        assert_eq!(queued.len(), 1);
+        assert!(hub.stopping());
+        assert!(hub.send(chunk(&[1])).is_err());
+    }
+
+    #[test]
+    fn a_halted_hub_grants_nothing_but_still_takes_chunks() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(4, 4);
+        hub.halt();
+        assert!(hub.stopping());
+        assert_eq!(hub.acquire(1, true), 0);
+        assert!(hub.send(chunk(&[0])).is_ok());
+        let _sender = Sender::join(&hub);
+        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0]);
+    }
+
+    #[test]
+    fn emptied_buffers_go_back_to_the_workers() {
+        let hub = Arc::new(Hub::<u64>::new());
+        hub.open(4, 4);
+        let _sender = Sender::join(&hub);
+        hub.send(chunk(&[0])).unwrap();
+        let buffer: Items<u64> = VecDeque::with_capacity(64);
+        let _ = hub.receive(buffer, false);
+        let spare = hub.send(chunk(&[1])).unwrap().expect("a spare buffer");
+        assert!(spare.capacity() >= 64 && spare.is_empty());
+    }
+
+    /// Nothing is allocated for the window: a read-ahead of any size costs
+    /// what is actually in flight.
+    #[test]
+    fn any_window_is_a_count() {
+        let hub = Hub::<u64>::new();
+        hub.open(usize::MAX, usize::MAX);
+        assert_eq!(hub.acquire(3, false), 3);
+        hub.grow(usize::MAX);
+        assert_eq!(hub.in_flight(), 3);
+    }
+}

@@ -1,0 +1,124 @@
+//! How a threaded node runs: its [`Plan`] (workers, order, bounds,
+//! chunking, snapshots, layout of the state, error policy), fixed when the
+//! node is built and adjusted once to the source it reads.
+
+use nodes_core::{Description, Resume};
+
+use crate::policy::ErrorPolicy;
+
+/// Whether a threaded node over `source` must record the source's state
+/// with every item it delivers, in source order, for its states to be
+/// resharded: the source reads a redistributable sampler through a node
+/// whose items do not stand for a known number of positions (a filter, a
+/// `try_map` that may drop records, a mix, a shuffle). Its state then never
+/// counts items past its snapshot, and the positions below are read off the
+/// snapshot exactly. Pipelines without such a sampler are unaffected.
+pub(crate) fn needs_exact_snapshots(source: &Description) -> bool {
+    let (mut opaque, mut elastic) = (false, false);
+    let mut open = vec![source];
+    while let Some(desc) = open.pop() {
+        elastic |= *desc.resume() == Resume::Redistributable;
+        opaque |= !desc.resume().counts_positions();
+        open.extend(desc.children().map(|(_, child)| child));
+    }
+    opaque && elastic
+}
+
+/// When the pulling thread records the source's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Snapshots {
+    /// After every item whose index + 1 is a multiple of this.
+    Every(u64),
+    /// At the end of a chunk, once the source has worked for a while since
+    /// the last one (see `puller.rs`), and at least every
+    /// [`MAX_PACED_STEPS`](super::snapshot::MAX_PACED_STEPS) items.
+    Paced,
+}
+
+/// How the state is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `{snapshot, snapshot_index, steps_since_snapshot, delivered_ahead,
+    /// max_offset}`.
+    Indexed,
+    /// `{snapshot, steps_since_snapshot}`: delivery is always in order.
+    InOrder,
+}
+
+/// Chunks of room per worker in a growing window (see [`Plan::window_for`]).
+const CHUNKS_PER_WORKER: usize = 2;
+
+/// How a [`Threaded`](super::core::Threaded) runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// The node's name, for errors and thread names.
+    pub(crate) node: &'static str,
+    /// Prefix of the worker threads' names.
+    pub(crate) thread_name: &'static str,
+    /// Worker threads; `0` runs everything on the caller's thread.
+    pub(crate) workers: usize,
+    /// Deliver in source order (else in completion order).
+    pub(crate) in_order: bool,
+    /// Items pulled and not yet handed out, at most.
+    pub(crate) max_in_flight: usize,
+    /// Items pulled under one hold of the source lock, at most.
+    pub(crate) max_chunk: usize,
+    /// Whether workers start with chunks of one item and grow them while
+    /// the stage is cheap (see `worker.rs`), or always ask for `max_chunk`.
+    pub(crate) adaptive_chunks: bool,
+    /// The window a pass starts with; it grows with the adaptive chunks up
+    /// to `max_in_flight` (see [`Plan::window_for`]).
+    pub(crate) min_in_flight: usize,
+    pub(crate) snapshots: Snapshots,
+    pub(crate) layout: Layout,
+    pub(crate) policy: ErrorPolicy,
+}
+
+impl Plan {
+    /// The window while the workers' chunks hold `chunk` items: two chunks
+    /// per worker, so that a worker fills one while the consumer empties
+    /// the other, within `min_in_flight..=max_in_flight`. Each hand-over
+    /// may cost a wake-up, so cheap items get room for large chunks; an
+    /// expensive item keeps chunks of one and the starting window, so its
+    /// neighbours do not pile up in memory.
+    pub(crate) fn window_for(&self, chunk: usize) -> usize {
+        let max = self.max_in_flight.max(1);
+        self.workers
+            .max(1)
+            .saturating_mul(CHUNKS_PER_WORKER)
+            .saturating_mul(chunk)
+            .clamp(self.min_in_flight.clamp(1, max), max)
+    }
+
+    /// The plan run over a source whose order varies between runs: such a
+    /// source cannot be replayed, so every item carries its own snapshot
+    /// and items are delivered in pull order, one per chunk. The state then
+    /// never asks for a replay.
+    pub(crate) fn over(self, varying_source: bool) -> Plan {
+        if !varying_source || self.workers == 0 {
+            return self;
+        }
+        Plan {
+            max_chunk: 1,
+            adaptive_chunks: false,
+            min_in_flight: self.max_in_flight,
+            ..self.exact_positions(true)
+        }
+    }
+
+    /// The plan run when every item must carry its source's state, in
+    /// source order (`needed`; decided by the caller from the source's
+    /// description, e.g. for `elastic::reshard`): the state then never
+    /// counts items past its snapshot. Inline, the source's own state is
+    /// exact already.
+    pub(crate) fn exact_positions(self, needed: bool) -> Plan {
+        if !needed || self.workers == 0 {
+            return self;
+        }
+        Plan {
+            in_order: true,
+            snapshots: Snapshots::Every(1),
+            ..self
+        }
+    }
+}

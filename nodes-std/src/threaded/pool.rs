@@ -1,0 +1,256 @@
+//! The consumer's side of a running pass: [`Pool`] holds the worker
+//! threads and the chunk being handed out, puts chunks back into source
+//! order (or keeps arrival order), holds an out-of-order error until its
+//! turn, and stops and joins the workers.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use nodes_core::{Cx, Error, Result, State};
+
+use super::clock::Clock;
+use super::hub::{Chunk, Hub, Items, Received, Slot};
+use super::reorder::ReorderBuffer;
+use super::snapshot::Cursor;
+use super::sync::{Arc, JoinHandle};
+
+/// A [`CancelHandle`](crate::CancelHandle) woke the consumer.
+#[derive(Debug)]
+pub(crate) struct Cancelled;
+
+/// An item handed out: its index, the value or error, and the source's
+/// state after it if one was taken there.
+pub(crate) type Delivered<U> = (u64, Result<U>, Option<State>);
+
+/// The running workers and the consumer's side of the hand-over.
+#[derive(Debug)]
+pub(crate) struct Pool<U> {
+    hub: Arc<Hub<U>>,
+    workers: Vec<JoinHandle>,
+    /// In order: chunks that arrived before their turn, by first index.
+    reorder: ReorderBuffer<Chunk<U>>,
+    /// The chunk being handed out (what is left of it).
+    pub(crate) current: Chunk<U>,
+    /// Items of `current` handed out; their credits go back to the hub
+    /// with the chunk's last item.
+    position: usize,
+    /// The end of the pass, once a worker reported it.
+    end_at: Option<u64>,
+    /// Out of order: errors waiting for every item before them.
+    pub(crate) deferred: BTreeMap<u64, (Result<U>, Option<State>)>,
+    /// Whether the consumer polls for a while before it blocks.
+    spin: bool,
+    /// The workers were halted and joined for the source to come back to
+    /// the consumer: what they read ahead is still handed out.
+    handing_back: bool,
+    /// The consumer's time spent waiting for chunks, when measured.
+    pub(crate) waited: Duration,
+}
+
+impl<U> Pool<U> {
+    /// A pool for a pass beginning at `base`, whose workers are added with
+    /// [`push`](Self::push).
+    pub(crate) fn new(hub: Arc<Hub<U>>, base: u64, spin: bool) -> Self {
+        Pool {
+            hub,
+            workers: Vec::new(),
+            reorder: ReorderBuffer::new(base),
+            current: Chunk::with(VecDeque::new()),
+            position: 0,
+            end_at: None,
+            deferred: BTreeMap::new(),
+            spin,
+            handing_back: false,
+            waited: Duration::ZERO,
+        }
+    }
+
+    pub(crate) fn push(&mut self, worker: JoinHandle) {
+        self.workers.push(worker);
+    }
+
+    /// Stops and joins every worker; idempotent. A worker inside the
+    /// user's code finishes that call first.
+    pub(crate) fn stop(&mut self) {
+        drop(self.hub.close());
+        self.join();
+    }
+
+    fn join(&mut self) {
+        for worker in self.workers.drain(..) {
+            // A worker that panicked outside the guarded user code sent
+            // its death notice already: nothing is left to report.
+            let _ = worker.join();
+        }
+    }
+
+    /// Stops the workers from reading further and joins them, leaving what
+    /// they read ahead to be handed out: once it is, the source stands
+    /// where the consumer does (see [`handed_back`](Self::handed_back)).
+    pub(crate) fn hand_back(&mut self) {
+        self.hub.halt();
+        self.join();
+        self.handing_back = true;
+    }
+
+    /// Handing back, and every item read ahead was handed out with the
+    /// pass still open.
+    pub(crate) fn handed_back(&self) -> bool {
+        self.handing_back
+            && self.current.items.is_empty()
+            && self.current.end.is_none()
+            && self.end_at.is_none()
+            && self.reorder.is_empty()
+            && self.deferred.is_empty()
+            && self.hub.queued() == 0
+    }
+
+    /// Upper bound on the items pulled and not yet handed out.
+    pub(crate) fn ahead(&self) -> usize {
+        let unreleased = if self.current.items.is_empty() {
+            0
+        } else {
+            self.position
+        };
+        self.hub.in_flight().saturating_sub(unreleased)
+    }
+
+    /// The front item of the current chunk if it can be handed out without
+    /// more ado: a value, no snapshot after it, no deferred error waiting.
+    #[inline]
+    pub(crate) fn take_plain(&mut self) -> Option<(u64, U)> {
+        let (_, Ok(_)) = self.current.items.front()? else {
+            return None;
+        };
+        if !self.deferred.is_empty()
+            || self
+                .current
+                .snapshots
+                .front()
+                .is_some_and(|(at, _)| *at == self.position)
+        {
+            return None;
+        }
+        let (index, Ok(value)) = self.pop_current()? else {
+            return None;
+        };
+        Some((index, value))
+    }
+
+    /// Hands out the front item of the current chunk. The chunk's credits
+    /// go back with its last item: one lock per chunk, and the workers see
+    /// the window free as soon as the consumer holds none of its items.
+    #[inline]
+    fn pop_current(&mut self) -> Option<(u64, Slot<U>)> {
+        let item = self.current.items.pop_front()?;
+        self.position += 1;
+        if self.current.items.is_empty() {
+            self.hub.release(self.position);
+        }
+        Some(item)
+    }
+
+    /// The next item in delivery order; `None` at the end of the pass.
+    /// `clock` times the waits (for the adaptation and the stats).
+    pub(crate) fn next(
+        &mut self,
+        cursor: &Cursor,
+        in_order: bool,
+        node: &'static str,
+        cx: &mut Cx,
+        clock: Option<&dyn Clock>,
+    ) -> std::result::Result<Option<Delivered<U>>, Cancelled> {
+        loop {
+            // A waiting error's turn comes once everything before it was
+            // delivered (or a restored state counted its index as
+            // delivered ahead: the error says the state does not fit).
+            if !in_order
+                && let Some(waiting) = self.deferred.first_entry()
+                && *waiting.key() <= cursor.low()
+            {
+                let (index, (value, snapshot)) = waiting.remove_entry();
+                return Ok(Some((index, value, snapshot)));
+            }
+            if let Some((index, value)) = self.pop_current() {
+                let value = value.map_err(|error| *error);
+                let snapshot = match self.current.snapshots.front() {
+                    Some((at, _)) if *at + 1 == self.position => {
+                        self.current.snapshots.pop_front().map(|(_, state)| state)
+                    }
+                    _ => None,
+                };
+                if !in_order && value.is_err() && index > cursor.low() {
+                    // Out of order, an error waits for its turn: only a
+                    // snapshot taken after it, adopted once everything
+                    // before it was delivered, resumes such a source.
+                    self.deferred.insert(index, (value, snapshot));
+                    continue;
+                }
+                return Ok(Some((index, value, snapshot)));
+            }
+            if let Some(end) = self.current.end.take() {
+                self.end_at = Some(end);
+            }
+            if self.end_at.is_some_and(|end| cursor.low() >= end) {
+                return Ok(None);
+            }
+            let done = std::mem::take(&mut self.current.items);
+            self.current = self.receive(cursor.low(), done, in_order, node, cx, clock)?;
+            self.position = 0;
+        }
+    }
+
+    /// Blocks until the chunk whose turn it is arrives (in order) or any
+    /// chunk arrives (out of order).
+    fn receive(
+        &mut self,
+        low: u64,
+        mut done: Items<U>,
+        in_order: bool,
+        node: &'static str,
+        cx: &mut Cx,
+        clock: Option<&dyn Clock>,
+    ) -> std::result::Result<Chunk<U>, Cancelled> {
+        if cx.stats_enabled() {
+            cx.record_queue_depth(self.hub.queued());
+        }
+        loop {
+            if in_order && let Some(chunk) = self.reorder.take(low) {
+                return Ok(chunk);
+            }
+            let started = clock.map(|c| c.now());
+            let received = self.hub.receive(std::mem::take(&mut done), self.spin);
+            if let (Some(clock), Some(started)) = (clock, started) {
+                let waited = clock.now() - started;
+                self.waited += waited;
+                if cx.timing() {
+                    cx.record_blocked(waited);
+                }
+            }
+            let chunk = match received {
+                Received::Chunk(chunk) => chunk,
+                Received::Cancelled => return Err(Cancelled),
+                // Every worker is gone without reporting the end: they
+                // always report, even when dying, so this is a defect.
+                // Fail, never hang.
+                Received::Gone => Chunk::failure(
+                    low,
+                    Error::internal(
+                        node,
+                        format!("worker threads exited without delivering item {low}"),
+                    ),
+                ),
+            };
+            if !in_order || chunk.first_index() == low {
+                return Ok(chunk);
+            }
+            self.reorder.insert(chunk.first_index(), chunk);
+        }
+    }
+}
+
+impl<U> Drop for Pool<U> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

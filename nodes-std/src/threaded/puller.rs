@@ -1,0 +1,322 @@
+//! The source's side of a pass: [`Puller`] owns the source, numbers the
+//! items it pulls (0, 1, 2, ... from the start of the pass), passes over
+//! those a restored state says were delivered, and records the source's
+//! state among them as the plan says. Workers share it under a lock; inline
+//! the consumer uses it alone.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use nodes_core::{Cx, Error, Node};
+
+use super::clock::Clock;
+use super::hub::{Chunk, Items, Slot};
+use super::panic::{catch, guard};
+use super::plan::Snapshots;
+use super::snapshot::MAX_PACED_STEPS;
+use super::sync::{Arc, AtomicU64, Ordering};
+use crate::policy::is_bad_record;
+
+/// A chunk is handed over early once it took this long to fill, so a slow
+/// source still reaches the consumer item by item.
+const MIN_CHUNK_TIME: Duration = Duration::from_micros(100);
+
+/// A chunk that filled this fast makes the next one skip its mid-chunk
+/// clock checks (a clock read costs about as much as a cheap item): at that
+/// pace it is handed over well within [`MIN_CHUNK_TIME`].
+const QUICK_CHUNK: Duration = Duration::from_micros(25);
+
+/// The shortest time between two paced snapshots. A snapshot pins the
+/// buffers it shares copy-on-write, and the source's next writes to them
+/// pay for the copy on this thread; snapshots this far apart keep that
+/// under a few percent of the source's time, and a restore replays at most
+/// about this much of the source's work.
+const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Paced snapshots are at least this many times their cost apart (the cost
+/// includes the copies a live snapshot makes the source pay, see `cow.rs`).
+const PACE_FACTOR: u32 = 32;
+
+/// The source and the numbering of the pass.
+#[derive(Debug)]
+pub(crate) struct Puller<N> {
+    pub(crate) source: N,
+    /// The index the next pulled item gets.
+    pub(crate) next_index: u64,
+    /// Indices delivered before a restore: pulled, not processed, not sent.
+    pub(crate) skip: BTreeSet<u64>,
+    /// Where `skip` came from in the restored state.
+    pub(crate) skip_path: String,
+    /// The source ended or broke: nobody pulls again this pass.
+    pub(crate) done: bool,
+    /// Where the source broke, shared with the consumer.
+    pub(crate) broke: Arc<Broke>,
+    /// The source counts its items ([`Description::counted_path`]) and workers
+    /// pull it: no snapshot per item (see `Threaded::counted_forward`).
+    pub(crate) counted: bool,
+    clock: std::sync::Arc<dyn Clock>,
+    /// When the last snapshot was taken (or the pass began), and how long to
+    /// wait before the next one under [`Snapshots::Paced`].
+    last_snapshot: Instant,
+    pace: Duration,
+    /// Items pulled since the last snapshot (or the pass began).
+    since_snapshot: u64,
+    /// A snapshot was due at a skipped item: take it after the next item
+    /// that is not skipped, so the gap between snapshots stays bounded.
+    missed: bool,
+    /// The last chunk filled in under [`QUICK_CHUNK`].
+    quick: bool,
+    /// When the last full chunk was finished.
+    chunk_clock: Instant,
+}
+
+/// Where the source broke (a panic, or an error that is not a bad record):
+/// the index after the item it broke at, where the pass ends. Read by the
+/// consumer without the source's lock, which a worker inside the source's
+/// `next` holds.
+#[derive(Debug)]
+pub(crate) struct Broke(AtomicU64);
+
+impl Broke {
+    pub(crate) fn get(&self) -> Option<u64> {
+        Some(self.0.load(Ordering::Acquire)).filter(|&end| end != u64::MAX)
+    }
+
+    pub(crate) fn set(&self, end: Option<u64>) {
+        self.0.store(end.unwrap_or(u64::MAX), Ordering::Release);
+    }
+}
+
+/// What one pull from the source gave.
+#[derive(Debug)]
+pub(crate) enum Pulled<T> {
+    /// An item (a value or a bad record) to hand out.
+    Item(u64, Slot<T>),
+    /// An item delivered before the restore: passed over.
+    Skipped(u64),
+    /// The pass ends at `end`, after `last` if there is one (the failure
+    /// that ended it, or a restored state that does not fit the source).
+    End {
+        last: Option<(u64, Slot<T>)>,
+        end: u64,
+    },
+}
+
+impl<N: Node> Puller<N> {
+    pub(crate) fn new(source: N, clock: std::sync::Arc<dyn Clock>) -> Self {
+        let now = clock.now();
+        Puller {
+            source,
+            next_index: 0,
+            skip: BTreeSet::new(),
+            skip_path: String::new(),
+            done: false,
+            broke: Arc::new(Broke(AtomicU64::new(u64::MAX))),
+            counted: false,
+            clock,
+            last_snapshot: now,
+            pace: MIN_SNAPSHOT_INTERVAL,
+            since_snapshot: 0,
+            missed: false,
+            quick: false,
+            chunk_clock: now,
+        }
+    }
+
+    /// What the source will still hand to the consumer: its own hint, less
+    /// the restored skips it will yield and nobody will deliver.
+    pub(crate) fn size_hint(&self) -> crate::hint::Hint {
+        if self.done {
+            return crate::hint::exact(0);
+        }
+        let skips = self.skip.len() as u64;
+        let (lower, upper) = self.source.size_hint();
+        (
+            lower.saturating_sub(skips),
+            upper.map(|u| u.saturating_sub(skips)),
+        )
+    }
+
+    /// A new reader starts here, as if a snapshot had just been taken:
+    /// snapshots are paced from now, and quick chunks are earned again.
+    pub(crate) fn restart_pacing(&mut self) {
+        self.last_snapshot = self.clock.now();
+        self.since_snapshot = 0;
+        self.missed = false;
+        self.quick = false;
+        self.chunk_clock = self.last_snapshot;
+    }
+
+    /// Pulls up to `limit` items (passing over restored skips) into a chunk
+    /// filling `buffer`, recording snapshots as `snapshots` says. A chunk
+    /// is handed over early when `stopping` says so or filling it takes
+    /// long.
+    pub(crate) fn pull_chunk(
+        &mut self,
+        cx: &mut Cx,
+        limit: usize,
+        snapshots: Snapshots,
+        node: &'static str,
+        stopping: impl Fn() -> bool,
+        buffer: Items<N::Item>,
+    ) -> Chunk<N::Item> {
+        let paced = snapshots == Snapshots::Paced;
+        // A chunk of one is handed over at once, and a quick source's
+        // chunk is checked only when full.
+        let started = (limit > 1 && !self.quick).then(|| self.clock.now());
+        let mut chunk = Chunk::with(buffer);
+        chunk.items.reserve(limit.min(64));
+        while chunk.items.len() < limit {
+            let (index, item) = match self.pull_one(cx, node) {
+                Pulled::Item(index, item) => (index, item),
+                Pulled::Skipped(index) => {
+                    if let Snapshots::Every(every) = snapshots
+                        && (index + 1).is_multiple_of(every)
+                    {
+                        self.missed = true;
+                    }
+                    continue;
+                }
+                Pulled::End { last, end } => {
+                    chunk.items.extend(last);
+                    chunk.end = Some(end);
+                    return chunk;
+                }
+            };
+            let bad_record = item.is_err();
+            chunk.items.push_back((index, item));
+            let last = chunk.items.len() >= limit;
+            // One clock read per full chunk, for the pace of snapshots and
+            // for whether the next chunk may skip its checks.
+            let now = (last && (limit > 1 || paced)).then(|| self.clock.now());
+            if let Some(now) = now {
+                self.quick = now.saturating_duration_since(self.chunk_clock) < QUICK_CHUNK;
+                self.chunk_clock = now;
+            }
+            // After a bad record the source's position is recorded at once:
+            // a source may fail without moving on, and a replay that counts
+            // pulls would then skip the item instead of the failure.
+            let due = bad_record
+                || !self.counted
+                    && match snapshots {
+                        Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
+                        Snapshots::Paced => {
+                            self.since_snapshot >= MAX_PACED_STEPS
+                                || now.is_some_and(|now| self.pace_due(now))
+                        }
+                    };
+            if due && !self.snapshot(cx, &mut chunk, node, paced) {
+                return chunk;
+            }
+            // Checking at powers of two keeps the clock off the per-item
+            // path while bounding how long a started chunk waits.
+            let len = chunk.items.len();
+            if !last
+                && len.is_power_of_two()
+                && (stopping() || started.is_some_and(|s| self.clock.now() - s >= MIN_CHUNK_TIME))
+            {
+                self.quick = false;
+                if paced && self.pace_due(self.clock.now()) {
+                    self.snapshot(cx, &mut chunk, node, true);
+                }
+                return chunk;
+            }
+        }
+        chunk
+    }
+
+    fn pace_due(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_snapshot) >= self.pace
+    }
+
+    /// Pulls the next item from the source. An `Err` from the source is an
+    /// item; a panic in it, or an error that is not a bad record, ends the
+    /// pass after that item.
+    #[inline]
+    pub(crate) fn pull_one(&mut self, cx: &mut Cx, node: &'static str) -> Pulled<N::Item> {
+        let index = self.next_index;
+        let item = match guard(node, Some(index), || self.source.next(cx)) {
+            Ok(Ok(Some(item))) => Ok(item),
+            Ok(Ok(None)) => {
+                self.done = true;
+                let Some(&beyond) = self.skip.iter().next() else {
+                    return Pulled::End {
+                        last: None,
+                        end: index,
+                    };
+                };
+                self.skip.clear();
+                let error = Error::bad_state(
+                    self.skip_path.clone(),
+                    format!(
+                        "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
+                    ),
+                );
+                return Pulled::End {
+                    last: Some((index, Err(Box::new(error)))),
+                    end: index + 1,
+                };
+            }
+            // A source that panicked is in no known state: deliver the
+            // panic and end the pass.
+            Err(panicked) => return self.broke_at(index, panicked),
+            // A bad record from the source is one item.
+            Ok(Err(e)) if is_bad_record(&e) => Err(Box::new(e)),
+            // Any other error says the source cannot go on: deliver it and
+            // end the pass (it would otherwise be pulled forever).
+            Ok(Err(e)) => return self.broke_at(index, e),
+        };
+        self.next_index += 1;
+        self.since_snapshot += 1;
+        if !self.skip.is_empty() && self.skip.remove(&index) {
+            return Pulled::Skipped(index);
+        }
+        Pulled::Item(index, item)
+    }
+
+    /// The pass ends with `error` at `index`.
+    fn broke_at(&mut self, index: u64, error: Error) -> Pulled<N::Item> {
+        self.done = true;
+        self.broke.set(Some(index + 1));
+        self.next_index += 1;
+        Pulled::End {
+            last: Some((index, Err(Box::new(error)))),
+            end: index + 1,
+        }
+    }
+
+    /// Records the source's state after the chunk's last item. A source
+    /// whose `get_state` fails cannot be resumed: the failure is delivered
+    /// in place of that item and the pass ends (`false`). Only `paced`
+    /// snapshots read the clock.
+    fn snapshot<T>(
+        &mut self,
+        cx: &Cx,
+        chunk: &mut Chunk<T>,
+        node: &'static str,
+        paced: bool,
+    ) -> bool {
+        let at = chunk.items.len() - 1;
+        let index = chunk.items[at].0;
+        let started = paced.then(|| self.clock.now());
+        match catch(node, Some(index), || self.source.get_state(cx)) {
+            Ok(state) => {
+                chunk.snapshots.push_back((at, state));
+                self.since_snapshot = 0;
+                self.missed = false;
+                if let Some(started) = started {
+                    self.last_snapshot = self.clock.now();
+                    let cost = self.last_snapshot - started;
+                    self.pace = MIN_SNAPSHOT_INTERVAL.max(PACE_FACTOR * cost);
+                }
+                true
+            }
+            Err(e) => {
+                self.done = true;
+                chunk.items[at].1 = Err(Box::new(e));
+                chunk.end = Some(index + 1);
+                false
+            }
+        }
+    }
+}

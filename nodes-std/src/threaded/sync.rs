@@ -1,0 +1,67 @@
+//! The synchronisation primitives of the threaded core, in one place:
+//! std's, or loom's model-checked copies under `--cfg loom`, so that the
+//! loom tests run the real hand-over rather than a copy of it.
+//!
+//! Every wait here blocks on a condition variable whose condition is
+//! changed only under its mutex, by a thread that then notifies: no wait
+//! needs a timeout to end.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(loom)]
+use loom::thread;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::thread;
+
+use nodes_core::{Error, Result};
+
+/// A worker thread's handle.
+pub(crate) type JoinHandle = thread::JoinHandle<()>;
+
+/// Locks `mutex`, ignoring poisoning.
+///
+/// Every lock in the threaded core guards data that stays consistent across
+/// a panic: user code runs under [`catch`](super::panic::catch), so a panic
+/// never unwinds out of a critical section of ours.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits on `condvar`, ignoring poisoning (see [`lock`]).
+pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar.wait(guard).unwrap_or_else(|e| e.into_inner())
+}
+
+/// Spawns a named thread for `node`; failure to start one is an error naming
+/// the node (the OS refused, usually because too many threads exist).
+pub(crate) fn spawn(
+    node: &'static str,
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle> {
+    thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|e| Error::spawn(node, e))
+}
+
+/// Whether a thread about to block may first poll for a while: only while
+/// the node's threads (its `workers` and a consumer) each have a core,
+/// since with more threads than cores a polling thread takes turns from
+/// the ones doing the work. Never under loom, whose threads only switch at
+/// the primitives.
+pub(crate) fn may_spin(workers: usize) -> bool {
+    !cfg!(loom) && workers < cores()
+}
+
+/// The cores this process may use (read once: it may read cgroup files).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
