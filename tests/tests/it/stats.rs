@@ -341,13 +341,15 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
         });
         let mut loader = Loader::new(fast.prefetch(4).unwrap()).record_stats();
         let mut epoch = loader.epoch();
-        // Items cross in chunks of 2 (half the read-ahead), and the reader
-        // gets its permits back when the consumer finishes a chunk. At a
-        // chunk boundary, once the reader has pulled 4 ahead, the next chunk
-        // has been handed over: it is waiting in the queue.
+        // Items cross in chunks of at most 2 (half the read-ahead; fewer
+        // when filling one takes long), and the reader gets its credits
+        // back when the consumer finishes a chunk, so at an even count the
+        // consumer holds at most one credit and the reader gets 3 ahead.
+        // Once it has, a chunk it pulled was handed over: it waits in the
+        // queue.
         for received in 0..N {
             if received % 2 == 0 {
-                wait_for(&pulled, (received + 4).min(N));
+                wait_for(&pulled, (received + 3).min(N));
             }
             epoch.next().unwrap().unwrap();
         }
