@@ -120,7 +120,7 @@ impl<N: Node, S, U> Threaded<N, S, U> {
     }
 
     /// The hand-over, for tests that order their events after it.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn hub(&self) -> Arc<Hub<U>> {
         Arc::clone(&self.hub)
     }
