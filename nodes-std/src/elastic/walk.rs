@@ -156,12 +156,12 @@ pub(crate) fn walk(
         // A threaded node above recorded items past its snapshot, which
         // this node may have drawn any number of positions for. Threaded
         // nodes record a snapshot per item over such a subtree (see
-        // the threaded core's `needs_exact_snapshots`), so only a state written otherwise (by
-        // an older version) gets here.
+        // `threaded::plan::needs_exact_snapshots`), so only a state written
+        // otherwise (edited, or by another build) gets here.
         return Err(refuse(
             state,
             name,
-            "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state from a version that did not snapshot every item over a filter, try_map or mix)",
+            "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state that does not snapshot every item over a filter, try_map or mix)",
         ));
     }
     match desc.resume() {
