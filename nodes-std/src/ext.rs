@@ -337,8 +337,7 @@ pub trait NodeExt: Node + Sized {
         U: Send + 'static,
         F: Fn(Self::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
-        let exact = crate::threaded::plan::needs_exact_snapshots(&self.describe());
-        ParallelMapper::new(self, f, options, exact)
+        ParallelMapper::new(self, f, options)
     }
 
     /// Reads up to `prefetch_factor` items ahead on a background thread (see
@@ -365,8 +364,7 @@ pub trait NodeExt: Node + Sized {
         Self: 'static,
         Self::Item: Send + 'static,
     {
-        let exact = crate::threaded::plan::needs_exact_snapshots(&self.describe());
-        Prefetcher::new(self, prefetch_factor, exact)
+        Prefetcher::new(self, prefetch_factor)
     }
 
     /// Maps every item to a collection (anything [`IntoIterator`]) and

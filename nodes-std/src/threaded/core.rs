@@ -21,7 +21,7 @@ use super::cancel::CancelHandle;
 use super::clock::{Clock, SystemClock};
 use super::hub::{Hub, Sender};
 use super::panic::{catch, guard};
-use super::plan::{Layout, Plan, Snapshots};
+use super::plan::{Layout, Plan, Snapshots, needs_exact_snapshots};
 use super::pool::{Cancelled, Pool};
 use super::puller::{Broke, Pulled, Puller};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
@@ -138,10 +138,9 @@ where
     S: Stage<N::Item, U>,
     U: Send + 'static,
 {
-    /// A node over `source` that was not reset yet; `exact`: every item
-    /// must carry its source's state (see [`Plan::exact_positions`]).
-    pub(crate) fn new(source: N, stage: S, plan: Plan, exact: bool) -> Self {
-        Self::with_clock(source, stage, plan, exact, std::sync::Arc::new(SystemClock))
+    /// A node over `source` that was not reset yet.
+    pub(crate) fn new(source: N, stage: S, plan: Plan) -> Self {
+        Self::with_clock(source, stage, plan, std::sync::Arc::new(SystemClock))
     }
 
     /// [`new`](Self::new) reading the time from `clock`.
@@ -149,12 +148,14 @@ where
         source: N,
         stage: S,
         plan: Plan,
-        exact: bool,
         clock: std::sync::Arc<dyn Clock>,
     ) -> Self {
         let source_description = source.describe();
         // Taken when the node is built: a tree does not change shape.
         let varies = source_description.varying_order().is_some();
+        // Every item must carry its source's state (see
+        // [`Plan::exact_positions`]).
+        let exact = needs_exact_snapshots(&source_description);
         let puller = Puller::new(source, std::sync::Arc::clone(&clock));
         Threaded {
             broke: Arc::clone(&puller.broke),

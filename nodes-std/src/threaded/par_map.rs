@@ -356,9 +356,8 @@ where
     N::Item: Send + 'static,
     U: Send + 'static,
 {
-    /// See [`NodeExt::par_map`](crate::NodeExt::par_map); `exact`: every
-    /// item must carry its source's state (see `Plan::exact_positions`).
-    pub(crate) fn new<F>(source: N, f: F, options: ParallelOptions, exact: bool) -> Result<Self>
+    /// See [`NodeExt::par_map`](crate::NodeExt::par_map).
+    pub(crate) fn new<F>(source: N, f: F, options: ParallelOptions) -> Result<Self>
     where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
@@ -367,7 +366,7 @@ where
             _item: PhantomData,
         };
         Ok(ParallelMapper {
-            core: Threaded::new(source, stage, options.resolve()?, exact),
+            core: Threaded::new(source, stage, options.resolve()?),
         })
     }
 

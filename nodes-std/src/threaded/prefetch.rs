@@ -157,11 +157,10 @@ where
     N: Node + 'static,
     N::Item: Send + 'static,
 {
-    /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch); `exact`: every
-    /// item must carry its source's state (see `Plan::exact_positions`).
-    pub(crate) fn new(source: N, prefetch_factor: usize, exact: bool) -> Result<Self> {
+    /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
+    pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
         Ok(Prefetcher {
-            core: Threaded::new(source, Pass, plan(prefetch_factor)?, exact),
+            core: Threaded::new(source, Pass, plan(prefetch_factor)?),
         })
     }
 
@@ -349,7 +348,7 @@ mod tests {
                 x
             })
         };
-        let core = Threaded::with_clock(source, Pass, plan(1).unwrap(), false, clock);
+        let core = Threaded::with_clock(source, Pass, plan(1).unwrap(), clock);
         hub.set(core.hub()).unwrap();
         let node = Prefetcher { core }.inline_when_faster();
         let got: Vec<u64> = node.start().unwrap().map(|r| r.unwrap()).collect();
