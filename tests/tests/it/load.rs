@@ -8,11 +8,13 @@
 //! asked for).
 //!
 //! The map is trivial and the consumer is "slow" by stalling every so often
-//! until the workers stop pulling, so the run stays short in a debug build.
+//! until the workers refill the window (it waits on a condition variable the
+//! source notifies, never on the clock), so the run stays short in a debug
+//! build.
 //! `NODES_RELIABILITY_LONG=1` runs ten times the items.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::support::watch::{scale, watchdog};
@@ -40,6 +42,23 @@ struct Gauge {
     /// Map calls running now, and the most at once.
     mapping: AtomicUsize,
     max_mapping: AtomicUsize,
+    /// Notified after every pull, so a stalled consumer can wait for the
+    /// window to fill without polling the clock.
+    pulls: (Mutex<()>, Condvar),
+}
+
+impl Gauge {
+    /// Blocks until more than `past` items are in flight after `returned`
+    /// were returned (the watchdog catches a window that never fills), and
+    /// says how many are.
+    fn wait_past(&self, returned: u64, past: u64) -> u64 {
+        let in_flight = || self.pulled.load(Ordering::SeqCst) - returned;
+        let mut guard = self.pulls.0.lock().unwrap();
+        while in_flight() <= past {
+            guard = self.pulls.1.wait(guard).unwrap();
+        }
+        in_flight()
+    }
 }
 
 /// Yields `0..len`, recording every item in the gauge. State `{"i"}`.
@@ -64,7 +83,12 @@ impl Node for Counted {
             let g = &self.gauge;
             // `asked` is read after counting this item: a consumer call that
             // starts in between only lowers the figure.
-            let pulled = g.pulled.fetch_add(1, Ordering::SeqCst) + 1;
+            let pulled = {
+                // Counted under the lock a waiter checks under: no lost wakeup.
+                let _guard = g.pulls.0.lock().unwrap();
+                g.pulled.fetch_add(1, Ordering::SeqCst) + 1
+            };
+            g.pulls.1.notify_all();
             let in_flight = pulled.saturating_sub(g.asked.load(Ordering::SeqCst));
             g.max_at_source.fetch_max(in_flight, Ordering::SeqCst);
             if in_flight > MAX_CONCURRENT {
@@ -142,11 +166,11 @@ fn run_under_load(len: u64, in_order: bool) {
             "{in_flight} items in flight after {returned} returned"
         );
         if returned % STALL_EVERY == 0 && len - returned >= MAX_CONCURRENT {
-            // The slow consumer: wait until the workers stop pulling, and
-            // check that they stopped within the bound, and not before the
-            // low-water mark (a worker waits for at most half the window to
-            // be free before it pulls again).
-            let full = settled_in_flight(&gauge, returned);
+            // The slow consumer: wait until the workers refill the window
+            // past the low-water mark (a worker waits for at most half the
+            // window to be free before it pulls again); every pull is also
+            // checked against the bound at the source.
+            let full = gauge.wait_past(returned, MAX_CONCURRENT / 2);
             assert!(
                 full > MAX_CONCURRENT / 2 && full <= MAX_CONCURRENT,
                 "a stalled consumer saw {full} items in flight"
@@ -170,12 +194,6 @@ fn run_under_load(len: u64, in_order: bool) {
     assert!(stalls > 0 || len < STALL_EVERY);
 }
 
-/// Items in flight once the workers have stopped pulling, past the
-/// low-water mark.
-fn settled_in_flight(gauge: &Gauge, returned: u64) -> u64 {
-    settled_past(gauge, returned, MAX_CONCURRENT / 2)
-}
-
 /// A million items by default (ten million in the long mode).
 fn items() -> u64 {
     1_000_000 * u64::from(scale())
@@ -197,32 +215,11 @@ fn thirty_two_workers_keep_at_most_sixty_four_items_in_flight_out_of_order() {
     });
 }
 
-/// Items in flight once the workers have stopped pulling for a while (the
-/// window is full): the count has not moved in five looks 20 ms apart, so
-/// that workers the scheduler held back for a moment are not taken for
-/// workers out of room (a worker that still has room never sleeps that
-/// long).
-fn settled(gauge: &Gauge, returned: u64) -> u64 {
-    settled_past(gauge, returned, 0)
-}
-
-/// [`settled`], once the count is also above `past`.
-fn settled_past(gauge: &Gauge, returned: u64, past: u64) -> u64 {
-    let in_flight = || gauge.pulled.load(Ordering::SeqCst) - returned;
-    let (mut last, mut still) = (in_flight(), 0);
-    while still < 5 || last <= past {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = in_flight();
-        still = if now == last { still + 1 } else { 0 };
-        last = now;
-    }
-    last
-}
-
 /// A `ParallelMapper` with the default bound over `Counted`, mapping with
-/// `map`; the consumer takes `take` items, then stalls until the window is
-/// full. What was in flight then.
-fn in_flight_after(take: u64, map: fn(u64) -> u64) -> u64 {
+/// `map`; the consumer takes `take` items, then stalls until more than
+/// `past` are in flight. The most items in flight the source saw at any
+/// pull, up to the end of the workers.
+fn in_flight_after(take: u64, past: u64, map: fn(u64) -> u64) -> u64 {
     const DEFAULT_WORKERS: usize = 2;
     let gauge = Arc::new(Gauge::default());
     let source = Counted {
@@ -237,9 +234,12 @@ fn in_flight_after(take: u64, map: fn(u64) -> u64) -> u64 {
         .start()
         .unwrap();
     for expected in 0..take {
+        gauge.asked.fetch_add(1, Ordering::SeqCst);
         assert_eq!(run.next().transpose().unwrap(), Some(map(expected)));
     }
-    settled(&gauge, take)
+    gauge.wait_past(take, past);
+    drop(run);
+    gauge.max_at_source.load(Ordering::SeqCst)
 }
 
 #[test]
@@ -247,7 +247,8 @@ fn an_expensive_map_keeps_the_starting_window_by_default() {
     // A millisecond per item: the chunks stay at one item, and the window
     // at the 32 per worker it starts with (not the 1,024 cheap items get).
     let full = watchdog("expensive window", Duration::from_secs(120), || {
-        in_flight_after(20, |x| {
+        in_flight_after(20, 32, |x| {
+            // Makes the map expensive (the point of the test), not an order.
             std::thread::sleep(Duration::from_millis(1));
             x
         })
@@ -260,7 +261,7 @@ fn a_cheap_map_widens_the_window_up_to_the_default_bound() {
     // Cheap items grow the chunks, and the window with them, past the 64
     // it starts with, but never past the default bound of 512 per worker.
     let full = watchdog("cheap window", Duration::from_secs(120), || {
-        in_flight_after(50_000, |x| x + 1)
+        in_flight_after(50_000, 64, |x| x + 1)
     });
     assert!((65..=1024).contains(&full), "{full} items in flight");
 }
@@ -294,11 +295,9 @@ fn resume_with_a_grown_window() {
             let (mapped, gauge) = make(in_order);
             let mut run = mapped.start().unwrap();
             let mut got: Vec<u64> = (0..cut).map(|_| run.next().unwrap().unwrap()).collect();
-            let ahead = settled(&gauge, cut);
-            assert!(
-                ahead > 64,
-                "the window did not grow: {ahead} items in flight at the cut"
-            );
+            // The window grew: more than the 64 it starts with are in
+            // flight at the cut (waits until they are).
+            gauge.wait_past(cut, 64);
             let state = run.get_state().unwrap();
             drop(run);
             let (mapped, _) = make(in_order);

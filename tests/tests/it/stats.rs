@@ -3,8 +3,7 @@
 //! children, threaded nodes report blocked time and queue depths, and stats
 //! are off unless asked for.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::support::Probe;
@@ -97,16 +96,23 @@ fn stats_are_off_by_default() {
     assert!(loader.stats().is_none());
 }
 
-/// Counts the calls of a closure.
+/// Counts the calls of a closure; a test can wait for a count.
 #[derive(Clone, Default)]
-struct Calls(Arc<AtomicU64>);
+struct Calls(Arc<(Mutex<u64>, Condvar)>);
 
 impl Calls {
     fn tick(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        *self.0.0.lock().unwrap() += 1;
+        self.0.1.notify_all();
     }
     fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        *self.0.0.lock().unwrap()
+    }
+    /// Blocks until the count reaches `at_least` (the watchdog catches a
+    /// count that never comes).
+    fn wait_for(&self, at_least: u64) {
+        let count = self.0.0.lock().unwrap();
+        drop(self.0.1.wait_while(count, |n| *n < at_least).unwrap());
     }
 }
 
@@ -259,14 +265,6 @@ fn watchdog(name: &str, f: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// Waits (up to 10 s) until `calls` reaches `at_least`.
-fn wait_for(calls: &Calls, at_least: u64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while calls.get() < at_least && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
 /// A consumer faster than the workers is blocked on them; one slower than
 /// them finds results queued up. Both are recorded, as samples, not timings.
 #[test]
@@ -278,11 +276,15 @@ fn parallel_mapper_reports_blocked_time_and_queue_depth() {
         let node = IterableWrapper::new(0..N)
             .par_map(
                 move |x| {
+                    // Load only: workers slower than the consumer make it
+                    // wait often; the assertions hold either way.
                     std::thread::sleep(Duration::from_millis(2));
                     counter.tick();
                     Ok(x)
                 },
-                ParallelOptions::new(2).max_concurrent(4),
+                // A window as long as the pass: the workers can map all of
+                // it ahead of a slow consumer.
+                ParallelOptions::new(2).max_concurrent(N as usize),
             )
             .unwrap();
         let mut loader = Loader::new(node).record_stats();
@@ -295,11 +297,13 @@ fn parallel_mapper_reports_blocked_time_and_queue_depth() {
         assert!(mapper.blocked <= mapper.self_time, "{stats}");
         assert!(mapper.mean_queue_depth().is_some(), "{stats}");
 
-        // Slow consumer: lets the workers fill the bound before each call.
+        // Slow consumer: after its first call starts the pass, it waits
+        // until the workers have mapped all of it, so the rest is queued.
         let mut epoch = loader.epoch();
         for received in 0..N {
-            wait_for(&done, (N + received + 4).min(2 * N));
-            std::thread::sleep(Duration::from_millis(1));
+            if received == 1 {
+                done.wait_for(2 * N);
+            }
             epoch.next().unwrap().unwrap();
         }
         assert!(epoch.next().is_none());
@@ -318,6 +322,7 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
         let pulled = Calls::default();
         let counter = pulled.clone();
         let slow = IterableWrapper::new(0..N).map(|x| {
+            // Load only, as above.
             std::thread::sleep(Duration::from_millis(2));
             x
         });
@@ -339,17 +344,14 @@ fn prefetcher_reports_blocked_time_and_queue_depth() {
             counter.tick();
             x
         });
-        let mut loader = Loader::new(fast.prefetch(4).unwrap()).record_stats();
+        // A read-ahead as long as the pass, and a consumer that waits, once
+        // the pass started, until the reader has pulled all of it: the rest
+        // waits in the queue.
+        let mut loader = Loader::new(fast.prefetch(N as usize).unwrap()).record_stats();
         let mut epoch = loader.epoch();
-        // Items cross in chunks of at most 2 (half the read-ahead; fewer
-        // when filling one takes long), and the reader gets its credits
-        // back when the consumer finishes a chunk, so at an even count the
-        // consumer holds at most one credit and the reader gets 3 ahead.
-        // Once it has, a chunk it pulled was handed over: it waits in the
-        // queue.
         for received in 0..N {
-            if received % 2 == 0 {
-                wait_for(&pulled, (received + 3).min(N));
+            if received == 1 {
+                pulled.wait_for(N);
             }
             epoch.next().unwrap().unwrap();
         }
