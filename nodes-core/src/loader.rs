@@ -158,31 +158,9 @@ const VERSION: &str = "version";
 /// This build's version, written with every state.
 const WRITER_VERSION: &str = env!("CARGO_PKG_VERSION");
 const CHECKSUM: &str = CHECKSUM_KEY;
-/// The layout version of the loader's own state. Format 2 added
-/// `epoch_index` and `checksum`; format 3 saves the pipeline as JSON and
-/// fingerprints parameters as `Param` renders them (not `Debug`), so states
-/// of formats 1 and 2 are refused as from an older version.
+/// The layout version of the loader's own state: 3, the first release's
+/// (the numbers before it were never released).
 const FORMAT_VERSION: u32 = 3;
-
-/// Pipelines of at least this many nodes verify a loaded state's checksum
-/// beside the nodes' checks (see `Loader::check_then_verify`): below it, a
-/// thread costs more than it saves.
-const PARALLEL_VERIFY_FROM: usize = 256;
-
-/// Whether `shape` has at least `n` nodes (counted without recursion, and
-/// only as far as `n`).
-fn has_nodes(shape: &Description, n: usize) -> bool {
-    let mut seen = 0;
-    let mut open = vec![shape];
-    while let Some(node) = open.pop() {
-        seen += 1;
-        if seen >= n {
-            return true;
-        }
-        open.extend(node.children().map(|(_, child)| child));
-    }
-    false
-}
 
 /// Every key a loader state may have, in the order they are written.
 const KEYS: &[&str] = &[
@@ -195,17 +173,9 @@ const KEYS: &[&str] = &[
     PIPELINE,
     CHECKSUM,
 ];
-/// The keys every format has (format 1 had only these), checked before the
-/// format itself.
-const FORMAT_1_KEYS: &[&str] = &[ROOT, NUM_YIELDED, FORMAT, FINGERPRINT, PIPELINE];
 /// The largest epoch index a state may hold: no run gets near it, and the
 /// next epoch's number still fits.
 const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
-
-/// The description as a state (clones share it).
-fn shared_shape(shape: &Description) -> State {
-    shape.to_state()
-}
 
 /// A loader state made of its parts, in the layout
 /// [`Loader::state_dict`] writes (fingerprint of `pipeline`, a checksum slot):
@@ -218,7 +188,7 @@ pub fn assemble_state(
     pipeline: &Description,
 ) -> Result<State> {
     let fingerprint = format!("{:016x}", pipeline.fingerprint()).into();
-    let mut state = state_template(&fingerprint, &shared_shape(pipeline))?;
+    let mut state = state_template(&fingerprint, &pipeline.to_state())?;
     state.insert_child(ROOT, root);
     state.insert(NUM_YIELDED, num_yielded)?;
     state.insert(EPOCH_INDEX, epoch_index)?;
@@ -411,7 +381,7 @@ impl<N: Node> Loader<N> {
     /// The shape as saved, and the state template, built on first use.
     fn saved_shape(&self) -> &SavedShape {
         self.saved_shape.get_or_init(|| {
-            let json = shared_shape(&self.shape);
+            let json = self.shape.to_state();
             SavedShape {
                 // Only serialising a number or a string, which cannot fail.
                 template: state_template(&self.fingerprint, &json).unwrap_or_default(),
@@ -437,64 +407,51 @@ impl<N: Node> Loader<N> {
         Ok(state)
     }
 
-    /// Checks the keys of a loader state against its format (and the
-    /// checksum's type), and returns the format.
-    fn check_keys(&self, state: &State) -> Result<u32> {
-        for key in state.keys() {
-            if !KEYS.contains(&key) {
-                return Err(Error::bad_state(
-                    state.path_of(key),
-                    format!(
-                        "unexpected key for Loader (expected one of: {}); is this state from another pipeline?",
-                        KEYS.join(", ")
-                    ),
-                ));
-            }
+    /// Checks the keys of a loader state, its format, and the types of the
+    /// keys nothing else reads.
+    fn check_keys(&self, state: &State) -> Result<()> {
+        let missing = |key: &str| {
+            Error::bad_state(
+                state.path_of(key),
+                "missing key for Loader; is this state from another pipeline?",
+            )
+        };
+        if let Some(key) = state.keys().find(|key| !KEYS.contains(key)) {
+            return Err(Error::bad_state(
+                state.path_of(key),
+                format!(
+                    "unexpected key for Loader (expected one of: {}); is this state from another pipeline?",
+                    KEYS.join(", ")
+                ),
+            ));
         }
-        for key in FORMAT_1_KEYS {
-            if !state.contains(key) {
-                return Err(Error::bad_state(
-                    state.path_of(key),
-                    "missing key for Loader; is this state from another pipeline?",
-                ));
-            }
+        // The keys every format had, then the format, then the rest.
+        let first_missing =
+            |keys: [&'static str; 3]| keys.into_iter().find(|key| !state.contains(key));
+        if let Some(key) = first_missing([ROOT, NUM_YIELDED, FORMAT]) {
+            return Err(missing(key));
         }
         let format: u32 = state.get(FORMAT)?;
-        let (required, absent): (&[&str], &[&str]) = match format {
-            FORMAT_VERSION if self.verify_checksum => (&[EPOCH_INDEX, CHECKSUM], &[]),
-            FORMAT_VERSION => (&[EPOCH_INDEX], &[]),
-            1 | 2 => {
-                return Err(Error::bad_state(
-                    state.path_of(FORMAT),
-                    format!(
-                        "this state is from an older version of nodes (loader state format {format}; this build reads format {FORMAT_VERSION}, whose pipeline fingerprint no longer depends on `Debug` output): resume it with the version that wrote it, or start from a new checkpoint"
-                    ),
-                ));
-            }
-            _ => {
-                return Err(Error::bad_state(
-                    state.path_of(FORMAT),
-                    format!(
-                        "loader state format {format} is not supported (this build reads format {FORMAT_VERSION})"
-                    ),
-                ));
-            }
-        };
-        if let Some(key) = required.iter().find(|k| !state.contains(k)) {
-            let why = if *key == CHECKSUM {
-                ": it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)"
+        if format != FORMAT_VERSION {
+            let older = if format < FORMAT_VERSION {
+                ": this state is from an older version of nodes; resume it with the version that wrote it, or start from a new checkpoint"
             } else {
                 ""
             };
             return Err(Error::bad_state(
-                state.path_of(key),
-                format!("missing key for a format {format} Loader state{why}"),
+                state.path_of(FORMAT),
+                format!(
+                    "loader state format {format} is not supported (this build reads format {FORMAT_VERSION}){older}"
+                ),
             ));
         }
-        if let Some(key) = absent.iter().find(|k| state.contains(k)) {
+        if let Some(key) = first_missing([EPOCH_INDEX, FINGERPRINT, PIPELINE]) {
+            return Err(missing(key));
+        }
+        if self.verify_checksum && !state.contains(CHECKSUM) {
             return Err(Error::bad_state(
-                state.path_of(key),
-                format!("unexpected key for a format {format} Loader state"),
+                state.path_of(CHECKSUM),
+                "missing key for Loader: it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)",
             ));
         }
         if state.contains(VERSION) {
@@ -503,11 +460,10 @@ impl<N: Node> Loader<N> {
         if self.verify_checksum && !state.has_checksum_slot() && state.contains(CHECKSUM) {
             state.get::<String>(CHECKSUM)?;
         }
-        Ok(format)
+        Ok(())
     }
 
-    /// Compares a state read back with the checksum written with it (see
-    /// `check_then_verify` for the states that have none to compare).
+    /// Compares a state read back with the checksum written with it.
     fn verify_content(state: &State) -> Result<()> {
         let saved: String = state.get(CHECKSUM)?;
         let computed = state.checksum();
@@ -528,42 +484,16 @@ impl<N: Node> Loader<N> {
     }
 
     /// The nodes' checks of `root_state`, then the checksum of `state`: the
-    /// first error in that order. A wide pipeline's state is large and the
-    /// two walks over it are independent, so there the checksum is verified
-    /// on a second thread while the nodes check (a machine with one core
-    /// runs them in turn, as before).
+    /// first error in that order, so a damaged value is named at its own
+    /// path.
     fn check_then_verify(&self, state: &State, root_state: &State) -> Result<()> {
+        self.root.check_state(root_state)?;
         // A state taken in this process (an unfilled slot) or one without
         // the key (refused by the key check) has nothing to verify.
-        let sealed = state.contains(CHECKSUM) && !state.has_checksum_slot();
-        if !self.verify_checksum || !sealed {
-            return self.root.check_state(root_state);
+        if self.verify_checksum && state.contains(CHECKSUM) && !state.has_checksum_slot() {
+            Self::verify_content(state)?;
         }
-        if !has_nodes(&self.shape, PARALLEL_VERIFY_FROM) {
-            self.root.check_state(root_state)?;
-            return Self::verify_content(state);
-        }
-        std::thread::scope(|scope| {
-            let verifying = std::thread::Builder::new()
-                .name("nodes-verify".into())
-                .spawn_scoped(scope, || Self::verify_content(state));
-            let checked = self.root.check_state(root_state);
-            let verified = match verifying {
-                Ok(thread) => match thread.join() {
-                    Ok(verified) => verified,
-                    Err(payload) => Err(Error::internal(
-                        "Loader",
-                        format!(
-                            "verifying the checksum panicked: {}",
-                            crate::error::panic_text(payload.as_ref())
-                        ),
-                    )),
-                },
-                // No thread to be had: verify here.
-                Err(_) => Self::verify_content(state),
-            };
-            checked.and(verified)
-        })
+        Ok(())
     }
 
     /// Rejects a state taken from a pipeline of another shape, naming the

@@ -385,11 +385,11 @@ fn a_value_out_of_range_is_reported_at_its_path_before_the_checksum_and_nothing_
     assert_eq!(loader.state_dict().unwrap(), standing);
 }
 
-/// A wide pipeline verifies its checksum on a second thread while the
-/// nodes check the state: the same outcome, in the same order, as one
-/// thread doing both in turn.
+/// A wide pipeline's state: a value damaged in range is caught by the
+/// checksum, a field error is named at its own path before the checksum,
+/// and neither is applied.
 #[test]
-fn a_wide_pipeline_verifies_beside_the_checks_with_the_same_outcome() {
+fn a_wide_pipeline_checks_its_fields_then_its_checksum() {
     use nodes_std::MultiNodeWeightedSampler;
     let build = || {
         let sources = (0..300).map(|i| (format!("s{i:03}"), IterableWrapper::new(0..20u64)));
