@@ -118,81 +118,81 @@ pub trait Children {
     fn describe_children(&self) -> Description;
 }
 
-impl<N: Node> Children for Vec<N> {
-    fn reset_children(&mut self, state: Option<&State>) -> Result<()> {
-        if let Some(s) = state {
-            expect_len(s, self.len())?;
-        }
-        for (i, child) in self.iter_mut().enumerate() {
-            reset_child(child, state, &i.to_string())?;
-        }
-        Ok(())
-    }
+/// A container of children with the keys their states are saved under:
+/// what [`Children`] needs, written once for `Vec` and `BTreeMap`.
+pub trait Keyed {
+    /// The children's type.
+    type Child: Node;
+    /// The name the container's description has.
+    const NAME: &'static str;
+    /// How many children there are.
+    fn count(&self) -> usize;
+    /// The children with their keys, in order.
+    fn keyed(&self) -> impl Iterator<Item = (String, &Self::Child)>;
+    /// The same, mutably.
+    fn keyed_mut(&mut self) -> impl Iterator<Item = (String, &mut Self::Child)>;
+}
 
-    fn check_children(&self, state: &State) -> Result<()> {
-        expect_len(state, self.len())?;
-        for (i, child) in self.iter().enumerate() {
-            check_child_state(child, state, &i.to_string())?;
-        }
-        Ok(())
+impl<N: Node> Keyed for Vec<N> {
+    type Child = N;
+    const NAME: &'static str = "Vec";
+    fn count(&self) -> usize {
+        self.len()
     }
-
-    fn children_state(&self, cx: &Cx) -> Result<State> {
-        let mut out = State::new();
-        for (i, child) in self.iter().enumerate() {
-            out.insert_child(i.to_string(), child.get_state(cx)?);
-        }
-        Ok(out)
+    fn keyed(&self) -> impl Iterator<Item = (String, &N)> {
+        self.iter().enumerate().map(|(i, c)| (i.to_string(), c))
     }
-
-    fn shutdown_children(&mut self) {
-        self.iter_mut().for_each(Stateful::shutdown);
-    }
-
-    fn describe_children(&self) -> Description {
-        self.iter()
-            .enumerate()
-            .fold(Description::new("Vec"), |d, (i, c)| {
-                d.child(i.to_string(), c.describe())
-            })
+    fn keyed_mut(&mut self) -> impl Iterator<Item = (String, &mut N)> {
+        self.iter_mut().enumerate().map(|(i, c)| (i.to_string(), c))
     }
 }
 
-impl<K: Ord + std::fmt::Display + Send, N: Node> Children for std::collections::BTreeMap<K, N> {
+impl<K: Ord + std::fmt::Display + Send, N: Node> Keyed for std::collections::BTreeMap<K, N> {
+    type Child = N;
+    const NAME: &'static str = "Map";
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn keyed(&self) -> impl Iterator<Item = (String, &N)> {
+        self.iter().map(|(k, c)| (k.to_string(), c))
+    }
+    fn keyed_mut(&mut self) -> impl Iterator<Item = (String, &mut N)> {
+        self.iter_mut().map(|(k, c)| (k.to_string(), c))
+    }
+}
+
+impl<C: Keyed> Children for C {
     fn reset_children(&mut self, state: Option<&State>) -> Result<()> {
         if let Some(s) = state {
-            expect_len(s, self.len())?;
+            expect_len(s, Keyed::count(self))?;
         }
-        for (k, child) in self.iter_mut() {
-            reset_child(child, state, &k.to_string())?;
-        }
-        Ok(())
+        self.keyed_mut()
+            .try_for_each(|(key, child)| reset_child(child, state, &key))
     }
 
     fn check_children(&self, state: &State) -> Result<()> {
-        expect_len(state, self.len())?;
-        for (k, child) in self {
-            check_child_state(child, state, &k.to_string())?;
-        }
-        Ok(())
+        expect_len(state, Keyed::count(self))?;
+        self.keyed()
+            .try_for_each(|(key, child)| check_child_state(child, state, &key))
     }
 
     fn children_state(&self, cx: &Cx) -> Result<State> {
         let mut out = State::new();
-        for (k, child) in self {
-            out.insert_child(k.to_string(), child.get_state(cx)?);
+        for (key, child) in self.keyed() {
+            out.insert_child(key, child.get_state(cx)?);
         }
         Ok(out)
     }
 
     fn shutdown_children(&mut self) {
-        self.values_mut().for_each(Stateful::shutdown);
+        self.keyed_mut().for_each(|(_, child)| child.shutdown());
     }
 
     fn describe_children(&self) -> Description {
-        self.iter().fold(Description::new("Map"), |d, (k, c)| {
-            d.child(k.to_string(), c.describe())
-        })
+        self.keyed()
+            .fold(Description::new(C::NAME), |d, (key, child)| {
+                d.child(key, child.describe())
+            })
     }
 }
 
