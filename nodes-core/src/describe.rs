@@ -254,39 +254,11 @@ impl Description {
     }
 
     /// The tree as a state holding what [`Description::to_json`] writes
-    /// (same keys, same order), built directly and without recursion: a
-    /// loader keeps its pipeline's description in this form.
+    /// (same keys, same order): a loader keeps its pipeline's description
+    /// in this form.
     pub(crate) fn to_state(&self) -> crate::State {
-        use crate::State;
-        // Each open node with its children's states built so far.
-        let mut open: Vec<(&Description, State)> = vec![(self, State::new())];
-        loop {
-            let (desc, children) = open.last().expect("the root is popped only to return");
-            if let Some((_, child)) = desc.children.get(children.len()) {
-                open.push((child, State::new()));
-                continue;
-            }
-            let (desc, children) = open.pop().expect("checked above");
-            let mut params = State::new();
-            for (key, value) in &desc.params {
-                params.insert_str(key.clone(), value.clone());
-            }
-            let mut node = State::new();
-            node.insert_str("name", desc.name.clone());
-            node.insert_child("params", params);
-            node.insert_child("children", children);
-            if !desc.resume.is_replays() {
-                node.insert("resume", &desc.resume)
-                    .expect("a resume capability serialises to JSON");
-            }
-            match open.last_mut() {
-                Some((parent, siblings)) => {
-                    let key = parent.children[siblings.len()].0.clone();
-                    siblings.insert_child(key, node);
-                }
-                None => return node,
-            }
-        }
+        // A JSON object, so it always converts.
+        crate::State::from_value(self.to_json()).unwrap_or_default()
     }
 
     /// A 64-bit fingerprint of the structure: FNV-1a over the compact JSON of
