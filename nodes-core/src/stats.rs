@@ -41,20 +41,31 @@ struct Row {
     /// Calls inside the first outermost call, which is always timed and is
     /// counted as it is (it may include start-up costs that the others do
     /// not have, such as starting threads).
-    first_calls: u64,
-    first_self_time: Duration,
-    first_blocked: Duration,
-    /// Calls inside the later timed outermost calls: `self_time` and
-    /// `blocked` add up those calls only.
-    timed_calls: u64,
-    self_time: Duration,
-    blocked: Duration,
+    first: Timed,
+    /// Calls inside the later timed outermost calls.
+    later: Timed,
     depth_sum: u64,
     depth_samples: u64,
     depth_max: u64,
     skipped: u64,
     /// The rows of the nodes this one called.
     children: Callees,
+}
+
+/// Timed calls and the time they took.
+#[derive(Debug, Default, Clone, Copy)]
+struct Timed {
+    calls: u64,
+    self_time: Duration,
+    blocked: Duration,
+}
+
+impl Timed {
+    fn add(&mut self, other: Timed) {
+        self.calls += other.calls;
+        self.self_time += other.self_time;
+        self.blocked += other.blocked;
+    }
 }
 
 /// Rows of the nodes seen called from one place, as `(node address, name,
@@ -191,14 +202,13 @@ impl Recorder {
         row.items += u64::from(produced);
         if let Some(start) = frame.start {
             let elapsed = start.elapsed();
-            let own = elapsed.saturating_sub(frame.children);
-            if self.outermost == 1 {
-                row.first_calls += 1;
-                row.first_self_time += own;
+            let timed = if self.outermost == 1 {
+                &mut row.first
             } else {
-                row.timed_calls += 1;
-                row.self_time += own;
-            }
+                &mut row.later
+            };
+            timed.calls += 1;
+            timed.self_time += elapsed.saturating_sub(frame.children);
             if let Some(parent) = self.stack.last_mut() {
                 parent.children += elapsed;
             }
@@ -216,11 +226,12 @@ impl Recorder {
         }
         if let Some(frame) = self.stack.last() {
             let row = &mut self.rows[frame.row];
-            if self.outermost == 1 {
-                row.first_blocked += waited;
+            let timed = if self.outermost == 1 {
+                &mut row.first
             } else {
-                row.blocked += waited;
-            }
+                &mut row.later
+            };
+            timed.blocked += waited;
         }
     }
 
@@ -272,37 +283,26 @@ impl Recorder {
             entry.depth_sum += row.depth_sum;
             entry.depth_samples += row.depth_samples;
             entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
-            sums.first_calls += row.first_calls;
-            sums.first_self_time += row.first_self_time;
-            sums.first_blocked += row.first_blocked;
-            sums.timed_calls += row.timed_calls;
-            sums.self_time += row.self_time;
-            sums.blocked += row.blocked;
+            sums.first.add(row.first);
+            sums.later.add(row.later);
         }
         let mut merged: Vec<NodeStats> = merged
             .into_iter()
             .map(|(mut n, sums)| {
-                n.timed_calls = sums.first_calls + sums.timed_calls;
+                let (first, later) = (sums.first, sums.later);
+                n.timed_calls = first.calls + later.calls;
                 // The first outermost call as it is; the other calls from the
                 // later timed ones (or, if there are none, from the first).
-                let rest = n.calls.saturating_sub(sums.first_calls);
-                let (self_time, blocked) = if sums.timed_calls > 0 {
-                    let scale = rest as f64 / sums.timed_calls as f64;
-                    (
-                        sums.first_self_time + sums.self_time.mul_f64(scale),
-                        sums.first_blocked + sums.blocked.mul_f64(scale),
-                    )
-                } else if sums.first_calls > 0 {
-                    let scale = n.calls as f64 / sums.first_calls as f64;
-                    (
-                        sums.first_self_time.mul_f64(scale),
-                        sums.first_blocked.mul_f64(scale),
-                    )
+                let (base, sample, scale) = if later.calls > 0 {
+                    let rest = n.calls.saturating_sub(first.calls);
+                    (first, later, rest as f64 / later.calls as f64)
+                } else if first.calls > 0 {
+                    (Timed::default(), first, n.calls as f64 / first.calls as f64)
                 } else {
-                    (Duration::ZERO, Duration::ZERO)
+                    (Timed::default(), Timed::default(), 0.0)
                 };
-                n.self_time = self_time;
-                n.blocked = blocked;
+                n.self_time = base.self_time + sample.self_time.mul_f64(scale);
+                n.blocked = base.blocked + sample.blocked.mul_f64(scale);
                 n
             })
             .collect();
