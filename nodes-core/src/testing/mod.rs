@@ -195,46 +195,25 @@ where
     }
     let end0 = end0.unwrap_or_default();
 
-    // 2. Mid-epoch 0, into the same loader and into a fresh one.
-    load(
-        &mut loader,
-        &mids[0],
-        "mid-epoch-0 state into the same loader",
-    )?;
-    expect_resume(&mut loader, &epochs, 0, midpoint, "the same loader")?;
-    let mut fresh = Loader::new(factory());
-    load(
-        &mut fresh,
-        &mids[0],
-        "mid-epoch-0 state into a fresh loader",
-    )?;
-    expect_resume(&mut fresh, &epochs, 0, midpoint, "a fresh loader")?;
+    // 2. Mid-epoch 0 and 1, into the same loader and into a fresh one.
+    for (e, mid) in mids.iter().enumerate().take(2) {
+        let what = format!("mid-epoch-{e} state into the same loader");
+        load(&mut loader, mid, &what)?;
+        expect_resume(&mut loader, &epochs, e, midpoint, "the same loader")?;
+        let mut fresh = Loader::new(factory());
+        let what = format!("mid-epoch-{e} state into a fresh loader");
+        load(&mut fresh, mid, &what)?;
+        expect_resume(&mut fresh, &epochs, e, midpoint, "a fresh loader")?;
+    }
 
-    // 3. Mid-epoch 1.
-    let mut fresh = Loader::new(factory());
-    load(&mut fresh, &mids[1], "mid-epoch-1 state")?;
-    expect_resume(&mut fresh, &epochs, 1, midpoint, "a fresh loader")?;
-    load(
-        &mut loader,
-        &mids[1],
-        "mid-epoch-1 state into the same loader",
-    )?;
-    expect_resume(&mut loader, &epochs, 1, midpoint, "the same loader")?;
-
-    // 4. The initial state.
+    // 3. The initial state: epochs 0 and 1 again.
     load(&mut loader, &initial, "initial state")?;
-    expect(
-        &mut loader,
-        &epochs[0],
-        "epoch 0 after restoring the initial state",
-    )?;
-    expect(
-        &mut loader,
-        &epochs[1],
-        "epoch 1 after restoring the initial state",
-    )?;
+    for (e, epoch) in epochs.iter().enumerate().take(2) {
+        let what = format!("epoch {e} after restoring the initial state");
+        expect(&mut loader, epoch, &what)?;
+    }
 
-    // 5. End of epoch 0, with and without restart.
+    // 4. End of epoch 0, with and without restart.
     let mut fresh = Loader::new(factory()).restart_on_end(false);
     load(&mut fresh, &end0, "end-of-epoch-0 state (no restart)")?;
     expect(
