@@ -65,7 +65,10 @@ pub trait Param {
     }
 }
 
-macro_rules! decimal {
+/// Types whose `Display` is their rendering. For floats it writes the
+/// shortest decimal that reads back as the same value, never an exponent,
+/// and `NaN`, `inf`, `-inf`.
+macro_rules! displayed {
     ($($t:ty)*) => {$(
         impl Param for $t {
             fn render(&self, out: &mut String) {
@@ -75,57 +78,7 @@ macro_rules! decimal {
     )*};
 }
 
-decimal!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize);
-
-impl Param for bool {
-    fn render(&self, out: &mut String) {
-        out.push_str(if *self { "true" } else { "false" });
-    }
-}
-
-impl Param for str {
-    fn render(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl Param for String {
-    fn render(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl Param for char {
-    fn render(&self, out: &mut String) {
-        out.push(*self);
-    }
-}
-
-impl Param for f64 {
-    fn render(&self, out: &mut String) {
-        if self.is_nan() {
-            out.push_str("NaN");
-        } else if self.is_infinite() {
-            out.push_str(if *self > 0.0 { "inf" } else { "-inf" });
-        } else {
-            // `Display` writes the shortest decimal that reads back as the
-            // same value, and never an exponent.
-            let _ = write!(out, "{self}");
-        }
-    }
-}
-
-impl Param for f32 {
-    fn render(&self, out: &mut String) {
-        if self.is_nan() {
-            out.push_str("NaN");
-        } else if self.is_infinite() {
-            out.push_str(if *self > 0.0 { "inf" } else { "-inf" });
-        } else {
-            let _ = write!(out, "{self}");
-        }
-    }
-}
+displayed!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize f32 f64 bool char str String);
 
 impl<T: Param> Param for Option<T> {
     fn render(&self, out: &mut String) {
