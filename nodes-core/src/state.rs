@@ -690,9 +690,9 @@ impl Fields {
 
     /// Appends `state`'s entries from position `from` on.
     pub(crate) fn tail_of(&mut self, state: &State, from: usize) {
-        for (key, entry) in state.body.entries.iter().skip(from) {
-            self.push(key.clone(), entry.clone());
-        }
+        let body = self.body();
+        body.height = body.height.max(state.body.height);
+        body.entries.extend(state.body.entries[from..].iter().cloned());
     }
 
     /// The state built, with `version` (nothing for version 0).
