@@ -692,7 +692,8 @@ impl Fields {
     pub(crate) fn tail_of(&mut self, state: &State, from: usize) {
         let body = self.body();
         body.height = body.height.max(state.body.height);
-        body.entries.extend(state.body.entries[from..].iter().cloned());
+        body.entries
+            .extend(state.body.entries[from..].iter().cloned());
     }
 
     /// The state built, with `version` (nothing for version 0).
