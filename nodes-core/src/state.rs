@@ -99,7 +99,7 @@ struct Body {
 
 /// A state's entries: the first few inline, so that a node's state is one
 /// allocation.
-type Entries = smallvec::SmallVec<[(Key, Entry); 3]>;
+type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
 
 #[derive(Clone)]
 enum Entry {
@@ -638,7 +638,7 @@ impl State {
 /// copy-on-write check per key). Not public API.
 #[doc(hidden)]
 #[derive(Default)]
-pub struct Fields(Body);
+pub struct Fields(Arc<Body>);
 
 impl std::fmt::Debug for Fields {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -650,15 +650,22 @@ impl Fields {
     /// Room for `keys` keys.
     pub fn with_capacity(keys: usize) -> Fields {
         let mut fields = Fields::default();
-        fields.0.entries.reserve(keys);
+        fields.body().entries.reserve(keys);
         fields
+    }
+
+    /// The state being built, in place: it is shared only once done.
+    #[inline]
+    fn body(&mut self) -> &mut Body {
+        Arc::get_mut(&mut self.0).expect("a state being built is not shared")
     }
 
     /// Appends an entry (a state being built has no index to keep).
     #[inline]
     fn push(&mut self, key: Key, entry: Entry) {
-        self.0.height = self.0.height.max(tree::height_of(&entry));
-        self.0.entries.push((key, entry));
+        let body = self.body();
+        body.height = body.height.max(tree::height_of(&entry));
+        body.entries.push((key, entry));
     }
 
     /// Appends `value` under `key`, which this state does not hold yet.
@@ -683,9 +690,10 @@ impl Fields {
 
     /// Appends `state`'s entries from position `from` on.
     pub(crate) fn tail_of(&mut self, state: &State, from: usize) {
-        for (key, entry) in state.body.entries.iter().skip(from) {
-            self.push(key.clone(), entry.clone());
-        }
+        let body = self.body();
+        body.height = body.height.max(state.body.height);
+        body.entries
+            .extend(state.body.entries[from..].iter().cloned());
     }
 
     /// The state built, with `version` (nothing for version 0).
@@ -695,8 +703,12 @@ impl Fields {
             let version = Entry::Scalar(Scalar::Number(version.into()));
             self.push(Key::Borrowed(VERSION_KEY), version);
         }
-        *self.0.work.get_mut() = self.0.entries.len() as u64;
-        State::of(self.0)
+        let body = self.body();
+        *body.work.get_mut() = body.entries.len() as u64;
+        State {
+            body: self.0,
+            path: Path::default(),
+        }
     }
 }
 

@@ -90,10 +90,18 @@ impl<T> CowBuffer<T> {
         self.len == 0
     }
 
-    pub(crate) fn push(&mut self, item: T)
-    where
-        T: Serialize,
-    {
+    /// An immutable view of the items now; later writes do not change it.
+    pub(crate) fn snapshot(&self) -> BufferSnapshot<T> {
+        BufferSnapshot {
+            chunks: Arc::clone(&self.chunks),
+            len: self.len,
+        }
+    }
+}
+
+/// The writes: each may have to turn items into JSON for a snapshot.
+impl<T: Serialize> CowBuffer<T> {
+    pub(crate) fn push(&mut self, item: T) {
         let chunks = Arc::make_mut(&mut self.chunks);
         if self.len.is_multiple_of(CHUNK) {
             chunks.push(Chunk::new(Vec::with_capacity(CHUNK)));
@@ -108,20 +116,12 @@ impl<T> CowBuffer<T> {
     ///
     /// # Panics
     /// If `index` is out of bounds.
-    pub(crate) fn swap_remove(&mut self, index: usize) -> T
-    where
-        T: Serialize,
-    {
-        assert!(
-            index < self.len,
-            "swap_remove index {index} out of bounds (len {})",
-            self.len
-        );
+    pub(crate) fn swap_remove(&mut self, index: usize) -> T {
+        assert!(index < self.len, "swap_remove index {index} out of bounds");
         let chunks = Arc::make_mut(&mut self.chunks);
         let last_chunk = chunks.len() - 1;
-        let Some(last) = items_mut(&mut chunks[last_chunk]).pop() else {
-            unreachable!("the last chunk is never empty");
-        };
+        let last = items_mut(&mut chunks[last_chunk]).pop();
+        let last = last.expect("the last chunk is never empty");
         if (self.len - 1).is_multiple_of(CHUNK) {
             chunks.pop();
         }
@@ -129,10 +129,7 @@ impl<T> CowBuffer<T> {
         if index == self.len {
             return last;
         }
-        std::mem::replace(
-            &mut items_mut(&mut chunks[index / CHUNK])[index % CHUNK],
-            last,
-        )
+        self.slot(index, last)
     }
 
     /// Puts `item` at `index` and returns the item that was there (one
@@ -140,27 +137,24 @@ impl<T> CowBuffer<T> {
     ///
     /// # Panics
     /// If `index` is out of bounds.
-    pub(crate) fn replace(&mut self, index: usize, item: T) -> T
-    where
-        T: Serialize,
-    {
-        assert!(
-            index < self.len,
-            "replace index {index} out of bounds (len {})",
-            self.len
-        );
-        let chunks = Arc::make_mut(&mut self.chunks);
-        std::mem::replace(
-            &mut items_mut(&mut chunks[index / CHUNK])[index % CHUNK],
-            item,
-        )
+    pub(crate) fn replace(&mut self, index: usize, item: T) -> T {
+        assert!(index < self.len, "replace index {index} out of bounds");
+        self.slot(index, item)
     }
 
-    /// An immutable view of the items now; later writes do not change it.
-    pub(crate) fn snapshot(&self) -> BufferSnapshot<T> {
-        BufferSnapshot {
-            chunks: Arc::clone(&self.chunks),
-            len: self.len,
+    /// Puts `item` at `index` (in bounds) and returns the item that was there.
+    fn slot(&mut self, index: usize, item: T) -> T {
+        let chunk = &mut Arc::make_mut(&mut self.chunks)[index / CHUNK];
+        std::mem::replace(&mut items_mut(chunk)[index % CHUNK], item)
+    }
+}
+
+impl<T> Items<T> {
+    /// The writer's items: the writer holds only live chunks.
+    fn live(&mut self) -> &mut Vec<T> {
+        match self {
+            Items::Live(items) => items,
+            Items::Frozen(_) => unreachable!("the writer holds only live chunks"),
         }
     }
 }
@@ -174,26 +168,14 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
     // is final; a stale larger count only freezes a chunk needlessly.
     if Arc::strong_count(chunk) != 1 {
         let mut shared = chunk.lock();
-        let items = match &mut *shared {
-            Items::Live(items) => std::mem::take(items),
-            Items::Frozen(_) => unreachable!("the writer holds only live chunks"),
-        };
-        let json = items
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<Vec<Value>, _>>()
-            .map_err(|e| e.to_string());
-        *shared = Items::Frozen(json);
+        let items = std::mem::take(shared.live());
+        let json: serde_json::Result<_> = items.iter().map(serde_json::to_value).collect();
+        *shared = Items::Frozen(json.map_err(|e| e.to_string()));
         drop(shared);
         *chunk = Chunk::new(items);
     }
-    let Some(chunk) = Arc::get_mut(chunk) else {
-        unreachable!("a chunk the writer alone holds stays unshared");
-    };
-    match chunk.0.get_mut().unwrap_or_else(|e| e.into_inner()) {
-        Items::Live(items) => items,
-        Items::Frozen(_) => unreachable!("the writer holds only live chunks"),
-    }
+    let chunk = Arc::get_mut(chunk).expect("a chunk the writer alone holds stays unshared");
+    chunk.0.get_mut().unwrap_or_else(|e| e.into_inner()).live()
 }
 
 /// The buffer's items as they stood when the snapshot was taken; serialises
@@ -253,23 +235,13 @@ impl<T: Serialize> Serialize for CowBuffer<T> {
 }
 
 /// Reads the array that [`Serialize`] writes.
-impl<'de, T: DeserializeOwned> Deserialize<'de> for CowBuffer<T> {
+impl<'de, T: Serialize + DeserializeOwned> Deserialize<'de> for CowBuffer<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let items = Vec::<T>::deserialize(deserializer)?;
-        let len = items.len();
-        let mut chunks = Vec::with_capacity(len.div_ceil(CHUNK));
-        let mut items = items.into_iter();
-        loop {
-            let chunk: Vec<T> = items.by_ref().take(CHUNK).collect();
-            if chunk.is_empty() {
-                break;
-            }
-            chunks.push(Chunk::new(chunk));
+        let mut buffer = CowBuffer::default();
+        for item in Vec::<T>::deserialize(deserializer)? {
+            buffer.push(item);
         }
-        Ok(CowBuffer {
-            chunks: Arc::new(chunks),
-            len,
-        })
+        Ok(buffer)
     }
 }
 

@@ -151,13 +151,16 @@ struct Frame<'a> {
     resume: u64,
 }
 
+impl Members<'_> {
+    /// Whether the items are chained (an array) rather than summed.
+    fn chains(&self) -> bool {
+        matches!(self, Members::Array(_))
+    }
+}
+
 impl<'a> Frame<'a> {
     fn new(members: Members<'a>, resume: u64) -> Self {
-        let acc = if Frame::chains(&members) {
-            ARRAY_SEED
-        } else {
-            0
-        };
+        let acc = if members.chains() { ARRAY_SEED } else { 0 };
         Frame {
             members,
             acc,
@@ -166,13 +169,9 @@ impl<'a> Frame<'a> {
         }
     }
 
-    fn chains(members: &Members<'_>) -> bool {
-        matches!(members, Members::Array(_))
-    }
-
     /// Takes the hash of a finished member (or array item).
     fn add(&mut self, member: u64) {
-        self.acc = match Frame::chains(&self.members) {
+        self.acc = match self.members.chains() {
             true => member,
             false => self.acc.wrapping_add(avalanche(member)),
         };
@@ -220,7 +219,7 @@ fn digest(root: &Body) -> u64 {
         };
         let Some((state, item)) = next else {
             let done = open.pop().expect("checked above");
-            let word = match Frame::chains(&done.members) {
+            let word = match done.members.chains() {
                 true => mix(done.acc, done.count),
                 false => mix(mix(OBJECT_SEED, done.acc), done.count),
             };

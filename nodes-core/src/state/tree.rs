@@ -40,32 +40,25 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
 /// The body as a JSON value (nested states first, then the objects that
 /// hold them).
 pub(super) fn to_value(body: &Body) -> Value {
-    type Open<'a> = (
-        &'a Body,
-        std::slice::Iter<'a, (Key, Entry)>,
-        Map<String, Value>,
-    );
-    let mut stack: Vec<(Open<'_>, Option<&str>)> =
-        vec![((body, body.entries.iter(), Map::new()), None)];
+    // The objects being built, innermost last, each with its key in its parent.
+    let mut stack = vec![(body, body.entries.iter(), Map::new(), "")];
     loop {
-        let ((owner, entries, members), _) = stack.last_mut().expect("the root is popped last");
-        let owner: &Body = owner;
+        let (owner, entries, members, _) = stack.last_mut().expect("the root is popped last");
         match entries.next() {
             Some((key, Entry::Child(child))) => {
-                stack.push(((child, child.entries.iter(), Map::new()), Some(key)));
+                stack.push((&**child, child.entries.iter(), Map::new(), &**key));
             }
             Some((key, entry)) => {
                 members.insert(key.to_string(), entry.leaf(owner).into_owned());
             }
             None => {
-                let ((_, _, members), key) = stack.pop().expect("checked above");
-                let value = Value::Object(members);
-                match (stack.last_mut(), key) {
-                    (Some(((_, _, parent), _)), Some(key)) => {
-                        parent.insert(key.to_owned(), value);
+                let (_, _, members, key) = stack.pop().expect("checked above");
+                match stack.last_mut() {
+                    Some((_, _, parent, _)) => {
+                        parent.insert(key.to_owned(), Value::Object(members))
                     }
-                    _ => return value,
-                }
+                    None => return Value::Object(members),
+                };
             }
         }
     }
@@ -116,26 +109,18 @@ pub(super) fn eq(a: &Arc<Body>, b: &Arc<Body>) -> bool {
             return false;
         }
         for (i, (key, x)) in a.entries.iter().enumerate() {
-            let y = match b.entries.get(i) {
-                Some((k, y)) if k == key => y,
-                _ => match b.get(key) {
-                    Some(y) => y,
-                    None => return false,
-                },
+            let same_place = b.entries.get(i).filter(|(k, _)| k == key);
+            let Some(y) = same_place.map(|(_, y)| y).or_else(|| b.get(key)) else {
+                return false;
             };
             let (x, y) = (plain(x), plain(y));
-            let equal = match (&*x, &*y) {
-                (Entry::Child(x), Entry::Child(y)) => {
-                    pending.push((Arc::clone(x), Arc::clone(y)));
-                    true
-                }
-                (Entry::Child(_), _) | (_, Entry::Child(_)) => false,
+            match (&*x, &*y) {
+                (Entry::Child(x), Entry::Child(y)) => pending.push((Arc::clone(x), Arc::clone(y))),
                 // Equal contents have equal checksums.
-                (Entry::Checksum, Entry::Checksum) => true,
-                (x, y) => x.leaf(&a) == y.leaf(&b),
-            };
-            if !equal {
-                return false;
+                (Entry::Checksum, Entry::Checksum) => {}
+                (Entry::Child(_), _) | (_, Entry::Child(_)) => return false,
+                (x, y) if x.leaf(&a) != y.leaf(&b) => return false,
+                _ => {}
             }
         }
     }
@@ -171,33 +156,28 @@ pub(super) fn depth(body: &Arc<Body>) -> usize {
 /// Drops a JSON value without recursion (serde_json's own drop recurses
 /// once per level of nesting).
 pub(super) fn dismantle(value: Value) {
-    let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
-    let shallow = match &value {
-        Value::Array(items) => !items.iter().any(nested),
-        Value::Object(map) => !map.values().any(nested),
-        _ => true,
-    };
-    if shallow {
-        return;
-    }
-    let mut stack = vec![value];
+    let mut stack: Vec<Value> = std::iter::once(value).filter(nests).collect();
     while let Some(value) = stack.pop() {
         match value {
-            Value::Array(items) => stack.extend(items.into_iter().filter(nested)),
-            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v).filter(nested)),
+            Value::Array(items) => stack.extend(items.into_iter().filter(nests)),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v).filter(nests)),
             _ => {}
         }
     }
+}
+
+/// Whether a JSON value holds others.
+fn nests(value: &Value) -> bool {
+    matches!(value, Value::Array(_) | Value::Object(_))
 }
 
 /// How many levels an entry nests below the state that holds it, as
 /// [`Body::height`] counts them.
 #[inline]
 pub(super) fn height_of(entry: &Entry) -> u32 {
-    let nested = |v: &Value| matches!(v, Value::Array(_) | Value::Object(_));
     match entry {
         Entry::Child(child) => child.height.saturating_add(1),
-        Entry::Array(v) if v.as_array().is_some_and(|items| items.iter().any(nested)) => u32::MAX,
+        Entry::Array(v) if v.as_array().is_some_and(|items| items.iter().any(nests)) => u32::MAX,
         _ => 0,
     }
 }
