@@ -134,15 +134,7 @@ impl Files {
     /// # Errors
     /// [`Error::InvalidArgument`] if `dir` cannot be listed or has no file.
     pub fn in_dir(dir: impl AsRef<Path>) -> Result<Files> {
-        let dir = dir.as_ref();
-        let listing = glob::in_dir(dir).map_err(|m| Error::invalid_argument(Self::NAME, m))?;
-        if listing.names.is_empty() {
-            return Err(Error::invalid_argument(
-                Self::NAME,
-                format!("the directory `{}` has no file", dir.display()),
-            ));
-        }
-        Ok(Files::from_names(listing.base, listing.names))
+        Files::from_listing(glob::in_dir(dir.as_ref()))
     }
 
     /// The files `pattern` matches, sorted by their path below the pattern's
@@ -157,14 +149,7 @@ impl Files {
     /// [`Error::InvalidArgument`] if the pattern uses other syntax (`[...]`,
     /// `{...}`), a directory cannot be listed, or nothing matches.
     pub fn glob(pattern: &str) -> Result<Files> {
-        let listing = glob::glob(pattern).map_err(|m| Error::invalid_argument(Self::NAME, m))?;
-        if listing.names.is_empty() {
-            return Err(Error::invalid_argument(
-                Self::NAME,
-                format!("no file matches `{pattern}`"),
-            ));
-        }
-        Ok(Files::from_names(listing.base, listing.names))
+        Files::from_listing(glob::glob(pattern))
     }
 
     /// The files of `paths`, in the order given (duplicates are kept: a file
@@ -175,34 +160,20 @@ impl Files {
     /// [`Error::InvalidArgument`] if the list is empty or a path is not
     /// UTF-8 (the state stores paths as text).
     pub fn list<P: Into<PathBuf>>(paths: impl IntoIterator<Item = P>) -> Result<Files> {
-        let names = paths
-            .into_iter()
-            .map(|p| {
-                p.into().into_os_string().into_string().map_err(|p| {
-                    Error::invalid_argument(
-                        Self::NAME,
-                        format!("the path {p:?} is not UTF-8: a state stores paths as text"),
-                    )
-                })
-            })
-            .collect::<Result<Vec<String>>>()?;
-        if names.is_empty() {
-            return Err(Error::invalid_argument(
-                Self::NAME,
-                "the list of files is empty",
-            ));
-        }
-        Ok(Files::from_names(PathBuf::new(), names))
+        Files::from_listing(glob::list(paths.into_iter().map(Into::into)))
     }
 
-    fn from_names(base: PathBuf, names: Vec<String>) -> Files {
+    fn from_listing(listing: std::result::Result<glob::Listing, String>) -> Result<Files> {
+        let glob::Listing { base, names } =
+            listing.map_err(|m| Error::invalid_argument(Self::NAME, m))?;
         let summary = ListSummary {
             count: names.len() as u64,
             digest: digest(&names),
         };
-        Files {
+        Ok(Files {
             base,
             names: names.into(),
+            files: summary.clone(),
             summary,
             seed: None,
             epoch: 0,
@@ -210,12 +181,8 @@ impl Files {
             started: false,
             path: None,
             near: Vec::new(),
-            files: ListSummary {
-                count: 0,
-                digest: String::new(),
-            },
             order: Lazy::new(),
-        }
+        })
     }
 
     /// Yields the files in a random order seeded by `seed`, a new one each
@@ -253,11 +220,6 @@ impl Files {
         crate::seed::epoch_after(self.epoch, self.started)
     }
 
-    /// The name at position `pos` of `epoch`'s order.
-    fn name_at(&self, order: Option<&Permutation>, pos: u64) -> &str {
-        &self.names[Self::index_at(order, pos)]
-    }
-
     /// The list index at position `pos` of `epoch`'s order.
     fn index_at(order: Option<&Permutation>, pos: u64) -> usize {
         order.map_or(pos, |p| p.get(pos)) as usize
@@ -277,52 +239,45 @@ impl Files {
             "the files changed since the state was saved: it was taken over {} files ({}), the pipeline has {} ({})",
             saved.count, saved.digest, now.count, now.digest
         );
-        let shown = |name: &str| format!("`{}`", self.base.join(name).display());
         if let Some(path) = path {
             let position = |name: &str| self.names.iter().position(|n| n == name);
-            match position(path) {
-                Some(i) => message.push_str(&format!(
+            let shown = |name: &str| format!("`{}`", self.base.join(name).display());
+            message += &match position(path) {
+                Some(i) => format!(
                     "; the file being read, {}, is now file {} of the list",
                     shown(path),
                     i + 1
-                )),
-                None => message.push_str(&format!(
+                ),
+                None => format!(
                     "; the file being read, {}, is no longer listed",
                     shown(path)
-                )),
-            }
+                ),
+            };
             // Around it: saved names now missing, and names now listed
             // between the saved ones that were not there.
-            let saved_names: Vec<&str> = near
-                .iter()
-                .map(String::as_str)
-                .chain(std::iter::once(path))
-                .collect();
-            let removed: Vec<String> = saved_names
+            let around: Vec<&str> = near.iter().map(String::as_str).chain([path]).collect();
+            let removed: Vec<String> = around
                 .iter()
                 .filter(|n| position(n).is_none())
                 .map(|n| shown(n))
                 .collect();
-            let found: Vec<usize> = saved_names.iter().filter_map(|n| position(n)).collect();
-            let added: Vec<String> = match (found.iter().min(), found.iter().max()) {
-                (Some(&lo), Some(&hi)) => self.names[lo..=hi]
-                    .iter()
-                    .filter(|n| !saved_names.contains(&n.as_str()))
-                    .take(5)
-                    .map(|n| shown(n))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            if !removed.is_empty() {
-                message.push_str(&format!("; removed near it: {}", removed.join(", ")));
-            }
-            if !added.is_empty() {
-                message.push_str(&format!("; added near it: {}", added.join(", ")));
+            let found = around.iter().filter_map(|n| position(n));
+            let span = found.clone().min().zip(found.max());
+            let added: Vec<String> = span
+                .map_or(&[][..], |(lo, hi)| &self.names[lo..=hi])
+                .iter()
+                .filter(|n| !around.contains(&n.as_str()))
+                .take(5)
+                .map(|n| shown(n))
+                .collect();
+            for (what, names) in [("removed", &removed), ("added", &added)] {
+                if !names.is_empty() {
+                    message += &format!("; {what} near it: {}", names.join(", "));
+                }
             }
             if removed.is_empty() && added.is_empty() {
-                message.push_str(
-                    "; the files around it are unchanged: the change is elsewhere in the list",
-                );
+                message +=
+                    "; the files around it are unchanged: the change is elsewhere in the list";
             }
         }
         message.push_str(
@@ -356,12 +311,9 @@ impl Node for Files {
             let index = Self::index_at(order, self.num_yielded);
             let name = self.names[index].clone();
             self.near.clear();
-            if let Some(before) = index.checked_sub(1) {
-                self.near.push(self.names[before].clone());
-            }
-            if let Some(after) = self.names.get(index + 1) {
-                self.near.push(after.clone());
-            }
+            let before = index.checked_sub(1).map(|i| &self.names[i]);
+            self.near
+                .extend(before.into_iter().chain(self.names.get(index + 1)).cloned());
             self.num_yielded += 1;
             let path = self.base.join(&name);
             self.path = Some(name);
@@ -394,7 +346,7 @@ impl Validate for Files {
         let epoch: u64 = state.get("epoch")?;
         let expected = match num_yielded {
             0 => None,
-            n => Some(self.name_at(self.permutation(epoch).as_ref(), n - 1)),
+            n => Some(&*self.names[Self::index_at(self.permutation(epoch).as_ref(), n - 1)]),
         };
         if path.as_deref() != expected {
             return Err(Error::bad_state(

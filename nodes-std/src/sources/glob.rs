@@ -1,5 +1,5 @@
 //! The file listings behind [`Files`](crate::Files): a directory's files,
-//! and a small glob matcher (`*`, `?` and `**` segments).
+//! a list, and a small glob matcher (`*`, `?` and `**` segments).
 //!
 //! Written here rather than taken from the `glob` crate: three wildcards are
 //! all a data directory needs, the walk must return names relative to a base
@@ -10,9 +10,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The files matched by a glob pattern: the base directory (the pattern's
-/// leading segments without wildcards) and the matched names relative to it
-/// (`/`-separated), sorted by bytes.
+/// The files of a directory, a glob pattern or a list: the base directory
+/// (the pattern's leading segments without wildcards) and the names relative
+/// to it (`/`-separated; sorted by bytes, but for a list), never none.
 #[derive(Debug)]
 pub(crate) struct Listing {
     pub(crate) base: PathBuf,
@@ -122,11 +122,44 @@ fn visible_to(pat: &[char], name: &str) -> bool {
 /// The files matching `pattern`.
 pub(crate) fn glob(pattern: &str) -> Result<Listing, String> {
     let (base, segments) = parse(pattern)?;
+    walk_from(base, &segments, format!("no file matches `{pattern}`"))
+}
+
+/// The visible regular files directly in `dir` (symlinks to files included):
+/// the pattern `dir/*`.
+pub(crate) fn in_dir(dir: &Path) -> Result<Listing, String> {
+    let every_name = [Segment::Name(vec!['*'])];
+    let empty = format!("the directory `{}` has no file", dir.display());
+    walk_from(dir.to_path_buf(), &every_name, empty)
+}
+
+/// The paths of a list, in the order given (a listing without a base).
+pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> Result<Listing, String> {
+    let names = paths
+        .map(|p| {
+            p.into_os_string()
+                .into_string()
+                .map_err(|p| format!("the path {p:?} is not UTF-8: a state stores paths as text"))
+        })
+        .collect::<Result<Vec<String>, String>>()?;
+    if names.is_empty() {
+        return Err("the list of files is empty".to_owned());
+    }
+    let base = PathBuf::new();
+    Ok(Listing { base, names })
+}
+
+/// The files below `base` that match `segments`, sorted, or the error
+/// `empty` when there is none.
+fn walk_from(base: PathBuf, segments: &[Segment], empty: String) -> Result<Listing, String> {
     let mut names = Vec::new();
-    walk(&base, "", &segments, &mut names)
+    walk(&base, "", segments, &mut names)
         .map_err(|e| format!("cannot list `{}`: {e}", base.display()))?;
     names.sort();
     names.dedup();
+    if names.is_empty() {
+        return Err(empty);
+    }
     Ok(Listing { base, names })
 }
 
@@ -193,24 +226,6 @@ fn read_dir_sorted(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
     }
     entries.sort();
     Ok(entries)
-}
-
-/// The visible regular files directly in `dir` (symlinks to files included).
-pub(crate) fn in_dir(dir: &Path) -> Result<Listing, String> {
-    let names = (|| -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for (name, path) in read_dir_sorted(dir)? {
-            if !name.starts_with('.') && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-                names.push(name);
-            }
-        }
-        Ok(names)
-    })()
-    .map_err(|e| format!("cannot list `{}`: {e}", dir.display()))?;
-    Ok(Listing {
-        base: dir.to_path_buf(),
-        names,
-    })
 }
 
 #[cfg(test)]

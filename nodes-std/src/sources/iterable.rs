@@ -97,14 +97,7 @@ impl<I: IntoIterator> IterableWrapper<I> {
     where
         I: ReIterable,
     {
-        IterableWrapper {
-            iterable,
-            make: clone_into_iter::<I>,
-            skip: skip_by_nth::<I::IntoIter>,
-            num_yielded: 0,
-            len: None,
-            iter: Lazy::new(),
-        }
+        IterableWrapper::with(iterable, clone_into_iter::<I>, skip_by_nth::<I::IntoIter>)
     }
 
     /// Wraps `iterable` whose iterator can seek: restoring is O(1) whatever
@@ -114,10 +107,20 @@ impl<I: IntoIterator> IterableWrapper<I> {
         I: ReIterable,
         I::IntoIter: SeekableIterator,
     {
+        IterableWrapper::with(iterable, clone_into_iter::<I>, I::IntoIter::skip_ahead)
+    }
+
+    /// A wrapper that makes each pass's iterator with `make` and skips with
+    /// `skip`.
+    fn with(
+        iterable: I,
+        make: fn(&mut I) -> I::IntoIter,
+        skip: fn(&mut I::IntoIter, u64) -> u64,
+    ) -> Self {
         IterableWrapper {
             iterable,
-            make: clone_into_iter::<I>,
-            skip: <I::IntoIter as SeekableIterator>::skip_ahead,
+            make,
+            skip,
             num_yielded: 0,
             len: None,
             iter: Lazy::new(),
@@ -162,14 +165,8 @@ where
     /// # Ok::<(), nodes_std::Error>(())
     /// ```
     pub fn from_fn(make: F) -> Self {
-        IterableWrapper {
-            iterable: FromFn(make),
-            make: call_make::<F, T>,
-            skip: skip_by_nth::<T::IntoIter>,
-            num_yielded: 0,
-            len: None,
-            iter: Lazy::new(),
-        }
+        let call = |make: &mut FromFn<F>| (make.0)().into_iter();
+        IterableWrapper::with(FromFn(make), call, skip_by_nth::<T::IntoIter>)
     }
 }
 
@@ -213,15 +210,6 @@ impl<T: IntoIterator + Clone> ReIterable for T {}
 /// A pass's iterator for [`IterableWrapper::new`]: a clone's.
 fn clone_into_iter<I: IntoIterator + Clone>(iterable: &mut I) -> I::IntoIter {
     iterable.clone().into_iter()
-}
-
-/// A pass's iterator for [`IterableWrapper::from_fn`]: the closure's.
-fn call_make<F, T>(make: &mut FromFn<F>) -> T::IntoIter
-where
-    F: FnMut() -> T,
-    T: IntoIterator,
-{
-    (make.0)().into_iter()
 }
 
 impl<I> Node for IterableWrapper<I>

@@ -83,18 +83,13 @@ trait Decode {
 const SOURCE: &str = "source";
 const LINE: &str = "line";
 
-/// The file being read.
-struct Open {
-    reader: Box<dyn BufRead + Send>,
-    path: PathBuf,
-}
-
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
 struct LineReader<S> {
     source: S,
-    open: Option<Open>,
-    /// The current file, as the state saves it.
+    /// The file being read.
+    open: Option<Box<dyn BufRead + Send>>,
+    /// Its path, as the state saves it.
     path: Option<String>,
     /// Bytes of the current (decompressed) file consumed.
     offset: u64,
@@ -106,41 +101,31 @@ struct LineReader<S> {
     flag: ResetFlag,
 }
 
-/// What one call to `read_line` found.
-enum Read1 {
-    /// The end of the file.
-    Eof,
-    /// A line (in the buffer, without its end), this many bytes consumed.
-    Line(u64),
-    /// A line longer than the maximum, this many bytes consumed (skipped).
-    TooLong(u64),
-}
-
 /// Reads one line of at most `max` bytes (its `\n` or `\r\n` not counted)
 /// into `buf`; a longer one is skipped without holding it in memory.
-fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Read1> {
+/// Returns the bytes consumed and whether the line fit, or `None` at the
+/// end of the file.
+fn read_line(
+    reader: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<(u64, bool)>> {
     buf.clear();
     let limit = (max as u64).saturating_add(2);
     let n = (&mut *reader).take(limit).read_until(b'\n', buf)? as u64;
     if n == 0 {
-        return Ok(Read1::Eof);
+        return Ok(None);
     }
-    if buf.last() == Some(&b'\n') {
+    let ended = buf.last() == Some(&b'\n');
+    if ended {
         buf.pop();
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-        if buf.len() <= max {
-            return Ok(Read1::Line(n));
-        }
-        return Ok(Read1::TooLong(n));
     }
-    if n < limit {
-        // The last line, without an end.
-        if buf.len() <= max {
-            return Ok(Read1::Line(n));
-        }
-        return Ok(Read1::TooLong(n));
+    // Ended, or the last line of the file, without an end.
+    if ended || n < limit {
+        return Ok(Some((n, buf.len() <= max)));
     }
     // Too long: skip to the end of the line in bounded steps.
     let mut consumed = n;
@@ -150,7 +135,7 @@ fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Res
         consumed += m;
         if m == 0 || buf.last() == Some(&b'\n') {
             buf.clear();
-            return Ok(Read1::TooLong(consumed));
+            return Ok(Some((consumed, false)));
         }
     }
 }
@@ -205,7 +190,8 @@ impl<S> LineReader<S> {
             .finish_non_exhaustive()
     }
 
-    /// Forgets the current file (ended, or failed).
+    /// Forgets the current file (ended, or failed): the position is then
+    /// 0, as it is whenever no file is open.
     fn close(&mut self) {
         self.open = None;
         self.path = None;
@@ -223,29 +209,24 @@ where
     /// of the pass, or an error (a bad record or one from the source).
     fn advance(&mut self, cx: &mut Cx, name: &'static str) -> Result<Option<()>> {
         loop {
-            if let Some(open) = &mut self.open {
-                match read_line(&mut *open.reader, &mut self.buf, self.max_line_bytes) {
-                    Ok(Read1::Line(n)) => {
+            if let Some(reader) = &mut self.open {
+                let path = Path::new(self.path.as_deref().unwrap_or_default());
+                match read_line(&mut **reader, &mut self.buf, self.max_line_bytes) {
+                    Ok(Some((n, fits))) => {
                         // Saturating: a restored state may hold any count.
                         self.offset = self.offset.saturating_add(n);
                         self.line = self.line.saturating_add(1);
-                        return Ok(Some(()));
-                    }
-                    Ok(Read1::TooLong(n)) => {
-                        self.offset = self.offset.saturating_add(n);
-                        self.line = self.line.saturating_add(1);
+                        if fits {
+                            return Ok(Some(()));
+                        }
                         let message = format!("line longer than {} bytes", self.max_line_bytes);
-                        return Err(record_error(name, &open.path, Some(self.line), message));
+                        return Err(record_error(name, path, Some(self.line), message));
                     }
-                    Ok(Read1::Eof) => self.close(),
+                    Ok(None) => self.close(),
                     Err(e) => {
                         // The file is in no known state: go on with the next.
-                        let err = record_error(
-                            name,
-                            &open.path,
-                            Some(self.line + 1),
-                            format!("cannot read: {e}"),
-                        );
+                        let message = format!("cannot read: {e}");
+                        let err = record_error(name, path, Some(self.line + 1), message);
                         self.close();
                         return Err(err);
                     }
@@ -256,25 +237,13 @@ where
             };
             let path = item.as_ref();
             let Some(text) = path.to_str() else {
-                return Err(record_error(
-                    name,
-                    path,
-                    None,
-                    "the path is not UTF-8 (a state stores paths as text)".to_owned(),
-                ));
+                let message = "the path is not UTF-8 (a state stores paths as text)";
+                return Err(record_error(name, path, None, message.to_owned()));
             };
-            match open(path) {
-                Ok(reader) => {
-                    self.path = Some(text.to_owned());
-                    self.offset = 0;
-                    self.line = 0;
-                    self.open = Some(Open {
-                        reader,
-                        path: path.to_path_buf(),
-                    });
-                }
-                Err(message) => return Err(record_error(name, path, None, message)),
-            }
+            let reader = open(path).map_err(|message| record_error(name, path, None, message))?;
+            // No file was open, so `offset` and `line` are 0 (see `close`).
+            self.open = Some(reader);
+            self.path = Some(text.to_owned());
         }
     }
 
@@ -290,11 +259,8 @@ where
                     Ok(Some(item)) => return Ok(Some(item)),
                     Ok(None) => continue,
                     Err(message) => {
-                        let path = self
-                            .open
-                            .as_ref()
-                            .map_or_else(PathBuf::new, |o| o.path.clone());
-                        record_error(name, &path, Some(self.line), message)
+                        let path = Path::new(self.path.as_deref().unwrap_or_default());
+                        record_error(name, path, Some(self.line), message)
                     }
                 },
                 Ok(None) => return Ok(None),
@@ -361,15 +327,10 @@ impl<S: Node> LineReader<S> {
         // Check everything (the file included) before applying anything.
         let (source, path, offset, line) = Self::checked_fields(state, name)?;
         let counts = self.budget.load(state)?;
-        let open = match &path {
-            None => None,
-            Some(text) => {
-                let path = PathBuf::from(text);
-                let reader =
-                    open_at(&path, offset).map_err(|why| resume_error(state, name, text, why))?;
-                Some(Open { reader, path })
-            }
+        let reopen = |text: &str| {
+            open_at(Path::new(text), offset).map_err(|why| resume_error(state, name, text, why))
         };
+        let open = path.as_deref().map(reopen).transpose()?;
         self.source.reset(Some(&source))?;
         self.open = open;
         self.path = path;
@@ -464,9 +425,7 @@ macro_rules! reader_node {
             /// # Errors
             /// [`Error::InvalidArgument`] for 0.
             pub fn max_line_bytes(mut self, max: usize) -> Result<Self> {
-                if max == 0 {
-                    return Err(Error::invalid_argument($name, "max_line_bytes must be positive"));
-                }
+                crate::transforms::require(max > 0, $name, "max_line_bytes must be positive")?;
                 self.inner.max_line_bytes = max;
                 Ok(self)
             }
@@ -675,9 +634,9 @@ mod tests {
         let mut out = Vec::new();
         loop {
             match read_line(&mut reader, &mut buf, max).unwrap() {
-                Read1::Eof => return out,
-                Read1::Line(n) => out.push(format!("{}:{n}", String::from_utf8_lossy(&buf))),
-                Read1::TooLong(n) => out.push(format!("<long>:{n}")),
+                None => return out,
+                Some((n, true)) => out.push(format!("{}:{n}", String::from_utf8_lossy(&buf))),
+                Some((n, false)) => out.push(format!("<long>:{n}")),
             }
         }
     }

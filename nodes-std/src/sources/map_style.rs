@@ -129,8 +129,11 @@ fn missing_key(key: &dyn fmt::Debug) -> BoxError {
     format!("no item under key {key:?}").into()
 }
 
-fn out_of_range(index: usize, len: usize) -> BoxError {
-    format!("index {index} is out of range for a dataset of {len} items").into()
+/// The item at `index` of `items`, cloned, or the out-of-range error.
+fn cloned_at<T: Clone>(items: &[T], index: usize) -> std::result::Result<T, BoxError> {
+    let len = items.len();
+    let missing = || format!("index {index} is out of range for a dataset of {len} items").into();
+    items.get(index).cloned().ok_or_else(missing)
 }
 
 impl<T: Clone + Send> Dataset for Vec<T> {
@@ -141,10 +144,7 @@ impl<T: Clone + Send> Dataset for Vec<T> {
     }
 
     fn get_item(&self, index: usize) -> std::result::Result<T, BoxError> {
-        self.as_slice()
-            .get(index)
-            .cloned()
-            .ok_or_else(|| out_of_range(index, self.as_slice().len()))
+        cloned_at(self, index)
     }
 }
 
@@ -156,9 +156,7 @@ impl<T: Clone + Sync> Dataset for &[T] {
     }
 
     fn get_item(&self, index: usize) -> std::result::Result<T, BoxError> {
-        <[T]>::get(self, index)
-            .cloned()
-            .ok_or_else(|| out_of_range(index, <[T]>::len(self)))
+        cloned_at(self, index)
     }
 }
 

@@ -64,8 +64,7 @@ fn decompressed(
 
 /// Opens `path` for reading from the start.
 pub(crate) fn open(path: &Path) -> std::result::Result<Box<dyn BufRead + Send>, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    decompressed(file, compression(path))
+    open_at(path, 0).map_err(|Reopen(_, message)| message)
 }
 
 /// Why a saved position cannot be reopened: the key it is about, and what.
@@ -77,16 +76,10 @@ pub(crate) fn open_at(
     path: &Path,
     offset: u64,
 ) -> std::result::Result<Box<dyn BufRead + Send>, Reopen> {
+    can_reopen_at(path, offset)?;
     let mut file = File::open(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
     let kind = compression(path);
     if kind == Compression::None {
-        let len = file
-            .metadata()
-            .map_err(|e| Reopen(PATH, format!("cannot read its length: {e}")))?
-            .len();
-        if offset > len {
-            return Err(past_the_end(offset, len));
-        }
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {offset}: {e}")))?;
         return Ok(Box::new(BufReader::with_capacity(BUFFER, file)));
@@ -99,22 +92,17 @@ pub(crate) fn open_at(
         )
     })?;
     if skipped < offset {
-        return Err(Reopen(
-            OFFSET,
-            format!(
-                "offset {offset} is past the end of the decompressed file ({skipped} bytes): the file changed since the state was saved"
-            ),
-        ));
+        return Err(past_the_end(offset, "decompressed file", skipped));
     }
     Ok(reader)
 }
 
-/// An offset beyond a plain file's `len` bytes.
-fn past_the_end(offset: u64, len: u64) -> Reopen {
+/// An offset beyond the `len` bytes of `what`.
+fn past_the_end(offset: u64, what: &str, len: u64) -> Reopen {
     Reopen(
         OFFSET,
         format!(
-            "offset {offset} is past the end of the file ({len} bytes): the file changed since the state was saved"
+            "offset {offset} is past the end of the {what} ({len} bytes): the file changed since the state was saved"
         ),
     )
 }
@@ -125,7 +113,7 @@ fn past_the_end(offset: u64, len: u64) -> Reopen {
 pub(crate) fn can_reopen_at(path: &Path, offset: u64) -> std::result::Result<(), Reopen> {
     let meta = std::fs::metadata(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
     if compression(path) == Compression::None && offset > meta.len() {
-        return Err(past_the_end(offset, meta.len()));
+        return Err(past_the_end(offset, "file", meta.len()));
     }
     Ok(())
 }

@@ -479,12 +479,8 @@ impl<S: Sampler> ShardedSampler<S> {
     pub fn new(inner: S, rank: u64, world_size: u64, remainder: Remainder) -> Result<Self> {
         const NODE: &str = "ShardedSampler";
         let Rank { rank, world_size } = Rank::new(NODE, rank, world_size)?;
-        if remainder == Remainder::Pad && inner.is_empty() {
-            return Err(Error::invalid_argument(
-                NODE,
-                "cannot pad an empty sampler to an even split; use Remainder::Drop",
-            ));
-        }
+        let why = "cannot pad an empty sampler to an even split; use Remainder::Drop";
+        crate::transforms::require(remainder == Remainder::Drop || !inner.is_empty(), NODE, why)?;
         Ok(ShardedSampler {
             inner,
             rank,

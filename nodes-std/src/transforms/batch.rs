@@ -1,9 +1,8 @@
 //! [`Batcher`]: group consecutive items into `Vec`s.
 
-use std::fmt;
-
 use crate::policy::{HeldErrors, is_bad_record};
-use crate::{Cx, Error, Node, NodeId, NodeName, Result};
+use crate::transforms::require;
+use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and
@@ -18,8 +17,9 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 /// up front), so a huge `batch_size` costs nothing until items come.
 ///
 /// # Errors
-/// An error from the source that is a bad record ([`Error::User`],
-/// [`Error::Panicked`]) is one item of the pass:
+/// An error from the source that is a bad record
+/// ([`Error::User`](crate::Error::User),
+/// [`Error::Panicked`](crate::Error::Panicked)) is one item of the pass:
 /// - at a batch boundary (no item of the next batch taken yet) it is returned
 ///   in its place;
 /// - in the middle of a batch it is held, the batch goes on filling, and the
@@ -49,7 +49,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 /// assert_eq!(exact, [vec![0, 1], vec![2, 3]]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-#[derive(Node)]
+#[derive(Debug, Node)]
 #[node(size_hint, resume = crate::Resume::Groups(self.batch_size as u64))]
 #[must_use = "nodes do nothing until started"]
 pub struct Batcher<S> {
@@ -64,25 +64,9 @@ pub struct Batcher<S> {
     pending_errors: HeldErrors,
 }
 
-impl<S: fmt::Debug> fmt::Debug for Batcher<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Batcher")
-            .field("source", &self.source)
-            .field("batch_size", &self.batch_size)
-            .field("drop_last", &self.drop_last)
-            .field("pending_errors", &self.pending_errors)
-            .finish()
-    }
-}
-
 impl<S> Batcher<S> {
     pub(crate) fn new(source: S, batch_size: usize, drop_last: bool) -> Result<Self> {
-        if batch_size == 0 {
-            return Err(Error::invalid_argument(
-                "Batcher",
-                "batch_size must be at least 1",
-            ));
-        }
+        require(batch_size > 0, "Batcher", "batch_size must be at least 1")?;
         Ok(Batcher {
             source,
             batch_size,

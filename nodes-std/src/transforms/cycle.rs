@@ -1,9 +1,8 @@
 //! [`Cycler`]: restart the source whenever it ends.
 
-use std::fmt;
-
 use crate::policy::is_bad_record;
-use crate::{Cx, Error, Node, NodeId, NodeName, Result};
+use crate::transforms::require;
+use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
@@ -21,7 +20,8 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 ///
 /// # Errors
 /// Errors from the source are returned as they come. A bad record
-/// ([`Error::User`], [`Error::Panicked`]) is an item of the pass: a source
+/// ([`Error::User`](crate::Error::User),
+/// [`Error::Panicked`](crate::Error::Panicked)) is an item of the pass: a source
 /// that yields only errors is not empty, and is restarted like any other
 /// (endlessly, for [`cycle`](crate::NodeExt::cycle)).
 ///
@@ -43,7 +43,7 @@ use crate::{Cx, Error, Node, NodeId, NodeName, Result};
 /// assert_eq!(endless, [0, 1, 2, 0, 1, 2, 0]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-#[derive(Node)]
+#[derive(Debug, Node)]
 #[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Cycler<S> {
@@ -61,17 +61,6 @@ pub struct Cycler<S> {
     max_cycles: Option<u64>,
 }
 
-impl<S: fmt::Debug> fmt::Debug for Cycler<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cycler")
-            .field("source", &self.source)
-            .field("num_cycles", &self.num_cycles)
-            .field("has_started", &self.has_started)
-            .field("max_cycles", &self.max_cycles)
-            .finish()
-    }
-}
-
 impl<S> Cycler<S> {
     pub(crate) fn endless(source: S) -> Self {
         Cycler {
@@ -84,12 +73,8 @@ impl<S> Cycler<S> {
     }
 
     pub(crate) fn with_max_cycles(source: S, max_cycles: u64) -> Result<Self> {
-        if max_cycles == 0 {
-            return Err(Error::invalid_argument(
-                "Cycler",
-                "max_cycles must be at least 1 (the number of passes over the source)",
-            ));
-        }
+        let why = "max_cycles must be at least 1 (the number of passes over the source)";
+        require(max_cycles > 0, "Cycler", why)?;
         Ok(Cycler {
             max_cycles: Some(max_cycles),
             ..Cycler::endless(source)

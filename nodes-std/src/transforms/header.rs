@@ -1,7 +1,5 @@
 //! [`Header`]: the first `n` items of a pass.
 
-use std::fmt;
-
 use crate::policy::is_bad_record;
 use crate::{Cx, Node, NodeId, NodeName, Result};
 
@@ -31,7 +29,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// assert_eq!(items, [0, 1, 2]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-#[derive(Node)]
+#[derive(Debug, Node)]
 #[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Header<S> {
@@ -41,16 +39,6 @@ pub struct Header<S> {
     num_yielded: u64,
     #[node(param)]
     n: u64,
-}
-
-impl<S: fmt::Debug> fmt::Debug for Header<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Header")
-            .field("source", &self.source)
-            .field("num_yielded", &self.num_yielded)
-            .field("n", &self.n)
-            .finish()
-    }
 }
 
 impl<S> Header<S> {

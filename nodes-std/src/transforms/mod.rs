@@ -12,3 +12,12 @@ pub(crate) mod pack;
 pub(crate) mod shard;
 pub(crate) mod shuffle;
 pub(crate) mod unbatch;
+
+/// `Ok(())` if `ok`, else the [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+/// of a constructor of `node`: the one check most constructors make.
+pub(crate) fn require(ok: bool, node: &'static str, message: &'static str) -> crate::Result<()> {
+    if ok {
+        return Ok(());
+    }
+    Err(crate::Error::invalid_argument(node, message))
+}

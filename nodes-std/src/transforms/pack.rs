@@ -8,7 +8,8 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::{Cx, Error, Node, NodeId, NodeName, Result};
+use crate::transforms::require;
+use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::pack`](crate::NodeExt::pack) (the
 /// last chunk of a pass may be shorter) and
@@ -169,12 +170,7 @@ impl<S: fmt::Debug, T, M> fmt::Debug for Packer<S, T, M> {
 
 impl<S, T> Packer<S, T, TokensOnly> {
     pub(crate) fn new(source: S, seq_len: usize, drop_last: bool) -> Result<Self> {
-        if seq_len == 0 {
-            return Err(Error::invalid_argument(
-                "Packer",
-                "seq_len must be at least 1",
-            ));
-        }
+        require(seq_len > 0, "Packer", "seq_len must be at least 1")?;
         Ok(Packer {
             source,
             seq_len,

@@ -1,8 +1,6 @@
 //! [`Sharder`]: keep every `world_size`-th item, for one rank of a
 //! distributed job.
 
-use std::fmt;
-
 use crate::policy::is_bad_record;
 use crate::rank::Rank;
 use crate::{Cx, Node, NodeId, NodeName, Result};
@@ -25,7 +23,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// # State
 /// `source` (the source's state) and `seen` (items, bad records included,
 /// read from the source). Restoring is the source's restore.
-#[derive(crate::Node)]
+#[derive(Debug, crate::Node)]
 #[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Sharder<S> {
@@ -37,16 +35,6 @@ pub struct Sharder<S> {
     world_size: u64,
     #[node(state)]
     seen: u64,
-}
-
-impl<S> fmt::Debug for Sharder<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sharder")
-            .field("rank", &self.rank)
-            .field("world_size", &self.world_size)
-            .field("seen", &self.seen)
-            .finish_non_exhaustive()
-    }
 }
 
 impl<S> Sharder<S> {

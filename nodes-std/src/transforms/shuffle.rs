@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cow::CowBuffer;
 use crate::seed::PassRng;
+use crate::transforms::require;
 use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
@@ -106,12 +107,11 @@ impl<S: Node + fmt::Debug> fmt::Debug for Shuffler<S> {
 
 impl<S: Node> Shuffler<S> {
     pub(crate) fn new(source: S, buffer_size: usize, seed: u64) -> Result<Self> {
-        if buffer_size == 0 {
-            return Err(Error::invalid_argument(
-                "Shuffler",
-                "buffer_size must be at least 1",
-            ));
-        }
+        require(
+            buffer_size > 0,
+            "Shuffler",
+            "buffer_size must be at least 1",
+        )?;
         Ok(Shuffler {
             source,
             buffer_size,
