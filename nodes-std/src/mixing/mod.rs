@@ -560,6 +560,10 @@ impl<N> Sources<N> {
 
     /// The names, comma-separated, for errors.
     pub(crate) fn joined_names(&self) -> String {
-        self.names.iter().map(|n| &**n).collect::<Vec<_>>().join(", ")
+        self.names
+            .iter()
+            .map(|n| &**n)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
