@@ -53,16 +53,8 @@ pub enum ErrorPolicy {
 /// (`Deliver`, `Fail`, `Skip`, `SkipAtMost(3)`).
 impl crate::Param for ErrorPolicy {
     fn render(&self, out: &mut String) {
-        match self {
-            ErrorPolicy::Deliver => out.push_str("Deliver"),
-            ErrorPolicy::Fail => out.push_str("Fail"),
-            ErrorPolicy::Skip => out.push_str("Skip"),
-            ErrorPolicy::SkipAtMost(n) => {
-                out.push_str("SkipAtMost(");
-                n.render(out);
-                out.push(')');
-            }
-        }
+        // The derived `Debug` is exactly that.
+        out.push_str(&format!("{self:?}"));
     }
 }
 

@@ -13,15 +13,13 @@
 //! types, box them: `Box<dyn Node<Item = T>>` is itself a node (see
 //! [`NodeExt::boxed`](crate::NodeExt::boxed)).
 
-// Why `Stateful` is hand-written here rather than derived: the samplers were
-// written alongside `#[derive(Node)]`, and their restore validates across
-// fields before applying anything (the state's seed/rank/world size against
-// the configuration, `dataset_keys` against the source order, "empty implies
-// exhausted"), then rebuilds derived data (the draw table, the exhausted
-// counters, the generator at its word position). They keep a `ResetFlag` and
-// the `__started_guards!` compile-time guard. They could be ported onto the
-// derive (`#[node(children)]` plus an `init`) if it grows cross-field
-// validation, keeping the state layout below.
+// Why `Stateful` is hand-written here rather than derived: the samplers'
+// restore validates across fields before applying anything (the state's
+// seed/rank/world size against the configuration, `dataset_keys` against
+// the source order, "empty implies exhausted"), keeps what `check_state`
+// decoded for the reset that follows, then rebuilds derived data (the draw
+// table, the exhausted counters, the generator at its word position); their
+// states share flag maps between snapshots. The derive writes none of that.
 
 // What both samplers do alike, written once. Declared before their modules
 // so that they can use them.
@@ -69,10 +67,41 @@ macro_rules! sampler_node {
     };
 }
 
-/// Writes, inside a sampler's `impl Stateful`, the methods it hands to its
-/// `sources`: `shutdown`, and `resume` from the stop criterion.
+/// Writes, inside a sampler's `impl Stateful`, what it hands to its
+/// `sources`: `check_state` and `reset` (check the whole state, then apply
+/// it; the sampler's `check`, `start_pass`, `apply` and `recount` do its
+/// own part), `shutdown`, and `resume` from the stop criterion.
 macro_rules! stateful_by_sources {
     () => {
+        fn check_state(&self, state: &State) -> Result<()> {
+            let checked = self.check(state)?;
+            self.sources.check_nested(&checked.sources)?;
+            self.sources.keep_checked(state, checked);
+            Ok(())
+        }
+
+        fn reset(&mut self, state: Option<&State>) -> Result<()> {
+            // Unusable until this reset succeeds.
+            self.flag = ResetFlag::default();
+            // Decoded by `check_state` already, if that checked this very
+            // state (and dropped, unused, otherwise).
+            let kept = self.sources.take_checked(state);
+            match state {
+                None => self.start_pass()?,
+                Some(state) => {
+                    let checked = match kept {
+                        Some(checked) => checked,
+                        None => self.check(state)?,
+                    };
+                    self.sources.restore(checked.sources)?;
+                    self.apply(checked.own);
+                }
+            }
+            self.recount();
+            self.flag.mark();
+            Ok(())
+        }
+
         fn shutdown(&mut self) {
             self.sources.shutdown();
         }
@@ -214,20 +243,13 @@ pub(crate) struct Sources<N> {
     /// Signalled its end again right after a restart: nothing to draw from
     /// for the rest of this pass.
     pub(crate) empty: Vec<bool>,
-    /// The parts of a state that change rarely, as last written: shared by
-    /// every state taken until a flag changes, so that taking the state of
-    /// a wide sampler does not rebuild them (see [`Sources::save`]).
-    saved: Mutex<Option<SavedParts>>,
+    /// The two flag maps of a state (exhausted, empty), as last written:
+    /// shared by every state taken until a flag changes, so that taking the
+    /// state of a wide sampler does not rebuild them (see [`Sources::save`]).
+    saved: Mutex<Option<[Arc<FlagMap>; 2]>>,
     /// The last state `check_state` accepted, with what the sampler decoded
     /// while checking it (see [`Sources::keep_checked`]).
     checked: Mutex<Option<(State, Box<dyn Any + Send>)>>,
-}
-
-/// See [`Sources::saved`].
-struct SavedParts {
-    names: Arc<SourceNames>,
-    exhausted: Arc<FlagMap>,
-    empty: Arc<FlagMap>,
 }
 
 /// A flag per source, saved as a map from each source's name to its flag.
@@ -261,6 +283,13 @@ pub(crate) struct DecodedSources {
     pub(crate) exhausted: Vec<bool>,
     pub(crate) empty: Vec<bool>,
     pub(crate) states: Vec<State>,
+}
+
+/// A sampler state, checked and decoded but not applied: the sampler's own
+/// part and its sources'.
+pub(crate) struct Checked<T> {
+    pub(crate) own: T,
+    pub(crate) sources: DecodedSources,
 }
 
 impl<N: Node> Sources<N> {
@@ -373,11 +402,7 @@ impl<N: Node> Sources<N> {
                 format!(
                     "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
                     keys.join(", "),
-                    self.names
-                        .iter()
-                        .map(|n| &**n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    self.joined_names()
                 ),
             ));
         }
@@ -445,40 +470,23 @@ impl<N: Node> Sources<N> {
     pub(crate) fn save(&self, out: &mut Fields, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
-        let parts = match saved.take() {
-            Some(parts) => parts,
-            None => {
-                let names = Arc::new(SourceNames(self.names.clone()));
-                let flags = Arc::new(FlagMap {
-                    names: Arc::clone(&names),
-                    flags: vec![false; self.len()],
-                });
-                SavedParts {
-                    names,
-                    exhausted: Arc::clone(&flags),
-                    empty: flags,
-                }
-            }
-        };
-        let SavedParts {
-            names,
-            mut exhausted,
-            mut empty,
-        } = parts;
+        let [mut exhausted, mut empty] = saved.take().unwrap_or_else(|| {
+            let flags = Arc::new(FlagMap {
+                names: Arc::new(SourceNames(self.names.clone())),
+                flags: vec![false; self.len()],
+            });
+            [Arc::clone(&flags), flags]
+        });
         if exhausted.flags != self.exhausted {
-            exhausted = flag_map(&names, &self.exhausted, &empty);
+            exhausted = flag_map(&self.exhausted, &empty);
         }
         if empty.flags != self.empty {
-            empty = flag_map(&names, &self.empty, &exhausted);
+            empty = flag_map(&self.empty, &exhausted);
         }
-        out.deferred(DATASET_KEYS, &names);
+        out.deferred(DATASET_KEYS, &exhausted.names);
         out.deferred(EXHAUSTED, &exhausted);
         out.deferred(EMPTY, &empty);
-        *saved = Some(SavedParts {
-            names,
-            exhausted,
-            empty,
-        });
+        *saved = Some([exhausted, empty]);
         drop(saved);
         let mut states = Fields::with_capacity(self.len());
         for (name, node) in self.names.iter().zip(&self.nodes) {
@@ -509,12 +517,12 @@ impl<N: Node> Sources<N> {
 
 /// The flag map for `flags`: `other` when it holds the same flags (both
 /// maps are all `false` for most of a pass: one map), else a new one.
-fn flag_map(names: &Arc<SourceNames>, flags: &[bool], other: &Arc<FlagMap>) -> Arc<FlagMap> {
+fn flag_map(flags: &[bool], other: &Arc<FlagMap>) -> Arc<FlagMap> {
     if other.flags == flags {
         return Arc::clone(other);
     }
     Arc::new(FlagMap {
-        names: Arc::clone(names),
+        names: Arc::clone(&other.names),
         flags: flags.to_vec(),
     })
 }
@@ -537,22 +545,25 @@ impl<N> Sources<N> {
     }
 
     /// The flags as `name: exhausted/empty` pairs, for `Debug`.
-    pub(crate) fn debug_flags(&self) -> impl fmt::Debug + '_ {
-        struct Flags<'a>(&'a [Arc<str>], &'a [bool], &'a [bool]);
-        impl fmt::Debug for Flags<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let mut map = f.debug_map();
-                for ((name, &exhausted), &empty) in self.0.iter().zip(self.1).zip(self.2) {
-                    let status = match (exhausted, empty) {
-                        (_, true) => "empty",
-                        (true, false) => "exhausted",
-                        (false, false) => "active",
-                    };
-                    map.entry(name, &status);
-                }
-                map.finish()
-            }
-        }
-        Flags(&self.names, &self.exhausted, &self.empty)
+    fn debug_flags(&self) -> impl fmt::Debug + '_ {
+        fmt::from_fn(|f| {
+            let status = |i: usize| match (self.exhausted[i], self.empty[i]) {
+                (_, true) => "empty",
+                (true, false) => "exhausted",
+                (false, false) => "active",
+            };
+            f.debug_map()
+                .entries(self.names.iter().enumerate().map(|(i, n)| (n, status(i))))
+                .finish()
+        })
+    }
+
+    /// The names, comma-separated, for errors.
+    pub(crate) fn joined_names(&self) -> String {
+        self.names
+            .iter()
+            .map(|n| &**n)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use nodes_core::__private::Fields;
 use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
-use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
+use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
 
 const NAME: &str = "MultiNodeRoundRobinSampler";
@@ -218,19 +218,14 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
                 self.advance();
                 continue;
             }
-            match self.take_turn(i, cx) {
-                // An item, or an error in its place: the turn is spent.
-                Ok(Turn::Item(item)) => {
-                    self.advance();
-                    return Ok(Some((i, item)));
-                }
-                Err(err) => {
-                    self.advance();
-                    return Err(err);
-                }
-                Ok(Turn::Empty) => self.advance(),
-                // The loop skips it from now on, or ends the pass.
-                Ok(Turn::Ended) => {}
+            let turn = self.take_turn(i, cx);
+            // An item, or an error in its place, spends the turn; a source
+            // that ended is skipped from now on, or ends the pass.
+            if !matches!(turn, Ok(Turn::Ended)) {
+                self.advance();
+            }
+            if let Turn::Item(item) = turn? {
+                return Ok(Some((i, item)));
             }
         }
     }
@@ -276,12 +271,12 @@ nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
 sampler_node!(MultiNodeRoundRobinSampler);
 
 impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
-    /// Checks the sampler's own part of `state` and decodes it, without
-    /// applying anything.
-    fn check(&self, state: &State) -> Result<(usize, DecodedSources)> {
+    /// Checks the sampler's own part of `state` (the cursor) and decodes
+    /// it, without applying anything.
+    fn check(&self, state: &State) -> Result<Checked<usize>> {
         state.expect_keys(NAME, &KEYS)?;
         let cursor: usize = state.get(CURSOR)?;
-        let decoded = self.sources.decode(NAME, state)?;
+        let sources = self.sources.decode(NAME, state)?;
         if cursor >= self.sources.len() {
             return Err(Error::bad_state(
                 state.path_of(CURSOR),
@@ -291,44 +286,24 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
                 ),
             ));
         }
-        Ok((cursor, decoded))
+        Ok(Checked {
+            own: cursor,
+            sources,
+        })
+    }
+
+    fn start_pass(&mut self) -> Result<()> {
+        self.sources.reset_all()?;
+        self.cursor = 0;
+        Ok(())
+    }
+
+    fn apply(&mut self, cursor: usize) {
+        self.cursor = cursor;
     }
 }
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
-    fn check_state(&self, state: &State) -> Result<()> {
-        let checked = self.check(state)?;
-        self.sources.check_nested(&checked.1)?;
-        self.sources.keep_checked(state, checked);
-        Ok(())
-    }
-
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        // Unusable until this reset succeeds.
-        self.flag = ResetFlag::default();
-        match state {
-            None => {
-                // Drops what `check_state` kept, unused.
-                self.sources.take_checked::<(usize, DecodedSources)>(None);
-                self.sources.reset_all()?;
-                self.cursor = 0;
-            }
-            Some(state) => {
-                // Decoded by `check_state` already, if that checked this
-                // very state.
-                let (cursor, decoded) = match self.sources.take_checked(Some(state)) {
-                    Some(checked) => checked,
-                    None => self.check(state)?,
-                };
-                self.sources.restore(decoded)?;
-                self.cursor = cursor;
-            }
-        }
-        self.recount();
-        self.flag.mark();
-        Ok(())
-    }
-
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
         let mut out = Fields::with_capacity(5);

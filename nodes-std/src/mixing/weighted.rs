@@ -7,10 +7,10 @@ use std::marker::PhantomData;
 use nodes_core::__private::Fields;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
-use super::{DATASET_KEYS, DecodedSources, EMPTY, EXHAUSTED, NODE_STATES};
+use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
 use crate::rank::Rank;
-use crate::seed::PassRng;
+use crate::seed::{PassRng, epoch_after};
 
 const NAME: &str = "MultiNodeWeightedSampler";
 
@@ -152,8 +152,7 @@ pub struct MultiNodeWeightedSampler<N, O = Plain> {
     weights: Vec<f64>,
     stop: StopCriteria,
     seed: u64,
-    rank: u64,
-    world_size: u64,
+    ranks: Rank,
     /// Sources with a positive weight.
     active: usize,
     // Per pass.
@@ -211,44 +210,39 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();
-            let Some(&i) = position.get(name) else {
-                return Err(Error::invalid_argument(
-                    NAME,
-                    format!(
-                        "the names of sources and weights must be the same: weight given for {name:?}, which is not a source (sources: {})",
-                        join(&sources.names)
-                    ),
-                ));
+            let why = match position.get(name) {
+                None => format!(
+                    "the names of sources and weights must be the same: weight given for {name:?}, which is not a source (sources: {})",
+                    sources.joined_names()
+                ),
+                Some(&i) if by_index[i].is_some() => {
+                    format!("weight for {name:?} given more than once")
+                }
+                Some(_) if !weight.is_finite() || weight < 0.0 => {
+                    format!("weight for {name:?} must be finite and non-negative, got {weight}")
+                }
+                Some(&i) => {
+                    by_index[i] = Some(weight);
+                    continue;
+                }
             };
-            if by_index[i].is_some() {
-                return Err(Error::invalid_argument(
-                    NAME,
-                    format!("weight for {name:?} given more than once"),
-                ));
-            }
-            if !weight.is_finite() || weight < 0.0 {
-                return Err(Error::invalid_argument(
-                    NAME,
-                    format!("weight for {name:?} must be finite and non-negative, got {weight}"),
-                ));
-            }
-            by_index[i] = Some(weight);
+            return Err(Error::invalid_argument(NAME, why));
         }
-        let mut weights = Vec::with_capacity(n);
-        for (i, w) in by_index.into_iter().enumerate() {
-            match w {
-                Some(w) => weights.push(w),
-                None => {
-                    return Err(Error::invalid_argument(
+        let weights = by_index
+            .iter()
+            .zip(&sources.names)
+            .map(|(w, name)| {
+                w.ok_or_else(|| {
+                    Error::invalid_argument(
                         NAME,
                         format!(
                             "the names of sources and weights must be the same: no weight for source {:?}",
-                            &*sources.names[i]
+                            &**name
                         ),
-                    ));
-                }
-            }
-        }
+                    )
+                })
+            })
+            .collect::<Result<Vec<f64>>>()?;
         let active = weights.iter().filter(|&&w| w > 0.0).count();
         if active == 0 {
             return Err(Error::invalid_argument(
@@ -264,14 +258,12 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
         }
         // As torchdata does: each rank of a launched job draws its own stream
         // unless told otherwise.
-        let Rank { rank, world_size } = Rank::from_env()?;
         Ok(MultiNodeWeightedSampler {
+            ranks: Rank::from_env()?,
             sources,
             weights,
             stop: StopCriteria::default(),
             seed: 0,
-            rank,
-            world_size,
             active,
             epoch: 0,
             num_yielded: 0,
@@ -294,8 +286,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             weights: self.weights,
             stop: self.stop,
             seed: self.seed,
-            rank: self.rank,
-            world_size: self.world_size,
+            ranks: self.ranks,
             active: self.active,
             epoch: self.epoch,
             num_yielded: self.num_yielded,
@@ -318,6 +309,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self.flag = ResetFlag::default();
+        // A state checked before is not checked against this seed.
+        self.sources.take_checked::<()>(None);
         self
     }
 
@@ -334,18 +327,11 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     ///
     /// [`Error::InvalidArgument`] if `world_size` is 0 or `rank >= world_size`.
     pub fn rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
-        Rank::new(NAME, rank, world_size)?;
-        self.rank = rank;
-        self.world_size = world_size;
+        self.ranks = Rank::new(NAME, rank, world_size)?;
         self.flag = ResetFlag::default();
+        // A state checked before is not checked against this rank.
+        self.sources.take_checked::<()>(None);
         Ok(self)
-    }
-
-    fn ranks(&self) -> Rank {
-        Rank {
-            rank: self.rank,
-            world_size: self.world_size,
-        }
     }
 
     /// The seed.
@@ -355,12 +341,12 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
 
     /// This process's rank.
     pub fn get_rank(&self) -> u64 {
-        self.rank
+        self.ranks.rank
     }
 
     /// The number of ranks.
     pub fn world_size(&self) -> u64 {
-        self.world_size
+        self.ranks.world_size
     }
 
     /// The current epoch (0 for the first pass).
@@ -395,11 +381,12 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.over = self.finished();
     }
 
+    /// After a reset: the counters and the draw table from the flags.
     fn recount(&mut self) {
         self.active_exhausted = (0..self.weights.len())
             .filter(|&i| self.weights[i] > 0.0 && self.sources.exhausted[i])
             .count();
-        self.over = self.finished();
+        self.rebuild_table();
     }
 
     fn finished(&self) -> bool {
@@ -479,67 +466,42 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             let Some(i) = self.draw() else {
                 return Ok(None);
             };
-            match self.sources.nodes[i].next(cx) {
-                Ok(Some(item)) => {
-                    // Saturating: a restored state may hold any count.
-                    self.num_yielded = self.num_yielded.saturating_add(1);
-                    return Ok(Some((i, item)));
-                }
-                Ok(None) => {
-                    if let Some(item) = self.source_ended(i, cx)? {
-                        self.num_yielded = self.num_yielded.saturating_add(1);
-                        return Ok(Some((i, item)));
-                    }
-                }
-                // The error is this draw's item: the draw stays spent.
-                Err(err) => return Err(err),
-            }
+            // An error is this draw's item: the draw stays spent.
+            let item = match self.sources.nodes[i].next(cx)? {
+                Some(item) => item,
+                None => match self.source_ended(i, cx)? {
+                    Some(item) => item,
+                    None => continue,
+                },
+            };
+            // Saturating: a restored state may hold any count.
+            self.num_yielded = self.num_yielded.saturating_add(1);
+            return Ok(Some((i, item)));
         }
     }
 
     /// Starts a new pass (the next epoch if the last one had started).
-    fn reset_fresh(&mut self) -> Result<()> {
-        let epoch = if self.started {
-            self.epoch.wrapping_add(1)
-        } else {
-            self.epoch
-        };
+    fn start_pass(&mut self) -> Result<()> {
         self.sources.reset_all()?;
-        self.epoch = epoch;
+        self.epoch = epoch_after(self.epoch, self.started);
         self.num_yielded = 0;
         self.started = false;
-        self.rng = PassRng::for_pass(self.seed, epoch, self.ranks());
+        self.rng = PassRng::for_pass(self.seed, self.epoch, self.ranks);
         Ok(())
     }
 
-    /// Checks the whole state, then applies it.
-    fn reset_from(&mut self, state: &State) -> Result<()> {
-        // Decoded by `check_state` already, if that checked this very state
-        // against this configuration.
-        let checked = match self.sources.take_checked::<Checked>(Some(state)) {
-            Some(checked) if checked.config == self.config() => checked,
-            _ => self.check(state)?,
-        };
-        let Checked {
-            epoch,
-            num_yielded,
-            started,
-            word_pos,
-            decoded,
-            config: _,
-        } = checked;
-        self.sources.restore(decoded)?;
-        self.epoch = epoch;
-        self.num_yielded = num_yielded;
-        self.started = started;
-        self.rng = PassRng::for_pass(self.seed, epoch, self.ranks());
-        self.rng.seek(word_pos);
-        Ok(())
+    /// Applies the sampler's own part of a checked state.
+    fn apply(&mut self, own: Own) {
+        self.epoch = own.epoch;
+        self.num_yielded = own.num_yielded;
+        self.started = own.started;
+        self.rng = PassRng::for_pass(self.seed, own.epoch, self.ranks);
+        self.rng.seek(own.word_pos);
     }
 
     /// Checks the sampler's own part of `state` and decodes it, without
     /// applying anything.
-    fn check(&self, state: &State) -> Result<Checked> {
+    fn check(&self, state: &State) -> Result<Checked<Own>> {
         state.expect_keys(NAME, &KEYS)?;
         let epoch: u64 = state.get(EPOCH)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
@@ -548,8 +510,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         rng.expect_keys(NAME, &RNG_KEYS)?;
         for (key, ours, what) in [
             (RNG_SEED, self.seed, "seed"),
-            (RNG_RANK, self.rank, "rank"),
-            (RNG_WORLD_SIZE, self.world_size, "world size"),
+            (RNG_RANK, self.ranks.rank, "rank"),
+            (RNG_WORLD_SIZE, self.ranks.world_size, "world size"),
         ] {
             let theirs: u64 = rng.get(key)?;
             if theirs != ours {
@@ -563,37 +525,32 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         }
         let word_pos: u64 = rng.get(RNG_WORD_POS)?;
         PassRng::check_word_pos(rng.path_of(RNG_WORD_POS), word_pos)?;
-        let decoded = self.sources.decode(NAME, state)?;
         Ok(Checked {
-            epoch,
-            num_yielded,
-            started,
-            word_pos,
-            decoded,
-            config: self.config(),
+            own: Own {
+                epoch,
+                num_yielded,
+                started,
+                word_pos,
+            },
+            sources: self.sources.decode(NAME, state)?,
         })
-    }
-
-    /// What a state is checked against besides the sources: seed, rank,
-    /// world size.
-    fn config(&self) -> [u64; 3] {
-        [self.seed, self.rank, self.world_size]
     }
 }
 
-/// A sampler state, checked and decoded but not applied.
-struct Checked {
+impl<N, O> MultiNodeWeightedSampler<N, O> {
+    /// The weights by source name, in source order.
+    fn named_weights(&self) -> Vec<(&str, f64)> {
+        let names = self.sources.names.iter().map(|n| &**n);
+        names.zip(self.weights.iter().copied()).collect()
+    }
+}
+
+/// The sampler's own part of a state, checked and decoded but not applied.
+struct Own {
     epoch: u64,
     num_yielded: u64,
     started: bool,
     word_pos: u64,
-    decoded: DecodedSources,
-    /// The configuration it was checked against (see `config`).
-    config: [u64; 3],
-}
-
-fn join(names: &[std::sync::Arc<str>]) -> String {
-    names.iter().map(|n| &**n).collect::<Vec<_>>().join(", ")
 }
 
 // A concrete sampler that was only constructed has no `next`/`get_state`:
@@ -638,8 +595,8 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         self.flag.check(NAME)?;
         let mut rng = Fields::with_capacity(4);
         rng.field(RNG_SEED, &self.seed)?;
-        rng.field(RNG_RANK, &self.rank)?;
-        rng.field(RNG_WORLD_SIZE, &self.world_size)?;
+        rng.field(RNG_RANK, &self.ranks.rank)?;
+        rng.field(RNG_WORLD_SIZE, &self.ranks.world_size)?;
         rng.field(RNG_WORD_POS, &self.rng.word_pos())?;
         let mut out = Fields::with_capacity(8);
         out.field(EPOCH, &self.epoch)?;
@@ -650,40 +607,10 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         Ok(out.done(0))
     }
 
-    fn check_state(&self, state: &State) -> Result<()> {
-        let checked = self.check(state)?;
-        self.sources.check_nested(&checked.decoded)?;
-        self.sources.keep_checked(state, checked);
-        Ok(())
-    }
-
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        // Unusable until this reset succeeds.
-        self.flag = ResetFlag::default();
-        match state {
-            // Drops what `check_state` kept, unused.
-            None => {
-                self.sources.take_checked::<Checked>(None);
-                self.reset_fresh()?;
-            }
-            Some(state) => self.reset_from(state)?,
-        }
-        self.recount();
-        self.rebuild_table();
-        self.flag.mark();
-        Ok(())
-    }
-
     /// The weights are listed by source name (the order of the sources is
     /// the order of the children), so a reordering is reported as one.
     fn describe(&self) -> Description {
-        let mut weights: Vec<(&str, f64)> = self
-            .sources
-            .names
-            .iter()
-            .map(|n| &**n)
-            .zip(self.weights.iter().copied())
-            .collect();
+        let mut weights = self.named_weights();
         weights.sort_by(|a, b| a.0.cmp(b.0));
         let weights: Vec<String> = weights
             .iter()
@@ -693,8 +620,8 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             .param("weights", format!("{{{}}}", weights.join(", ")))
             .param("stop_criteria", self.stop)
             .param("seed", self.seed)
-            .param("rank", self.rank)
-            .param("world_size", self.world_size)
+            .param("rank", self.ranks.rank)
+            .param("world_size", self.ranks.world_size)
             .param("tag_output", O::TAGGED);
         self.sources.describe_into(d).with_resume(self.resume())
     }
@@ -702,19 +629,12 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
 impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let weights: Vec<(&str, f64)> = self
-            .sources
-            .names
-            .iter()
-            .map(|n| &**n)
-            .zip(self.weights.iter().copied())
-            .collect();
         let mut out = f.debug_struct(NAME);
-        out.field("weights", &weights)
+        out.field("weights", &self.named_weights())
             .field("stop_criteria", &self.stop)
             .field("seed", &self.seed)
-            .field("rank", &self.rank)
-            .field("world_size", &self.world_size)
+            .field("rank", &self.ranks.rank)
+            .field("world_size", &self.ranks.world_size)
             .field("output", &std::any::type_name::<O>())
             .field("epoch", &self.epoch)
             .field("num_yielded", &self.num_yielded);

@@ -1,7 +1,5 @@
 //! [`Zip`]: pair up the items of two nodes.
 
-use std::fmt;
-
 use crate::policy::{HeldErrors, is_bad_record};
 use crate::{Cx, Node, NodeId, NodeName, Result};
 
@@ -44,7 +42,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// assert_eq!(pairs, [(0, 'a'), (1, 'b'), (2, 'c')]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-#[derive(Node)]
+#[derive(Node, Debug)]
 #[node(size_hint)]
 #[must_use = "nodes do nothing until started"]
 pub struct Zip<A, B> {
@@ -57,17 +55,6 @@ pub struct Zip<A, B> {
     /// Bad records from `right` taken while building the last pair.
     #[node(state)]
     pending_errors: HeldErrors,
-}
-
-impl<A: fmt::Debug, B: fmt::Debug> fmt::Debug for Zip<A, B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Zip")
-            .field("left", &self.left)
-            .field("right", &self.right)
-            .field("ended", &self.ended)
-            .field("pending_errors", &self.pending_errors)
-            .finish()
-    }
 }
 
 impl<A, B> Zip<A, B> {
