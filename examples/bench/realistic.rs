@@ -46,6 +46,8 @@ const MIX_SEED: u64 = 13;
 /// Workers per dataset in `realistic_par`.
 const WORKERS: usize = 2;
 const PREFETCH: usize = 2;
+/// The read-ahead of `realistic_par_defaults`.
+const DEFAULTS_PREFETCH: usize = 4;
 /// A run with a state after every batch stops once it has taken this many
 /// times the run without: the ratio is then below 1/10 whatever the rest
 /// would take, and reported as an upper bound.
@@ -163,6 +165,7 @@ pub(crate) fn run(quick: bool) -> Res<()> {
     );
 
     realistic_par(&corpus, &expected, runs, &nodes_ns)?;
+    realistic_par_defaults(&corpus, &expected, runs)?;
     // A training step that takes about as long as producing one batch.
     let step = t_nodes / u32::try_from(batches)?;
     realistic_prefetch(&corpus, &expected, runs, step)?;
@@ -231,6 +234,41 @@ fn realistic_par(corpus: &Corpus, expected: &Checksum, runs: usize, ns: &StageNs
                 "worker_threads": WORKERS * NAMES.len(),
                 "bound": bound,
                 "bound_rule": "sum of stage ns / max(sum / effective_cores, shuffle + mix + batch, read, (read + parse) / workers)",
+            }),
+        ),
+    );
+    Ok(())
+}
+
+/// The natural edit a new user makes: the parse on `par_map(2)` and a
+/// `prefetch(4)` after the batches, every option at its default, against
+/// the plain pipeline in the same run. Threads only pay with a second core.
+fn realistic_par_defaults(corpus: &Corpus, expected: &Checksum, runs: usize) -> Res<()> {
+    let (((t_seq, seq), (t_par, par)), cores) = cores::around(|| {
+        best_of_pair(
+            runs,
+            || Ok(drain(pipeline(corpus, SHUFFLE)?, &Consumer::plain())?.checksum),
+            || {
+                let node = par_pipeline(corpus)?.prefetch(DEFAULTS_PREFETCH)?;
+                Ok(drain(node, &Consumer::plain())?.checksum)
+            },
+        )
+    })?;
+    check("realistic", expected, &seq)?;
+    check("realistic_par_defaults", expected, &par)?;
+    emit(
+        "realistic_par_defaults",
+        corpus.total_records(),
+        t_par,
+        t_seq,
+        (cores.used() >= 1.5).then_some(1.0),
+        with(
+            cores.json(),
+            json!({
+                "unit": "records",
+                "baseline": "realistic (inline map, no prefetch), same run",
+                "pipeline": "parse on par_map(ParallelOptions::new(2)) per dataset, prefetch(4) after batch, default options",
+                "target_rule": "1.0 when effective_cores >= 1.5, else none",
             }),
         ),
     );
@@ -555,7 +593,8 @@ fn source(file: &JsonlFile, buffer: usize, seed: u64) -> Res<impl Node<Item = Sa
         .shuffle(buffer, seed)?)
 }
 
-/// The same with the parse in a `par_map` of `WORKERS` threads.
+/// The same with the parse in a `par_map` of `WORKERS` threads, default
+/// options otherwise.
 fn par_source(file: &JsonlFile, seed: u64) -> Res<impl Node<Item = Sample> + use<>> {
     let parse = |line: io::Result<String>| Ok(tokenize(&line?)?);
     Ok(IterableWrapper::new(file.clone())

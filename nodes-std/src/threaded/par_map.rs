@@ -36,14 +36,25 @@ type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 /// | `num_workers` | (required) | worker threads; `0` maps inline on the caller's thread |
 /// | `in_order` | `true` | deliver in source order, or as items complete |
 /// | `max_concurrent` | `32 * num_workers`, growing while the function is cheap (two adaptive chunks per worker) up to `512 * num_workers` (`2 * num_workers * k` with `prebatch(k)`) | items pulled from the source and not yet returned, at most |
-/// | `snapshot_frequency` | `1` | take a source snapshot every this many items |
+/// | `snapshot_frequency` | paced by the source's work | take a source snapshot every this many items |
 /// | `prebatch` | (adaptive) | items handed to a worker at once |
 /// | `on_error` | `Deliver` | what to do with a bad record ([`ErrorPolicy`]) |
 ///
-/// A larger `snapshot_frequency` costs fewer source `get_state` calls while
-/// running, and more items to skip (pulled from the source again, but not
-/// mapped) when a checkpoint is restored. Set it above the dataset size to
-/// snapshot only at the start of each pass.
+/// By default the source's snapshots are paced by its work, as a
+/// [`Prefetcher`](crate::Prefetcher)'s are: one at the end of a chunk once
+/// the source has worked for 5 ms (and 32 times what the last snapshot
+/// cost) since the previous one, and at least one every 65,536 items. A
+/// restore then replays (pulls again, but does not map) at most `65,536 +
+/// max_concurrent` items, about 5 ms of the source's work in the common case; the state
+/// records that bound as `max_offset`. A source that counts its items (a
+/// wrapper over an iterator, a sampler) needs no snapshot between its
+/// items, and nothing is replayed over it.
+///
+/// An explicit `snapshot_frequency(n)` takes a snapshot every `n` items
+/// instead, whatever the timing, and bounds the replay by `n +
+/// max_concurrent` items: `1` replays nothing but pays a source `get_state`
+/// per item; a value above the dataset size snapshots only at the start of
+/// each pass.
 ///
 /// ```
 /// use nodes_std::ParallelOptions;
@@ -58,7 +69,7 @@ pub struct ParallelOptions {
     num_workers: usize,
     in_order: bool,
     max_concurrent: Option<usize>,
-    snapshot_frequency: usize,
+    snapshot_frequency: Option<usize>,
     on_error: ErrorPolicy,
     prebatch: Option<usize>,
 }
@@ -69,13 +80,13 @@ impl ParallelOptions {
 
     /// Options for `num_workers` threads (`0`: map inline), in order,
     /// `max_concurrent = 32 * num_workers` (growing while the function is
-    /// cheap, see the table above), a snapshot after every item.
+    /// cheap, see the table above), snapshots paced by the source's work.
     pub fn new(num_workers: usize) -> Self {
         ParallelOptions {
             num_workers,
             in_order: true,
             max_concurrent: None,
-            snapshot_frequency: 1,
+            snapshot_frequency: None,
             on_error: ErrorPolicy::Deliver,
             prebatch: None,
         }
@@ -95,9 +106,11 @@ impl ParallelOptions {
         self
     }
 
-    /// Snapshot the source every this many items. Must be at least 1.
+    /// Snapshot the source every this many items, instead of pacing the
+    /// snapshots by the source's work (see the table above). Must be at
+    /// least 1.
     pub fn snapshot_frequency(mut self, snapshot_frequency: usize) -> Self {
-        self.snapshot_frequency = snapshot_frequency;
+        self.snapshot_frequency = Some(snapshot_frequency);
         self
     }
 
@@ -152,7 +165,7 @@ impl ParallelOptions {
                 "max_concurrent must be at least 1 (it bounds the items in flight), found 0",
             ));
         }
-        if self.snapshot_frequency == 0 {
+        if self.snapshot_frequency == Some(0) {
             return Err(Error::invalid_argument(
                 NAME,
                 "snapshot_frequency must be at least 1, found 0; to snapshot only at the start of each pass, use a value larger than the dataset",
@@ -192,7 +205,10 @@ impl ParallelOptions {
             },
             adaptive_chunks: self.prebatch.is_none(),
             min_in_flight,
-            snapshots: Snapshots::Every(self.snapshot_frequency as u64),
+            snapshots: match self.snapshot_frequency {
+                Some(every) => Snapshots::Every(every as u64),
+                None => Snapshots::Paced,
+            },
             layout: Layout::Indexed,
             policy: self.on_error,
         })
@@ -261,8 +277,9 @@ impl ParallelOptions {
 /// run yields precisely the items not yet received, each once, in either
 /// mode. States are interchangeable between modes and worker counts.
 /// `"max_offset": m` is the most the writer could have recorded after its
-/// snapshot (its `snapshot_frequency` + `max_concurrent` + twice the span of
-/// the skips it was restored with, or its largest offset delivered ahead):
+/// snapshot (its `snapshot_frequency`, or 65,536 when paced, +
+/// `max_concurrent` + twice the span of the skips it was
+/// restored with, or its largest offset delivered ahead):
 /// a `steps_since_snapshot` or an offset
 /// beyond it is refused when the state is offered, so a restore never
 /// replays more than `m` items, whatever the options it is restored with.
@@ -439,3 +456,95 @@ where
 // A concrete `ParallelMapper` that was only constructed has no `next` or
 // `get_state`: calling them is a compile error that says to start the pipeline.
 nodes_core::__started_guards!(impl[N: Node, U] ParallelMapper<N, U>);
+
+// Under loom the hub is built from loom's primitives: these tests use std's.
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::threaded::clock::ManualClock;
+    use crate::{IterableWrapper, NodeExt};
+
+    /// `0..items` through a filter (whose state is no count of items, so it
+    /// is snapshotted), counting its pulls in `pulls` and moving `clock` on
+    /// by `work` per item, mapped on two workers with default snapshots.
+    fn mapper(
+        items: u64,
+        clock: &Arc<ManualClock>,
+        work: Duration,
+        pulls: &Arc<AtomicU64>,
+    ) -> ParallelMapper<impl Node<Item = u64> + use<>, u64> {
+        let (counted, moved) = (Arc::clone(pulls), Arc::clone(clock));
+        let source = IterableWrapper::new(0..items)
+            .map(move |x| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                moved.advance(work);
+                x
+            })
+            .filter(|_| true);
+        let stage = MapStage {
+            f: Box::new(Ok),
+            _item: PhantomData,
+        };
+        let plan = ParallelOptions::new(2).resolve().unwrap();
+        assert_eq!(plan.snapshots, Snapshots::Paced);
+        ParallelMapper {
+            core: Threaded::with_clock(source, stage, plan, Arc::clone(clock) as _),
+        }
+    }
+
+    /// Restores the state taken after `cut` items and checks that the rest
+    /// comes exactly; returns how many items the source delivered again.
+    fn replayed(items: u64, cut: u64, clock: &Arc<ManualClock>, work: Duration) -> u64 {
+        let ignored = Arc::default();
+        let mut run = mapper(items, clock, work, &ignored).start().unwrap();
+        for expected in 0..cut {
+            assert_eq!(run.next().transpose().unwrap(), Some(expected));
+        }
+        let state = run.get_state().unwrap();
+        drop(run);
+        let pulls = Arc::default();
+        let resumed = mapper(items, clock, work, &pulls)
+            .start_from(&state)
+            .unwrap();
+        let rest: Vec<u64> = resumed.map(|r| r.unwrap()).collect();
+        assert_eq!(rest, (cut..items).collect::<Vec<_>>(), "cut {cut}");
+        pulls.load(Ordering::Relaxed) - (items - cut)
+    }
+
+    /// Paced by the source's work: with every item taking 1 ms of source
+    /// time, a restore at any cut replays at most the 5 ms the snapshots
+    /// are apart.
+    #[test]
+    fn paced_snapshots_replay_at_most_five_ms_of_source_work() {
+        let clock = Arc::new(ManualClock::new());
+        let work = Duration::from_millis(1);
+        let mut most = 0;
+        for cut in 0..=120 {
+            let replay = replayed(120, cut, &clock, work);
+            assert!(replay <= 5, "cut {cut}: {replay} items replayed");
+            most = most.max(replay);
+        }
+        assert!(most > 0, "the cuts fall between snapshots");
+    }
+
+    /// With a clock that never moves (a source too fast to measure), a
+    /// snapshot is still taken every 65,536 items: no cut replays more
+    /// than that plus `max_concurrent`, the bound `par_map` documents.
+    #[test]
+    fn paced_snapshots_replay_at_most_65536_items_plus_the_window() {
+        const ITEMS: u64 = 2 * (1 << 16) + 3000;
+        let bound = (1 << 16) + 2 * 2 * DEFAULT_CHUNK_ROOM as u64;
+        let clock = Arc::new(ManualClock::new());
+        let mut most = 0;
+        for cut in [1, 1 << 15, (1 << 16) + 1000, 2 * (1 << 16) - 1, ITEMS] {
+            let replay = replayed(ITEMS, cut, &clock, Duration::ZERO);
+            assert!(replay <= bound, "cut {cut}: {replay} items replayed");
+            most = most.max(replay);
+        }
+        assert!(most >= 1 << 15, "no snapshot between: {most}");
+    }
+}

@@ -94,7 +94,9 @@ fn a_counted_source_is_not_snapshotted_per_item_and_resumes_exactly() {
                 let what = format!("in_order={in_order} counted={counted}");
                 let build = || {
                     let (tally, taken) = Tally::new(400, counted);
-                    let options = ParallelOptions::new(2).in_order(in_order);
+                    let options = ParallelOptions::new(2)
+                        .in_order(in_order)
+                        .snapshot_frequency(1);
                     (tally.par_map(Ok, options).unwrap(), taken)
                 };
                 let (node, taken) = build();
@@ -140,7 +142,7 @@ fn a_map_over_a_counted_source_counts_too() {
             let (tally, taken) = Tally::new(400, true);
             let node = tally
                 .map(|x| x * 2)
-                .par_map(Ok, ParallelOptions::new(2))
+                .par_map(Ok, ParallelOptions::new(2).snapshot_frequency(1))
                 .unwrap();
             (node, taken)
         };
@@ -198,7 +200,9 @@ fn a_break_stays_a_step_as_with_a_snapshot_per_item() {
             let build = || {
                 let (mut tally, _) = Tally::new(400, counted);
                 tally.panic_at = Some(250);
-                tally.par_map(Ok, ParallelOptions::new(2)).unwrap()
+                tally
+                    .par_map(Ok, ParallelOptions::new(2).snapshot_frequency(1))
+                    .unwrap()
             };
             let mut loader = Loader::new(build());
             let mut epoch = loader.epoch();

@@ -256,7 +256,12 @@ fn state_reflects_only_what_the_consumer_received() {
         let pulled = Arc::new(AtomicU64::new(0));
         let node = Counting::new(100)
             .counted(&pulled)
-            .par_map(Ok, ParallelOptions::new(4).max_concurrent(16))
+            .par_map(
+                Ok,
+                ParallelOptions::new(4)
+                    .max_concurrent(16)
+                    .snapshot_frequency(1),
+            )
             .unwrap();
         let mut run = node.start().unwrap();
         assert_eq!(take(&mut run, 3), [0, 1, 2]);

@@ -191,16 +191,18 @@ fn a_pass_stopped_early_after_a_wrap_around_starts_the_same_next_pass() {
 fn recorded(
     len: u64,
     threads: &Arc<Mutex<Vec<ThreadId>>>,
-    cost: std::time::Duration,
+    work: u64,
 ) -> impl Node<Item = u64> + 'static {
     let threads = Arc::clone(threads);
     IterableWrapper::new(0..len).map(move |x| {
         threads.lock().unwrap().push(std::thread::current().id());
-        // A source that takes a while per item, so the consumer waits.
-        let until = std::time::Instant::now() + cost;
-        while std::time::Instant::now() < until {
-            std::hint::spin_loop();
+        // Load only: a source that takes a while per item, so the consumer
+        // waits; a fixed amount of work, not a time, so no clock is read.
+        let mut acc = x;
+        for _ in 0..work {
+            acc = std::hint::black_box(acc.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
+        std::hint::black_box(acc);
         x
     })
 }
@@ -208,9 +210,7 @@ fn recorded(
 #[test]
 fn the_default_reader_never_runs_the_source_on_the_consumers_thread() {
     let threads = Arc::new(Mutex::new(Vec::new()));
-    let node = recorded(2_000, &threads, std::time::Duration::from_micros(20))
-        .prefetch(2)
-        .unwrap();
+    let node = recorded(2_000, &threads, 20_000).prefetch(2).unwrap();
     let got: Vec<u64> = node.start().unwrap().collect::<Result<_>>().unwrap();
     assert_eq!(got, (0..2_000).collect::<Vec<_>>());
     let me = std::thread::current().id();

@@ -388,3 +388,47 @@ fn a_replay_count_10000_levels_down_is_refused_at_its_path() {
     });
     outcome.unwrap().unwrap();
 }
+
+/// Default options pace `par_map`'s snapshots by the source's work: at
+/// every cut, in order and out of order, the restore resumes exactly and
+/// the source delivers again at most the `max_offset` the state records
+/// (at most 65,536 + `max_concurrent`, as documented).
+#[test]
+fn a_default_par_map_resumes_exactly_at_every_cut_replaying_within_its_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const ITEMS: u64 = 300;
+    for in_order in [true, false] {
+        // A filter's state is no count of items: `par_map` snapshots it.
+        let build = |pulls: Arc<AtomicU64>| {
+            IterableWrapper::new(0..ITEMS)
+                .map(move |x| {
+                    pulls.fetch_add(1, Ordering::Relaxed);
+                    x
+                })
+                .filter(|_| true)
+                .par_map(Ok, ParallelOptions::new(2).in_order(in_order))
+                .unwrap()
+        };
+        for cut in 0..=ITEMS {
+            let mut run = build(Arc::default()).start().unwrap();
+            let mut seen: Vec<u64> = (0..cut).map(|_| run.next().unwrap().unwrap()).collect();
+            let state = run.get_state().unwrap();
+            drop(run);
+            let root = state.to_value();
+            let bound = root["max_offset"].as_u64().unwrap();
+            assert!(bound <= (1 << 16) + 4 * 256, "cut {cut}: {bound}");
+            let pulls = Arc::new(AtomicU64::new(0));
+            let resumed = build(Arc::clone(&pulls)).start_from(&state).unwrap();
+            seen.extend(resumed.map(|r| r.unwrap()));
+            let replayed = pulls.load(Ordering::Relaxed) - (ITEMS - cut);
+            assert!(replayed <= bound, "cut {cut}: {replayed} > {bound}");
+            seen.sort_unstable();
+            assert_eq!(
+                seen,
+                (0..ITEMS).collect::<Vec<_>>(),
+                "in_order {in_order}, cut {cut}"
+            );
+        }
+    }
+}
