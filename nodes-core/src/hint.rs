@@ -17,7 +17,7 @@
 ///
 /// // Three items read ahead, then a source of 5 to 10 that cannot fail.
 /// let source = Hint { lower: 5, upper: Some(10), may_fail: false };
-/// let hint = Hint::exact(3).add(source);
+/// let hint = Hint::exact(3).then(source);
 /// assert_eq!((hint.lower, hint.upper, hint.may_fail), (8, Some(13), false));
 /// // A filter may drop any of them.
 /// assert_eq!(hint.at_most().lower, 0);
@@ -68,7 +68,7 @@ impl Hint {
 
     /// Two streams one after the other: bounds added (the upper one unknown
     /// on overflow), either may fail.
-    pub fn add(self, other: Hint) -> Hint {
+    pub fn then(self, other: Hint) -> Hint {
         Hint {
             lower: self.lower.saturating_add(other.lower),
             upper: self

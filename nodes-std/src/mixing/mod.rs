@@ -272,7 +272,7 @@ impl<N: Node> Sources<N> {
             .iter()
             .enumerate()
             .filter(|(i, _)| pick(*i))
-            .fold(Hint::exact(0), |sum, (_, node)| sum.add(node.size_hint()))
+            .fold(Hint::exact(0), |sum, (_, node)| sum.then(node.size_hint()))
     }
 
     /// Whether any source may return an error.

@@ -132,7 +132,7 @@ impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
             return held;
         }
         let (left, right) = (self.left.size_hint(), self.right.size_hint());
-        let both = left.add(right);
+        let both = left.then(right);
         let pairs = if both.may_fail {
             both.at_most()
         } else {
@@ -145,6 +145,6 @@ impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
                 may_fail: false,
             }
         };
-        held.add(pairs)
+        held.then(pairs)
     }
 }

@@ -176,7 +176,7 @@ impl<S: Node> crate::SizeHint for Batcher<S> {
             may_fail: held > 0,
             ..Hint::exact(held)
         };
-        held.add(Hint {
+        held.then(Hint {
             lower: batches(source.lower),
             upper,
             ..source

@@ -208,6 +208,6 @@ impl<S: Node> Validate for Shuffler<S> {
 /// the count (an error from the source passes through as one item).
 impl<S: Node> crate::SizeHint for Shuffler<S> {
     fn size_hint(&self) -> Hint {
-        Hint::exact(self.buffer.len() as u64).add(self.source.size_hint())
+        Hint::exact(self.buffer.len() as u64).then(self.source.size_hint())
     }
 }
