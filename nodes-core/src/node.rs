@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::describe::Description;
 use crate::error::Result;
+use crate::hint::Hint;
 use crate::resume::Resume;
 use crate::state::State;
 use crate::stats::{NodeId, Recorder, Stats};
@@ -115,47 +116,33 @@ pub trait Stateful {
         Resume::Replays
     }
 
-    /// How many more items the current pass returns, as
-    /// [`Iterator::size_hint`] says it: a lower bound and, if known, an upper
-    /// bound. For a progress bar, or to size a buffer.
+    /// How many more results the current pass returns (items and `Err`s
+    /// alike) and whether any may be an `Err`: see [`Hint`], whose bounds
+    /// read as [`Iterator::size_hint`]'s. For a progress bar, or to size a
+    /// buffer.
     ///
-    /// It counts every result [`next`](Node::next) returns before `Ok(None)`:
-    /// items and `Err`s alike (an error is one item of the pass). It must be
-    /// *sound*: the number of results left is never below the lower bound
-    /// nor above the upper one. After a [`reset`](Stateful::reset) from a
-    /// saved state it is what is left of the resumed pass, not the whole
-    /// pass. It is meaningful only once the node was reset, and never
-    /// blocks.
-    ///
-    /// What it cannot foresee: a panic in user code (a threaded node
+    /// It must be sound (see [`Hint`]). After a [`reset`](Stateful::reset)
+    /// from a saved state it is what is left of the resumed pass, not the
+    /// whole pass. It is meaningful only once the node was reset, and never
+    /// blocks. What it cannot foresee: a panic in user code (a threaded node
     /// delivers one as an `Err` and may end the pass there), and a node used
     /// after [`shutdown`](Stateful::shutdown).
     ///
-    /// The default, `(0, None)`, says nothing and is always sound.
+    /// The default, [`Hint::UNKNOWN`], says nothing and is always sound.
     /// `#[derive(Node)]` writes it only when asked: `#[node(size_hint =
-    /// "child")]` forwards the single child's, `#[node(size_hint)]` calls the
-    /// author's [`SizeHint`]. A hand-written node whose count follows from
-    /// its children's should forward theirs.
-    fn size_hint(&self) -> (u64, Option<u64>) {
-        (0, None)
-    }
-
-    /// Whether the rest of the current pass may contain `Err` items (panics
-    /// aside). `false` is a promise that it does not: a node that groups
-    /// items ([`size_hint`](Stateful::size_hint) of a batcher, where a bad
-    /// record is an extra item) can then give exact bounds.
-    ///
-    /// The default, `true`, is always sound. A source that cannot fail says
-    /// `false`; a node that adds no errors of its own forwards its
-    /// children's.
-    fn may_fail(&self) -> bool {
-        true
+    /// "child")]` forwards the single child's bounds, `#[node(size_hint)]`
+    /// calls the author's [`SizeHint`]. A hand-written node whose count
+    /// follows from its children's should build on theirs; one that adds no
+    /// errors of its own keeps their `may_fail`, and a source that cannot
+    /// fail says `false`.
+    fn size_hint(&self) -> Hint {
+        Hint::UNKNOWN
     }
 }
 
 /// The size hint of a node written with `#[derive(Node)]` and the container
-/// attribute `#[node(size_hint)]`: the derive's [`Stateful::size_hint`] and
-/// [`Stateful::may_fail`] call these.
+/// attribute `#[node(size_hint)]`: the derive's [`Stateful::size_hint`]
+/// calls it.
 ///
 /// Use it when the node's count is not its single child's (a node that
 /// filters, groups or expands, or a source); use `#[node(size_hint =
@@ -168,16 +155,11 @@ pub trait Stateful {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` asks for its own size hint with `#[node(size_hint)]`, but does not implement `SizeHint`",
     label = "no `SizeHint` impl",
-    note = "write `impl SizeHint for {Self}` (`size_hint`, and `may_fail` if it cannot fail), or use `#[node(size_hint = \"child\")]` to forward the single child's hint"
+    note = "write `impl SizeHint for {Self}` (`fn size_hint(&self) -> Hint`), or use `#[node(size_hint = \"child\")]` to forward the single child's hint"
 )]
 pub trait SizeHint {
     /// See [`Stateful::size_hint`].
-    fn size_hint(&self) -> (u64, Option<u64>);
-
-    /// See [`Stateful::may_fail`]. The default, `true`, is always sound.
-    fn may_fail(&self) -> bool {
-        true
-    }
+    fn size_hint(&self) -> Hint;
 }
 
 impl<N: Node + ?Sized> Node for Box<N> {
@@ -213,22 +195,9 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
         (**self).resume()
     }
 
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         (**self).size_hint()
     }
-
-    fn may_fail(&self) -> bool {
-        (**self).may_fail()
-    }
-}
-
-/// A [`Stateful::size_hint`] as [`Iterator::size_hint`] reports it: the
-/// lower bound saturated at `usize::MAX`, no upper bound if it does not fit.
-pub(crate) fn hint_to_usize((lower, upper): (u64, Option<u64>)) -> (usize, Option<usize>) {
-    (
-        usize::try_from(lower).unwrap_or(usize::MAX),
-        upper.and_then(|u| usize::try_from(u).ok()),
-    )
 }
 
 /// The execution context handed down through [`Node::next`] and

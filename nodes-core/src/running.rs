@@ -77,7 +77,8 @@ impl<N: Node> Running<N> {
     /// [`Stateful::size_hint`](crate::Stateful::size_hint) of the root says:
     /// a lower bound and, if known, an upper bound.
     pub fn size_hint(&self) -> (u64, Option<u64>) {
-        self.node.size_hint()
+        let hint = self.node.size_hint();
+        (hint.lower, hint.upper)
     }
 
     /// The next item, as [`Node::next`] reports it (`Ok(None)` at the end).
@@ -120,7 +121,8 @@ impl<N: Node> Iterator for Running<N> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        crate::node::hint_to_usize(self.node.size_hint())
+        let hint = self.node.size_hint();
+        crate::hint::usize_bounds(hint.lower, hint.upper)
     }
 }
 

@@ -54,7 +54,7 @@ fn impl_node(input: &Input<'_>) -> TokenStream {
     let describe = describe_body(input, &p);
     let shutdown = shutdown_body(input, &p);
     let resume = resume_method(input, &p);
-    let size_hint = size_hint_methods(input, &p);
+    let size_hint = size_hint_method(input, &p);
 
     quote! {
         // Inherent `next()`/`get_state()` that cannot be called: a node that was
@@ -418,37 +418,26 @@ fn shutdown_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     quote!(#(#parts)*)
 }
 
-/// `size_hint` (and `may_fail`), when the container asks for them: the
-/// single child's hint (`size_hint = "child"`), or the author's `SizeHint`
-/// (`size_hint`). Without the attribute the trait's defaults stay
-/// ("unknown", "may fail"), which are sound for any node. `may_fail` is not
-/// forwarded from the child: the derive cannot tell whether the node adds
-/// errors of its own (a lookup, a parse).
-fn size_hint_methods(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+/// `size_hint`, when the container asks for it: the single child's bounds
+/// (`size_hint = "child"`), or the author's `SizeHint` (`size_hint`).
+/// Without the attribute the trait's default stays ("unknown"), which is
+/// sound for any node. The child's `may_fail` is not forwarded: the derive
+/// cannot tell whether the node adds errors of its own (a lookup, a parse).
+fn size_hint_method(input: &Input<'_>, p: &TokenStream) -> TokenStream {
     let hint = match input.attrs.size_hint.get() {
         None => return TokenStream::new(),
-        Some(SizeHintFrom::Child) => {
-            // `check` made sure there is exactly one.
-            let Some(child) = input.with_role(Role::Child).next() else {
-                return TokenStream::new();
-            };
-            let member = child.ident;
-            quote!(#p::Stateful::size_hint(&self.#member))
-        }
-        Some(SizeHintFrom::Author) => {
-            return quote! {
-                fn size_hint(&self) -> (::core::primitive::u64, ::core::option::Option<::core::primitive::u64>) {
-                    <Self as #p::SizeHint>::size_hint(self)
-                }
-
-                fn may_fail(&self) -> ::core::primitive::bool {
-                    <Self as #p::SizeHint>::may_fail(self)
-                }
-            };
-        }
+        // `check` made sure there is exactly one child.
+        Some(SizeHintFrom::Child) => input
+            .with_role(Role::Child)
+            .map(|child| {
+                let member = child.ident;
+                quote!(#p::Hint { may_fail: true, ..#p::Stateful::size_hint(&self.#member) })
+            })
+            .collect(),
+        Some(SizeHintFrom::Author) => quote!(<Self as #p::SizeHint>::size_hint(self)),
     };
     quote! {
-        fn size_hint(&self) -> (::core::primitive::u64, ::core::option::Option<::core::primitive::u64>) {
+        fn size_hint(&self) -> #p::Hint {
             #hint
         }
     }

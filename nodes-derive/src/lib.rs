@@ -76,22 +76,20 @@ fn version_check(krate: &syn::Path) -> proc_macro2::TokenStream {
 ///
 /// # Size hints
 ///
-/// The derive writes `Stateful::size_hint` (and `may_fail`) only when the
-/// struct says where the hint comes from, because only the author knows
-/// whether the node passes its child's items through one for one:
+/// The derive writes `Stateful::size_hint` only when the struct says where
+/// the hint comes from, because only the author knows whether the node
+/// passes its child's items through one for one:
 ///
-/// - no attribute: the trait's defaults, `(0, None)` and "may fail", which
-///   are sound for any node (a node that filters, groups or expands must
-///   not claim its child's count);
+/// - no attribute: the trait's default, `Hint::UNKNOWN` (no bounds, may
+///   fail), which is sound for any node (a node that filters, groups or
+///   expands must not claim its child's count);
 /// - `#[node(size_hint = "child")]`: the node returns exactly one item per
 ///   item of its single `#[node(child)]` field (a map, a tap, a counter), so
-///   the child's hint is forwarded. It is an error on a node without
-///   exactly one `child` field (or with `children`). `may_fail` keeps its
-///   default, "may fail": the derive cannot see whether `next` adds errors
-///   of its own;
+///   the child's bounds are forwarded. It is an error on a node without
+///   exactly one `child` field (or with `children`). `may_fail` stays
+///   `true`: the derive cannot see whether `next` adds errors of its own;
 /// - `#[node(size_hint)]`: the node computes its own hint; implement
-///   `SizeHint` for it (`size_hint`, and `may_fail` unless "may fail" is
-///   right).
+///   `SizeHint` for it.
 #[proc_macro_derive(Node, attributes(node))]
 pub fn derive_node(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

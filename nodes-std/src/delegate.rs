@@ -35,13 +35,8 @@ macro_rules! delegate_stateful {
         }
     };
     (@ $field:ident size_hint) => {
-        fn size_hint(&self) -> (u64, Option<u64>) {
+        fn size_hint(&self) -> nodes_core::Hint {
             self.$field.size_hint()
-        }
-    };
-    (@ $field:ident may_fail) => {
-        fn may_fail(&self) -> bool {
-            self.$field.may_fail()
         }
     };
     (@ $field:ident resume) => {

@@ -73,7 +73,6 @@ mod cow;
 mod delegate;
 pub mod elastic;
 mod ext;
-mod hint;
 mod mixing;
 mod policy;
 mod rank;
@@ -133,9 +132,9 @@ pub use crate::transforms::shard::Sharder;
 pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Fnv1a64, Init, Lazy, Loader, Node, NodeId, NodeName,
-    NodeStats, Param, Replay, ResetFlag, Result, Resume, Running, SizeHint, Snapshot, State,
-    Stateful, Stats, Validate, testing,
+    BoxError, Cx, Description, Epoch, Error, Fnv1a64, Hint, Init, Lazy, Loader, Node, NodeId,
+    NodeName, NodeStats, Param, Replay, ResetFlag, Result, Resume, Running, SizeHint, Snapshot,
+    State, Stateful, Stats, Validate, testing,
 };
 pub use nodes_derive::Node;
 

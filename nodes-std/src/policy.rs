@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::{Cx, Error, Result, State};
+use nodes_core::Hint;
 
 /// What a fallible node ([`TryMapper`](crate::TryMapper),
 /// [`ParallelMapper`](crate::ParallelMapper), [`Prefetcher`](crate::Prefetcher))
@@ -143,26 +144,28 @@ impl ErrorBudget {
     /// The size hint of a node that applies this budget to a stream whose
     /// hint is `hint` (one result per input, bad records judged here):
     /// `Deliver` keeps the count, `Fail` may end the pass after the first
-    /// error, the skipping policies may drop any number of records. `errors`:
-    /// whether the stream may hold a bad record at all.
-    pub(crate) fn size_hint(&self, hint: crate::hint::Hint, errors: bool) -> crate::hint::Hint {
+    /// error, the skipping policies may drop any number of records (and
+    /// `Skip` delivers none). `stage_fails`: whether the node itself may
+    /// turn a record into an error.
+    pub(crate) fn size_hint(&self, hint: Hint, stage_fails: bool) -> Hint {
         if self.ended() {
-            return crate::hint::exact(0);
+            return Hint::exact(0);
         }
-        if !errors {
+        if !stage_fails && !hint.may_fail {
             return hint;
         }
+        let hint = Hint {
+            may_fail: self.policy != ErrorPolicy::Skip,
+            ..hint
+        };
         match self.policy {
             ErrorPolicy::Deliver => hint,
-            ErrorPolicy::Fail => crate::hint::may_end_early(hint, true),
-            ErrorPolicy::Skip | ErrorPolicy::SkipAtMost(_) => crate::hint::at_most(hint),
+            ErrorPolicy::Fail => Hint {
+                lower: hint.lower.min(1),
+                ..hint
+            },
+            ErrorPolicy::Skip | ErrorPolicy::SkipAtMost(_) => hint.at_most(),
         }
-    }
-
-    /// Whether a node applying this budget may deliver a bad record, given
-    /// whether its input may hold one (`errors`): not under `Skip`.
-    pub(crate) fn may_deliver(&self, errors: bool) -> bool {
-        errors && self.policy != ErrorPolicy::Skip
     }
 
     /// Records that the pass ended early (a source broke), so that the state

@@ -97,7 +97,7 @@ impl<N: Node> Epoch<'_, N> {
         if self.done {
             return (0, Some(0));
         }
-        let (lower, upper) = self.loader.root.size_hint();
+        let crate::Hint { lower, upper, .. } = self.loader.root.size_hint();
         // An item the loader looked ahead at (a restore at an epoch's end) is
         // no longer in the root's count.
         let peeked = u64::from(self.loader.peeked.is_some());
@@ -145,6 +145,7 @@ impl<N: Node> Iterator for Epoch<'_, N> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        crate::node::hint_to_usize(self.remaining())
+        let (lower, upper) = self.remaining();
+        crate::hint::usize_bounds(lower, upper)
     }
 }

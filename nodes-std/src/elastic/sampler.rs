@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::rank::Rank;
 use crate::sources::sampler_wrapper::{Described, Sampler};
 use crate::{Cx, Error, Init, Node, NodeId, NodeName, Result, State, Validate};
+use nodes_core::Hint;
 
 /// Which global positions one rank reads in the current epoch.
 ///
@@ -260,13 +261,9 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
 /// Sets the sampler's epoch.
 /// Exact: the positions of this rank's plan not yet returned. It never fails.
 impl<S: Sampler> crate::SizeHint for ElasticSampler<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         let total = self.plan.len(self.len, self.world_size);
-        crate::hint::exact(total.saturating_sub(self.num_yielded))
-    }
-
-    fn may_fail(&self) -> bool {
-        false
+        Hint::exact(total.saturating_sub(self.num_yielded))
     }
 }
 

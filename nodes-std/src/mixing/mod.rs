@@ -128,6 +128,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
+use nodes_core::Hint;
 use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
@@ -295,19 +296,17 @@ pub(crate) struct Checked<T> {
 impl<N: Node> Sources<N> {
     /// The sum of the hints of the sources `pick` selects (by index): what
     /// they have left of their current passes.
-    pub(crate) fn hint_sum(&self, pick: impl Fn(usize) -> bool) -> crate::hint::Hint {
+    pub(crate) fn hint_sum(&self, pick: impl Fn(usize) -> bool) -> Hint {
         self.nodes
             .iter()
             .enumerate()
             .filter(|(i, _)| pick(*i))
-            .fold(crate::hint::exact(0), |sum, (_, node)| {
-                crate::hint::add(sum, node.size_hint())
-            })
+            .fold(Hint::exact(0), |sum, (_, node)| sum.then(node.size_hint()))
     }
 
     /// Whether any source may return an error.
     pub(crate) fn may_fail(&self) -> bool {
-        self.nodes.iter().any(Stateful::may_fail)
+        self.nodes.iter().any(|node| node.size_hint().may_fail)
     }
 
     /// Takes ownership of the sources, rejecting an empty list and duplicate names.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nodes_core::__private::Fields;
+use nodes_core::Hint;
 use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
@@ -332,25 +333,32 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
     ///   must end before the pass does), no upper bound (restarted sources
     ///   start passes whose length is not known yet);
     /// - `CycleForever`: at least what the non-empty sources have left.
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         if !self.flag.is_reset() {
-            return crate::hint::UNKNOWN;
+            return Hint::UNKNOWN;
         }
         if self.finished() {
-            return crate::hint::exact(0);
+            return Hint::exact(0);
         }
         let sources = &self.sources;
         let left = sources.hint_sum(|i| !sources.exhausted[i]);
+        let cycling = Hint {
+            may_fail: sources.may_fail(),
+            ..Hint::UNKNOWN
+        };
         match self.stop {
             StopCriteria::AllDatasetsExhausted => left,
-            StopCriteria::FirstDatasetExhausted => crate::hint::at_most(left),
-            StopCriteria::CycleUntilAllDatasetsExhausted => (left.0, None),
-            StopCriteria::CycleForever => (sources.hint_sum(|i| !sources.empty[i]).0, None),
+            StopCriteria::FirstDatasetExhausted => left.at_most(),
+            // A cycle reads every source again.
+            StopCriteria::CycleUntilAllDatasetsExhausted => Hint {
+                lower: left.lower,
+                ..cycling
+            },
+            StopCriteria::CycleForever => Hint {
+                lower: sources.hint_sum(|i| !sources.empty[i]).lower,
+                ..cycling
+            },
         }
-    }
-
-    fn may_fail(&self) -> bool {
-        self.sources.may_fail()
     }
 }
 

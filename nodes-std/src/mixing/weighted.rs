@@ -5,6 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nodes_core::__private::Fields;
+use nodes_core::Hint;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
 use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
@@ -569,26 +570,23 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     /// is random, a source of weight 0 is never drawn from, and the pass may
     /// end at a source's end (or, with a cycling criterion, go on through
     /// passes of the sources whose lengths are not known yet).
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         if !self.flag.is_reset() {
-            return crate::hint::UNKNOWN;
+            return Hint::UNKNOWN;
         }
         if self.finished() {
-            return crate::hint::exact(0);
+            return Hint::exact(0);
         }
         match self.stop {
             StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
                 let sources = &self.sources;
-                crate::hint::at_most(sources.hint_sum(|i| !sources.exhausted[i]))
+                sources.hint_sum(|i| !sources.exhausted[i]).at_most()
             }
-            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
-                crate::hint::UNKNOWN
-            }
+            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => Hint {
+                may_fail: self.sources.may_fail(),
+                ..Hint::UNKNOWN
+            },
         }
-    }
-
-    fn may_fail(&self) -> bool {
-        self.sources.may_fail()
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {

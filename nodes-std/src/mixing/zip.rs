@@ -2,6 +2,7 @@
 
 use crate::policy::{HeldErrors, is_bad_record};
 use crate::{Cx, Node, NodeId, NodeName, Result};
+use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
 /// documentation for more.
@@ -108,27 +109,29 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
 /// so over sides that may fail only the upper bound, every result of
 /// either side, is known.
 impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
-        let held = crate::hint::exact(self.pending_errors.len() as u64);
+    fn size_hint(&self) -> Hint {
+        let held = self.pending_errors.len() as u64;
+        let held = Hint {
+            may_fail: held > 0,
+            ..Hint::exact(held)
+        };
         if self.ended {
             return held;
         }
         let (left, right) = (self.left.size_hint(), self.right.size_hint());
-        let pairs = if self.left.may_fail() || self.right.may_fail() {
-            (0, crate::hint::add(left, right).1)
+        let both = left.then(right);
+        let pairs = if both.may_fail {
+            both.at_most()
         } else {
-            (
-                left.0.min(right.0),
-                match (left.1, right.1) {
+            Hint {
+                lower: left.lower.min(right.lower),
+                upper: match (left.upper, right.upper) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 },
-            )
+                may_fail: false,
+            }
         };
-        crate::hint::add(held, pairs)
-    }
-
-    fn may_fail(&self) -> bool {
-        self.pending_errors.len() > 0 || self.left.may_fail() || self.right.may_fail()
+        held.then(pairs)
     }
 }

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
+use nodes_core::Hint;
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a
 /// slice...), or over the iterators a closure makes.
@@ -241,14 +242,10 @@ where
 /// the iterator that skipped what was returned): as sound as the
 /// iterator's, which the standard library's are. It never fails.
 impl<I: IntoIterator> crate::SizeHint for IterableWrapper<I> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
-        self.iter.get_opt().map_or(crate::hint::UNKNOWN, |iter| {
-            crate::hint::from_usize(iter.size_hint())
-        })
-    }
-
-    fn may_fail(&self) -> bool {
-        false
+    fn size_hint(&self) -> Hint {
+        self.iter
+            .get_opt()
+            .map_or(Hint::UNKNOWN, |iter| Hint::from_iterator(iter.size_hint()))
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::rank::Rank;
 use crate::sources::permute::Permutation;
 use crate::{Cx, Description, Error, Init, Node, NodeId, NodeName, Param, Result, State, Validate};
+use nodes_core::Hint;
 
 /// An epoch-aware order of dataset indices with random access: position
 /// `pos` of the current epoch maps to a dataset index.
@@ -285,13 +286,9 @@ impl<S: Sampler> Validate for SamplerWrapper<S> {
 /// Exact: the sampler's positions not yet returned this epoch (for every
 /// sampler, sharded or not: its `len` is this rank's share). It never fails.
 impl<S: Sampler> crate::SizeHint for SamplerWrapper<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         let len = self.sampler.0.len() as u64;
-        crate::hint::exact(len.saturating_sub(self.num_yielded))
-    }
-
-    fn may_fail(&self) -> bool {
-        false
+        Hint::exact(len.saturating_sub(self.num_yielded))
     }
 }
 

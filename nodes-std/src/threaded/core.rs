@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use nodes_core::__private::trace;
+use nodes_core::Hint;
 use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
@@ -222,41 +223,35 @@ where
     /// (`stage_fails`: whether the stage may turn an item into an error).
     /// It never waits for the workers: while one holds the source, the
     /// upper bound is unknown.
-    pub(crate) fn size_hint(&self, stage_fails: bool) -> crate::hint::Hint {
-        let (raw, source_fails) = match &self.phase {
-            Phase::Idle | Phase::ShutDown => return crate::hint::UNKNOWN,
-            Phase::Finished => return crate::hint::exact(0),
+    pub(crate) fn size_hint(&self, stage_fails: bool) -> Hint {
+        let raw = match &self.phase {
+            Phase::Idle | Phase::ShutDown => return Hint::UNKNOWN,
+            Phase::Finished => return Hint::exact(0),
             Phase::Inline | Phase::Ready(_) => match self.puller.try_lock() {
-                Ok(puller) => (puller.size_hint(), puller.source.may_fail()),
-                Err(_) => return crate::hint::UNKNOWN,
+                Ok(puller) => puller.size_hint(),
+                Err(_) => return Hint::UNKNOWN,
             },
             Phase::Running(pool) => {
                 let held = (pool.current.items.len() + pool.deferred.len()) as u64;
                 match self.puller.try_lock() {
                     Ok(puller) => {
-                        let (lower, upper) = puller.size_hint();
+                        let source = puller.size_hint();
                         // Deferred errors were handed out of their chunk.
                         let ahead = (pool.ahead() + pool.deferred.len()) as u64;
-                        let upper = upper.and_then(|u| u.checked_add(ahead));
-                        (
-                            (lower.saturating_add(held), upper),
-                            puller.source.may_fail(),
-                        )
+                        Hint {
+                            lower: source.lower.saturating_add(held),
+                            upper: source.upper.and_then(|u| u.checked_add(ahead)),
+                            ..source
+                        }
                     }
-                    Err(_) => ((held, None), true),
+                    Err(_) => Hint {
+                        lower: held,
+                        ..Hint::UNKNOWN
+                    },
                 }
             }
         };
-        self.budget.size_hint(raw, stage_fails || source_fails)
-    }
-
-    /// Whether the consumer may get an error this pass.
-    pub(crate) fn may_fail(&self, stage_fails: bool) -> bool {
-        let source_fails = self
-            .puller
-            .try_lock()
-            .map_or(true, |puller| puller.source.may_fail());
-        self.budget.may_deliver(stage_fails || source_fails)
+        self.budget.size_hint(raw, stage_fails)
     }
 
     /// The next item for the consumer, after the error policy.

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use nodes_core::Hint;
 use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
@@ -444,12 +445,8 @@ where
 
     /// The source's hint plus the items read ahead (see
     /// `Threaded::size_hint`); the function may fail on any item.
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         self.core.size_hint(true)
-    }
-
-    fn may_fail(&self) -> bool {
-        self.core.may_fail(true)
     }
 }
 

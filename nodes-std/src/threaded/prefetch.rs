@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use nodes_core::Hint;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
@@ -300,12 +301,8 @@ where
     }
 
     /// The source's hint plus the items read ahead (see `Threaded::size_hint`).
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         self.core.size_hint(false)
-    }
-
-    fn may_fail(&self) -> bool {
-        self.core.may_fail(false)
     }
 }
 

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use nodes_core::Hint;
 use nodes_core::{Cx, Error, Node};
 
 use super::clock::Clock;
@@ -125,16 +126,17 @@ impl<N: Node> Puller<N> {
 
     /// What the source will still hand to the consumer: its own hint, less
     /// the restored skips it will yield and nobody will deliver.
-    pub(crate) fn size_hint(&self) -> crate::hint::Hint {
+    pub(crate) fn size_hint(&self) -> Hint {
         if self.done {
-            return crate::hint::exact(0);
+            return Hint::exact(0);
         }
         let skips = self.skip.len() as u64;
-        let (lower, upper) = self.source.size_hint();
-        (
-            lower.saturating_sub(skips),
-            upper.map(|u| u.saturating_sub(skips)),
-        )
+        let source = self.source.size_hint();
+        Hint {
+            lower: source.lower.saturating_sub(skips),
+            upper: source.upper.map(|u| u.saturating_sub(skips)),
+            ..source
+        }
     }
 
     /// A new reader starts here, as if a snapshot had just been taken:

@@ -3,6 +3,7 @@
 use crate::policy::{HeldErrors, is_bad_record};
 use crate::transforms::require;
 use crate::{Cx, Node, NodeId, NodeName, Result};
+use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and
@@ -139,7 +140,7 @@ impl<S: Node> Node for Batcher<S> {
 /// may fail the upper bound is one item per source item; errors never lower
 /// the count below the batches of the lower bound.
 impl<S: Node> crate::SizeHint for Batcher<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         let held = self.pending_errors.len() as u64;
         let size = self.batch_size as u64;
         let batches = |n: u64| {
@@ -149,16 +150,20 @@ impl<S: Node> crate::SizeHint for Batcher<S> {
                 n.div_ceil(size)
             }
         };
-        let (lower, upper) = self.source.size_hint();
-        let upper = if self.source.may_fail() {
-            upper
+        let source = self.source.size_hint();
+        let upper = if source.may_fail {
+            source.upper
         } else {
-            upper.map(batches)
+            source.upper.map(batches)
         };
-        crate::hint::add(crate::hint::exact(held), (batches(lower), upper))
-    }
-
-    fn may_fail(&self) -> bool {
-        self.pending_errors.len() > 0 || self.source.may_fail()
+        let held = Hint {
+            may_fail: held > 0,
+            ..Hint::exact(held)
+        };
+        held.then(Hint {
+            lower: batches(source.lower),
+            upper,
+            ..source
+        })
     }
 }

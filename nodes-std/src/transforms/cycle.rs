@@ -3,6 +3,7 @@
 use crate::policy::is_bad_record;
 use crate::transforms::require;
 use crate::{Cx, Node, NodeId, NodeName, Result};
+use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
@@ -135,24 +136,23 @@ impl<S: Node> Node for Cycler<S> {
 /// pass), so there is an upper bound only in the last pass of `cycle_n`, or
 /// when the source turns out empty.
 impl<S: Node> crate::SizeHint for Cycler<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         if self.exhausted() {
-            return crate::hint::exact(0);
+            return Hint::exact(0);
         }
-        let (lower, upper) = self.source.size_hint();
+        let source = self.source.size_hint();
         let last_pass = self
             .max_cycles
             .is_some_and(|max| self.num_cycles.saturating_add(1) >= max);
         // An empty source that never yielded ends the pass instead of restarting.
-        let empty = !self.has_started && upper == Some(0);
+        let empty = !self.has_started && source.upper == Some(0);
         if last_pass || empty {
-            (lower, upper)
+            source
         } else {
-            (lower, None)
+            Hint {
+                upper: None,
+                ..source
+            }
         }
-    }
-
-    fn may_fail(&self) -> bool {
-        self.source.may_fail()
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::{Cx, Node, NodeId, NodeName, Result};
+use nodes_core::Hint;
 
 /// This struct is created by
 /// [`NodeExt::filter_map`](crate::NodeExt::filter_map). See its
@@ -78,11 +79,7 @@ where
 /// Any number of the source's items may be dropped: at most the source's
 /// count (its errors pass through, one item each).
 impl<S: Node, F> crate::SizeHint for FilterMapper<S, F> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
-        crate::hint::at_most(self.source.size_hint())
-    }
-
-    fn may_fail(&self) -> bool {
-        self.source.may_fail()
+    fn size_hint(&self) -> Hint {
+        self.source.size_hint().at_most()
     }
 }

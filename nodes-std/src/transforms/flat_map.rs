@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
+use nodes_core::Hint;
 
 const NAME: &str = "FlatMapper";
 const SOURCE: &str = "source";
@@ -184,22 +185,17 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
     /// What is left of the current item's output (its iterator's own hint),
     /// and no upper bound while the source may still yield: an item may
     /// expand to any number of elements.
-    pub(crate) fn size_hint(&self) -> crate::hint::Hint {
-        let current = self
-            .current
-            .as_ref()
-            .map_or(crate::hint::exact(0), |(output, _)| {
-                crate::hint::from_usize(output.size_hint())
-            });
-        match self.source.size_hint() {
-            (_, Some(0)) => current,
-            _ => (current.0, None),
+    pub(crate) fn size_hint(&self) -> Hint {
+        let current = self.current.as_ref().map_or(Hint::exact(0), |(output, _)| {
+            Hint::from_iterator(output.size_hint())
+        });
+        // The expansion itself cannot fail: only the source's errors come.
+        let source = self.source.size_hint();
+        Hint {
+            upper: current.upper.filter(|_| source.upper == Some(0)),
+            may_fail: source.may_fail,
+            ..current
         }
-    }
-
-    /// The source's: the expansion itself cannot fail.
-    pub(crate) fn may_fail(&self) -> bool {
-        self.source.may_fail()
     }
 }
 
@@ -302,5 +298,5 @@ where
     F: FnMut(S::Item) -> I,
     I: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint, may_fail);
+    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint);
 }

@@ -2,6 +2,7 @@
 
 use crate::policy::is_bad_record;
 use crate::{Cx, Node, NodeId, NodeName, Result};
+use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
 /// its documentation for more.
@@ -77,12 +78,8 @@ impl<S: Node> Node for Header<S> {
 
 /// The source's hint, cut at what is left of the `n` items.
 impl<S: Node> crate::SizeHint for Header<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         let left = self.n.saturating_sub(self.num_yielded);
-        crate::hint::take(self.source.size_hint(), left)
-    }
-
-    fn may_fail(&self) -> bool {
-        self.source.may_fail()
+        self.source.size_hint().take(left)
     }
 }

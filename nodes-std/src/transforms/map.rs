@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
+use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.
@@ -222,12 +223,8 @@ where
 /// One item per item of the source (its errors pass through, and the
 /// function cannot fail): the source's hint.
 impl<S: Node, F> crate::SizeHint for Mapper<S, F> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         self.source.size_hint()
-    }
-
-    fn may_fail(&self) -> bool {
-        self.source.may_fail()
     }
 }
 
@@ -287,11 +284,7 @@ impl<S: Node, F> Stateful for TryMapper<S, F> {
 
     /// The source's hint under the error policy: the function may fail on
     /// any item, so a policy that skips or ends the pass loosens it.
-    fn size_hint(&self) -> (u64, Option<u64>) {
+    fn size_hint(&self) -> Hint {
         self.budget.size_hint(self.source.size_hint(), true)
-    }
-
-    fn may_fail(&self) -> bool {
-        self.budget.may_deliver(true)
     }
 }

@@ -4,6 +4,7 @@
 use crate::policy::is_bad_record;
 use crate::rank::Rank;
 use crate::{Cx, Node, NodeId, NodeName, Result};
+use nodes_core::Hint;
 
 /// Keeps the items whose position `i` in the source satisfies
 /// `i % world_size == rank`: the shards of all ranks are disjoint and together
@@ -75,13 +76,13 @@ impl<S: Node> Node for Sharder<S> {
 /// Of the source's remaining items (an error is one, at its position), the
 /// positions that fall to this rank: exact when the source's count is.
 impl<S: Node> crate::SizeHint for Sharder<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
-        let (lower, upper) = self.source.size_hint();
-        (self.mine(lower), upper.map(|u| self.mine(u)))
-    }
-
-    fn may_fail(&self) -> bool {
-        self.source.may_fail()
+    fn size_hint(&self) -> Hint {
+        let source = self.source.size_hint();
+        Hint {
+            lower: self.mine(source.lower),
+            upper: source.upper.map(|u| self.mine(u)),
+            ..source
+        }
     }
 }
 

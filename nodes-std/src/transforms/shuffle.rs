@@ -9,6 +9,7 @@ use crate::cow::CowBuffer;
 use crate::seed::PassRng;
 use crate::transforms::require;
 use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
+use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
@@ -206,12 +207,7 @@ impl<S: Node> Validate for Shuffler<S> {
 /// The buffered items plus the source's: a shuffle changes the order, not
 /// the count (an error from the source passes through as one item).
 impl<S: Node> crate::SizeHint for Shuffler<S> {
-    fn size_hint(&self) -> (u64, Option<u64>) {
-        let buffered = crate::hint::exact(self.buffer.len() as u64);
-        crate::hint::add(buffered, self.source.size_hint())
-    }
-
-    fn may_fail(&self) -> bool {
-        self.source.may_fail()
+    fn size_hint(&self) -> Hint {
+        Hint::exact(self.buffer.len() as u64).then(self.source.size_hint())
     }
 }

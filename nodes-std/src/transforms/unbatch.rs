@@ -120,5 +120,5 @@ where
     S: Node,
     S::Item: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint, may_fail);
+    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint);
 }

@@ -53,8 +53,8 @@ struct Counts {
 }
 
 impl nodes_std::SizeHint for Counts {
-    fn size_hint(&self) -> (u64, ::core::option::Option<u64>) {
-        (self.left, ::core::option::Option::Some(self.left))
+    fn size_hint(&self) -> nodes_std::Hint {
+        nodes_std::Hint::exact(self.left)
     }
 }
 
