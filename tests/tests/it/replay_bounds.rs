@@ -243,6 +243,9 @@ fn an_early_error_at_an_index_the_state_counts_as_delivered_is_still_delivered()
             .par_map(
                 |x| {
                     if x == 1 {
+                        // Makes the failing schedule likely (the error
+                        // overtakes item 1); what is asserted holds in any
+                        // completion order.
                         std::thread::sleep(Duration::from_millis(50));
                     }
                     Ok(x)
