@@ -159,8 +159,8 @@ pub mod prelude {
     };
     pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
-        Cx, Description, Error, Init, Lazy, Loader, Node, NodeName, Param, Result, Resume, State,
-        Stateful, Validate,
+        Cx, Description, Error, Hint, Init, Lazy, Loader, Node, NodeName, Param, Result, Resume,
+        State, Stateful, Validate,
     };
     pub use nodes_derive::Node;
 
