@@ -22,12 +22,7 @@ impl Rank {
     /// Checks `rank < world_size` (so `world_size >= 1`); `node` names the
     /// caller in the error.
     pub(crate) fn new(node: &'static str, rank: u64, world_size: u64) -> Result<Rank> {
-        if world_size == 0 {
-            return Err(Error::invalid_argument(
-                node,
-                "world_size must be at least 1",
-            ));
-        }
+        crate::transforms::require(world_size > 0, node, "world_size must be at least 1")?;
         if rank >= world_size {
             return Err(Error::invalid_argument(
                 node,

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::policy::is_bad_record;
+use crate::transforms::require;
 use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, Resume, State, Stateful};
 
 const NAME: &str = "Interleave";
@@ -149,18 +150,8 @@ nodes_core::__started_guards!(impl[S: Node, F, N] Interleave<S, F, N>);
 
 impl<S: Node, F, N> Interleave<S, F, N> {
     pub(crate) fn new(source: S, cycle_length: usize, block_length: usize, f: F) -> Result<Self> {
-        if cycle_length == 0 {
-            return Err(Error::invalid_argument(
-                NAME,
-                "cycle_length must be at least 1",
-            ));
-        }
-        if block_length == 0 {
-            return Err(Error::invalid_argument(
-                NAME,
-                "block_length must be at least 1",
-            ));
-        }
+        require(cycle_length > 0, NAME, "cycle_length must be at least 1")?;
+        require(block_length > 0, NAME, "block_length must be at least 1")?;
         Ok(Interleave {
             source,
             f,

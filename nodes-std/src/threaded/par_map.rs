@@ -12,6 +12,7 @@ use crate::threaded::core::Threaded;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
 use crate::threaded::snapshot;
 use crate::threaded::worker::Stage;
+use crate::transforms::require;
 
 const NAME: &str = "ParallelMapper";
 
@@ -160,23 +161,21 @@ impl ParallelOptions {
                 ),
             ));
         }
-        if self.max_concurrent == Some(0) {
-            return Err(Error::invalid_argument(
-                NAME,
+        for (value, message) in [
+            (
+                self.max_concurrent,
                 "max_concurrent must be at least 1 (it bounds the items in flight), found 0",
-            ));
-        }
-        if self.snapshot_frequency == Some(0) {
-            return Err(Error::invalid_argument(
-                NAME,
+            ),
+            (
+                self.snapshot_frequency,
                 "snapshot_frequency must be at least 1, found 0; to snapshot only at the start of each pass, use a value larger than the dataset",
-            ));
-        }
-        if self.prebatch == Some(0) {
-            return Err(Error::invalid_argument(
-                NAME,
+            ),
+            (
+                self.prebatch,
                 "prebatch must be at least 1 (items handed to a worker at once), found 0",
-            ));
+            ),
+        ] {
+            require(value != Some(0), NAME, message)?;
         }
         // Room for two hand-overs per worker: of `prebatch` items, or of
         // as many as the adaptive chunks may grow to while the function is

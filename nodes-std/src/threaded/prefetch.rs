@@ -3,7 +3,7 @@
 use std::fmt;
 
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, NodeId, Result, Stateful};
+use nodes_core::{Cx, Description, Node, NodeId, Result, Stateful};
 
 use crate::policy::ErrorPolicy;
 use crate::threaded::adapt::Policy as AdaptPolicy;
@@ -13,6 +13,7 @@ use crate::threaded::hub::Items;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
 use crate::threaded::snapshot::SNAPSHOT;
 use crate::threaded::worker::Stage;
+use crate::transforms::require;
 
 const NAME: &str = "Prefetcher";
 
@@ -242,12 +243,11 @@ where
 
 /// The plan of a prefetcher reading `prefetch_factor` items ahead.
 fn plan(prefetch_factor: usize) -> Result<Plan> {
-    if prefetch_factor == 0 {
-        return Err(Error::invalid_argument(
-            NAME,
-            "prefetch_factor must be at least 1 (it is how many items are read ahead), found 0",
-        ));
-    }
+    require(
+        prefetch_factor > 0,
+        NAME,
+        "prefetch_factor must be at least 1 (it is how many items are read ahead), found 0",
+    )?;
     Ok(Plan {
         node: NAME,
         thread_name: "nodes-prefetch",
