@@ -89,7 +89,7 @@ const MAX_CHUNK: usize = 4096;
 /// A source error is one item: it reaches the consumer in its place, and the
 /// pass goes on (or not, as the [`ErrorPolicy`] set with
 /// [`on_error`](Prefetcher::on_error) says). A state taken after it resumes
-/// after it. A panic in the source becomes [`Error::Panicked`] and ends the
+/// after it. A panic in the source becomes [`Error::Panicked`](crate::Error::Panicked) and ends the
 /// pass.
 ///
 /// # Shutdown
