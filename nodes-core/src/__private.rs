@@ -37,16 +37,18 @@ impl<T> LazySlot for Lazy<T> {
     }
 }
 
+/// The sub-state under `key`, if there is a state (`None`: from the start).
+fn sub_state(state: Option<&State>, key: &str) -> Result<Option<State>> {
+    state.map(|s| s.child(key)).transpose()
+}
+
 /// Resets a `#[node(children)]` field from the sub-state under `key`.
 pub fn reset_children<C: Children + ?Sized>(
     children: &mut C,
     state: Option<&State>,
     key: &str,
 ) -> Result<()> {
-    match state {
-        None => children.reset_children(None),
-        Some(s) => children.reset_children(Some(&s.child(key)?)),
-    }
+    children.reset_children(sub_state(state, key)?.as_ref())
 }
 
 /// Decodes a `#[node(state)]` field.
@@ -60,10 +62,7 @@ pub fn reset_child<N: Stateful + ?Sized>(
     state: Option<&State>,
     key: &str,
 ) -> Result<()> {
-    match state {
-        None => child.reset(None),
-        Some(s) => child.reset(Some(&s.child(key)?)),
-    }
+    child.reset(sub_state(state, key)?.as_ref())
 }
 
 /// Called by derived nodes with the result of their `init`: a
