@@ -9,19 +9,25 @@
 //! `loom_tests.rs` check this over every interleaving they reach). Each side
 //! takes the lock once per chunk, not per item: a worker to take credits
 //! and to queue its chunk, the consumer to give a finished chunk's credits
-//! back and take the next one. A thread about to block first polls for a
-//! short while ([`Backoff`]) when the node's threads each have a core,
-//! since waking a thread that slept costs tens of microseconds.
+//! back and take the next one.
+//!
+//! A thread about to block first polls for a while when the node's threads
+//! each have a core, since waking a thread that slept costs tens of
+//! microseconds (more on a virtual machine). It polls a change counter
+//! rather than the mutex, on a cache line of its own, so that it never
+//! makes the other side wait for the lock; a change sends it back to the
+//! lock to look. Polling only shortens the wait: the condition variable
+//! waits above are what make it end.
 //!
 //! Nothing here is sized by the node's arguments: the queue grows with the
 //! chunks that arrive, and the credits are a count.
 
 use std::collections::VecDeque;
 
-use crossbeam_utils::Backoff;
+use crossbeam_utils::{Backoff, CachePadded};
 use nodes_core::{Error, State};
 
-use super::sync::{Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering, lock, wait};
+use super::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, lock, wait};
 
 /// An item of a chunk, or the error in its place. The error is boxed, so
 /// that an item of a `u64` stays three words on its way between cores.
@@ -131,7 +137,17 @@ pub(crate) struct Hub<U> {
     /// Raised when the pass halts or closes, for a worker in the middle of
     /// a chunk to hand it over early (read without the lock).
     stopping: AtomicBool,
+    /// Counts the changes a waiter may be waiting for (bumped under the
+    /// lock): a polling thread watches it without taking the lock, so that
+    /// it never makes the other side block on the mutex.
+    changes: CachePadded<AtomicU64>,
 }
+
+/// How many times a thread about to block polls (yielding its core each
+/// time, once [`Backoff`] has finished spinning) before it sleeps: about
+/// as long as a cheap stage takes to make a chunk, so that a steady
+/// hand-over rarely pays for waking a thread that slept.
+const POLLS: u32 = 256;
 
 impl<U> Hub<U> {
     /// A hand-over with no pass running.
@@ -153,7 +169,26 @@ impl<U> Hub<U> {
             room: Condvar::new(),
             ready: Condvar::new(),
             stopping: AtomicBool::new(true),
+            changes: CachePadded::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Records a change under the lock, for threads that poll.
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// Polls for a change after `seen`, without the lock: whether one came
+    /// within [`POLLS`] rounds.
+    fn poll(&self, seen: u64) -> bool {
+        let backoff = Backoff::new();
+        for _ in 0..POLLS {
+            if self.changes.load(Ordering::Acquire) != seen {
+                return true;
+            }
+            backoff.snooze();
+        }
+        false
     }
 
     /// Opens a pass with `window` credits, growing up to `ceiling`. The
@@ -181,7 +216,7 @@ impl<U> Hub<U> {
     /// the pass halts or closes.
     pub(crate) fn acquire(&self, want: usize, spin: bool) -> usize {
         let want = want.max(1);
-        let backoff = Backoff::new();
+        let mut poll = spin;
         let mut least = 1;
         let mut inner = lock(&self.inner);
         loop {
@@ -195,9 +230,10 @@ impl<U> Hub<U> {
                 return n;
             }
             least = want.min((inner.window / 2).max(1));
-            if spin && !backoff.is_completed() {
+            if poll {
+                let seen = self.changes.load(Ordering::Relaxed);
                 drop(inner);
-                backoff.snooze();
+                poll = self.poll(seen);
                 inner = lock(&self.inner);
                 continue;
             }
@@ -210,6 +246,7 @@ impl<U> Hub<U> {
 
     /// Wakes the sleeping workers once the smallest need among them is free.
     fn wake_workers(&self, inner: &mut MutexGuard<'_, Inner<U>>) {
+        self.changed();
         if inner.sleepers > 0 && inner.free() >= inner.wanted {
             inner.wanted = usize::MAX;
             self.room.notify_all();
@@ -245,6 +282,7 @@ impl<U> Hub<U> {
             return Err(chunk);
         }
         inner.queue.push_back(chunk);
+        self.changed();
         if inner.consumer_waits {
             self.ready.notify_one();
         }
@@ -255,7 +293,7 @@ impl<U> Hub<U> {
     /// and takes the next chunk, blocking until one is queued, every worker
     /// is gone, or a cancel comes.
     pub(crate) fn receive(&self, done: Items<U>, spin: bool) -> Received<U> {
-        let backoff = Backoff::new();
+        let mut poll = spin;
         let mut inner = lock(&self.inner);
         if done.capacity() > 0 && inner.spare.len() < MAX_SPARE {
             inner.spare.push(done);
@@ -271,9 +309,10 @@ impl<U> Hub<U> {
             if inner.senders == 0 {
                 return Received::Gone;
             }
-            if spin && !backoff.is_completed() {
+            if poll {
+                let seen = self.changes.load(Ordering::Relaxed);
                 drop(inner);
-                backoff.snooze();
+                poll = self.poll(seen);
                 inner = lock(&self.inner);
                 continue;
             }
@@ -291,6 +330,7 @@ impl<U> Hub<U> {
             inner.flow = Flow::Halted;
         }
         self.stopping.store(true, Ordering::Relaxed);
+        self.changed();
         self.room.notify_all();
     }
 
@@ -301,6 +341,7 @@ impl<U> Hub<U> {
         let mut inner = lock(&self.inner);
         inner.flow = Flow::Closed;
         self.stopping.store(true, Ordering::Relaxed);
+        self.changed();
         self.room.notify_all();
         std::mem::take(&mut inner.queue)
     }
@@ -308,7 +349,10 @@ impl<U> Hub<U> {
     /// Wakes a consumer waiting for a chunk with [`Received::Cancelled`]
     /// (or the next one to wait, if none waits now).
     pub(crate) fn cancel(&self) {
-        lock(&self.inner).cancelled = true;
+        let mut inner = lock(&self.inner);
+        inner.cancelled = true;
+        self.changed();
+        drop(inner);
         self.ready.notify_all();
     }
 
@@ -352,6 +396,7 @@ impl<U> Drop for Sender<U> {
     fn drop(&mut self) {
         let mut inner = lock(&self.hub.inner);
         inner.senders -= 1;
+        self.hub.changed();
         if inner.senders == 0 && inner.consumer_waits {
             self.hub.ready.notify_one();
         }
