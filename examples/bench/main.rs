@@ -314,7 +314,7 @@ fn seq_chain(n: u64) -> Res<()> {
         n,
         t_state,
         t_plain,
-        0.7,
+        0.6,
         json!({"states": states, "state_ns": state_ns.round()}),
     );
 
