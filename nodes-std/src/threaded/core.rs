@@ -590,12 +590,16 @@ where
             plan.window_for(ChunkSizer::new(&plan).size),
             plan.max_in_flight,
         );
-        let mut pool = Pool::new(Arc::clone(&self.hub), base, may_spin(plan.workers));
+        // Threads below share the cores: a polling thread would take turns
+        // from them.
+        let spin = may_spin(plan.workers) && !threads_below(&self.source_description);
+        let mut pool = Pool::new(Arc::clone(&self.hub), base, spin);
         for i in 0..plan.workers {
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
                 stage: std::sync::Arc::clone(&self.stage),
                 sender: Sender::join(&self.hub),
+                spin,
                 plan,
                 clock: std::sync::Arc::clone(&self.clock),
             };
@@ -737,4 +741,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<(u64, Slot<u64>)>(), 24);
         assert!(std::mem::size_of::<nodes_core::Error>() > 24);
     }
+}
+
+/// Whether the described subtree runs threads of its own.
+fn threads_below(description: &Description) -> bool {
+    matches!(description.resume(), crate::Resume::ReadsAhead { .. })
+        || description
+            .children()
+            .any(|(_, child)| threads_below(child))
 }

@@ -54,7 +54,8 @@ pub(crate) fn spawn(
 /// Whether a thread about to block may first poll for a while: only while
 /// the node's threads (its `workers` and a consumer) each have a core,
 /// since with more threads than cores a polling thread takes turns from
-/// the ones doing the work. Never under loom, whose threads only switch at
+/// the ones doing the work (the caller also says no when its source runs
+/// threads of its own). Never under loom, whose threads only switch at
 /// the primitives.
 pub(crate) fn may_spin(workers: usize) -> bool {
     !cfg!(loom) && workers < cores()

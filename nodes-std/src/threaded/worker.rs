@@ -12,7 +12,7 @@ use super::hub::{Chunk, Hub, Items, Sender};
 use super::panic::catch;
 use super::plan::Plan;
 use super::puller::Puller;
-use super::sync::{Arc, Mutex, lock, may_spin};
+use super::sync::{Arc, Mutex, lock};
 
 /// The work applied to every item on the worker (or the caller's) thread.
 pub(crate) trait Stage<T, U>: Send + Sync + 'static {
@@ -105,6 +105,8 @@ pub(crate) struct Worker<N, S, U> {
     pub(crate) stage: std::sync::Arc<S>,
     /// Counts this worker in the pass until it returns (unwinding too).
     pub(crate) sender: Sender<U>,
+    /// Whether to poll before blocking (see `sync::may_spin`).
+    pub(crate) spin: bool,
     pub(crate) plan: Plan,
     pub(crate) clock: std::sync::Arc<dyn Clock>,
 }
@@ -119,7 +121,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             node,
             index: 0,
         };
-        let spin = may_spin(self.plan.workers);
+        let spin = self.spin;
         let mut sizer = ChunkSizer::new(&self.plan);
         let mut buffer = VecDeque::new();
         let mut spare: Option<Items<U>> = None;
