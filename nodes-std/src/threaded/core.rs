@@ -730,6 +730,14 @@ impl<N: Node, S, U> Drop for Threaded<N, S, U> {
     }
 }
 
+/// Whether the described subtree runs threads of its own.
+fn threads_below(description: &Description) -> bool {
+    matches!(description.resume(), crate::Resume::ReadsAhead { .. })
+        || description
+            .children()
+            .any(|(_, child)| threads_below(child))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::hub::Slot;
@@ -741,12 +749,4 @@ mod tests {
         assert_eq!(std::mem::size_of::<(u64, Slot<u64>)>(), 24);
         assert!(std::mem::size_of::<nodes_core::Error>() > 24);
     }
-}
-
-/// Whether the described subtree runs threads of its own.
-fn threads_below(description: &Description) -> bool {
-    matches!(description.resume(), crate::Resume::ReadsAhead { .. })
-        || description
-            .children()
-            .any(|(_, child)| threads_below(child))
 }
