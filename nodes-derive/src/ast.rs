@@ -64,10 +64,10 @@ impl<'a> Input<'a> {
         let fields = named.into_iter().flatten().filter_map(|f| {
             let ident = f.ident.as_ref()?;
             let attrs = FieldAttrs::from_ast(cx, f);
-            let key = (attrs.rename.get()).map_or_else(
-                || rule.apply(&ident.unraw().to_string()),
-                syn::LitStr::value,
-            );
+            let key = match attrs.rename.get() {
+                Some(lit) => lit.value(),
+                None => rule.apply(&ident.unraw().to_string()),
+            };
             Some(Field {
                 original: f,
                 ident,

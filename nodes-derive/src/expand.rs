@@ -91,48 +91,45 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
         predicates.push(quote_spanned!(span=> Self: #p::SizeHint));
     }
 
-    let reset = reset_body(input, p);
+    // What each field adds to the methods, in declaration order.
+    let [mut reset, mut check, mut get, mut describe, mut shutdown] =
+        <[Vec<TokenStream>; 5]>::default();
+    for f in &input.fields {
+        let (member, key) = (f.ident, &f.key);
+        match f.attrs.role() {
+            Some(Role::Child) => {
+                reset.push(quote!(#p::reset_child(&mut self.#member, __state, #key)?;));
+                check.push(quote!(#p::check_child_state(&self.#member, __s, #key)?;));
+                get.push(quote!(__s.child(#key, #p::Stateful::get_state(&self.#member, __cx)?);));
+                describe
+                    .push(quote!(__d = __d.child(#key, #p::Stateful::describe(&self.#member));));
+                shutdown.push(quote!(#p::Stateful::shutdown(&mut self.#member);));
+            }
+            Some(Role::Children) => {
+                reset.push(quote!(#p::reset_children(&mut self.#member, __state, #key)?;));
+                check.push(quote!(#p::check_children_state(&self.#member, __s, #key)?;));
+                get.push(quote!(
+                    __s.child(#key, #p::Children::children_state(&self.#member, __cx)?);
+                ));
+                describe.push(quote!(
+                    __d = __d.child(#key, #p::Children::describe_children(&self.#member));
+                ));
+                shutdown.push(quote!(#p::Children::shutdown_children(&mut self.#member);));
+            }
+            Some(Role::State) if f.attrs.deferred.is_set() => {
+                get.push(quote!(__s.deferred(#key, &self.#member);));
+            }
+            Some(Role::State) => get.push(quote!(__s.field(#key, &self.#member)?;)),
+            Some(Role::Param) => {
+                let field = member.unraw().to_string();
+                describe.push(quote!(__d = __d.param(#field, &self.#member);));
+            }
+            _ => {}
+        }
+    }
+    let reset = reset_body(input, p, &reset);
     let check_state = check_own(input, p, std::iter::repeat(quote!(_)));
-    let check_children = input.fields.iter().filter_map(|f| {
-        let (member, key) = (f.ident, &f.key);
-        let check = pick(f, quote!(check_child_state), quote!(check_children_state))?;
-        Some(quote!(#p::#check(&self.#member, __s, #key)?;))
-    });
-    let get_state = input.keyed().map(|f| {
-        let (member, key) = (f.ident, &f.key);
-        match pick(
-            f,
-            quote!(Stateful::get_state),
-            quote!(Children::children_state),
-        ) {
-            Some(get) => quote!(__s.child(#key, #p::#get(&self.#member, __cx)?);),
-            None if f.attrs.deferred.is_set() => quote!(__s.deferred(#key, &self.#member);),
-            None => quote!(__s.field(#key, &self.#member)?;),
-        }
-    });
     let version = input.version();
-    let describe = input.fields.iter().filter_map(|f| {
-        let (member, key) = (f.ident, &f.key);
-        if f.attrs.role() == Some(Role::Param) {
-            let field = member.unraw().to_string();
-            return Some(quote!(__d = __d.param(#field, &self.#member);));
-        }
-        let describe = pick(
-            f,
-            quote!(Stateful::describe),
-            quote!(Children::describe_children),
-        )?;
-        Some(quote!(__d = __d.child(#key, #p::#describe(&self.#member));))
-    });
-    let shutdown = input.fields.iter().filter_map(|f| {
-        let member = f.ident;
-        let shutdown = pick(
-            f,
-            quote!(Stateful::shutdown),
-            quote!(Children::shutdown_children),
-        )?;
-        Some(quote!(#p::#shutdown(&mut self.#member);))
-    });
     let resume = resume_method(input, p);
     let size_hint = size_hint_method(input, p);
 
@@ -152,14 +149,14 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
 
             fn check_state(&self, __s: &#p::State) -> #p::Result<()> {
                 #check_state
-                #(#check_children)*
+                #(#check)*
                 ::core::result::Result::Ok(())
             }
 
             fn get_state(&self, __cx: &#p::Cx) -> #p::Result<#p::State> {
                 let _ = __cx;
                 let mut __s = #p::Fields::default();
-                #(#get_state)*
+                #(#get)*
                 ::core::result::Result::Ok(__s.done(#version))
             }
 
@@ -177,16 +174,6 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
 
             #size_hint
         }
-    }
-}
-
-/// `child` for a `#[node(child)]` field, `children` for a `#[node(children)]`
-/// one, `None` for any other: what generated code reaches the field through.
-fn pick(field: &Field<'_>, child: TokenStream, children: TokenStream) -> Option<TokenStream> {
-    match field.attrs.role()? {
-        Role::Child => Some(child),
-        Role::Children => Some(children),
-        _ => None,
     }
 }
 
@@ -219,15 +206,10 @@ fn resume_method(input: &Input<'_>, p: &TokenStream) -> Option<TokenStream> {
 /// The call of `__started_guards!` for this type: its generic parameters
 /// without defaults (as in an `impl<...>`) and its own where clause.
 fn started_guards(input: &Input<'_>, p: &TokenStream) -> TokenStream {
-    let mut params = input.generics.params.clone();
-    for param in &mut params {
-        match param {
-            syn::GenericParam::Type(t) => t.default = None,
-            syn::GenericParam::Const(c) => c.default = None,
-            syn::GenericParam::Lifetime(_) => {}
-        }
-    }
-    let ident = input.ident;
+    let mut generics = input.generics.clone();
+    generics.type_params_mut().for_each(|t| t.default = None);
+    generics.const_params_mut().for_each(|c| c.default = None);
+    let (params, ident) = (&generics.params, input.ident);
     let (_, ty_generics, where_clause) = input.generics.split_for_impl();
     let where_clause = where_clause.map(|w| {
         let predicates = &w.predicates;
@@ -260,9 +242,10 @@ fn field_bound(field: &Field<'_>, p: &TokenStream) -> Option<TokenStream> {
         Role::Child => quote_spanned!(span=> #p::Node),
         Role::Children => quote_spanned!(span=> #p::Children),
         Role::State => {
-            let save = match field.attrs.deferred.is_set() {
-                true => quote_spanned!(span=> #p::Snapshot),
-                false => quote_spanned!(span=> #p::serde::Serialize),
+            let save = if field.attrs.deferred.is_set() {
+                quote_spanned!(span=> #p::Snapshot)
+            } else {
+                quote_spanned!(span=> #p::serde::Serialize)
             };
             let default = (!field.attrs.default.is_set())
                 .then(|| quote_spanned!(span=> + ::core::default::Default));
@@ -304,7 +287,10 @@ fn check_own(
         let (key, ty) = (&f.key, f.ty);
         quote!(let #var: #ty = #p::decode_field(__s, #key)?;)
     });
-    let validate = (input.attrs.validate.span())
+    let validate = input
+        .attrs
+        .validate
+        .span()
         .map(|span| quote_spanned!(span=> <Self as #p::Validate>::validate(self, __s)?;));
     quote! {
         __s.expect_keys(#name, &[#(#keys),*])?;
@@ -318,7 +304,7 @@ fn check_own(
 /// `reset`: check the node's own state as `check_state` does, reset the
 /// children, then apply the decoded fields (or their defaults), clear the
 /// lazy slots and call the author's `init`.
-fn reset_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
+fn reset_body(input: &Input<'_>, p: &TokenStream, reset_children: &[TokenStream]) -> TokenStream {
     let name = quote!(<Self as #p::NodeName>::NAME);
     let state_fields: Vec<&Field<'_>> = input.with_role(Role::State).collect();
     let members = state_fields.iter().map(|f| f.ident);
@@ -326,11 +312,6 @@ fn reset_body(input: &Input<'_>, p: &TokenStream) -> TokenStream {
         .map(|i| format_ident!("__field{}", i))
         .collect();
     let check_own = check_own(input, p, decoded.iter().map(|var| quote!(#var)));
-    let reset_children = input.fields.iter().filter_map(|f| {
-        let (member, key) = (f.ident, &f.key);
-        let reset = pick(f, quote!(reset_child), quote!(reset_children))?;
-        Some(quote!(#p::#reset(&mut self.#member, __state, #key)?;))
-    });
     let assign_default = state_fields.iter().map(|f| {
         let member = f.ident;
         match f.attrs.default.get() {
