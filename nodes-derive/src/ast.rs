@@ -93,12 +93,9 @@ impl<'a> Input<'a> {
 
     /// Fields that appear in the state (children and state fields), in declaration order.
     pub(crate) fn keyed(&self) -> impl Iterator<Item = &Field<'a>> {
-        self.fields.iter().filter(|f| {
-            matches!(
-                f.attrs.role(),
-                Some(Role::Child | Role::Children | Role::State)
-            )
-        })
+        self.fields
+            .iter()
+            .filter(|f| f.attrs.role().is_some_and(Role::is_keyed))
     }
 
     /// The state format version (0 = unversioned).

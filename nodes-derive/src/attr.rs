@@ -67,7 +67,8 @@ pub(crate) enum Role {
 }
 
 impl Role {
-    /// Every role with its keyword, in declaration order.
+    /// Every role with its keyword, in declaration order (`keyword` indexes
+    /// it by variant).
     const ALL: [(Role, &'static str); 6] = [
         (Role::Child, "child"),
         (Role::Children, "children"),
@@ -79,6 +80,12 @@ impl Role {
 
     pub(crate) fn keyword(self) -> &'static str {
         Role::ALL[self as usize].1
+    }
+
+    /// Whether a field of this role has a key in the state (children and
+    /// state fields do).
+    pub(crate) fn is_keyed(self) -> bool {
+        matches!(self, Role::Child | Role::Children | Role::State)
     }
 }
 

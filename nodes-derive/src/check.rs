@@ -68,7 +68,7 @@ fn check_options(cx: &mut Ctxt, input: &Input<'_>) {
             );
         }
         if let Some(span) = field.attrs.rename.span()
-            && !matches!(role, Some(Role::Child | Role::Children | Role::State))
+            && !role.is_some_and(Role::is_keyed)
         {
             cx.error(
                 span,
