@@ -1,8 +1,14 @@
 //! The model a derive input is parsed into; each part keeps its `original`
 //! syntax for error spans.
 
+use syn::ext::IdentExt;
+
 use crate::attr::{ContainerAttrs, FieldAttrs, RenameRule, Role};
 use crate::ctxt::Ctxt;
+
+/// The state key a versioned node stores its version under (matches
+/// `nodes_core::VERSION_KEY`).
+pub(crate) const VERSION_KEY: &str = "version";
 
 pub(crate) struct Input<'a> {
     pub(crate) ident: &'a syn::Ident,
@@ -25,62 +31,57 @@ impl<'a> Input<'a> {
     /// tuple struct) is recorded as an error and gives a model without fields,
     /// so the container attributes (the `crate` path the fallback needs) are
     /// still parsed once, here.
-    pub(crate) fn from_syn(cx: &Ctxt, input: &'a syn::DeriveInput) -> Self {
+    pub(crate) fn from_syn(cx: &mut Ctxt, input: &'a syn::DeriveInput) -> Self {
         let attrs = ContainerAttrs::from_ast(cx, input);
         let rule = attrs.rename_all.get().copied().unwrap_or(RenameRule::Snake);
-        let model = |fields| Input {
-            ident: &input.ident,
-            generics: &input.generics,
-            attrs,
-            fields,
-        };
         let named = match &input.data {
             syn::Data::Struct(syn::DataStruct {
                 fields: syn::Fields::Named(named),
                 ..
-            }) => named,
+            }) => Some(&named.named),
             syn::Data::Struct(s) => {
                 cx.error_spanned_by(
                     &s.fields,
                     "`#[derive(Node)]` supports only structs with named fields; name the fields so each can carry a state key",
                 );
-                return model(Vec::new());
+                None
             }
             syn::Data::Enum(e) => {
                 cx.error_spanned_by(
                     e.enum_token,
                     "`#[derive(Node)]` supports only structs with named fields, not enums; hold the variants in a struct field or implement `Node` by hand",
                 );
-                return model(Vec::new());
+                None
             }
             syn::Data::Union(u) => {
                 cx.error_spanned_by(
                     u.union_token,
                     "`#[derive(Node)]` supports only structs with named fields, not unions",
                 );
-                return model(Vec::new());
+                None
             }
         };
-        let fields = named
-            .named
-            .iter()
-            .filter_map(|f| {
-                let ident = f.ident.as_ref()?;
-                let attrs = FieldAttrs::from_ast(cx, f);
-                let key = match attrs.rename.get() {
-                    Some(lit) => lit.value(),
-                    None => rule.apply(&unraw(ident)),
-                };
-                Some(Field {
-                    original: f,
-                    ident,
-                    ty: &f.ty,
-                    attrs,
-                    key,
-                })
+        let fields = named.into_iter().flatten().filter_map(|f| {
+            let ident = f.ident.as_ref()?;
+            let attrs = FieldAttrs::from_ast(cx, f);
+            let key = match attrs.rename.get() {
+                Some(lit) => lit.value(),
+                None => rule.apply(&ident.unraw().to_string()),
+            };
+            Some(Field {
+                original: f,
+                ident,
+                ty: &f.ty,
+                attrs,
+                key,
             })
-            .collect();
-        model(fields)
+        });
+        Input {
+            ident: &input.ident,
+            generics: &input.generics,
+            fields: fields.collect(),
+            attrs,
+        }
     }
 
     /// Fields with the given role, in declaration order.
@@ -92,12 +93,9 @@ impl<'a> Input<'a> {
 
     /// Fields that appear in the state (children and state fields), in declaration order.
     pub(crate) fn keyed(&self) -> impl Iterator<Item = &Field<'a>> {
-        self.fields.iter().filter(|f| {
-            matches!(
-                f.attrs.role(),
-                Some(Role::Child | Role::Children | Role::State)
-            )
-        })
+        self.fields
+            .iter()
+            .filter(|f| f.attrs.role().is_some_and(Role::is_keyed))
     }
 
     /// The state format version (0 = unversioned).
@@ -113,15 +111,4 @@ impl<'a> Input<'a> {
             None => syn::parse_quote!(::nodes_std),
         }
     }
-
-    /// The node's name in messages and descriptions.
-    pub(crate) fn name(&self) -> String {
-        unraw(self.ident)
-    }
-}
-
-/// `r#type` → `type`, so keys and messages never show the raw prefix.
-pub(crate) fn unraw(ident: &syn::Ident) -> String {
-    let s = ident.to_string();
-    s.strip_prefix("r#").map(str::to_owned).unwrap_or(s)
 }

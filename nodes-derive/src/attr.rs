@@ -3,44 +3,54 @@
 
 use proc_macro2::Span;
 use syn::meta::ParseNestedMeta;
+use syn::parse::Parse;
 use syn::spanned::Spanned;
 
 use crate::ctxt::Ctxt;
-use crate::symbol::*;
 
 /// One attribute value, remembering where it was set so a second setting can
 /// be reported at its own span.
-pub(crate) struct Attr<T> {
-    name: &'static str,
-    value: Option<(Span, T)>,
+pub(crate) struct Attr<T>(Option<(Span, T)>);
+
+impl<T> Default for Attr<T> {
+    fn default() -> Self {
+        Attr(None)
+    }
 }
 
 impl<T> Attr<T> {
-    fn none(name: &'static str) -> Self {
-        Attr { name, value: None }
+    /// Sets the value of the key `meta` names. Never `Err`: a second setting
+    /// is reported, but leaves the attribute well-formed.
+    fn set(&mut self, cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, value: T) -> syn::Result<()> {
+        if self.0.is_some() {
+            duplicate(cx, meta);
+        } else {
+            self.0 = Some((meta.path.span(), value));
+        }
+        Ok(())
     }
 
-    fn set(&mut self, cx: &Ctxt, span: Span, value: T) {
-        if self.value.is_some() {
-            cx.push(syn::Error::new(
-                span,
-                format!("duplicate node attribute `{}`", self.name),
-            ));
-        } else {
-            self.value = Some((span, value));
-        }
+    /// Parses the key's `= value` as a `V` and sets what `convert` makes of it.
+    fn parse<V: Parse>(
+        &mut self,
+        cx: &mut Ctxt,
+        meta: &ParseNestedMeta<'_>,
+        convert: impl FnOnce(V) -> syn::Result<T>,
+    ) -> syn::Result<()> {
+        let value = convert(meta.value()?.parse()?)?;
+        self.set(cx, meta, value)
     }
 
     pub(crate) fn get(&self) -> Option<&T> {
-        self.value.as_ref().map(|(_, v)| v)
+        self.0.as_ref().map(|(_, v)| v)
     }
 
     pub(crate) fn span(&self) -> Option<Span> {
-        self.value.as_ref().map(|(s, _)| *s)
+        self.0.as_ref().map(|(s, _)| *s)
     }
 
     pub(crate) fn is_set(&self) -> bool {
-        self.value.is_some()
+        self.0.is_some()
     }
 }
 
@@ -57,38 +67,30 @@ pub(crate) enum Role {
 }
 
 impl Role {
-    /// Every role, in the order messages list them.
-    pub(crate) const ALL: [Role; 6] = [
-        Role::Child,
-        Role::Children,
-        Role::State,
-        Role::Lazy,
-        Role::Param,
-        Role::Config,
+    /// Every role with its keyword, in declaration order (`keyword` indexes
+    /// it by variant).
+    const ALL: [(Role, &'static str); 6] = [
+        (Role::Child, "child"),
+        (Role::Children, "children"),
+        (Role::State, "state"),
+        (Role::Lazy, "lazy"),
+        (Role::Param, "param"),
+        (Role::Config, "config"),
     ];
 
     pub(crate) fn keyword(self) -> &'static str {
-        match self {
-            Role::Child => CHILD,
-            Role::Children => CHILDREN,
-            Role::State => STATE,
-            Role::Lazy => LAZY,
-            Role::Param => PARAM,
-            Role::Config => CONFIG,
-        }
+        Role::ALL[self as usize].1
     }
 
-    /// `` `child`, `children`, ..., `config` `` for messages.
-    pub(crate) fn list() -> String {
-        Role::ALL
-            .iter()
-            .map(|r| format!("`{}`", r.keyword()))
-            .collect::<Vec<_>>()
-            .join(", ")
+    /// Whether a field of this role has a key in the state (children and
+    /// state fields do).
+    pub(crate) fn is_keyed(self) -> bool {
+        matches!(self, Role::Child | Role::Children | Role::State)
     }
 }
 
 /// The attributes of one field.
+#[derive(Default)]
 pub(crate) struct FieldAttrs {
     /// Every role keyword given, in order (more than one is an error found by `check`).
     pub(crate) roles: Vec<(Span, Role)>,
@@ -107,65 +109,36 @@ pub(crate) struct FieldAttrs {
 }
 
 impl FieldAttrs {
-    pub(crate) fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
-        let mut out = FieldAttrs {
-            roles: Vec::new(),
-            default: Attr::none(DEFAULT),
-            rename: Attr::none(RENAME),
-            deferred: Attr::none(DEFERRED),
-            counts_items: Attr::none(COUNTS_ITEMS),
-            malformed: false,
-        };
-        let malformed = for_each_node_key(cx, &field.attrs, |meta| out.parse_one(cx, meta));
-        out.malformed |= malformed;
-        out
+    pub(crate) fn from_ast(cx: &mut Ctxt, field: &syn::Field) -> Self {
+        let mut out = FieldAttrs::default();
+        let malformed = for_each_node_key(cx, &field.attrs, |cx, meta| out.parse_one(cx, meta));
+        FieldAttrs { malformed, ..out }
     }
 
-    fn parse_one(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) {
-        let span = meta.path.span();
-        let role = Role::ALL
-            .into_iter()
-            .find(|role| meta.path.is_ident(role.keyword()));
-        if let Some(role) = role {
+    fn parse_one(&mut self, cx: &mut Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+        let key = meta
+            .path
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        if let Some(&(role, _)) = Role::ALL.iter().find(|(_, keyword)| *keyword == key) {
             if self.roles.iter().any(|(_, r)| *r == role) {
-                cx.push(syn::Error::new(
-                    span,
-                    format!("duplicate node attribute `{}`", role.keyword()),
-                ));
+                duplicate(cx, meta);
             } else {
-                self.roles.push((span, role));
+                self.roles.push((meta.path.span(), role));
             }
-        } else if meta.path.is_ident(DEFAULT) {
-            match meta.value().and_then(|v| v.parse::<syn::Expr>()) {
-                Ok(expr) => self.default.set(cx, span, expr),
-                Err(err) => {
-                    self.malformed = true;
-                    cx.push(err);
-                }
-            }
-        } else if meta.path.is_ident(DEFERRED) {
-            self.deferred.set(cx, span, ());
-        } else if meta.path.is_ident(COUNTS_ITEMS) {
-            self.counts_items.set(cx, span, ());
-        } else if meta.path.is_ident(RENAME) {
-            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
-                Ok(lit) => self.rename.set(cx, span, lit),
-                Err(err) => {
-                    self.malformed = true;
-                    cx.push(err);
-                }
-            }
-        } else {
-            self.malformed = true;
-            cx.push(syn::Error::new(
-                span,
-                format!(
-                    "unknown node field attribute `{}`; expected one of {}, `default = ...`, `rename = \"...\"`, `deferred`, `counts_items`",
-                    path_to_string(&meta.path),
-                    Role::list()
-                ),
-            ));
-            skip_value(meta);
+            return Ok(());
+        }
+        match key.as_str() {
+            "default" => self.default.parse(cx, meta, Ok),
+            "rename" => self.rename.parse(cx, meta, Ok),
+            "deferred" => self.deferred.set(cx, meta, ()),
+            "counts_items" => self.counts_items.set(cx, meta, ()),
+            _ => Err(unknown(
+                meta,
+                "field",
+                "`child`, `children`, `state`, `lazy`, `param`, `config`, `default = ...`, `rename = \"...\"`, `deferred`, `counts_items`",
+            )),
         }
     }
 
@@ -186,39 +159,47 @@ pub(crate) enum RenameRule {
 }
 
 impl RenameRule {
-    const ALL: [(&'static str, RenameRule); 5] = [
-        ("snake_case", RenameRule::Snake),
-        ("camelCase", RenameRule::Camel),
-        ("PascalCase", RenameRule::Pascal),
-        ("kebab-case", RenameRule::Kebab),
-        ("SCREAMING_SNAKE_CASE", RenameRule::ScreamingSnake),
-    ];
+    fn from_lit(lit: syn::LitStr) -> syn::Result<Self> {
+        Ok(match lit.value().as_str() {
+            "snake_case" => RenameRule::Snake,
+            "camelCase" => RenameRule::Camel,
+            "PascalCase" => RenameRule::Pascal,
+            "kebab-case" => RenameRule::Kebab,
+            "SCREAMING_SNAKE_CASE" => RenameRule::ScreamingSnake,
+            other => {
+                return Err(syn::Error::new_spanned(
+                    &lit,
+                    format!(
+                        "unknown `rename_all` style {other:?}; expected one of \"snake_case\", \"camelCase\", \"PascalCase\", \"kebab-case\", \"SCREAMING_SNAKE_CASE\""
+                    ),
+                ));
+            }
+        })
+    }
 
     /// Applies the rule to a snake_case field name.
     pub(crate) fn apply(self, field: &str) -> String {
-        let words = field.split('_').filter(|w| !w.is_empty());
         match self {
             RenameRule::Snake => field.to_owned(),
             RenameRule::Kebab => field.replace('_', "-"),
             RenameRule::ScreamingSnake => field.to_ascii_uppercase(),
-            RenameRule::Pascal => words.map(capitalise).collect(),
+            RenameRule::Pascal => field
+                .split('_')
+                .map(|word| map_first(word, char::to_ascii_uppercase))
+                .collect(),
             RenameRule::Camel => {
-                let pascal: String = words.map(capitalise).collect();
-                let mut chars = pascal.chars();
-                chars
-                    .next()
-                    .map(|c| c.to_ascii_lowercase().to_string() + chars.as_str())
-                    .unwrap_or_default()
+                map_first(&RenameRule::Pascal.apply(field), char::to_ascii_lowercase)
             }
         }
     }
 }
 
-fn capitalise(word: &str) -> String {
+/// `word` with its first character mapped by `f`.
+fn map_first(word: &str, f: fn(&char) -> char) -> String {
     let mut chars = word.chars();
     chars
         .next()
-        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+        .map(|c| f(&c).to_string() + chars.as_str())
         .unwrap_or_default()
 }
 
@@ -232,6 +213,7 @@ pub(crate) enum SizeHintFrom {
 }
 
 /// The attributes of the struct itself.
+#[derive(Default)]
 pub(crate) struct ContainerAttrs {
     pub(crate) krate: Attr<syn::Path>,
     pub(crate) version: Attr<u32>,
@@ -252,128 +234,86 @@ pub(crate) struct ContainerAttrs {
 }
 
 impl ContainerAttrs {
-    pub(crate) fn from_ast(cx: &Ctxt, input: &syn::DeriveInput) -> Self {
-        let mut out = ContainerAttrs {
-            krate: Attr::none(CRATE),
-            version: Attr::none(VERSION),
-            rename_all: Attr::none(RENAME_ALL),
-            init: Attr::none(INIT),
-            validate: Attr::none(VALIDATE),
-            size_hint: Attr::none(SIZE_HINT),
-            counts_items: Attr::none(COUNTS_ITEMS),
-            resume: Attr::none(RESUME),
-        };
-        for_each_node_key(cx, &input.attrs, |meta| out.parse_one(cx, meta));
+    pub(crate) fn from_ast(cx: &mut Ctxt, input: &syn::DeriveInput) -> Self {
+        let mut out = ContainerAttrs::default();
+        for_each_node_key(cx, &input.attrs, |cx, meta| out.parse_one(cx, meta));
         out
     }
 
-    fn parse_one(&mut self, cx: &Ctxt, meta: &ParseNestedMeta<'_>) {
-        let span = meta.path.span();
-        if meta.path.is_ident(INIT) {
-            self.init.set(cx, span, ());
-        } else if meta.path.is_ident(VALIDATE) {
-            self.validate.set(cx, span, ());
-        } else if meta.path.is_ident(SIZE_HINT) {
-            if !meta.input.peek(syn::Token![=]) {
-                self.size_hint.set(cx, span, SizeHintFrom::Author);
-                return;
+    fn parse_one(&mut self, cx: &mut Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+        let key = meta
+            .path
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        match key.as_str() {
+            "init" => self.init.set(cx, meta, ()),
+            "validate" => self.validate.set(cx, meta, ()),
+            "size_hint" if !meta.input.peek(syn::Token![=]) => {
+                self.size_hint.set(cx, meta, SizeHintFrom::Author)
             }
-            if from_child(cx, meta, |other| {
-                format!(
-                    "unknown `size_hint` source {other:?}; expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)"
-                )
-            }) {
-                self.size_hint.set(cx, span, SizeHintFrom::Child);
-            }
-        } else if meta.path.is_ident(COUNTS_ITEMS) {
-            if from_child(cx, meta, |other| {
-                format!(
-                    "unknown `counts_items` source {other:?}; on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`"
-                )
-            }) {
-                self.counts_items.set(cx, span, ());
-            }
-        } else if meta.path.is_ident(RESUME) {
-            match meta.value().and_then(|v| v.parse::<syn::Expr>()) {
-                Ok(expr) => self.resume.set(cx, span, expr),
-                Err(err) => cx.push(err),
-            }
-        } else if meta.path.is_ident(CRATE) {
-            match meta.value().and_then(|v| v.parse::<syn::Path>()) {
-                Ok(path) => self.krate.set(cx, span, path),
-                Err(err) => cx.push(err),
-            }
-        } else if meta.path.is_ident(VERSION) {
-            match meta
-                .value()
-                .and_then(|v| v.parse::<syn::LitInt>())
-                .and_then(|lit| lit.base10_parse::<u32>())
-            {
-                Ok(v) => self.version.set(cx, span, v),
-                Err(err) => cx.push(err),
-            }
-        } else if meta.path.is_ident(RENAME_ALL) {
-            match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
-                Ok(lit) => {
-                    let value = lit.value();
-                    match RenameRule::ALL.iter().find(|(name, _)| *name == value) {
-                        Some((_, rule)) => self.rename_all.set(cx, span, *rule),
-                        None => cx.error_spanned_by(
-                            &lit,
-                            format!(
-                                "unknown `rename_all` style {value:?}; expected one of {}",
-                                RenameRule::ALL
-                                    .iter()
-                                    .map(|(n, _)| format!("{n:?}"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        ),
-                    }
-                }
-                Err(err) => cx.push(err),
-            }
-        } else {
-            cx.push(syn::Error::new(
-                span,
-                format!(
-                    "unknown node container attribute `{}`; expected one of `init`, `validate`, `size_hint`, `size_hint = \"child\"`, `counts_items = \"child\"`, `resume = ...`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
-                    path_to_string(&meta.path)
+            "size_hint" => self.size_hint.parse(
+                cx,
+                meta,
+                from_child(
+                    SizeHintFrom::Child,
+                    "size_hint",
+                    "expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)",
                 ),
-            ));
-            skip_value(meta);
+            ),
+            "counts_items" => self.counts_items.parse(
+                cx,
+                meta,
+                from_child(
+                    (),
+                    "counts_items",
+                    "on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`",
+                ),
+            ),
+            "resume" => self.resume.parse(cx, meta, Ok),
+            "crate" => self.krate.parse(cx, meta, Ok),
+            "version" => self.version.parse(cx, meta, |lit: syn::LitInt| lit.base10_parse()),
+            "rename_all" => self.rename_all.parse(cx, meta, RenameRule::from_lit),
+            _ => Err(unknown(
+                meta,
+                "container",
+                "`init`, `validate`, `size_hint`, `size_hint = \"child\"`, `counts_items = \"child\"`, `resume = ...`, `crate = ...`, `version = N`, `rename_all = \"...\"`",
+            )),
         }
     }
 }
 
-/// Parses the `= "child"` of `size_hint` or `counts_items`: `true` for it;
-/// any other string is an error (`unknown` writes it) at the string.
-fn from_child(cx: &Ctxt, meta: &ParseNestedMeta<'_>, unknown: impl FnOnce(&str) -> String) -> bool {
-    match meta.value().and_then(|v| v.parse::<syn::LitStr>()) {
-        Ok(lit) if lit.value() == FROM_CHILD => true,
-        Ok(lit) => {
-            cx.error_spanned_by(&lit, unknown(&lit.value()));
-            false
-        }
-        Err(err) => {
-            cx.push(err);
-            false
-        }
+/// Takes the `"child"` of `size_hint = "child"` or `counts_items = "child"`
+/// as `value`; any other string is an error at the string.
+fn from_child<T>(
+    value: T,
+    key: &'static str,
+    expected: &'static str,
+) -> impl FnOnce(syn::LitStr) -> syn::Result<T> {
+    move |lit| match lit.value() {
+        source if source == "child" => Ok(value),
+        source => Err(syn::Error::new_spanned(
+            &lit,
+            format!("unknown `{key}` source {source:?}; {expected}"),
+        )),
     }
 }
 
 /// Calls `parse_one` for every key of every `#[node(...)]` attribute in
-/// `attrs`; a malformed attribute is recorded and parsing goes on. Returns
-/// whether one was malformed.
+/// `attrs`; an error is recorded and parsing goes on. Returns whether there
+/// was one (other than a duplicate key).
 fn for_each_node_key(
-    cx: &Ctxt,
+    cx: &mut Ctxt,
     attrs: &[syn::Attribute],
-    mut parse_one: impl FnMut(&ParseNestedMeta<'_>),
+    mut parse_one: impl FnMut(&mut Ctxt, &ParseNestedMeta<'_>) -> syn::Result<()>,
 ) -> bool {
     let mut malformed = false;
-    for attr in attrs.iter().filter(|a| a.path().is_ident(NODE)) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident("node")) {
         let result = attr.parse_nested_meta(|meta| {
-            parse_one(&meta);
+            if let Err(err) = parse_one(cx, &meta) {
+                malformed = true;
+                cx.push(err);
+            }
             Ok(())
         });
         if let Err(err) = result {
@@ -384,19 +324,27 @@ fn for_each_node_key(
     malformed
 }
 
-fn path_to_string(path: &syn::Path) -> String {
-    path.segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect::<Vec<_>>()
-        .join("::")
+fn duplicate(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>) {
+    let message = format!("duplicate node attribute `{}`", path_to_string(&meta.path));
+    cx.error(meta.path.span(), message);
 }
 
-/// Consumes `= value` after an unknown key so parsing can go on to the next key.
-fn skip_value(meta: &ParseNestedMeta<'_>) {
+/// The error for an unknown key (of a `field` or `container`), after
+/// consuming its `= value` or `(...)` so parsing can go on to the next key.
+fn unknown(meta: &ParseNestedMeta<'_>, of: &str, expected: &str) -> syn::Error {
     if meta.input.peek(syn::Token![=]) {
         let _ = meta.value().and_then(|v| v.parse::<syn::Expr>());
     } else if meta.input.peek(syn::token::Paren) {
         let _ = meta.parse_nested_meta(|_| Ok(()));
     }
+    let path = path_to_string(&meta.path);
+    syn::Error::new(
+        meta.path.span(),
+        format!("unknown node {of} attribute `{path}`; expected one of {expected}"),
+    )
+}
+
+fn path_to_string(path: &syn::Path) -> String {
+    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    segments.join("::")
 }

@@ -3,16 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::ast::Input;
+use crate::ast::{Input, VERSION_KEY};
 use crate::attr::{Role, SizeHintFrom};
 use crate::ctxt::Ctxt;
-use crate::symbol::VERSION_KEY;
 
-pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
+pub(crate) fn check(cx: &mut Ctxt, input: &Input<'_>) {
     check_roles(cx, input);
     check_options(cx, input);
-    check_lazy_types(cx, input);
-    check_lazy_needs_init(cx, input);
+    check_lazy(cx, input);
     check_keys(cx, input);
     check_crate_path(cx, input);
     check_size_hint_child(cx, input);
@@ -21,172 +19,68 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) {
     check_resume_once(cx, input);
 }
 
-/// `resume = expr` says what the node promises in full: `counts_items`
-/// (on the container or a field) would say it a second time.
-fn check_resume_once(cx: &Ctxt, input: &Input<'_>) {
-    let Some(span) = input.attrs.resume.span() else {
-        return;
-    };
-    let counted = input.attrs.counts_items.is_set()
-        || input.fields.iter().any(|f| f.attrs.counts_items.is_set());
-    if counted {
-        cx.push(syn::Error::new(
-            span,
-            "`resume = ...` and `counts_items` both say what the node's state promises: keep one (`counts_items` is `resume = Resume::CountsItems(..)` or `Resume::ForwardsCount`)",
-        ));
-    }
-}
-
-/// `counts_items = "child"` promises one item per item of the single child
-/// and no state of the node's own: one `child` field, no `children`, no
-/// `state` fields.
-fn check_counts_items_child(cx: &Ctxt, input: &Input<'_>) {
-    let Some(span) = input.attrs.counts_items.span() else {
-        return;
-    };
-    let children = input.with_role(Role::Child).count();
-    let lists = input.with_role(Role::Children).count();
-    let states = input.with_role(Role::State).count();
-    if children != 1 || lists != 0 || states != 0 {
-        cx.push(syn::Error::new(
-            span,
-            format!(
-                "`counts_items = \"child\"` forwards the count of the single `#[node(child)]` field of a node without state of its own, but this node has {children} `child`, {lists} `children` and {states} `state` fields"
-            ),
-        ));
-    }
-}
-
-/// `counts_items` promises that the node's state changes from one item to
-/// the next only in that field: one such field, a plain `state` one, in a
-/// node without children (whose states change as they please).
-fn check_counts_items(cx: &Ctxt, input: &Input<'_>) {
-    let mut counted = input
-        .fields
-        .iter()
-        .filter_map(|f| Some((f, f.attrs.counts_items.span()?)));
-    let Some((field, span)) = counted.next() else {
-        return;
-    };
-    if field.attrs.role() != Some(Role::State) || field.attrs.deferred.is_set() {
-        cx.push(syn::Error::new(
-            span,
-            "`counts_items` is only allowed with `state` (and not `deferred`): it marks the `u64` state field that counts the items the node returned",
-        ));
-    }
-    for (_, again) in counted {
-        cx.push(syn::Error::new(
-            again,
-            "only one field may be `counts_items`: it promises that nothing else in the state changes from one item to the next",
-        ));
-    }
-    if let Some(child) = input
-        .fields
-        .iter()
-        .find(|f| matches!(f.attrs.role(), Some(Role::Child | Role::Children)))
-    {
-        cx.push(syn::Error::new(
-            span,
-            format!(
-                "`counts_items` needs a node without children, but field `{}` is one: a child's state may change with every item",
-                child.ident
-            ),
-        ));
-    }
-}
-
-/// `size_hint = "child"` forwards one child's hint: the node must have
-/// exactly one `child` field and no `children` (whose hints would have to
-/// be combined, which depends on what the node does with them).
-fn check_size_hint_child(cx: &Ctxt, input: &Input<'_>) {
-    if input.attrs.size_hint.get() != Some(&SizeHintFrom::Child) {
-        return;
-    }
-    let Some(span) = input.attrs.size_hint.span() else {
-        return;
-    };
-    let children = input.with_role(Role::Child).count();
-    let lists = input.with_role(Role::Children).count();
-    if children != 1 || lists != 0 {
-        cx.push(syn::Error::new(
-            span,
-            format!(
-                "`size_hint = \"child\"` forwards the hint of the single `#[node(child)]` field, but this node has {children} `child` and {lists} `children` fields; use a bare `size_hint` and implement `SizeHint` to combine them"
-            ),
-        ));
-    }
-}
-
 /// A field has exactly one role: an unannotated field is an error rather than
 /// silently becoming configuration (a forgotten `state` on a counter would
 /// leak it across epochs and out of every checkpoint).
-fn check_roles(cx: &Ctxt, input: &Input<'_>) {
+fn check_roles(cx: &mut Ctxt, input: &Input<'_>) {
     for field in &input.fields {
         if field.attrs.roles.is_empty() && !field.attrs.malformed {
-            let roles: Vec<String> = Role::ALL
-                .iter()
-                .map(|r| format!("`#[node({})]`", r.keyword()))
-                .collect();
             // The field without its attributes and doc comment.
             let (vis, ident, ty) = (&field.original.vis, field.ident, field.ty);
             cx.error_spanned_by(
                 quote::quote!(#vis #ident: #ty),
                 format!(
-                    "field `{}` has no role; add one of {} (`state` is saved and reset, `config` is configuration that is neither saved nor shown)",
-                    field.ident,
-                    roles.join(", ")
+                    "field `{ident}` has no role; add one of `#[node(child)]`, `#[node(children)]`, `#[node(state)]`, `#[node(lazy)]`, `#[node(param)]`, `#[node(config)]` (`state` is saved and reset, `config` is configuration that is neither saved nor shown)"
                 ),
             );
         }
         if let [(_, first), rest @ ..] = field.attrs.roles.as_slice() {
             for (span, role) in rest {
-                cx.push(syn::Error::new(
-                    *span,
-                    format!(
-                        "a field has one role: `{}` conflicts with `{}` on the same field",
-                        role.keyword(),
-                        first.keyword()
-                    ),
-                ));
+                let (role, first) = (role.keyword(), first.keyword());
+                let message = format!(
+                    "a field has one role: `{role}` conflicts with `{first}` on the same field"
+                );
+                cx.error(*span, message);
             }
         }
     }
 }
 
-/// `default` only on state fields; `rename` only on fields that have a key.
-fn check_options(cx: &Ctxt, input: &Input<'_>) {
+/// `default` and `deferred` only on state fields; `rename` only on fields
+/// that have a key.
+fn check_options(cx: &mut Ctxt, input: &Input<'_>) {
     for field in &input.fields {
         let role = field.attrs.role();
         if let Some(span) = field.attrs.default.span()
             && role != Some(Role::State)
         {
-            cx.push(syn::Error::new(
+            cx.error(
                 span,
                 "`default = ...` is only allowed with `state`: it is the value a `#[node(state)]` field takes on `reset(None)`",
-            ));
+            );
         }
         if let Some(span) = field.attrs.deferred.span()
             && role != Some(Role::State)
         {
-            cx.push(syn::Error::new(
+            cx.error(
                 span,
                 "`deferred` is only allowed with `state`: it saves a `#[node(state)]` field as a snapshot serialised only when the state is",
-            ));
+            );
         }
         if let Some(span) = field.attrs.rename.span()
-            && !matches!(role, Some(Role::Child | Role::Children | Role::State))
+            && !role.is_some_and(Role::is_keyed)
         {
-            cx.push(syn::Error::new(
+            cx.error(
                 span,
                 "`rename` is only allowed on `child`, `children` and `state` fields: other fields have no state key",
-            ));
+            );
         }
     }
 }
 
 /// A `lazy` field must be a `Lazy<T>` slot (checked by name here, and by type
-/// in the generated code).
-fn check_lazy_types(cx: &Ctxt, input: &Input<'_>) {
+/// in the generated code), and nothing fills it unless the node has an `init`.
+fn check_lazy(cx: &mut Ctxt, input: &Input<'_>) {
     for field in input.with_role(Role::Lazy) {
         let is_lazy = match field.ty {
             syn::Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Lazy"),
@@ -199,10 +93,6 @@ fn check_lazy_types(cx: &Ctxt, input: &Input<'_>) {
             );
         }
     }
-}
-
-/// Nothing fills a `lazy` slot unless the node has an `init`.
-fn check_lazy_needs_init(cx: &Ctxt, input: &Input<'_>) {
     if input.attrs.init.is_set() {
         return;
     }
@@ -215,21 +105,21 @@ fn check_lazy_needs_init(cx: &Ctxt, input: &Input<'_>) {
 }
 
 /// No two fields share a state key, and none takes the version key of a versioned node.
-fn check_keys(cx: &Ctxt, input: &Input<'_>) {
+fn check_keys(cx: &mut Ctxt, input: &Input<'_>) {
     let mut seen: BTreeMap<&str, &syn::Ident> = BTreeMap::new();
     for field in input.keyed() {
-        if let Some(first) = seen.get(field.key.as_str()) {
+        let (key, ident) = (&field.key, field.ident);
+        if let Some(first) = seen.get(key.as_str()) {
             cx.error_spanned_by(
                 field.original,
                 format!(
-                    "state key `{}` of field `{}` is already used by field `{}`; give one of them another key with `#[node(rename = \"...\")]`",
-                    field.key, field.ident, first
+                    "state key `{key}` of field `{ident}` is already used by field `{first}`; give one of them another key with `#[node(rename = \"...\")]`"
                 ),
             );
         } else {
-            seen.insert(&field.key, field.ident);
+            seen.insert(key, ident);
         }
-        if input.version() != 0 && field.key == VERSION_KEY {
+        if input.version() != 0 && key == VERSION_KEY {
             cx.error_spanned_by(
                 field.original,
                 "state key `version` is reserved for `#[node(version = N)]`; rename this field's key",
@@ -240,7 +130,7 @@ fn check_keys(cx: &Ctxt, input: &Input<'_>) {
 
 /// The `crate` override must be an absolute path (`::my_facade::nodes`) or
 /// start with `crate`, so it resolves the same from every module.
-fn check_crate_path(cx: &Ctxt, input: &Input<'_>) {
+fn check_crate_path(cx: &mut Ctxt, input: &Input<'_>) {
     if let Some(path) = input.attrs.krate.get() {
         let starts_with_crate = path.segments.first().is_some_and(|s| s.ident == "crate");
         if path.leading_colon.is_none() && !starts_with_crate {
@@ -252,5 +142,98 @@ fn check_crate_path(cx: &Ctxt, input: &Input<'_>) {
                 ),
             );
         }
+    }
+}
+
+/// How many `child`, `children` and `state` fields the node has.
+fn role_counts(input: &Input<'_>) -> [usize; 3] {
+    [Role::Child, Role::Children, Role::State].map(|role| input.with_role(role).count())
+}
+
+/// `size_hint = "child"` forwards one child's hint: the node must have
+/// exactly one `child` field and no `children` (whose hints would have to
+/// be combined, which depends on what the node does with them).
+fn check_size_hint_child(cx: &mut Ctxt, input: &Input<'_>) {
+    let [children, lists, _] = role_counts(input);
+    if let (Some(SizeHintFrom::Child), Some(span)) =
+        (input.attrs.size_hint.get(), input.attrs.size_hint.span())
+        && (children != 1 || lists != 0)
+    {
+        cx.error(
+            span,
+            format!(
+                "`size_hint = \"child\"` forwards the hint of the single `#[node(child)]` field, but this node has {children} `child` and {lists} `children` fields; use a bare `size_hint` and implement `SizeHint` to combine them"
+            ),
+        );
+    }
+}
+
+/// `counts_items` promises that the node's state changes from one item to
+/// the next only in that field: one such field, a plain `state` one, in a
+/// node without children (whose states change as they please).
+fn check_counts_items(cx: &mut Ctxt, input: &Input<'_>) {
+    let mut counted = input
+        .fields
+        .iter()
+        .filter_map(|f| Some((f, f.attrs.counts_items.span()?)));
+    let Some((field, span)) = counted.next() else {
+        return;
+    };
+    if field.attrs.role() != Some(Role::State) || field.attrs.deferred.is_set() {
+        cx.error(
+            span,
+            "`counts_items` is only allowed with `state` (and not `deferred`): it marks the `u64` state field that counts the items the node returned",
+        );
+    }
+    for (_, again) in counted {
+        cx.error(
+            again,
+            "only one field may be `counts_items`: it promises that nothing else in the state changes from one item to the next",
+        );
+    }
+    if let Some(child) = input
+        .fields
+        .iter()
+        .find(|f| matches!(f.attrs.role(), Some(Role::Child | Role::Children)))
+    {
+        cx.error(
+            span,
+            format!(
+                "`counts_items` needs a node without children, but field `{}` is one: a child's state may change with every item",
+                child.ident
+            ),
+        );
+    }
+}
+
+/// `counts_items = "child"` promises one item per item of the single child
+/// and no state of the node's own: one `child` field, no `children`, no
+/// `state` fields.
+fn check_counts_items_child(cx: &mut Ctxt, input: &Input<'_>) {
+    let [children, lists, states] = role_counts(input);
+    if let Some(span) = input.attrs.counts_items.span()
+        && (children != 1 || lists != 0 || states != 0)
+    {
+        cx.error(
+            span,
+            format!(
+                "`counts_items = \"child\"` forwards the count of the single `#[node(child)]` field of a node without state of its own, but this node has {children} `child`, {lists} `children` and {states} `state` fields"
+            ),
+        );
+    }
+}
+
+/// `resume = expr` says what the node promises in full: `counts_items`
+/// (on the container or a field) would say it a second time.
+fn check_resume_once(cx: &mut Ctxt, input: &Input<'_>) {
+    let counted = input.attrs.counts_items.is_set()
+        || input.fields.iter().any(|f| f.attrs.counts_items.is_set());
+    if let Some(span) = input.attrs.resume.span()
+        && counted
+    {
+        cx.error(
+            span,
+            "`resume = ...` and `counts_items` both say what the node's state promises: keep one (`counts_items` is `resume = Resume::CountsItems(..)` or `Resume::ForwardsCount`)",
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! Use it through `nodes-std`, which documents the attributes and re-exports
 //! the macro. The crate is a switchboard: parse into a model (`ast`,
 //! `attr`), check the model (`check`), then generate (`expand`); on any
-//! error, `fallback` emits the errors plus a stub impl so the rest of the
+//! error, `expand` emits the errors plus a stub impl so the rest of the
 //! user's code still type-checks.
 
 extern crate proc_macro;
@@ -16,29 +16,8 @@ mod attr;
 mod check;
 mod ctxt;
 mod expand;
-mod fallback;
-mod symbol;
 
 use proc_macro::TokenStream;
-
-/// `krate`'s private module as this release names it
-/// (`::nodes_std::__private_0_1_0`), preceded in the output by
-/// [`version_check`]: generated code reaches nodes-core only through it.
-fn private_path(krate: &syn::Path) -> proc_macro2::TokenStream {
-    let version: String = env!("CARGO_PKG_VERSION")
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let module = quote::format_ident!("__private_{}", version);
-    quote::quote!(#krate::#module)
-}
-
-/// The first item of every expansion: nodes-core stops with an error naming
-/// both versions when it is from another release than this derive.
-fn version_check(krate: &syn::Path) -> proc_macro2::TokenStream {
-    let version = env!("CARGO_PKG_VERSION");
-    quote::quote!(#krate::__require_derive_version!(#version);)
-}
 
 /// Derives `Stateful`, the checkpointing half of a node (`reset`,
 /// `get_state`, `describe`, `shutdown`, `resume`, and `size_hint`
