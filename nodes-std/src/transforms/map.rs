@@ -38,13 +38,7 @@ pub struct Mapper<S, F> {
     f: F,
 }
 
-impl<S: fmt::Debug, F> fmt::Debug for Mapper<S, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mapper")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
-}
+crate::transforms::debug_source!(Mapper);
 
 impl<S, F> Mapper<S, F> {
     pub(crate) fn new(source: S, f: F) -> Self {
