@@ -37,7 +37,7 @@ fn parse(pattern: &str) -> Result<(PathBuf, Vec<Segment>), String> {
     if pattern.is_empty() {
         return Err("the pattern is empty".to_owned());
     }
-    if pattern.contains('[') || pattern.contains('{') {
+    if pattern.contains(['[', '{']) {
         return Err(format!(
             "`{pattern}` uses `[...]` or `{{...}}`: only `*`, `?` and `**` are supported"
         ));
@@ -182,8 +182,7 @@ fn walk(dir: &Path, rel: &str, segments: &[Segment], out: &mut Vec<String>) -> i
             walk(dir, rel, rest, out)?;
             // ...or one more, then `**` again. Symlinked directories are not
             // entered (a link to a parent would never end).
-            for entry in read_dir_sorted(dir)? {
-                let (name, path) = entry;
+            for (name, path) in read_dir_sorted(dir)? {
                 if name.starts_with('.') {
                     continue;
                 }
@@ -220,9 +219,8 @@ fn read_dir_sorted(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
     let mut entries = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
-        if let Ok(name) = entry.file_name().into_string() {
-            entries.push((name, entry.path()));
-        }
+        let name = entry.file_name().into_string();
+        entries.extend(name.ok().map(|name| (name, entry.path())));
     }
     entries.sort();
     Ok(entries)

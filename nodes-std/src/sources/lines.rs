@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{BUFFER, OFFSET, PATH, Reopen, can_reopen_at, open, open_at};
+use crate::sources::open::{BUFFER, OFFSET, PATH, Reopen, can_reopen_at, open_at};
 use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
 
 /// The longest line read by default: 16 MiB.
@@ -252,7 +252,8 @@ where
                 let message = "the path is not UTF-8 (a state stores paths as text)";
                 return Err(record_error(name, path, None, message.to_owned()));
             };
-            let reader = open(path).map_err(|message| record_error(name, path, None, message))?;
+            let reader = open_at(path, 0)
+                .map_err(|Reopen(_, message)| record_error(name, path, None, message))?;
             // No file was open, so `offset` and `line` are 0 (see `close`).
             self.open = Some(reader);
             self.path = Some(text.to_owned());

@@ -62,11 +62,6 @@ fn decompressed(
     }
 }
 
-/// Opens `path` for reading from the start.
-pub(crate) fn open(path: &Path) -> std::result::Result<Box<dyn BufRead + Send>, String> {
-    open_at(path, 0).map_err(|Reopen(_, message)| message)
-}
-
 /// Why a saved position cannot be reopened: the key it is about, and what.
 pub(crate) struct Reopen(pub(crate) &'static str, pub(crate) String);
 
