@@ -255,6 +255,12 @@ pub(crate) fn is_bad_record(error: &Error) -> bool {
     matches!(error, Error::User { .. } | Error::Panicked { .. })
 }
 
+/// Whether `result` of a `next` is an item of the pass: a value, or a bad
+/// record (see [`is_bad_record`]), which takes its place.
+pub(crate) fn is_item<T>(result: &Result<Option<T>>) -> bool {
+    matches!(result, Ok(Some(_))) || result.as_ref().is_err_and(is_bad_record)
+}
+
 /// The most bad records a node holds back at once (see [`HeldErrors`]).
 pub(crate) const MAX_HELD: usize = 1024;
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{BUFFER, OFFSET, PATH, Reopen, can_reopen_at, open_at};
+use crate::sources::open::{OFFSET, PATH, Reopen, can_reopen_at, open_at};
 use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
 
 /// The longest line read by default: 16 MiB.
@@ -131,17 +131,10 @@ fn read_line(
     if ended || n < limit {
         return Ok(Some((n, buf.len() <= max)));
     }
-    // Too long: skip to the end of the line in bounded steps.
-    let mut consumed = n;
-    loop {
-        buf.clear();
-        let m = (&mut *reader).take(BUFFER as u64).read_until(b'\n', buf)? as u64;
-        consumed += m;
-        if m == 0 || buf.last() == Some(&b'\n') {
-            buf.clear();
-            return Ok(Some((consumed, false)));
-        }
-    }
+    // Too long: skip to the end of the line, holding none of it.
+    buf.clear();
+    let rest = reader.skip_until(b'\n')? as u64;
+    Ok(Some((n + rest, false)))
 }
 
 /// A bad record at `path` (and `line`).

@@ -13,7 +13,7 @@ pub(crate) const PATH: &str = "path";
 pub(crate) const OFFSET: &str = "offset";
 
 /// The read buffer of a file.
-pub(crate) const BUFFER: usize = 64 << 10;
+const BUFFER: usize = 64 << 10;
 
 /// The compression a file's extension says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
