@@ -70,7 +70,8 @@ pub(crate) enum Verdict {
     Skip,
 }
 
-/// An [`ErrorPolicy`] with its per-pass count: one per fallible node.
+/// An [`ErrorPolicy`] with its per-pass [`Counts`], for a fallible node that
+/// keeps them together (the threaded core, the line readers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct ErrorBudget {
     policy: ErrorPolicy,

@@ -19,11 +19,7 @@ use crate::rank::Rank;
 /// last pass was started (a `next` reached the node), else the same one, as
 /// torchdata's samplers do (a pass that never started is not an epoch).
 pub(crate) fn epoch_after(epoch: u64, started: bool) -> u64 {
-    if started {
-        epoch.wrapping_add(1)
-    } else {
-        epoch
-    }
+    epoch.wrapping_add(u64::from(started))
 }
 
 /// The largest generator position a restored state may hold: no pass draws
