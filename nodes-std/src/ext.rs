@@ -18,7 +18,7 @@ use crate::transforms::unbatch::Unbatcher;
 use nodes_core::{BoxError, Node, Result, Running, State};
 
 use crate::mixing::interleave::Interleave;
-use crate::transforms::filter_map::FilterMapper;
+use crate::transforms::filter::FilterMapper;
 use crate::transforms::flat_map::FlatMapper;
 use crate::transforms::pack::Packer;
 

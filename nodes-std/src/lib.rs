@@ -139,7 +139,7 @@ pub use nodes_core::{
 pub use nodes_derive::Node;
 
 pub use crate::mixing::interleave::Interleave;
-pub use crate::transforms::filter_map::FilterMapper;
+pub use crate::transforms::filter::FilterMapper;
 pub use crate::transforms::flat_map::FlatMapper;
 pub use crate::transforms::pack::{PackOutput, Packed, Packer, TokensOnly, WithSegments};
 

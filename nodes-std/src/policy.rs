@@ -70,7 +70,8 @@ pub(crate) enum Verdict {
     Skip,
 }
 
-/// An [`ErrorPolicy`] with its per-pass count: one per fallible node.
+/// An [`ErrorPolicy`] with its per-pass [`Counts`], for a fallible node that
+/// keeps them together (the threaded core, the line readers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct ErrorBudget {
     policy: ErrorPolicy,
@@ -92,17 +93,7 @@ impl Counts {
     /// `elastic::reshard`'s share of a job's skips, write), as serde writes
     /// them.
     pub(crate) fn save(self, state: &mut State) -> Result<()> {
-        state.insert_child(ERRORS, self.to_state()?);
-        Ok(())
-    }
-
-    /// The counts as a nested state, the fields in the order serde writes
-    /// them.
-    pub(crate) fn to_state(self) -> Result<State> {
-        let mut counts = crate::__private::Fields::with_capacity(2);
-        counts.field(SKIPPED, &self.skipped)?;
-        counts.field(ENDED, &self.ended)?;
-        Ok(counts.done(0))
+        state.insert(ERRORS, self)
     }
 
     /// The counts of a pass that skipped `skipped` bad records and goes on
@@ -119,13 +110,81 @@ impl Counts {
     pub(crate) fn skipped(&self) -> u64 {
         self.skipped
     }
+
+    /// Whether the pass was ended (by the policy, or by a source that broke).
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The size hint of a node that applies `policy` to a stream whose
+    /// hint is `hint` (one result per input, bad records judged here):
+    /// `Deliver` keeps the count, `Fail` may end the pass after the first
+    /// error, the skipping policies may drop any number of records (and
+    /// `Skip` delivers none). `stage_fails`: whether the node itself may
+    /// turn a record into an error.
+    pub(crate) fn size_hint(&self, policy: ErrorPolicy, hint: Hint, stage_fails: bool) -> Hint {
+        if self.ended {
+            return Hint::exact(0);
+        }
+        if !stage_fails && !hint.may_fail {
+            return hint;
+        }
+        let hint = Hint {
+            may_fail: policy != ErrorPolicy::Skip,
+            ..hint
+        };
+        match policy {
+            ErrorPolicy::Deliver => hint,
+            ErrorPolicy::Fail => Hint {
+                lower: hint.lower.min(1),
+                ..hint
+            },
+            ErrorPolicy::Skip | ErrorPolicy::SkipAtMost(_) => hint.at_most(),
+        }
+    }
+
+    /// Decides about `error` under `policy`, counting a skip here and in
+    /// the stats.
+    pub(crate) fn judge(&mut self, policy: ErrorPolicy, error: Error, cx: &mut Cx) -> Verdict {
+        let verdict = self.decide(policy, error);
+        if let Verdict::Skip = verdict {
+            cx.record_skipped(1);
+        }
+        verdict
+    }
+
+    /// [`judge`](Self::judge) without the statistics.
+    fn decide(&mut self, policy: ErrorPolicy, error: Error) -> Verdict {
+        let skip = match policy {
+            ErrorPolicy::Deliver => return Verdict::Deliver(error),
+            ErrorPolicy::Fail => false,
+            ErrorPolicy::Skip => true,
+            ErrorPolicy::SkipAtMost(n) => self.skipped < n,
+        };
+        if skip {
+            self.skipped = self.skipped.saturating_add(1);
+            nodes_core::__private::trace::record_skipped(&error, self.skipped);
+            Verdict::Skip
+        } else {
+            self.ended = true;
+            Verdict::DeliverAndEnd(error)
+        }
+    }
+}
+
+/// Saved as a deferred state entry (`#[node(state, deferred)]`): taking a
+/// state copies two numbers, and the JSON object is built only when the
+/// state is serialised or read.
+impl nodes_core::Snapshot for Counts {
+    type Frozen = Counts;
+
+    fn snapshot(&self) -> std::sync::Arc<Counts> {
+        std::sync::Arc::new(*self)
+    }
 }
 
 /// Key of the saved [`Counts`] in a node's state.
 pub(crate) const ERRORS: &str = "errors";
-/// The keys inside it (serde's names for the fields of [`Counts`]).
-const SKIPPED: &str = "skipped";
-const ENDED: &str = "ended";
 
 impl ErrorBudget {
     /// A budget for `policy`, with nothing counted.
@@ -141,31 +200,9 @@ impl ErrorBudget {
         self.policy
     }
 
-    /// The size hint of a node that applies this budget to a stream whose
-    /// hint is `hint` (one result per input, bad records judged here):
-    /// `Deliver` keeps the count, `Fail` may end the pass after the first
-    /// error, the skipping policies may drop any number of records (and
-    /// `Skip` delivers none). `stage_fails`: whether the node itself may
-    /// turn a record into an error.
+    /// The size hint under this budget (see [`Counts::size_hint`]).
     pub(crate) fn size_hint(&self, hint: Hint, stage_fails: bool) -> Hint {
-        if self.ended() {
-            return Hint::exact(0);
-        }
-        if !stage_fails && !hint.may_fail {
-            return hint;
-        }
-        let hint = Hint {
-            may_fail: self.policy != ErrorPolicy::Skip,
-            ..hint
-        };
-        match self.policy {
-            ErrorPolicy::Deliver => hint,
-            ErrorPolicy::Fail => Hint {
-                lower: hint.lower.min(1),
-                ..hint
-            },
-            ErrorPolicy::Skip | ErrorPolicy::SkipAtMost(_) => hint.at_most(),
-        }
+        self.counts.size_hint(self.policy, hint, stage_fails)
     }
 
     /// Records that the pass ended early (a source broke), so that the state
@@ -181,29 +218,7 @@ impl ErrorBudget {
 
     /// Decides about `error`, counting a skip in the budget and in the stats.
     pub(crate) fn judge(&mut self, error: Error, cx: &mut Cx) -> Verdict {
-        let verdict = self.decide(error);
-        if let Verdict::Skip = verdict {
-            cx.record_skipped(1);
-        }
-        verdict
-    }
-
-    /// [`judge`](Self::judge) without the statistics.
-    fn decide(&mut self, error: Error) -> Verdict {
-        let skip = match self.policy {
-            ErrorPolicy::Deliver => return Verdict::Deliver(error),
-            ErrorPolicy::Fail => false,
-            ErrorPolicy::Skip => true,
-            ErrorPolicy::SkipAtMost(n) => self.counts.skipped < n,
-        };
-        if skip {
-            self.counts.skipped = self.counts.skipped.saturating_add(1);
-            nodes_core::__private::trace::record_skipped(&error, self.counts.skipped);
-            Verdict::Skip
-        } else {
-            self.counts.ended = true;
-            Verdict::DeliverAndEnd(error)
-        }
+        self.counts.judge(self.policy, error, cx)
     }
 
     /// A new pass: nothing counted.
@@ -214,11 +229,6 @@ impl ErrorBudget {
     /// Saves the counts under [`ERRORS`] (see [`Counts::save`]).
     pub(crate) fn save(&self, state: &mut State) -> Result<()> {
         self.counts.save(state)
-    }
-
-    /// The counts as a nested state, to save under [`ERRORS`].
-    pub(crate) fn counts_state(&self) -> Result<State> {
-        self.counts.to_state()
     }
 
     /// Reads the counts saved under [`ERRORS`] (checked, not applied).
@@ -244,6 +254,12 @@ impl ErrorBudget {
 /// be pulled forever).
 pub(crate) fn is_bad_record(error: &Error) -> bool {
     matches!(error, Error::User { .. } | Error::Panicked { .. })
+}
+
+/// Whether `result` of a `next` is an item of the pass: a value, or a bad
+/// record (see [`is_bad_record`]), which takes its place.
+pub(crate) fn is_item<T>(result: &Result<Option<T>>) -> bool {
+    matches!(result, Ok(Some(_))) || result.as_ref().is_err_and(is_bad_record)
 }
 
 /// The most bad records a node holds back at once (see [`HeldErrors`]).
@@ -400,7 +416,10 @@ mod tests {
             );
             // Then a skip, then the end of the pass.
             if round == 0 {
-                assert!(matches!(budget.decide(err()), Verdict::Skip));
+                assert!(matches!(
+                    budget.counts.decide(budget.policy, err()),
+                    Verdict::Skip
+                ));
             } else {
                 budget.end_pass();
             }
@@ -415,7 +434,7 @@ mod tests {
     fn verdicts(policy: ErrorPolicy, n: usize) -> Vec<&'static str> {
         let mut budget = ErrorBudget::new(policy);
         (0..n)
-            .map(|_| match budget.decide(err()) {
+            .map(|_| match budget.counts.decide(budget.policy, err()) {
                 Verdict::Deliver(_) => "deliver",
                 Verdict::DeliverAndEnd(_) => "end",
                 Verdict::Skip => "skip",
@@ -499,13 +518,19 @@ mod tests {
     #[test]
     fn counts_survive_a_save_and_load() {
         let mut budget = ErrorBudget::new(ErrorPolicy::SkipAtMost(1));
-        assert!(matches!(budget.decide(err()), Verdict::Skip));
+        assert!(matches!(
+            budget.counts.decide(budget.policy, err()),
+            Verdict::Skip
+        ));
         let mut state = State::new();
         budget.save(&mut state).unwrap();
         let state = State::from_json(&state.to_json().unwrap()).unwrap();
         let mut fresh = ErrorBudget::new(ErrorPolicy::SkipAtMost(1));
         fresh.restore(fresh.load(&state).unwrap());
-        assert!(matches!(fresh.decide(err()), Verdict::DeliverAndEnd(_)));
+        assert!(matches!(
+            fresh.counts.decide(fresh.policy, err()),
+            Verdict::DeliverAndEnd(_)
+        ));
         assert!(fresh.ended());
     }
 }

@@ -19,11 +19,7 @@ use crate::rank::Rank;
 /// last pass was started (a `next` reached the node), else the same one, as
 /// torchdata's samplers do (a pass that never started is not an epoch).
 pub(crate) fn epoch_after(epoch: u64, started: bool) -> u64 {
-    if started {
-        epoch.wrapping_add(1)
-    } else {
-        epoch
-    }
+    epoch.wrapping_add(u64::from(started))
 }
 
 /// The largest generator position a restored state may hold: no pass draws
@@ -94,32 +90,32 @@ impl PassRng {
     #[inline]
     pub(crate) fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0, "below(0)");
-        match u32::try_from(n) {
-            Ok(n) => u64::from(self.canon_u32(n)),
-            Err(_) => self.canon_u64(n),
+        if n <= u64::from(u32::MAX) {
+            self.canon::<32>(n)
+        } else {
+            self.canon::<64>(n)
         }
     }
 
+    /// Canon's method on `BITS`-bit words: the high `BITS` of the widening
+    /// multiply are the draw, the low ones decide whether a second draw
+    /// could carry into it.
     #[inline]
-    fn canon_u32(&mut self, n: u32) -> u32 {
-        let first = u64::from(self.rng.next_u32()) * u64::from(n);
-        let (high, low) = ((first >> 32) as u32, first as u32);
-        if low <= n.wrapping_neg() {
+    fn canon<const BITS: u32>(&mut self, n: u64) -> u64 {
+        let mut draw = || {
+            let word = match BITS {
+                32 => u64::from(self.rng.next_u32()),
+                _ => self.rng.next_u64(),
+            };
+            u128::from(word) * u128::from(n)
+        };
+        let mask = u128::MAX >> (128 - BITS);
+        let first = draw();
+        let (high, low) = ((first >> BITS) as u64, first & mask);
+        if low <= u128::from(n.wrapping_neg()) & mask {
             return high;
         }
-        let second = ((u64::from(self.rng.next_u32()) * u64::from(n)) >> 32) as u32;
-        high + u32::from(low.checked_add(second).is_none())
-    }
-
-    #[inline]
-    fn canon_u64(&mut self, n: u64) -> u64 {
-        let first = u128::from(self.rng.next_u64()) * u128::from(n);
-        let (high, low) = ((first >> 64) as u64, first as u64);
-        if low <= n.wrapping_neg() {
-            return high;
-        }
-        let second = ((u128::from(self.rng.next_u64()) * u128::from(n)) >> 64) as u64;
-        high + u64::from(low.checked_add(second).is_none())
+        high + u64::from(low + (draw() >> BITS) > mask)
     }
 
     /// A uniform float in `[0, 1)` from the top 53 bits of one draw.
@@ -137,6 +133,15 @@ impl PassRng {
     /// Moves to `word_pos` in this stream, in O(1).
     pub(crate) fn seek(&mut self, word_pos: u64) {
         self.rng.set_word_pos(u128::from(word_pos));
+    }
+
+    /// What a state records of this generator.
+    fn saved(&self) -> Saved {
+        Saved {
+            seed: self.seed,
+            stream: self.stream,
+            word_pos: self.word_pos(),
+        }
     }
 
     /// Checks a restored position; `path` is where the state holds it.
@@ -190,11 +195,7 @@ impl nodes_core::Snapshot for PassRng {
     type Frozen = Saved;
 
     fn snapshot(&self) -> std::sync::Arc<Saved> {
-        std::sync::Arc::new(Saved {
-            seed: self.seed,
-            stream: self.stream,
-            word_pos: self.word_pos(),
-        })
+        std::sync::Arc::new(self.saved())
     }
 }
 
@@ -203,12 +204,7 @@ impl Serialize for PassRng {
         &self,
         serializer: S,
     ) -> std::result::Result<S::Ok, S::Error> {
-        Saved {
-            seed: self.seed,
-            stream: self.stream,
-            word_pos: self.word_pos(),
-        }
-        .serialize(serializer)
+        self.saved().serialize(serializer)
     }
 }
 

@@ -28,40 +28,25 @@ enum Segment {
     Name(Vec<char>),
 }
 
-fn has_wildcard(segment: &str) -> bool {
-    segment.contains(['*', '?'])
-}
-
 /// Splits `pattern` into its base directory and its wildcard segments.
 fn parse(pattern: &str) -> Result<(PathBuf, Vec<Segment>), String> {
     if pattern.is_empty() {
         return Err("the pattern is empty".to_owned());
     }
-    if pattern.contains('[') || pattern.contains('{') {
+    if pattern.contains(['[', '{']) {
         return Err(format!(
             "`{pattern}` uses `[...]` or `{{...}}`: only `*`, `?` and `**` are supported"
         ));
     }
-    let absolute = pattern.starts_with('/');
     let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
-    let first_wild = parts
+    // The segments before the first wildcard; a pattern without wildcards
+    // names one file, whose parent is the base.
+    let split = parts
         .iter()
-        .position(|p| has_wildcard(p))
-        .unwrap_or(parts.len());
-    let mut base = if absolute {
-        PathBuf::from("/")
-    } else {
-        PathBuf::new()
-    };
-    // A pattern without wildcards names one file: its parent is the base.
-    let split = if first_wild == parts.len() {
-        parts.len().saturating_sub(1)
-    } else {
-        first_wild
-    };
-    for part in &parts[..split] {
-        base.push(part);
-    }
+        .position(|p| p.contains(['*', '?']))
+        .unwrap_or(parts.len().saturating_sub(1));
+    let mut base = PathBuf::from(if pattern.starts_with('/') { "/" } else { "" });
+    base.extend(&parts[..split]);
     if base.as_os_str().is_empty() {
         base.push(".");
     }
@@ -80,14 +65,12 @@ fn parse(pattern: &str) -> Result<(PathBuf, Vec<Segment>), String> {
         }
     }
     match segments.last() {
-        None => Err(format!("`{pattern}` has no file name part")),
-        Some(Segment::AnyDirs) => {
-            // `dir/**`: every file below `dir`.
-            segments.push(Segment::Name(vec!['*']));
-            Ok((base, segments))
-        }
-        Some(Segment::Name(_)) => Ok((base, segments)),
+        None => return Err(format!("`{pattern}` has no file name part")),
+        // `dir/**`: every file below `dir`.
+        Some(Segment::AnyDirs) => segments.push(Segment::Name(vec!['*'])),
+        Some(Segment::Name(_)) => {}
     }
+    Ok((base, segments))
 }
 
 /// Whether `name` matches the segment pattern `pat` (`*` and `?`).
@@ -182,8 +165,7 @@ fn walk(dir: &Path, rel: &str, segments: &[Segment], out: &mut Vec<String>) -> i
             walk(dir, rel, rest, out)?;
             // ...or one more, then `**` again. Symlinked directories are not
             // entered (a link to a parent would never end).
-            for entry in read_dir_sorted(dir)? {
-                let (name, path) = entry;
+            for (name, path) in read_dir_sorted(dir)? {
                 if name.starts_with('.') {
                     continue;
                 }
@@ -220,9 +202,8 @@ fn read_dir_sorted(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
     let mut entries = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
-        if let Ok(name) = entry.file_name().into_string() {
-            entries.push((name, entry.path()));
-        }
+        let name = entry.file_name().into_string();
+        entries.extend(name.ok().map(|name| (name, entry.path())));
     }
     entries.sort();
     Ok(entries)

@@ -347,63 +347,37 @@ fn skip_by_nth<T: Iterator>(iter: &mut T, n: u64) -> u64 {
     skipped
 }
 
-/// Skips `min(n, remaining)` items with `nth`, for iterators whose `nth` is
-/// O(1) and whose remaining length is known.
-fn skip_known<T: Iterator>(iter: &mut T, remaining: u128, n: u64) -> u64 {
-    let k = u64::try_from(remaining).map_or(n, |r| r.min(n));
-    skip_by_nth(iter, k)
+/// Skips `n` items with `nth`, for iterators whose `nth` is O(1), counting
+/// exactly where the iterator's size hint has an upper bound (one without
+/// holds more than `usize::MAX` items).
+fn skip_known<T: Iterator>(iter: &mut T, n: u64) -> u64 {
+    let remaining = iter.size_hint().1.map_or(n, |r| n.min(r as u64));
+    skip_by_nth(iter, remaining)
 }
 
-macro_rules! seekable_ranges {
-    ($($t:ty)*) => {$(
-        impl SeekableIterator for std::ops::Range<$t> {
+/// `SeekableIterator` by [`skip_known`], for each `[generics] type`.
+macro_rules! seekable {
+    ($([$($gen:tt)*] $ty:ty),* $(,)?) => {$(
+        impl<$($gen)*> SeekableIterator for $ty {
             fn skip_ahead(&mut self, n: u64) -> u64 {
-                let remaining = if self.start < self.end {
-                    (self.end as i128 - self.start as i128) as u128
-                } else {
-                    0
-                };
-                skip_known(self, remaining, n)
-            }
-        }
-
-        impl SeekableIterator for std::ops::RangeInclusive<$t> {
-            fn skip_ahead(&mut self, n: u64) -> u64 {
-                let remaining = if std::ops::RangeInclusive::is_empty(self) {
-                    0
-                } else {
-                    (*self.end() as i128 - *self.start() as i128) as u128 + 1
-                };
-                skip_known(self, remaining, n)
-            }
-        }
-
-        /// Unbounded: always skips `n` (overflowing the type panics in debug
-        /// builds, as iterating that far would).
-        impl SeekableIterator for std::ops::RangeFrom<$t> {
-            fn skip_ahead(&mut self, n: u64) -> u64 {
-                skip_by_nth(self, n)
+                skip_known(self, n)
             }
         }
     )*};
 }
 
+/// Integer ranges; an unbounded one always skips `n` (overflowing the type
+/// panics in debug builds, as iterating that far would).
+macro_rules! seekable_ranges {
+    ($($t:ty)*) => {$(
+        seekable!([] std::ops::Range<$t>, [] std::ops::RangeInclusive<$t>, [] std::ops::RangeFrom<$t>);
+    )*};
+}
+
 seekable_ranges!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize);
 
-impl<T> SeekableIterator for std::slice::Iter<'_, T> {
-    fn skip_ahead(&mut self, n: u64) -> u64 {
-        skip_known(self, self.len() as u128, n)
-    }
-}
-
-impl<T: Copy> SeekableIterator for std::iter::Copied<std::slice::Iter<'_, T>> {
-    fn skip_ahead(&mut self, n: u64) -> u64 {
-        skip_known(self, self.len() as u128, n)
-    }
-}
-
-impl<T> SeekableIterator for std::vec::IntoIter<T> {
-    fn skip_ahead(&mut self, n: u64) -> u64 {
-        skip_known(self, self.len() as u128, n)
-    }
-}
+seekable!(
+    ['a, T] std::slice::Iter<'a, T>,
+    ['a, T: Copy] std::iter::Copied<std::slice::Iter<'a, T>>,
+    [T] std::vec::IntoIter<T>,
+);

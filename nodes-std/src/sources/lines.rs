@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{BUFFER, OFFSET, PATH, Reopen, can_reopen_at, open, open_at};
+use crate::sources::open::{OFFSET, PATH, Reopen, can_reopen_at, open_at};
 use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
 
 /// The longest line read by default: 16 MiB.
@@ -85,7 +85,9 @@ const LINE: &str = "line";
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
-struct LineReader<S> {
+struct LineReader<S, D> {
+    /// The node's name, for its state, description and errors.
+    name: &'static str,
     source: S,
     /// The file being read.
     open: Option<Box<dyn BufRead + Send>>,
@@ -99,6 +101,8 @@ struct LineReader<S> {
     max_line_bytes: usize,
     buf: Vec<u8>,
     flag: ResetFlag,
+    /// How a line becomes an item.
+    decode: PhantomData<D>,
 }
 
 /// Reads one line of at most `max` bytes (its `\n` or `\r\n` not counted)
@@ -127,17 +131,10 @@ fn read_line(
     if ended || n < limit {
         return Ok(Some((n, buf.len() <= max)));
     }
-    // Too long: skip to the end of the line in bounded steps.
-    let mut consumed = n;
-    loop {
-        buf.clear();
-        let m = (&mut *reader).take(BUFFER as u64).read_until(b'\n', buf)? as u64;
-        consumed += m;
-        if m == 0 || buf.last() == Some(&b'\n') {
-            buf.clear();
-            return Ok(Some((consumed, false)));
-        }
-    }
+    // Too long: skip to the end of the line, holding none of it.
+    buf.clear();
+    let rest = reader.skip_until(b'\n')? as u64;
+    Ok(Some((n + rest, false)))
 }
 
 /// A bad record at `path` (and `line`).
@@ -162,9 +159,10 @@ fn resume_error(state: &State, name: &str, text: &str, Reopen(key, message): Reo
     )
 }
 
-impl<S> LineReader<S> {
-    fn new(source: S) -> Self {
+impl<S, D> LineReader<S, D> {
+    fn new(name: &'static str, source: S) -> Self {
         LineReader {
+            name,
             source,
             open: None,
             path: None,
@@ -174,20 +172,27 @@ impl<S> LineReader<S> {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             buf: Vec::new(),
             flag: ResetFlag::default(),
+            decode: PhantomData,
         }
     }
 
-    fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result
     where
         S: fmt::Debug,
     {
-        f.debug_struct(name)
+        f.debug_struct(self.name)
             .field("source", &self.source)
             .field("path", &self.path)
             .field("offset", &self.offset)
             .field("line", &self.line)
             .field("on_error", &self.budget.policy())
             .finish_non_exhaustive()
+    }
+
+    /// A bad record at `line` of the current file.
+    fn bad_line(&self, line: u64, message: String) -> Error {
+        let path = Path::new(self.path.as_deref().unwrap_or_default());
+        record_error(self.name, path, Some(line), message)
     }
 
     /// Forgets the current file (ended, or failed): the position is then
@@ -200,17 +205,17 @@ impl<S> LineReader<S> {
     }
 }
 
-impl<S> LineReader<S>
+impl<S, D: Decode> LineReader<S, D>
 where
     S: Node,
     S::Item: AsRef<Path>,
 {
     /// Puts the next line in `buf`: `Ok(Some(()))`, or `Ok(None)` at the end
     /// of the pass, or an error (a bad record or one from the source).
-    fn advance(&mut self, cx: &mut Cx, name: &'static str) -> Result<Option<()>> {
+    fn advance(&mut self, cx: &mut Cx) -> Result<Option<()>> {
+        let name = self.name;
         loop {
             if let Some(reader) = &mut self.open {
-                let path = Path::new(self.path.as_deref().unwrap_or_default());
                 match read_line(&mut **reader, &mut self.buf, self.max_line_bytes) {
                     Ok(Some((n, fits))) => {
                         // Saturating: a restored state may hold any count.
@@ -220,13 +225,13 @@ where
                             return Ok(Some(()));
                         }
                         let message = format!("line longer than {} bytes", self.max_line_bytes);
-                        return Err(record_error(name, path, Some(self.line), message));
+                        return Err(self.bad_line(self.line, message));
                     }
                     Ok(None) => self.close(),
                     Err(e) => {
                         // The file is in no known state: go on with the next.
                         let message = format!("cannot read: {e}");
-                        let err = record_error(name, path, Some(self.line + 1), message);
+                        let err = self.bad_line(self.line + 1, message);
                         self.close();
                         return Err(err);
                     }
@@ -240,7 +245,8 @@ where
                 let message = "the path is not UTF-8 (a state stores paths as text)";
                 return Err(record_error(name, path, None, message.to_owned()));
             };
-            let reader = open(path).map_err(|message| record_error(name, path, None, message))?;
+            let reader = open_at(path, 0)
+                .map_err(|Reopen(_, message)| record_error(name, path, None, message))?;
             // No file was open, so `offset` and `line` are 0 (see `close`).
             self.open = Some(reader);
             self.path = Some(text.to_owned());
@@ -248,20 +254,17 @@ where
     }
 
     /// The next item decoded by `D`, under the error policy.
-    fn next_item<D: Decode>(&mut self, cx: &mut Cx, name: &'static str) -> Result<Option<D::Item>> {
-        self.flag.check(name)?;
+    fn next_item(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
+        self.flag.check(self.name)?;
         loop {
             if self.budget.ended() {
                 return Ok(None);
             }
-            let error = match self.advance(cx, name) {
+            let error = match self.advance(cx) {
                 Ok(Some(())) => match D::decode(&self.buf) {
                     Ok(Some(item)) => return Ok(Some(item)),
                     Ok(None) => continue,
-                    Err(message) => {
-                        let path = Path::new(self.path.as_deref().unwrap_or_default());
-                        record_error(name, path, Some(self.line), message)
-                    }
+                    Err(message) => self.bad_line(self.line, message),
                 },
                 Ok(None) => return Ok(None),
                 Err(error) if is_bad_record(&error) => error,
@@ -275,13 +278,11 @@ where
     }
 }
 
-impl<S: Node> LineReader<S> {
+impl<S: Node, D> LineReader<S, D> {
     /// The reader's own fields of `state`, checked: the source's state, the
     /// file, the offset and the line.
-    fn checked_fields(
-        state: &State,
-        name: &'static str,
-    ) -> Result<(State, Option<String>, u64, u64)> {
+    fn checked_fields(&self, state: &State) -> Result<(State, Option<String>, u64, u64)> {
+        let name = self.name;
         state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, ERRORS])?;
         let source = state.child(SOURCE)?;
         let path: Option<String> = state.get(PATH)?;
@@ -306,17 +307,17 @@ impl<S: Node> LineReader<S> {
 
     /// Checks `state` without applying it: the file is opened only then,
     /// but it must be there, and long enough for a plain file's offset.
-    fn check_state(&self, state: &State, name: &'static str) -> Result<()> {
-        let (source, path, offset, _) = Self::checked_fields(state, name)?;
+    fn check_state(&self, state: &State) -> Result<()> {
+        let (source, path, offset, _) = self.checked_fields(state)?;
         if let Some(text) = &path {
             can_reopen_at(Path::new(text), offset)
-                .map_err(|why| resume_error(state, name, text, why))?;
+                .map_err(|why| resume_error(state, self.name, text, why))?;
         }
         self.budget.load(state)?;
         self.source.check_state(&source)
     }
 
-    fn reset(&mut self, state: Option<&State>, name: &'static str) -> Result<()> {
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
@@ -325,10 +326,11 @@ impl<S: Node> LineReader<S> {
             return Ok(());
         };
         // Check everything (the file included) before applying anything.
-        let (source, path, offset, line) = Self::checked_fields(state, name)?;
+        let (source, path, offset, line) = self.checked_fields(state)?;
         let counts = self.budget.load(state)?;
         let reopen = |text: &str| {
-            open_at(Path::new(text), offset).map_err(|why| resume_error(state, name, text, why))
+            open_at(Path::new(text), offset)
+                .map_err(|why| resume_error(state, self.name, text, why))
         };
         let open = path.as_deref().map(reopen).transpose()?;
         self.source.reset(Some(&source))?;
@@ -341,8 +343,8 @@ impl<S: Node> LineReader<S> {
         Ok(())
     }
 
-    fn get_state(&self, cx: &Cx, name: &'static str) -> Result<State> {
-        self.flag.check(name)?;
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(self.name)?;
         let mut out = State::new();
         out.insert_child(SOURCE, self.source.get_state(cx)?);
         out.insert(PATH, &self.path)?;
@@ -352,10 +354,15 @@ impl<S: Node> LineReader<S> {
         Ok(out)
     }
 
-    fn describe(&self, name: &'static str) -> Description {
-        Description::new(name)
+    fn describe(&self) -> Description {
+        Description::new(self.name)
             .param("max_line_bytes", self.max_line_bytes as u64)
             .child(SOURCE, self.source.describe())
+    }
+
+    fn shutdown(&mut self) {
+        self.open = None;
+        self.source.shutdown();
     }
 }
 
@@ -366,14 +373,14 @@ impl Decode for Text {
     type Item = String;
 
     fn decode(line: &[u8]) -> std::result::Result<Option<String>, String> {
-        match std::str::from_utf8(line) {
-            Ok(text) => Ok(Some(text.to_owned())),
-            Err(e) => Err(format!(
-                "invalid UTF-8 at byte {} of the line",
-                e.valid_up_to()
-            )),
-        }
+        utf8(line).map(|text| Some(text.to_owned()))
     }
+}
+
+/// The line as text, or what is wrong with it.
+fn utf8(line: &[u8]) -> std::result::Result<&str, String> {
+    std::str::from_utf8(line)
+        .map_err(|e| format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()))
 }
 
 /// The lines of a file, as JSON values of type `T`.
@@ -383,8 +390,7 @@ impl<T: DeserializeOwned> Decode for Json<T> {
     type Item = T;
 
     fn decode(line: &[u8]) -> std::result::Result<Option<T>, String> {
-        let text = std::str::from_utf8(line)
-            .map_err(|e| format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()))?;
+        let text = utf8(line)?;
         if text.trim().is_empty() {
             return Ok(None);
         }
@@ -408,8 +414,14 @@ impl<T: DeserializeOwned> Decode for Json<T> {
 }
 
 macro_rules! reader_node {
-    ($ty:ident [$($gen:ident),*] $decode:ty, $item:ty, $name:literal) => {
+    ($ty:ident [$($gen:ident),*] $item:ty, $name:literal) => {
         impl<S $(, $gen)*> $ty<S $(, $gen)*> {
+            pub(crate) fn new(source: S) -> Self {
+                $ty {
+                    inner: LineReader::new($name, source),
+                }
+            }
+
             /// Sets what happens to a bad record (see the type's `# Errors`).
             /// The default is [`ErrorPolicy::Deliver`].
             pub fn on_error(mut self, policy: ErrorPolicy) -> Self {
@@ -438,7 +450,7 @@ macro_rules! reader_node {
 
         impl<S: fmt::Debug $(, $gen)*> fmt::Debug for $ty<S $(, $gen)*> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.inner.debug(f, $name)
+                self.inner.debug(f)
             }
         }
 
@@ -457,31 +469,12 @@ macro_rules! reader_node {
             type Item = $item;
 
             fn next(&mut self, cx: &mut Cx) -> Result<Option<$item>> {
-                cx.observe(NodeId::of(self), $name, |cx| self.inner.next_item::<$decode>(cx, $name))
+                cx.observe(NodeId::of(self), $name, |cx| self.inner.next_item(cx))
             }
         }
 
         impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*> {
-            fn check_state(&self, state: &State) -> Result<()> {
-                self.inner.check_state(state, $name)
-            }
-
-            fn reset(&mut self, state: Option<&State>) -> Result<()> {
-                self.inner.reset(state, $name)
-            }
-
-            fn get_state(&self, cx: &Cx) -> Result<State> {
-                self.inner.get_state(cx, $name)
-            }
-
-            fn describe(&self) -> Description {
-                self.inner.describe($name)
-            }
-
-            fn shutdown(&mut self) {
-                self.inner.open = None;
-                self.inner.source.shutdown();
-            }
+            crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe, shutdown);
         }
     };
 }
@@ -550,18 +543,10 @@ macro_rules! reader_node {
 /// ```
 #[must_use = "nodes do nothing until started"]
 pub struct ReadLines<S> {
-    inner: LineReader<S>,
+    inner: LineReader<S, Text>,
 }
 
-impl<S> ReadLines<S> {
-    pub(crate) fn new(source: S) -> Self {
-        ReadLines {
-            inner: LineReader::new(source),
-        }
-    }
-}
-
-reader_node!(ReadLines [] Text, String, "ReadLines");
+reader_node!(ReadLines [] String, "ReadLines");
 
 /// This struct is created by [`NodeExt::read_jsonl`](crate::NodeExt::read_jsonl).
 /// See its documentation for more.
@@ -609,20 +594,10 @@ reader_node!(ReadLines [] Text, String, "ReadLines");
 /// ```
 #[must_use = "nodes do nothing until started"]
 pub struct ReadJsonl<S, T> {
-    inner: LineReader<S>,
-    _item: PhantomData<fn() -> T>,
+    inner: LineReader<S, Json<T>>,
 }
 
-impl<S, T> ReadJsonl<S, T> {
-    pub(crate) fn new(source: S) -> Self {
-        ReadJsonl {
-            inner: LineReader::new(source),
-            _item: PhantomData,
-        }
-    }
-}
-
-reader_node!(ReadJsonl [T] Json<T>, T, "ReadJsonl");
+reader_node!(ReadJsonl [T] T, "ReadJsonl");
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ pub(crate) const PATH: &str = "path";
 pub(crate) const OFFSET: &str = "offset";
 
 /// The read buffer of a file.
-pub(crate) const BUFFER: usize = 64 << 10;
+const BUFFER: usize = 64 << 10;
 
 /// The compression a file's extension says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,11 +60,6 @@ fn decompressed(
                 .to_owned(),
         ),
     }
-}
-
-/// Opens `path` for reading from the start.
-pub(crate) fn open(path: &Path) -> std::result::Result<Box<dyn BufRead + Send>, String> {
-    open_at(path, 0).map_err(|Reopen(_, message)| message)
 }
 
 /// Why a saved position cannot be reopened: the key it is about, and what.

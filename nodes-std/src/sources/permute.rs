@@ -26,20 +26,12 @@ impl Permutation {
     /// independent-looking permutations.
     pub(crate) fn new(n: u64, seed: u64, stream: u64) -> Self {
         let mut rng = PassRng::new(seed, stream);
-        let mut keys = [0; ROUNDS];
-        keys.iter_mut().for_each(|k| *k = rng.next_u64());
-        // Bits needed for the values 0..n, rounded up to an even number.
-        let bits = if n <= 1 {
-            0
-        } else {
-            u64::BITS - (n - 1).leading_zeros()
-        };
+        let keys = std::array::from_fn(|_| rng.next_u64());
+        // Bits needed for the values 0..n, rounded up to an even number
+        // (so at most 32 per half).
+        let bits = u64::BITS - n.saturating_sub(1).leading_zeros();
         let half_bits = bits.div_ceil(2);
-        let mask = if half_bits == 0 {
-            0
-        } else {
-            u64::MAX >> (u64::BITS - half_bits)
-        };
+        let mask = (1 << half_bits) - 1;
         Permutation {
             n,
             half_bits,

@@ -427,10 +427,8 @@ pub enum Remainder {
 /// As a node parameter: the variant's name.
 impl Param for Remainder {
     fn render(&self, out: &mut String) {
-        out.push_str(match self {
-            Remainder::Pad => "Pad",
-            Remainder::Drop => "Drop",
-        });
+        // The derived `Debug` is exactly that.
+        out.push_str(&format!("{self:?}"));
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`Cycler`]: restart the source whenever it ends.
 
-use crate::policy::is_bad_record;
+use crate::policy::is_item;
 use crate::transforms::require;
 use crate::{Cx, Node, NodeId, NodeName, Result};
 use nodes_core::Hint;
@@ -102,20 +102,11 @@ impl<S: Node> Node for Cycler<S> {
             if self.exhausted() {
                 return Ok(None);
             }
-            match self.source.next(cx) {
-                Ok(Some(item)) => {
-                    self.has_started = true;
-                    return Ok(Some(item));
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    // A bad record is an item: the source is not empty.
-                    self.has_started |= is_bad_record(&error);
-                    return Err(error);
-                }
-            }
-            if !self.has_started {
-                return Ok(None);
+            let first = self.source.next(cx);
+            // A bad record is an item too: the source is not empty.
+            self.has_started |= is_item(&first);
+            if !matches!(first, Ok(None)) || !self.has_started {
+                return first;
             }
             // Saturating: a restored state may hold any count.
             self.num_cycles = self.num_cycles.saturating_add(1);

@@ -61,14 +61,6 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
         }
     }
 
-    pub(crate) fn source(&self) -> &S {
-        &self.source
-    }
-
-    pub(crate) fn idx(&self) -> u64 {
-        self.idx
-    }
-
     /// The next element (without the node's `observe`: the wrapper does it).
     pub(crate) fn next(&mut self, cx: &mut Cx) -> Result<Option<I::Item>>
     where
@@ -97,10 +89,13 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
     /// Checks a saved state as `reset` would take it, the source's part
     /// included, without applying anything.
     pub(crate) fn check_state(&self, state: &State) -> Result<()> {
+        self.source.check_state(&self.read(state)?.0)
+    }
+
+    /// The source's state and the position that `state` holds, checked.
+    fn read(&self, state: &State) -> Result<(State, u64)> {
         state.expect_keys(self.name, &[SOURCE, self.idx_key])?;
-        let before = state.child(SOURCE)?;
-        state.get::<u64>(self.idx_key)?;
-        self.source.check_state(&before)
+        Ok((state.child(SOURCE)?, state.get(self.idx_key)?))
     }
 
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()>
@@ -114,18 +109,14 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
                 message: refusal(self.method),
             });
         }
-        let Some(state) = state else {
+        let restore = state.map(|s| self.read(s)).transpose()?;
+        self.current = None;
+        self.idx = 0;
+        let (Some(state), Some((before, idx))) = (state, restore) else {
             self.source.reset(None)?;
-            self.current = None;
-            self.idx = 0;
             self.flag.mark();
             return Ok(());
         };
-        state.expect_keys(self.name, &[SOURCE, self.idx_key])?;
-        let before = state.child(SOURCE)?;
-        let idx: u64 = state.get(self.idx_key)?;
-        self.current = None;
-        self.idx = 0;
         let name = self.name;
         let mut replay = Replay::reset(&mut self.source, Some(&before))?;
         if idx > 0 {
@@ -158,19 +149,15 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
 
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.name)?;
-        let mut out = State::new();
-        match &self.current {
-            Some((_, before)) => {
-                out.insert_child(SOURCE, before.clone());
-                out.insert(self.idx_key, self.idx)?;
-            }
+        let before = match &self.current {
+            Some((_, before)) => before.clone(),
             // No item pulled since the reset (or the source ended): the
-            // source stands where the next item begins.
-            None => {
-                out.insert_child(SOURCE, self.source.get_state(cx)?);
-                out.insert(self.idx_key, 0u64)?;
-            }
-        }
+            // source stands where the next item begins, and `idx` is 0.
+            None => self.source.get_state(cx)?,
+        };
+        let mut out = State::new();
+        out.insert_child(SOURCE, before);
+        out.insert(self.idx_key, self.idx)?;
         Ok(out)
     }
 
@@ -196,6 +183,17 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
             may_fail: source.may_fail,
             ..current
         }
+    }
+}
+
+/// The node's `Debug`: its name, its source and the position in the
+/// current item's output, under the state's key.
+impl<S: Node + fmt::Debug, F, I: IntoIterator> fmt::Debug for Expander<S, F, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(self.name)
+            .field("source", &self.source)
+            .field(self.idx_key, &self.idx)
+            .finish_non_exhaustive()
     }
 }
 
@@ -256,10 +254,7 @@ pub struct FlatMapper<S: Node, F, I: IntoIterator> {
 
 impl<S: Node + fmt::Debug, F, I: IntoIterator> fmt::Debug for FlatMapper<S, F, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(NAME)
-            .field("source", self.inner.source())
-            .field(OUTPUT_IDX, &self.inner.idx())
-            .finish_non_exhaustive()
+        self.inner.fmt(f)
     }
 }
 

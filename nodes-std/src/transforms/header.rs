@@ -1,6 +1,6 @@
 //! [`Header`]: the first `n` items of a pass.
 
-use crate::policy::is_bad_record;
+use crate::policy::is_item;
 use crate::{Cx, Node, NodeId, NodeName, Result};
 use nodes_core::Hint;
 
@@ -67,7 +67,7 @@ impl<S: Node> Node for Header<S> {
                 return Ok(None);
             }
             let item = self.source.next(cx);
-            if matches!(&item, Ok(Some(_))) || item.as_ref().is_err_and(is_bad_record) {
+            if is_item(&item) {
                 // Saturating: a restored state may hold any count.
                 self.num_yielded = self.num_yielded.saturating_add(1);
             }

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::{BoxError, Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
+use crate::policy::{Counts, ErrorPolicy, Verdict, is_bad_record};
+use crate::{BoxError, Cx, Error, Node, NodeId, NodeName, Result};
 use nodes_core::Hint;
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
@@ -38,13 +38,7 @@ pub struct Mapper<S, F> {
     f: F,
 }
 
-impl<S: fmt::Debug, F> fmt::Debug for Mapper<S, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mapper")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
-}
+crate::transforms::debug_source!(Mapper);
 
 impl<S, F> Mapper<S, F> {
     pub(crate) fn new(source: S, f: F) -> Self {
@@ -117,13 +111,20 @@ where
 /// assert_eq!(skipped, [1, 3]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-// Written by hand: the policy's budget is configuration (the policy) and
-// state (its counts) in one field, which `#[node(state)]` cannot split.
+#[derive(Node)]
+#[node(size_hint, resume = crate::Resume::Drops)]
 #[must_use = "nodes do nothing until started"]
 pub struct TryMapper<S, F> {
+    #[node(child)]
     source: S,
+    #[node(state)]
     num_seen: u64,
-    budget: ErrorBudget,
+    /// Saved as a snapshot: taking a state copies the two counts.
+    #[node(state, deferred)]
+    errors: Counts,
+    #[node(config)]
+    policy: ErrorPolicy,
+    #[node(config)]
     f: F,
 }
 
@@ -132,24 +133,18 @@ impl<S: fmt::Debug, F> fmt::Debug for TryMapper<S, F> {
         f.debug_struct("TryMapper")
             .field("source", &self.source)
             .field("num_seen", &self.num_seen)
-            .field("on_error", &self.budget.policy())
+            .field("on_error", &self.policy)
             .finish_non_exhaustive()
     }
 }
-
-// The compile-time "start it first" guard the derive gives derived nodes.
-nodes_core::__started_guards!(impl[S, F] TryMapper<S, F>);
-
-const NAME: &str = "TryMapper";
-const SOURCE: &str = "source";
-const NUM_SEEN: &str = "num_seen";
 
 impl<S, F> TryMapper<S, F> {
     pub(crate) fn new(source: S, f: F) -> Self {
         TryMapper {
             source,
             num_seen: 0,
-            budget: ErrorBudget::new(ErrorPolicy::Deliver),
+            errors: Counts::default(),
+            policy: ErrorPolicy::Deliver,
             f,
         }
     }
@@ -169,13 +164,13 @@ impl<S, F> TryMapper<S, F> {
     /// # Ok::<(), nodes_std::Error>(())
     /// ```
     pub fn on_error(mut self, policy: ErrorPolicy) -> Self {
-        self.budget = ErrorBudget::new(policy);
+        self.policy = policy;
         self
     }
 
     /// The policy for bad records.
     pub fn error_policy(&self) -> ErrorPolicy {
-        self.budget.policy()
+        self.policy
     }
 }
 
@@ -189,9 +184,9 @@ where
 
     #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<U>> {
-        cx.observe(NodeId::of(self), NAME, |cx| {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
             loop {
-                if self.budget.ended() {
+                if self.errors.ended() {
                     return Ok(None);
                 }
                 let index = self.num_seen;
@@ -201,7 +196,7 @@ where
                         self.num_seen = index.saturating_add(1);
                         match (self.f)(item) {
                             Ok(out) => return Ok(Some(out)),
-                            Err(e) => Error::user(NAME, Some(index), e),
+                            Err(e) => Error::user(Self::NAME, Some(index), e),
                         }
                     }
                     Ok(None) => return Ok(None),
@@ -211,7 +206,7 @@ where
                     }
                     Err(error) => return Err(error),
                 };
-                match self.budget.judge(error, cx) {
+                match self.errors.judge(self.policy, error, cx) {
                     Verdict::Deliver(error) | Verdict::DeliverAndEnd(error) => return Err(error),
                     Verdict::Skip => {}
                 }
@@ -228,63 +223,11 @@ impl<S: Node, F> crate::SizeHint for Mapper<S, F> {
     }
 }
 
-impl<S, F> NodeName for TryMapper<S, F> {
-    const NAME: &'static str = NAME;
-}
-
-impl<S: Node, F> Stateful for TryMapper<S, F> {
-    fn check_state(&self, state: &State) -> Result<()> {
-        state.expect_keys(NAME, &[SOURCE, NUM_SEEN, ERRORS])?;
-        let source = state.child(SOURCE)?;
-        state.get::<u64>(NUM_SEEN)?;
-        self.budget.load(state)?;
-        self.source.check_state(&source)
-    }
-
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        let Some(state) = state else {
-            self.source.reset(None)?;
-            self.num_seen = 0;
-            self.budget.clear();
-            return Ok(());
-        };
-        // Check everything before applying anything.
-        state.expect_keys(NAME, &[SOURCE, NUM_SEEN, ERRORS])?;
-        let source = state.child(SOURCE)?;
-        let num_seen: u64 = state.get(NUM_SEEN)?;
-        let counts = self.budget.load(state)?;
-        self.source.reset(Some(&source))?;
-        self.num_seen = num_seen;
-        self.budget.restore(counts);
-        Ok(())
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        let mut out = nodes_core::__private::Fields::with_capacity(3);
-        out.child(SOURCE, self.source.get_state(cx)?);
-        out.field(NUM_SEEN, &self.num_seen)?;
-        out.child(crate::policy::ERRORS, self.budget.counts_state()?);
-        Ok(out.done(0))
-    }
-
-    fn describe(&self) -> Description {
-        Description::new(NAME)
-            .child(SOURCE, self.source.describe())
-            .with_resume(self.resume())
-    }
-
-    fn shutdown(&mut self) {
-        self.source.shutdown();
-    }
-
-    /// Bad records the policy skips are items not returned.
-    fn resume(&self) -> crate::Resume {
-        crate::Resume::Drops
-    }
-
-    /// The source's hint under the error policy: the function may fail on
-    /// any item, so a policy that skips or ends the pass loosens it.
+/// The source's hint under the error policy: the function may fail on
+/// any item, so a policy that skips or ends the pass loosens it.
+impl<S: Node, F> crate::SizeHint for TryMapper<S, F> {
     fn size_hint(&self) -> Hint {
-        self.budget.size_hint(self.source.size_hint(), true)
+        self.errors
+            .size_hint(self.policy, self.source.size_hint(), true)
     }
 }

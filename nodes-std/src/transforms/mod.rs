@@ -1,10 +1,10 @@
 //! Transforms: one child in, one stream out, on the caller's thread.
-//! One node per file, flat, as `std::iter` adapters are.
+//! One node per file (a filter and a filter-map share one), flat, as
+//! `std::iter` adapters are.
 
 pub(crate) mod batch;
 pub(crate) mod cycle;
 pub(crate) mod filter;
-pub(crate) mod filter_map;
 pub(crate) mod flat_map;
 pub(crate) mod header;
 pub(crate) mod map;
@@ -21,3 +21,17 @@ pub(crate) fn require(ok: bool, node: &'static str, message: &'static str) -> cr
     }
     Err(crate::Error::invalid_argument(node, message))
 }
+
+/// `Debug` for a node over a closure `F`: its source, nothing of the closure.
+macro_rules! debug_source {
+    ($ty:ident) => {
+        impl<S: std::fmt::Debug, F> std::fmt::Debug for $ty<S, F> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("source", &self.source)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use debug_source;

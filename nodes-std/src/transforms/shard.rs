@@ -1,7 +1,7 @@
 //! [`Sharder`]: keep every `world_size`-th item, for one rank of a
 //! distributed job.
 
-use crate::policy::is_bad_record;
+use crate::policy::is_item;
 use crate::rank::Rank;
 use crate::{Cx, Node, NodeId, NodeName, Result};
 use nodes_core::Hint;
@@ -56,17 +56,15 @@ impl<S: Node> Node for Sharder<S> {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             loop {
-                let item = match self.source.next(cx) {
-                    Ok(Some(item)) => Ok(item),
-                    Ok(None) => return Ok(None),
-                    Err(error) if is_bad_record(&error) => Err(error),
-                    Err(error) => return Err(error),
-                };
+                let item = self.source.next(cx);
+                if !is_item(&item) {
+                    return item;
+                }
                 let position = self.seen;
                 // Wrapping: a restored state may hold any count.
                 self.seen = self.seen.wrapping_add(1);
                 if position % self.world_size == self.rank {
-                    return item.map(Some);
+                    return item;
                 }
             }
         })

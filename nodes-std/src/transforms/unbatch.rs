@@ -73,10 +73,7 @@ where
     S::Item: IntoIterator,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Unbatcher")
-            .field("source", self.inner.source())
-            .field("batch_idx", &self.inner.idx())
-            .finish_non_exhaustive()
+        self.inner.fmt(f)
     }
 }
 
