@@ -519,11 +519,7 @@ impl State {
 
     /// Decodes the value under `key` as `T`, or `None` when the key is absent.
     pub fn get_opt<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
-        if self.contains(key) {
-            self.get(key).map(Some)
-        } else {
-            Ok(None)
-        }
+        self.contains(key).then(|| self.get(key)).transpose()
     }
 
     /// The nested state under `key`, carrying its full path.
@@ -568,26 +564,25 @@ impl State {
         }
         self.body.count(allowed.len());
         let set: std::collections::HashSet<&str> = allowed.iter().copied().collect();
-        for key in self.keys() {
-            if !set.contains(key) {
-                return Err(Error::bad_state(
-                    self.path_of(key),
-                    format!(
-                        "unexpected key for {node} (expected one of: {}); is this state from another pipeline?",
-                        allowed.join(", ")
-                    ),
-                ));
-            }
+        if let Some(key) = self.keys().find(|key| !set.contains(key)) {
+            return Err(Error::bad_state(
+                self.path_of(key),
+                format!(
+                    "unexpected key for {node} (expected one of: {}); is this state from another pipeline?",
+                    allowed.join(", ")
+                ),
+            ));
         }
-        for key in allowed {
-            if *key != VERSION_KEY && !self.contains(key) {
-                return Err(Error::bad_state(
-                    self.path_of(key),
-                    format!("missing key for {node}; is this state from another pipeline?"),
-                ));
-            }
+        match allowed
+            .iter()
+            .find(|&&key| key != VERSION_KEY && !self.contains(key))
+        {
+            Some(key) => Err(Error::bad_state(
+                self.path_of(key),
+                format!("missing key for {node}; is this state from another pipeline?"),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Checks the state's format version against `expected`.
@@ -660,32 +655,25 @@ impl Fields {
         Arc::get_mut(&mut self.0).expect("a state being built is not shared")
     }
 
-    /// Appends an entry (a state being built has no index to keep).
-    #[inline]
-    fn push(&mut self, key: Key, entry: Entry) {
-        let body = self.body();
-        body.height = body.height.max(tree::height_of(&entry));
-        body.entries.push((key, entry));
-    }
-
     /// Appends `value` under `key`, which this state does not hold yet.
     #[inline]
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.push(Key::Borrowed(key), Entry::of(value));
+        self.body().push(Key::Borrowed(key), Entry::of(value));
         Ok(())
     }
 
     /// Appends `child` under `key`, which this state does not hold yet.
     #[inline]
     pub fn child(&mut self, key: impl Into<Key>, child: State) {
-        self.push(key.into(), Entry::Child(child.body));
+        self.body().push(key.into(), Entry::Child(child.body));
     }
 
     /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
-        self.push(Key::Borrowed(key), deferred::entry(value.snapshot()));
+        let entry = deferred::entry(value.snapshot());
+        self.body().push(Key::Borrowed(key), entry);
     }
 
     /// Appends `state`'s entries from position `from` on.
@@ -701,7 +689,7 @@ impl Fields {
     pub fn done(mut self, version: u32) -> State {
         if version != 0 {
             let version = Entry::Scalar(Scalar::Number(version.into()));
-            self.push(Key::Borrowed(VERSION_KEY), version);
+            self.body().push(Key::Borrowed(VERSION_KEY), version);
         }
         let body = self.body();
         *body.work.get_mut() = body.entries.len() as u64;
@@ -732,15 +720,14 @@ pub(crate) fn describe(value: &Value) -> String {
 /// description of the found value (we describe it ourselves, uniformly).
 fn expected_of(error: &serde_json::Error) -> String {
     let text = error.to_string();
-    if let Some(pos) = text.find(", expected ") {
-        let expected = &text[pos + 2..];
-        return expected
-            .split(" at line ")
-            .next()
-            .unwrap_or(expected)
-            .to_owned();
-    }
-    text.split(" at line ").next().unwrap_or(&text).to_owned()
+    let expected = text
+        .find(", expected ")
+        .map_or(&*text, |at| &text[at + 2..]);
+    expected
+        .split(" at line ")
+        .next()
+        .unwrap_or(expected)
+        .to_owned()
 }
 
 #[cfg(test)]

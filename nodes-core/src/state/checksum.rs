@@ -26,7 +26,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 use super::{Body, Entry, Key, State};
 
@@ -105,30 +105,22 @@ fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
     mix(state, len as u64)
 }
 
-fn mix_number(state: u64, n: &Number) -> u64 {
-    if let Some(u) = n.as_u64() {
-        mix(mix(state, Tag::Unsigned as u64), u)
-    } else if let Some(i) = n.as_i64() {
-        mix(mix(state, Tag::Negative as u64), i as u64)
-    } else {
-        // Neither: a finite float (serde_json has no other numbers).
-        let bits = n.as_f64().map_or(0, f64::to_bits);
-        mix(mix(state, Tag::Float as u64), bits)
-    }
-}
-
-fn mix_str(state: u64, text: &str) -> u64 {
-    mix_bytes(mix(state, Tag::String as u64), text.as_bytes())
-}
-
 /// A scalar value (not an object or an array).
 fn mix_scalar(state: u64, value: &Value) -> u64 {
     match value {
         Value::Null => mix(state, Tag::Null as u64),
         Value::Bool(false) => mix(state, Tag::False as u64),
         Value::Bool(true) => mix(state, Tag::True as u64),
-        Value::Number(n) => mix_number(state, n),
-        Value::String(text) => mix_str(state, text),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => mix(mix(state, Tag::Unsigned as u64), u),
+            (None, Some(i)) => mix(mix(state, Tag::Negative as u64), i as u64),
+            // Neither: a finite float (serde_json has no other numbers).
+            (None, None) => {
+                let bits = n.as_f64().map_or(0, f64::to_bits);
+                mix(mix(state, Tag::Float as u64), bits)
+            }
+        },
+        Value::String(text) => mix_bytes(mix(state, Tag::String as u64), text.as_bytes()),
         Value::Object(_) | Value::Array(_) => unreachable!("containers open a frame"),
     }
 }
@@ -141,6 +133,25 @@ enum Members<'a> {
     Array(std::slice::Iter<'a, Value>),
 }
 
+/// A member's value (or an array's item) to the walk: a scalar hashed on
+/// the spot, or a container to open, with the hash state of the member
+/// that waits for its value.
+enum Item<'a> {
+    Hashed(u64),
+    Open(Members<'a>, u64),
+}
+
+/// `value` as the member whose hash state is `state`.
+fn item(state: u64, value: &Value) -> Item<'_> {
+    match value {
+        Value::Object(map) => Item::Open(Members::Map(map.iter()), mix(state, Tag::Object as u64)),
+        Value::Array(items) => {
+            Item::Open(Members::Array(items.iter()), mix(state, Tag::Array as u64))
+        }
+        scalar => Item::Hashed(mix_scalar(state, scalar)),
+    }
+}
+
 /// An open container: what is left of it, what it has summed (an object)
 /// or chained (an array) so far, and the hash state of the member of its
 /// parent that waits for its value.
@@ -151,16 +162,13 @@ struct Frame<'a> {
     resume: u64,
 }
 
-impl Members<'_> {
-    /// Whether the items are chained (an array) rather than summed.
-    fn chains(&self) -> bool {
-        matches!(self, Members::Array(_))
-    }
-}
-
 impl<'a> Frame<'a> {
     fn new(members: Members<'a>, resume: u64) -> Self {
-        let acc = if members.chains() { ARRAY_SEED } else { 0 };
+        let acc = if matches!(members, Members::Array(_)) {
+            ARRAY_SEED
+        } else {
+            0
+        };
         Frame {
             members,
             acc,
@@ -169,24 +177,49 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The next member's item, or `None` when the container is done.
+    fn next(&mut self) -> Option<Item<'a>> {
+        let member = |key: &str| mix_bytes(MEMBER_SEED, key.as_bytes());
+        match &mut self.members {
+            Members::Body(owner, entries, top) => {
+                let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
+                let state = member(key);
+                Some(match entry {
+                    Entry::Child(body) => {
+                        let members = Members::Body(body, body.entries.iter(), false);
+                        Item::Open(members, mix(state, Tag::Object as u64))
+                    }
+                    leaf => match leaf.leaf(owner) {
+                        Cow::Borrowed(value) => item(state, value),
+                        // An inline `[]` hashes as the walk closes an empty array.
+                        Cow::Owned(Value::Array(_)) => {
+                            Item::Open(Members::Array([].iter()), mix(state, Tag::Array as u64))
+                        }
+                        Cow::Owned(scalar) => Item::Hashed(mix_scalar(state, &scalar)),
+                    },
+                })
+            }
+            Members::Map(map) => map.next().map(|(key, value)| item(member(key), value)),
+            Members::Array(items) => items.next().map(|value| item(self.acc, value)),
+        }
+    }
+
+    /// The hash of the finished container.
+    fn close(&self) -> u64 {
+        match self.members {
+            Members::Array(_) => mix(self.acc, self.count),
+            _ => mix(mix(OBJECT_SEED, self.acc), self.count),
+        }
+    }
+
     /// Takes the hash of a finished member (or array item).
     fn add(&mut self, member: u64) {
-        self.acc = match self.members.chains() {
-            true => member,
-            false => self.acc.wrapping_add(avalanche(member)),
+        self.acc = match self.members {
+            Members::Array(_) => member,
+            _ => self.acc.wrapping_add(avalanche(member)),
         };
         self.count += 1;
     }
-}
-
-/// A member's value: a scalar is hashed on the spot, a container opens a
-/// frame.
-enum Item<'a> {
-    Value(&'a Value),
-    State(&'a Body),
-    /// A scalar made for the walk (an inline number, a nested loader
-    /// state's own checksum).
-    Owned(Value),
 }
 
 /// The `mx64` hash of `root`'s content, without its top-level checksum key.
@@ -198,60 +231,22 @@ fn digest(root: &Body) -> u64 {
     )];
     loop {
         let frame = open.last_mut().expect("the root is popped last");
-        let chain = frame.acc;
-        let member = |key: &str| mix_bytes(MEMBER_SEED, key.as_bytes());
-        let next = match &mut frame.members {
-            Members::Body(owner, entries, top) => {
-                let mut members = entries.filter(|(key, _)| !(*top && key == CHECKSUM_KEY));
-                members.next().map(|(key, entry)| {
-                    let item = match entry {
-                        Entry::Child(body) => Item::State(body),
-                        leaf => match leaf.leaf(owner) {
-                            Cow::Borrowed(value) => Item::Value(value),
-                            Cow::Owned(value) => Item::Owned(value),
-                        },
-                    };
-                    (member(key), item)
-                })
-            }
-            Members::Map(map) => map.next().map(|(key, v)| (member(key), Item::Value(v))),
-            Members::Array(items) => items.next().map(|item| (chain, Item::Value(item))),
-        };
-        let Some((state, item)) = next else {
-            let done = open.pop().expect("checked above");
-            let word = match done.members.chains() {
-                true => mix(done.acc, done.count),
-                false => mix(mix(OBJECT_SEED, done.acc), done.count),
-            };
-            match open.last_mut() {
-                Some(parent) => parent.add(mix(done.resume, word)),
-                None => {
-                    root.count(steps);
-                    return avalanche(word);
+        match frame.next() {
+            Some(Item::Hashed(member)) => frame.add(member),
+            Some(Item::Open(members, resume)) => open.push(Frame::new(members, resume)),
+            None => {
+                let done = open.pop().expect("checked above");
+                match open.last_mut() {
+                    Some(parent) => parent.add(mix(done.resume, done.close())),
+                    None => {
+                        root.count(steps);
+                        return avalanche(done.close());
+                    }
                 }
+                continue;
             }
-            continue;
-        };
+        }
         steps += 1;
-        let (members, tag) = match item {
-            Item::State(body) => (Members::Body(body, body.entries.iter(), false), Tag::Object),
-            Item::Value(Value::Object(map)) => (Members::Map(map.iter()), Tag::Object),
-            Item::Value(Value::Array(items)) => (Members::Array(items.iter()), Tag::Array),
-            Item::Value(scalar) => {
-                frame.add(mix_scalar(state, scalar));
-                continue;
-            }
-            // An inline `[]` hashes as the walk closes an empty array.
-            Item::Owned(Value::Array(_)) => {
-                frame.add(mix(mix(state, Tag::Array as u64), mix(ARRAY_SEED, 0)));
-                continue;
-            }
-            Item::Owned(scalar) => {
-                frame.add(mix_scalar(state, &scalar));
-                continue;
-            }
-        };
-        open.push(Frame::new(members, mix(state, tag as u64)));
     }
 }
 
