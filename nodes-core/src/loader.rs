@@ -206,8 +206,8 @@ fn state_template(fingerprint: &std::sync::Arc<str>, shape_json: &State) -> Resu
     state.insert(NUM_YIELDED, 0u64)?;
     state.insert(EPOCH_INDEX, 0u64)?;
     state.insert(FORMAT, FORMAT_VERSION)?;
-    state.insert_str(VERSION, WRITER_VERSION.into());
-    state.insert_str(FINGERPRINT, fingerprint.to_string());
+    state.insert(VERSION, WRITER_VERSION)?;
+    state.insert(FINGERPRINT, &**fingerprint)?;
     state.insert_child(PIPELINE, shape_json.clone());
     state.insert_checksum();
     Ok(state)

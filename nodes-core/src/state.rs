@@ -239,9 +239,7 @@ impl PartialEq for State {
 /// on a deep state prints it rather than overflowing the stack).
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("State(")?;
-        tree::write_json(&self.body, f)?;
-        f.write_str(")")
+        write!(f, "State({self})")
     }
 }
 
@@ -422,11 +420,6 @@ impl State {
             .map_err(|e| Error::bad_state(self.path_of(&key), format!("cannot serialise: {e}")))?;
         self.put(key, Entry::of(value));
         Ok(())
-    }
-
-    /// Stores a string under `key` (no serialisation step).
-    pub(crate) fn insert_str(&mut self, key: impl Into<Key>, text: String) {
-        self.put(key.into(), Entry::Str(text.into()));
     }
 
     /// Reserves room for at least `additional` more keys: a node about to

@@ -10,7 +10,6 @@
 //! the JSON conversion is paid once, by whoever first needs the JSON (a
 //! clone of the state shares it). Every observer sees exactly that JSON.
 
-use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
@@ -91,12 +90,6 @@ impl Deferred {
     /// The JSON, `null` if the value failed to serialise.
     pub(super) fn json(&self) -> &Value {
         self.result().unwrap_or(&NULL)
-    }
-}
-
-impl fmt::Debug for Deferred {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Deferred")
     }
 }
 
