@@ -180,17 +180,13 @@ impl Description {
 
     fn write_text(&self, out: &mut String, label: Option<(&str, &str)>, depth: usize) {
         let indent = "  ".repeat(depth);
-        match label {
+        let _ = match label {
             Some((role, key)) if role != key => {
-                let _ = writeln!(out, "{indent}{role}: {self}  [state: {key}]");
+                writeln!(out, "{indent}{role}: {self}  [state: {key}]")
             }
-            Some((key, _)) => {
-                let _ = writeln!(out, "{indent}{key}: {self}");
-            }
-            None => {
-                let _ = writeln!(out, "{indent}{self}");
-            }
-        }
+            Some((key, _)) => writeln!(out, "{indent}{key}: {self}"),
+            None => writeln!(out, "{indent}{self}"),
+        };
         for (i, (key, child)) in self.children.iter().enumerate() {
             child.write_text(out, Some((self.role(i), key)), depth + 1);
         }

@@ -1,7 +1,6 @@
 //! The one error type of the framework.
 
 use std::borrow::Cow;
-use std::fmt;
 
 /// Shorthand for `Result<T, nodes_core::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -124,17 +123,9 @@ pub enum Error {
     },
 }
 
-fn fmt_index(index: Option<u64>) -> impl fmt::Display {
-    struct At(Option<u64>);
-    impl fmt::Display for At {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            match self.0 {
-                Some(i) => write!(f, " at item {i}"),
-                None => Ok(()),
-            }
-        }
-    }
-    At(index)
+/// ` at item <index>`, or nothing when the index is unknown.
+fn fmt_index(index: Option<u64>) -> String {
+    index.map_or_else(String::new, |i| format!(" at item {i}"))
 }
 
 impl Error {

@@ -410,12 +410,6 @@ impl<N: Node> Loader<N> {
     /// Checks the keys of a loader state, its format, and the types of the
     /// keys nothing else reads.
     fn check_keys(&self, state: &State) -> Result<()> {
-        let missing = |key: &str| {
-            Error::bad_state(
-                state.path_of(key),
-                "missing key for Loader; is this state from another pipeline?",
-            )
-        };
         if let Some(key) = state.keys().find(|key| !KEYS.contains(key)) {
             return Err(Error::bad_state(
                 state.path_of(key),
@@ -426,11 +420,14 @@ impl<N: Node> Loader<N> {
             ));
         }
         // The keys every format had, then the format, then the rest.
-        let first_missing =
-            |keys: [&'static str; 3]| keys.into_iter().find(|key| !state.contains(key));
-        if let Some(key) = first_missing([ROOT, NUM_YIELDED, FORMAT]) {
-            return Err(missing(key));
-        }
+        let first_missing = |keys: [&str; 3]| match keys.into_iter().find(|k| !state.contains(k)) {
+            Some(key) => Err(Error::bad_state(
+                state.path_of(key),
+                "missing key for Loader; is this state from another pipeline?",
+            )),
+            None => Ok(()),
+        };
+        first_missing([ROOT, NUM_YIELDED, FORMAT])?;
         let format: u32 = state.get(FORMAT)?;
         if format != FORMAT_VERSION {
             let older = if format < FORMAT_VERSION {
@@ -445,9 +442,7 @@ impl<N: Node> Loader<N> {
                 ),
             ));
         }
-        if let Some(key) = first_missing([EPOCH_INDEX, FINGERPRINT, PIPELINE]) {
-            return Err(missing(key));
-        }
+        first_missing([EPOCH_INDEX, FINGERPRINT, PIPELINE])?;
         if self.verify_checksum && !state.contains(CHECKSUM) {
             return Err(Error::bad_state(
                 state.path_of(CHECKSUM),

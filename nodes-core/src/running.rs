@@ -96,21 +96,14 @@ pub(crate) fn reset_with_rollback<N: Node>(
     state: Option<&State>,
     resting: Option<State>,
 ) -> Result<()> {
-    let before = match resting {
-        Some(state) => Ok(state),
-        None => node.get_state(cx),
-    };
-    match node.reset(state) {
-        Ok(()) => Ok(()),
-        Err(err) => {
-            if let Ok(before) = before {
-                // The saved state came from this very node, so it fits; if the
-                // node cannot even take that back, report the original error.
-                let _ = node.reset(Some(&before));
-            }
-            Err(err)
+    let before = resting.map_or_else(|| node.get_state(cx), Ok);
+    node.reset(state).inspect_err(|_| {
+        if let Ok(before) = before {
+            // The saved state came from this very node, so it fits; if the
+            // node cannot even take that back, report the original error.
+            let _ = node.reset(Some(&before));
         }
-    }
+    })
 }
 
 impl<N: Node> Iterator for Running<N> {
