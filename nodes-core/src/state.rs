@@ -556,26 +556,32 @@ impl State {
             return Ok(());
         }
         self.body.count(allowed.len());
+        self.reject_unknown_keys(node, allowed)?;
+        self.require_keys(node, allowed.iter().filter(|&&key| key != VERSION_KEY))
+    }
+
+    /// Rejects the first key not in `allowed`.
+    pub(crate) fn reject_unknown_keys(&self, node: &str, allowed: &[&str]) -> Result<()> {
         let set: std::collections::HashSet<&str> = allowed.iter().copied().collect();
-        if let Some(key) = self.keys().find(|key| !set.contains(key)) {
-            return Err(Error::bad_state(
-                self.path_of(key),
-                format!(
-                    "unexpected key for {node} (expected one of: {}); is this state from another pipeline?",
-                    allowed.join(", ")
-                ),
-            ));
-        }
-        match allowed
-            .iter()
-            .find(|&&key| key != VERSION_KEY && !self.contains(key))
-        {
-            Some(key) => Err(Error::bad_state(
-                self.path_of(key),
-                format!("missing key for {node}; is this state from another pipeline?"),
-            )),
-            None => Ok(()),
-        }
+        self.keys().find(|key| !set.contains(key)).map_or(Ok(()), |key| {
+            let allowed = allowed.join(", ");
+            let why = format!("unexpected key for {node} (expected one of: {allowed}); is this state from another pipeline?");
+            Err(Error::bad_state(self.path_of(key), why))
+        })
+    }
+
+    /// Rejects the first of `keys` that is missing.
+    pub(crate) fn require_keys<'k>(
+        &self,
+        node: &str,
+        keys: impl IntoIterator<Item = &'k &'k str>,
+    ) -> Result<()> {
+        keys.into_iter()
+            .find(|key| !self.contains(key))
+            .map_or(Ok(()), |key| {
+                let why = format!("missing key for {node}; is this state from another pipeline?");
+                Err(Error::bad_state(self.path_of(key), why))
+            })
     }
 
     /// Checks the state's format version against `expected`.
