@@ -104,7 +104,12 @@ type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
 #[derive(Clone)]
 enum Entry {
     /// `null`, a boolean or a number, inline.
-    Scalar(Scalar),
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    /// `[]` (a node's empty list of held errors, in every state it takes),
+    /// inline.
+    EmptyArray,
     /// A string, shared by clones.
     Str(Arc<str>),
     /// An array, boxed to keep entries small.
@@ -119,26 +124,16 @@ enum Entry {
     Checksum,
 }
 
-/// A JSON value without heap data.
-#[derive(Clone)]
-enum Scalar {
-    Null,
-    Bool(bool),
-    Number(serde_json::Number),
-    /// `[]` (a node's empty list of held errors, in every state it takes).
-    EmptyArray,
-}
-
 impl Entry {
     /// The entry holding `value`: an object becomes a nested state.
     #[inline]
     fn of(value: Value) -> Entry {
         match value {
-            Value::Null => Entry::Scalar(Scalar::Null),
-            Value::Bool(b) => Entry::Scalar(Scalar::Bool(b)),
-            Value::Number(n) => Entry::Scalar(Scalar::Number(n)),
+            Value::Null => Entry::Null,
+            Value::Bool(b) => Entry::Bool(b),
+            Value::Number(n) => Entry::Number(n),
             Value::String(s) => Entry::Str(s.into()),
-            Value::Array(items) if items.is_empty() => Entry::Scalar(Scalar::EmptyArray),
+            Value::Array(items) if items.is_empty() => Entry::EmptyArray,
             Value::Array(_) => Entry::Array(Box::new(value)),
             Value::Object(map) => Entry::Child(Arc::new(tree::body_of_map(map))),
         }
@@ -148,10 +143,10 @@ impl Entry {
     /// it. A nested state is converted without recursion.
     fn leaf<'a>(&'a self, owner: &Body) -> Cow<'a, Value> {
         match self {
-            Entry::Scalar(Scalar::Null) => Cow::Owned(Value::Null),
-            Entry::Scalar(Scalar::Bool(b)) => Cow::Owned(Value::Bool(*b)),
-            Entry::Scalar(Scalar::Number(n)) => Cow::Owned(Value::Number(n.clone())),
-            Entry::Scalar(Scalar::EmptyArray) => Cow::Owned(Value::Array(Vec::new())),
+            Entry::Null => Cow::Owned(Value::Null),
+            Entry::Bool(b) => Cow::Owned(Value::Bool(*b)),
+            Entry::Number(n) => Cow::Owned(Value::Number(n.clone())),
+            Entry::EmptyArray => Cow::Owned(Value::Array(Vec::new())),
             Entry::Str(s) => Cow::Owned(Value::String(s.to_string())),
             Entry::Array(v) => Cow::Borrowed(v),
             Entry::Deferred(d) => Cow::Borrowed(d.json()),
@@ -465,18 +460,21 @@ impl State {
     /// # Ok::<(), nodes_core::Error>(())
     /// ```
     pub fn value_ref(&self, key: &str) -> Result<Cow<'_, Value>> {
-        match self.body.get(key) {
-            Some(Entry::Deferred(d)) => self.deferred_json(key, d).map(Cow::Borrowed),
-            Some(entry) => Ok(entry.leaf(&self.body)),
-            None => Err(Error::bad_state(self.path_of(key), "missing key")),
-        }
+        self.json_of(key, self.body.get(key))
     }
 
-    /// The JSON of a deferred entry, or the error serialising it.
-    fn deferred_json<'a>(&self, key: &str, deferred: &'a Deferred) -> Result<&'a Value> {
-        deferred
-            .result()
-            .map_err(|e| Error::bad_state(self.path_of(key), format!("cannot serialise: {e}")))
+    /// The JSON of `entry`, found under `key`; the error if it is missing,
+    /// or a deferred entry that does not serialise.
+    fn json_of<'a>(&'a self, key: &str, entry: Option<&'a Entry>) -> Result<Cow<'a, Value>> {
+        let error = |why: String| Error::bad_state(self.path_of(key), why);
+        match entry {
+            Some(Entry::Deferred(d)) => d
+                .result()
+                .map(Cow::Borrowed)
+                .map_err(|e| error(format!("cannot serialise: {e}"))),
+            Some(entry) => Ok(entry.leaf(&self.body)),
+            None => Err(error("missing key".to_owned())),
+        }
     }
 
     /// Decodes the value under `key` as `T`.
@@ -520,23 +518,18 @@ impl State {
     /// The nested state is shared, not copied: walking down a state costs
     /// O(1) per level however much lies below.
     pub fn child(&self, key: &str) -> Result<State> {
-        let not_object = |found: &Value| {
-            Error::bad_state(
-                self.path_of(key),
-                format!(
-                    "expected a nested state (object), found {}",
-                    describe(found)
-                ),
-            )
-        };
         let body = match self.body.get(key) {
             Some(Entry::Child(body)) => Arc::clone(body),
-            Some(Entry::Deferred(d)) => match self.deferred_json(key, d)? {
+            other => match &*self.json_of(key, other)? {
                 Value::Object(map) => Arc::new(tree::body_of_map(map.clone())),
-                other => return Err(not_object(other)),
+                other => {
+                    let why = format!(
+                        "expected a nested state (object), found {}",
+                        describe(other)
+                    );
+                    return Err(Error::bad_state(self.path_of(key), why));
+                }
             },
-            Some(other) => return Err(not_object(&other.leaf(&self.body))),
-            None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
         self.body.count(1);
         Ok(State {
@@ -687,7 +680,7 @@ impl Fields {
     #[inline]
     pub fn done(mut self, version: u32) -> State {
         if version != 0 {
-            let version = Entry::Scalar(Scalar::Number(version.into()));
+            let version = Entry::Number(version.into());
             self.body().push(Key::Borrowed(VERSION_KEY), version);
         }
         let body = self.body();

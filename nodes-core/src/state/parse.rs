@@ -135,11 +135,7 @@ impl Parser<'_> {
     }
 
     fn error(&self, at: usize, what: impl std::fmt::Display) -> Error {
-        let (line, column) = self.line_col(at);
-        Error::bad_state(
-            "/",
-            format!("not valid JSON: {what} at line {line} column {column}"),
-        )
+        not_json(what, self.line_col(at))
     }
 }
 
@@ -149,13 +145,16 @@ fn invalid(error: &serde_json::Error, (line, column): (usize, usize)) -> Error {
     let text = error.to_string();
     let what = text.split(" at line ").next().unwrap_or(&text);
     let (l, c) = (error.line(), error.column());
-    let (line, column) = if l <= 1 {
+    let at = if l <= 1 {
         (line, column + c.saturating_sub(1))
     } else {
         (line + l - 1, c)
     };
-    Error::bad_state(
-        "/",
-        format!("not valid JSON: {what} at line {line} column {column}"),
-    )
+    not_json(what, at)
+}
+
+/// The error for a document that is not valid JSON at `(line, column)`.
+fn not_json(what: impl std::fmt::Display, (line, column): (usize, usize)) -> Error {
+    let message = format!("not valid JSON: {what} at line {line} column {column}");
+    Error::bad_state("/", message)
 }

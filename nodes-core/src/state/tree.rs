@@ -193,23 +193,16 @@ impl Drop for Body {
         if self.height < SHALLOW {
             return;
         }
-        let mut entries = std::mem::take(&mut self.entries);
-        let mut pending = Vec::new();
-        loop {
-            for (_, entry) in entries.drain(..) {
+        let mut pending = vec![std::mem::take(&mut self.entries)];
+        while let Some(entries) = pending.pop() {
+            for (_, entry) in entries {
                 match entry {
-                    Entry::Child(child) => {
-                        if let Some(mut child) = Arc::into_inner(child) {
-                            pending.push(std::mem::take(&mut child.entries));
-                        }
-                    }
+                    Entry::Child(child) => pending.extend(
+                        Arc::into_inner(child).map(|mut child| std::mem::take(&mut child.entries)),
+                    ),
                     Entry::Array(value) => dismantle(*value),
                     _ => {}
                 }
-            }
-            match pending.pop() {
-                Some(next) => entries = next,
-                None => return,
             }
         }
     }
