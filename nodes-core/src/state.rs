@@ -254,20 +254,16 @@ impl Serialize for State {
 
 impl Serialize for Body {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
+        use serde::ser::{Error as _, SerializeMap};
         let mut map = s.serialize_map(Some(self.entries.len()))?;
         for (key, entry) in &self.entries {
             match entry {
                 Entry::Str(s) => map.serialize_entry(key, &**s)?,
                 Entry::Child(body) => map.serialize_entry(key, &**body)?,
-                Entry::Deferred(d) => match d.result() {
-                    Ok(v) => map.serialize_entry(key, v)?,
-                    Err(e) => {
-                        return Err(serde::ser::Error::custom(format_args!(
-                            "cannot serialise {key}: {e}"
-                        )));
-                    }
-                },
+                Entry::Deferred(d) => {
+                    let why = |e| S::Error::custom(format_args!("cannot serialise {key}: {e}"));
+                    map.serialize_entry(key, d.result().map_err(why)?)?
+                }
                 other => map.serialize_entry(key, &other.leaf(self))?,
             }
         }

@@ -86,9 +86,8 @@ fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
         ))
     };
     if len >= 8 {
-        let whole = len / 8;
-        for i in 0..whole {
-            state = mix(state, word_at(i * 8));
+        for at in (0..len - 7).step_by(8) {
+            state = mix(state, word_at(at));
         }
         if !len.is_multiple_of(8) {
             state = mix(state, word_at(len - 8));

@@ -44,55 +44,50 @@ pub(super) fn to_value(body: &Body) -> Value {
     let mut stack = vec![(body, body.entries.iter(), Map::new(), "")];
     loop {
         let (owner, entries, members, _) = stack.last_mut().expect("the root is popped last");
-        match entries.next() {
+        let value = match entries.next() {
             Some((key, Entry::Child(child))) => {
-                stack.push((&**child, child.entries.iter(), Map::new(), &**key));
+                stack.push((child, child.entries.iter(), Map::new(), key));
+                continue;
             }
-            Some((key, entry)) => {
-                members.insert(key.to_string(), entry.leaf(owner).into_owned());
-            }
+            Some((key, entry)) => (key.to_string(), entry.leaf(owner).into_owned()),
             None => {
                 let (_, _, members, key) = stack.pop().expect("checked above");
-                match stack.last_mut() {
-                    Some((_, _, parent, _)) => {
-                        parent.insert(key.to_owned(), Value::Object(members))
-                    }
-                    None => return Value::Object(members),
+                let Some((.., parent, _)) = stack.last_mut() else {
+                    return Value::Object(members);
                 };
+                parent.insert(key.to_owned(), Value::Object(members));
+                continue;
             }
-        }
+        };
+        members.insert(value.0, value.1);
     }
 }
 
 /// Writes the body as compact JSON.
 pub(super) fn write_json(body: &Body, out: &mut impl fmt::Write) -> fmt::Result {
-    fn json(out: &mut impl fmt::Write, value: &(impl Serialize + ?Sized)) -> fmt::Result {
-        out.write_str(&serde_json::to_string(value).map_err(|_| fmt::Error)?)
+    fn json(value: &(impl Serialize + ?Sized)) -> Result<String, fmt::Error> {
+        serde_json::to_string(value).map_err(|_| fmt::Error)
     }
-    let mut stack = vec![(body, body.entries.iter())];
     out.write_char('{')?;
+    let mut stack = vec![(body, body.entries.iter())];
+    // Whether the next member is the first of its object.
     let mut first = true;
-    while let Some((owner, top)) = stack.last_mut() {
+    while let Some((owner, entries)) = stack.last_mut() {
         let owner: &Body = owner;
-        let Some((key, entry)) = top.next() else {
+        let Some((key, entry)) = entries.next() else {
             stack.pop();
-            out.write_char('}')?;
             first = false;
+            out.write_char('}')?;
             continue;
         };
-        if !first {
-            out.write_char(',')?;
-        }
-        json(out, key.as_ref())?;
-        out.write_char(':')?;
-        first = false;
+        write!(out, "{}{}:", if first { "" } else { "," }, json(&**key)?)?;
+        first = matches!(entry, Entry::Child(_));
         match entry {
             Entry::Child(child) => {
                 out.write_char('{')?;
                 stack.push((child, child.entries.iter()));
-                first = true;
             }
-            entry => json(out, &entry.leaf(owner))?,
+            entry => out.write_str(&json(&entry.leaf(owner))?)?,
         }
     }
     Ok(())
