@@ -198,14 +198,12 @@ impl Display for Description {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
         if !self.params.is_empty() {
-            f.write_char('(')?;
-            for (i, (k, v)) in self.params.iter().enumerate() {
-                if i > 0 {
-                    f.write_str(", ")?;
-                }
-                write!(f, "{k}={v}")?;
-            }
-            f.write_char(')')?;
+            let params: Vec<String> = self
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            write!(f, "({})", params.join(", "))?;
         }
         Ok(())
     }
@@ -286,25 +284,14 @@ impl Description {
     }
 
     fn diff_at(&self, other: &Description, path: &str) -> Option<(String, String)> {
-        let here = || {
-            if path.is_empty() {
-                "/".to_owned()
-            } else {
-                path.to_owned()
-            }
-        };
+        let here = || (if path.is_empty() { "/" } else { path }).to_owned();
         if (&self.name, &self.params) != (&other.name, &other.params) {
             return Some((
                 here(),
                 format!("state is from {self}, pipeline has {other}"),
             ));
         }
-        let keys = |d: &Description| {
-            d.children
-                .iter()
-                .map(|(k, _)| k.clone())
-                .collect::<Vec<_>>()
-        };
+        let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
         let (mine, theirs) = (keys(self), keys(other));
         if mine != theirs {
             return Some((
@@ -330,17 +317,13 @@ mod entries {
     use std::marker::PhantomData;
 
     use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-    use serde::ser::{Serialize, SerializeMap, Serializer};
+    use serde::ser::{Serialize, Serializer};
 
     pub(super) fn serialize<T: Serialize, S: Serializer>(
         entries: &[(String, T)],
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(entries.len()))?;
-        for (key, value) in entries {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
+        serializer.collect_map(entries.iter().map(|(key, value)| (key, value)))
     }
 
     pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
