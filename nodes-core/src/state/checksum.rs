@@ -95,10 +95,10 @@ fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
     } else if len >= 4 {
         state = mix(state, half_at(0) | (half_at(len - 4) << 32));
     } else if len > 0 {
-        let (first, middle, last) = (bytes[0], bytes[len / 2], bytes[len - 1]);
+        let byte = |at: usize| u64::from(bytes[at]);
         state = mix(
             state,
-            u64::from(first) | (u64::from(middle) << 8) | (u64::from(last) << 16),
+            byte(0) | (byte(len / 2) << 8) | (byte(len - 1) << 16),
         );
     }
     mix(state, len as u64)
@@ -133,20 +133,17 @@ enum Members<'a> {
 }
 
 /// A member's value (or an array's item) to the walk: a scalar hashed on
-/// the spot, or a container to open, with the hash state of the member
-/// that waits for its value.
+/// the spot, or a container to open.
 enum Item<'a> {
     Hashed(u64),
-    Open(Members<'a>, u64),
+    Open(Frame<'a>),
 }
 
 /// `value` as the member whose hash state is `state`.
 fn item(state: u64, value: &Value) -> Item<'_> {
     match value {
-        Value::Object(map) => Item::Open(Members::Map(map.iter()), mix(state, Tag::Object as u64)),
-        Value::Array(items) => {
-            Item::Open(Members::Array(items.iter()), mix(state, Tag::Array as u64))
-        }
+        Value::Object(map) => Item::Open(Frame::new(Members::Map(map.iter()), state)),
+        Value::Array(items) => Item::Open(Frame::new(Members::Array(items.iter()), state)),
         scalar => Item::Hashed(mix_scalar(state, scalar)),
     }
 }
@@ -162,12 +159,14 @@ struct Frame<'a> {
 }
 
 impl<'a> Frame<'a> {
-    fn new(members: Members<'a>, resume: u64) -> Self {
-        let acc = if matches!(members, Members::Array(_)) {
-            ARRAY_SEED
-        } else {
-            0
+    /// The container `members`, the value of the member whose hash state is
+    /// `state`.
+    fn new(members: Members<'a>, state: u64) -> Self {
+        let (tag, acc) = match members {
+            Members::Array(_) => (Tag::Array, ARRAY_SEED),
+            _ => (Tag::Object, 0),
         };
+        let resume = mix(state, tag as u64);
         Frame {
             members,
             acc,
@@ -183,17 +182,13 @@ impl<'a> Frame<'a> {
             Members::Body(owner, entries, top) => {
                 let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
                 let state = member(key);
+                let open = |members| Item::Open(Frame::new(members, state));
                 Some(match entry {
-                    Entry::Child(body) => {
-                        let members = Members::Body(body, body.entries.iter(), false);
-                        Item::Open(members, mix(state, Tag::Object as u64))
-                    }
+                    Entry::Child(body) => open(Members::Body(body, body.entries.iter(), false)),
                     leaf => match leaf.leaf(owner) {
                         Cow::Borrowed(value) => item(state, value),
                         // An inline `[]` hashes as the walk closes an empty array.
-                        Cow::Owned(Value::Array(_)) => {
-                            Item::Open(Members::Array([].iter()), mix(state, Tag::Array as u64))
-                        }
+                        Cow::Owned(Value::Array(_)) => open(Members::Array([].iter())),
                         Cow::Owned(scalar) => Item::Hashed(mix_scalar(state, &scalar)),
                     },
                 })
@@ -232,16 +227,14 @@ fn digest(root: &Body) -> u64 {
         let frame = open.last_mut().expect("the root is popped last");
         match frame.next() {
             Some(Item::Hashed(member)) => frame.add(member),
-            Some(Item::Open(members, resume)) => open.push(Frame::new(members, resume)),
+            Some(Item::Open(child)) => open.push(child),
             None => {
                 let done = open.pop().expect("checked above");
-                match open.last_mut() {
-                    Some(parent) => parent.add(mix(done.resume, done.close())),
-                    None => {
-                        root.count(steps);
-                        return avalanche(done.close());
-                    }
-                }
+                let Some(parent) = open.last_mut() else {
+                    root.count(steps);
+                    return avalanche(done.close());
+                };
+                parent.add(mix(done.resume, done.close()));
                 continue;
             }
         }
