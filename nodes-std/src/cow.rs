@@ -172,27 +172,16 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
 impl<T: Serialize> Serialize for CowBuffer<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len))?;
-        let mut left = self.len;
+        // A chunk shared with a snapshot is never written (it is frozen
+        // first), so the chunks hold exactly the items the buffer counts.
         for chunk in self.chunks.iter() {
-            if left == 0 {
-                break;
-            }
-            // Full chunks, then the last one.
-            let take = left.min(CHUNK);
             match &*chunk.lock() {
-                Items::Live(items) => {
-                    for item in &items[..take] {
-                        seq.serialize_element(item)?;
-                    }
-                }
+                Items::Live(items) => items.iter().try_for_each(|i| seq.serialize_element(i))?,
                 Items::Frozen(Ok(values)) => {
-                    for value in &values[..take] {
-                        seq.serialize_element(value)?;
-                    }
+                    values.iter().try_for_each(|v| seq.serialize_element(v))?
                 }
                 Items::Frozen(Err(e)) => return Err(S::Error::custom(e)),
             }
-            left -= take;
         }
         seq.end()
     }
