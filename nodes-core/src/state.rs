@@ -578,17 +578,12 @@ impl State {
     /// Version 0 means "unversioned": the key must then be absent.
     pub fn expect_version(&self, node: &str, expected: u32) -> Result<()> {
         let found: Option<u32> = self.get_opt(VERSION_KEY)?;
-        match (expected, found) {
-            (0, None) => Ok(()),
-            (e, Some(f)) if e == f => Ok(()),
-            (e, f) => Err(Error::bad_state(
-                self.path_of(VERSION_KEY),
-                format!(
-                    "{node} expects state version {e}, found {}",
-                    f.map_or_else(|| "no version".to_owned(), |v| v.to_string())
-                ),
-            )),
+        if found == Some(expected).filter(|&v| v != 0) {
+            return Ok(());
         }
+        let found = found.map_or_else(|| "no version".to_owned(), |v| v.to_string());
+        let why = format!("{node} expects state version {expected}, found {found}");
+        Err(Error::bad_state(self.path_of(VERSION_KEY), why))
     }
 
     /// Records the state format version (nothing for version 0).

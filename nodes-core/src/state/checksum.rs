@@ -39,18 +39,16 @@ const OBJECT_SEED: u64 = 0x1319_8a2e_0370_7344;
 const ARRAY_SEED: u64 = 0xa409_3822_299f_31d0;
 
 /// A value's type, mixed in before it.
-#[derive(Clone, Copy)]
-#[repr(u64)]
-enum Tag {
-    Null = 1,
-    False,
-    True,
-    Unsigned,
-    Negative,
-    Float,
-    String,
-    Object,
-    Array,
+mod tag {
+    pub(super) const NULL: u64 = 1;
+    pub(super) const FALSE: u64 = 2;
+    pub(super) const TRUE: u64 = 3;
+    pub(super) const UNSIGNED: u64 = 4;
+    pub(super) const NEGATIVE: u64 = 5;
+    pub(super) const FLOAT: u64 = 6;
+    pub(super) const STRING: u64 = 7;
+    pub(super) const OBJECT: u64 = 8;
+    pub(super) const ARRAY: u64 = 9;
 }
 
 /// One step: for a given word, a bijection of the hash state.
@@ -107,19 +105,18 @@ fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
 /// A scalar value (not an object or an array).
 fn mix_scalar(state: u64, value: &Value) -> u64 {
     match value {
-        Value::Null => mix(state, Tag::Null as u64),
-        Value::Bool(false) => mix(state, Tag::False as u64),
-        Value::Bool(true) => mix(state, Tag::True as u64),
+        Value::Null => mix(state, tag::NULL),
+        Value::Bool(b) => mix(state, if *b { tag::TRUE } else { tag::FALSE }),
         Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => mix(mix(state, Tag::Unsigned as u64), u),
-            (None, Some(i)) => mix(mix(state, Tag::Negative as u64), i as u64),
+            (Some(u), _) => mix(mix(state, tag::UNSIGNED), u),
+            (None, Some(i)) => mix(mix(state, tag::NEGATIVE), i as u64),
             // Neither: a finite float (serde_json has no other numbers).
             (None, None) => {
                 let bits = n.as_f64().map_or(0, f64::to_bits);
-                mix(mix(state, Tag::Float as u64), bits)
+                mix(mix(state, tag::FLOAT), bits)
             }
         },
-        Value::String(text) => mix_bytes(mix(state, Tag::String as u64), text.as_bytes()),
+        Value::String(text) => mix_bytes(mix(state, tag::STRING), text.as_bytes()),
         Value::Object(_) | Value::Array(_) => unreachable!("containers open a frame"),
     }
 }
@@ -163,10 +160,10 @@ impl<'a> Frame<'a> {
     /// `state`.
     fn new(members: Members<'a>, state: u64) -> Self {
         let (tag, acc) = match members {
-            Members::Array(_) => (Tag::Array, ARRAY_SEED),
-            _ => (Tag::Object, 0),
+            Members::Array(_) => (tag::ARRAY, ARRAY_SEED),
+            _ => (tag::OBJECT, 0),
         };
-        let resume = mix(state, tag as u64);
+        let resume = mix(state, tag);
         Frame {
             members,
             acc,
