@@ -482,10 +482,8 @@ impl State {
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
         let value = self.value_ref(key)?;
         let decoded = T::deserialize(&*value).map_err(|e| {
-            Error::bad_state(
-                self.path_of(key),
-                format!("{}, found {}", expected_of(&e), describe(&value)),
-            )
+            let why = format!("{}, found {}", expected_of(&e), describe(&value));
+            Error::bad_state(self.path_of(key), why)
         });
         if let Cow::Owned(value) = value {
             tree::dismantle(value);
@@ -519,10 +517,8 @@ impl State {
             other => match &*self.json_of(key, other)? {
                 Value::Object(map) => Arc::new(tree::body_of_map(map.clone())),
                 other => {
-                    let why = format!(
-                        "expected a nested state (object), found {}",
-                        describe(other)
-                    );
+                    let found = describe(other);
+                    let why = format!("expected a nested state (object), found {found}");
                     return Err(Error::bad_state(self.path_of(key), why));
                 }
             },
@@ -546,7 +542,7 @@ impl State {
         }
         self.body.count(allowed.len());
         self.reject_unknown_keys(node, allowed)?;
-        self.require_keys(node, allowed.iter().filter(|&&key| key != VERSION_KEY))
+        self.require_keys(node, allowed)
     }
 
     /// Rejects the first key not in `allowed`.
@@ -559,18 +555,16 @@ impl State {
         })
     }
 
-    /// Rejects the first of `keys` that is missing.
-    pub(crate) fn require_keys<'k>(
-        &self,
-        node: &str,
-        keys: impl IntoIterator<Item = &'k &'k str>,
-    ) -> Result<()> {
-        keys.into_iter()
-            .find(|key| !self.contains(key))
-            .map_or(Ok(()), |key| {
-                let why = format!("missing key for {node}; is this state from another pipeline?");
-                Err(Error::bad_state(self.path_of(key), why))
-            })
+    /// Rejects the first of `keys` that is missing (but for the version
+    /// key, which an unversioned state leaves out).
+    pub(crate) fn require_keys(&self, node: &str, keys: &[&str]) -> Result<()> {
+        let mut missing = keys
+            .iter()
+            .filter(|&&key| key != VERSION_KEY && !self.contains(key));
+        missing.next().map_or(Ok(()), |key| {
+            let why = format!("missing key for {node}; is this state from another pipeline?");
+            Err(Error::bad_state(self.path_of(key), why))
+        })
     }
 
     /// Checks the state's format version against `expected`.
