@@ -150,7 +150,7 @@ impl Entry {
             Entry::Str(s) => Cow::Owned(Value::String(s.to_string())),
             Entry::Array(v) => Cow::Borrowed(v),
             Entry::Deferred(d) => Cow::Borrowed(d.json()),
-            Entry::Checksum => Cow::Owned(Value::String(owner.checksum())),
+            Entry::Checksum => Cow::Owned(Value::String(checksum::checksum(owner))),
             Entry::Child(body) => Cow::Owned(tree::to_value(body)),
         }
     }
@@ -290,9 +290,9 @@ impl State {
         State::default()
     }
 
-    fn of(body: Body) -> Self {
+    fn of(body: impl Into<Arc<Body>>) -> Self {
         State {
-            body: Arc::new(body),
+            body: body.into(),
             path: Path::default(),
         }
     }
@@ -399,17 +399,12 @@ impl State {
         pointer_join(self.path.text(), key)
     }
 
-    #[inline]
-    fn put(&mut self, key: Key, entry: Entry) {
-        self.body_mut().put(key, entry);
-    }
-
     /// Stores `value` under `key`, replacing what was there.
     pub fn insert(&mut self, key: impl Into<Key>, value: impl Serialize) -> Result<()> {
         let key = key.into();
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(self.path_of(&key), format!("cannot serialise: {e}")))?;
-        self.put(key, Entry::of(value));
+        self.body_mut().put(key, Entry::of(value));
         Ok(())
     }
 
@@ -427,7 +422,7 @@ impl State {
 
     /// Nests `child` under `key`.
     pub fn insert_child(&mut self, key: impl Into<Key>, child: State) {
-        self.put(key.into(), Entry::Child(child.body));
+        self.body_mut().put(key.into(), Entry::Child(child.body));
     }
 
     /// Whether `key` is present.
@@ -670,10 +665,7 @@ impl Fields {
         }
         let body = self.body();
         *body.work.get_mut() = body.entries.len() as u64;
-        State {
-            body: self.0,
-            path: Path::default(),
-        }
+        State::of(self.0)
     }
 }
 

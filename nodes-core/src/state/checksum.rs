@@ -239,18 +239,16 @@ fn digest(root: &Body) -> u64 {
     }
 }
 
-impl Body {
-    /// The checksum of the content, as written: `"mx64:<16 hex digits>"`.
-    pub(super) fn checksum(&self) -> String {
-        format!("mx64:{:016x}", digest(self))
-    }
+/// The checksum of `body`'s content, as written: `"mx64:<16 hex digits>"`.
+pub(super) fn checksum(body: &Body) -> String {
+    format!("mx64:{:016x}", digest(body))
 }
 
 impl State {
     /// Marks this state (a loader's) to carry its checksum under
     /// [`CHECKSUM_KEY`]; nothing is computed until it is serialised.
     pub(crate) fn insert_checksum(&mut self) {
-        self.put(CHECKSUM_KEY.into(), Entry::Checksum);
+        self.body_mut().put(CHECKSUM_KEY.into(), Entry::Checksum);
     }
 
     /// Whether the checksum key holds the unserialised slot (the state was
@@ -262,7 +260,7 @@ impl State {
     /// The checksum of this state's content (everything but the checksum
     /// key itself), as written: `"mx64:<16 hex digits>"`.
     pub(crate) fn checksum(&self) -> String {
-        self.body.checksum()
+        checksum(&self.body)
     }
 }
 

@@ -145,7 +145,7 @@ impl State {
     where
         T: Serialize + Send + Sync + 'static,
     {
-        self.put(key.into(), entry(value));
+        self.body_mut().put(key.into(), entry(value));
     }
 
     /// Builder form of [`State::insert_deferred`].

@@ -73,8 +73,7 @@ pub(super) fn parse(json: &str) -> Result<Body> {
         p.skip_ws();
         after_member = p.peek() != Some(b'{');
         if after_member {
-            let value = p.leaf()?;
-            current.put(key, Entry::of(value));
+            current.put(key, Entry::of(p.leaf()?));
         } else if open.len() + 1 >= MAX_DEPTH {
             let why = format!("objects nested deeper than {MAX_DEPTH} levels");
             return Err(p.error(p.pos, why));
