@@ -77,21 +77,17 @@ fn avalanche(mut h: u64) -> u64 {
 #[inline]
 fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
     let len = bytes.len();
-    let word_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let half_at = |at: usize| {
-        u64::from(u32::from_le_bytes(
-            bytes[at..at + 4].try_into().expect("4 bytes"),
-        ))
-    };
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u64::from(u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")));
     if len >= 8 {
         for at in (0..len - 7).step_by(8) {
-            state = mix(state, word_at(at));
+            state = mix(state, word(at));
         }
         if !len.is_multiple_of(8) {
-            state = mix(state, word_at(len - 8));
+            state = mix(state, word(len - 8));
         }
     } else if len >= 4 {
-        state = mix(state, half_at(0) | (half_at(len - 4) << 32));
+        state = mix(state, half(0) | (half(len - 4) << 32));
     } else if len > 0 {
         let byte = |at: usize| u64::from(bytes[at]);
         state = mix(
@@ -226,16 +222,16 @@ fn digest(root: &Body) -> u64 {
             Some(Item::Hashed(member)) => frame.add(member),
             Some(Item::Open(child)) => open.push(child),
             None => {
+                // A frame has counted each member it visited.
                 let done = open.pop().expect("checked above");
+                steps += done.count;
                 let Some(parent) = open.last_mut() else {
-                    root.count(steps);
+                    root.count(steps as usize);
                     return avalanche(done.close());
                 };
                 parent.add(mix(done.resume, done.close()));
-                continue;
             }
         }
-        steps += 1;
     }
 }
 

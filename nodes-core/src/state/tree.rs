@@ -99,8 +99,7 @@ pub(super) fn eq(a: &Arc<Body>, b: &Arc<Body>) -> bool {
     while let Some((a, b)) = pending.pop() {
         if Arc::ptr_eq(&a, &b) {
             continue;
-        }
-        if a.entries.len() != b.entries.len() {
+        } else if a.entries.len() != b.entries.len() {
             return false;
         }
         for (i, (key, x)) in a.entries.iter().enumerate() {
