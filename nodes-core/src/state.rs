@@ -519,10 +519,8 @@ impl State {
             },
         };
         self.body.count(1);
-        Ok(State {
-            body,
-            path: self.path.join(key),
-        })
+        let path = self.path.join(key);
+        Ok(State { body, path })
     }
 
     /// Rejects keys other than `allowed`: a state from another node type is

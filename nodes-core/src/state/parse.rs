@@ -143,11 +143,9 @@ impl Parser<'_> {
 fn invalid(error: &serde_json::Error, (line, column): (usize, usize)) -> Error {
     let text = error.to_string();
     let what = text.split(" at line ").next().unwrap_or(&text);
-    let (l, c) = (error.line(), error.column());
-    let at = if l <= 1 {
-        (line, column + c.saturating_sub(1))
-    } else {
-        (line + l - 1, c)
+    let at = match error.line() {
+        0 | 1 => (line, column + error.column().saturating_sub(1)),
+        l => (line + l - 1, error.column()),
     };
     not_json(what, at)
 }

@@ -25,14 +25,13 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
             }
             // The keys of a JSON object are distinct: no lookup needed.
             Some((key, value)) => current.1.push(Key::Owned(key), Entry::of(value)),
-            None => match open.pop() {
-                Some(mut parent) => {
-                    let (key, child, _) = current;
-                    parent.1.push(key, Entry::Child(Arc::new(child)));
-                    current = parent;
-                }
-                None => return current.1,
-            },
+            None => {
+                let Some(parent) = open.pop() else {
+                    return current.1;
+                };
+                let (key, child, _) = std::mem::replace(&mut current, parent);
+                current.1.push(key, Entry::Child(Arc::new(child)));
+            }
         }
     }
 }
