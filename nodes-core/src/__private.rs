@@ -106,10 +106,7 @@ pub trait Children {
     fn reset_children(&mut self, state: Option<&State>) -> Result<()>;
     /// Checks every child's entry of `state` without applying it
     /// ([`Stateful::check_state`]).
-    fn check_children(&self, state: &State) -> Result<()> {
-        let _ = state;
-        Ok(())
-    }
+    fn check_children(&self, state: &State) -> Result<()>;
     /// Each child's state, keyed as above.
     fn children_state(&self, cx: &Cx) -> Result<State>;
     /// Forwards shutdown to every child.

@@ -252,13 +252,9 @@ impl Error {
 /// The text of a panic payload: the message of a `&str` or `String` one,
 /// a placeholder for any other type.
 pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
+    let text = payload.downcast_ref::<&str>().copied();
+    let text = text.or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    text.unwrap_or("non-string panic payload").to_owned()
 }
 
 #[cfg(test)]

@@ -152,10 +152,9 @@ impl Recorder {
     fn new_row(&mut self, id: NodeId, name: &'static str, parent: Option<usize>) -> usize {
         let count = self.sibling_counts.entry((parent, name)).or_insert(0);
         *count += 1;
-        let own = if *count == 1 {
-            name.to_owned()
-        } else {
-            format!("{name}#{count}")
+        let own = match *count {
+            1 => name.to_owned(),
+            n => format!("{name}#{n}"),
         };
         let label = match parent {
             Some(p) => format!("{}/{own}", self.rows[p].label),

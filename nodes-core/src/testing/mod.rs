@@ -179,16 +179,12 @@ fn state_keys(state: &State) -> Vec<String> {
         match value {
             serde_json::Value::Object(map) if !map.is_empty() => {
                 for (key, value) in map {
-                    let path = if prefix.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{prefix}/{key}")
-                    };
-                    walk(value, &path, out);
+                    walk(value, &format!("{prefix}/{key}"), out);
                 }
             }
             _ if prefix.is_empty() => {}
-            _ => out.push(prefix.to_owned()),
+            // Without the leading `/`.
+            _ => out.push(prefix[1..].to_owned()),
         }
     }
     let mut out = Vec::new();
