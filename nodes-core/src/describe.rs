@@ -215,8 +215,7 @@ impl Description {
     /// differs).
     pub fn to_dot(&self) -> String {
         let mut out = String::from("digraph pipeline {\n  rankdir=BT;\n  node [shape=box];\n");
-        let mut next_id = 0usize;
-        self.write_dot(&mut out, &mut next_id);
+        self.write_dot(&mut out, &mut 0);
         out.push_str("}\n");
         out
     }

@@ -31,18 +31,20 @@ impl<N: Node> fmt::Debug for Running<N> {
 
 impl<N: Node> Running<N> {
     /// Resets `node` to the beginning and starts it.
-    pub fn start(mut node: N) -> Result<Self> {
-        node.reset(None)?;
-        Ok(Running {
-            node,
-            cx: Cx::new_running(),
-        })
+    pub fn start(node: N) -> Result<Self> {
+        Self::started(node, None)
     }
 
     /// Resets `node` from `state` and starts it.
-    pub fn start_from(mut node: N, state: &State) -> Result<Self> {
-        let outcome = node.reset(Some(state));
-        trace::node_restored(&node, Some(state), &outcome);
+    pub fn start_from(node: N, state: &State) -> Result<Self> {
+        Self::started(node, Some(state))
+    }
+
+    /// Resets `node` from `state` (a reset to the start is not logged as a
+    /// restore) and starts it.
+    fn started(mut node: N, state: Option<&State>) -> Result<Self> {
+        let outcome = node.reset(state);
+        trace::node_restored(&node, state, &outcome);
         outcome?;
         Ok(Running {
             node,
