@@ -226,11 +226,9 @@ impl Description {
         let _ = writeln!(out, "  n{id} [label={}];", dot_quote(&self.to_string()));
         for (i, (key, child)) in self.children.iter().enumerate() {
             let child_id = child.write_dot(out, next_id);
-            let role = self.role(i);
-            let label = if role == key {
-                key.clone()
-            } else {
-                format!("{role} [state: {key}]")
+            let label = match self.role(i) {
+                role if role == key => key.clone(),
+                role => format!("{role} [state: {key}]"),
             };
             let _ = writeln!(out, "  n{child_id} -> n{id} [label={}];", dot_quote(&label));
         }

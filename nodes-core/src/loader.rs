@@ -412,12 +412,10 @@ impl<N: Node> Loader<N> {
             } else {
                 ""
             };
-            return Err(Error::bad_state(
-                state.path_of(FORMAT),
-                format!(
-                    "loader state format {format} is not supported (this build reads format {FORMAT_VERSION}){older}"
-                ),
-            ));
+            let why = format!(
+                "loader state format {format} is not supported (this build reads format {FORMAT_VERSION}){older}"
+            );
+            return Err(Error::bad_state(state.path_of(FORMAT), why));
         }
         state.require_keys("Loader", &[EPOCH_INDEX, FINGERPRINT, PIPELINE])?;
         if self.verify_checksum && !state.contains(CHECKSUM) {
@@ -472,12 +470,10 @@ impl<N: Node> Loader<N> {
         let limit = own_depth.saturating_mul(2).saturating_add(16);
         let depth = state.child(PIPELINE)?.depth();
         if depth > limit {
-            return Err(Error::bad_state(
-                state.path_of(PIPELINE),
-                format!(
-                    "the saved pipeline is nested {depth} levels deep, this pipeline {own_depth}: it is from another pipeline"
-                ),
-            ));
+            let why = format!(
+                "the saved pipeline is nested {depth} levels deep, this pipeline {own_depth}: it is from another pipeline"
+            );
+            return Err(Error::bad_state(state.path_of(PIPELINE), why));
         }
         let saved: Description = state.get(PIPELINE)?;
         let Some((path, message)) = saved.first_difference(&self.shape) else {
@@ -491,12 +487,10 @@ impl<N: Node> Loader<N> {
         // path of its state under `root`.
         let in_state = format!("{}{}", state.path_of(ROOT), path.trim_end_matches('/'));
         let at = if path == "/" { "its root" } else { &path };
-        Err(Error::bad_state(
-            in_state,
-            format!(
-                "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
-            ),
-        ))
+        let why = format!(
+            "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
+        );
+        Err(Error::bad_state(in_state, why))
     }
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
@@ -555,10 +549,8 @@ impl<N: Node> Loader<N> {
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         let epoch_index: u64 = state.get(EPOCH_INDEX)?;
         if epoch_index > MAX_EPOCH_INDEX {
-            return Err(Error::bad_state(
-                state.path_of(EPOCH_INDEX),
-                format!("epoch index {epoch_index} is beyond 2^63 - 1: no run gets there"),
-            ));
+            let why = format!("epoch index {epoch_index} is beyond 2^63 - 1: no run gets there");
+            return Err(Error::bad_state(state.path_of(EPOCH_INDEX), why));
         }
         let root_state = state.child(ROOT)?;
         self.check_state_shape(state)?;

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One outermost call in this many is timed, with every call below it.
@@ -98,7 +99,7 @@ pub(crate) struct Recorder {
     prefix: Option<String>,
     /// Recorders of worker threads that finished, shared by every recorder
     /// forked from the same loader's.
-    finished: std::sync::Arc<std::sync::Mutex<Vec<Recorder>>>,
+    finished: Arc<Mutex<Vec<Recorder>>>,
 }
 
 impl Recorder {
@@ -112,17 +113,15 @@ impl Recorder {
         };
         Recorder {
             prefix,
-            finished: std::sync::Arc::clone(&self.finished),
+            finished: Arc::clone(&self.finished),
             ..Recorder::default()
         }
     }
 
     /// Hands a worker thread's statistics to the loader's recorder.
     pub(crate) fn finish(self) {
-        let finished = std::sync::Arc::clone(&self.finished);
-        let mut finished = finished
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let finished = Arc::clone(&self.finished);
+        let mut finished = finished.lock().unwrap_or_else(PoisonError::into_inner);
         finished.push(self);
     }
 
@@ -236,10 +235,7 @@ impl Recorder {
         // Rows with the same label (the same node seen at two addresses, e.g.
         // after the loader moved) are merged.
         let mut merged: Vec<(NodeStats, [Timed; 2])> = Vec::new();
-        let finished = self
-            .finished
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
         let rows = self
             .labelled_rows()
             .chain(finished.iter().flat_map(Recorder::labelled_rows));
