@@ -71,10 +71,7 @@ pub fn reset_child<N: Stateful + ?Sized>(
 pub fn root_init_error(state: Option<&State>, result: Result<()>) -> Result<()> {
     match (result, state) {
         (Err(Error::BadState { path, message }), Some(s)) if !path.starts_with('/') => {
-            Err(Error::BadState {
-                path: s.path_of(&path),
-                message,
-            })
+            Err(Error::bad_state(s.path_of(&path), message))
         }
         (result, _) => result,
     }
@@ -106,10 +103,7 @@ pub trait Children {
     fn reset_children(&mut self, state: Option<&State>) -> Result<()>;
     /// Checks every child's entry of `state` without applying it
     /// ([`Stateful::check_state`]).
-    fn check_children(&self, state: &State) -> Result<()> {
-        let _ = state;
-        Ok(())
-    }
+    fn check_children(&self, state: &State) -> Result<()>;
     /// Each child's state, keyed as above.
     fn children_state(&self, cx: &Cx) -> Result<State>;
     /// Forwards shutdown to every child.
@@ -125,10 +119,9 @@ pub trait Keyed {
     type Child: Node;
     /// The name the container's description has.
     const NAME: &'static str;
-    /// How many children there are.
-    fn count(&self) -> usize;
-    /// The children with their keys, in order.
-    fn keyed(&self) -> impl Iterator<Item = (String, &Self::Child)>;
+    /// The children with their keys, in order (as many as there are
+    /// children, counted without making the keys).
+    fn keyed(&self) -> impl ExactSizeIterator<Item = (String, &Self::Child)>;
     /// The same, mutably.
     fn keyed_mut(&mut self) -> impl Iterator<Item = (String, &mut Self::Child)>;
 }
@@ -136,10 +129,7 @@ pub trait Keyed {
 impl<N: Node> Keyed for Vec<N> {
     type Child = N;
     const NAME: &'static str = "Vec";
-    fn count(&self) -> usize {
-        self.len()
-    }
-    fn keyed(&self) -> impl Iterator<Item = (String, &N)> {
+    fn keyed(&self) -> impl ExactSizeIterator<Item = (String, &N)> {
         self.iter().enumerate().map(|(i, c)| (i.to_string(), c))
     }
     fn keyed_mut(&mut self) -> impl Iterator<Item = (String, &mut N)> {
@@ -150,10 +140,7 @@ impl<N: Node> Keyed for Vec<N> {
 impl<K: Ord + std::fmt::Display + Send, N: Node> Keyed for std::collections::BTreeMap<K, N> {
     type Child = N;
     const NAME: &'static str = "Map";
-    fn count(&self) -> usize {
-        self.len()
-    }
-    fn keyed(&self) -> impl Iterator<Item = (String, &N)> {
+    fn keyed(&self) -> impl ExactSizeIterator<Item = (String, &N)> {
         self.iter().map(|(k, c)| (k.to_string(), c))
     }
     fn keyed_mut(&mut self) -> impl Iterator<Item = (String, &mut N)> {
@@ -164,14 +151,14 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Keyed for std::collections::BTr
 impl<C: Keyed> Children for C {
     fn reset_children(&mut self, state: Option<&State>) -> Result<()> {
         if let Some(s) = state {
-            expect_len(s, Keyed::count(self))?;
+            expect_len(s, self.keyed().len())?;
         }
         self.keyed_mut()
             .try_for_each(|(key, child)| reset_child(child, state, &key))
     }
 
     fn check_children(&self, state: &State) -> Result<()> {
-        expect_len(state, Keyed::count(self))?;
+        expect_len(state, self.keyed().len())?;
         self.keyed()
             .try_for_each(|(key, child)| check_child_state(child, state, &key))
     }
@@ -199,13 +186,10 @@ impl<C: Keyed> Children for C {
 fn expect_len(state: &State, len: usize) -> Result<()> {
     let found = state.len();
     if found == len {
-        Ok(())
-    } else {
-        Err(Error::bad_state(
-            state.path(),
-            format!("expected states for {len} children, found {found}"),
-        ))
+        return Ok(());
     }
+    let why = format!("expected states for {len} children, found {found}");
+    Err(Error::bad_state(state.path(), why))
 }
 
 /// The compile-time guard behind "a node that was only constructed cannot be

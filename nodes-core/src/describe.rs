@@ -180,17 +180,13 @@ impl Description {
 
     fn write_text(&self, out: &mut String, label: Option<(&str, &str)>, depth: usize) {
         let indent = "  ".repeat(depth);
-        match label {
+        let _ = match label {
             Some((role, key)) if role != key => {
-                let _ = writeln!(out, "{indent}{role}: {self}  [state: {key}]");
+                writeln!(out, "{indent}{role}: {self}  [state: {key}]")
             }
-            Some((key, _)) => {
-                let _ = writeln!(out, "{indent}{key}: {self}");
-            }
-            None => {
-                let _ = writeln!(out, "{indent}{self}");
-            }
-        }
+            Some((key, _)) => writeln!(out, "{indent}{key}: {self}"),
+            None => writeln!(out, "{indent}{self}"),
+        };
         for (i, (key, child)) in self.children.iter().enumerate() {
             child.write_text(out, Some((self.role(i), key)), depth + 1);
         }
@@ -202,14 +198,12 @@ impl Display for Description {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
         if !self.params.is_empty() {
-            f.write_char('(')?;
-            for (i, (k, v)) in self.params.iter().enumerate() {
-                if i > 0 {
-                    f.write_str(", ")?;
-                }
-                write!(f, "{k}={v}")?;
-            }
-            f.write_char(')')?;
+            let params: Vec<String> = self
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            write!(f, "({})", params.join(", "))?;
         }
         Ok(())
     }
@@ -221,8 +215,7 @@ impl Description {
     /// differs).
     pub fn to_dot(&self) -> String {
         let mut out = String::from("digraph pipeline {\n  rankdir=BT;\n  node [shape=box];\n");
-        let mut next_id = 0usize;
-        self.write_dot(&mut out, &mut next_id);
+        self.write_dot(&mut out, &mut 0);
         out.push_str("}\n");
         out
     }
@@ -233,11 +226,9 @@ impl Description {
         let _ = writeln!(out, "  n{id} [label={}];", dot_quote(&self.to_string()));
         for (i, (key, child)) in self.children.iter().enumerate() {
             let child_id = child.write_dot(out, next_id);
-            let role = self.role(i);
-            let label = if role == key {
-                key.clone()
-            } else {
-                format!("{role} [state: {key}]")
+            let label = match self.role(i) {
+                role if role == key => key.clone(),
+                role => format!("{role} [state: {key}]"),
             };
             let _ = writeln!(out, "  n{child_id} -> n{id} [label={}];", dot_quote(&label));
         }
@@ -290,25 +281,14 @@ impl Description {
     }
 
     fn diff_at(&self, other: &Description, path: &str) -> Option<(String, String)> {
-        let here = || {
-            if path.is_empty() {
-                "/".to_owned()
-            } else {
-                path.to_owned()
-            }
-        };
+        let here = || (if path.is_empty() { "/" } else { path }).to_owned();
         if (&self.name, &self.params) != (&other.name, &other.params) {
             return Some((
                 here(),
                 format!("state is from {self}, pipeline has {other}"),
             ));
         }
-        let keys = |d: &Description| {
-            d.children
-                .iter()
-                .map(|(k, _)| k.clone())
-                .collect::<Vec<_>>()
-        };
+        let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
         let (mine, theirs) = (keys(self), keys(other));
         if mine != theirs {
             return Some((
@@ -334,17 +314,13 @@ mod entries {
     use std::marker::PhantomData;
 
     use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-    use serde::ser::{Serialize, SerializeMap, Serializer};
+    use serde::ser::{Serialize, Serializer};
 
     pub(super) fn serialize<T: Serialize, S: Serializer>(
         entries: &[(String, T)],
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(entries.len()))?;
-        for (key, value) in entries {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
+        serializer.collect_map(entries.iter().map(|(key, value)| (key, value)))
     }
 
     pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(

@@ -1,7 +1,6 @@
 //! The one error type of the framework.
 
 use std::borrow::Cow;
-use std::fmt;
 
 /// Shorthand for `Result<T, nodes_core::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -124,17 +123,9 @@ pub enum Error {
     },
 }
 
-fn fmt_index(index: Option<u64>) -> impl fmt::Display {
-    struct At(Option<u64>);
-    impl fmt::Display for At {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            match self.0 {
-                Some(i) => write!(f, " at item {i}"),
-                None => Ok(()),
-            }
-        }
-    }
-    At(index)
+/// ` at item <index>`, or nothing when the index is unknown.
+fn fmt_index(index: Option<u64>) -> String {
+    index.map_or_else(String::new, |i| format!(" at item {i}"))
 }
 
 impl Error {
@@ -261,13 +252,9 @@ impl Error {
 /// The text of a panic payload: the message of a `&str` or `String` one,
 /// a placeholder for any other type.
 pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
+    let text = payload.downcast_ref::<&str>().copied();
+    let text = text.or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    text.unwrap_or("non-string panic payload").to_owned()
 }
 
 #[cfg(test)]

@@ -31,11 +31,8 @@ pub struct ResetFlag {
 
 impl fmt::Debug for ResetFlag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ResetFlag({})",
-            if self.reset { "reset" } else { "fresh" }
-        )
+        let state = if self.reset { "reset" } else { "fresh" };
+        write!(f, "ResetFlag({state})")
     }
 }
 
@@ -115,22 +112,21 @@ impl<T> Lazy<T> {
     /// The value, or `Err(NotInitialized)` naming the node and field.
     #[inline]
     pub fn get(&self) -> Result<&T> {
-        match &self.value {
-            Some(value) => Ok(value),
-            None => Err(not_initialized(self.node, self.field)),
-        }
+        let (node, field) = (self.node, self.field);
+        self.value
+            .as_ref()
+            .ok_or_else(|| not_initialized(node, field))
     }
 
     /// The value mutably, or `Err(NotInitialized)` naming the node and field.
     #[inline]
     pub fn get_mut(&mut self) -> Result<&mut T> {
         let (node, field) = (self.node, self.field);
-        match &mut self.value {
-            Some(value) => Ok(value),
-            // Built only when empty (not eagerly, as `ok_or` would): this is
-            // on the path of every item.
-            None => Err(not_initialized(node, field)),
-        }
+        // Built only when empty (not eagerly, as `ok_or` would): this is on
+        // the path of every item.
+        self.value
+            .as_mut()
+            .ok_or_else(|| not_initialized(node, field))
     }
 
     /// The value if filled, without an error.

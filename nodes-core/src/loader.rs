@@ -206,8 +206,8 @@ fn state_template(fingerprint: &std::sync::Arc<str>, shape_json: &State) -> Resu
     state.insert(NUM_YIELDED, 0u64)?;
     state.insert(EPOCH_INDEX, 0u64)?;
     state.insert(FORMAT, FORMAT_VERSION)?;
-    state.insert_str(VERSION, WRITER_VERSION.into());
-    state.insert_str(FINGERPRINT, fingerprint.to_string());
+    state.insert(VERSION, WRITER_VERSION)?;
+    state.insert(FINGERPRINT, &**fingerprint)?;
     state.insert_child(PIPELINE, shape_json.clone());
     state.insert_checksum();
     Ok(state)
@@ -348,10 +348,7 @@ impl<N: Node> Loader<N> {
                 // ahead, and start the next epoch if there is none. The root
                 // stands where the load put it: its state is the one loaded,
                 // if known (a wide pipeline's state costs milliseconds).
-                let before = match resting {
-                    Some(state) => state,
-                    None => self.root.get_state(&self.cx)?,
-                };
+                let before = resting.map_or_else(|| self.root.get_state(&self.cx), Ok)?;
                 match self.root.next(&mut self.cx).transpose() {
                     Some(item) => {
                         self.peeked = Some((item, before));
@@ -390,10 +387,6 @@ impl<N: Node> Loader<N> {
         })
     }
 
-    fn current_state(&self) -> Result<State> {
-        self.loader_state(self.root.get_state(&self.cx)?)
-    }
-
     /// The loader's state with `root` as the root's state.
     fn loader_state(&self, root: State) -> Result<State> {
         // The root and the counters, then the template's constant entries,
@@ -403,34 +396,15 @@ impl<N: Node> Loader<N> {
         state.field(NUM_YIELDED, &self.num_yielded)?;
         state.field(EPOCH_INDEX, &self.epoch_index)?;
         state.tail_of(&self.saved_shape().template, 3);
-        let state = state.done(0);
-        Ok(state)
+        Ok(state.done(0))
     }
 
     /// Checks the keys of a loader state, its format, and the types of the
     /// keys nothing else reads.
     fn check_keys(&self, state: &State) -> Result<()> {
-        let missing = |key: &str| {
-            Error::bad_state(
-                state.path_of(key),
-                "missing key for Loader; is this state from another pipeline?",
-            )
-        };
-        if let Some(key) = state.keys().find(|key| !KEYS.contains(key)) {
-            return Err(Error::bad_state(
-                state.path_of(key),
-                format!(
-                    "unexpected key for Loader (expected one of: {}); is this state from another pipeline?",
-                    KEYS.join(", ")
-                ),
-            ));
-        }
+        state.reject_unknown_keys("Loader", KEYS)?;
         // The keys every format had, then the format, then the rest.
-        let first_missing =
-            |keys: [&'static str; 3]| keys.into_iter().find(|key| !state.contains(key));
-        if let Some(key) = first_missing([ROOT, NUM_YIELDED, FORMAT]) {
-            return Err(missing(key));
-        }
+        state.require_keys("Loader", &[ROOT, NUM_YIELDED, FORMAT])?;
         let format: u32 = state.get(FORMAT)?;
         if format != FORMAT_VERSION {
             let older = if format < FORMAT_VERSION {
@@ -438,25 +412,19 @@ impl<N: Node> Loader<N> {
             } else {
                 ""
             };
-            return Err(Error::bad_state(
-                state.path_of(FORMAT),
-                format!(
-                    "loader state format {format} is not supported (this build reads format {FORMAT_VERSION}){older}"
-                ),
-            ));
+            let why = format!(
+                "loader state format {format} is not supported (this build reads format {FORMAT_VERSION}){older}"
+            );
+            return Err(Error::bad_state(state.path_of(FORMAT), why));
         }
-        if let Some(key) = first_missing([EPOCH_INDEX, FINGERPRINT, PIPELINE]) {
-            return Err(missing(key));
-        }
+        state.require_keys("Loader", &[EPOCH_INDEX, FINGERPRINT, PIPELINE])?;
         if self.verify_checksum && !state.contains(CHECKSUM) {
             return Err(Error::bad_state(
                 state.path_of(CHECKSUM),
                 "missing key for Loader: it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)",
             ));
         }
-        if state.contains(VERSION) {
-            state.get::<String>(VERSION)?;
-        }
+        state.get_opt::<String>(VERSION)?;
         if self.verify_checksum && !state.has_checksum_slot() && state.contains(CHECKSUM) {
             state.get::<String>(CHECKSUM)?;
         }
@@ -483,19 +451,6 @@ impl<N: Node> Loader<N> {
         Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
 
-    /// The nodes' checks of `root_state`, then the checksum of `state`: the
-    /// first error in that order, so a damaged value is named at its own
-    /// path.
-    fn check_then_verify(&self, state: &State, root_state: &State) -> Result<()> {
-        self.root.check_state(root_state)?;
-        // A state taken in this process (an unfilled slot) or one without
-        // the key (refused by the key check) has nothing to verify.
-        if self.verify_checksum && state.contains(CHECKSUM) && !state.has_checksum_slot() {
-            Self::verify_content(state)?;
-        }
-        Ok(())
-    }
-
     /// Rejects a state taken from a pipeline of another shape, naming the
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
@@ -515,12 +470,10 @@ impl<N: Node> Loader<N> {
         let limit = own_depth.saturating_mul(2).saturating_add(16);
         let depth = state.child(PIPELINE)?.depth();
         if depth > limit {
-            return Err(Error::bad_state(
-                state.path_of(PIPELINE),
-                format!(
-                    "the saved pipeline is nested {depth} levels deep, this pipeline {own_depth}: it is from another pipeline"
-                ),
-            ));
+            let why = format!(
+                "the saved pipeline is nested {depth} levels deep, this pipeline {own_depth}: it is from another pipeline"
+            );
+            return Err(Error::bad_state(state.path_of(PIPELINE), why));
         }
         let saved: Description = state.get(PIPELINE)?;
         let Some((path, message)) = saved.first_difference(&self.shape) else {
@@ -533,17 +486,11 @@ impl<N: Node> Loader<N> {
         // under, so the differing node's path in the description is also the
         // path of its state under `root`.
         let in_state = format!("{}{}", state.path_of(ROOT), path.trim_end_matches('/'));
-        let at = if path == "/" {
-            "its root".to_owned()
-        } else {
-            path.clone()
-        };
-        Err(Error::bad_state(
-            in_state,
-            format!(
-                "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
-            ),
-        ))
+        let at = if path == "/" { "its root" } else { &path };
+        let why = format!(
+            "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
+        );
+        Err(Error::bad_state(in_state, why))
     }
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
@@ -563,7 +510,7 @@ impl<N: Node> Loader<N> {
         }
         match &self.peeked {
             Some((_, before)) => self.loader_state(before.clone()),
-            None => self.current_state(),
+            None => self.loader_state(self.root.get_state(&self.cx)?),
         }
     }
 
@@ -602,10 +549,8 @@ impl<N: Node> Loader<N> {
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         let epoch_index: u64 = state.get(EPOCH_INDEX)?;
         if epoch_index > MAX_EPOCH_INDEX {
-            return Err(Error::bad_state(
-                state.path_of(EPOCH_INDEX),
-                format!("epoch index {epoch_index} is beyond 2^63 - 1: no run gets there"),
-            ));
+            let why = format!("epoch index {epoch_index} is beyond 2^63 - 1: no run gets there");
+            return Err(Error::bad_state(state.path_of(EPOCH_INDEX), why));
         }
         let root_state = state.child(ROOT)?;
         self.check_state_shape(state)?;
@@ -621,9 +566,14 @@ impl<N: Node> Loader<N> {
             self.reset_root()?;
             self.phase = Phase::Positioned { loaded: false };
         }
-        // Every check that names a field, then the checksum, and only then
-        // is anything applied.
-        self.check_then_verify(state, &root_state)?;
+        // Every check that names a field, then the checksum (so a damaged
+        // value is named at its own path), and only then is anything
+        // applied. A state taken in this process (an unfilled slot) or one
+        // without the key (refused by the key check) has nothing to verify.
+        self.root.check_state(&root_state)?;
+        if self.verify_checksum && state.contains(CHECKSUM) && !state.has_checksum_slot() {
+            Self::verify_content(state)?;
+        }
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
         // Where the root stands, if known without asking it: a wide

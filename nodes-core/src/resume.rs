@@ -120,10 +120,7 @@ impl Description {
             Resume::CountsItems(key) => Some(vec![key.to_string()]),
             Resume::ForwardsCount => {
                 let mut children = self.children();
-                let (key, child) = children.next()?;
-                if children.next().is_some() {
-                    return None;
-                }
+                let (key, child) = children.next().filter(|_| children.len() == 0)?;
                 let mut path: Vec<String> = key.split('/').map(str::to_owned).collect();
                 path.extend(child.counted_path()?);
                 Some(path)

@@ -31,18 +31,20 @@ impl<N: Node> fmt::Debug for Running<N> {
 
 impl<N: Node> Running<N> {
     /// Resets `node` to the beginning and starts it.
-    pub fn start(mut node: N) -> Result<Self> {
-        node.reset(None)?;
-        Ok(Running {
-            node,
-            cx: Cx::new_running(),
-        })
+    pub fn start(node: N) -> Result<Self> {
+        Self::started(node, None)
     }
 
     /// Resets `node` from `state` and starts it.
-    pub fn start_from(mut node: N, state: &State) -> Result<Self> {
-        let outcome = node.reset(Some(state));
-        trace::node_restored(&node, Some(state), &outcome);
+    pub fn start_from(node: N, state: &State) -> Result<Self> {
+        Self::started(node, Some(state))
+    }
+
+    /// Resets `node` from `state` (a reset to the start is not logged as a
+    /// restore) and starts it.
+    fn started(mut node: N, state: Option<&State>) -> Result<Self> {
+        let outcome = node.reset(state);
+        trace::node_restored(&node, state, &outcome);
         outcome?;
         Ok(Running {
             node,
@@ -96,21 +98,14 @@ pub(crate) fn reset_with_rollback<N: Node>(
     state: Option<&State>,
     resting: Option<State>,
 ) -> Result<()> {
-    let before = match resting {
-        Some(state) => Ok(state),
-        None => node.get_state(cx),
-    };
-    match node.reset(state) {
-        Ok(()) => Ok(()),
-        Err(err) => {
-            if let Ok(before) = before {
-                // The saved state came from this very node, so it fits; if the
-                // node cannot even take that back, report the original error.
-                let _ = node.reset(Some(&before));
-            }
-            Err(err)
+    let before = resting.map_or_else(|| node.get_state(cx), Ok);
+    node.reset(state).inspect_err(|_| {
+        if let Ok(before) = before {
+            // The saved state came from this very node, so it fits; if the
+            // node cannot even take that back, report the original error.
+            let _ = node.reset(Some(&before));
         }
-    }
+    })
 }
 
 impl<N: Node> Iterator for Running<N> {

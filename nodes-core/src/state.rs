@@ -104,7 +104,12 @@ type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
 #[derive(Clone)]
 enum Entry {
     /// `null`, a boolean or a number, inline.
-    Scalar(Scalar),
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    /// `[]` (a node's empty list of held errors, in every state it takes),
+    /// inline.
+    EmptyArray,
     /// A string, shared by clones.
     Str(Arc<str>),
     /// An array, boxed to keep entries small.
@@ -119,26 +124,16 @@ enum Entry {
     Checksum,
 }
 
-/// A JSON value without heap data.
-#[derive(Clone)]
-enum Scalar {
-    Null,
-    Bool(bool),
-    Number(serde_json::Number),
-    /// `[]` (a node's empty list of held errors, in every state it takes).
-    EmptyArray,
-}
-
 impl Entry {
     /// The entry holding `value`: an object becomes a nested state.
     #[inline]
     fn of(value: Value) -> Entry {
         match value {
-            Value::Null => Entry::Scalar(Scalar::Null),
-            Value::Bool(b) => Entry::Scalar(Scalar::Bool(b)),
-            Value::Number(n) => Entry::Scalar(Scalar::Number(n)),
+            Value::Null => Entry::Null,
+            Value::Bool(b) => Entry::Bool(b),
+            Value::Number(n) => Entry::Number(n),
             Value::String(s) => Entry::Str(s.into()),
-            Value::Array(items) if items.is_empty() => Entry::Scalar(Scalar::EmptyArray),
+            Value::Array(items) if items.is_empty() => Entry::EmptyArray,
             Value::Array(_) => Entry::Array(Box::new(value)),
             Value::Object(map) => Entry::Child(Arc::new(tree::body_of_map(map))),
         }
@@ -148,14 +143,14 @@ impl Entry {
     /// it. A nested state is converted without recursion.
     fn leaf<'a>(&'a self, owner: &Body) -> Cow<'a, Value> {
         match self {
-            Entry::Scalar(Scalar::Null) => Cow::Owned(Value::Null),
-            Entry::Scalar(Scalar::Bool(b)) => Cow::Owned(Value::Bool(*b)),
-            Entry::Scalar(Scalar::Number(n)) => Cow::Owned(Value::Number(n.clone())),
-            Entry::Scalar(Scalar::EmptyArray) => Cow::Owned(Value::Array(Vec::new())),
+            Entry::Null => Cow::Owned(Value::Null),
+            Entry::Bool(b) => Cow::Owned(Value::Bool(*b)),
+            Entry::Number(n) => Cow::Owned(Value::Number(n.clone())),
+            Entry::EmptyArray => Cow::Owned(Value::Array(Vec::new())),
             Entry::Str(s) => Cow::Owned(Value::String(s.to_string())),
             Entry::Array(v) => Cow::Borrowed(v),
             Entry::Deferred(d) => Cow::Borrowed(d.json()),
-            Entry::Checksum => Cow::Owned(Value::String(owner.checksum())),
+            Entry::Checksum => Cow::Owned(Value::String(checksum::checksum(owner))),
             Entry::Child(body) => Cow::Owned(tree::to_value(body)),
         }
     }
@@ -239,9 +234,7 @@ impl PartialEq for State {
 /// on a deep state prints it rather than overflowing the stack).
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("State(")?;
-        tree::write_json(&self.body, f)?;
-        f.write_str(")")
+        write!(f, "State({self})")
     }
 }
 
@@ -261,20 +254,16 @@ impl Serialize for State {
 
 impl Serialize for Body {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
+        use serde::ser::{Error as _, SerializeMap};
         let mut map = s.serialize_map(Some(self.entries.len()))?;
         for (key, entry) in &self.entries {
             match entry {
                 Entry::Str(s) => map.serialize_entry(key, &**s)?,
                 Entry::Child(body) => map.serialize_entry(key, &**body)?,
-                Entry::Deferred(d) => match d.result() {
-                    Ok(v) => map.serialize_entry(key, v)?,
-                    Err(e) => {
-                        return Err(serde::ser::Error::custom(format_args!(
-                            "cannot serialise {key}: {e}"
-                        )));
-                    }
-                },
+                Entry::Deferred(d) => {
+                    let why = |e| S::Error::custom(format_args!("cannot serialise {key}: {e}"));
+                    map.serialize_entry(key, d.result().map_err(why)?)?
+                }
                 other => map.serialize_entry(key, &other.leaf(self))?,
             }
         }
@@ -301,9 +290,9 @@ impl State {
         State::default()
     }
 
-    fn of(body: Body) -> Self {
+    fn of(body: impl Into<Arc<Body>>) -> Self {
         State {
-            body: Arc::new(body),
+            body: body.into(),
             path: Path::default(),
         }
     }
@@ -410,23 +399,13 @@ impl State {
         pointer_join(self.path.text(), key)
     }
 
-    #[inline]
-    fn put(&mut self, key: Key, entry: Entry) {
-        self.body_mut().put(key, entry);
-    }
-
     /// Stores `value` under `key`, replacing what was there.
     pub fn insert(&mut self, key: impl Into<Key>, value: impl Serialize) -> Result<()> {
         let key = key.into();
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(self.path_of(&key), format!("cannot serialise: {e}")))?;
-        self.put(key, Entry::of(value));
+        self.body_mut().put(key, Entry::of(value));
         Ok(())
-    }
-
-    /// Stores a string under `key` (no serialisation step).
-    pub(crate) fn insert_str(&mut self, key: impl Into<Key>, text: String) {
-        self.put(key.into(), Entry::Str(text.into()));
     }
 
     /// Reserves room for at least `additional` more keys: a node about to
@@ -443,7 +422,7 @@ impl State {
 
     /// Nests `child` under `key`.
     pub fn insert_child(&mut self, key: impl Into<Key>, child: State) {
-        self.put(key.into(), Entry::Child(child.body));
+        self.body_mut().put(key.into(), Entry::Child(child.body));
     }
 
     /// Whether `key` is present.
@@ -472,18 +451,21 @@ impl State {
     /// # Ok::<(), nodes_core::Error>(())
     /// ```
     pub fn value_ref(&self, key: &str) -> Result<Cow<'_, Value>> {
-        match self.body.get(key) {
-            Some(Entry::Deferred(d)) => self.deferred_json(key, d).map(Cow::Borrowed),
-            Some(entry) => Ok(entry.leaf(&self.body)),
-            None => Err(Error::bad_state(self.path_of(key), "missing key")),
-        }
+        self.json_of(key, self.body.get(key))
     }
 
-    /// The JSON of a deferred entry, or the error serialising it.
-    fn deferred_json<'a>(&self, key: &str, deferred: &'a Deferred) -> Result<&'a Value> {
-        deferred
-            .result()
-            .map_err(|e| Error::bad_state(self.path_of(key), format!("cannot serialise: {e}")))
+    /// The JSON of `entry`, found under `key`; the error if it is missing,
+    /// or a deferred entry that does not serialise.
+    fn json_of<'a>(&'a self, key: &str, entry: Option<&'a Entry>) -> Result<Cow<'a, Value>> {
+        let error = |why: String| Error::bad_state(self.path_of(key), why);
+        match entry {
+            Some(Entry::Deferred(d)) => d
+                .result()
+                .map(Cow::Borrowed)
+                .map_err(|e| error(format!("cannot serialise: {e}"))),
+            Some(entry) => Ok(entry.leaf(&self.body)),
+            None => Err(error("missing key".to_owned())),
+        }
     }
 
     /// Decodes the value under `key` as `T`.
@@ -495,10 +477,8 @@ impl State {
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<T> {
         let value = self.value_ref(key)?;
         let decoded = T::deserialize(&*value).map_err(|e| {
-            Error::bad_state(
-                self.path_of(key),
-                format!("{}, found {}", expected_of(&e), describe(&value)),
-            )
+            let why = format!("{}, found {}", expected_of(&e), describe(&value));
+            Error::bad_state(self.path_of(key), why)
         });
         if let Cow::Owned(value) = value {
             tree::dismantle(value);
@@ -519,11 +499,7 @@ impl State {
 
     /// Decodes the value under `key` as `T`, or `None` when the key is absent.
     pub fn get_opt<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
-        if self.contains(key) {
-            self.get(key).map(Some)
-        } else {
-            Ok(None)
-        }
+        self.contains(key).then(|| self.get(key)).transpose()
     }
 
     /// The nested state under `key`, carrying its full path.
@@ -531,29 +507,20 @@ impl State {
     /// The nested state is shared, not copied: walking down a state costs
     /// O(1) per level however much lies below.
     pub fn child(&self, key: &str) -> Result<State> {
-        let not_object = |found: &Value| {
-            Error::bad_state(
-                self.path_of(key),
-                format!(
-                    "expected a nested state (object), found {}",
-                    describe(found)
-                ),
-            )
-        };
         let body = match self.body.get(key) {
             Some(Entry::Child(body)) => Arc::clone(body),
-            Some(Entry::Deferred(d)) => match self.deferred_json(key, d)? {
+            other => match &*self.json_of(key, other)? {
                 Value::Object(map) => Arc::new(tree::body_of_map(map.clone())),
-                other => return Err(not_object(other)),
+                other => {
+                    let found = describe(other);
+                    let why = format!("expected a nested state (object), found {found}");
+                    return Err(Error::bad_state(self.path_of(key), why));
+                }
             },
-            Some(other) => return Err(not_object(&other.leaf(&self.body))),
-            None => return Err(Error::bad_state(self.path_of(key), "missing key")),
         };
         self.body.count(1);
-        Ok(State {
-            body,
-            path: self.path.join(key),
-        })
+        let path = self.path.join(key);
+        Ok(State { body, path })
     }
 
     /// Rejects keys other than `allowed`: a state from another node type is
@@ -567,27 +534,30 @@ impl State {
             return Ok(());
         }
         self.body.count(allowed.len());
+        self.reject_unknown_keys(node, allowed)?;
+        self.require_keys(node, allowed)
+    }
+
+    /// Rejects the first key not in `allowed`.
+    pub(crate) fn reject_unknown_keys(&self, node: &str, allowed: &[&str]) -> Result<()> {
         let set: std::collections::HashSet<&str> = allowed.iter().copied().collect();
-        for key in self.keys() {
-            if !set.contains(key) {
-                return Err(Error::bad_state(
-                    self.path_of(key),
-                    format!(
-                        "unexpected key for {node} (expected one of: {}); is this state from another pipeline?",
-                        allowed.join(", ")
-                    ),
-                ));
-            }
-        }
-        for key in allowed {
-            if *key != VERSION_KEY && !self.contains(key) {
-                return Err(Error::bad_state(
-                    self.path_of(key),
-                    format!("missing key for {node}; is this state from another pipeline?"),
-                ));
-            }
-        }
-        Ok(())
+        self.keys().find(|key| !set.contains(key)).map_or(Ok(()), |key| {
+            let allowed = allowed.join(", ");
+            let why = format!("unexpected key for {node} (expected one of: {allowed}); is this state from another pipeline?");
+            Err(Error::bad_state(self.path_of(key), why))
+        })
+    }
+
+    /// Rejects the first of `keys` that is missing (but for the version
+    /// key, which an unversioned state leaves out).
+    pub(crate) fn require_keys(&self, node: &str, keys: &[&str]) -> Result<()> {
+        let mut missing = keys
+            .iter()
+            .filter(|&&key| key != VERSION_KEY && !self.contains(key));
+        missing.next().map_or(Ok(()), |key| {
+            let why = format!("missing key for {node}; is this state from another pipeline?");
+            Err(Error::bad_state(self.path_of(key), why))
+        })
     }
 
     /// Checks the state's format version against `expected`.
@@ -595,17 +565,12 @@ impl State {
     /// Version 0 means "unversioned": the key must then be absent.
     pub fn expect_version(&self, node: &str, expected: u32) -> Result<()> {
         let found: Option<u32> = self.get_opt(VERSION_KEY)?;
-        match (expected, found) {
-            (0, None) => Ok(()),
-            (e, Some(f)) if e == f => Ok(()),
-            (e, f) => Err(Error::bad_state(
-                self.path_of(VERSION_KEY),
-                format!(
-                    "{node} expects state version {e}, found {}",
-                    f.map_or_else(|| "no version".to_owned(), |v| v.to_string())
-                ),
-            )),
+        if found == Some(expected).filter(|&v| v != 0) {
+            return Ok(());
         }
+        let found = found.map_or_else(|| "no version".to_owned(), |v| v.to_string());
+        let why = format!("{node} expects state version {expected}, found {found}");
+        Err(Error::bad_state(self.path_of(VERSION_KEY), why))
     }
 
     /// Records the state format version (nothing for version 0).
@@ -660,32 +625,25 @@ impl Fields {
         Arc::get_mut(&mut self.0).expect("a state being built is not shared")
     }
 
-    /// Appends an entry (a state being built has no index to keep).
-    #[inline]
-    fn push(&mut self, key: Key, entry: Entry) {
-        let body = self.body();
-        body.height = body.height.max(tree::height_of(&entry));
-        body.entries.push((key, entry));
-    }
-
     /// Appends `value` under `key`, which this state does not hold yet.
     #[inline]
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.push(Key::Borrowed(key), Entry::of(value));
+        self.body().push(Key::Borrowed(key), Entry::of(value));
         Ok(())
     }
 
     /// Appends `child` under `key`, which this state does not hold yet.
     #[inline]
     pub fn child(&mut self, key: impl Into<Key>, child: State) {
-        self.push(key.into(), Entry::Child(child.body));
+        self.body().push(key.into(), Entry::Child(child.body));
     }
 
     /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
-        self.push(Key::Borrowed(key), deferred::entry(value.snapshot()));
+        let entry = deferred::entry(value.snapshot());
+        self.body().push(Key::Borrowed(key), entry);
     }
 
     /// Appends `state`'s entries from position `from` on.
@@ -700,15 +658,12 @@ impl Fields {
     #[inline]
     pub fn done(mut self, version: u32) -> State {
         if version != 0 {
-            let version = Entry::Scalar(Scalar::Number(version.into()));
-            self.push(Key::Borrowed(VERSION_KEY), version);
+            let version = Entry::Number(version.into());
+            self.body().push(Key::Borrowed(VERSION_KEY), version);
         }
         let body = self.body();
         *body.work.get_mut() = body.entries.len() as u64;
-        State {
-            body: self.0,
-            path: Path::default(),
-        }
+        State::of(self.0)
     }
 }
 
@@ -732,15 +687,14 @@ pub(crate) fn describe(value: &Value) -> String {
 /// description of the found value (we describe it ourselves, uniformly).
 fn expected_of(error: &serde_json::Error) -> String {
     let text = error.to_string();
-    if let Some(pos) = text.find(", expected ") {
-        let expected = &text[pos + 2..];
-        return expected
-            .split(" at line ")
-            .next()
-            .unwrap_or(expected)
-            .to_owned();
-    }
-    text.split(" at line ").next().unwrap_or(&text).to_owned()
+    let expected = text
+        .find(", expected ")
+        .map_or(&*text, |at| &text[at + 2..]);
+    expected
+        .split(" at line ")
+        .next()
+        .unwrap_or(expected)
+        .to_owned()
 }
 
 #[cfg(test)]

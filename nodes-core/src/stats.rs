@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One outermost call in this many is timed, with every call below it.
@@ -40,10 +41,9 @@ struct Row {
     calls: u64,
     /// Calls inside the first outermost call, which is always timed and is
     /// counted as it is (it may include start-up costs that the others do
-    /// not have, such as starting threads).
-    first: Timed,
-    /// Calls inside the later timed outermost calls.
-    later: Timed,
+    /// not have, such as starting threads), then calls inside the later
+    /// timed outermost calls (index `outermost > 1`).
+    timed: [Timed; 2],
     depth_sum: u64,
     depth_samples: u64,
     depth_max: u64,
@@ -74,13 +74,6 @@ impl Timed {
 /// a few others.
 type Callees = Vec<(NodeId, &'static str, usize)>;
 
-fn find(callees: &Callees, id: NodeId, name: &'static str) -> Option<usize> {
-    callees
-        .iter()
-        .find(|(i, n, _)| *i == id && (std::ptr::eq(*n, name) || *n == name))
-        .map(|&(_, _, row)| row)
-}
-
 struct Frame {
     row: usize,
     /// When the call started, if it is timed.
@@ -106,7 +99,7 @@ pub(crate) struct Recorder {
     prefix: Option<String>,
     /// Recorders of worker threads that finished, shared by every recorder
     /// forked from the same loader's.
-    finished: std::sync::Arc<std::sync::Mutex<Vec<Recorder>>>,
+    finished: Arc<Mutex<Vec<Recorder>>>,
 }
 
 impl Recorder {
@@ -120,17 +113,15 @@ impl Recorder {
         };
         Recorder {
             prefix,
-            finished: std::sync::Arc::clone(&self.finished),
+            finished: Arc::clone(&self.finished),
             ..Recorder::default()
         }
     }
 
     /// Hands a worker thread's statistics to the loader's recorder.
     pub(crate) fn finish(self) {
-        let finished = std::sync::Arc::clone(&self.finished);
-        let mut finished = finished
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let finished = Arc::clone(&self.finished);
+        let mut finished = finished.lock().unwrap_or_else(PoisonError::into_inner);
         finished.push(self);
     }
 
@@ -148,8 +139,10 @@ impl Recorder {
             Some(p) => &self.rows[p].children,
             None => &self.roots,
         };
-        match find(callees, id, name) {
-            Some(row) => row,
+        let same =
+            |&&(i, n, _): &&(NodeId, &str, usize)| i == id && (std::ptr::eq(n, name) || n == name);
+        match callees.iter().find(same) {
+            Some(&(.., row)) => row,
             None => self.new_row(id, name, parent),
         }
     }
@@ -158,10 +151,9 @@ impl Recorder {
     fn new_row(&mut self, id: NodeId, name: &'static str, parent: Option<usize>) -> usize {
         let count = self.sibling_counts.entry((parent, name)).or_insert(0);
         *count += 1;
-        let own = if *count == 1 {
-            name.to_owned()
-        } else {
-            format!("{name}#{count}")
+        let own = match *count {
+            1 => name.to_owned(),
+            n => format!("{name}#{n}"),
         };
         let label = match parent {
             Some(p) => format!("{}/{own}", self.rows[p].label),
@@ -202,11 +194,7 @@ impl Recorder {
         row.items += u64::from(produced);
         if let Some(start) = frame.start {
             let elapsed = start.elapsed();
-            let timed = if self.outermost == 1 {
-                &mut row.first
-            } else {
-                &mut row.later
-            };
+            let timed = &mut row.timed[usize::from(self.outermost > 1)];
             timed.calls += 1;
             timed.self_time += elapsed.saturating_sub(frame.children);
             if let Some(parent) = self.stack.last_mut() {
@@ -221,17 +209,8 @@ impl Recorder {
     }
 
     pub(crate) fn blocked(&mut self, waited: Duration) {
-        if !self.timing {
-            return;
-        }
-        if let Some(frame) = self.stack.last() {
-            let row = &mut self.rows[frame.row];
-            let timed = if self.outermost == 1 {
-                &mut row.first
-            } else {
-                &mut row.later
-            };
-            timed.blocked += waited;
+        if let (true, Some(frame)) = (self.timing, self.stack.last()) {
+            self.rows[frame.row].timed[usize::from(self.outermost > 1)].blocked += waited;
         }
     }
 
@@ -255,11 +234,8 @@ impl Recorder {
     pub(crate) fn snapshot(&self) -> Stats {
         // Rows with the same label (the same node seen at two addresses, e.g.
         // after the loader moved) are merged.
-        let mut merged: Vec<(NodeStats, Row)> = Vec::new();
-        let finished = self
-            .finished
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut merged: Vec<(NodeStats, [Timed; 2])> = Vec::new();
+        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
         let rows = self
             .labelled_rows()
             .chain(finished.iter().flat_map(Recorder::labelled_rows));
@@ -272,7 +248,7 @@ impl Recorder {
                         name: row.name,
                         ..NodeStats::default()
                     };
-                    merged.push((entry, Row::default()));
+                    merged.push((entry, [Timed::default(); 2]));
                     merged.len() - 1
                 }
             };
@@ -283,13 +259,13 @@ impl Recorder {
             entry.depth_sum += row.depth_sum;
             entry.depth_samples += row.depth_samples;
             entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
-            sums.first.add(row.first);
-            sums.later.add(row.later);
+            for (sum, timed) in sums.iter_mut().zip(row.timed) {
+                sum.add(timed);
+            }
         }
         let mut merged: Vec<NodeStats> = merged
             .into_iter()
-            .map(|(mut n, sums)| {
-                let (first, later) = (sums.first, sums.later);
+            .map(|(mut n, [first, later])| {
                 n.timed_calls = first.calls + later.calls;
                 // The first outermost call as it is; the other calls from the
                 // later timed ones (or, if there are none, from the first).
@@ -371,13 +347,7 @@ impl Stats {
 /// A table, bottleneck first.
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let width = self
-            .nodes
-            .iter()
-            .map(|n| n.node.len())
-            .max()
-            .unwrap_or(4)
-            .max(4);
+        let width = self.nodes.iter().map(|n| n.node.len()).fold(4, usize::max);
         writeln!(
             f,
             "{:<width$}  {:>10}  {:>12}  {:>10}  {:>12}  {:>10}",
@@ -385,11 +355,9 @@ impl fmt::Display for Stats {
         )?;
         let total: Duration = self.nodes.iter().map(|n| n.self_time).sum();
         for n in &self.nodes {
-            let share = if total.is_zero() {
-                0.0
-            } else {
-                100.0 * n.self_time.as_secs_f64() / total.as_secs_f64()
-            };
+            // Every self time is zero when the total is.
+            let share =
+                100.0 * n.self_time.as_secs_f64() / total.as_secs_f64().max(f64::MIN_POSITIVE);
             let queue = n
                 .mean_queue_depth()
                 .map_or_else(|| "-".to_owned(), |d| format!("{d:.1}"));

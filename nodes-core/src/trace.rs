@@ -160,28 +160,21 @@ pub fn worker_stopped(node: &'static str, worker: usize) {
 pub fn record_skipped(error: &Error, skipped: u64) {
     event!(
         WARN,
-        node = error_node(error),
-        index = error_index(error),
+        node = error_origin(error).0,
+        index = error_origin(error).1,
         skipped,
         error = %error,
         "bad record skipped"
     );
 }
 
+/// The node and the item index of a bad record, as fields (the index
+/// absent when unknown).
 #[cfg(feature = "tracing")]
-fn error_node(error: &Error) -> &str {
+fn error_origin(error: &Error) -> (&str, Option<u64>) {
     match error {
-        Error::User { node, .. } | Error::Panicked { node, .. } => node,
-        _ => "",
-    }
-}
-
-/// The item index of a bad record, as a field (absent when unknown).
-#[cfg(feature = "tracing")]
-fn error_index(error: &Error) -> Option<u64> {
-    match error {
-        Error::User { index, .. } | Error::Panicked { index, .. } => *index,
-        _ => None,
+        Error::User { node, index, .. } | Error::Panicked { node, index, .. } => (node, *index),
+        _ => ("", None),
     }
 }
 

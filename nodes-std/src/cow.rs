@@ -89,14 +89,6 @@ impl<T> CowBuffer<T> {
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
-
-    /// An immutable view of the items now; later writes do not change it.
-    pub(crate) fn snapshot(&self) -> BufferSnapshot<T> {
-        BufferSnapshot {
-            chunks: Arc::clone(&self.chunks),
-            len: self.len,
-        }
-    }
 }
 
 /// The writes: each may have to turn items into JSON for a snapshot.
@@ -129,7 +121,7 @@ impl<T: Serialize> CowBuffer<T> {
         if index == self.len {
             return last;
         }
-        self.slot(index, last)
+        self.replace(index, last)
     }
 
     /// Puts `item` at `index` and returns the item that was there (one
@@ -139,11 +131,6 @@ impl<T: Serialize> CowBuffer<T> {
     /// If `index` is out of bounds.
     pub(crate) fn replace(&mut self, index: usize, item: T) -> T {
         assert!(index < self.len, "replace index {index} out of bounds");
-        self.slot(index, item)
-    }
-
-    /// Puts `item` at `index` (in bounds) and returns the item that was there.
-    fn slot(&mut self, index: usize, item: T) -> T {
         let chunk = &mut Arc::make_mut(&mut self.chunks)[index / CHUNK];
         std::mem::replace(&mut items_mut(chunk)[index % CHUNK], item)
     }
@@ -178,59 +165,42 @@ fn items_mut<T: Serialize>(chunk: &mut Arc<Chunk<T>>) -> &mut Vec<T> {
     chunk.0.get_mut().unwrap_or_else(|e| e.into_inner()).live()
 }
 
-/// The buffer's items as they stood when the snapshot was taken; serialises
-/// as the JSON array of them, in buffer order (as the buffer itself does).
-pub(crate) struct BufferSnapshot<T> {
-    chunks: Arc<Vec<Arc<Chunk<T>>>>,
-    len: usize,
-}
-
-impl<T: Serialize> Serialize for BufferSnapshot<T> {
+/// Serialises as the JSON array of the items, in buffer order. A snapshot
+/// (a buffer sharing the chunks) serialises its items as they stood when it
+/// was taken: the writer never changes a chunk a snapshot holds (it freezes
+/// it first).
+impl<T: Serialize> Serialize for CowBuffer<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len))?;
-        let mut left = self.len;
+        // A chunk shared with a snapshot is never written (it is frozen
+        // first), so the chunks hold exactly the items the buffer counts.
         for chunk in self.chunks.iter() {
-            if left == 0 {
-                break;
-            }
-            // The writer never changes a chunk a snapshot holds (it freezes
-            // it first), so these are the items as they stood: full chunks,
-            // then the last one.
-            let take = left.min(CHUNK);
             match &*chunk.lock() {
-                Items::Live(items) => {
-                    for item in &items[..take] {
-                        seq.serialize_element(item)?;
-                    }
-                }
+                Items::Live(items) => items.iter().try_for_each(|i| seq.serialize_element(i))?,
                 Items::Frozen(Ok(values)) => {
-                    for value in &values[..take] {
-                        seq.serialize_element(value)?;
-                    }
+                    values.iter().try_for_each(|v| seq.serialize_element(v))?
                 }
                 Items::Frozen(Err(e)) => return Err(S::Error::custom(e)),
             }
-            left -= take;
         }
         seq.end()
     }
 }
 
+/// A snapshot is a buffer that shares the chunks: later writes to this one
+/// do not change it.
 impl<T> Snapshot for CowBuffer<T>
 where
     T: Serialize + Send + 'static,
 {
-    type Frozen = BufferSnapshot<T>;
+    type Frozen = CowBuffer<T>;
 
-    fn snapshot(&self) -> Arc<BufferSnapshot<T>> {
-        Arc::new(CowBuffer::snapshot(self))
-    }
-}
-
-/// Serialises as the JSON array of the items, in buffer order.
-impl<T: Serialize> Serialize for CowBuffer<T> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.snapshot().serialize(serializer)
+    fn snapshot(&self) -> Arc<CowBuffer<T>> {
+        let chunks = Arc::clone(&self.chunks);
+        Arc::new(CowBuffer {
+            chunks,
+            len: self.len,
+        })
     }
 }
 
@@ -283,7 +253,7 @@ mod tests {
         assert_ne!(Arc::as_ptr(&buffer.chunks[0]), before);
         assert!(matches!(&*snapshot.chunks[0].lock(), Items::Frozen(Ok(_))));
         assert_eq!(
-            json(&snapshot),
+            json(&*snapshot),
             json(&[
                 Item(9, String::new()),
                 Item(1, "x".repeat(100)),
@@ -310,7 +280,7 @@ mod tests {
             let mut buffer = CowBuffer::default();
             let mut model: Vec<Item> = Vec::new();
             // Snapshots kept alive across writes, with the JSON they must give.
-            let mut kept: Vec<(BufferSnapshot<Item>, String)> = Vec::new();
+            let mut kept: Vec<(Arc<CowBuffer<Item>>, String)> = Vec::new();
             let mut next = 0;
             for _ in 0..3000 {
                 match draw(10) {
@@ -340,7 +310,7 @@ mod tests {
                         // Serialise a kept snapshot now (JSON taken from the
                         // items still live) or later (from frozen chunks).
                         if let Some((snapshot, expected)) = kept.last() {
-                            assert_eq!(&json(snapshot), expected);
+                            assert_eq!(&json(&**snapshot), expected);
                         }
                     }
                 }
@@ -349,7 +319,7 @@ mod tests {
             }
             assert_eq!(json(&buffer), json(&model));
             for (snapshot, expected) in &kept {
-                assert_eq!(&json(snapshot), expected, "seed {seed}");
+                assert_eq!(&json(&**snapshot), expected, "seed {seed}");
             }
             let back: CowBuffer<Item> = serde_json::from_str(&json(&model)).unwrap();
             assert_eq!(json(&back), json(&model));
@@ -373,7 +343,7 @@ mod tests {
             .map(|c| matches!(&*c.lock(), Items::Frozen(_)))
             .collect();
         assert_eq!(frozen, [true, false, false, true]);
-        assert_eq!(json(&snapshot), json(&expected));
+        assert_eq!(json(&*snapshot), json(&expected));
         drop(snapshot);
         // Alone again: writes in place.
         let before = Arc::as_ptr(&buffer.chunks[1]);
@@ -388,10 +358,10 @@ mod tests {
         buffer.push(bad());
         buffer.push(bad());
         let snapshot = buffer.snapshot();
-        assert!(serde_json::to_string(&snapshot).is_err());
+        assert!(serde_json::to_string(&*snapshot).is_err());
         // Frozen with the error: the writer keeps its items.
         assert_eq!(buffer.swap_remove(0), bad());
-        assert!(serde_json::to_string(&snapshot).is_err());
+        assert!(serde_json::to_string(&*snapshot).is_err());
         assert_eq!(buffer.len(), 1);
     }
 }

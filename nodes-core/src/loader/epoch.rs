@@ -97,14 +97,11 @@ impl<N: Node> Epoch<'_, N> {
         if self.done {
             return (0, Some(0));
         }
-        let crate::Hint { lower, upper, .. } = self.loader.root.size_hint();
         // An item the loader looked ahead at (a restore at an epoch's end) is
         // no longer in the root's count.
-        let peeked = u64::from(self.loader.peeked.is_some());
-        (
-            lower.saturating_add(peeked),
-            upper.and_then(|u| u.checked_add(peeked)),
-        )
+        let peeked = crate::Hint::exact(u64::from(self.loader.peeked.is_some()));
+        let hint = peeked.then(self.loader.root.size_hint());
+        (hint.lower, hint.upper)
     }
 
     /// How many items this epoch has returned, `Err` items included (counting

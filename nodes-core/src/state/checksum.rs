@@ -26,7 +26,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 use super::{Body, Entry, Key, State};
 
@@ -39,18 +39,16 @@ const OBJECT_SEED: u64 = 0x1319_8a2e_0370_7344;
 const ARRAY_SEED: u64 = 0xa409_3822_299f_31d0;
 
 /// A value's type, mixed in before it.
-#[derive(Clone, Copy)]
-#[repr(u64)]
-enum Tag {
-    Null = 1,
-    False,
-    True,
-    Unsigned,
-    Negative,
-    Float,
-    String,
-    Object,
-    Array,
+mod tag {
+    pub(super) const NULL: u64 = 1;
+    pub(super) const FALSE: u64 = 2;
+    pub(super) const TRUE: u64 = 3;
+    pub(super) const UNSIGNED: u64 = 4;
+    pub(super) const NEGATIVE: u64 = 5;
+    pub(super) const FLOAT: u64 = 6;
+    pub(super) const STRING: u64 = 7;
+    pub(super) const OBJECT: u64 = 8;
+    pub(super) const ARRAY: u64 = 9;
 }
 
 /// One step: for a given word, a bijection of the hash state.
@@ -79,56 +77,42 @@ fn avalanche(mut h: u64) -> u64 {
 #[inline]
 fn mix_bytes(mut state: u64, bytes: &[u8]) -> u64 {
     let len = bytes.len();
-    let word_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let half_at = |at: usize| {
-        u64::from(u32::from_le_bytes(
-            bytes[at..at + 4].try_into().expect("4 bytes"),
-        ))
-    };
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u64::from(u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")));
     if len >= 8 {
-        let whole = len / 8;
-        for i in 0..whole {
-            state = mix(state, word_at(i * 8));
+        for at in (0..len - 7).step_by(8) {
+            state = mix(state, word(at));
         }
         if !len.is_multiple_of(8) {
-            state = mix(state, word_at(len - 8));
+            state = mix(state, word(len - 8));
         }
     } else if len >= 4 {
-        state = mix(state, half_at(0) | (half_at(len - 4) << 32));
+        state = mix(state, half(0) | (half(len - 4) << 32));
     } else if len > 0 {
-        let (first, middle, last) = (bytes[0], bytes[len / 2], bytes[len - 1]);
+        let byte = |at: usize| u64::from(bytes[at]);
         state = mix(
             state,
-            u64::from(first) | (u64::from(middle) << 8) | (u64::from(last) << 16),
+            byte(0) | (byte(len / 2) << 8) | (byte(len - 1) << 16),
         );
     }
     mix(state, len as u64)
 }
 
-fn mix_number(state: u64, n: &Number) -> u64 {
-    if let Some(u) = n.as_u64() {
-        mix(mix(state, Tag::Unsigned as u64), u)
-    } else if let Some(i) = n.as_i64() {
-        mix(mix(state, Tag::Negative as u64), i as u64)
-    } else {
-        // Neither: a finite float (serde_json has no other numbers).
-        let bits = n.as_f64().map_or(0, f64::to_bits);
-        mix(mix(state, Tag::Float as u64), bits)
-    }
-}
-
-fn mix_str(state: u64, text: &str) -> u64 {
-    mix_bytes(mix(state, Tag::String as u64), text.as_bytes())
-}
-
 /// A scalar value (not an object or an array).
 fn mix_scalar(state: u64, value: &Value) -> u64 {
     match value {
-        Value::Null => mix(state, Tag::Null as u64),
-        Value::Bool(false) => mix(state, Tag::False as u64),
-        Value::Bool(true) => mix(state, Tag::True as u64),
-        Value::Number(n) => mix_number(state, n),
-        Value::String(text) => mix_str(state, text),
+        Value::Null => mix(state, tag::NULL),
+        Value::Bool(b) => mix(state, if *b { tag::TRUE } else { tag::FALSE }),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => mix(mix(state, tag::UNSIGNED), u),
+            (None, Some(i)) => mix(mix(state, tag::NEGATIVE), i as u64),
+            // Neither: a finite float (serde_json has no other numbers).
+            (None, None) => {
+                let bits = n.as_f64().map_or(0, f64::to_bits);
+                mix(mix(state, tag::FLOAT), bits)
+            }
+        },
+        Value::String(text) => mix_bytes(mix(state, tag::STRING), text.as_bytes()),
         Value::Object(_) | Value::Array(_) => unreachable!("containers open a frame"),
     }
 }
@@ -141,6 +125,22 @@ enum Members<'a> {
     Array(std::slice::Iter<'a, Value>),
 }
 
+/// A member's value (or an array's item) to the walk: a scalar hashed on
+/// the spot, or a container to open.
+enum Item<'a> {
+    Hashed(u64),
+    Open(Frame<'a>),
+}
+
+/// `value` as the member whose hash state is `state`.
+fn item(state: u64, value: &Value) -> Item<'_> {
+    match value {
+        Value::Object(map) => Item::Open(Frame::new(Members::Map(map.iter()), state)),
+        Value::Array(items) => Item::Open(Frame::new(Members::Array(items.iter()), state)),
+        scalar => Item::Hashed(mix_scalar(state, scalar)),
+    }
+}
+
 /// An open container: what is left of it, what it has summed (an object)
 /// or chained (an array) so far, and the hash state of the member of its
 /// parent that waits for its value.
@@ -151,16 +151,15 @@ struct Frame<'a> {
     resume: u64,
 }
 
-impl Members<'_> {
-    /// Whether the items are chained (an array) rather than summed.
-    fn chains(&self) -> bool {
-        matches!(self, Members::Array(_))
-    }
-}
-
 impl<'a> Frame<'a> {
-    fn new(members: Members<'a>, resume: u64) -> Self {
-        let acc = if members.chains() { ARRAY_SEED } else { 0 };
+    /// The container `members`, the value of the member whose hash state is
+    /// `state`.
+    fn new(members: Members<'a>, state: u64) -> Self {
+        let (tag, acc) = match members {
+            Members::Array(_) => (tag::ARRAY, ARRAY_SEED),
+            _ => (tag::OBJECT, 0),
+        };
+        let resume = mix(state, tag);
         Frame {
             members,
             acc,
@@ -169,24 +168,45 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The next member's item, or `None` when the container is done.
+    fn next(&mut self) -> Option<Item<'a>> {
+        let member = |key: &str| mix_bytes(MEMBER_SEED, key.as_bytes());
+        match &mut self.members {
+            Members::Body(owner, entries, top) => {
+                let (key, entry) = entries.find(|(key, _)| !(*top && key == CHECKSUM_KEY))?;
+                let state = member(key);
+                let open = |members| Item::Open(Frame::new(members, state));
+                Some(match entry {
+                    Entry::Child(body) => open(Members::Body(body, body.entries.iter(), false)),
+                    leaf => match leaf.leaf(owner) {
+                        Cow::Borrowed(value) => item(state, value),
+                        // An inline `[]` hashes as the walk closes an empty array.
+                        Cow::Owned(Value::Array(_)) => open(Members::Array([].iter())),
+                        Cow::Owned(scalar) => Item::Hashed(mix_scalar(state, &scalar)),
+                    },
+                })
+            }
+            Members::Map(map) => map.next().map(|(key, value)| item(member(key), value)),
+            Members::Array(items) => items.next().map(|value| item(self.acc, value)),
+        }
+    }
+
+    /// The hash of the finished container.
+    fn close(&self) -> u64 {
+        match self.members {
+            Members::Array(_) => mix(self.acc, self.count),
+            _ => mix(mix(OBJECT_SEED, self.acc), self.count),
+        }
+    }
+
     /// Takes the hash of a finished member (or array item).
     fn add(&mut self, member: u64) {
-        self.acc = match self.members.chains() {
-            true => member,
-            false => self.acc.wrapping_add(avalanche(member)),
+        self.acc = match self.members {
+            Members::Array(_) => member,
+            _ => self.acc.wrapping_add(avalanche(member)),
         };
         self.count += 1;
     }
-}
-
-/// A member's value: a scalar is hashed on the spot, a container opens a
-/// frame.
-enum Item<'a> {
-    Value(&'a Value),
-    State(&'a Body),
-    /// A scalar made for the walk (an inline number, a nested loader
-    /// state's own checksum).
-    Owned(Value),
 }
 
 /// The `mx64` hash of `root`'s content, without its top-level checksum key.
@@ -198,75 +218,33 @@ fn digest(root: &Body) -> u64 {
     )];
     loop {
         let frame = open.last_mut().expect("the root is popped last");
-        let chain = frame.acc;
-        let member = |key: &str| mix_bytes(MEMBER_SEED, key.as_bytes());
-        let next = match &mut frame.members {
-            Members::Body(owner, entries, top) => {
-                let mut members = entries.filter(|(key, _)| !(*top && key == CHECKSUM_KEY));
-                members.next().map(|(key, entry)| {
-                    let item = match entry {
-                        Entry::Child(body) => Item::State(body),
-                        leaf => match leaf.leaf(owner) {
-                            Cow::Borrowed(value) => Item::Value(value),
-                            Cow::Owned(value) => Item::Owned(value),
-                        },
-                    };
-                    (member(key), item)
-                })
+        match frame.next() {
+            Some(Item::Hashed(member)) => frame.add(member),
+            Some(Item::Open(child)) => open.push(child),
+            None => {
+                // A frame has counted each member it visited.
+                let done = open.pop().expect("checked above");
+                steps += done.count;
+                let Some(parent) = open.last_mut() else {
+                    root.count(steps as usize);
+                    return avalanche(done.close());
+                };
+                parent.add(mix(done.resume, done.close()));
             }
-            Members::Map(map) => map.next().map(|(key, v)| (member(key), Item::Value(v))),
-            Members::Array(items) => items.next().map(|item| (chain, Item::Value(item))),
-        };
-        let Some((state, item)) = next else {
-            let done = open.pop().expect("checked above");
-            let word = match done.members.chains() {
-                true => mix(done.acc, done.count),
-                false => mix(mix(OBJECT_SEED, done.acc), done.count),
-            };
-            match open.last_mut() {
-                Some(parent) => parent.add(mix(done.resume, word)),
-                None => {
-                    root.count(steps);
-                    return avalanche(word);
-                }
-            }
-            continue;
-        };
-        steps += 1;
-        let (members, tag) = match item {
-            Item::State(body) => (Members::Body(body, body.entries.iter(), false), Tag::Object),
-            Item::Value(Value::Object(map)) => (Members::Map(map.iter()), Tag::Object),
-            Item::Value(Value::Array(items)) => (Members::Array(items.iter()), Tag::Array),
-            Item::Value(scalar) => {
-                frame.add(mix_scalar(state, scalar));
-                continue;
-            }
-            // An inline `[]` hashes as the walk closes an empty array.
-            Item::Owned(Value::Array(_)) => {
-                frame.add(mix(mix(state, Tag::Array as u64), mix(ARRAY_SEED, 0)));
-                continue;
-            }
-            Item::Owned(scalar) => {
-                frame.add(mix_scalar(state, &scalar));
-                continue;
-            }
-        };
-        open.push(Frame::new(members, mix(state, tag as u64)));
+        }
     }
 }
 
-impl Body {
-    /// The checksum of the content, as written: `"mx64:<16 hex digits>"`.
-    pub(super) fn checksum(&self) -> String {
-        format!("mx64:{:016x}", digest(self))
-    }
+/// The checksum of `body`'s content, as written: `"mx64:<16 hex digits>"`.
+pub(super) fn checksum(body: &Body) -> String {
+    format!("mx64:{:016x}", digest(body))
 }
 
 impl State {
     /// Marks this state (a loader's) to carry its checksum under
     /// [`CHECKSUM_KEY`]; nothing is computed until it is serialised.
     pub(crate) fn insert_checksum(&mut self) {
-        self.put(CHECKSUM_KEY.into(), Entry::Checksum);
+        self.body_mut().put(CHECKSUM_KEY.into(), Entry::Checksum);
     }
 
     /// Whether the checksum key holds the unserialised slot (the state was
@@ -278,7 +256,7 @@ impl State {
     /// The checksum of this state's content (everything but the checksum
     /// key itself), as written: `"mx64:<16 hex digits>"`.
     pub(crate) fn checksum(&self) -> String {
-        self.body.checksum()
+        checksum(&self.body)
     }
 }
 

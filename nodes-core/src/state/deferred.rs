@@ -10,7 +10,6 @@
 //! the JSON conversion is paid once, by whoever first needs the JSON (a
 //! clone of the state shares it). Every observer sees exactly that JSON.
 
-use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
@@ -94,12 +93,6 @@ impl Deferred {
     }
 }
 
-impl fmt::Debug for Deferred {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Deferred")
-    }
-}
-
 /// The computed JSON may be nested deeply: dropped without recursion.
 impl Drop for Deferred {
     fn drop(&mut self) {
@@ -152,7 +145,7 @@ impl State {
     where
         T: Serialize + Send + Sync + 'static,
     {
-        self.put(key.into(), entry(value));
+        self.body_mut().put(key.into(), entry(value));
     }
 
     /// Builder form of [`State::insert_deferred`].

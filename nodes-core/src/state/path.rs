@@ -30,17 +30,13 @@ impl Path {
         let Some(step) = &self.0 else { return "" };
         step.text.get_or_init(|| {
             // Walked up first, then written top-down: no recursion.
-            let mut keys = Vec::new();
-            let mut at = Some(step);
-            while let Some(step) = at {
-                keys.push(&*step.key);
-                at = step.parent.0.as_ref();
-            }
-            let mut text = String::new();
-            for key in keys.iter().rev() {
-                push_pointer_token(&mut text, key);
-            }
-            text
+            let up = std::iter::successors(Some(&**step), |step| step.parent.0.as_deref());
+            let steps: Vec<&Step> = up.collect();
+            steps
+                .iter()
+                .rev()
+                .map(|step| pointer_token(&step.key))
+                .collect()
         })
     }
 }
@@ -61,20 +57,10 @@ impl Drop for Step {
 /// and its `/` `~1`, so a key such as `dataset_node_states/s0` (a sampler's
 /// child in a pipeline description) names one key, not two levels.
 pub fn pointer_join(path: &str, key: &str) -> String {
-    let mut out = String::with_capacity(path.len() + key.len() + 1);
-    out.push_str(path);
-    push_pointer_token(&mut out, key);
-    out
+    path.to_owned() + &pointer_token(key)
 }
 
-/// Appends `/` and `key`, escaped as a JSON Pointer token.
-fn push_pointer_token(out: &mut String, key: &str) {
-    out.push('/');
-    for c in key.chars() {
-        match c {
-            '~' => out.push_str("~0"),
-            '/' => out.push_str("~1"),
-            c => out.push(c),
-        }
-    }
+/// `/` and `key`, escaped as a JSON Pointer token.
+fn pointer_token(key: &str) -> String {
+    format!("/{}", key.replace('~', "~0").replace('/', "~1"))
 }

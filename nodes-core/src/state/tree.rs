@@ -25,14 +25,13 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
             }
             // The keys of a JSON object are distinct: no lookup needed.
             Some((key, value)) => current.1.push(Key::Owned(key), Entry::of(value)),
-            None => match open.pop() {
-                Some(mut parent) => {
-                    let (key, child, _) = current;
-                    parent.1.push(key, Entry::Child(Arc::new(child)));
-                    current = parent;
-                }
-                None => return current.1,
-            },
+            None => {
+                let Some(parent) = open.pop() else {
+                    return current.1;
+                };
+                let (key, child, _) = std::mem::replace(&mut current, parent);
+                current.1.push(key, Entry::Child(Arc::new(child)));
+            }
         }
     }
 }
@@ -44,55 +43,50 @@ pub(super) fn to_value(body: &Body) -> Value {
     let mut stack = vec![(body, body.entries.iter(), Map::new(), "")];
     loop {
         let (owner, entries, members, _) = stack.last_mut().expect("the root is popped last");
-        match entries.next() {
+        let value = match entries.next() {
             Some((key, Entry::Child(child))) => {
-                stack.push((&**child, child.entries.iter(), Map::new(), &**key));
+                stack.push((child, child.entries.iter(), Map::new(), key));
+                continue;
             }
-            Some((key, entry)) => {
-                members.insert(key.to_string(), entry.leaf(owner).into_owned());
-            }
+            Some((key, entry)) => (key.to_string(), entry.leaf(owner).into_owned()),
             None => {
                 let (_, _, members, key) = stack.pop().expect("checked above");
-                match stack.last_mut() {
-                    Some((_, _, parent, _)) => {
-                        parent.insert(key.to_owned(), Value::Object(members))
-                    }
-                    None => return Value::Object(members),
+                let Some((.., parent, _)) = stack.last_mut() else {
+                    return Value::Object(members);
                 };
+                parent.insert(key.to_owned(), Value::Object(members));
+                continue;
             }
-        }
+        };
+        members.insert(value.0, value.1);
     }
 }
 
 /// Writes the body as compact JSON.
 pub(super) fn write_json(body: &Body, out: &mut impl fmt::Write) -> fmt::Result {
-    fn json(out: &mut impl fmt::Write, value: &(impl Serialize + ?Sized)) -> fmt::Result {
-        out.write_str(&serde_json::to_string(value).map_err(|_| fmt::Error)?)
+    fn json(value: &(impl Serialize + ?Sized)) -> Result<String, fmt::Error> {
+        serde_json::to_string(value).map_err(|_| fmt::Error)
     }
-    let mut stack = vec![(body, body.entries.iter())];
     out.write_char('{')?;
+    let mut stack = vec![(body, body.entries.iter())];
+    // Whether the next member is the first of its object.
     let mut first = true;
-    while let Some((owner, top)) = stack.last_mut() {
+    while let Some((owner, entries)) = stack.last_mut() {
         let owner: &Body = owner;
-        let Some((key, entry)) = top.next() else {
+        let Some((key, entry)) = entries.next() else {
             stack.pop();
-            out.write_char('}')?;
             first = false;
+            out.write_char('}')?;
             continue;
         };
-        if !first {
-            out.write_char(',')?;
-        }
-        json(out, key.as_ref())?;
-        out.write_char(':')?;
-        first = false;
+        write!(out, "{}{}:", if first { "" } else { "," }, json(&**key)?)?;
+        first = matches!(entry, Entry::Child(_));
         match entry {
             Entry::Child(child) => {
                 out.write_char('{')?;
                 stack.push((child, child.entries.iter()));
-                first = true;
             }
-            entry => json(out, &entry.leaf(owner))?,
+            entry => out.write_str(&json(&entry.leaf(owner))?)?,
         }
     }
     Ok(())
@@ -104,8 +98,7 @@ pub(super) fn eq(a: &Arc<Body>, b: &Arc<Body>) -> bool {
     while let Some((a, b)) = pending.pop() {
         if Arc::ptr_eq(&a, &b) {
             continue;
-        }
-        if a.entries.len() != b.entries.len() {
+        } else if a.entries.len() != b.entries.len() {
             return false;
         }
         for (i, (key, x)) in a.entries.iter().enumerate() {
@@ -193,23 +186,16 @@ impl Drop for Body {
         if self.height < SHALLOW {
             return;
         }
-        let mut entries = std::mem::take(&mut self.entries);
-        let mut pending = Vec::new();
-        loop {
-            for (_, entry) in entries.drain(..) {
+        let mut pending = vec![std::mem::take(&mut self.entries)];
+        while let Some(entries) = pending.pop() {
+            for (_, entry) in entries {
                 match entry {
-                    Entry::Child(child) => {
-                        if let Some(mut child) = Arc::into_inner(child) {
-                            pending.push(std::mem::take(&mut child.entries));
-                        }
-                    }
+                    Entry::Child(child) => pending.extend(
+                        Arc::into_inner(child).map(|mut child| std::mem::take(&mut child.entries)),
+                    ),
                     Entry::Array(value) => dismantle(*value),
                     _ => {}
                 }
-            }
-            match pending.pop() {
-                Some(next) => entries = next,
-                None => return,
             }
         }
     }

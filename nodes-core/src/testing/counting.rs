@@ -120,14 +120,10 @@ impl Stateful for Counting {
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        let n = match state {
-            Some(s) => {
-                self.check_state(s)?;
-                s.get("n")?
-            }
-            None => 0,
-        };
-        self.n = n;
+        if let Some(s) = state {
+            self.check_state(s)?;
+        }
+        self.n = state.map_or(Ok(0), |s| s.get("n"))?;
         self.flag.mark();
         Ok(())
     }

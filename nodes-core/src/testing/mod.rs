@@ -110,27 +110,55 @@ where
     N::Item: PartialEq + Debug,
     F: Fn() -> N,
 {
-    let mut keys = None;
-    run_protocol(factory, midpoint, &mut keys).map_err(|failure| match failure {
-        Failure::Other(message) => message,
-        Failure::Items(message) => match keys {
-            Some(keys) => format!("{message}\n{}", missing_state_hint(&keys)),
-            None => message,
-        },
-    })
-}
-
-/// Why the protocol stopped: items that differ (where a field missing from
-/// the state is the usual cause), or anything else.
-enum Failure {
-    Items(String),
-    Other(String),
-}
-
-impl From<String> for Failure {
-    fn from(message: String) -> Self {
-        Failure::Other(message)
+    // 1. Reference run.
+    let mut loader = Loader::new(factory());
+    let initial = roundtrip(loader.state_dict())?;
+    // Items that differ are most often a field missing from the state.
+    let hint = &missing_state_hint(&state_keys(&initial));
+    let mut epochs = Vec::new();
+    let mut mids = Vec::new();
+    let mut end0 = None;
+    for _ in 0..4 {
+        let (items, mid, end) = run_epoch_with_cut(&mut loader, midpoint)?;
+        epochs.push(items);
+        mids.push(mid);
+        end0.get_or_insert(end);
     }
+    let end0 = end0.unwrap_or_default();
+
+    // 2. Mid-epoch 0 and 1, into the same loader and into a fresh one.
+    for (e, mid) in mids.iter().enumerate().take(2) {
+        let what = format!("mid-epoch-{e} state into the same loader");
+        load(&mut loader, mid, &what)?;
+        expect_resume(&mut loader, &epochs, e, midpoint, "the same loader", hint)?;
+        let mut fresh = Loader::new(factory());
+        let what = format!("mid-epoch-{e} state into a fresh loader");
+        load(&mut fresh, mid, &what)?;
+        expect_resume(&mut fresh, &epochs, e, midpoint, "a fresh loader", hint)?;
+    }
+
+    // 3. The initial state: epochs 0 and 1 again.
+    load(&mut loader, &initial, "initial state")?;
+    for (e, epoch) in epochs.iter().enumerate().take(2) {
+        let what = format!("epoch {e} after restoring the initial state");
+        expect(&mut loader, epoch, &what, hint)?;
+    }
+
+    // 4. End of epoch 0, with and without restart.
+    let mut fresh = Loader::new(factory()).restart_on_end(false);
+    load(&mut fresh, &end0, "end-of-epoch-0 state (no restart)")?;
+    let what = "empty epoch after an end-of-epoch state without restart";
+    expect(&mut fresh, &[], what, hint)?;
+    expect(
+        &mut fresh,
+        &epochs[1],
+        "epoch 1 after the empty epoch",
+        hint,
+    )?;
+    let mut fresh = Loader::new(factory());
+    load(&mut fresh, &end0, "end-of-epoch-0 state")?;
+    let what = "epoch 1 right after an end-of-epoch state";
+    expect(&mut fresh, &epochs[1], what, hint)
 }
 
 /// The state keys a pipeline saved, and what to do if a field is not among them.
@@ -151,16 +179,12 @@ fn state_keys(state: &State) -> Vec<String> {
         match value {
             serde_json::Value::Object(map) if !map.is_empty() => {
                 for (key, value) in map {
-                    let path = if prefix.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{prefix}/{key}")
-                    };
-                    walk(value, &path, out);
+                    walk(value, &format!("{prefix}/{key}"), out);
                 }
             }
             _ if prefix.is_empty() => {}
-            _ => out.push(prefix.to_owned()),
+            // Without the leading `/`.
+            _ => out.push(prefix[1..].to_owned()),
         }
     }
     let mut out = Vec::new();
@@ -168,68 +192,6 @@ fn state_keys(state: &State) -> Vec<String> {
         walk(&root, "", &mut out);
     }
     out
-}
-
-fn run_protocol<N, F>(
-    factory: F,
-    midpoint: usize,
-    keys: &mut Option<Vec<String>>,
-) -> Result<(), Failure>
-where
-    N: Node,
-    N::Item: PartialEq + Debug,
-    F: Fn() -> N,
-{
-    // 1. Reference run.
-    let mut loader = Loader::new(factory());
-    let initial = roundtrip(loader.state_dict())?;
-    *keys = Some(state_keys(&initial));
-    let mut epochs = Vec::new();
-    let mut mids = Vec::new();
-    let mut end0 = None;
-    for _ in 0..4 {
-        let (items, mid, end) = run_epoch_with_cut(&mut loader, midpoint)?;
-        epochs.push(items);
-        mids.push(mid);
-        end0.get_or_insert(end);
-    }
-    let end0 = end0.unwrap_or_default();
-
-    // 2. Mid-epoch 0 and 1, into the same loader and into a fresh one.
-    for (e, mid) in mids.iter().enumerate().take(2) {
-        let what = format!("mid-epoch-{e} state into the same loader");
-        load(&mut loader, mid, &what)?;
-        expect_resume(&mut loader, &epochs, e, midpoint, "the same loader")?;
-        let mut fresh = Loader::new(factory());
-        let what = format!("mid-epoch-{e} state into a fresh loader");
-        load(&mut fresh, mid, &what)?;
-        expect_resume(&mut fresh, &epochs, e, midpoint, "a fresh loader")?;
-    }
-
-    // 3. The initial state: epochs 0 and 1 again.
-    load(&mut loader, &initial, "initial state")?;
-    for (e, epoch) in epochs.iter().enumerate().take(2) {
-        let what = format!("epoch {e} after restoring the initial state");
-        expect(&mut loader, epoch, &what)?;
-    }
-
-    // 4. End of epoch 0, with and without restart.
-    let mut fresh = Loader::new(factory()).restart_on_end(false);
-    load(&mut fresh, &end0, "end-of-epoch-0 state (no restart)")?;
-    expect(
-        &mut fresh,
-        &[],
-        "empty epoch after an end-of-epoch state without restart",
-    )?;
-    expect(&mut fresh, &epochs[1], "epoch 1 after the empty epoch")?;
-    let mut fresh = Loader::new(factory());
-    load(&mut fresh, &end0, "end-of-epoch-0 state")?;
-    expect(
-        &mut fresh,
-        &epochs[1],
-        "epoch 1 right after an end-of-epoch state",
-    )?;
-    Ok(())
 }
 
 /// After restoring the state cut at `midpoint` of epoch `e`: the rest of that
@@ -241,20 +203,21 @@ fn expect_resume<N: Node>(
     e: usize,
     midpoint: usize,
     into: &str,
-) -> Result<(), Failure>
+    hint: &str,
+) -> Result<(), String>
 where
     N::Item: PartialEq + Debug,
 {
     let epoch = &epochs[e];
     if midpoint < epoch.len() {
         let what = format!("rest of epoch {e} after restoring mid-epoch {e} into {into}");
-        expect(loader, &epoch[midpoint..], &what)?;
+        expect(loader, &epoch[midpoint..], &what, hint)?;
         let what = format!("epoch {} after restoring mid-epoch {e} into {into}", e + 1);
-        expect(loader, &epochs[e + 1], &what)
+        expect(loader, &epochs[e + 1], &what, hint)
     } else {
         for next in [e + 1, e + 2] {
             let what = format!("epoch {next} after restoring the end-of-epoch-{e} cut into {into}");
-            expect(loader, &epochs[next], &what)?;
+            expect(loader, &epochs[next], &what, hint)?;
         }
         Ok(())
     }
@@ -299,7 +262,14 @@ fn load<N: Node>(loader: &mut Loader<N>, state: &State, what: &str) -> Result<()
         .map_err(|e| format!("loading the {what} failed: {e}"))
 }
 
-fn expect<N: Node>(loader: &mut Loader<N>, want: &[N::Item], what: &str) -> Result<(), Failure>
+/// The items of the loader's next epoch are `want`, or an error that ends
+/// with `hint`.
+fn expect<N: Node>(
+    loader: &mut Loader<N>,
+    want: &[N::Item],
+    what: &str,
+    hint: &str,
+) -> Result<(), String>
 where
     N::Item: PartialEq + Debug,
 {
@@ -315,13 +285,13 @@ where
         .zip(want)
         .position(|(g, w)| g != w)
         .unwrap_or(got.len().min(want.len()));
-    Err(Failure::Items(format!(
-        "{what}: got {} items, want {}; first difference at index {first_diff}: got {:?}, want {:?}",
+    Err(format!(
+        "{what}: got {} items, want {}; first difference at index {first_diff}: got {:?}, want {:?}\n{hint}",
         got.len(),
         want.len(),
         got.get(first_diff),
         want.get(first_diff),
-    )))
+    ))
 }
 
 #[cfg(test)]

@@ -111,11 +111,7 @@ impl Stateful for Script {
         if let Some(s) = state {
             self.check_state(s)?;
         }
-        self.flag = ResetFlag::default();
-        self.i = match state {
-            Some(s) => s.get("i")?,
-            None => 0,
-        };
+        self.i = state.map_or(Ok(0), |s| s.get("i"))?;
         self.flag.mark();
         Ok(())
     }

@@ -33,20 +33,12 @@ pub fn with_watchdog<T: Send + 'static>(
             let _ = tx.send(result);
         })
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    match rx.recv_timeout(limit) {
-        Ok(Ok(value)) => {
-            let _ = handle.join();
-            Ok(value)
-        }
-        Ok(Err(payload)) => {
-            let _ = handle.join();
-            Err(format!("panicked: {}", panic_message(&*payload)))
-        }
-        Err(_) => Err(format!(
-            "still running after {:.1} s: a hang (deadlock, or a loop that never ends)",
-            limit.as_secs_f64()
-        )),
-    }
+    let result = rx.recv_timeout(limit).map_err(|_| {
+        let secs = limit.as_secs_f64();
+        format!("still running after {secs:.1} s: a hang (deadlock, or a loop that never ends)")
+    })?;
+    let _ = handle.join();
+    result.map_err(|payload| format!("panicked: {}", panic_message(&*payload)))
 }
 
 /// [`with_watchdog`] for plain tests: a hang or a panic fails the test with
