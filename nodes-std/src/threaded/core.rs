@@ -11,7 +11,6 @@
 //! of pass (join, snapshot the source past its end), shutdown and drop.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use nodes_core::__private::trace;
 use nodes_core::Hint;
@@ -22,8 +21,8 @@ use super::cancel::CancelHandle;
 use super::clock::{Clock, SystemClock};
 use super::hub::{Hub, Sender};
 use super::panic::{catch, guard};
-use super::plan::{Layout, Plan, Snapshots, needs_exact_snapshots};
-use super::pool::{Cancelled, Pool};
+use super::plan::{Plan, Snapshots, needs_exact_snapshots};
+use super::pool::Pool;
 use super::puller::{Broke, Pulled, Puller};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
 use super::sync::{Arc, Mutex, lock, may_spin, spawn};
@@ -38,27 +37,14 @@ enum Phase<U> {
     /// back to the consumer, see `adapt.rs`).
     Inline,
     /// Reset; the workers start at the first `next`, from the consumer's
-    /// context (a pass beginning at this index).
-    Ready(u64),
+    /// context.
+    Ready,
     /// Workers are running.
     Running(Box<Pool<U>>),
     /// The pass ended; workers joined.
     Finished,
     /// `shutdown` was called; workers joined.
     ShutDown,
-}
-
-impl<U> fmt::Debug for Phase<U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Phase::Idle => "Idle",
-            Phase::Inline => "Inline",
-            Phase::Ready(_) => "Ready",
-            Phase::Running(_) => "Running",
-            Phase::Finished => "Finished",
-            Phase::ShutDown => "ShutDown",
-        })
-    }
 }
 
 /// A source pulled on the caller's thread or on workers, with the
@@ -97,16 +83,6 @@ pub(crate) struct Threaded<N: Node, S, U> {
     counted: Option<Vec<String>>,
     /// Where the source broke this pass (shared with the puller).
     broke: Arc<Broke>,
-}
-
-impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(self.plan.node)
-            .field("source", &self.source_description.to_string())
-            .field("plan", &self.run)
-            .field("phase", &self.phase)
-            .finish_non_exhaustive()
-    }
 }
 
 impl<N: Node, S, U> Threaded<N, S, U> {
@@ -224,32 +200,31 @@ where
     /// It never waits for the workers: while one holds the source, the
     /// upper bound is unknown.
     pub(crate) fn size_hint(&self, stage_fails: bool) -> Hint {
-        let raw = match &self.phase {
+        // What was pulled and not yet handed out: at least the items held,
+        // at most those ahead (deferred errors were handed out of their chunk).
+        let (held, ahead) = match &self.phase {
             Phase::Idle | Phase::ShutDown => return Hint::UNKNOWN,
             Phase::Finished => return Hint::exact(0),
-            Phase::Inline | Phase::Ready(_) => match self.puller.try_lock() {
-                Ok(puller) => puller.size_hint(),
-                Err(_) => return Hint::UNKNOWN,
-            },
             Phase::Running(pool) => {
-                let held = (pool.current.items.len() + pool.deferred.len()) as u64;
-                match self.puller.try_lock() {
-                    Ok(puller) => {
-                        let source = puller.size_hint();
-                        // Deferred errors were handed out of their chunk.
-                        let ahead = (pool.ahead() + pool.deferred.len()) as u64;
-                        Hint {
-                            lower: source.lower.saturating_add(held),
-                            upper: source.upper.and_then(|u| u.checked_add(ahead)),
-                            ..source
-                        }
-                    }
-                    Err(_) => Hint {
-                        lower: held,
-                        ..Hint::UNKNOWN
-                    },
+                let deferred = pool.deferred.len();
+                (pool.current.items.len() + deferred, pool.ahead() + deferred)
+            }
+            Phase::Inline | Phase::Ready => (0, 0),
+        };
+        // Only a running worker holds the source.
+        let raw = match self.puller.try_lock() {
+            Ok(puller) => {
+                let source = puller.size_hint();
+                Hint {
+                    lower: source.lower.saturating_add(held as u64),
+                    upper: source.upper.and_then(|u| u.checked_add(ahead as u64)),
+                    ..source
                 }
             }
+            Err(_) => Hint {
+                lower: held as u64,
+                ..Hint::UNKNOWN
+            },
         };
         self.budget.size_hint(raw, stage_fails)
     }
@@ -268,14 +243,14 @@ where
         let node = self.plan.node;
         self.flag.check(node)?;
         loop {
-            if let Phase::Ready(base) = self.phase {
+            if let Phase::Ready = self.phase {
                 if self.adapt_mode() == Some(Mode::Inline) {
                     // The source stands where the consumer does (a reset
                     // put it there), and it was faster here last pass.
                     self.phase = Phase::Inline;
                     self.at_consumer = true;
                 } else {
-                    self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
+                    self.phase = Phase::Running(Box::new(self.spawn_pool(cx)?));
                 }
             }
             if let Phase::Running(pool) = &self.phase
@@ -294,19 +269,18 @@ where
             let clock = timed.then_some(&*self.clock);
             let delivered = match &mut self.phase {
                 Phase::Running(pool) => {
-                    match pool.next(&self.cursor, self.run.in_order, node, cx, clock) {
-                        Ok(Some((index, value, snapshot))) => {
+                    match pool.next(&self.cursor, self.run.in_order, node, cx, clock)? {
+                        Some((index, value, snapshot)) => {
                             self.cursor.deliver(index, snapshot);
                             Some(value)
                         }
-                        Ok(None) => None,
-                        Err(Cancelled) => return Err(Error::Cancelled { node }),
+                        None => None,
                     }
                 }
                 Phase::Inline => self.next_inline(cx),
                 Phase::Finished => return Ok(None),
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
-                Phase::Idle | Phase::Ready(_) => return Err(Error::NotReset { node }),
+                Phase::Idle | Phase::Ready => return Err(Error::NotReset { node }),
             };
             let error = match delivered {
                 None => return self.end_of_data(cx),
@@ -402,22 +376,18 @@ where
         let Ok(snapshot) = catch(node, None, || puller.source.get_state(cx)) else {
             return;
         };
-        let base = puller.next_index;
         puller.restart_pacing();
-        self.cursor = Cursor::new(snapshot, base, puller.skip.iter().copied());
+        self.cursor = Cursor::new(snapshot, puller.next_index, puller.skip.iter().copied());
         drop(puller);
         self.at_consumer = false;
-        self.phase = Phase::Ready(base);
+        self.phase = Phase::Ready;
     }
 
     /// The consumer reached the end of the pass.
     fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
         self.finish();
-        let (done, broke) = {
-            let puller = lock(&self.puller);
-            (puller.done, puller.broke.get().is_some())
-        };
-        if broke {
+        let done = lock(&self.puller).done;
+        if self.broke.get().is_some() {
             // The pass ended early: a restore must not read on.
             self.budget.end_pass();
         }
@@ -458,19 +428,10 @@ where
         Ok(())
     }
 
-    /// Decodes a saved state in the node's layout.
-    fn decode(&self, state: &State) -> Result<Saved> {
-        let node = self.plan.node;
-        match self.plan.layout {
-            Layout::Indexed => Saved::decode(node, state, &[ERRORS]),
-            Layout::InOrder => Saved::decode_in_order(node, state, &[ERRORS], MAX_PACED_STEPS),
-        }
-    }
-
     /// Checks a saved state as `reset` would take it, the source's part
     /// included, without applying anything.
     pub(crate) fn check_state(&self, state: &State) -> Result<()> {
-        let saved = self.decode(state)?;
+        let saved = Saved::decode(self.plan.node, state, self.plan.layout)?;
         if state.contains(ERRORS) {
             self.budget.load(state)?;
         }
@@ -481,7 +442,8 @@ where
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let node = self.plan.node;
         // Validate everything before touching anything.
-        let saved = state.map(|s| self.decode(s)).transpose()?;
+        let saved = state.map(|s| Saved::decode(node, s, self.plan.layout));
+        let saved = saved.transpose()?;
         let counts = match state {
             Some(s) if s.contains(ERRORS) => Some(self.budget.load(s)?),
             _ => None,
@@ -503,17 +465,24 @@ where
             adapt.new_pass();
         }
         if rewind {
-            let (snapshot, steps) = self.cursor.position();
-            let base = self.cursor.low() - steps;
-            let (snapshot, base) = self.counted_forward(snapshot, base, self.cursor.low());
-            let (snapshot, steps) = (snapshot.into_owned(), self.cursor.low() - base);
+            // Its source may have run ahead of the consumer, and what it did
+            // there can outlive the pass: a `Cycler` below it resets its own
+            // source on every wrap, which moves a sampler to its next epoch.
+            // Without the rewind, how far the workers happened to read ahead
+            // would decide the next pass's order, and a pipeline restored
+            // from a checkpoint (which stands at the consumer's position)
+            // would disagree with one that ran straight through. Costs at
+            // most the replay of one snapshot interval.
+            let (snapshot, base, low, _) = self.cursor.parts();
+            let (snapshot, base) = self.counted_forward(snapshot, base, low);
             let mut puller = lock(&self.puller);
+            let source = &mut puller.source;
             catch(node, None, || {
-                snapshot::rewind(&mut puller.source, &snapshot, steps)
+                replay(node, source, Some(&*snapshot), low - base).map(drop)
             })?;
         }
         let snapshot = self.reset_source(saved.as_ref())?;
-        let base = saved.as_ref().map_or(0, Saved::resume_index);
+        let base = saved.as_ref().map_or(0, |s| s.resume);
         let ahead = saved.map(|s| s.ahead).unwrap_or_default();
         self.restored_span = ahead.last().map_or(0, |&last| last + 1 - base);
         self.cursor = Cursor::new(snapshot, base, ahead);
@@ -526,7 +495,7 @@ where
         } else if self.run.workers == 0 {
             Phase::Inline
         } else {
-            Phase::Ready(base)
+            Phase::Ready
         };
         self.flag.mark();
         Ok(())
@@ -551,23 +520,16 @@ where
             None
         };
         puller.counted = self.counted.is_some();
-        let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
-        if let Some(saved) = saved {
-            for i in 0..saved.steps {
-                match guard(node, Some(i), || replay.next())? {
-                    // An `Err` is an item too: it was delivered, so skip it.
-                    Ok(Some(_)) | Err(_) => {}
-                    Ok(None) => {
-                        return Err(Error::bad_state(
-                            saved.steps_path.clone(),
-                            format!(
-                                "the source ended after {i} of the {} items to skip: the state does not belong to this source",
-                                saved.steps
-                            ),
-                        ));
-                    }
-                }
-            }
+        let steps = saved.map_or(0, |s| s.steps);
+        let snapshot = saved.map(|s| &s.snapshot);
+        let (replay, ended) = replay(node, &mut puller.source, snapshot, steps)?;
+        if let (Some(i), Some(saved)) = (ended, saved) {
+            return Err(Error::bad_state(
+                saved.steps_path.clone(),
+                format!(
+                    "the source ended after {i} of the {steps} items to skip: the state does not belong to this source"
+                ),
+            ));
         }
         let snapshot = if threaded {
             replay.get_state()?
@@ -575,7 +537,7 @@ where
             State::new()
         };
         if let Some(saved) = saved {
-            puller.next_index = saved.resume_index();
+            puller.next_index = saved.resume;
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);
         }
@@ -583,14 +545,14 @@ where
         Ok(snapshot)
     }
 
-    /// Starts the worker threads for a pass beginning at `base`.
-    fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
+    /// Starts the worker threads.
+    fn spawn_pool(&self, cx: &Cx) -> Result<Pool<U>> {
         let plan = self.run;
         self.hub.open(
             plan.window_for(ChunkSizer::new(&plan).size),
             plan.max_in_flight,
         );
-        let mut pool = Pool::new(Arc::clone(&self.hub), base, may_spin(plan.workers));
+        let mut pool = Pool::new(Arc::clone(&self.hub), may_spin(plan.workers));
         for i in 0..plan.workers {
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
@@ -688,10 +650,14 @@ where
         low: u64,
         ahead: impl Iterator<Item = u64>,
     ) -> Result<State> {
-        match self.plan.layout {
-            Layout::Indexed => snapshot::encode(snapshot, base, low, ahead, self.max_offset()),
-            Layout::InOrder => snapshot::encode_in_order(snapshot, low - base),
-        }
+        snapshot::encode(
+            self.plan.layout,
+            snapshot,
+            base,
+            low,
+            ahead,
+            self.max_offset(),
+        )
     }
 
     /// Stops the workers and shuts the source down.
@@ -702,6 +668,25 @@ where
         }
         lock(&self.puller).source.shutdown();
     }
+}
+
+/// Resets `source` to `snapshot` (or to its start) and pulls `steps` items
+/// again without processing them (an `Err` was an item too), so that it
+/// stands where a consumer that received them does; also the count pulled,
+/// if the source ended before all of them.
+fn replay<'a, N: Node>(
+    node: &'static str,
+    source: &'a mut N,
+    snapshot: Option<&State>,
+    steps: u64,
+) -> Result<(Replay<'a, N>, Option<u64>)> {
+    let mut replay = Replay::reset(source, snapshot)?;
+    for i in 0..steps {
+        if let Ok(None) = guard(node, Some(i), || replay.next())? {
+            return Ok((replay, Some(i)));
+        }
+    }
+    Ok((replay, None))
 }
 
 /// `state` with the count at `path` (keys down through nested states) raised

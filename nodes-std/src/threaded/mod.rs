@@ -10,8 +10,8 @@
 //! - [`puller`]: the source's side (numbering, restored skips, snapshots);
 //! - [`worker`]: a worker thread's loop and the per-item [`Stage`](worker::Stage);
 //! - [`hub`]: the hand-over (credits, chunk queue, wake-ups, cancel);
-//! - [`pool`]: the consumer's side of a running pass;
-//! - [`reorder`]: chunks back into source order;
+//! - [`pool`]: the consumer's side of a running pass (chunks back into
+//!   source order);
 //! - [`snapshot`]: the consumer's position and the state's encoding;
 //! - [`adapt`]: the opt-in switch of a prefetch's source to the consumer;
 //! - [`clock`], [`sync`], [`panic`], [`cancel`]: time, primitives (std or
@@ -42,7 +42,6 @@ pub(crate) mod plan;
 pub(crate) mod pool;
 pub(crate) mod prefetch;
 pub(crate) mod puller;
-pub(crate) mod reorder;
 pub(crate) mod snapshot;
 pub(crate) mod sync;
 pub(crate) mod worker;

@@ -543,4 +543,49 @@ mod tests {
         }
         assert!(most >= 1 << 15, "no snapshot between: {most}");
     }
+
+    /// Mapped on two workers, one item at a time: item `slow` is mapped
+    /// only once item `after` was, so the chunks after it reach the
+    /// consumer first, whatever the timing.
+    fn overtaken(
+        slow: u64,
+        after: u64,
+    ) -> ParallelMapper<IterableWrapper<std::ops::Range<u64>>, u64> {
+        let mapped = Arc::new(AtomicU64::new(0));
+        let f = move |x: u64| {
+            if x == slow {
+                while mapped.load(Ordering::Acquire) < after {
+                    std::thread::yield_now();
+                }
+            } else {
+                mapped.fetch_max(x, Ordering::AcqRel);
+            }
+            Ok(x)
+        };
+        let options = ParallelOptions::new(2).prebatch(1).max_concurrent(8);
+        IterableWrapper::new(0..6u64).par_map(f, options).unwrap()
+    }
+
+    /// Chunks that arrive before their turn wait for it.
+    #[test]
+    fn early_chunks_are_released_in_source_order() {
+        let got: Vec<u64> = overtaken(0, 2)
+            .start()
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+    }
+
+    /// Restored skips are passed over: the chunk after them is the next
+    /// one's turn, even when it arrived first.
+    #[test]
+    fn early_chunks_after_restored_skips_are_released_in_turn() {
+        let mut state = overtaken(1, 4).start().unwrap().get_state().unwrap();
+        state.insert(snapshot::DELIVERED_AHEAD, [2u64, 3]).unwrap();
+        state.insert(snapshot::MAX_OFFSET, 1u64 << 20).unwrap();
+        let run = overtaken(1, 4).start_from(&state).unwrap();
+        let got: Vec<u64> = run.map(|r| r.unwrap()).collect();
+        assert_eq!(got, [0, 1, 4, 5]);
+    }
 }

@@ -10,13 +10,8 @@ use nodes_core::{Cx, Error, Result, State};
 
 use super::clock::Clock;
 use super::hub::{Chunk, Hub, Items, Received, Slot};
-use super::reorder::ReorderBuffer;
 use super::snapshot::Cursor;
 use super::sync::{Arc, JoinHandle};
-
-/// A [`CancelHandle`](crate::CancelHandle) woke the consumer.
-#[derive(Debug)]
-pub(crate) struct Cancelled;
 
 /// An item handed out: its index, the value or error, and the source's
 /// state after it if one was taken there.
@@ -28,7 +23,7 @@ pub(crate) struct Pool<U> {
     hub: Arc<Hub<U>>,
     workers: Vec<JoinHandle>,
     /// In order: chunks that arrived before their turn, by first index.
-    reorder: ReorderBuffer<Chunk<U>>,
+    reorder: BTreeMap<u64, Chunk<U>>,
     /// The chunk being handed out (what is left of it).
     pub(crate) current: Chunk<U>,
     /// Items of `current` handed out; their credits go back to the hub
@@ -48,13 +43,13 @@ pub(crate) struct Pool<U> {
 }
 
 impl<U> Pool<U> {
-    /// A pool for a pass beginning at `base`, whose workers are added with
+    /// A pool for a pass, whose workers are added with
     /// [`push`](Self::push).
-    pub(crate) fn new(hub: Arc<Hub<U>>, base: u64, spin: bool) -> Self {
+    pub(crate) fn new(hub: Arc<Hub<U>>, spin: bool) -> Self {
         Pool {
             hub,
             workers: Vec::new(),
-            reorder: ReorderBuffer::new(base),
+            reorder: BTreeMap::new(),
             current: Chunk::with(VecDeque::new()),
             position: 0,
             end_at: None,
@@ -159,7 +154,7 @@ impl<U> Pool<U> {
         node: &'static str,
         cx: &mut Cx,
         clock: Option<&dyn Clock>,
-    ) -> std::result::Result<Option<Delivered<U>>, Cancelled> {
+    ) -> Result<Option<Delivered<U>>> {
         loop {
             // A waiting error's turn comes once everything before it was
             // delivered (or a restored state counted its index as
@@ -210,12 +205,19 @@ impl<U> Pool<U> {
         node: &'static str,
         cx: &mut Cx,
         clock: Option<&dyn Clock>,
-    ) -> std::result::Result<Chunk<U>, Cancelled> {
+    ) -> Result<Chunk<U>> {
         if cx.stats_enabled() {
             cx.record_queue_depth(self.hub.queued());
         }
         loop {
-            if in_order && let Some(chunk) = self.reorder.take(low) {
+            // Chunks below `low` are stale: the consumer moved past them (an
+            // index skipped on restore never arrives).
+            while let Some(stale) = self.reorder.first_entry()
+                && *stale.key() < low
+            {
+                stale.remove();
+            }
+            if in_order && let Some(chunk) = self.reorder.remove(&low) {
                 return Ok(chunk);
             }
             let started = clock.map(|c| c.now());
@@ -229,7 +231,7 @@ impl<U> Pool<U> {
             }
             let chunk = match received {
                 Received::Chunk(chunk) => chunk,
-                Received::Cancelled => return Err(Cancelled),
+                Received::Cancelled => return Err(Error::Cancelled { node }),
                 // Every worker is gone without reporting the end: they
                 // always report, even when dying, so this is a defect.
                 // Fail, never hang.
