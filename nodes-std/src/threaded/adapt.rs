@@ -87,9 +87,9 @@ pub(crate) struct Adapt {
     /// The window being measured; `None` until the first look after a
     /// switch or a new pass.
     window: Option<Window>,
-    /// The last rate measured in each mode (items per second).
-    threaded: Option<f64>,
-    inline: Option<f64>,
+    /// The last rate measured in each mode (items per second), by `Mode as
+    /// usize`.
+    rates: [Option<f64>; 2],
     /// The current mode is a probe, to be compared with the other's rate.
     probing: bool,
     /// Windows left before the other mode may be probed.
@@ -129,8 +129,7 @@ impl Adapt {
                 Policy::Every(items) => items.max(1),
             },
             window: None,
-            threaded: None,
-            inline: None,
+            rates: [None; 2],
             probing: false,
             hold: 0,
             next_hold: FIRST_HOLD,
@@ -202,14 +201,8 @@ impl Adapt {
     /// The end of a window in the current mode, at `rate`.
     fn decide(&mut self, rate: f64, starved: bool) -> Option<Mode> {
         let other = self.mode.other();
-        let before = match other {
-            Mode::Threaded => self.threaded,
-            Mode::Inline => self.inline,
-        };
-        match self.mode {
-            Mode::Threaded => self.threaded = Some(rate),
-            Mode::Inline => self.inline = Some(rate),
-        }
+        let before = self.rates[other as usize];
+        self.rates[self.mode as usize] = Some(rate);
         if self.probing {
             self.probing = false;
             if before.is_none_or(|before| rate > before * MARGIN) {
@@ -282,10 +275,7 @@ mod tests {
 
         /// Pretends the last window in `mode` ran at `rate`.
         fn set_rate(&mut self, mode: Mode, rate: f64) {
-            match mode {
-                Mode::Threaded => self.adapt.threaded = Some(rate),
-                Mode::Inline => self.adapt.inline = Some(rate),
-            }
+            self.adapt.rates[mode as usize] = Some(rate);
         }
     }
 

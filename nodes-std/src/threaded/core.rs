@@ -21,12 +21,12 @@ use super::cancel::CancelHandle;
 use super::clock::{Clock, SystemClock};
 use super::hub::{Hub, Sender};
 use super::panic::{catch, guard};
-use super::plan::{Plan, Snapshots, needs_exact_snapshots};
+use super::plan::{Plan, Snapshots};
 use super::pool::Pool;
 use super::puller::{Broke, Pulled, Puller};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
-use super::sync::{Arc, Mutex, lock, may_spin, spawn};
-use super::worker::{ChunkSizer, Stage, Worker};
+use super::sync::{Arc, Mutex, lock, spawn};
+use super::worker::{Stage, Worker};
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
 /// Where the node stands.
@@ -128,16 +128,12 @@ where
         clock: std::sync::Arc<dyn Clock>,
     ) -> Self {
         let source_description = source.describe();
-        // Taken when the node is built: a tree does not change shape.
-        let varies = source_description.varying_order().is_some();
-        // Every item must carry its source's state (see
-        // [`Plan::exact_positions`]).
-        let exact = needs_exact_snapshots(&source_description);
         let puller = Puller::new(source, std::sync::Arc::clone(&clock));
         Threaded {
             broke: Arc::clone(&puller.broke),
             counted: None,
-            run: plan.over(varies).exact_positions(exact),
+            // Taken when the node is built: a tree does not change shape.
+            run: plan.over(&source_description),
             plan,
             source_description,
             puller: Arc::new(Mutex::new(puller)),
@@ -268,15 +264,7 @@ where
             let timed = self.adapt.is_some() || cx.timing();
             let clock = timed.then_some(&*self.clock);
             let delivered = match &mut self.phase {
-                Phase::Running(pool) => {
-                    match pool.next(&self.cursor, self.run.in_order, node, cx, clock)? {
-                        Some((index, value, snapshot)) => {
-                            self.cursor.deliver(index, snapshot);
-                            Some(value)
-                        }
-                        None => None,
-                    }
-                }
+                Phase::Running(pool) => pool.next(&mut self.cursor, cx, clock)?,
                 Phase::Inline => self.next_inline(cx),
                 Phase::Finished => return Ok(None),
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
@@ -383,19 +371,25 @@ where
         self.phase = Phase::Ready;
     }
 
-    /// The consumer reached the end of the pass.
+    /// The consumer reached the end of the pass. If the source really
+    /// ended (not when a worker died, leaving others' read-ahead behind),
+    /// it stands where the consumer does: past its end, which can differ
+    /// from where the last snapshot and the count after it put it (a
+    /// sampler asked for one more index moves to its next epoch on the next
+    /// reset). With workers, that position is snapshotted, so that
+    /// restoring a state taken at the end of a pass sets the source up for
+    /// the next pass exactly as the uninterrupted run does.
     fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
         self.finish();
-        let done = lock(&self.puller).done;
         if self.broke.get().is_some() {
             // The pass ended early: a restore must not read on.
             self.budget.end_pass();
         }
-        // The source stands where the consumer does only if it really ended
-        // (not when a worker died, leaving others' read-ahead behind).
-        self.ended = done;
-        if self.ended {
-            self.snapshot_at_end(cx)?;
+        let puller = lock(&self.puller);
+        self.ended = puller.done;
+        if self.ended && self.run.workers > 0 {
+            let snapshot = catch(self.plan.node, None, || puller.source.get_state(cx))?;
+            self.cursor = Cursor::new(snapshot, puller.next_index, []);
         }
         Ok(None)
     }
@@ -410,22 +404,6 @@ where
         if let Phase::Running(pool) = &mut self.phase {
             pool.stop();
         }
-    }
-
-    /// The consumer received the end of data and the workers are joined: the
-    /// source now stands past its end, which can differ from where the last
-    /// snapshot and the count after it put it (a sampler asked for one more
-    /// index moves to its next epoch on the next reset). Snapshot that
-    /// position, so that restoring a state taken at the end of a pass sets
-    /// the source up for the next pass exactly as the uninterrupted run does.
-    fn snapshot_at_end(&mut self, cx: &Cx) -> Result<()> {
-        if self.run.workers == 0 {
-            return Ok(());
-        }
-        let puller = lock(&self.puller);
-        let snapshot = catch(self.plan.node, None, || puller.source.get_state(cx))?;
-        self.cursor = Cursor::new(snapshot, puller.next_index, []);
-        Ok(())
     }
 
     /// Checks a saved state as `reset` would take it, the source's part
@@ -514,11 +492,9 @@ where
         puller.skip.clear();
         puller.next_index = 0;
         puller.restart_pacing();
-        self.counted = if threaded {
-            self.source_description.counted_path()
-        } else {
-            None
-        };
+        self.counted = threaded
+            .then(|| self.source_description.counted_path())
+            .flatten();
         puller.counted = self.counted.is_some();
         let steps = saved.map_or(0, |s| s.steps);
         let snapshot = saved.map(|s| &s.snapshot);
@@ -531,28 +507,22 @@ where
                 ),
             ));
         }
-        let snapshot = if threaded {
-            replay.get_state()?
-        } else {
-            State::new()
-        };
+        let snapshot = threaded.then(|| replay.get_state()).transpose()?;
         if let Some(saved) = saved {
             puller.next_index = saved.resume;
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);
         }
         self.source_description = puller.source.describe();
-        Ok(snapshot)
+        Ok(snapshot.unwrap_or_default())
     }
 
     /// Starts the worker threads.
     fn spawn_pool(&self, cx: &Cx) -> Result<Pool<U>> {
         let plan = self.run;
-        self.hub.open(
-            plan.window_for(ChunkSizer::new(&plan).size),
-            plan.max_in_flight,
-        );
-        let mut pool = Pool::new(Arc::clone(&self.hub), may_spin(plan.workers));
+        self.hub
+            .open(plan.window_for(plan.first_chunk()), plan.max_in_flight);
+        let mut pool = Pool::new(Arc::clone(&self.hub), &plan);
         for i in 0..plan.workers {
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
@@ -579,31 +549,29 @@ where
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.plan.node)?;
-        let (mut state, low) = match self.phase {
-            Phase::Idle => {
-                return Err(Error::NotReset {
-                    node: self.plan.node,
-                });
+        let (snapshot, base, low, ahead) = if self.run.workers == 0 || self.at_consumer {
+            // Inline, or the source came back to the consumer mid-pass: its
+            // own state is exact. Skipped items right at the front count as
+            // received steps.
+            let puller = lock(&self.puller);
+            let mut low = puller.next_index;
+            while puller.skip.contains(&low) {
+                low += 1;
             }
-            // Inline, or the source came back to the consumer mid-pass:
-            // its own state is exact.
-            _ if self.run.workers == 0 || self.at_consumer => {
-                let puller = lock(&self.puller);
-                // Skipped items right at the front count as received steps.
-                let mut low = puller.next_index;
-                while puller.skip.contains(&low) {
-                    low += 1;
-                }
-                let source = puller.source.get_state(cx)?;
-                let ahead = puller.skip.range(low..).copied();
-                (self.encode(&source, puller.next_index, low, ahead)?, low)
-            }
-            _ => {
-                let (snapshot, base, low, ahead) = self.cursor.parts();
-                let (snapshot, base) = self.counted_forward(snapshot, base, low);
-                (self.encode(&snapshot, base, low, ahead)?, low)
-            }
+            let source = Cow::Owned(puller.source.get_state(cx)?);
+            (
+                source,
+                puller.next_index,
+                low,
+                puller.skip.range(low..).copied().collect(),
+            )
+        } else {
+            let (snapshot, base, low, ahead) = self.cursor.parts();
+            let (snapshot, base) = self.counted_forward(snapshot, base, low);
+            (snapshot, base, low, ahead.collect())
         };
+        let layout = self.plan.layout;
+        let mut state = snapshot::encode(layout, &snapshot, base, low, ahead, self.max_offset())?;
         // A source that broke ends the pass once its last item was received,
         // even before the consumer asked for the end.
         let mut budget = self.budget;
@@ -641,23 +609,6 @@ where
             // Not the promised count: keep the steps (a replay).
             None => unmoved,
         }
-    }
-
-    fn encode(
-        &self,
-        snapshot: &State,
-        base: u64,
-        low: u64,
-        ahead: impl Iterator<Item = u64>,
-    ) -> Result<State> {
-        snapshot::encode(
-            self.plan.layout,
-            snapshot,
-            base,
-            low,
-            ahead,
-            self.max_offset(),
-        )
     }
 
     /// Stops the workers and shuts the source down.

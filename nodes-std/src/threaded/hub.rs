@@ -73,8 +73,8 @@ impl<U> Chunk<U> {
 const MAX_SPARE: usize = 16;
 
 /// Whether workers may take credits and queue chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Flow {
     Open,
     /// No new credits; chunks already pulled are still queued (the
     /// consumer hands them out before it takes the source back).
@@ -283,26 +283,20 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Stops new pulls but keeps what was pulled: workers waiting for
-    /// credits leave, and chunks still arrive until every worker is gone.
-    pub(crate) fn halt(&self) {
+    /// Stops new pulls: workers waiting for credits leave. [`Flow::Halted`]
+    /// keeps what was pulled: chunks still arrive until every worker is
+    /// gone. [`Flow::Closed`] stops the pass: the workers' sends fail, and
+    /// the chunks still queued are returned, for the caller to drop outside
+    /// the lock (their items are user values).
+    pub(crate) fn stop(&self, flow: Flow) -> VecDeque<Chunk<U>> {
         let mut inner = lock(&self.inner);
-        if inner.flow == Flow::Open {
-            inner.flow = Flow::Halted;
+        inner.flow = inner.flow.max(flow);
+        self.stopping.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+        match flow {
+            Flow::Closed => std::mem::take(&mut inner.queue),
+            _ => VecDeque::new(),
         }
-        self.stopping.store(true, Ordering::Relaxed);
-        self.room.notify_all();
-    }
-
-    /// Stops the pass: workers waiting for credits leave, and their sends
-    /// fail. Returns the chunks still queued, for the caller to drop
-    /// outside the lock (their items are user values).
-    pub(crate) fn close(&self) -> VecDeque<Chunk<U>> {
-        let mut inner = lock(&self.inner);
-        inner.flow = Flow::Closed;
-        self.stopping.store(true, Ordering::Relaxed);
-        self.room.notify_all();
-        std::mem::take(&mut inner.queue)
     }
 
     /// Wakes a consumer waiting for a chunk with [`Received::Cancelled`]
@@ -420,7 +414,7 @@ mod tests {
         // sleeper takes it.
         hub.release(1);
         assert_eq!(grants.recv().unwrap(), 1);
-        drop(hub.close());
+        drop(hub.stop(Flow::Closed));
         assert_eq!(grants.recv().unwrap(), 0, "the other sleeper leaves");
         assert_eq!(hub.acquire(1, false), 0, "a closed hub grants nothing");
     }
@@ -515,7 +509,7 @@ mod tests {
         hub.open(4, 4);
         hub.send(chunk(&[0])).unwrap();
         assert_eq!(hub.queued(), 1);
-        let queued = hub.close();
+        let queued = hub.stop(Flow::Closed);
         assert_eq!(queued.len(), 1);
         assert!(hub.stopping());
         assert!(hub.send(chunk(&[1])).is_err());
@@ -525,7 +519,7 @@ mod tests {
     fn a_halted_hub_grants_nothing_but_still_takes_chunks() {
         let hub = Arc::new(Hub::<u64>::new());
         hub.open(4, 4);
-        hub.halt();
+        hub.stop(Flow::Halted);
         assert!(hub.stopping());
         assert_eq!(hub.acquire(1, true), 0);
         assert!(hub.send(chunk(&[0])).is_ok());

@@ -9,13 +9,10 @@ use std::time::Duration;
 use nodes_core::{Cx, Error, Result, State};
 
 use super::clock::Clock;
-use super::hub::{Chunk, Hub, Items, Received, Slot};
+use super::hub::{Chunk, Flow, Hub, Items, Received, Slot};
+use super::plan::Plan;
 use super::snapshot::Cursor;
-use super::sync::{Arc, JoinHandle};
-
-/// An item handed out: its index, the value or error, and the source's
-/// state after it if one was taken there.
-pub(crate) type Delivered<U> = (u64, Result<U>, Option<State>);
+use super::sync::{Arc, JoinHandle, may_spin};
 
 /// The running workers and the consumer's side of the hand-over.
 #[derive(Debug)]
@@ -35,6 +32,9 @@ pub(crate) struct Pool<U> {
     pub(crate) deferred: BTreeMap<u64, (Result<U>, Option<State>)>,
     /// Whether the consumer polls for a while before it blocks.
     spin: bool,
+    /// Deliver in source order (else in arrival order).
+    in_order: bool,
+    node: &'static str,
     /// The workers were halted and joined for the source to come back to
     /// the consumer: what they read ahead is still handed out.
     handing_back: bool,
@@ -45,7 +45,7 @@ pub(crate) struct Pool<U> {
 impl<U> Pool<U> {
     /// A pool for a pass, whose workers are added with
     /// [`push`](Self::push).
-    pub(crate) fn new(hub: Arc<Hub<U>>, spin: bool) -> Self {
+    pub(crate) fn new(hub: Arc<Hub<U>>, plan: &Plan) -> Self {
         Pool {
             hub,
             workers: Vec::new(),
@@ -54,7 +54,9 @@ impl<U> Pool<U> {
             position: 0,
             end_at: None,
             deferred: BTreeMap::new(),
-            spin,
+            spin: may_spin(plan.workers),
+            in_order: plan.in_order,
+            node: plan.node,
             handing_back: false,
             waited: Duration::ZERO,
         }
@@ -67,7 +69,7 @@ impl<U> Pool<U> {
     /// Stops and joins every worker; idempotent. A worker inside the
     /// user's code finishes that call first.
     pub(crate) fn stop(&mut self) {
-        drop(self.hub.close());
+        drop(self.hub.stop(Flow::Closed));
         self.join();
     }
 
@@ -83,7 +85,7 @@ impl<U> Pool<U> {
     /// they read ahead to be handed out: once it is, the source stands
     /// where the consumer does (see [`handed_back`](Self::handed_back)).
     pub(crate) fn hand_back(&mut self) {
-        self.hub.halt();
+        self.hub.stop(Flow::Halted);
         self.join();
         self.handing_back = true;
     }
@@ -145,26 +147,24 @@ impl<U> Pool<U> {
         Some(item)
     }
 
-    /// The next item in delivery order; `None` at the end of the pass.
-    /// `clock` times the waits (for the adaptation and the stats).
+    /// The next item in delivery order, recorded in `cursor`; `None` at the
+    /// end of the pass. `clock` times the waits (for the adaptation and the
+    /// stats).
     pub(crate) fn next(
         &mut self,
-        cursor: &Cursor,
-        in_order: bool,
-        node: &'static str,
+        cursor: &mut Cursor,
         cx: &mut Cx,
         clock: Option<&dyn Clock>,
-    ) -> Result<Option<Delivered<U>>> {
-        loop {
+    ) -> Result<Option<Result<U>>> {
+        let (index, value, snapshot) = loop {
             // A waiting error's turn comes once everything before it was
             // delivered (or a restored state counted its index as
             // delivered ahead: the error says the state does not fit).
-            if !in_order
-                && let Some(waiting) = self.deferred.first_entry()
+            if let Some(waiting) = self.deferred.first_entry()
                 && *waiting.key() <= cursor.low()
             {
                 let (index, (value, snapshot)) = waiting.remove_entry();
-                return Ok(Some((index, value, snapshot)));
+                break (index, value, snapshot);
             }
             if let Some((index, value)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
@@ -174,14 +174,14 @@ impl<U> Pool<U> {
                     }
                     _ => None,
                 };
-                if !in_order && value.is_err() && index > cursor.low() {
+                if !self.in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: only a
                     // snapshot taken after it, adopted once everything
                     // before it was delivered, resumes such a source.
                     self.deferred.insert(index, (value, snapshot));
                     continue;
                 }
-                return Ok(Some((index, value, snapshot)));
+                break (index, value, snapshot);
             }
             if let Some(end) = self.current.end.take() {
                 self.end_at = Some(end);
@@ -190,9 +190,11 @@ impl<U> Pool<U> {
                 return Ok(None);
             }
             let done = std::mem::take(&mut self.current.items);
-            self.current = self.receive(cursor.low(), done, in_order, node, cx, clock)?;
+            self.current = self.receive(cursor.low(), done, cx, clock)?;
             self.position = 0;
-        }
+        };
+        cursor.deliver(index, snapshot);
+        Ok(Some(value))
     }
 
     /// Blocks until the chunk whose turn it is arrives (in order) or any
@@ -201,8 +203,6 @@ impl<U> Pool<U> {
         &mut self,
         low: u64,
         mut done: Items<U>,
-        in_order: bool,
-        node: &'static str,
         cx: &mut Cx,
         clock: Option<&dyn Clock>,
     ) -> Result<Chunk<U>> {
@@ -210,14 +210,7 @@ impl<U> Pool<U> {
             cx.record_queue_depth(self.hub.queued());
         }
         loop {
-            // Chunks below `low` are stale: the consumer moved past them (an
-            // index skipped on restore never arrives).
-            while let Some(stale) = self.reorder.first_entry()
-                && *stale.key() < low
-            {
-                stale.remove();
-            }
-            if in_order && let Some(chunk) = self.reorder.remove(&low) {
+            if let Some(chunk) = self.reorder.remove(&low) {
                 return Ok(chunk);
             }
             let started = clock.map(|c| c.now());
@@ -231,19 +224,19 @@ impl<U> Pool<U> {
             }
             let chunk = match received {
                 Received::Chunk(chunk) => chunk,
-                Received::Cancelled => return Err(Error::Cancelled { node }),
+                Received::Cancelled => return Err(Error::Cancelled { node: self.node }),
                 // Every worker is gone without reporting the end: they
                 // always report, even when dying, so this is a defect.
                 // Fail, never hang.
                 Received::Gone => Chunk::failure(
                     low,
                     Error::internal(
-                        node,
+                        self.node,
                         format!("worker threads exited without delivering item {low}"),
                     ),
                 ),
             };
-            if !in_order || chunk.first_index() == low {
+            if !self.in_order || chunk.first_index() == low {
                 return Ok(chunk);
             }
             self.reorder.insert(chunk.first_index(), chunk);

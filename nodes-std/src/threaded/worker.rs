@@ -33,48 +33,13 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     }
 }
 
-/// How many items a worker asks for at a time.
-///
-/// A chunk of one item keeps latency and read-ahead low for an expensive
-/// stage; a cheap stage would pay a hand-over per item. So an adaptive
-/// worker starts at one item and doubles its chunk while a chunk takes less
-/// than [`CHEAP_CHUNK`], up to the plan's `max_chunk`, and halves it once a
-/// chunk takes longer than [`DEAR_CHUNK`].
-#[derive(Debug)]
-pub(crate) struct ChunkSizer {
-    pub(crate) size: usize,
-    max: usize,
-    adaptive: bool,
-}
-
-/// A chunk made faster than this is worth growing.
+/// An adaptive worker (see [`Plan::first_chunk`]) doubles its chunk while
+/// pulling and processing one takes less than this, up to the plan's
+/// `max_chunk`: a chunk of one item keeps latency and read-ahead low for an
+/// expensive stage, but a cheap stage would pay a hand-over per item.
 const CHEAP_CHUNK: Duration = Duration::from_micros(100);
-/// A chunk made slower than this is worth shrinking.
+/// A chunk made slower than this is worth shrinking (halving).
 const DEAR_CHUNK: Duration = Duration::from_micros(500);
-
-impl ChunkSizer {
-    pub(crate) fn new(plan: &Plan) -> Self {
-        let max = plan.max_chunk.max(1);
-        ChunkSizer {
-            size: if plan.adaptive_chunks { 1 } else { max },
-            max,
-            adaptive: plan.adaptive_chunks,
-        }
-    }
-
-    /// A chunk of `len` items took `took` to pull and process.
-    fn observe(&mut self, len: usize, took: Duration) {
-        if !self.adaptive || len < self.size {
-            // A short chunk (credits ran low, end of data) says little.
-            return;
-        }
-        if took < CHEAP_CHUNK {
-            self.size = self.size.saturating_mul(2).min(self.max);
-        } else if took > DEAR_CHUNK {
-            self.size = (self.size / 2).max(1);
-        }
-    }
-}
 
 /// Queues a chunk that ends the pass if its worker dies unwinding (a panic
 /// outside the guarded user calls, such as a panic payload whose `Drop`
@@ -120,11 +85,12 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             index: 0,
         };
         let spin = may_spin(self.plan.workers);
-        let mut sizer = ChunkSizer::new(&self.plan);
+        let (adaptive, max) = (self.plan.adaptive_chunks, self.plan.max_chunk.max(1));
+        let mut size = self.plan.first_chunk();
         let mut buffer = VecDeque::new();
         let mut spare: Option<Items<U>> = None;
         loop {
-            let granted = hub.acquire(sizer.size, spin);
+            let granted = hub.acquire(size, spin);
             if granted == 0 {
                 return;
             }
@@ -137,7 +103,7 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     hub.release(granted);
                     return;
                 }
-                let started = sizer.adaptive.then(|| self.clock.now());
+                let started = adaptive.then(|| self.clock.now());
                 let stopping = || hub.stopping();
                 let buffer = std::mem::take(&mut buffer);
                 let pulled = puller.pull_chunk(
@@ -159,11 +125,16 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             }
             let chunk = self.process(&mut pulled, spare.take());
             buffer = pulled.items;
-            if let Some(started) = started {
-                let before = sizer.size;
-                sizer.observe(chunk.items.len(), self.clock.now() - started);
-                if sizer.size > before {
-                    hub.grow(self.plan.window_for(sizer.size));
+            // A short chunk (credits ran low, end of data) says little.
+            if let Some(started) = started
+                && chunk.items.len() >= size
+            {
+                let took = self.clock.now() - started;
+                if took < CHEAP_CHUNK && size < max {
+                    size = size.saturating_mul(2).min(max);
+                    hub.grow(self.plan.window_for(size));
+                } else if took > DEAR_CHUNK {
+                    size = (size / 2).max(1);
                 }
             }
             match hub.send(chunk) {
