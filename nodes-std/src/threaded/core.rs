@@ -11,17 +11,18 @@
 //! of pass (join, snapshot the source past its end), shutdown and drop.
 
 use std::borrow::Cow;
+use std::fmt;
 
 use nodes_core::__private::trace;
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
+use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, Resume, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
 use super::cancel::CancelHandle;
 use super::clock::{Clock, SystemClock};
 use super::hub::{Hub, Sender};
 use super::panic::{catch, guard};
-use super::plan::{Plan, Snapshots};
+use super::plan::{Layout, Plan, Snapshots};
 use super::pool::Pool;
 use super::puller::{Broke, Pulled, Puller};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
@@ -102,9 +103,43 @@ impl<N: Node, S, U> Threaded<N, S, U> {
         Arc::clone(&self.hub)
     }
 
-    /// The source's description as of the last reset.
-    pub(crate) fn source_description(&self) -> &Description {
-        &self.source_description
+    /// The node's `Debug`: its name, its source as of the last reset, then
+    /// `fields` (what of its plan it shows, under its own names).
+    pub(crate) fn fmt_debug(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        fields: &[(&str, &dyn fmt::Debug)],
+    ) -> fmt::Result {
+        let mut out = f.debug_struct(self.plan.node);
+        out.field("source", &self.source_description.to_string());
+        for (name, value) in fields {
+            out.field(name, value);
+        }
+        out.finish_non_exhaustive()
+    }
+
+    /// The node's description: its source (as of the last reset) keyed by
+    /// where its state lives in ours, and, for a node that may deliver out
+    /// of order (the indexed layout), its order. The error policy, worker
+    /// counts and read-ahead are not shown: they may change between a save
+    /// and a restore.
+    pub(crate) fn describe(&self) -> Description {
+        let mut description = Description::new(self.plan.node);
+        if self.plan.layout == Layout::Indexed {
+            description = description.param("in_order", self.plan.in_order);
+        }
+        let source = self.source_description.clone();
+        description
+            .child_as("source", snapshot::SNAPSHOT, source)
+            .with_resume(self.resume())
+    }
+
+    /// Reads ahead; out of order only on workers, without them items come
+    /// in source order.
+    pub(crate) fn resume(&self) -> Resume {
+        Resume::ReadsAhead {
+            in_order: self.plan.in_order || self.plan.workers == 0,
+        }
     }
 }
 
@@ -192,10 +227,10 @@ where
 
     /// How many more items the consumer gets this pass: the source's hint
     /// plus what was pulled and not yet handed out, then the error policy
-    /// (`stage_fails`: whether the stage may turn an item into an error).
-    /// It never waits for the workers: while one holds the source, the
-    /// upper bound is unknown.
-    pub(crate) fn size_hint(&self, stage_fails: bool) -> Hint {
+    /// (and whether the stage may turn an item into an error). It never
+    /// waits for the workers: while one holds the source, the upper bound
+    /// is unknown.
+    pub(crate) fn size_hint(&self) -> Hint {
         // What was pulled and not yet handed out: at least the items held,
         // at most those ahead (deferred errors were handed out of their chunk).
         let (held, ahead) = match &self.phase {
@@ -222,7 +257,7 @@ where
                 ..Hint::UNKNOWN
             },
         };
-        self.budget.size_hint(raw, stage_fails)
+        self.budget.size_hint(raw, S::FALLIBLE)
     }
 
     /// The next item for the consumer, after the error policy.

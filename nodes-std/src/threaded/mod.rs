@@ -25,10 +25,6 @@
 //!   closes the hub, which wakes every waiting worker, then joins them. A
 //!   worker blocked inside the user's own code can only be waited for.
 
-use std::fmt;
-
-use nodes_core::Node;
-
 pub(crate) mod adapt;
 pub(crate) mod cancel;
 pub(crate) mod clock;
@@ -45,18 +41,3 @@ pub(crate) mod puller;
 pub(crate) mod snapshot;
 pub(crate) mod sync;
 pub(crate) mod worker;
-
-/// A thread-backed node's `Debug`: its name, its source as of the last
-/// reset, then `fields` (what of its plan it shows, under its own names).
-pub(crate) fn fmt_debug<N: Node, S, U>(
-    core: &core::Threaded<N, S, U>,
-    f: &mut fmt::Formatter<'_>,
-    fields: &[(&str, &dyn fmt::Debug)],
-) -> fmt::Result {
-    let mut out = f.debug_struct(core.plan().node);
-    out.field("source", &core.source_description().to_string());
-    for (name, value) in fields {
-        out.field(name, value);
-    }
-    out.finish_non_exhaustive()
-}

@@ -3,14 +3,13 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::Hint;
-use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, Stateful};
+use nodes_core::{BoxError, Cx, Error, Node, NodeId, Result, Stateful};
 
+use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
 use crate::threaded::cancel::CancelHandle;
 use crate::threaded::core::Threaded;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
-use crate::threaded::snapshot;
 use crate::threaded::worker::Stage;
 use crate::transforms::require;
 
@@ -199,16 +198,14 @@ impl ParallelOptions {
             in_order: self.in_order,
             max_in_flight,
             // Each worker may hold an equal share of the credits at once.
-            max_chunk: match self.prebatch {
-                Some(k) => k,
-                None => (max_in_flight / self.num_workers.max(1)).max(1),
-            },
+            max_chunk: self
+                .prebatch
+                .unwrap_or((max_in_flight / self.num_workers.max(1)).max(1)),
             adaptive_chunks: self.prebatch.is_none(),
             min_in_flight,
-            snapshots: match self.snapshot_frequency {
-                Some(every) => Snapshots::Every(every as u64),
-                None => Snapshots::Paced,
-            },
+            snapshots: self
+                .snapshot_frequency
+                .map_or(Snapshots::Paced, |n| Snapshots::Every(n as u64)),
             layout: Layout::Indexed,
             policy: self.on_error,
         })
@@ -363,7 +360,7 @@ impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
             ("snapshots", &plan.snapshots),
             ("on_error", &plan.policy),
         ];
-        crate::threaded::fmt_debug(&self.core, f, &fields)
+        self.core.fmt_debug(f, &fields)
     }
 }
 
@@ -417,36 +414,9 @@ where
     N::Item: Send + 'static,
     U: Send + 'static,
 {
-    crate::delegate::delegate_stateful!(core: reset, check_state, get_state, shutdown);
-
-    fn describe(&self) -> Description {
-        // The error policy is not shown: like worker counts, it may change
-        // between a save and a restore.
-        Description::new(NAME)
-            .param("in_order", self.core.plan().in_order)
-            // Keyed by where the source's state lives in ours.
-            .child_as(
-                "source",
-                snapshot::SNAPSHOT,
-                self.core.source_description().clone(),
-            )
-            .with_resume(self.resume())
-    }
-
-    /// Out of order only on workers: without them items come in source
-    /// order.
-    fn resume(&self) -> crate::Resume {
-        let plan = self.core.plan();
-        crate::Resume::ReadsAhead {
-            in_order: plan.in_order || plan.workers == 0,
-        }
-    }
-
-    /// The source's hint plus the items read ahead (see
-    /// `Threaded::size_hint`); the function may fail on any item.
-    fn size_hint(&self) -> Hint {
-        self.core.size_hint(true)
-    }
+    // The source's hint plus the items read ahead (see
+    // `Threaded::size_hint`); the function may fail on any item.
+    delegate_stateful!(core: reset, check_state, get_state, shutdown, describe, resume, size_hint);
 }
 
 // A concrete `ParallelMapper` that was only constructed has no `next` or
@@ -462,6 +432,7 @@ mod tests {
 
     use super::*;
     use crate::threaded::clock::ManualClock;
+    use crate::threaded::snapshot;
     use crate::{IterableWrapper, NodeExt};
 
     /// `0..items` through a filter (whose state is no count of items, so it

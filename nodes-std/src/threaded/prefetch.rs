@@ -2,16 +2,15 @@
 
 use std::fmt;
 
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Node, NodeId, Result, Stateful};
+use nodes_core::{Cx, Node, NodeId, Result, Stateful};
 
+use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
 use crate::threaded::adapt::Policy as AdaptPolicy;
 use crate::threaded::cancel::CancelHandle;
 use crate::threaded::core::Threaded;
 use crate::threaded::hub::Items;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
-use crate::threaded::snapshot::SNAPSHOT;
 use crate::threaded::worker::Stage;
 use crate::transforms::require;
 
@@ -123,6 +122,8 @@ pub struct Prefetcher<N: Node> {
 struct Pass;
 
 impl<T> Stage<T, T> for Pass {
+    const FALLIBLE: bool = false;
+
     #[inline]
     fn apply(&self, _index: u64, item: T) -> Result<T> {
         Ok(item)
@@ -139,18 +140,13 @@ impl<T> Stage<T, T> for Pass {
 
 impl<N: Node> fmt::Debug for Prefetcher<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Plan {
-            max_in_flight,
-            policy,
-            ..
-        } = self.core.plan();
-        let inline_when_faster = self.core.adapt_policy().is_some();
-        let fields = [
-            ("prefetch_factor", max_in_flight as &dyn fmt::Debug),
-            ("on_error", policy),
-            ("inline_when_faster", &inline_when_faster),
+        let plan = self.core.plan();
+        let fields: [(&str, &dyn fmt::Debug); 3] = [
+            ("prefetch_factor", &plan.max_in_flight),
+            ("on_error", &plan.policy),
+            ("inline_when_faster", &self.core.adapt_policy().is_some()),
         ];
-        crate::threaded::fmt_debug(&self.core, f, &fields)
+        self.core.fmt_debug(f, &fields)
     }
 }
 
@@ -286,24 +282,9 @@ where
     N: Node + 'static,
     N::Item: Send + 'static,
 {
-    crate::delegate::delegate_stateful!(core: reset, check_state, get_state, shutdown);
-
-    fn describe(&self) -> Description {
-        // The error policy is not shown: like the read-ahead, it may change
-        // between a save and a restore.
-        Description::new(NAME)
-            .child_as("source", SNAPSHOT, self.core.source_description().clone())
-            .with_resume(self.resume())
-    }
-
-    fn resume(&self) -> crate::Resume {
-        crate::Resume::ReadsAhead { in_order: true }
-    }
-
-    /// The source's hint plus the items read ahead (see `Threaded::size_hint`).
-    fn size_hint(&self) -> Hint {
-        self.core.size_hint(false)
-    }
+    // The source's hint plus the items read ahead (see
+    // `Threaded::size_hint`).
+    delegate_stateful!(core: reset, check_state, get_state, shutdown, describe, resume, size_hint);
 }
 
 // A concrete `Prefetcher` that was only constructed has no `next` or

@@ -20,6 +20,9 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     /// caught by the caller.
     fn apply(&self, index: u64, item: T) -> Result<U>;
 
+    /// Whether `apply` may turn an item into an error.
+    const FALLIBLE: bool = true;
+
     /// A stage that does nothing (`T` is `U`) hands a pulled chunk's items
     /// over as they are: `Ok` with the same items. Any other returns them.
     fn pass_through(&self, items: Items<T>) -> std::result::Result<Items<U>, Items<T>> {
