@@ -163,12 +163,13 @@ where
         clock: std::sync::Arc<dyn Clock>,
     ) -> Self {
         let source_description = source.describe();
-        let puller = Puller::new(source, std::sync::Arc::clone(&clock));
+        // Taken when the node is built: a tree does not change shape.
+        let run = plan.over(&source_description);
+        let puller = Puller::new(source, &run, std::sync::Arc::clone(&clock));
         Threaded {
             broke: Arc::clone(&puller.broke),
             counted: None,
-            // Taken when the node is built: a tree does not change shape.
-            run: plan.over(&source_description),
+            run,
             plan,
             source_description,
             puller: Arc::new(Mutex::new(puller)),
@@ -338,10 +339,10 @@ where
                 if puller.done {
                     return None;
                 }
-                match puller.pull_one(cx, node) {
+                match puller.pull_one(cx) {
                     Pulled::Item(index, item) => break (index, item),
                     Pulled::Skipped(_) => {}
-                    Pulled::End { last, .. } => break last?,
+                    Pulled::End(last) => break last?,
                 }
             }
         };

@@ -107,16 +107,8 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     return;
                 }
                 let started = adaptive.then(|| self.clock.now());
-                let stopping = || hub.stopping();
                 let buffer = std::mem::take(&mut buffer);
-                let pulled = puller.pull_chunk(
-                    &mut cx,
-                    granted,
-                    self.plan.snapshots,
-                    node,
-                    stopping,
-                    buffer,
-                );
+                let pulled = puller.pull_chunk(&mut cx, granted, || hub.stopping(), buffer);
                 (pulled, started)
             };
             hub.release(granted - pulled.items.len().min(granted));
