@@ -74,8 +74,9 @@ pub(crate) struct Threaded<N: Node, S, U> {
     /// Whether the source may run on the consumer's thread for a while, and
     /// when (one worker only; see `adapt.rs`).
     adapt: Option<Adapt>,
-    /// The source came back to the consumer mid-pass and stands where the
-    /// consumer does; `cursor` is stale until the next reader starts.
+    /// The source stands where the consumer does: no workers, or the source
+    /// came back to the consumer mid-pass (`cursor` is then stale until the
+    /// next reader starts).
     at_consumer: bool,
     /// Where the timing decisions read the time.
     clock: std::sync::Arc<dyn Clock>,
@@ -458,23 +459,17 @@ where
         // Validate everything before touching anything.
         let saved = state.map(|s| Saved::decode(node, s, self.plan.layout));
         let saved = saved.transpose()?;
-        let counts = match state {
-            Some(s) if s.contains(ERRORS) => Some(self.budget.load(s)?),
-            _ => None,
-        };
+        let counts = state.filter(|s| s.contains(ERRORS));
+        let counts = counts.map(|s| self.budget.load(s)).transpose()?;
         // A new pass after one the consumer did not finish starts from where
         // the consumer stood, not from where the workers got to.
-        let rewind = saved.is_none()
-            && self.run.workers > 0
-            && self.flag.is_reset()
-            && !self.ended
-            && !self.at_consumer;
+        let rewind = saved.is_none() && self.flag.is_reset() && !self.ended && !self.at_consumer;
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
         self.ended = false;
         self.stop_workers();
         self.phase = Phase::Idle;
-        self.at_consumer = false;
+        self.at_consumer = self.run.workers == 0;
         if let Some(adapt) = &mut self.adapt {
             adapt.new_pass();
         }
@@ -500,13 +495,10 @@ where
         let ahead = saved.map(|s| s.ahead).unwrap_or_default();
         self.restored_span = ahead.last().map_or(0, |&last| last + 1 - base);
         self.cursor = Cursor::new(snapshot, base, ahead);
-        self.budget.clear();
-        if let Some(counts) = counts {
-            self.budget.restore(counts);
-        }
+        self.budget.restore(counts.unwrap_or_default());
         self.phase = if self.budget.ended() {
             Phase::Finished
-        } else if self.run.workers == 0 {
+        } else if self.at_consumer {
             Phase::Inline
         } else {
             Phase::Ready
@@ -568,15 +560,14 @@ where
                 clock: std::sync::Arc::clone(&self.clock),
             };
             let worker_cx = cx.fork();
-            let node = plan.node;
             let run = move || {
-                trace::worker_started(node, i);
+                trace::worker_started(plan.node, i);
                 worker.run(worker_cx);
-                trace::worker_stopped(node, i);
+                trace::worker_stopped(plan.node, i);
             };
             let name = format!("{}-{i}", plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
-            pool.push(spawn(node, name, trace::with_dispatch(run))?);
+            pool.push(spawn(plan.node, name, trace::with_dispatch(run))?);
         }
         Ok(pool)
     }
@@ -585,7 +576,7 @@ where
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.plan.node)?;
-        let (snapshot, base, low, ahead) = if self.run.workers == 0 || self.at_consumer {
+        let (snapshot, base, low, ahead) = if self.at_consumer {
             // Inline, or the source came back to the consumer mid-pass: its
             // own state is exact. Skipped items right at the front count as
             // received steps.
@@ -595,12 +586,8 @@ where
                 low += 1;
             }
             let source = Cow::Owned(puller.source.get_state(cx)?);
-            (
-                source,
-                puller.next_index,
-                low,
-                puller.skip.range(low..).copied().collect(),
-            )
+            let ahead: Vec<u64> = puller.skip.range(low..).copied().collect();
+            (source, puller.next_index, low, ahead)
         } else {
             let (snapshot, base, low, ahead) = self.cursor.parts();
             let (snapshot, base) = self.counted_forward(snapshot, base, low);
