@@ -555,7 +555,7 @@ where
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
                 stage: std::sync::Arc::clone(&self.stage),
-                sender: Sender::join(&self.hub),
+                sender: Sender::join(&self.hub, plan.node),
                 plan,
                 clock: std::sync::Arc::clone(&self.clock),
             };

@@ -326,24 +326,41 @@ impl<U> Hub<U> {
 }
 
 /// A worker's membership in the pass: while any is alive, the consumer
-/// waits for chunks; the last one to go wakes it.
-#[derive(Debug)]
+/// waits for chunks; the last one to go wakes it. A worker that dies
+/// unwinding (a panic outside the guarded user calls, such as a panic
+/// payload whose `Drop` panics) first queues a chunk that ends the pass, so
+/// the consumer gets an error instead of waiting forever.
 pub(crate) struct Sender<U> {
     pub(crate) hub: Arc<Hub<U>>,
+    node: &'static str,
+    /// The first item of the chunk being worked on: the consumer is told
+    /// of a death there, at the item it waits for in order.
+    pub(crate) index: u64,
 }
 
 impl<U> Sender<U> {
-    /// Counts one more worker in the pass.
-    pub(crate) fn join(hub: &Arc<Hub<U>>) -> Self {
+    /// Counts one more worker of `node` in the pass.
+    pub(crate) fn join(hub: &Arc<Hub<U>>, node: &'static str) -> Self {
         lock(&hub.inner).senders += 1;
+        let hub = Arc::clone(hub);
         Sender {
-            hub: Arc::clone(hub),
+            hub,
+            node,
+            index: 0,
         }
     }
 }
 
 impl<U> Drop for Sender<U> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let error = Error::Panicked {
+                node: self.node.into(),
+                index: Some(self.index),
+                message: "a worker thread died while processing this item".to_owned(),
+            };
+            let _ = self.hub.send(Chunk::failure(self.index, error));
+        }
         let mut inner = lock(&self.hub.inner);
         inner.senders -= 1;
         if inner.senders == 0 && inner.consumer_waits {
@@ -454,7 +471,7 @@ mod tests {
     fn the_consumer_takes_chunks_in_arrival_order_then_learns_the_workers_left() {
         let hub = Arc::new(Hub::<u64>::new());
         hub.open(4, 4);
-        let sender = Sender::join(&hub);
+        let sender = Sender::join(&hub, "Test");
         let worker = std::thread::spawn(move || {
             for first in [0, 2] {
                 assert!(sender.hub.send(chunk(&[first, first + 1])).is_ok());
@@ -474,7 +491,7 @@ mod tests {
     fn a_cancel_wakes_a_waiting_consumer_once() {
         let hub = Arc::new(Hub::<u64>::new());
         hub.open(1, 1);
-        let _sender = Sender::join(&hub);
+        let _sender = Sender::join(&hub, "Test");
         let (tx, rx) = mpsc::channel();
         let waiting = {
             let hub = Arc::clone(&hub);
@@ -523,7 +540,7 @@ mod tests {
         assert!(hub.stopping());
         assert_eq!(hub.acquire(1, true), 0);
         assert!(hub.send(chunk(&[0])).is_ok());
-        let _sender = Sender::join(&hub);
+        let _sender = Sender::join(&hub, "Test");
         assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0]);
     }
 
@@ -531,7 +548,7 @@ mod tests {
     fn emptied_buffers_go_back_to_the_workers() {
         let hub = Arc::new(Hub::<u64>::new());
         hub.open(4, 4);
-        let _sender = Sender::join(&hub);
+        let _sender = Sender::join(&hub, "Test");
         hub.send(chunk(&[0])).unwrap();
         let buffer: Items<u64> = VecDeque::with_capacity(64);
         let _ = hub.receive(buffer, false);

@@ -336,17 +336,15 @@ pub struct ParallelMapper<N: Node, U> {
     core: Threaded<N, MapStage<N::Item, U>, U>,
 }
 
-/// The per-item work: the user's function, with its error attributed.
-struct MapStage<T, U> {
-    f: Box<MapFn<T, U>>,
-    /// `fn` pointer: the stage holds no `T`, so it is `Send + Sync` whatever `T` is.
-    _item: PhantomData<fn(T)>,
-}
+/// The per-item work: the user's function, with its error attributed. The
+/// `fn` pointer: the stage holds no `T`, so it is `Send + Sync` whatever `T`
+/// is.
+struct MapStage<T, U>(Box<MapFn<T, U>>, PhantomData<fn(T)>);
 
 impl<T: 'static, U: 'static> Stage<T, U> for MapStage<T, U> {
     #[inline]
     fn apply(&self, index: u64, item: T) -> Result<U> {
-        (self.f)(item).map_err(|e| Error::user(NAME, Some(index), e))
+        (self.0)(item).map_err(|e| Error::user(NAME, Some(index), e))
     }
 }
 
@@ -375,10 +373,7 @@ where
     where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
-        let stage = MapStage {
-            f: Box::new(f),
-            _item: PhantomData,
-        };
+        let stage = MapStage(Box::new(f), PhantomData);
         Ok(ParallelMapper {
             core: Threaded::new(source, stage, options.resolve()?),
         })
@@ -452,10 +447,7 @@ mod tests {
                 x
             })
             .filter(|_| true);
-        let stage = MapStage {
-            f: Box::new(Ok),
-            _item: PhantomData,
-        };
+        let stage = MapStage(Box::new(Ok), PhantomData);
         let plan = ParallelOptions::new(2).resolve().unwrap();
         assert_eq!(plan.snapshots, Snapshots::Paced);
         ParallelMapper {

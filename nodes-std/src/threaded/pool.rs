@@ -91,14 +91,13 @@ impl<U> Pool<U> {
     }
 
     /// Handing back, and every item read ahead was handed out with the
-    /// pass still open.
+    /// pass still open. (Only a one-worker pass in order hands back: no
+    /// chunk waits for its turn, and no error for the items before it.)
     pub(crate) fn handed_back(&self) -> bool {
         self.handing_back
             && self.current.items.is_empty()
             && self.current.end.is_none()
             && self.end_at.is_none()
-            && self.reorder.is_empty()
-            && self.deferred.is_empty()
             && self.hub.queued() == 0
     }
 

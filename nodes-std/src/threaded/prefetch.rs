@@ -129,12 +129,15 @@ impl<T> Stage<T, T> for Pass {
         Ok(item)
     }
 
-    fn pass_through(&self, items: Items<T>) -> std::result::Result<Items<T>, Items<T>> {
-        Ok(items)
-    }
-
-    fn reuse(&self, buffer: Items<T>) -> Option<Items<T>> {
-        Some(buffer)
+    /// Hands the pulled items over as they are, and pulls into the spare
+    /// buffer.
+    fn apply_chunk(
+        &self,
+        _: &'static str,
+        items: &mut Items<T>,
+        spare: Option<Items<T>>,
+    ) -> Items<T> {
+        std::mem::replace(items, spare.unwrap_or_default())
     }
 }
 
