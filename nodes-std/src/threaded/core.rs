@@ -20,7 +20,7 @@ use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, Resume
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
 use super::cancel::CancelHandle;
 use super::clock::{Clock, SystemClock};
-use super::hub::{Hub, Sender};
+use super::hub::{Flow, Hub, Sender};
 use super::panic::{catch, guard};
 use super::plan::{Layout, Plan, Snapshots};
 use super::pool::Pool;
@@ -104,19 +104,13 @@ impl<N: Node, S, U> Threaded<N, S, U> {
         Arc::clone(&self.hub)
     }
 
-    /// The node's `Debug`: its name, its source as of the last reset, then
-    /// `fields` (what of its plan it shows, under its own names).
-    pub(crate) fn fmt_debug(
-        &self,
-        f: &mut fmt::Formatter<'_>,
-        fields: &[(&str, &dyn fmt::Debug)],
-    ) -> fmt::Result {
+    /// The start of the node's `Debug`: its name and its source as of the
+    /// last reset; the node goes on with what of its plan it shows, under
+    /// its own names.
+    pub(crate) fn debug<'a, 'b>(&self, f: &'a mut fmt::Formatter<'b>) -> fmt::DebugStruct<'a, 'b> {
         let mut out = f.debug_struct(self.plan.node);
         out.field("source", &self.source_description.to_string());
-        for (name, value) in fields {
-            out.field(name, value);
-        }
-        out.finish_non_exhaustive()
+        out
     }
 
     /// The node's description: its source (as of the last reset) keyed by
@@ -323,7 +317,8 @@ where
                     return Err(error);
                 }
                 Verdict::DeliverAndEnd(error) => {
-                    self.finish();
+                    // Dropping the pool stops and joins its workers.
+                    self.phase = Phase::Finished;
                     return Err(error);
                 }
                 Verdict::Skip => {}
@@ -381,7 +376,7 @@ where
         match (adapt.look(self.clock.now(), waited), &mut self.phase) {
             // The reader stops now; the pass goes on inline once what it
             // read ahead is handed out (see `next`).
-            (Some(Mode::Inline), Phase::Running(pool)) => pool.hand_back(),
+            (Some(Mode::Inline), Phase::Running(pool)) => pool.stop(Flow::Halted),
             (Some(Mode::Threaded), Phase::Inline) => self.go_threaded(cx),
             // Still handing back, or the pass is over: `next` and the next
             // reset follow the adaptation's mode.
@@ -417,7 +412,7 @@ where
     /// restoring a state taken at the end of a pass sets the source up for
     /// the next pass exactly as the uninterrupted run does.
     fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
-        self.finish();
+        self.phase = Phase::Finished;
         if self.broke.get().is_some() {
             // The pass ended early: a restore must not read on.
             self.budget.end_pass();
@@ -429,18 +424,6 @@ where
             self.cursor = Cursor::new(snapshot, puller.next_index, []);
         }
         Ok(None)
-    }
-
-    /// Ends the pass: joins the workers and latches.
-    fn finish(&mut self) {
-        self.stop_workers();
-        self.phase = Phase::Finished;
-    }
-
-    fn stop_workers(&mut self) {
-        if let Phase::Running(pool) = &mut self.phase {
-            pool.stop();
-        }
     }
 
     /// Checks a saved state as `reset` would take it, the source's part
@@ -467,7 +450,6 @@ where
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
         self.ended = false;
-        self.stop_workers();
         self.phase = Phase::Idle;
         self.at_consumer = self.run.workers == 0;
         if let Some(adapt) = &mut self.adapt {
@@ -567,7 +549,8 @@ where
             };
             let name = format!("{}-{i}", plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
-            pool.push(spawn(plan.node, name, trace::with_dispatch(run))?);
+            pool.workers
+                .push(spawn(plan.node, name, trace::with_dispatch(run))?);
         }
         Ok(pool)
     }
@@ -634,9 +617,9 @@ where
         }
     }
 
-    /// Stops the workers and shuts the source down.
+    /// Stops the workers (dropping the pool joins them) and shuts the
+    /// source down.
     pub(crate) fn shutdown(&mut self) {
-        self.stop_workers();
         if !matches!(self.phase, Phase::Idle) {
             self.phase = Phase::ShutDown;
         }

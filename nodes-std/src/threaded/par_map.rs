@@ -351,14 +351,14 @@ impl<T: 'static, U: 'static> Stage<T, U> for MapStage<T, U> {
 impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plan = self.core.plan();
-        let fields: [(&str, &dyn fmt::Debug); 5] = [
-            ("num_workers", &plan.workers),
-            ("in_order", &plan.in_order),
-            ("max_concurrent", &plan.max_in_flight),
-            ("snapshots", &plan.snapshots),
-            ("on_error", &plan.policy),
-        ];
-        self.core.fmt_debug(f, &fields)
+        self.core
+            .debug(f)
+            .field("num_workers", &plan.workers)
+            .field("in_order", &plan.in_order)
+            .field("max_concurrent", &plan.max_in_flight)
+            .field("snapshots", &plan.snapshots)
+            .field("on_error", &plan.policy)
+            .finish_non_exhaustive()
     }
 }
 

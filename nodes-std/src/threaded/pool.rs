@@ -18,7 +18,7 @@ use super::sync::{Arc, JoinHandle, may_spin};
 #[derive(Debug)]
 pub(crate) struct Pool<U> {
     hub: Arc<Hub<U>>,
-    workers: Vec<JoinHandle>,
+    pub(crate) workers: Vec<JoinHandle>,
     /// In order: chunks that arrived before their turn, by first index.
     reorder: BTreeMap<u64, Chunk<U>>,
     /// The chunk being handed out (what is left of it).
@@ -43,8 +43,7 @@ pub(crate) struct Pool<U> {
 }
 
 impl<U> Pool<U> {
-    /// A pool for a pass, whose workers are added with
-    /// [`push`](Self::push).
+    /// A pool for a pass, whose workers are added to `workers`.
     pub(crate) fn new(hub: Arc<Hub<U>>, plan: &Plan) -> Self {
         Pool {
             hub,
@@ -62,32 +61,19 @@ impl<U> Pool<U> {
         }
     }
 
-    pub(crate) fn push(&mut self, worker: JoinHandle) {
-        self.workers.push(worker);
-    }
-
-    /// Stops and joins every worker; idempotent. A worker inside the
-    /// user's code finishes that call first.
-    pub(crate) fn stop(&mut self) {
-        drop(self.hub.stop(Flow::Closed));
-        self.join();
-    }
-
-    fn join(&mut self) {
+    /// Stops the workers and joins them (a worker inside the user's code
+    /// finishes that call first); idempotent. [`Flow::Halted`] hands the
+    /// source back: what the workers read ahead is still handed out, and
+    /// once it is, the source stands where the consumer does (see
+    /// [`handed_back`](Self::handed_back)). [`Flow::Closed`] drops it.
+    pub(crate) fn stop(&mut self, flow: Flow) {
+        drop(self.hub.stop(flow));
         for worker in self.workers.drain(..) {
             // A worker that panicked outside the guarded user code sent
             // its death notice already: nothing is left to report.
             let _ = worker.join();
         }
-    }
-
-    /// Stops the workers from reading further and joins them, leaving what
-    /// they read ahead to be handed out: once it is, the source stands
-    /// where the consumer does (see [`handed_back`](Self::handed_back)).
-    pub(crate) fn hand_back(&mut self) {
-        self.hub.stop(Flow::Halted);
-        self.join();
-        self.handing_back = true;
+        self.handing_back |= flow == Flow::Halted;
     }
 
     /// Handing back, and every item read ahead was handed out with the
@@ -245,6 +231,6 @@ impl<U> Pool<U> {
 
 impl<U> Drop for Pool<U> {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(Flow::Closed);
     }
 }

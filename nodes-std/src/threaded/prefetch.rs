@@ -144,12 +144,12 @@ impl<T> Stage<T, T> for Pass {
 impl<N: Node> fmt::Debug for Prefetcher<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plan = self.core.plan();
-        let fields: [(&str, &dyn fmt::Debug); 3] = [
-            ("prefetch_factor", &plan.max_in_flight),
-            ("on_error", &plan.policy),
-            ("inline_when_faster", &self.core.adapt_policy().is_some()),
-        ];
-        self.core.fmt_debug(f, &fields)
+        self.core
+            .debug(f)
+            .field("prefetch_factor", &plan.max_in_flight)
+            .field("on_error", &plan.policy)
+            .field("inline_when_faster", &self.core.adapt_policy().is_some())
+            .finish_non_exhaustive()
     }
 }
 
