@@ -76,7 +76,6 @@ pub(crate) enum Policy {
 }
 
 /// One consumer's choice of mode, and the measurements behind it.
-#[derive(Debug)]
 pub(crate) struct Adapt {
     policy: Policy,
     mode: Mode,
@@ -98,7 +97,6 @@ pub(crate) struct Adapt {
     next_hold: u32,
 }
 
-#[derive(Debug)]
 struct Window {
     started: Instant,
     last_look: Instant,
@@ -134,11 +132,6 @@ impl Adapt {
             hold: 0,
             next_hold: FIRST_HOLD,
         }
-    }
-
-    /// How the mode is chosen.
-    pub(crate) fn policy(&self) -> Policy {
-        self.policy
     }
 
     /// The mode the consumer runs in now.

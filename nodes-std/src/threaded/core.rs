@@ -14,8 +14,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use nodes_core::__private::trace;
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, Resume, State};
+use nodes_core::{Cx, Description, Error, Hint, Node, Replay, ResetFlag, Result, Resume, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
 use super::cancel::CancelHandle;
@@ -51,7 +50,8 @@ enum Phase<U> {
 /// A source pulled on the caller's thread or on workers, with the
 /// consumer's position and the error policy. See the module docs.
 pub(crate) struct Threaded<N: Node, S, U> {
-    plan: Plan,
+    /// The plan as built.
+    pub(crate) plan: Plan,
     /// The plan as run over this source (see [`Plan::over`]).
     run: Plan,
     puller: Arc<Mutex<Puller<N>>>,
@@ -73,7 +73,7 @@ pub(crate) struct Threaded<N: Node, S, U> {
     restored_span: u64,
     /// Whether the source may run on the consumer's thread for a while, and
     /// when (one worker only; see `adapt.rs`).
-    adapt: Option<Adapt>,
+    pub(crate) adapt: Option<Adapt>,
     /// The source stands where the consumer does: no workers, or the source
     /// came back to the consumer mid-pass (`cursor` is then stale until the
     /// next reader starts).
@@ -88,16 +88,6 @@ pub(crate) struct Threaded<N: Node, S, U> {
 }
 
 impl<N: Node, S, U> Threaded<N, S, U> {
-    /// The plan as built.
-    pub(crate) fn plan(&self) -> &Plan {
-        &self.plan
-    }
-
-    /// Whether the source may run on the consumer's thread.
-    pub(crate) fn adapt_policy(&self) -> Option<AdaptPolicy> {
-        self.adapt.as_ref().map(Adapt::policy)
-    }
-
     /// The hand-over, for tests that order their events after it.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn hub(&self) -> Arc<Hub<U>> {
@@ -238,22 +228,13 @@ where
             }
             Phase::Inline | Phase::Ready => (0, 0),
         };
+        let read_ahead = Hint::from_iterator((held, Some(ahead)));
         // Only a running worker holds the source.
-        let raw = match self.puller.try_lock() {
-            Ok(puller) => {
-                let source = puller.size_hint();
-                Hint {
-                    lower: source.lower.saturating_add(held as u64),
-                    upper: source.upper.and_then(|u| u.checked_add(ahead as u64)),
-                    ..source
-                }
-            }
-            Err(_) => Hint {
-                lower: held as u64,
-                ..Hint::UNKNOWN
-            },
-        };
-        self.budget.size_hint(raw, S::FALLIBLE)
+        let source = self
+            .puller
+            .try_lock()
+            .map_or(Hint::UNKNOWN, |p| p.size_hint());
+        self.budget.size_hint(source.then(read_ahead), S::FALLIBLE)
     }
 
     /// The next item for the consumer, after the error policy.

@@ -350,7 +350,7 @@ impl<T: 'static, U: 'static> Stage<T, U> for MapStage<T, U> {
 
 impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = self.core.plan();
+        let plan = &self.core.plan;
         self.core
             .debug(f)
             .field("num_workers", &plan.workers)
@@ -374,9 +374,8 @@ where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
         let stage = MapStage(Box::new(f), PhantomData);
-        Ok(ParallelMapper {
-            core: Threaded::new(source, stage, options.resolve()?),
-        })
+        let core = Threaded::new(source, stage, options.resolve()?);
+        Ok(ParallelMapper { core })
     }
 
     /// A handle that wakes this node's consumer from its wait for the

@@ -15,7 +15,6 @@ use super::snapshot::Cursor;
 use super::sync::{Arc, JoinHandle, may_spin};
 
 /// The running workers and the consumer's side of the hand-over.
-#[derive(Debug)]
 pub(crate) struct Pool<U> {
     hub: Arc<Hub<U>>,
     pub(crate) workers: Vec<JoinHandle>,
@@ -153,12 +152,9 @@ impl<U> Pool<U> {
             }
             if let Some((index, value)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
-                let snapshot = match self.current.snapshots.front() {
-                    Some((at, _)) if *at + 1 == self.position => {
-                        self.current.snapshots.pop_front().map(|(_, state)| state)
-                    }
-                    _ => None,
-                };
+                let snapshots = &mut self.current.snapshots;
+                let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
+                let snapshot = snapshot.map(|(_, state)| state);
                 if !self.in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: only a
                     // snapshot taken after it, adopted once everything

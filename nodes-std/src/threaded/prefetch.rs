@@ -143,12 +143,12 @@ impl<T> Stage<T, T> for Pass {
 
 impl<N: Node> fmt::Debug for Prefetcher<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = self.core.plan();
+        let plan = &self.core.plan;
         self.core
             .debug(f)
             .field("prefetch_factor", &plan.max_in_flight)
             .field("on_error", &plan.policy)
-            .field("inline_when_faster", &self.core.adapt_policy().is_some())
+            .field("inline_when_faster", &self.core.adapt.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -160,9 +160,8 @@ where
 {
     /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
     pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
-        Ok(Prefetcher {
-            core: Threaded::new(source, Pass, plan(prefetch_factor)?),
-        })
+        let core = Threaded::new(source, Pass, plan(prefetch_factor)?);
+        Ok(Prefetcher { core })
     }
 
     /// A handle that wakes this node's consumer from its wait for the

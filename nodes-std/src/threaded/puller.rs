@@ -7,8 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nodes_core::Hint;
-use nodes_core::{Cx, Error, Node};
+use nodes_core::{Cx, Error, Hint, Node};
 
 use super::clock::Clock;
 use super::hub::{Chunk, Items, Slot};
@@ -39,7 +38,6 @@ const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
 const PACE_FACTOR: u32 = 32;
 
 /// The source and the numbering of the pass.
-#[derive(Debug)]
 pub(crate) struct Puller<N> {
     pub(crate) source: N,
     /// The index the next pulled item gets.
@@ -77,7 +75,6 @@ pub(crate) struct Puller<N> {
 /// the index after the item it broke at, where the pass ends. Read by the
 /// consumer without the source's lock, which a worker inside the source's
 /// `next` holds.
-#[derive(Debug)]
 pub(crate) struct Broke(AtomicU64);
 
 impl Broke {
@@ -91,7 +88,6 @@ impl Broke {
 }
 
 /// What one pull from the source gave.
-#[derive(Debug)]
 pub(crate) enum Pulled<T> {
     /// An item (a value or a bad record) to hand out.
     Item(u64, Slot<T>),

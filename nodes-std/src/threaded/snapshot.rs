@@ -199,7 +199,6 @@ pub(crate) fn encode(
 }
 
 /// What the consumer has received, as a resumable position.
-#[derive(Debug)]
 pub(crate) struct Cursor {
     /// The adopted source snapshot.
     snapshot: State,
@@ -253,27 +252,24 @@ impl Cursor {
     fn deliver_slow(&mut self, index: u64, snapshot: Option<State>) {
         if index == self.low {
             self.low += 1;
-            if !self.ahead.is_empty() {
-                while self.ahead.remove(&self.low) {
-                    self.low += 1;
-                }
+            while self.ahead.remove(&self.low) {
+                self.low += 1;
             }
         } else if index > self.low {
             self.ahead.insert(index);
         }
-        if let Some(snapshot) = snapshot {
-            let after = index + 1;
-            if after <= self.low && self.pending.is_empty() {
+        // A snapshot is taken after its item: one before the adopted one
+        // changes nothing.
+        if let Some(snapshot) = snapshot
+            && index >= self.base
+        {
+            if index < self.low && self.pending.is_empty() {
                 // The in-order fast path: adopt at once.
-                if after > self.base {
-                    self.snapshot = snapshot;
-                    self.base = after;
-                }
+                self.snapshot = snapshot;
+                self.base = index + 1;
                 return;
             }
-            if after > self.base {
-                self.pending.insert(after, snapshot);
-            }
+            self.pending.insert(index + 1, snapshot);
         }
         // Adopt the newest snapshot that everything before it was delivered for.
         while let Some(entry) = self.pending.first_entry() {
