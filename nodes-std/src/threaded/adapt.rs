@@ -122,10 +122,8 @@ impl Adapt {
             policy,
             mode: Mode::Threaded,
             countdown: 1,
-            stride: match policy {
-                Policy::Measured => 1,
-                Policy::Every(items) => items.max(1),
-            },
+            // Only a measured policy looks at the clock in strides.
+            stride: 1,
             window: None,
             rates: [None; 2],
             probing: false,

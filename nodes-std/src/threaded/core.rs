@@ -159,7 +159,7 @@ where
             source_description,
             puller: Arc::new(Mutex::new(puller)),
             stage: std::sync::Arc::new(stage),
-            hub: Arc::new(Hub::new()),
+            hub: Arc::new(Hub::new(plan.node)),
             flag: ResetFlag::default(),
             phase: Phase::Idle,
             cursor: Cursor::new(State::new(), 0, []),
@@ -518,7 +518,7 @@ where
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
                 stage: std::sync::Arc::clone(&self.stage),
-                sender: Sender::join(&self.hub, plan.node),
+                sender: Sender::join(&self.hub),
                 plan,
                 clock: std::sync::Arc::clone(&self.clock),
             };

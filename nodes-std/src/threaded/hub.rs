@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 
 use crossbeam_utils::Backoff;
-use nodes_core::{Error, State};
+use nodes_core::{Error, Result, State};
 
 use super::sync::{Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering, lock, wait};
 
@@ -83,16 +83,6 @@ pub(crate) enum Flow {
     Closed,
 }
 
-/// What the consumer's wait for a chunk gave.
-#[derive(Debug)]
-pub(crate) enum Received<U> {
-    Chunk(Chunk<U>),
-    /// Every worker is gone and nothing is queued.
-    Gone,
-    /// A [`cancel`](Hub::cancel) woke the consumer.
-    Cancelled,
-}
-
 #[derive(Debug)]
 struct Inner<U> {
     queue: VecDeque<Chunk<U>>,
@@ -123,6 +113,8 @@ impl<U> Inner<U> {
 /// The hand-over of one node, reused pass after pass. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Hub<U> {
+    /// The node's name, for errors.
+    node: &'static str,
     inner: Mutex<Inner<U>>,
     /// Workers wait here for credits.
     room: Condvar,
@@ -134,9 +126,10 @@ pub(crate) struct Hub<U> {
 }
 
 impl<U> Hub<U> {
-    /// A hand-over with no pass running.
-    pub(crate) fn new() -> Self {
+    /// A hand-over of `node`'s, with no pass running.
+    pub(crate) fn new(node: &'static str) -> Self {
         Hub {
+            node,
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 spare: Vec::new(),
@@ -236,10 +229,10 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Queues a worker's chunk and returns an emptied buffer to pull into
-    /// next, if the consumer left one. `Err` with the chunk once the pass
-    /// is closed (the worker then stops).
-    pub(crate) fn send(&self, chunk: Chunk<U>) -> Result<Option<Items<U>>, Chunk<U>> {
+    /// Queues a worker's chunk and returns an emptied buffer to fill next
+    /// (one the consumer left, or a new one). `Err` with the chunk once the
+    /// pass is closed (the worker then stops).
+    pub(crate) fn send(&self, chunk: Chunk<U>) -> Result<Items<U>, Chunk<U>> {
         let mut inner = lock(&self.inner);
         if inner.flow == Flow::Closed {
             return Err(chunk);
@@ -248,13 +241,14 @@ impl<U> Hub<U> {
         if inner.consumer_waits {
             self.ready.notify_one();
         }
-        Ok(inner.spare.pop())
+        Ok(inner.spare.pop().unwrap_or_default())
     }
 
     /// The consumer leaves its last chunk's emptied buffer for the workers
     /// and takes the next chunk, blocking until one is queued, every worker
-    /// is gone, or a cancel comes.
-    pub(crate) fn receive(&self, done: Items<U>, spin: bool) -> Received<U> {
+    /// is gone, or a cancel comes ([`Error::Cancelled`]). `low` is the item
+    /// the consumer waits for.
+    pub(crate) fn receive(&self, done: Items<U>, spin: bool, low: u64) -> Result<Chunk<U>> {
         let backoff = Backoff::new();
         let mut inner = lock(&self.inner);
         if done.capacity() > 0 && inner.spare.len() < MAX_SPARE {
@@ -263,13 +257,17 @@ impl<U> Hub<U> {
         loop {
             if inner.cancelled {
                 inner.cancelled = false;
-                return Received::Cancelled;
+                return Err(Error::Cancelled { node: self.node });
             }
             if let Some(chunk) = inner.queue.pop_front() {
-                return Received::Chunk(chunk);
+                return Ok(chunk);
             }
             if inner.senders == 0 {
-                return Received::Gone;
+                // Every worker is gone without reporting the end: they
+                // always report, even when dying, so this is a defect.
+                // Fail, never hang.
+                let message = format!("worker threads exited without delivering item {low}");
+                return Ok(Chunk::failure(low, Error::internal(self.node, message)));
             }
             if spin && !backoff.is_completed() {
                 drop(inner);
@@ -299,7 +297,7 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Wakes a consumer waiting for a chunk with [`Received::Cancelled`]
+    /// Wakes a consumer waiting for a chunk with [`Error::Cancelled`]
     /// (or the next one to wait, if none waits now).
     pub(crate) fn cancel(&self) {
         lock(&self.inner).cancelled = true;
@@ -332,22 +330,17 @@ impl<U> Hub<U> {
 /// the consumer gets an error instead of waiting forever.
 pub(crate) struct Sender<U> {
     pub(crate) hub: Arc<Hub<U>>,
-    node: &'static str,
     /// The first item of the chunk being worked on: the consumer is told
     /// of a death there, at the item it waits for in order.
     pub(crate) index: u64,
 }
 
 impl<U> Sender<U> {
-    /// Counts one more worker of `node` in the pass.
-    pub(crate) fn join(hub: &Arc<Hub<U>>, node: &'static str) -> Self {
+    /// Counts one more worker in the pass.
+    pub(crate) fn join(hub: &Arc<Hub<U>>) -> Self {
         lock(&hub.inner).senders += 1;
         let hub = Arc::clone(hub);
-        Sender {
-            hub,
-            node,
-            index: 0,
-        }
+        Sender { hub, index: 0 }
     }
 }
 
@@ -355,7 +348,7 @@ impl<U> Drop for Sender<U> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let error = Error::Panicked {
-                node: self.node.into(),
+                node: self.hub.node.into(),
                 index: Some(self.index),
                 message: "a worker thread died while processing this item".to_owned(),
             };
@@ -393,11 +386,9 @@ mod tests {
         chunk
     }
 
-    fn indices(received: Received<u64>) -> Vec<u64> {
-        match received {
-            Received::Chunk(chunk) => chunk.items.iter().map(|(i, _)| *i).collect(),
-            other => panic!("expected a chunk, got {other:?}"),
-        }
+    fn indices(received: Result<Chunk<u64>>) -> Vec<u64> {
+        let chunk = received.expect("a chunk");
+        chunk.items.iter().map(|(i, _)| *i).collect()
     }
 
     /// A worker that acquires on its own thread; its grant comes back on
@@ -415,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_worker_waits_for_credits_and_a_close_wakes_every_worker() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(1, 1);
         assert_eq!(
             hub.acquire(5, false),
@@ -438,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_sleeping_worker_wakes_once_its_chunk_is_free() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(8, 8);
         assert_eq!(hub.acquire(8, false), 8);
         let woken = acquiring(&hub, 8);
@@ -453,7 +444,7 @@ mod tests {
 
     #[test]
     fn growing_wakes_a_waiter_and_stops_at_the_ceiling() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(1, 4);
         assert_eq!(hub.acquire(1, false), 1);
         let woken = acquiring(&hub, 1);
@@ -469,36 +460,38 @@ mod tests {
 
     #[test]
     fn the_consumer_takes_chunks_in_arrival_order_then_learns_the_workers_left() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(4, 4);
-        let sender = Sender::join(&hub, "Test");
+        let sender = Sender::join(&hub);
         let worker = std::thread::spawn(move || {
             for first in [0, 2] {
                 assert!(sender.hub.send(chunk(&[first, first + 1])).is_ok());
             }
             // Dropping `sender` leaves the pass.
         });
-        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0, 1]);
-        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [2, 3]);
-        assert!(matches!(
-            hub.receive(VecDeque::new(), false),
-            Received::Gone
-        ));
+        assert_eq!(indices(hub.receive(VecDeque::new(), false, 0)), [0, 1]);
+        assert_eq!(indices(hub.receive(VecDeque::new(), false, 0)), [2, 3]);
+        // Every worker is gone and nothing is queued: an error, never a hang.
+        let gone = hub.receive(VecDeque::new(), false, 4).unwrap();
+        assert!(matches!(&gone.items[0], (4, Err(e)) if matches!(**e, Error::Internal { .. })));
         worker.join().unwrap();
     }
 
     #[test]
     fn a_cancel_wakes_a_waiting_consumer_once() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(1, 1);
-        let _sender = Sender::join(&hub, "Test");
+        let _sender = Sender::join(&hub);
         let (tx, rx) = mpsc::channel();
         let waiting = {
             let hub = Arc::clone(&hub);
             std::thread::spawn(move || {
-                let first = matches!(hub.receive(VecDeque::new(), false), Received::Cancelled);
+                let first = matches!(
+                    hub.receive(VecDeque::new(), false, 0),
+                    Err(Error::Cancelled { .. })
+                );
                 tx.send(first).unwrap();
-                indices(hub.receive(VecDeque::new(), false))
+                indices(hub.receive(VecDeque::new(), false, 0))
             })
         };
         until(|| hub.consumer_waits());
@@ -511,18 +504,18 @@ mod tests {
 
     #[test]
     fn a_cancel_before_the_wait_ends_the_next_wait() {
-        let hub = Hub::<u64>::new();
+        let hub = Hub::<u64>::new("Test");
         hub.open(1, 1);
         hub.cancel();
         assert!(matches!(
-            hub.receive(VecDeque::new(), true),
-            Received::Cancelled
+            hub.receive(VecDeque::new(), true, 0),
+            Err(Error::Cancelled { .. })
         ));
     }
 
     #[test]
     fn a_closed_hub_refuses_chunks_and_returns_what_was_queued() {
-        let hub = Hub::<u64>::new();
+        let hub = Hub::<u64>::new("Test");
         hub.open(4, 4);
         hub.send(chunk(&[0])).unwrap();
         assert_eq!(hub.queued(), 1);
@@ -534,25 +527,25 @@ mod tests {
 
     #[test]
     fn a_halted_hub_grants_nothing_but_still_takes_chunks() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(4, 4);
         hub.stop(Flow::Halted);
         assert!(hub.stopping());
         assert_eq!(hub.acquire(1, true), 0);
         assert!(hub.send(chunk(&[0])).is_ok());
-        let _sender = Sender::join(&hub, "Test");
-        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0]);
+        let _sender = Sender::join(&hub);
+        assert_eq!(indices(hub.receive(VecDeque::new(), false, 0)), [0]);
     }
 
     #[test]
     fn emptied_buffers_go_back_to_the_workers() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(4, 4);
-        let _sender = Sender::join(&hub, "Test");
+        let _sender = Sender::join(&hub);
         hub.send(chunk(&[0])).unwrap();
         let buffer: Items<u64> = VecDeque::with_capacity(64);
-        let _ = hub.receive(buffer, false);
-        let spare = hub.send(chunk(&[1])).unwrap().expect("a spare buffer");
+        let _ = hub.receive(buffer, false, 0);
+        let spare = hub.send(chunk(&[1])).unwrap();
         assert!(spare.capacity() >= 64 && spare.is_empty());
     }
 
@@ -560,7 +553,7 @@ mod tests {
     /// what is actually in flight.
     #[test]
     fn any_window_is_a_count() {
-        let hub = Hub::<u64>::new();
+        let hub = Hub::<u64>::new("Test");
         hub.open(usize::MAX, usize::MAX);
         assert_eq!(hub.acquire(3, false), 3);
         hub.grow(usize::MAX);

@@ -150,15 +150,10 @@ impl ParallelOptions {
 
     /// Checks the options and fills in the defaults.
     fn resolve(self) -> Result<Plan> {
-        if self.num_workers > Self::MAX_WORKERS {
-            return Err(Error::invalid_argument(
-                NAME,
-                format!(
-                    "num_workers must be at most {}, found {}",
-                    Self::MAX_WORKERS,
-                    self.num_workers
-                ),
-            ));
+        let (max, found) = (Self::MAX_WORKERS, self.num_workers);
+        if found > max {
+            let message = format!("num_workers must be at most {max}, found {found}");
+            return Err(Error::invalid_argument(NAME, message));
         }
         for (value, message) in [
             (
@@ -362,11 +357,9 @@ impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
     }
 }
 
-impl<N, U> ParallelMapper<N, U>
+impl<N: Node + 'static, U: Send + 'static> ParallelMapper<N, U>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
-    U: Send + 'static,
 {
     /// See [`NodeExt::par_map`](crate::NodeExt::par_map).
     pub(crate) fn new<F>(source: N, f: F, options: ParallelOptions) -> Result<Self>
@@ -385,11 +378,9 @@ where
     }
 }
 
-impl<N, U> Node for ParallelMapper<N, U>
+impl<N: Node + 'static, U: Send + 'static> Node for ParallelMapper<N, U>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
-    U: Send + 'static,
 {
     type Item = U;
 
@@ -402,11 +393,9 @@ impl<N: Node, U> nodes_core::NodeName for ParallelMapper<N, U> {
     const NAME: &'static str = NAME;
 }
 
-impl<N, U> Stateful for ParallelMapper<N, U>
+impl<N: Node + 'static, U: Send + 'static> Stateful for ParallelMapper<N, U>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
-    U: Send + 'static,
 {
     // The source's hint plus the items read ahead (see
     // `Threaded::size_hint`); the function may fail on any item.

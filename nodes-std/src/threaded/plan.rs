@@ -61,7 +61,8 @@ pub(crate) struct Plan {
     pub(crate) in_order: bool,
     /// Items pulled and not yet handed out, at most.
     pub(crate) max_in_flight: usize,
-    /// Items pulled under one hold of the source lock, at most.
+    /// Items pulled under one hold of the source lock, at most (at least
+    /// one).
     pub(crate) max_chunk: usize,
     /// Whether workers start with chunks of one item and grow them while
     /// the stage is cheap (see `worker.rs`), or always ask for `max_chunk`.
@@ -118,7 +119,7 @@ impl Plan {
         if self.adaptive_chunks {
             1
         } else {
-            self.max_chunk.max(1)
+            self.max_chunk
         }
     }
 }

@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use nodes_core::{Cx, Error, Result, State};
+use nodes_core::{Cx, Result, State};
 
 use super::clock::Clock;
-use super::hub::{Chunk, Flow, Hub, Items, Received, Slot};
+use super::hub::{Chunk, Flow, Hub, Items, Slot};
 use super::plan::Plan;
 use super::snapshot::Cursor;
 use super::sync::{Arc, JoinHandle, may_spin};
@@ -33,7 +33,6 @@ pub(crate) struct Pool<U> {
     spin: bool,
     /// Deliver in source order (else in arrival order).
     in_order: bool,
-    node: &'static str,
     /// The workers were halted and joined for the source to come back to
     /// the consumer: what they read ahead is still handed out.
     handing_back: bool,
@@ -54,7 +53,6 @@ impl<U> Pool<U> {
             deferred: BTreeMap::new(),
             spin: may_spin(plan.workers),
             in_order: plan.in_order,
-            node: plan.node,
             handing_back: false,
             waited: Duration::ZERO,
         }
@@ -195,7 +193,7 @@ impl<U> Pool<U> {
                 return Ok(chunk);
             }
             let started = clock.map(|c| c.now());
-            let received = self.hub.receive(std::mem::take(&mut done), self.spin);
+            let received = self.hub.receive(std::mem::take(&mut done), self.spin, low);
             if let (Some(clock), Some(started)) = (clock, started) {
                 let waited = clock.now() - started;
                 self.waited += waited;
@@ -203,20 +201,7 @@ impl<U> Pool<U> {
                     cx.record_blocked(waited);
                 }
             }
-            let chunk = match received {
-                Received::Chunk(chunk) => chunk,
-                Received::Cancelled => return Err(Error::Cancelled { node: self.node }),
-                // Every worker is gone without reporting the end: they
-                // always report, even when dying, so this is a defect.
-                // Fail, never hang.
-                Received::Gone => Chunk::failure(
-                    low,
-                    Error::internal(
-                        self.node,
-                        format!("worker threads exited without delivering item {low}"),
-                    ),
-                ),
-            };
+            let chunk = received?;
             if !self.in_order || chunk.first_index() == low {
                 return Ok(chunk);
             }

@@ -131,13 +131,8 @@ impl<T> Stage<T, T> for Pass {
 
     /// Hands the pulled items over as they are, and pulls into the spare
     /// buffer.
-    fn apply_chunk(
-        &self,
-        _: &'static str,
-        items: &mut Items<T>,
-        spare: Option<Items<T>>,
-    ) -> Items<T> {
-        std::mem::replace(items, spare.unwrap_or_default())
+    fn apply_chunk(&self, _: &'static str, items: &mut Items<T>, spare: Items<T>) -> Items<T> {
+        std::mem::replace(items, spare)
     }
 }
 
@@ -153,9 +148,8 @@ impl<N: Node> fmt::Debug for Prefetcher<N> {
     }
 }
 
-impl<N> Prefetcher<N>
+impl<N: Node + 'static> Prefetcher<N>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
 {
     /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
@@ -263,9 +257,8 @@ fn plan(prefetch_factor: usize) -> Result<Plan> {
     })
 }
 
-impl<N> Node for Prefetcher<N>
+impl<N: Node + 'static> Node for Prefetcher<N>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
 {
     type Item = N::Item;
@@ -279,9 +272,8 @@ impl<N: Node> nodes_core::NodeName for Prefetcher<N> {
     const NAME: &'static str = NAME;
 }
 
-impl<N> Stateful for Prefetcher<N>
+impl<N: Node + 'static> Stateful for Prefetcher<N>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
 {
     // The source's hint plus the items read ahead (see

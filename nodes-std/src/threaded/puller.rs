@@ -205,9 +205,8 @@ impl<N: Node> Puller<N> {
             }
             // Checking at powers of two keeps the clock off the per-item
             // path while bounding how long a started chunk waits.
-            let len = chunk.items.len();
             if !last
-                && len.is_power_of_two()
+                && chunk.items.len().is_power_of_two()
                 && (stopping() || started.is_some_and(|s| self.clock.now() - s >= MIN_CHUNK_TIME))
             {
                 self.quick = false;

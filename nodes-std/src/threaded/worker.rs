@@ -27,13 +27,8 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     /// buffer to pull into next; errors stay items, and a panic is caught
     /// as an error of `node`. `spare` is an emptied buffer the consumer
     /// gave back, to fill.
-    fn apply_chunk(
-        &self,
-        node: &'static str,
-        items: &mut Items<T>,
-        spare: Option<Items<U>>,
-    ) -> Items<U> {
-        let mut out = spare.unwrap_or_default();
+    fn apply_chunk(&self, node: &'static str, items: &mut Items<T>, spare: Items<U>) -> Items<U> {
+        let mut out = spare;
         out.clear();
         out.extend(items.drain(..).map(|(index, item)| {
             let apply = |item| catch(node, Some(index), || self.apply(index, item));
@@ -68,10 +63,10 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
         let hub = &self.sender.hub;
         let node = self.plan.node;
         let spin = may_spin(self.plan.workers);
-        let (adaptive, max) = (self.plan.adaptive_chunks, self.plan.max_chunk.max(1));
+        let (adaptive, max) = (self.plan.adaptive_chunks, self.plan.max_chunk);
         let mut size = self.plan.first_chunk();
         let mut buffer = VecDeque::new();
-        let mut spare: Option<Items<U>> = None;
+        let mut spare = VecDeque::new();
         loop {
             let granted = hub.acquire(size, spin);
             if granted == 0 {
@@ -98,10 +93,10 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 // chunk's first item, the one it waits for in order.
                 self.sender.index = *first;
             }
+            let out = std::mem::take(&mut spare);
+            let items = self.stage.apply_chunk(node, &mut pulled.items, out);
             let chunk = Chunk {
-                items: self
-                    .stage
-                    .apply_chunk(node, &mut pulled.items, spare.take()),
+                items,
                 snapshots: std::mem::take(&mut pulled.snapshots),
                 end: pulled.end,
             };
