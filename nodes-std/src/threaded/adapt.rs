@@ -78,7 +78,8 @@ pub(crate) enum Policy {
 /// One consumer's choice of mode, and the measurements behind it.
 pub(crate) struct Adapt {
     policy: Policy,
-    mode: Mode,
+    /// The mode the consumer runs in now.
+    pub(crate) mode: Mode,
     /// Items left until the next look at the clock.
     countdown: u64,
     /// Items between two looks.
@@ -130,11 +131,6 @@ impl Adapt {
             hold: 0,
             next_hold: FIRST_HOLD,
         }
-    }
-
-    /// The mode the consumer runs in now.
-    pub(crate) fn mode(&self) -> Mode {
-        self.mode
     }
 
     /// A new pass: the measurements so far stay, the window starts over.
@@ -276,7 +272,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(drive.window(0.2), None);
         }
-        assert_eq!(drive.adapt.mode(), Mode::Threaded);
+        assert_eq!(drive.adapt.mode, Mode::Threaded);
     }
 
     #[test]
@@ -300,7 +296,7 @@ mod tests {
         // This time the reader was slow: the probe is kept.
         drive.set_rate(Mode::Threaded, 1.0);
         assert_eq!(drive.window(0.0), None);
-        assert_eq!(drive.adapt.mode(), Mode::Inline);
+        assert_eq!(drive.adapt.mode, Mode::Inline);
         // Inline, the reader is probed again after the hold.
         for _ in 0..FIRST_HOLD {
             assert_eq!(drive.window(0.0), None);

@@ -191,7 +191,8 @@ where
     /// workers (see [`CancelHandle`]).
     pub(crate) fn cancel_handle(&self) -> CancelHandle {
         let hub = Arc::clone(&self.hub);
-        CancelHandle::new(move || hub.cancel())
+        let wake = std::sync::Arc::new(move || hub.cancel());
+        CancelHandle { wake }
     }
 
     /// The bound on what a state this node writes this pass can record
@@ -331,7 +332,7 @@ where
 
     /// Where the adaptation wants the source now (`None`: not adaptive).
     fn adapt_mode(&self) -> Option<Mode> {
-        self.adapt.as_ref().map(Adapt::mode)
+        self.adapt.as_ref().map(|adapt| adapt.mode)
     }
 
     /// Counts an item handed out, and switches between the reader and the
