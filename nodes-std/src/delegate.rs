@@ -39,5 +39,10 @@ macro_rules! delegate_stateful {
             self.$field.size_hint()
         }
     };
+    (@ $field:ident resume) => {
+        fn resume(&self) -> $crate::Resume {
+            self.$field.resume()
+        }
+    };
 }
 pub(crate) use delegate_stateful;

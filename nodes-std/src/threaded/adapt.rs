@@ -76,10 +76,10 @@ pub(crate) enum Policy {
 }
 
 /// One consumer's choice of mode, and the measurements behind it.
-#[derive(Debug)]
 pub(crate) struct Adapt {
     policy: Policy,
-    mode: Mode,
+    /// The mode the consumer runs in now.
+    pub(crate) mode: Mode,
     /// Items left until the next look at the clock.
     countdown: u64,
     /// Items between two looks.
@@ -87,9 +87,9 @@ pub(crate) struct Adapt {
     /// The window being measured; `None` until the first look after a
     /// switch or a new pass.
     window: Option<Window>,
-    /// The last rate measured in each mode (items per second).
-    threaded: Option<f64>,
-    inline: Option<f64>,
+    /// The last rate measured in each mode (items per second), by `Mode as
+    /// usize`.
+    rates: [Option<f64>; 2],
     /// The current mode is a probe, to be compared with the other's rate.
     probing: bool,
     /// Windows left before the other mode may be probed.
@@ -98,7 +98,6 @@ pub(crate) struct Adapt {
     next_hold: u32,
 }
 
-#[derive(Debug)]
 struct Window {
     started: Instant,
     last_look: Instant,
@@ -124,27 +123,14 @@ impl Adapt {
             policy,
             mode: Mode::Threaded,
             countdown: 1,
-            stride: match policy {
-                Policy::Measured => 1,
-                Policy::Every(items) => items.max(1),
-            },
+            // Only a measured policy looks at the clock in strides.
+            stride: 1,
             window: None,
-            threaded: None,
-            inline: None,
+            rates: [None; 2],
             probing: false,
             hold: 0,
             next_hold: FIRST_HOLD,
         }
-    }
-
-    /// How the mode is chosen.
-    pub(crate) fn policy(&self) -> Policy {
-        self.policy
-    }
-
-    /// The mode the consumer runs in now.
-    pub(crate) fn mode(&self) -> Mode {
-        self.mode
     }
 
     /// A new pass: the measurements so far stay, the window starts over.
@@ -202,14 +188,8 @@ impl Adapt {
     /// The end of a window in the current mode, at `rate`.
     fn decide(&mut self, rate: f64, starved: bool) -> Option<Mode> {
         let other = self.mode.other();
-        let before = match other {
-            Mode::Threaded => self.threaded,
-            Mode::Inline => self.inline,
-        };
-        match self.mode {
-            Mode::Threaded => self.threaded = Some(rate),
-            Mode::Inline => self.inline = Some(rate),
-        }
+        let before = self.rates[other as usize];
+        self.rates[self.mode as usize] = Some(rate);
         if self.probing {
             self.probing = false;
             if before.is_none_or(|before| rate > before * MARGIN) {
@@ -282,10 +262,7 @@ mod tests {
 
         /// Pretends the last window in `mode` ran at `rate`.
         fn set_rate(&mut self, mode: Mode, rate: f64) {
-            match mode {
-                Mode::Threaded => self.adapt.threaded = Some(rate),
-                Mode::Inline => self.adapt.inline = Some(rate),
-            }
+            self.adapt.rates[mode as usize] = Some(rate);
         }
     }
 
@@ -295,7 +272,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(drive.window(0.2), None);
         }
-        assert_eq!(drive.adapt.mode(), Mode::Threaded);
+        assert_eq!(drive.adapt.mode, Mode::Threaded);
     }
 
     #[test]
@@ -319,7 +296,7 @@ mod tests {
         // This time the reader was slow: the probe is kept.
         drive.set_rate(Mode::Threaded, 1.0);
         assert_eq!(drive.window(0.0), None);
-        assert_eq!(drive.adapt.mode(), Mode::Inline);
+        assert_eq!(drive.adapt.mode, Mode::Inline);
         // Inline, the reader is probed again after the hold.
         for _ in 0..FIRST_HOLD {
             assert_eq!(drive.window(0.0), None);

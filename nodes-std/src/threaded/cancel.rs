@@ -33,16 +33,11 @@ use std::fmt;
 /// ```
 #[derive(Clone)]
 pub struct CancelHandle {
-    wake: std::sync::Arc<dyn Fn() + Send + Sync>,
+    /// Wakes the node's consumer (see `Threaded::cancel_handle`).
+    pub(crate) wake: std::sync::Arc<dyn Fn() + Send + Sync>,
 }
 
 impl CancelHandle {
-    pub(crate) fn new(wake: impl Fn() + Send + Sync + 'static) -> Self {
-        CancelHandle {
-            wake: std::sync::Arc::new(wake),
-        }
-    }
-
     /// Ends the consumer's current (or next) wait for the workers with
     /// [`Error::Cancelled`](crate::Error::Cancelled).
     pub fn cancel(&self) {

@@ -14,20 +14,19 @@ use std::borrow::Cow;
 use std::fmt;
 
 use nodes_core::__private::trace;
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, Replay, ResetFlag, Result, State};
+use nodes_core::{Cx, Description, Error, Hint, Node, Replay, ResetFlag, Result, Resume, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
 use super::cancel::CancelHandle;
 use super::clock::{Clock, SystemClock};
-use super::hub::{Hub, Sender};
+use super::hub::{Flow, Hub, Sender};
 use super::panic::{catch, guard};
-use super::plan::{Layout, Plan, Snapshots, needs_exact_snapshots};
-use super::pool::{Cancelled, Pool};
+use super::plan::{Layout, Plan, Snapshots};
+use super::pool::Pool;
 use super::puller::{Broke, Pulled, Puller};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
-use super::sync::{Arc, Mutex, lock, may_spin, spawn};
-use super::worker::{ChunkSizer, Stage, Worker};
+use super::sync::{Arc, Mutex, lock, spawn};
+use super::worker::{Stage, Worker};
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
 /// Where the node stands.
@@ -38,8 +37,8 @@ enum Phase<U> {
     /// back to the consumer, see `adapt.rs`).
     Inline,
     /// Reset; the workers start at the first `next`, from the consumer's
-    /// context (a pass beginning at this index).
-    Ready(u64),
+    /// context.
+    Ready,
     /// Workers are running.
     Running(Box<Pool<U>>),
     /// The pass ended; workers joined.
@@ -48,23 +47,11 @@ enum Phase<U> {
     ShutDown,
 }
 
-impl<U> fmt::Debug for Phase<U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Phase::Idle => "Idle",
-            Phase::Inline => "Inline",
-            Phase::Ready(_) => "Ready",
-            Phase::Running(_) => "Running",
-            Phase::Finished => "Finished",
-            Phase::ShutDown => "ShutDown",
-        })
-    }
-}
-
 /// A source pulled on the caller's thread or on workers, with the
 /// consumer's position and the error policy. See the module docs.
 pub(crate) struct Threaded<N: Node, S, U> {
-    plan: Plan,
+    /// The plan as built.
+    pub(crate) plan: Plan,
     /// The plan as run over this source (see [`Plan::over`]).
     run: Plan,
     puller: Arc<Mutex<Puller<N>>>,
@@ -86,9 +73,10 @@ pub(crate) struct Threaded<N: Node, S, U> {
     restored_span: u64,
     /// Whether the source may run on the consumer's thread for a while, and
     /// when (one worker only; see `adapt.rs`).
-    adapt: Option<Adapt>,
-    /// The source came back to the consumer mid-pass and stands where the
-    /// consumer does; `cursor` is stale until the next reader starts.
+    pub(crate) adapt: Option<Adapt>,
+    /// The source stands where the consumer does: no workers, or the source
+    /// came back to the consumer mid-pass (`cursor` is then stale until the
+    /// next reader starts).
     at_consumer: bool,
     /// Where the timing decisions read the time.
     clock: std::sync::Arc<dyn Clock>,
@@ -99,36 +87,44 @@ pub(crate) struct Threaded<N: Node, S, U> {
     broke: Arc<Broke>,
 }
 
-impl<N: Node, S, U> fmt::Debug for Threaded<N, S, U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(self.plan.node)
-            .field("source", &self.source_description.to_string())
-            .field("plan", &self.run)
-            .field("phase", &self.phase)
-            .finish_non_exhaustive()
-    }
-}
-
 impl<N: Node, S, U> Threaded<N, S, U> {
-    /// The plan as built.
-    pub(crate) fn plan(&self) -> &Plan {
-        &self.plan
-    }
-
-    /// Whether the source may run on the consumer's thread.
-    pub(crate) fn adapt_policy(&self) -> Option<AdaptPolicy> {
-        self.adapt.as_ref().map(Adapt::policy)
-    }
-
     /// The hand-over, for tests that order their events after it.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn hub(&self) -> Arc<Hub<U>> {
         Arc::clone(&self.hub)
     }
 
-    /// The source's description as of the last reset.
-    pub(crate) fn source_description(&self) -> &Description {
-        &self.source_description
+    /// The start of the node's `Debug`: its name and its source as of the
+    /// last reset; the node goes on with what of its plan it shows, under
+    /// its own names.
+    pub(crate) fn debug<'a, 'b>(&self, f: &'a mut fmt::Formatter<'b>) -> fmt::DebugStruct<'a, 'b> {
+        let mut out = f.debug_struct(self.plan.node);
+        out.field("source", &self.source_description.to_string());
+        out
+    }
+
+    /// The node's description: its source (as of the last reset) keyed by
+    /// where its state lives in ours, and, for a node that may deliver out
+    /// of order (the indexed layout), its order. The error policy, worker
+    /// counts and read-ahead are not shown: they may change between a save
+    /// and a restore.
+    pub(crate) fn describe(&self) -> Description {
+        let mut description = Description::new(self.plan.node);
+        if self.plan.layout == Layout::Indexed {
+            description = description.param("in_order", self.plan.in_order);
+        }
+        let source = self.source_description.clone();
+        description
+            .child_as("source", snapshot::SNAPSHOT, source)
+            .with_resume(self.resume())
+    }
+
+    /// Reads ahead; out of order only on workers, without them items come
+    /// in source order.
+    pub(crate) fn resume(&self) -> Resume {
+        Resume::ReadsAhead {
+            in_order: self.plan.in_order || self.plan.workers == 0,
+        }
     }
 }
 
@@ -153,20 +149,17 @@ where
     ) -> Self {
         let source_description = source.describe();
         // Taken when the node is built: a tree does not change shape.
-        let varies = source_description.varying_order().is_some();
-        // Every item must carry its source's state (see
-        // [`Plan::exact_positions`]).
-        let exact = needs_exact_snapshots(&source_description);
-        let puller = Puller::new(source, std::sync::Arc::clone(&clock));
+        let run = plan.over(&source_description);
+        let puller = Puller::new(source, &run, std::sync::Arc::clone(&clock));
         Threaded {
             broke: Arc::clone(&puller.broke),
             counted: None,
-            run: plan.over(varies).exact_positions(exact),
+            run,
             plan,
             source_description,
             puller: Arc::new(Mutex::new(puller)),
             stage: std::sync::Arc::new(stage),
-            hub: Arc::new(Hub::new()),
+            hub: Arc::new(Hub::new(plan.node)),
             flag: ResetFlag::default(),
             phase: Phase::Idle,
             cursor: Cursor::new(State::new(), 0, []),
@@ -198,7 +191,8 @@ where
     /// workers (see [`CancelHandle`]).
     pub(crate) fn cancel_handle(&self) -> CancelHandle {
         let hub = Arc::clone(&self.hub);
-        CancelHandle::new(move || hub.cancel())
+        let wake = std::sync::Arc::new(move || hub.cancel());
+        CancelHandle { wake }
     }
 
     /// The bound on what a state this node writes this pass can record
@@ -220,38 +214,28 @@ where
 
     /// How many more items the consumer gets this pass: the source's hint
     /// plus what was pulled and not yet handed out, then the error policy
-    /// (`stage_fails`: whether the stage may turn an item into an error).
-    /// It never waits for the workers: while one holds the source, the
-    /// upper bound is unknown.
-    pub(crate) fn size_hint(&self, stage_fails: bool) -> Hint {
-        let raw = match &self.phase {
+    /// (and whether the stage may turn an item into an error). It never
+    /// waits for the workers: while one holds the source, the upper bound
+    /// is unknown.
+    pub(crate) fn size_hint(&self) -> Hint {
+        // What was pulled and not yet handed out: at least the items held,
+        // at most those ahead (deferred errors were handed out of their chunk).
+        let (held, ahead) = match &self.phase {
             Phase::Idle | Phase::ShutDown => return Hint::UNKNOWN,
             Phase::Finished => return Hint::exact(0),
-            Phase::Inline | Phase::Ready(_) => match self.puller.try_lock() {
-                Ok(puller) => puller.size_hint(),
-                Err(_) => return Hint::UNKNOWN,
-            },
             Phase::Running(pool) => {
-                let held = (pool.current.items.len() + pool.deferred.len()) as u64;
-                match self.puller.try_lock() {
-                    Ok(puller) => {
-                        let source = puller.size_hint();
-                        // Deferred errors were handed out of their chunk.
-                        let ahead = (pool.ahead() + pool.deferred.len()) as u64;
-                        Hint {
-                            lower: source.lower.saturating_add(held),
-                            upper: source.upper.and_then(|u| u.checked_add(ahead)),
-                            ..source
-                        }
-                    }
-                    Err(_) => Hint {
-                        lower: held,
-                        ..Hint::UNKNOWN
-                    },
-                }
+                let deferred = pool.deferred.len();
+                (pool.current.items.len() + deferred, pool.ahead() + deferred)
             }
+            Phase::Inline | Phase::Ready => (0, 0),
         };
-        self.budget.size_hint(raw, stage_fails)
+        let read_ahead = Hint::from_iterator((held, Some(ahead)));
+        // Only a running worker holds the source.
+        let source = self
+            .puller
+            .try_lock()
+            .map_or(Hint::UNKNOWN, |p| p.size_hint());
+        self.budget.size_hint(source.then(read_ahead), S::FALLIBLE)
     }
 
     /// The next item for the consumer, after the error policy.
@@ -268,14 +252,14 @@ where
         let node = self.plan.node;
         self.flag.check(node)?;
         loop {
-            if let Phase::Ready(base) = self.phase {
+            if let Phase::Ready = self.phase {
                 if self.adapt_mode() == Some(Mode::Inline) {
                     // The source stands where the consumer does (a reset
                     // put it there), and it was faster here last pass.
                     self.phase = Phase::Inline;
                     self.at_consumer = true;
                 } else {
-                    self.phase = Phase::Running(Box::new(self.spawn_pool(base, cx)?));
+                    self.phase = Phase::Running(Box::new(self.spawn_pool(cx)?));
                 }
             }
             if let Phase::Running(pool) = &self.phase
@@ -293,20 +277,11 @@ where
             let timed = self.adapt.is_some() || cx.timing();
             let clock = timed.then_some(&*self.clock);
             let delivered = match &mut self.phase {
-                Phase::Running(pool) => {
-                    match pool.next(&self.cursor, self.run.in_order, node, cx, clock) {
-                        Ok(Some((index, value, snapshot))) => {
-                            self.cursor.deliver(index, snapshot);
-                            Some(value)
-                        }
-                        Ok(None) => None,
-                        Err(Cancelled) => return Err(Error::Cancelled { node }),
-                    }
-                }
+                Phase::Running(pool) => pool.next(&mut self.cursor, cx, clock)?,
                 Phase::Inline => self.next_inline(cx),
                 Phase::Finished => return Ok(None),
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
-                Phase::Idle | Phase::Ready(_) => return Err(Error::NotReset { node }),
+                Phase::Idle | Phase::Ready => return Err(Error::NotReset { node }),
             };
             let error = match delivered {
                 None => return self.end_of_data(cx),
@@ -324,7 +299,8 @@ where
                     return Err(error);
                 }
                 Verdict::DeliverAndEnd(error) => {
-                    self.finish();
+                    // Dropping the pool stops and joins its workers.
+                    self.phase = Phase::Finished;
                     return Err(error);
                 }
                 Verdict::Skip => {}
@@ -341,10 +317,10 @@ where
                 if puller.done {
                     return None;
                 }
-                match puller.pull_one(cx, node) {
+                match puller.pull_one(cx) {
                     Pulled::Item(index, item) => break (index, item),
                     Pulled::Skipped(_) => {}
-                    Pulled::End { last, .. } => break last?,
+                    Pulled::End(last) => break last?,
                 }
             }
         };
@@ -356,7 +332,7 @@ where
 
     /// Where the adaptation wants the source now (`None`: not adaptive).
     fn adapt_mode(&self) -> Option<Mode> {
-        self.adapt.as_ref().map(Adapt::mode)
+        self.adapt.as_ref().map(|adapt| adapt.mode)
     }
 
     /// Counts an item handed out, and switches between the reader and the
@@ -382,7 +358,7 @@ where
         match (adapt.look(self.clock.now(), waited), &mut self.phase) {
             // The reader stops now; the pass goes on inline once what it
             // read ahead is handed out (see `next`).
-            (Some(Mode::Inline), Phase::Running(pool)) => pool.hand_back(),
+            (Some(Mode::Inline), Phase::Running(pool)) => pool.stop(Flow::Halted),
             (Some(Mode::Threaded), Phase::Inline) => self.go_threaded(cx),
             // Still handing back, or the pass is over: `next` and the next
             // reset follow the adaptation's mode.
@@ -402,75 +378,40 @@ where
         let Ok(snapshot) = catch(node, None, || puller.source.get_state(cx)) else {
             return;
         };
-        let base = puller.next_index;
         puller.restart_pacing();
-        self.cursor = Cursor::new(snapshot, base, puller.skip.iter().copied());
+        self.cursor = Cursor::new(snapshot, puller.next_index, puller.skip.iter().copied());
         drop(puller);
         self.at_consumer = false;
-        self.phase = Phase::Ready(base);
+        self.phase = Phase::Ready;
     }
 
-    /// The consumer reached the end of the pass.
+    /// The consumer reached the end of the pass. If the source really
+    /// ended (not when a worker died, leaving others' read-ahead behind),
+    /// it stands where the consumer does: past its end, which can differ
+    /// from where the last snapshot and the count after it put it (a
+    /// sampler asked for one more index moves to its next epoch on the next
+    /// reset). With workers, that position is snapshotted, so that
+    /// restoring a state taken at the end of a pass sets the source up for
+    /// the next pass exactly as the uninterrupted run does.
     fn end_of_data(&mut self, cx: &Cx) -> Result<Option<U>> {
-        self.finish();
-        let (done, broke) = {
-            let puller = lock(&self.puller);
-            (puller.done, puller.broke.get().is_some())
-        };
-        if broke {
+        self.phase = Phase::Finished;
+        if self.broke.get().is_some() {
             // The pass ended early: a restore must not read on.
             self.budget.end_pass();
         }
-        // The source stands where the consumer does only if it really ended
-        // (not when a worker died, leaving others' read-ahead behind).
-        self.ended = done;
-        if self.ended {
-            self.snapshot_at_end(cx)?;
+        let puller = lock(&self.puller);
+        self.ended = puller.done;
+        if self.ended && self.run.workers > 0 {
+            let snapshot = catch(self.plan.node, None, || puller.source.get_state(cx))?;
+            self.cursor = Cursor::new(snapshot, puller.next_index, []);
         }
         Ok(None)
-    }
-
-    /// Ends the pass: joins the workers and latches.
-    fn finish(&mut self) {
-        self.stop_workers();
-        self.phase = Phase::Finished;
-    }
-
-    fn stop_workers(&mut self) {
-        if let Phase::Running(pool) = &mut self.phase {
-            pool.stop();
-        }
-    }
-
-    /// The consumer received the end of data and the workers are joined: the
-    /// source now stands past its end, which can differ from where the last
-    /// snapshot and the count after it put it (a sampler asked for one more
-    /// index moves to its next epoch on the next reset). Snapshot that
-    /// position, so that restoring a state taken at the end of a pass sets
-    /// the source up for the next pass exactly as the uninterrupted run does.
-    fn snapshot_at_end(&mut self, cx: &Cx) -> Result<()> {
-        if self.run.workers == 0 {
-            return Ok(());
-        }
-        let puller = lock(&self.puller);
-        let snapshot = catch(self.plan.node, None, || puller.source.get_state(cx))?;
-        self.cursor = Cursor::new(snapshot, puller.next_index, []);
-        Ok(())
-    }
-
-    /// Decodes a saved state in the node's layout.
-    fn decode(&self, state: &State) -> Result<Saved> {
-        let node = self.plan.node;
-        match self.plan.layout {
-            Layout::Indexed => Saved::decode(node, state, &[ERRORS]),
-            Layout::InOrder => Saved::decode_in_order(node, state, &[ERRORS], MAX_PACED_STEPS),
-        }
     }
 
     /// Checks a saved state as `reset` would take it, the source's part
     /// included, without applying anything.
     pub(crate) fn check_state(&self, state: &State) -> Result<()> {
-        let saved = self.decode(state)?;
+        let saved = Saved::decode(self.plan.node, state, self.plan.layout)?;
         if state.contains(ERRORS) {
             self.budget.load(state)?;
         }
@@ -481,52 +422,50 @@ where
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let node = self.plan.node;
         // Validate everything before touching anything.
-        let saved = state.map(|s| self.decode(s)).transpose()?;
-        let counts = match state {
-            Some(s) if s.contains(ERRORS) => Some(self.budget.load(s)?),
-            _ => None,
-        };
+        let saved = state.map(|s| Saved::decode(node, s, self.plan.layout));
+        let saved = saved.transpose()?;
+        let counts = state.filter(|s| s.contains(ERRORS));
+        let counts = counts.map(|s| self.budget.load(s)).transpose()?;
         // A new pass after one the consumer did not finish starts from where
         // the consumer stood, not from where the workers got to.
-        let rewind = saved.is_none()
-            && self.run.workers > 0
-            && self.flag.is_reset()
-            && !self.ended
-            && !self.at_consumer;
+        let rewind = saved.is_none() && self.flag.is_reset() && !self.ended && !self.at_consumer;
         // Unusable until this reset succeeds.
         self.flag = ResetFlag::default();
         self.ended = false;
-        self.stop_workers();
         self.phase = Phase::Idle;
-        self.at_consumer = false;
+        self.at_consumer = self.run.workers == 0;
         if let Some(adapt) = &mut self.adapt {
             adapt.new_pass();
         }
         if rewind {
-            let (snapshot, steps) = self.cursor.position();
-            let base = self.cursor.low() - steps;
-            let (snapshot, base) = self.counted_forward(snapshot, base, self.cursor.low());
-            let (snapshot, steps) = (snapshot.into_owned(), self.cursor.low() - base);
+            // Its source may have run ahead of the consumer, and what it did
+            // there can outlive the pass: a `Cycler` below it resets its own
+            // source on every wrap, which moves a sampler to its next epoch.
+            // Without the rewind, how far the workers happened to read ahead
+            // would decide the next pass's order, and a pipeline restored
+            // from a checkpoint (which stands at the consumer's position)
+            // would disagree with one that ran straight through. Costs at
+            // most the replay of one snapshot interval.
+            let (snapshot, base, low, _) = self.cursor.parts();
+            let (snapshot, base) = self.counted_forward(snapshot, base, low);
             let mut puller = lock(&self.puller);
+            let source = &mut puller.source;
             catch(node, None, || {
-                snapshot::rewind(&mut puller.source, &snapshot, steps)
+                replay(node, source, Some(&*snapshot), low - base).map(drop)
             })?;
         }
         let snapshot = self.reset_source(saved.as_ref())?;
-        let base = saved.as_ref().map_or(0, Saved::resume_index);
+        let base = saved.as_ref().map_or(0, |s| s.resume);
         let ahead = saved.map(|s| s.ahead).unwrap_or_default();
         self.restored_span = ahead.last().map_or(0, |&last| last + 1 - base);
         self.cursor = Cursor::new(snapshot, base, ahead);
-        self.budget.clear();
-        if let Some(counts) = counts {
-            self.budget.restore(counts);
-        }
+        self.budget.restore(counts.unwrap_or_default());
         self.phase = if self.budget.ended() {
             Phase::Finished
-        } else if self.run.workers == 0 {
+        } else if self.at_consumer {
             Phase::Inline
         } else {
-            Phase::Ready(base)
+            Phase::Ready
         };
         self.flag.mark();
         Ok(())
@@ -545,74 +484,55 @@ where
         puller.skip.clear();
         puller.next_index = 0;
         puller.restart_pacing();
-        self.counted = if threaded {
-            self.source_description.counted_path()
-        } else {
-            None
-        };
+        self.counted = threaded
+            .then(|| self.source_description.counted_path())
+            .flatten();
         puller.counted = self.counted.is_some();
-        let mut replay = Replay::reset(&mut puller.source, saved.map(|s| &s.snapshot))?;
-        if let Some(saved) = saved {
-            for i in 0..saved.steps {
-                match guard(node, Some(i), || replay.next())? {
-                    // An `Err` is an item too: it was delivered, so skip it.
-                    Ok(Some(_)) | Err(_) => {}
-                    Ok(None) => {
-                        return Err(Error::bad_state(
-                            saved.steps_path.clone(),
-                            format!(
-                                "the source ended after {i} of the {} items to skip: the state does not belong to this source",
-                                saved.steps
-                            ),
-                        ));
-                    }
-                }
-            }
+        let steps = saved.map_or(0, |s| s.steps);
+        let snapshot = saved.map(|s| &s.snapshot);
+        let (replay, ended) = replay(node, &mut puller.source, snapshot, steps)?;
+        if let (Some(i), Some(saved)) = (ended, saved) {
+            return Err(Error::bad_state(
+                saved.steps_path.clone(),
+                format!(
+                    "the source ended after {i} of the {steps} items to skip: the state does not belong to this source"
+                ),
+            ));
         }
-        let snapshot = if threaded {
-            replay.get_state()?
-        } else {
-            State::new()
-        };
+        let snapshot = threaded.then(|| replay.get_state()).transpose()?;
         if let Some(saved) = saved {
-            puller.next_index = saved.resume_index();
+            puller.next_index = saved.resume;
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);
         }
         self.source_description = puller.source.describe();
-        Ok(snapshot)
+        Ok(snapshot.unwrap_or_default())
     }
 
-    /// Starts the worker threads for a pass beginning at `base`.
-    fn spawn_pool(&self, base: u64, cx: &Cx) -> Result<Pool<U>> {
+    /// Starts the worker threads.
+    fn spawn_pool(&self, cx: &Cx) -> Result<Pool<U>> {
         let plan = self.run;
-        self.hub.open(
-            plan.window_for(ChunkSizer::new(&plan).size),
-            plan.max_in_flight,
-        );
-        // Threads below share the cores: a polling thread would take turns
-        // from them.
-        let spin = may_spin(plan.workers) && !threads_below(&self.source_description);
-        let mut pool = Pool::new(Arc::clone(&self.hub), base, spin);
+        self.hub
+            .open(plan.window_for(plan.first_chunk()), plan.max_in_flight);
+        let mut pool = Pool::new(Arc::clone(&self.hub), &plan);
         for i in 0..plan.workers {
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
                 stage: std::sync::Arc::clone(&self.stage),
                 sender: Sender::join(&self.hub),
-                spin,
                 plan,
                 clock: std::sync::Arc::clone(&self.clock),
             };
             let worker_cx = cx.fork();
-            let node = plan.node;
             let run = move || {
-                trace::worker_started(node, i);
+                trace::worker_started(plan.node, i);
                 worker.run(worker_cx);
-                trace::worker_stopped(node, i);
+                trace::worker_stopped(plan.node, i);
             };
             let name = format!("{}-{i}", plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
-            pool.push(spawn(node, name, trace::with_dispatch(run))?);
+            pool.workers
+                .push(spawn(plan.node, name, trace::with_dispatch(run))?);
         }
         Ok(pool)
     }
@@ -621,31 +541,25 @@ where
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.plan.node)?;
-        let (mut state, low) = match self.phase {
-            Phase::Idle => {
-                return Err(Error::NotReset {
-                    node: self.plan.node,
-                });
+        let (snapshot, base, low, ahead) = if self.at_consumer {
+            // Inline, or the source came back to the consumer mid-pass: its
+            // own state is exact. Skipped items right at the front count as
+            // received steps.
+            let puller = lock(&self.puller);
+            let mut low = puller.next_index;
+            while puller.skip.contains(&low) {
+                low += 1;
             }
-            // Inline, or the source came back to the consumer mid-pass:
-            // its own state is exact.
-            _ if self.run.workers == 0 || self.at_consumer => {
-                let puller = lock(&self.puller);
-                // Skipped items right at the front count as received steps.
-                let mut low = puller.next_index;
-                while puller.skip.contains(&low) {
-                    low += 1;
-                }
-                let source = puller.source.get_state(cx)?;
-                let ahead = puller.skip.range(low..).copied();
-                (self.encode(&source, puller.next_index, low, ahead)?, low)
-            }
-            _ => {
-                let (snapshot, base, low, ahead) = self.cursor.parts();
-                let (snapshot, base) = self.counted_forward(snapshot, base, low);
-                (self.encode(&snapshot, base, low, ahead)?, low)
-            }
+            let source = Cow::Owned(puller.source.get_state(cx)?);
+            let ahead: Vec<u64> = puller.skip.range(low..).copied().collect();
+            (source, puller.next_index, low, ahead)
+        } else {
+            let (snapshot, base, low, ahead) = self.cursor.parts();
+            let (snapshot, base) = self.counted_forward(snapshot, base, low);
+            (snapshot, base, low, ahead.collect())
         };
+        let layout = self.plan.layout;
+        let mut state = snapshot::encode(layout, &snapshot, base, low, ahead, self.max_offset())?;
         // A source that broke ends the pass once its last item was received,
         // even before the consumer asked for the end.
         let mut budget = self.budget;
@@ -685,27 +599,33 @@ where
         }
     }
 
-    fn encode(
-        &self,
-        snapshot: &State,
-        base: u64,
-        low: u64,
-        ahead: impl Iterator<Item = u64>,
-    ) -> Result<State> {
-        match self.plan.layout {
-            Layout::Indexed => snapshot::encode(snapshot, base, low, ahead, self.max_offset()),
-            Layout::InOrder => snapshot::encode_in_order(snapshot, low - base),
-        }
-    }
-
-    /// Stops the workers and shuts the source down.
+    /// Stops the workers (dropping the pool joins them) and shuts the
+    /// source down.
     pub(crate) fn shutdown(&mut self) {
-        self.stop_workers();
         if !matches!(self.phase, Phase::Idle) {
             self.phase = Phase::ShutDown;
         }
         lock(&self.puller).source.shutdown();
     }
+}
+
+/// Resets `source` to `snapshot` (or to its start) and pulls `steps` items
+/// again without processing them (an `Err` was an item too), so that it
+/// stands where a consumer that received them does; also the count pulled,
+/// if the source ended before all of them.
+fn replay<'a, N: Node>(
+    node: &'static str,
+    source: &'a mut N,
+    snapshot: Option<&State>,
+    steps: u64,
+) -> Result<(Replay<'a, N>, Option<u64>)> {
+    let mut replay = Replay::reset(source, snapshot)?;
+    for i in 0..steps {
+        if let Ok(None) = guard(node, Some(i), || replay.next())? {
+            return Ok((replay, Some(i)));
+        }
+    }
+    Ok((replay, None))
 }
 
 /// `state` with the count at `path` (keys down through nested states) raised
@@ -728,14 +648,6 @@ impl<N: Node, S, U> Drop for Threaded<N, S, U> {
         // Dropping the pool stops and joins its workers.
         self.phase = Phase::Idle;
     }
-}
-
-/// Whether the described subtree runs threads of its own.
-fn threads_below(description: &Description) -> bool {
-    matches!(description.resume(), crate::Resume::ReadsAhead { .. })
-        || description
-            .children()
-            .any(|(_, child)| threads_below(child))
 }
 
 #[cfg(test)]

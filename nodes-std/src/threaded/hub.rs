@@ -17,7 +17,7 @@
 //! rather than the mutex, on a cache line of its own, so that it never
 //! makes the other side wait for the lock; a change sends it back to the
 //! lock to look. Polling only shortens the wait: the condition variable
-//! waits above are what make it end.
+//! waits below are what make it end.
 //!
 //! Nothing here is sized by the node's arguments: the queue grows with the
 //! chunks that arrive, and the credits are a count.
@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 
 use crossbeam_utils::{Backoff, CachePadded};
-use nodes_core::{Error, State};
+use nodes_core::{Error, Result, State};
 
 use super::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, lock, wait};
 
@@ -79,24 +79,14 @@ impl<U> Chunk<U> {
 const MAX_SPARE: usize = 16;
 
 /// Whether workers may take credits and queue chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Flow {
     Open,
     /// No new credits; chunks already pulled are still queued (the
     /// consumer hands them out before it takes the source back).
     Halted,
     /// No new credits and no chunks: the pass is being stopped.
     Closed,
-}
-
-/// What the consumer's wait for a chunk gave.
-#[derive(Debug)]
-pub(crate) enum Received<U> {
-    Chunk(Chunk<U>),
-    /// Every worker is gone and nothing is queued.
-    Gone,
-    /// A [`cancel`](Hub::cancel) woke the consumer.
-    Cancelled,
 }
 
 #[derive(Debug)]
@@ -129,6 +119,8 @@ impl<U> Inner<U> {
 /// The hand-over of one node, reused pass after pass. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Hub<U> {
+    /// The node's name, for errors.
+    node: &'static str,
     inner: Mutex<Inner<U>>,
     /// Workers wait here for credits.
     room: Condvar,
@@ -138,8 +130,7 @@ pub(crate) struct Hub<U> {
     /// a chunk to hand it over early (read without the lock).
     stopping: AtomicBool,
     /// Counts the changes a waiter may be waiting for (bumped under the
-    /// lock): a polling thread watches it without taking the lock, so that
-    /// it never makes the other side block on the mutex.
+    /// lock): a polling thread watches it without taking the lock.
     changes: CachePadded<AtomicU64>,
 }
 
@@ -150,9 +141,10 @@ pub(crate) struct Hub<U> {
 const POLLS: u32 = 256;
 
 impl<U> Hub<U> {
-    /// A hand-over with no pass running.
-    pub(crate) fn new() -> Self {
+    /// A hand-over of `node`'s, with no pass running.
+    pub(crate) fn new(node: &'static str) -> Self {
         Hub {
+            node,
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 spare: Vec::new(),
@@ -189,6 +181,19 @@ impl<U> Hub<U> {
             backoff.snooze();
         }
         false
+    }
+
+    /// Drops the lock and polls for a change (see [`poll`](Self::poll)),
+    /// then takes the lock again; `poll` says whether to poll next time.
+    fn poll_unlocked<'a>(
+        &'a self,
+        inner: MutexGuard<'a, Inner<U>>,
+        poll: &mut bool,
+    ) -> MutexGuard<'a, Inner<U>> {
+        let seen = self.changes.load(Ordering::Relaxed);
+        drop(inner);
+        *poll = self.poll(seen);
+        lock(&self.inner)
     }
 
     /// Opens a pass with `window` credits, growing up to `ceiling`. The
@@ -231,10 +236,7 @@ impl<U> Hub<U> {
             }
             least = want.min((inner.window / 2).max(1));
             if poll {
-                let seen = self.changes.load(Ordering::Relaxed);
-                drop(inner);
-                poll = self.poll(seen);
-                inner = lock(&self.inner);
+                inner = self.poll_unlocked(inner, &mut poll);
                 continue;
             }
             inner.wanted = inner.wanted.min(least);
@@ -273,10 +275,10 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Queues a worker's chunk and returns an emptied buffer to pull into
-    /// next, if the consumer left one. `Err` with the chunk once the pass
-    /// is closed (the worker then stops).
-    pub(crate) fn send(&self, chunk: Chunk<U>) -> Result<Option<Items<U>>, Chunk<U>> {
+    /// Queues a worker's chunk and returns an emptied buffer to fill next
+    /// (one the consumer left, or a new one). `Err` with the chunk once the
+    /// pass is closed (the worker then stops).
+    pub(crate) fn send(&self, chunk: Chunk<U>) -> Result<Items<U>, Chunk<U>> {
         let mut inner = lock(&self.inner);
         if inner.flow == Flow::Closed {
             return Err(chunk);
@@ -286,13 +288,14 @@ impl<U> Hub<U> {
         if inner.consumer_waits {
             self.ready.notify_one();
         }
-        Ok(inner.spare.pop())
+        Ok(inner.spare.pop().unwrap_or_default())
     }
 
     /// The consumer leaves its last chunk's emptied buffer for the workers
     /// and takes the next chunk, blocking until one is queued, every worker
-    /// is gone, or a cancel comes.
-    pub(crate) fn receive(&self, done: Items<U>, spin: bool) -> Received<U> {
+    /// is gone, or a cancel comes ([`Error::Cancelled`]). `low` is the item
+    /// the consumer waits for.
+    pub(crate) fn receive(&self, done: Items<U>, spin: bool, low: u64) -> Result<Chunk<U>> {
         let mut poll = spin;
         let mut inner = lock(&self.inner);
         if done.capacity() > 0 && inner.spare.len() < MAX_SPARE {
@@ -301,19 +304,20 @@ impl<U> Hub<U> {
         loop {
             if inner.cancelled {
                 inner.cancelled = false;
-                return Received::Cancelled;
+                return Err(Error::Cancelled { node: self.node });
             }
             if let Some(chunk) = inner.queue.pop_front() {
-                return Received::Chunk(chunk);
+                return Ok(chunk);
             }
             if inner.senders == 0 {
-                return Received::Gone;
+                // Every worker is gone without reporting the end: they
+                // always report, even when dying, so this is a defect.
+                // Fail, never hang.
+                let message = format!("worker threads exited without delivering item {low}");
+                return Ok(Chunk::failure(low, Error::internal(self.node, message)));
             }
             if poll {
-                let seen = self.changes.load(Ordering::Relaxed);
-                drop(inner);
-                poll = self.poll(seen);
-                inner = lock(&self.inner);
+                inner = self.poll_unlocked(inner, &mut poll);
                 continue;
             }
             inner.consumer_waits = true;
@@ -322,31 +326,24 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Stops new pulls but keeps what was pulled: workers waiting for
-    /// credits leave, and chunks still arrive until every worker is gone.
-    pub(crate) fn halt(&self) {
+    /// Stops new pulls: workers waiting for credits leave. [`Flow::Halted`]
+    /// keeps what was pulled: chunks still arrive until every worker is
+    /// gone. [`Flow::Closed`] stops the pass: the workers' sends fail, and
+    /// the chunks still queued are returned, for the caller to drop outside
+    /// the lock (their items are user values).
+    pub(crate) fn stop(&self, flow: Flow) -> VecDeque<Chunk<U>> {
         let mut inner = lock(&self.inner);
-        if inner.flow == Flow::Open {
-            inner.flow = Flow::Halted;
+        inner.flow = inner.flow.max(flow);
+        self.stopping.store(true, Ordering::Relaxed);
+        self.changed();
+        self.room.notify_all();
+        match flow {
+            Flow::Closed => std::mem::take(&mut inner.queue),
+            _ => VecDeque::new(),
         }
-        self.stopping.store(true, Ordering::Relaxed);
-        self.changed();
-        self.room.notify_all();
     }
 
-    /// Stops the pass: workers waiting for credits leave, and their sends
-    /// fail. Returns the chunks still queued, for the caller to drop
-    /// outside the lock (their items are user values).
-    pub(crate) fn close(&self) -> VecDeque<Chunk<U>> {
-        let mut inner = lock(&self.inner);
-        inner.flow = Flow::Closed;
-        self.stopping.store(true, Ordering::Relaxed);
-        self.changed();
-        self.room.notify_all();
-        std::mem::take(&mut inner.queue)
-    }
-
-    /// Wakes a consumer waiting for a chunk with [`Received::Cancelled`]
+    /// Wakes a consumer waiting for a chunk with [`Error::Cancelled`]
     /// (or the next one to wait, if none waits now).
     pub(crate) fn cancel(&self) {
         let mut inner = lock(&self.inner);
@@ -376,24 +373,36 @@ impl<U> Hub<U> {
 }
 
 /// A worker's membership in the pass: while any is alive, the consumer
-/// waits for chunks; the last one to go wakes it.
-#[derive(Debug)]
+/// waits for chunks; the last one to go wakes it. A worker that dies
+/// unwinding (a panic outside the guarded user calls, such as a panic
+/// payload whose `Drop` panics) first queues a chunk that ends the pass, so
+/// the consumer gets an error instead of waiting forever.
 pub(crate) struct Sender<U> {
     pub(crate) hub: Arc<Hub<U>>,
+    /// The first item of the chunk being worked on: the consumer is told
+    /// of a death there, at the item it waits for in order.
+    pub(crate) index: u64,
 }
 
 impl<U> Sender<U> {
     /// Counts one more worker in the pass.
     pub(crate) fn join(hub: &Arc<Hub<U>>) -> Self {
         lock(&hub.inner).senders += 1;
-        Sender {
-            hub: Arc::clone(hub),
-        }
+        let hub = Arc::clone(hub);
+        Sender { hub, index: 0 }
     }
 }
 
 impl<U> Drop for Sender<U> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let error = Error::Panicked {
+                node: self.hub.node.into(),
+                index: Some(self.index),
+                message: "a worker thread died while processing this item".to_owned(),
+            };
+            let _ = self.hub.send(Chunk::failure(self.index, error));
+        }
         let mut inner = lock(&self.hub.inner);
         inner.senders -= 1;
         self.hub.changed();
@@ -427,11 +436,9 @@ mod tests {
         chunk
     }
 
-    fn indices(received: Received<u64>) -> Vec<u64> {
-        match received {
-            Received::Chunk(chunk) => chunk.items.iter().map(|(i, _)| *i).collect(),
-            other => panic!("expected a chunk, got {other:?}"),
-        }
+    fn indices(received: Result<Chunk<u64>>) -> Vec<u64> {
+        let chunk = received.expect("a chunk");
+        chunk.items.iter().map(|(i, _)| *i).collect()
     }
 
     /// A worker that acquires on its own thread; its grant comes back on
@@ -449,7 +456,7 @@ mod tests {
 
     #[test]
     fn a_worker_waits_for_credits_and_a_close_wakes_every_worker() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(1, 1);
         assert_eq!(
             hub.acquire(5, false),
@@ -465,14 +472,14 @@ mod tests {
         // sleeper takes it.
         hub.release(1);
         assert_eq!(grants.recv().unwrap(), 1);
-        drop(hub.close());
+        drop(hub.stop(Flow::Closed));
         assert_eq!(grants.recv().unwrap(), 0, "the other sleeper leaves");
         assert_eq!(hub.acquire(1, false), 0, "a closed hub grants nothing");
     }
 
     #[test]
     fn a_sleeping_worker_wakes_once_its_chunk_is_free() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(8, 8);
         assert_eq!(hub.acquire(8, false), 8);
         let woken = acquiring(&hub, 8);
@@ -487,7 +494,7 @@ mod tests {
 
     #[test]
     fn growing_wakes_a_waiter_and_stops_at_the_ceiling() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(1, 4);
         assert_eq!(hub.acquire(1, false), 1);
         let woken = acquiring(&hub, 1);
@@ -503,7 +510,7 @@ mod tests {
 
     #[test]
     fn the_consumer_takes_chunks_in_arrival_order_then_learns_the_workers_left() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(4, 4);
         let sender = Sender::join(&hub);
         let worker = std::thread::spawn(move || {
@@ -512,27 +519,29 @@ mod tests {
             }
             // Dropping `sender` leaves the pass.
         });
-        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0, 1]);
-        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [2, 3]);
-        assert!(matches!(
-            hub.receive(VecDeque::new(), false),
-            Received::Gone
-        ));
+        assert_eq!(indices(hub.receive(VecDeque::new(), false, 0)), [0, 1]);
+        assert_eq!(indices(hub.receive(VecDeque::new(), false, 0)), [2, 3]);
+        // Every worker is gone and nothing is queued: an error, never a hang.
+        let gone = hub.receive(VecDeque::new(), false, 4).unwrap();
+        assert!(matches!(&gone.items[0], (4, Err(e)) if matches!(**e, Error::Internal { .. })));
         worker.join().unwrap();
     }
 
     #[test]
     fn a_cancel_wakes_a_waiting_consumer_once() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(1, 1);
         let _sender = Sender::join(&hub);
         let (tx, rx) = mpsc::channel();
         let waiting = {
             let hub = Arc::clone(&hub);
             std::thread::spawn(move || {
-                let first = matches!(hub.receive(VecDeque::new(), false), Received::Cancelled);
+                let first = matches!(
+                    hub.receive(VecDeque::new(), false, 0),
+                    Err(Error::Cancelled { .. })
+                );
                 tx.send(first).unwrap();
-                indices(hub.receive(VecDeque::new(), false))
+                indices(hub.receive(VecDeque::new(), false, 0))
             })
         };
         until(|| hub.consumer_waits());
@@ -545,22 +554,22 @@ mod tests {
 
     #[test]
     fn a_cancel_before_the_wait_ends_the_next_wait() {
-        let hub = Hub::<u64>::new();
+        let hub = Hub::<u64>::new("Test");
         hub.open(1, 1);
         hub.cancel();
         assert!(matches!(
-            hub.receive(VecDeque::new(), true),
-            Received::Cancelled
+            hub.receive(VecDeque::new(), true, 0),
+            Err(Error::Cancelled { .. })
         ));
     }
 
     #[test]
     fn a_closed_hub_refuses_chunks_and_returns_what_was_queued() {
-        let hub = Hub::<u64>::new();
+        let hub = Hub::<u64>::new("Test");
         hub.open(4, 4);
         hub.send(chunk(&[0])).unwrap();
         assert_eq!(hub.queued(), 1);
-        let queued = hub.close();
+        let queued = hub.stop(Flow::Closed);
         assert_eq!(queued.len(), 1);
         assert!(hub.stopping());
         assert!(hub.send(chunk(&[1])).is_err());
@@ -568,25 +577,25 @@ mod tests {
 
     #[test]
     fn a_halted_hub_grants_nothing_but_still_takes_chunks() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(4, 4);
-        hub.halt();
+        hub.stop(Flow::Halted);
         assert!(hub.stopping());
         assert_eq!(hub.acquire(1, true), 0);
         assert!(hub.send(chunk(&[0])).is_ok());
         let _sender = Sender::join(&hub);
-        assert_eq!(indices(hub.receive(VecDeque::new(), false)), [0]);
+        assert_eq!(indices(hub.receive(VecDeque::new(), false, 0)), [0]);
     }
 
     #[test]
     fn emptied_buffers_go_back_to_the_workers() {
-        let hub = Arc::new(Hub::<u64>::new());
+        let hub = Arc::new(Hub::<u64>::new("Test"));
         hub.open(4, 4);
         let _sender = Sender::join(&hub);
         hub.send(chunk(&[0])).unwrap();
         let buffer: Items<u64> = VecDeque::with_capacity(64);
-        let _ = hub.receive(buffer, false);
-        let spare = hub.send(chunk(&[1])).unwrap().expect("a spare buffer");
+        let _ = hub.receive(buffer, false, 0);
+        let spare = hub.send(chunk(&[1])).unwrap();
         assert!(spare.capacity() >= 64 && spare.is_empty());
     }
 
@@ -594,7 +603,7 @@ mod tests {
     /// what is actually in flight.
     #[test]
     fn any_window_is_a_count() {
-        let hub = Hub::<u64>::new();
+        let hub = Hub::<u64>::new("Test");
         hub.open(usize::MAX, usize::MAX);
         assert_eq!(hub.acquire(3, false), 3);
         hub.grow(usize::MAX);

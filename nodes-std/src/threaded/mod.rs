@@ -10,8 +10,8 @@
 //! - [`puller`]: the source's side (numbering, restored skips, snapshots);
 //! - [`worker`]: a worker thread's loop and the per-item [`Stage`](worker::Stage);
 //! - [`hub`]: the hand-over (credits, chunk queue, wake-ups, cancel);
-//! - [`pool`]: the consumer's side of a running pass;
-//! - [`reorder`]: chunks back into source order;
+//! - [`pool`]: the consumer's side of a running pass (chunks back into
+//!   source order);
 //! - [`snapshot`]: the consumer's position and the state's encoding;
 //! - [`adapt`]: the opt-in switch of a prefetch's source to the consumer;
 //! - [`clock`], [`sync`], [`panic`], [`cancel`]: time, primitives (std or
@@ -24,10 +24,6 @@
 //!   the same mutex by a thread that then notifies (see `hub.rs`); a stop
 //!   closes the hub, which wakes every waiting worker, then joins them. A
 //!   worker blocked inside the user's own code can only be waited for.
-
-use std::fmt;
-
-use nodes_core::Node;
 
 pub(crate) mod adapt;
 pub(crate) mod cancel;
@@ -42,22 +38,6 @@ pub(crate) mod plan;
 pub(crate) mod pool;
 pub(crate) mod prefetch;
 pub(crate) mod puller;
-pub(crate) mod reorder;
 pub(crate) mod snapshot;
 pub(crate) mod sync;
 pub(crate) mod worker;
-
-/// A thread-backed node's `Debug`: its name, its source as of the last
-/// reset, then `fields` (what of its plan it shows, under its own names).
-pub(crate) fn fmt_debug<N: Node, S, U>(
-    core: &core::Threaded<N, S, U>,
-    f: &mut fmt::Formatter<'_>,
-    fields: &[(&str, &dyn fmt::Debug)],
-) -> fmt::Result {
-    let mut out = f.debug_struct(core.plan().node);
-    out.field("source", &core.source_description().to_string());
-    for (name, value) in fields {
-        out.field(name, value);
-    }
-    out.finish_non_exhaustive()
-}

@@ -3,14 +3,13 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::Hint;
-use nodes_core::{BoxError, Cx, Description, Error, Node, NodeId, Result, Stateful};
+use nodes_core::{BoxError, Cx, Error, Node, NodeId, Result, Stateful};
 
+use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
 use crate::threaded::cancel::CancelHandle;
 use crate::threaded::core::Threaded;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
-use crate::threaded::snapshot;
 use crate::threaded::worker::Stage;
 use crate::transforms::require;
 
@@ -151,15 +150,10 @@ impl ParallelOptions {
 
     /// Checks the options and fills in the defaults.
     fn resolve(self) -> Result<Plan> {
-        if self.num_workers > Self::MAX_WORKERS {
-            return Err(Error::invalid_argument(
-                NAME,
-                format!(
-                    "num_workers must be at most {}, found {}",
-                    Self::MAX_WORKERS,
-                    self.num_workers
-                ),
-            ));
+        let (max, found) = (Self::MAX_WORKERS, self.num_workers);
+        if found > max {
+            let message = format!("num_workers must be at most {max}, found {found}");
+            return Err(Error::invalid_argument(NAME, message));
         }
         for (value, message) in [
             (
@@ -199,18 +193,17 @@ impl ParallelOptions {
             in_order: self.in_order,
             max_in_flight,
             // Each worker may hold an equal share of the credits at once.
-            max_chunk: match self.prebatch {
-                Some(k) => k,
-                None => (max_in_flight / self.num_workers.max(1)).max(1),
-            },
+            max_chunk: self
+                .prebatch
+                .unwrap_or((max_in_flight / self.num_workers.max(1)).max(1)),
             adaptive_chunks: self.prebatch.is_none(),
             min_in_flight,
-            snapshots: match self.snapshot_frequency {
-                Some(every) => Snapshots::Every(every as u64),
-                None => Snapshots::Paced,
-            },
+            snapshots: self
+                .snapshot_frequency
+                .map_or(Snapshots::Paced, |n| Snapshots::Every(n as u64)),
             layout: Layout::Indexed,
             policy: self.on_error,
+            spin: false,
         })
     }
 }
@@ -339,52 +332,44 @@ pub struct ParallelMapper<N: Node, U> {
     core: Threaded<N, MapStage<N::Item, U>, U>,
 }
 
-/// The per-item work: the user's function, with its error attributed.
-struct MapStage<T, U> {
-    f: Box<MapFn<T, U>>,
-    /// `fn` pointer: the stage holds no `T`, so it is `Send + Sync` whatever `T` is.
-    _item: PhantomData<fn(T)>,
-}
+/// The per-item work: the user's function, with its error attributed. The
+/// `fn` pointer: the stage holds no `T`, so it is `Send + Sync` whatever `T`
+/// is.
+struct MapStage<T, U>(Box<MapFn<T, U>>, PhantomData<fn(T)>);
 
 impl<T: 'static, U: 'static> Stage<T, U> for MapStage<T, U> {
     #[inline]
     fn apply(&self, index: u64, item: T) -> Result<U> {
-        (self.f)(item).map_err(|e| Error::user(NAME, Some(index), e))
+        (self.0)(item).map_err(|e| Error::user(NAME, Some(index), e))
     }
 }
 
 impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = self.core.plan();
-        let fields: [(&str, &dyn fmt::Debug); 5] = [
-            ("num_workers", &plan.workers),
-            ("in_order", &plan.in_order),
-            ("max_concurrent", &plan.max_in_flight),
-            ("snapshots", &plan.snapshots),
-            ("on_error", &plan.policy),
-        ];
-        crate::threaded::fmt_debug(&self.core, f, &fields)
+        let plan = &self.core.plan;
+        self.core
+            .debug(f)
+            .field("num_workers", &plan.workers)
+            .field("in_order", &plan.in_order)
+            .field("max_concurrent", &plan.max_in_flight)
+            .field("snapshots", &plan.snapshots)
+            .field("on_error", &plan.policy)
+            .finish_non_exhaustive()
     }
 }
 
-impl<N, U> ParallelMapper<N, U>
+impl<N: Node + 'static, U: Send + 'static> ParallelMapper<N, U>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
-    U: Send + 'static,
 {
     /// See [`NodeExt::par_map`](crate::NodeExt::par_map).
     pub(crate) fn new<F>(source: N, f: F, options: ParallelOptions) -> Result<Self>
     where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
-        let stage = MapStage {
-            f: Box::new(f),
-            _item: PhantomData,
-        };
-        Ok(ParallelMapper {
-            core: Threaded::new(source, stage, options.resolve()?),
-        })
+        let stage = MapStage(Box::new(f), PhantomData);
+        let core = Threaded::new(source, stage, options.resolve()?);
+        Ok(ParallelMapper { core })
     }
 
     /// A handle that wakes this node's consumer from its wait for the
@@ -394,11 +379,9 @@ where
     }
 }
 
-impl<N, U> Node for ParallelMapper<N, U>
+impl<N: Node + 'static, U: Send + 'static> Node for ParallelMapper<N, U>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
-    U: Send + 'static,
 {
     type Item = U;
 
@@ -411,42 +394,13 @@ impl<N: Node, U> nodes_core::NodeName for ParallelMapper<N, U> {
     const NAME: &'static str = NAME;
 }
 
-impl<N, U> Stateful for ParallelMapper<N, U>
+impl<N: Node + 'static, U: Send + 'static> Stateful for ParallelMapper<N, U>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
-    U: Send + 'static,
 {
-    crate::delegate::delegate_stateful!(core: reset, check_state, get_state, shutdown);
-
-    fn describe(&self) -> Description {
-        // The error policy is not shown: like worker counts, it may change
-        // between a save and a restore.
-        Description::new(NAME)
-            .param("in_order", self.core.plan().in_order)
-            // Keyed by where the source's state lives in ours.
-            .child_as(
-                "source",
-                snapshot::SNAPSHOT,
-                self.core.source_description().clone(),
-            )
-            .with_resume(self.resume())
-    }
-
-    /// Out of order only on workers: without them items come in source
-    /// order.
-    fn resume(&self) -> crate::Resume {
-        let plan = self.core.plan();
-        crate::Resume::ReadsAhead {
-            in_order: plan.in_order || plan.workers == 0,
-        }
-    }
-
-    /// The source's hint plus the items read ahead (see
-    /// `Threaded::size_hint`); the function may fail on any item.
-    fn size_hint(&self) -> Hint {
-        self.core.size_hint(true)
-    }
+    // The source's hint plus the items read ahead (see
+    // `Threaded::size_hint`); the function may fail on any item.
+    delegate_stateful!(core: reset, check_state, get_state, shutdown, describe, resume, size_hint);
 }
 
 // A concrete `ParallelMapper` that was only constructed has no `next` or
@@ -462,6 +416,7 @@ mod tests {
 
     use super::*;
     use crate::threaded::clock::ManualClock;
+    use crate::threaded::snapshot;
     use crate::{IterableWrapper, NodeExt};
 
     /// `0..items` through a filter (whose state is no count of items, so it
@@ -481,10 +436,7 @@ mod tests {
                 x
             })
             .filter(|_| true);
-        let stage = MapStage {
-            f: Box::new(Ok),
-            _item: PhantomData,
-        };
+        let stage = MapStage(Box::new(Ok), PhantomData);
         let plan = ParallelOptions::new(2).resolve().unwrap();
         assert_eq!(plan.snapshots, Snapshots::Paced);
         ParallelMapper {
@@ -542,5 +494,50 @@ mod tests {
             most = most.max(replay);
         }
         assert!(most >= 1 << 15, "no snapshot between: {most}");
+    }
+
+    /// Mapped on two workers, one item at a time: item `slow` is mapped
+    /// only once item `after` was, so the chunks after it reach the
+    /// consumer first, whatever the timing.
+    fn overtaken(
+        slow: u64,
+        after: u64,
+    ) -> ParallelMapper<IterableWrapper<std::ops::Range<u64>>, u64> {
+        let mapped = Arc::new(AtomicU64::new(0));
+        let f = move |x: u64| {
+            if x == slow {
+                while mapped.load(Ordering::Acquire) < after {
+                    std::thread::yield_now();
+                }
+            } else {
+                mapped.fetch_max(x, Ordering::AcqRel);
+            }
+            Ok(x)
+        };
+        let options = ParallelOptions::new(2).prebatch(1).max_concurrent(8);
+        IterableWrapper::new(0..6u64).par_map(f, options).unwrap()
+    }
+
+    /// Chunks that arrive before their turn wait for it.
+    #[test]
+    fn early_chunks_are_released_in_source_order() {
+        let got: Vec<u64> = overtaken(0, 2)
+            .start()
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+    }
+
+    /// Restored skips are passed over: the chunk after them is the next
+    /// one's turn, even when it arrived first.
+    #[test]
+    fn early_chunks_after_restored_skips_are_released_in_turn() {
+        let mut state = overtaken(1, 4).start().unwrap().get_state().unwrap();
+        state.insert(snapshot::DELIVERED_AHEAD, [2u64, 3]).unwrap();
+        state.insert(snapshot::MAX_OFFSET, 1u64 << 20).unwrap();
+        let run = overtaken(1, 4).start_from(&state).unwrap();
+        let got: Vec<u64> = run.map(|r| r.unwrap()).collect();
+        assert_eq!(got, [0, 1, 4, 5]);
     }
 }

@@ -4,6 +4,7 @@
 
 use nodes_core::{Description, Resume};
 
+use super::sync::may_spin;
 use crate::policy::ErrorPolicy;
 
 /// Whether a threaded node over `source` must record the source's state
@@ -13,7 +14,7 @@ use crate::policy::ErrorPolicy;
 /// `try_map` that may drop records, a mix, a shuffle). Its state then never
 /// counts items past its snapshot, and the positions below are read off the
 /// snapshot exactly. Pipelines without such a sampler are unaffected.
-pub(crate) fn needs_exact_snapshots(source: &Description) -> bool {
+fn needs_exact_snapshots(source: &Description) -> bool {
     let (mut opaque, mut elastic) = (false, false);
     let mut open = vec![source];
     while let Some(desc) = open.pop() {
@@ -22,6 +23,12 @@ pub(crate) fn needs_exact_snapshots(source: &Description) -> bool {
         open.extend(desc.children().map(|(_, child)| child));
     }
     opaque && elastic
+}
+
+/// Whether the described subtree runs threads of its own.
+fn runs_threads(description: &Description) -> bool {
+    matches!(description.resume(), Resume::ReadsAhead { .. })
+        || description.children().any(|(_, child)| runs_threads(child))
 }
 
 /// When the pulling thread records the source's state.
@@ -61,7 +68,8 @@ pub(crate) struct Plan {
     pub(crate) in_order: bool,
     /// Items pulled and not yet handed out, at most.
     pub(crate) max_in_flight: usize,
-    /// Items pulled under one hold of the source lock, at most.
+    /// Items pulled under one hold of the source lock, at most (at least
+    /// one).
     pub(crate) max_chunk: usize,
     /// Whether workers start with chunks of one item and grow them while
     /// the stage is cheap (see `worker.rs`), or always ask for `max_chunk`.
@@ -72,6 +80,8 @@ pub(crate) struct Plan {
     pub(crate) snapshots: Snapshots,
     pub(crate) layout: Layout,
     pub(crate) policy: ErrorPolicy,
+    /// Whether a thread about to block may poll first (see `hub.rs`).
+    pub(crate) spin: bool,
 }
 
 impl Plan {
@@ -90,35 +100,38 @@ impl Plan {
             .clamp(self.min_in_flight.clamp(1, max), max)
     }
 
-    /// The plan run over a source whose order varies between runs: such a
-    /// source cannot be replayed, so every item carries its own snapshot
-    /// and items are delivered in pull order, one per chunk. The state then
-    /// never asks for a replay.
-    pub(crate) fn over(self, varying_source: bool) -> Plan {
-        if !varying_source || self.workers == 0 {
+    /// The plan run over `source`. Inline, the source's own state is exact
+    /// already. With workers, a source whose order varies between runs
+    /// cannot be replayed, so every item carries its own snapshot and items
+    /// are delivered in pull order, one per chunk: the state then never
+    /// asks for a replay. When every item must carry its source's state, in
+    /// source order ([`needs_exact_snapshots`], e.g. for
+    /// `elastic::reshard`), the state never counts items past its snapshot.
+    pub(crate) fn over(mut self, source: &Description) -> Plan {
+        // Threads below share the cores: a polling thread would take turns
+        // from them.
+        self.spin = may_spin(self.workers) && !runs_threads(source);
+        let varies = source.varying_order().is_some();
+        if self.workers == 0 || !varies && !needs_exact_snapshots(source) {
             return self;
         }
-        Plan {
-            max_chunk: 1,
-            adaptive_chunks: false,
-            min_in_flight: self.max_in_flight,
-            ..self.exact_positions(true)
+        self.in_order = true;
+        self.snapshots = Snapshots::Every(1);
+        if varies {
+            self.max_chunk = 1;
+            self.adaptive_chunks = false;
+            self.min_in_flight = self.max_in_flight;
         }
+        self
     }
 
-    /// The plan run when every item must carry its source's state, in
-    /// source order (`needed`; decided by the caller from the source's
-    /// description, e.g. for `elastic::reshard`): the state then never
-    /// counts items past its snapshot. Inline, the source's own state is
-    /// exact already.
-    pub(crate) fn exact_positions(self, needed: bool) -> Plan {
-        if !needed || self.workers == 0 {
-            return self;
-        }
-        Plan {
-            in_order: true,
-            snapshots: Snapshots::Every(1),
-            ..self
+    /// The size of a worker's first chunk: one item when the chunks adapt
+    /// (see `worker.rs`), else `max_chunk`.
+    pub(crate) fn first_chunk(&self) -> usize {
+        if self.adaptive_chunks {
+            1
+        } else {
+            self.max_chunk
         }
     }
 }

@@ -6,29 +6,20 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use nodes_core::{Cx, Error, Result, State};
+use nodes_core::{Cx, Result, State};
 
 use super::clock::Clock;
-use super::hub::{Chunk, Hub, Items, Received, Slot};
-use super::reorder::ReorderBuffer;
+use super::hub::{Chunk, Flow, Hub, Items, Slot};
+use super::plan::Plan;
 use super::snapshot::Cursor;
 use super::sync::{Arc, JoinHandle};
 
-/// A [`CancelHandle`](crate::CancelHandle) woke the consumer.
-#[derive(Debug)]
-pub(crate) struct Cancelled;
-
-/// An item handed out: its index, the value or error, and the source's
-/// state after it if one was taken there.
-pub(crate) type Delivered<U> = (u64, Result<U>, Option<State>);
-
 /// The running workers and the consumer's side of the hand-over.
-#[derive(Debug)]
 pub(crate) struct Pool<U> {
     hub: Arc<Hub<U>>,
-    workers: Vec<JoinHandle>,
+    pub(crate) workers: Vec<JoinHandle>,
     /// In order: chunks that arrived before their turn, by first index.
-    reorder: ReorderBuffer<Chunk<U>>,
+    reorder: BTreeMap<u64, Chunk<U>>,
     /// The chunk being handed out (what is left of it).
     pub(crate) current: Chunk<U>,
     /// Items of `current` handed out; their credits go back to the hub
@@ -40,6 +31,8 @@ pub(crate) struct Pool<U> {
     pub(crate) deferred: BTreeMap<u64, (Result<U>, Option<State>)>,
     /// Whether the consumer polls for a while before it blocks.
     spin: bool,
+    /// Deliver in source order (else in arrival order).
+    in_order: bool,
     /// The workers were halted and joined for the source to come back to
     /// the consumer: what they read ahead is still handed out.
     handing_back: bool,
@@ -48,60 +41,46 @@ pub(crate) struct Pool<U> {
 }
 
 impl<U> Pool<U> {
-    /// A pool for a pass beginning at `base`, whose workers are added with
-    /// [`push`](Self::push).
-    pub(crate) fn new(hub: Arc<Hub<U>>, base: u64, spin: bool) -> Self {
+    /// A pool for a pass, whose workers are added to `workers`.
+    pub(crate) fn new(hub: Arc<Hub<U>>, plan: &Plan) -> Self {
         Pool {
             hub,
             workers: Vec::new(),
-            reorder: ReorderBuffer::new(base),
+            reorder: BTreeMap::new(),
             current: Chunk::with(VecDeque::new()),
             position: 0,
             end_at: None,
             deferred: BTreeMap::new(),
-            spin,
+            spin: plan.spin,
+            in_order: plan.in_order,
             handing_back: false,
             waited: Duration::ZERO,
         }
     }
 
-    pub(crate) fn push(&mut self, worker: JoinHandle) {
-        self.workers.push(worker);
-    }
-
-    /// Stops and joins every worker; idempotent. A worker inside the
-    /// user's code finishes that call first.
-    pub(crate) fn stop(&mut self) {
-        drop(self.hub.close());
-        self.join();
-    }
-
-    fn join(&mut self) {
+    /// Stops the workers and joins them (a worker inside the user's code
+    /// finishes that call first); idempotent. [`Flow::Halted`] hands the
+    /// source back: what the workers read ahead is still handed out, and
+    /// once it is, the source stands where the consumer does (see
+    /// [`handed_back`](Self::handed_back)). [`Flow::Closed`] drops it.
+    pub(crate) fn stop(&mut self, flow: Flow) {
+        drop(self.hub.stop(flow));
         for worker in self.workers.drain(..) {
             // A worker that panicked outside the guarded user code sent
             // its death notice already: nothing is left to report.
             let _ = worker.join();
         }
-    }
-
-    /// Stops the workers from reading further and joins them, leaving what
-    /// they read ahead to be handed out: once it is, the source stands
-    /// where the consumer does (see [`handed_back`](Self::handed_back)).
-    pub(crate) fn hand_back(&mut self) {
-        self.hub.halt();
-        self.join();
-        self.handing_back = true;
+        self.handing_back |= flow == Flow::Halted;
     }
 
     /// Handing back, and every item read ahead was handed out with the
-    /// pass still open.
+    /// pass still open. (Only a one-worker pass in order hands back: no
+    /// chunk waits for its turn, and no error for the items before it.)
     pub(crate) fn handed_back(&self) -> bool {
         self.handing_back
             && self.current.items.is_empty()
             && self.current.end.is_none()
             && self.end_at.is_none()
-            && self.reorder.is_empty()
-            && self.deferred.is_empty()
             && self.hub.queued() == 0
     }
 
@@ -150,43 +129,38 @@ impl<U> Pool<U> {
         Some(item)
     }
 
-    /// The next item in delivery order; `None` at the end of the pass.
-    /// `clock` times the waits (for the adaptation and the stats).
+    /// The next item in delivery order, recorded in `cursor`; `None` at the
+    /// end of the pass. `clock` times the waits (for the adaptation and the
+    /// stats).
     pub(crate) fn next(
         &mut self,
-        cursor: &Cursor,
-        in_order: bool,
-        node: &'static str,
+        cursor: &mut Cursor,
         cx: &mut Cx,
         clock: Option<&dyn Clock>,
-    ) -> std::result::Result<Option<Delivered<U>>, Cancelled> {
-        loop {
+    ) -> Result<Option<Result<U>>> {
+        let (index, value, snapshot) = loop {
             // A waiting error's turn comes once everything before it was
             // delivered (or a restored state counted its index as
             // delivered ahead: the error says the state does not fit).
-            if !in_order
-                && let Some(waiting) = self.deferred.first_entry()
+            if let Some(waiting) = self.deferred.first_entry()
                 && *waiting.key() <= cursor.low()
             {
                 let (index, (value, snapshot)) = waiting.remove_entry();
-                return Ok(Some((index, value, snapshot)));
+                break (index, value, snapshot);
             }
             if let Some((index, value)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
-                let snapshot = match self.current.snapshots.front() {
-                    Some((at, _)) if *at + 1 == self.position => {
-                        self.current.snapshots.pop_front().map(|(_, state)| state)
-                    }
-                    _ => None,
-                };
-                if !in_order && value.is_err() && index > cursor.low() {
+                let snapshots = &mut self.current.snapshots;
+                let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
+                let snapshot = snapshot.map(|(_, state)| state);
+                if !self.in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: only a
                     // snapshot taken after it, adopted once everything
                     // before it was delivered, resumes such a source.
                     self.deferred.insert(index, (value, snapshot));
                     continue;
                 }
-                return Ok(Some((index, value, snapshot)));
+                break (index, value, snapshot);
             }
             if let Some(end) = self.current.end.take() {
                 self.end_at = Some(end);
@@ -195,9 +169,11 @@ impl<U> Pool<U> {
                 return Ok(None);
             }
             let done = std::mem::take(&mut self.current.items);
-            self.current = self.receive(cursor.low(), done, in_order, node, cx, clock)?;
+            self.current = self.receive(cursor.low(), done, cx, clock)?;
             self.position = 0;
-        }
+        };
+        cursor.deliver(index, snapshot);
+        Ok(Some(value))
     }
 
     /// Blocks until the chunk whose turn it is arrives (in order) or any
@@ -206,20 +182,18 @@ impl<U> Pool<U> {
         &mut self,
         low: u64,
         mut done: Items<U>,
-        in_order: bool,
-        node: &'static str,
         cx: &mut Cx,
         clock: Option<&dyn Clock>,
-    ) -> std::result::Result<Chunk<U>, Cancelled> {
+    ) -> Result<Chunk<U>> {
         if cx.stats_enabled() {
             cx.record_queue_depth(self.hub.queued());
         }
         loop {
-            if in_order && let Some(chunk) = self.reorder.take(low) {
+            if let Some(chunk) = self.reorder.remove(&low) {
                 return Ok(chunk);
             }
             let started = clock.map(|c| c.now());
-            let received = self.hub.receive(std::mem::take(&mut done), self.spin);
+            let received = self.hub.receive(std::mem::take(&mut done), self.spin, low);
             if let (Some(clock), Some(started)) = (clock, started) {
                 let waited = clock.now() - started;
                 self.waited += waited;
@@ -227,21 +201,8 @@ impl<U> Pool<U> {
                     cx.record_blocked(waited);
                 }
             }
-            let chunk = match received {
-                Received::Chunk(chunk) => chunk,
-                Received::Cancelled => return Err(Cancelled),
-                // Every worker is gone without reporting the end: they
-                // always report, even when dying, so this is a defect.
-                // Fail, never hang.
-                Received::Gone => Chunk::failure(
-                    low,
-                    Error::internal(
-                        node,
-                        format!("worker threads exited without delivering item {low}"),
-                    ),
-                ),
-            };
-            if !in_order || chunk.first_index() == low {
+            let chunk = received?;
+            if !self.in_order || chunk.first_index() == low {
                 return Ok(chunk);
             }
             self.reorder.insert(chunk.first_index(), chunk);
@@ -251,6 +212,6 @@ impl<U> Pool<U> {
 
 impl<U> Drop for Pool<U> {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(Flow::Closed);
     }
 }

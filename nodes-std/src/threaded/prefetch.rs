@@ -2,16 +2,15 @@
 
 use std::fmt;
 
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Node, NodeId, Result, Stateful};
+use nodes_core::{Cx, Node, NodeId, Result, Stateful};
 
+use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
 use crate::threaded::adapt::Policy as AdaptPolicy;
 use crate::threaded::cancel::CancelHandle;
 use crate::threaded::core::Threaded;
 use crate::threaded::hub::Items;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
-use crate::threaded::snapshot::SNAPSHOT;
 use crate::threaded::worker::Stage;
 use crate::transforms::require;
 
@@ -123,47 +122,40 @@ pub struct Prefetcher<N: Node> {
 struct Pass;
 
 impl<T> Stage<T, T> for Pass {
+    const FALLIBLE: bool = false;
+
     #[inline]
     fn apply(&self, _index: u64, item: T) -> Result<T> {
         Ok(item)
     }
 
-    fn pass_through(&self, items: Items<T>) -> std::result::Result<Items<T>, Items<T>> {
-        Ok(items)
-    }
-
-    fn reuse(&self, buffer: Items<T>) -> Option<Items<T>> {
-        Some(buffer)
+    /// Hands the pulled items over as they are, and pulls into the spare
+    /// buffer.
+    fn apply_chunk(&self, _: &'static str, items: &mut Items<T>, spare: Items<T>) -> Items<T> {
+        std::mem::replace(items, spare)
     }
 }
 
 impl<N: Node> fmt::Debug for Prefetcher<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Plan {
-            max_in_flight,
-            policy,
-            ..
-        } = self.core.plan();
-        let inline_when_faster = self.core.adapt_policy().is_some();
-        let fields = [
-            ("prefetch_factor", max_in_flight as &dyn fmt::Debug),
-            ("on_error", policy),
-            ("inline_when_faster", &inline_when_faster),
-        ];
-        crate::threaded::fmt_debug(&self.core, f, &fields)
+        let plan = &self.core.plan;
+        self.core
+            .debug(f)
+            .field("prefetch_factor", &plan.max_in_flight)
+            .field("on_error", &plan.policy)
+            .field("inline_when_faster", &self.core.adapt.is_some())
+            .finish_non_exhaustive()
     }
 }
 
-impl<N> Prefetcher<N>
+impl<N: Node + 'static> Prefetcher<N>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
 {
     /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
     pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
-        Ok(Prefetcher {
-            core: Threaded::new(source, Pass, plan(prefetch_factor)?),
-        })
+        let core = Threaded::new(source, Pass, plan(prefetch_factor)?);
+        Ok(Prefetcher { core })
     }
 
     /// A handle that wakes this node's consumer from its wait for the
@@ -262,12 +254,12 @@ fn plan(prefetch_factor: usize) -> Result<Plan> {
         snapshots: Snapshots::Paced,
         layout: Layout::InOrder,
         policy: ErrorPolicy::Deliver,
+        spin: false,
     })
 }
 
-impl<N> Node for Prefetcher<N>
+impl<N: Node + 'static> Node for Prefetcher<N>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
 {
     type Item = N::Item;
@@ -281,29 +273,13 @@ impl<N: Node> nodes_core::NodeName for Prefetcher<N> {
     const NAME: &'static str = NAME;
 }
 
-impl<N> Stateful for Prefetcher<N>
+impl<N: Node + 'static> Stateful for Prefetcher<N>
 where
-    N: Node + 'static,
     N::Item: Send + 'static,
 {
-    crate::delegate::delegate_stateful!(core: reset, check_state, get_state, shutdown);
-
-    fn describe(&self) -> Description {
-        // The error policy is not shown: like the read-ahead, it may change
-        // between a save and a restore.
-        Description::new(NAME)
-            .child_as("source", SNAPSHOT, self.core.source_description().clone())
-            .with_resume(self.resume())
-    }
-
-    fn resume(&self) -> crate::Resume {
-        crate::Resume::ReadsAhead { in_order: true }
-    }
-
-    /// The source's hint plus the items read ahead (see `Threaded::size_hint`).
-    fn size_hint(&self) -> Hint {
-        self.core.size_hint(false)
-    }
+    // The source's hint plus the items read ahead (see
+    // `Threaded::size_hint`).
+    delegate_stateful!(core: reset, check_state, get_state, shutdown, describe, resume, size_hint);
 }
 
 // A concrete `Prefetcher` that was only constructed has no `next` or

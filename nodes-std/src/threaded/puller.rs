@@ -7,13 +7,12 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nodes_core::Hint;
-use nodes_core::{Cx, Error, Node};
+use nodes_core::{Cx, Error, Hint, Node};
 
 use super::clock::Clock;
 use super::hub::{Chunk, Items, Slot};
 use super::panic::{catch, guard};
-use super::plan::Snapshots;
+use super::plan::{Plan, Snapshots};
 use super::snapshot::MAX_PACED_STEPS;
 use super::sync::{Arc, AtomicU64, Ordering};
 use crate::policy::is_bad_record;
@@ -39,7 +38,6 @@ const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(5);
 const PACE_FACTOR: u32 = 32;
 
 /// The source and the numbering of the pass.
-#[derive(Debug)]
 pub(crate) struct Puller<N> {
     pub(crate) source: N,
     /// The index the next pulled item gets.
@@ -55,6 +53,8 @@ pub(crate) struct Puller<N> {
     /// The source counts its items ([`Description::counted_path`]) and workers
     /// pull it: no snapshot per item (see `Threaded::counted_forward`).
     pub(crate) counted: bool,
+    node: &'static str,
+    snapshots: Snapshots,
     clock: std::sync::Arc<dyn Clock>,
     /// When the last snapshot was taken (or the pass began), and how long to
     /// wait before the next one under [`Snapshots::Paced`].
@@ -75,7 +75,6 @@ pub(crate) struct Puller<N> {
 /// the index after the item it broke at, where the pass ends. Read by the
 /// consumer without the source's lock, which a worker inside the source's
 /// `next` holds.
-#[derive(Debug)]
 pub(crate) struct Broke(AtomicU64);
 
 impl Broke {
@@ -89,22 +88,19 @@ impl Broke {
 }
 
 /// What one pull from the source gave.
-#[derive(Debug)]
 pub(crate) enum Pulled<T> {
     /// An item (a value or a bad record) to hand out.
     Item(u64, Slot<T>),
     /// An item delivered before the restore: passed over.
     Skipped(u64),
-    /// The pass ends at `end`, after `last` if there is one (the failure
-    /// that ended it, or a restored state that does not fit the source).
-    End {
-        last: Option<(u64, Slot<T>)>,
-        end: u64,
-    },
+    /// The pass ends, after this item if there is one (the failure that
+    /// ended it, or a restored state that does not fit the source).
+    End(Option<(u64, Slot<T>)>),
 }
 
 impl<N: Node> Puller<N> {
-    pub(crate) fn new(source: N, clock: std::sync::Arc<dyn Clock>) -> Self {
+    /// A puller of `source` run as `plan` says.
+    pub(crate) fn new(source: N, plan: &Plan, clock: std::sync::Arc<dyn Clock>) -> Self {
         let now = clock.now();
         Puller {
             source,
@@ -114,6 +110,8 @@ impl<N: Node> Puller<N> {
             done: false,
             broke: Arc::new(Broke(AtomicU64::new(u64::MAX))),
             counted: false,
+            node: plan.node,
+            snapshots: plan.snapshots,
             clock,
             last_snapshot: now,
             pace: MIN_SNAPSHOT_INTERVAL,
@@ -150,18 +148,16 @@ impl<N: Node> Puller<N> {
     }
 
     /// Pulls up to `limit` items (passing over restored skips) into a chunk
-    /// filling `buffer`, recording snapshots as `snapshots` says. A chunk
-    /// is handed over early when `stopping` says so or filling it takes
-    /// long.
+    /// filling `buffer`, recording snapshots as the plan says. A chunk is
+    /// handed over early when `stopping` says so or filling it takes long.
     pub(crate) fn pull_chunk(
         &mut self,
         cx: &mut Cx,
         limit: usize,
-        snapshots: Snapshots,
-        node: &'static str,
         stopping: impl Fn() -> bool,
         buffer: Items<N::Item>,
     ) -> Chunk<N::Item> {
+        let snapshots = self.snapshots;
         let paced = snapshots == Snapshots::Paced;
         // A chunk of one is handed over at once, and a quick source's
         // chunk is checked only when full.
@@ -169,19 +165,16 @@ impl<N: Node> Puller<N> {
         let mut chunk = Chunk::with(buffer);
         chunk.items.reserve(limit.min(64));
         while chunk.items.len() < limit {
-            let (index, item) = match self.pull_one(cx, node) {
+            let (index, item) = match self.pull_one(cx) {
                 Pulled::Item(index, item) => (index, item),
                 Pulled::Skipped(index) => {
-                    if let Snapshots::Every(every) = snapshots
-                        && (index + 1).is_multiple_of(every)
-                    {
-                        self.missed = true;
-                    }
+                    self.missed |=
+                        matches!(snapshots, Snapshots::Every(n) if (index + 1).is_multiple_of(n));
                     continue;
                 }
-                Pulled::End { last, end } => {
+                Pulled::End(last) => {
+                    chunk.end = Some(last.as_ref().map_or(self.next_index, |(i, _)| i + 1));
                     chunk.items.extend(last);
-                    chunk.end = Some(end);
                     return chunk;
                 }
             };
@@ -207,19 +200,18 @@ impl<N: Node> Puller<N> {
                                 || now.is_some_and(|now| self.pace_due(now))
                         }
                     };
-            if due && !self.snapshot(cx, &mut chunk, node, paced) {
+            if due && !self.snapshot(cx, &mut chunk, paced) {
                 return chunk;
             }
             // Checking at powers of two keeps the clock off the per-item
             // path while bounding how long a started chunk waits.
-            let len = chunk.items.len();
             if !last
-                && len.is_power_of_two()
+                && chunk.items.len().is_power_of_two()
                 && (stopping() || started.is_some_and(|s| self.clock.now() - s >= MIN_CHUNK_TIME))
             {
                 self.quick = false;
                 if paced && self.pace_due(self.clock.now()) {
-                    self.snapshot(cx, &mut chunk, node, true);
+                    self.snapshot(cx, &mut chunk, true);
                 }
                 return chunk;
             }
@@ -235,29 +227,23 @@ impl<N: Node> Puller<N> {
     /// item; a panic in it, or an error that is not a bad record, ends the
     /// pass after that item.
     #[inline]
-    pub(crate) fn pull_one(&mut self, cx: &mut Cx, node: &'static str) -> Pulled<N::Item> {
+    pub(crate) fn pull_one(&mut self, cx: &mut Cx) -> Pulled<N::Item> {
         let index = self.next_index;
-        let item = match guard(node, Some(index), || self.source.next(cx)) {
+        let item = match guard(self.node, Some(index), || self.source.next(cx)) {
             Ok(Ok(Some(item))) => Ok(item),
             Ok(Ok(None)) => {
                 self.done = true;
-                let Some(&beyond) = self.skip.iter().next() else {
-                    return Pulled::End {
-                        last: None,
-                        end: index,
-                    };
-                };
+                let beyond = self.skip.first().copied();
                 self.skip.clear();
-                let error = Error::bad_state(
-                    self.skip_path.clone(),
-                    format!(
-                        "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
-                    ),
-                );
-                return Pulled::End {
-                    last: Some((index, Err(Box::new(error)))),
-                    end: index + 1,
-                };
+                return Pulled::End(beyond.map(|beyond| {
+                    let error = Error::bad_state(
+                        self.skip_path.clone(),
+                        format!(
+                            "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
+                        ),
+                    );
+                    (index, Err(Box::new(error)))
+                }));
             }
             // A source that panicked is in no known state: deliver the
             // panic and end the pass.
@@ -281,27 +267,18 @@ impl<N: Node> Puller<N> {
         self.done = true;
         self.broke.set(Some(index + 1));
         self.next_index += 1;
-        Pulled::End {
-            last: Some((index, Err(Box::new(error)))),
-            end: index + 1,
-        }
+        Pulled::End(Some((index, Err(Box::new(error)))))
     }
 
     /// Records the source's state after the chunk's last item. A source
     /// whose `get_state` fails cannot be resumed: the failure is delivered
     /// in place of that item and the pass ends (`false`). Only `paced`
     /// snapshots read the clock.
-    fn snapshot<T>(
-        &mut self,
-        cx: &Cx,
-        chunk: &mut Chunk<T>,
-        node: &'static str,
-        paced: bool,
-    ) -> bool {
+    fn snapshot<T>(&mut self, cx: &Cx, chunk: &mut Chunk<T>, paced: bool) -> bool {
         let at = chunk.items.len() - 1;
         let index = chunk.items[at].0;
         let started = paced.then(|| self.clock.now());
-        match catch(node, Some(index), || self.source.get_state(cx)) {
+        match catch(self.node, Some(index), || self.source.get_state(cx)) {
             Ok(state) => {
                 chunk.snapshots.push_back((at, state));
                 self.since_snapshot = 0;

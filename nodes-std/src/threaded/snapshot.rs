@@ -17,7 +17,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodes_core::{Error, Node, Replay, Result, State};
+use nodes_core::{Error, Result, State};
+
+use super::plan::Layout;
+use crate::policy::ERRORS;
 
 /// Key of the source snapshot.
 pub(crate) const SNAPSHOT: &str = "snapshot";
@@ -43,12 +46,13 @@ pub(crate) const MAX_PACED_STEPS: u64 = 1 << 16;
 pub(crate) struct Saved {
     /// The source state to reset the source to.
     pub(crate) snapshot: State,
-    /// The index (from the start of the pass) of the first item after `snapshot`.
-    pub(crate) snapshot_index: u64,
+    /// The index (from the start of the pass) of the first item that was
+    /// not delivered.
+    pub(crate) resume: u64,
     /// Items right after the snapshot that were delivered: skip them.
     pub(crate) steps: u64,
-    /// Indices (from the start of the pass, ascending, all beyond
-    /// `snapshot_index + steps`) of items delivered out of order: skip them too.
+    /// Indices (from the start of the pass, ascending, all beyond `resume`)
+    /// of items delivered out of order: skip them too.
     pub(crate) ahead: Vec<u64>,
     /// The JSON paths of `steps` and `ahead` in the checkpoint, for errors
     /// found while applying them.
@@ -56,29 +60,17 @@ pub(crate) struct Saved {
     pub(crate) ahead_path: String,
 }
 
-/// The largest offset from the snapshot a state may name, and where that
-/// bound comes from (for the error).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Bound {
-    /// `steps_since_snapshot` and every `delivered_ahead` offset are at most this.
-    pub(crate) max_offset: u64,
-    /// Whether the bound was recorded in the state (else it is the
-    /// restoring node's own).
-    pub(crate) recorded: bool,
-}
-
-/// An error unless `value <= bound.max_offset`.
-fn check_bound(value: u64, bound: Bound, path: String, what: &str) -> Result<()> {
-    if value <= bound.max_offset {
+/// An error unless `value` is at most the `max_offset` recorded with the
+/// state (`recorded`), or else at most what this node records
+/// ([`MAX_PACED_STEPS`] items after a snapshot).
+fn check_bound(value: u64, recorded: Option<u64>, path: String, what: &str) -> Result<()> {
+    let bound = recorded.unwrap_or(MAX_PACED_STEPS);
+    if value <= bound {
         return Ok(());
     }
-    let source = if bound.recorded {
-        format!("the {MAX_OFFSET} ({}) recorded with it", bound.max_offset)
-    } else {
-        format!(
-            "what this node records (at most {} items after a snapshot)",
-            bound.max_offset
-        )
+    let source = match recorded {
+        Some(_) => format!("the {MAX_OFFSET} ({bound}) recorded with it"),
+        None => format!("what this node records (at most {bound} items after a snapshot)"),
     };
     Err(Error::bad_state(
         path,
@@ -105,21 +97,30 @@ fn check_index(index: Option<u64>, path: String, what: &str) -> Result<u64> {
 }
 
 impl Saved {
-    /// Decodes `{snapshot, snapshot_index, steps_since_snapshot,
-    /// delivered_ahead, max_offset}`. `optional` are further keys the node
-    /// may keep beside these (decoded by it).
-    pub(crate) fn decode(node: &str, state: &State, optional: &[&str]) -> Result<Saved> {
-        let mut keys = vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD, MAX_OFFSET];
-        keys.extend(optional.iter().filter(|k| state.contains(k)));
-        state.expect_keys(node, &keys)?;
-        let bound = Bound {
-            max_offset: state.get(MAX_OFFSET)?,
-            recorded: true,
+    /// Decodes a state in `layout`, beside which the node may keep its
+    /// error counts ([`ERRORS`], decoded by it): [`Layout::Indexed`]'s five
+    /// keys, or [`Layout::InOrder`]'s `{snapshot, steps_since_snapshot}`
+    /// (a node that delivers strictly in order and needs no absolute
+    /// index), whose steps are at most [`MAX_PACED_STEPS`] (what such a
+    /// node writes).
+    pub(crate) fn decode(node: &str, state: &State, layout: Layout) -> Result<Saved> {
+        let indexed = layout == Layout::Indexed;
+        let mut keys = match layout {
+            Layout::Indexed => vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD, MAX_OFFSET],
+            Layout::InOrder => vec![SNAPSHOT, STEPS],
         };
-        let snapshot_index: u64 = state.get(SNAPSHOT_INDEX)?;
+        if state.contains(ERRORS) {
+            keys.push(ERRORS);
+        }
+        state.expect_keys(node, &keys)?;
+        let recorded = indexed.then(|| state.get(MAX_OFFSET)).transpose()?;
+        let snapshot_index = indexed
+            .then(|| state.get(SNAPSHOT_INDEX))
+            .transpose()?
+            .unwrap_or(0);
         let steps: u64 = state.get(STEPS)?;
-        check_bound(steps, bound, state.path_of(STEPS), STEPS)?;
-        let offsets: Vec<u64> = state.get(DELIVERED_AHEAD)?;
+        check_bound(steps, recorded, state.path_of(STEPS), STEPS)?;
+        let offsets: Option<Vec<u64>> = indexed.then(|| state.get(DELIVERED_AHEAD)).transpose()?;
         let snapshot = state.child(SNAPSHOT)?;
         check_index(
             Some(snapshot_index),
@@ -131,9 +132,9 @@ impl Saved {
             state.path_of(STEPS),
             "snapshot_index + steps_since_snapshot",
         )?;
-        let mut ahead = Vec::with_capacity(offsets.len());
+        let mut ahead = Vec::new();
         let mut previous = steps;
-        for (i, &offset) in offsets.iter().enumerate() {
+        for (i, &offset) in offsets.iter().flatten().enumerate() {
             let path = format!("{}/{i}", state.path_of(DELIVERED_AHEAD));
             if offset <= previous {
                 return Err(Error::bad_state(
@@ -143,7 +144,7 @@ impl Saved {
                     ),
                 ));
             }
-            check_bound(offset, bound, path.clone(), "offset")?;
+            check_bound(offset, recorded, path.clone(), "offset")?;
             previous = offset;
             ahead.push(check_index(
                 snapshot_index.checked_add(offset),
@@ -151,111 +152,53 @@ impl Saved {
                 "snapshot_index + offset",
             )?);
         }
-        debug_assert!(ahead.first().is_none_or(|&a| a > resume));
         Ok(Saved {
             snapshot,
-            snapshot_index,
+            resume,
             steps,
             ahead,
             steps_path: state.path_of(STEPS),
             ahead_path: state.path_of(DELIVERED_AHEAD),
         })
     }
-
-    /// Decodes the two-key form `{snapshot, steps_since_snapshot}` (a node
-    /// that delivers strictly in order and needs no absolute index), whose
-    /// steps are at most `max_steps` (what such a node writes).
-    pub(crate) fn decode_in_order(
-        node: &str,
-        state: &State,
-        optional: &[&str],
-        max_steps: u64,
-    ) -> Result<Saved> {
-        let mut keys = vec![SNAPSHOT, STEPS];
-        keys.extend(optional.iter().filter(|k| state.contains(k)));
-        state.expect_keys(node, &keys)?;
-        let steps: u64 = state.get(STEPS)?;
-        let bound = Bound {
-            max_offset: max_steps,
-            recorded: false,
-        };
-        check_bound(steps, bound, state.path_of(STEPS), STEPS)?;
-        Ok(Saved {
-            snapshot: state.child(SNAPSHOT)?,
-            snapshot_index: 0,
-            steps,
-            ahead: Vec::new(),
-            steps_path: state.path_of(STEPS),
-            ahead_path: state.path_of(DELIVERED_AHEAD),
-        })
-    }
-
-    /// The index of the first item that was not delivered.
-    pub(crate) fn resume_index(&self) -> u64 {
-        self.snapshot_index.saturating_add(self.steps)
-    }
 }
 
-/// Puts `source` back where the consumer stands: reset to `snapshot`, then
-/// `steps` items pulled again.
-///
-/// A thread-backed node calls this before starting a new pass when the
-/// previous one was not read to its end. Its source may have run ahead of the
-/// consumer, and what it did there can outlive the pass: a `Cycler` below it
-/// resets its own source on every wrap, which moves a sampler to its next
-/// epoch. Without the rewind, how far the workers happened to read ahead would
-/// decide the next pass's order, and a pipeline restored from a checkpoint
-/// (which stands at the consumer's position) would disagree with one that ran
-/// straight through. Costs at most the replay of one snapshot interval.
-pub(crate) fn rewind<N: Node>(source: &mut N, snapshot: &State, steps: u64) -> Result<()> {
-    let mut replay = Replay::reset(source, Some(snapshot))?;
-    for _ in 0..steps {
-        // An `Err` was an item of the pass too.
-        if let Ok(None) = replay.next() {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// Encodes the five-key form that [`Saved::decode`] reads; `max_offset` is
+/// Encodes the position that [`Saved::decode`] reads in `layout`:
+/// `snapshot`, taken before item `base`, every item below `low` received
+/// since, and (indexed only) `ahead`, received beyond `low`. `max_offset` is
 /// the writer's bound on the steps it records (raised to the largest offset
 /// delivered ahead).
 pub(crate) fn encode(
+    layout: Layout,
     snapshot: &State,
-    snapshot_index: u64,
+    base: u64,
     low: u64,
-    ahead: impl Iterator<Item = u64>,
+    ahead: Vec<u64>,
     max_offset: u64,
 ) -> Result<State> {
     let mut state = State::new();
     state.insert_child(SNAPSHOT, snapshot.clone());
-    state.insert(SNAPSHOT_INDEX, snapshot_index)?;
-    state.insert(STEPS, low - snapshot_index)?;
-    let ahead: Vec<u64> = ahead.map(|i| i - snapshot_index).collect();
+    if layout == Layout::InOrder {
+        state.insert(STEPS, low - base)?;
+        return Ok(state);
+    }
+    state.insert(SNAPSHOT_INDEX, base)?;
+    state.insert(STEPS, low - base)?;
+    let ahead: Vec<u64> = ahead.into_iter().map(|i| i - base).collect();
     // Out of order, how far items run ahead of a slow one depends on timing:
     // the bound covers the offsets actually written.
     let max_offset = max_offset.max(ahead.last().copied().unwrap_or(0));
     debug_assert!(
-        low - snapshot_index <= max_offset && ahead.iter().all(|&o| o <= max_offset),
-        "a position beyond its own bound {max_offset}: {} steps, ahead {ahead:?}",
-        low - snapshot_index
+        low - base <= max_offset,
+        "a position beyond its own bound {max_offset}: {} steps",
+        low - base
     );
     state.insert(DELIVERED_AHEAD, ahead)?;
     state.insert(MAX_OFFSET, max_offset)?;
     Ok(state)
 }
 
-/// Encodes the two-key form that [`Saved::decode_in_order`] reads.
-pub(crate) fn encode_in_order(snapshot: &State, steps: u64) -> Result<State> {
-    let mut state = State::new();
-    state.insert_child(SNAPSHOT, snapshot.clone());
-    state.insert(STEPS, steps)?;
-    Ok(state)
-}
-
 /// What the consumer has received, as a resumable position.
-#[derive(Debug)]
 pub(crate) struct Cursor {
     /// The adopted source snapshot.
     snapshot: State,
@@ -288,11 +231,6 @@ impl Cursor {
         self.low
     }
 
-    /// The adopted snapshot and the count of items received in order after it.
-    pub(crate) fn position(&self) -> (&State, u64) {
-        (&self.snapshot, self.low - self.base)
-    }
-
     /// Records that item `index` was returned to the consumer; `snapshot` is
     /// the source state taken right after that item was pulled, if one was.
     #[inline]
@@ -314,27 +252,24 @@ impl Cursor {
     fn deliver_slow(&mut self, index: u64, snapshot: Option<State>) {
         if index == self.low {
             self.low += 1;
-            if !self.ahead.is_empty() {
-                while self.ahead.remove(&self.low) {
-                    self.low += 1;
-                }
+            while self.ahead.remove(&self.low) {
+                self.low += 1;
             }
         } else if index > self.low {
             self.ahead.insert(index);
         }
-        if let Some(snapshot) = snapshot {
-            let after = index + 1;
-            if after <= self.low && self.pending.is_empty() {
+        // A snapshot is taken after its item: one before the adopted one
+        // changes nothing.
+        if let Some(snapshot) = snapshot
+            && index >= self.base
+        {
+            if index < self.low && self.pending.is_empty() {
                 // The in-order fast path: adopt at once.
-                if after > self.base {
-                    self.snapshot = snapshot;
-                    self.base = after;
-                }
+                self.snapshot = snapshot;
+                self.base = index + 1;
                 return;
             }
-            if after > self.base {
-                self.pending.insert(after, snapshot);
-            }
+            self.pending.insert(index + 1, snapshot);
         }
         // Adopt the newest snapshot that everything before it was delivered for.
         while let Some(entry) = self.pending.first_entry() {
@@ -362,7 +297,7 @@ impl Cursor {
     #[cfg(test)]
     pub(crate) fn to_state(&self) -> Result<State> {
         let (snapshot, base, low, ahead) = self.parts();
-        encode(snapshot, base, low, ahead, 100)
+        encode(Layout::Indexed, snapshot, base, low, ahead.collect(), 100)
     }
 }
 
@@ -376,9 +311,9 @@ mod tests {
 
     fn decoded(cursor: &Cursor) -> (u64, u64, u64, Vec<u64>) {
         let state = State::from_json(&cursor.to_state().unwrap().to_json().unwrap()).unwrap();
-        let saved = Saved::decode("Test", &state, &[]).unwrap();
+        let saved = Saved::decode("Test", &state, Layout::Indexed).unwrap();
         let n: u64 = saved.snapshot.get("n").unwrap();
-        (n, saved.snapshot_index, saved.steps, saved.ahead)
+        (n, saved.resume - saved.steps, saved.steps, saved.ahead)
     }
 
     #[test]
@@ -454,12 +389,17 @@ mod tests {
     #[test]
     fn decode_rejects_bad_offsets() {
         let state = |steps: u64, ahead: Vec<u64>| indexed(steps, ahead, Some(5));
-        assert!(Saved::decode("T", &state(2, vec![3, 5]), &[]).is_ok());
-        let err = Saved::decode("T", &state(2, vec![2]), &[]).unwrap_err();
+        assert!(Saved::decode("T", &state(2, vec![3, 5]), Layout::Indexed).is_ok());
+        let err = Saved::decode("T", &state(2, vec![2]), Layout::Indexed).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
-        let err = Saved::decode("T", &state(2, vec![4, 4]), &[]).unwrap_err();
+        let err = Saved::decode("T", &state(2, vec![4, 4]), Layout::Indexed).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/1"));
-        let err = Saved::decode("T", &state(0, vec![]).with("extra", 1).unwrap(), &[]).unwrap_err();
+        let err = Saved::decode(
+            "T",
+            &state(0, vec![]).with("extra", 1).unwrap(),
+            Layout::Indexed,
+        )
+        .unwrap_err();
         assert_eq!(err.state_path(), Some("/extra"));
     }
 
@@ -467,21 +407,22 @@ mod tests {
     fn decode_rejects_offsets_beyond_the_bound() {
         let state = indexed;
         // The bound is required.
-        let err = Saved::decode("T", &state(0, vec![], None), &[]).unwrap_err();
+        let err = Saved::decode("T", &state(0, vec![], None), Layout::Indexed).unwrap_err();
         assert_eq!(err.state_path(), Some("/max_offset"));
-        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), &[]).is_ok());
-        let err = Saved::decode("T", &state(6, vec![], Some(5)), &[]).unwrap_err();
+        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), Layout::Indexed).is_ok());
+        let err = Saved::decode("T", &state(6, vec![], Some(5)), Layout::Indexed).unwrap_err();
         assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
-        let err = Saved::decode("T", &state(1, vec![6], Some(5)), &[]).unwrap_err();
+        let err = Saved::decode("T", &state(1, vec![6], Some(5)), Layout::Indexed).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
-        let err = Saved::decode("T", &state(1 << 50, vec![], Some(100)), &[]).unwrap_err();
+        let err =
+            Saved::decode("T", &state(1 << 50, vec![], Some(100)), Layout::Indexed).unwrap_err();
         assert!(err.to_string().contains("max_offset (100)"), "{err}");
         let in_order = State::new()
             .with(SNAPSHOT, State::new())
             .unwrap()
             .with(STEPS, MAX_PACED_STEPS + 1)
             .unwrap();
-        let err = Saved::decode_in_order("T", &in_order, &[], MAX_PACED_STEPS).unwrap_err();
+        let err = Saved::decode("T", &in_order, Layout::InOrder).unwrap_err();
         assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
     }
 }

@@ -7,17 +7,12 @@
 //! needs a timeout to end.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-#[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
-#[cfg(loom)]
-use loom::thread;
+use loom::{sync, thread};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-#[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-#[cfg(not(loom))]
-use std::thread;
+use std::{sync, thread};
+
+pub(crate) use sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use nodes_core::{Error, Result};
 

@@ -5,10 +5,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nodes_core::{Cx, Error, Node, Result};
+use nodes_core::{Cx, Node, Result};
 
 use super::clock::Clock;
-use super::hub::{Chunk, Hub, Items, Sender};
+use super::hub::{Chunk, Items, Sender};
 use super::panic::catch;
 use super::plan::Plan;
 use super::puller::Puller;
@@ -20,113 +20,55 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     /// caught by the caller.
     fn apply(&self, index: u64, item: T) -> Result<U>;
 
-    /// A stage that does nothing (`T` is `U`) hands a pulled chunk's items
-    /// over as they are: `Ok` with the same items. Any other returns them.
-    fn pass_through(&self, items: Items<T>) -> std::result::Result<Items<U>, Items<T>> {
-        Err(items)
-    }
+    /// Whether `apply` may turn an item into an error.
+    const FALLIBLE: bool = true;
 
-    /// For a stage that passes through: an emptied output buffer as a
-    /// buffer to pull into.
-    fn reuse(&self, _buffer: Items<U>) -> Option<Items<T>> {
-        None
+    /// Runs the stage over a pulled chunk's `items`, leaving them an emptied
+    /// buffer to pull into next; errors stay items, and a panic is caught
+    /// as an error of `node`. `spare` is an emptied buffer the consumer
+    /// gave back, to fill.
+    fn apply_chunk(&self, node: &'static str, items: &mut Items<T>, spare: Items<U>) -> Items<U> {
+        let mut out = spare;
+        out.clear();
+        out.extend(items.drain(..).map(|(index, item)| {
+            let apply = |item| catch(node, Some(index), || self.apply(index, item));
+            (index, item.and_then(|item| apply(item).map_err(Box::new)))
+        }));
+        out
     }
 }
 
-/// How many items a worker asks for at a time.
-///
-/// A chunk of one item keeps latency and read-ahead low for an expensive
-/// stage; a cheap stage would pay a hand-over per item. So an adaptive
-/// worker starts at one item and doubles its chunk while a chunk takes less
-/// than [`CHEAP_CHUNK`], up to the plan's `max_chunk`, and halves it once a
-/// chunk takes longer than [`DEAR_CHUNK`].
-#[derive(Debug)]
-pub(crate) struct ChunkSizer {
-    pub(crate) size: usize,
-    max: usize,
-    adaptive: bool,
-}
-
-/// A chunk made faster than this is worth growing.
+/// An adaptive worker (see [`Plan::first_chunk`]) doubles its chunk while
+/// pulling and processing one takes less than this, up to the plan's
+/// `max_chunk`: a chunk of one item keeps latency and read-ahead low for an
+/// expensive stage, but a cheap stage would pay a hand-over per item.
 const CHEAP_CHUNK: Duration = Duration::from_micros(100);
-/// A chunk made slower than this is worth shrinking.
+/// A chunk made slower than this is worth shrinking (halving).
 const DEAR_CHUNK: Duration = Duration::from_micros(500);
-
-impl ChunkSizer {
-    pub(crate) fn new(plan: &Plan) -> Self {
-        let max = plan.max_chunk.max(1);
-        ChunkSizer {
-            size: if plan.adaptive_chunks { 1 } else { max },
-            max,
-            adaptive: plan.adaptive_chunks,
-        }
-    }
-
-    /// A chunk of `len` items took `took` to pull and process.
-    fn observe(&mut self, len: usize, took: Duration) {
-        if !self.adaptive || len < self.size {
-            // A short chunk (credits ran low, end of data) says little.
-            return;
-        }
-        if took < CHEAP_CHUNK {
-            self.size = self.size.saturating_mul(2).min(self.max);
-        } else if took > DEAR_CHUNK {
-            self.size = (self.size / 2).max(1);
-        }
-    }
-}
-
-/// Queues a chunk that ends the pass if its worker dies unwinding (a panic
-/// outside the guarded user calls, such as a panic payload whose `Drop`
-/// panics), so the consumer gets an error instead of waiting forever.
-struct DeathNotice<U> {
-    hub: Arc<Hub<U>>,
-    node: &'static str,
-    /// The first item of the chunk being worked on.
-    index: u64,
-}
-
-impl<U> Drop for DeathNotice<U> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let error = Error::Panicked {
-                node: self.node.into(),
-                index: Some(self.index),
-                message: "a worker thread died while processing this item".to_owned(),
-            };
-            let _ = self.hub.send(Chunk::failure(self.index, error));
-        }
-    }
-}
 
 /// Everything one worker thread needs.
 pub(crate) struct Worker<N, S, U> {
     pub(crate) puller: Arc<Mutex<Puller<N>>>,
     pub(crate) stage: std::sync::Arc<S>,
-    /// Counts this worker in the pass until it returns (unwinding too).
+    /// Counts this worker in the pass until it returns, or reports its
+    /// death if it unwinds.
     pub(crate) sender: Sender<U>,
-    /// Whether to poll before blocking (see `sync::may_spin`).
-    pub(crate) spin: bool,
     pub(crate) plan: Plan,
     pub(crate) clock: std::sync::Arc<dyn Clock>,
 }
 
 impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// The worker's loop (see the module docs).
-    pub(crate) fn run(self, mut cx: Cx) {
+    pub(crate) fn run(mut self, mut cx: Cx) {
         let hub = &self.sender.hub;
         let node = self.plan.node;
-        let mut notice = DeathNotice {
-            hub: Arc::clone(hub),
-            node,
-            index: 0,
-        };
-        let spin = self.spin;
-        let mut sizer = ChunkSizer::new(&self.plan);
+        let spin = self.plan.spin;
+        let (adaptive, max) = (self.plan.adaptive_chunks, self.plan.max_chunk);
+        let mut size = self.plan.first_chunk();
         let mut buffer = VecDeque::new();
-        let mut spare: Option<Items<U>> = None;
+        let mut spare = VecDeque::new();
         loop {
-            let granted = hub.acquire(sizer.size, spin);
+            let granted = hub.acquire(size, spin);
             if granted == 0 {
                 return;
             }
@@ -139,17 +81,9 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     hub.release(granted);
                     return;
                 }
-                let started = sizer.adaptive.then(|| self.clock.now());
-                let stopping = || hub.stopping();
+                let started = adaptive.then(|| self.clock.now());
                 let buffer = std::mem::take(&mut buffer);
-                let pulled = puller.pull_chunk(
-                    &mut cx,
-                    granted,
-                    self.plan.snapshots,
-                    node,
-                    stopping,
-                    buffer,
-                );
+                let pulled = puller.pull_chunk(&mut cx, granted, || hub.stopping(), buffer);
                 (pulled, started)
             };
             hub.release(granted - pulled.items.len().min(granted));
@@ -157,15 +91,26 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             if let Some((first, _)) = pulled.items.front() {
                 // Were this thread to die now, the consumer is told at the
                 // chunk's first item, the one it waits for in order.
-                notice.index = *first;
+                self.sender.index = *first;
             }
-            let chunk = self.process(&mut pulled, spare.take());
+            let out = std::mem::take(&mut spare);
+            let items = self.stage.apply_chunk(node, &mut pulled.items, out);
+            let chunk = Chunk {
+                items,
+                snapshots: std::mem::take(&mut pulled.snapshots),
+                end: pulled.end,
+            };
             buffer = pulled.items;
-            if let Some(started) = started {
-                let before = sizer.size;
-                sizer.observe(chunk.items.len(), self.clock.now() - started);
-                if sizer.size > before {
-                    hub.grow(self.plan.window_for(sizer.size));
+            // A short chunk (credits ran low, end of data) says little.
+            if let Some(started) = started
+                && chunk.items.len() >= size
+            {
+                let took = self.clock.now() - started;
+                if took < CHEAP_CHUNK && size < max {
+                    size = size.saturating_mul(2).min(max);
+                    hub.grow(self.plan.window_for(size));
+                } else if took > DEAR_CHUNK {
+                    size = (size / 2).max(1);
                 }
             }
             match hub.send(chunk) {
@@ -175,41 +120,6 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
             if last {
                 return;
             }
-        }
-    }
-
-    /// Runs the stage over a pulled chunk, emptying it (its buffer is left
-    /// for the next pull); errors stay items. A stage that passes items
-    /// through hands the pulled buffer itself over.
-    fn process(&self, pulled: &mut Chunk<N::Item>, spare: Option<Items<U>>) -> Chunk<U> {
-        let items = std::mem::take(&mut pulled.items);
-        let items = match self.stage.pass_through(items) {
-            Ok(items) => {
-                if let Some(buffer) = spare.and_then(|s| self.stage.reuse(s)) {
-                    pulled.items = buffer;
-                }
-                items
-            }
-            Err(items) => {
-                pulled.items = items;
-                let mut out = spare.unwrap_or_default();
-                out.clear();
-                out.extend(pulled.items.drain(..).map(|(index, item)| {
-                    let out = item.and_then(|item| {
-                        catch(self.plan.node, Some(index), || {
-                            self.stage.apply(index, item)
-                        })
-                        .map_err(Box::new)
-                    });
-                    (index, out)
-                }));
-                out
-            }
-        };
-        Chunk {
-            items,
-            snapshots: std::mem::take(&mut pulled.snapshots),
-            end: pulled.end.take(),
         }
     }
 }
