@@ -48,14 +48,14 @@ fn read(i: usize, state: &State) -> Result<Old> {
             "state #{i} has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks"
         )));
     };
-    let (rank, world_size) = (first.rank, first.world_size);
+    let (rank, world_size) = (first.old.rank, first.world_size);
     if let Some(c) = cuts
         .iter()
-        .find(|c| (c.rank, c.world_size) != (rank, world_size))
+        .find(|c| (c.old.rank, c.world_size) != (rank, world_size))
     {
         return Err(invalid(format!(
             "state #{i}: the ElasticSampler at {} is rank {} of {}, the one at {} rank {rank} of {world_size}",
-            c.path, c.rank, c.world_size, first.path
+            c.path, c.old.rank, c.world_size, first.path
         )));
     }
     Ok(Old {
@@ -116,6 +116,22 @@ fn first_difference(
         })
 }
 
+/// The epochs of an old rank's samplers, then of its shufflers, each with
+/// its node's name and path.
+fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
+    let cuts = old
+        .found
+        .cuts
+        .iter()
+        .map(|c| ("ElasticSampler", &*c.path, c.epoch));
+    let buffers = old
+        .found
+        .buffers
+        .iter()
+        .map(|b| ("Shuffler", &*b.path, b.epoch));
+    cuts.chain(buffers)
+}
+
 /// Checks that `olds` are the complete state set of one job, in one epoch,
 /// and puts them in rank order.
 fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
@@ -127,22 +143,14 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
         )));
     }
     olds.sort_by_key(|o| o.rank);
-    for (expected, o) in (0..world).zip(&olds) {
-        if o.rank != expected {
-            let what = if o.rank < expected {
-                format!("rank {} is given twice", o.rank)
-            } else {
-                format!("the state of rank {expected} is missing")
-            };
-            return Err(invalid(format!(
-                "incomplete state set: {what} (a job of {world} ranks needs one state per rank)"
-            )));
-        }
-    }
-    if (olds.len() as u64) < world {
+    for expected in 0..world {
+        let what = match olds.get(expected as usize) {
+            Some(o) if o.rank == expected => continue,
+            Some(o) if o.rank < expected => format!("rank {} is given twice", o.rank),
+            _ => format!("the state of rank {expected} is missing"),
+        };
         return Err(invalid(format!(
-            "incomplete state set: the state of rank {} is missing (a job of {world} ranks needs one state per rank)",
-            olds.len()
+            "incomplete state set: {what} (a job of {world} ranks needs one state per rank)"
         )));
     }
     if olds.len() as u64 > world {
@@ -168,19 +176,11 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
                 olds[0].epoch_index, o.rank, o.epoch_index
             )));
         }
-        for (a, b) in olds[0].found.cuts.iter().zip(&o.found.cuts) {
-            if a.epoch != b.epoch {
+        for ((node, path, a), (_, _, b)) in epochs(&olds[0]).zip(epochs(o)) {
+            if a != b {
                 return Err(invalid(format!(
-                    "the states are from different epochs: the ElasticSampler at {} is in epoch {} on rank 0, {} on rank {}",
-                    a.path, a.epoch, b.epoch, o.rank
-                )));
-            }
-        }
-        for (a, b) in olds[0].found.buffers.iter().zip(&o.found.buffers) {
-            if a.epoch != b.epoch {
-                return Err(invalid(format!(
-                    "the states are from different epochs: the Shuffler at {} is in epoch {} on rank 0, {} on rank {}",
-                    a.path, a.epoch, b.epoch, o.rank
+                    "the states are from different epochs: the {node} at {path} is in epoch {a} on rank 0, {b} on rank {}",
+                    o.rank
                 )));
             }
         }
@@ -198,14 +198,7 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     let world = olds[0].world_size;
     let mut plans = BTreeMap::new();
     for (s, cut) in olds[0].found.cuts.iter().enumerate() {
-        let old: Vec<OldRank> = olds
-            .iter()
-            .map(|o| OldRank {
-                rank: o.rank,
-                plan: o.found.cuts[s].plan.clone(),
-                consumed: o.found.cuts[s].consumed.clone(),
-            })
-            .collect();
+        let old: Vec<OldRank> = olds.iter().map(|o| o.found.cuts[s].old.clone()).collect();
         let what = format!("the ElasticSampler at {}", cut.path);
         plans.insert(
             cut.path.clone(),
