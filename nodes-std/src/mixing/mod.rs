@@ -25,20 +25,20 @@
 // so that they can use them.
 
 /// Writes a sampler's `stop_criteria` setter and its `get_stop_criteria`
-/// getter, inside its inherent `impl` (fields `stop` and `flag`).
+/// getter, inside its inherent `impl`.
 macro_rules! stop_criteria_methods {
     () => {
         /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
         /// The node must be reset afterwards.
         pub fn stop_criteria(mut self, stop: StopCriteria) -> Self {
-            self.stop = stop;
-            self.flag = ResetFlag::default();
+            self.sources.stop = stop;
+            self.sources.flag = ResetFlag::default();
             self
         }
 
         /// When a pass ends.
         pub fn get_stop_criteria(&self) -> StopCriteria {
-            self.stop
+            self.sources.stop
         }
     };
 }
@@ -69,8 +69,8 @@ macro_rules! sampler_node {
 
 /// Writes, inside a sampler's `impl Stateful`, what it hands to its
 /// `sources`: `check_state` and `reset` (check the whole state, then apply
-/// it; the sampler's `check`, `start_pass`, `apply` and `recount` do its
-/// own part), `shutdown`, and `resume` from the stop criterion.
+/// it; the sampler's `check`, `start_pass` and `apply` do its own part),
+/// `shutdown`, and `resume` from the stop criterion.
 macro_rules! stateful_by_sources {
     () => {
         fn check_state(&self, state: &State) -> Result<()> {
@@ -82,7 +82,7 @@ macro_rules! stateful_by_sources {
 
         fn reset(&mut self, state: Option<&State>) -> Result<()> {
             // Unusable until this reset succeeds.
-            self.flag = ResetFlag::default();
+            self.sources.flag = ResetFlag::default();
             // Decoded by `check_state` already, if that checked this very
             // state (and dropped, unused, otherwise).
             let kept = self.sources.take_checked(state);
@@ -97,8 +97,7 @@ macro_rules! stateful_by_sources {
                     self.apply(checked.own);
                 }
             }
-            self.recount();
-            self.flag.mark();
+            self.sources.flag.mark();
             Ok(())
         }
 
@@ -110,7 +109,7 @@ macro_rules! stateful_by_sources {
         /// `AllDatasetsExhausted`.
         fn resume(&self) -> $crate::Resume {
             $crate::Resume::Mixes {
-                each_once: self.stop == StopCriteria::AllDatasetsExhausted,
+                each_once: self.sources.stop == StopCriteria::AllDatasetsExhausted,
             }
         }
     };
@@ -129,7 +128,7 @@ use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State, Stateful};
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -234,16 +233,27 @@ pub(crate) const NODE_STATES: &str = "dataset_node_states";
 pub(crate) const EXHAUSTED: &str = "datasets_exhausted";
 pub(crate) const EMPTY: &str = "datasets_empty";
 
-/// The named sources of a sampler and their per-pass flags, indexed by
-/// position (the hot path never compares names).
+/// The named sources of a sampler, their per-pass flags, indexed by
+/// position (the hot path never compares names), and when the pass ends.
 pub(crate) struct Sources<N> {
     pub(crate) names: Vec<Arc<str>>,
     pub(crate) nodes: Vec<N>,
+    pub(crate) stop: StopCriteria,
+    /// The sampler's reset flag.
+    pub(crate) flag: ResetFlag,
+    /// Read at all (a weighted source of weight 0 is not): only these
+    /// count for the stop criterion.
+    active: Vec<bool>,
     /// Signalled its end during this pass.
     pub(crate) exhausted: Vec<bool>,
     /// Signalled its end again right after a restart: nothing to draw from
     /// for the rest of this pass.
     pub(crate) empty: Vec<bool>,
+    /// How many sources are active, and how many of them are exhausted and
+    /// empty.
+    num_active: usize,
+    num_exhausted: usize,
+    num_empty: usize,
     /// The two flag maps of a state (exhausted, empty), as last written:
     /// shared by every state taken until a flag changes, so that taking the
     /// state of a wide sampler does not rebuild them (see [`Sources::save`]).
@@ -338,11 +348,70 @@ impl<N: Node> Sources<N> {
         Ok(Sources {
             names,
             nodes,
+            stop: StopCriteria::default(),
+            flag: ResetFlag::default(),
+            active: vec![true; len],
             exhausted: vec![false; len],
             empty: vec![false; len],
+            num_active: len,
+            num_exhausted: 0,
+            num_empty: 0,
             saved: Mutex::new(None),
             checked: Mutex::new(None),
         })
+    }
+
+    /// Reads only the sources that `active` marks (by index).
+    pub(crate) fn set_active(&mut self, active: Vec<bool>) {
+        self.num_active = active.iter().filter(|&&a| a).count();
+        self.active = active;
+    }
+
+    /// Whether the pass is over.
+    #[inline]
+    pub(crate) fn is_over(&self) -> bool {
+        let none_left = self.num_empty == self.num_active;
+        self.stop
+            .is_over(self.num_exhausted, self.num_active, none_left)
+    }
+
+    /// Whether source `i` is still read from in this pass.
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        self.active[i]
+            && !self.empty[i]
+            && !(self.stop == StopCriteria::AllDatasetsExhausted && self.exhausted[i])
+    }
+
+    /// After source `i` signalled its end: marks it exhausted and, if the
+    /// stop criterion restarts sources and the pass goes on, restarts it and
+    /// returns its first item (none: it is marked empty). An error while
+    /// restarting is returned; the source stays marked as ended.
+    pub(crate) fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
+        if !self.exhausted[i] {
+            self.exhausted[i] = true;
+            self.num_exhausted += usize::from(self.active[i]);
+        }
+        if !self.stop.restarts() || self.is_over() {
+            return Ok(None);
+        }
+        let node = &mut self.nodes[i];
+        node.reset(None)?;
+        let first = node.next(cx)?;
+        if first.is_none() {
+            self.empty[i] = true;
+            self.num_empty += usize::from(self.active[i]);
+        }
+        Ok(first)
+    }
+
+    /// The counters, from the flags.
+    fn recount(&mut self) {
+        let count = |flags: &[bool]| {
+            let active = flags.iter().zip(&self.active);
+            active.filter(|&(&flag, &active)| flag && active).count()
+        };
+        self.num_exhausted = count(&self.exhausted);
+        self.num_empty = count(&self.empty);
     }
 
     /// Keeps what checking `state` decoded (`checked`), for the `reset`
@@ -377,6 +446,7 @@ impl<N: Node> Sources<N> {
         }
         self.exhausted.fill(false);
         self.empty.fill(false);
+        self.recount();
         Ok(())
     }
 
@@ -455,6 +525,7 @@ impl<N: Node> Sources<N> {
         }
         self.exhausted = decoded.exhausted;
         self.empty = decoded.empty;
+        self.recount();
         Ok(())
     }
 
@@ -531,15 +602,11 @@ impl<N> Sources<N> {
         self.nodes.len()
     }
 
-    /// Ends a sampler's `Debug`: the sources' flags, then the sampler's own
+    /// Ends a sampler's `Debug`: the sources' flags, then the sampler's
     /// reset flag.
-    pub(crate) fn finish_debug(
-        &self,
-        out: &mut fmt::DebugStruct<'_, '_>,
-        flag: &nodes_core::ResetFlag,
-    ) -> fmt::Result {
+    pub(crate) fn finish_debug(&self, out: &mut fmt::DebugStruct<'_, '_>) -> fmt::Result {
         out.field("sources", &self.debug_flags())
-            .field("flag", flag)
+            .field("flag", &self.flag)
             .finish_non_exhaustive()
     }
 
