@@ -95,19 +95,9 @@ fn first_difference(
 ) -> Option<(String, String, String)> {
     let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
     if a.name() != b.name() || a.params().ne(b.params()) || keys(a) != keys(b) {
-        let top = |d: &Description| {
-            let mut d2 = Description::new(d.name());
-            for (k, v) in d.params() {
-                d2 = d2.param(k, v);
-            }
-            d2
-        };
-        let at = if path.is_empty() {
-            "/".to_owned()
-        } else {
-            path
-        };
-        return Some((at, top(a).to_string(), top(b).to_string()));
+        // A description displays as its node's label.
+        let at = if path.is_empty() { "/".into() } else { path };
+        return Some((at, a.to_string(), b.to_string()));
     }
     a.children()
         .zip(b.children())

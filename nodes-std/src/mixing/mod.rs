@@ -212,21 +212,6 @@ impl<T> OutputMode<T> for WithSource {
     }
 }
 
-impl StopCriteria {
-    /// Whether a pass under this criterion is over: `exhausted` of the
-    /// `sources` that count have run out; `none_left` says whether no source
-    /// can yield anything any more (what ends an endless pass).
-    pub(crate) fn is_over(self, exhausted: usize, sources: usize, none_left: bool) -> bool {
-        match self {
-            StopCriteria::FirstDatasetExhausted => exhausted > 0,
-            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
-                exhausted == sources
-            }
-            StopCriteria::CycleForever => none_left,
-        }
-    }
-}
-
 // State keys shared by both samplers.
 pub(crate) const DATASET_KEYS: &str = "dataset_keys";
 pub(crate) const NODE_STATES: &str = "dataset_node_states";
@@ -367,12 +352,17 @@ impl<N: Node> Sources<N> {
         self.active = active;
     }
 
-    /// Whether the pass is over.
+    /// Whether the pass is over: an endless pass ends only when no source
+    /// can yield anything any more.
     #[inline]
     pub(crate) fn is_over(&self) -> bool {
-        let none_left = self.num_empty == self.num_active;
-        self.stop
-            .is_over(self.num_exhausted, self.num_active, none_left)
+        match self.stop {
+            StopCriteria::FirstDatasetExhausted => self.num_exhausted > 0,
+            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
+                self.num_exhausted == self.num_active
+            }
+            StopCriteria::CycleForever => self.num_empty == self.num_active,
+        }
     }
 
     /// Whether source `i` is still read from in this pass.
@@ -471,7 +461,7 @@ impl<N: Node> Sources<N> {
                 format!(
                     "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
                     keys.join(", "),
-                    self.joined_names()
+                    self.names.join(", ")
                 ),
             ));
         }
@@ -479,15 +469,12 @@ impl<N: Node> Sources<N> {
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
             map.expect_keys(node, &names)?;
-            let mut flags = Vec::with_capacity(names.len());
-            for name in &names {
+            let flag = |name: &&str| match map.value_ref(name)?.as_bool() {
+                Some(flag) => Ok(flag),
                 // Read in place; `get` for what is not a bool (its error).
-                match map.value_ref(name)?.as_bool() {
-                    Some(flag) => flags.push(flag),
-                    None => flags.push(map.get::<bool>(name)?),
-                }
-            }
-            Ok(flags)
+                None => map.get::<bool>(name),
+            };
+            names.iter().map(flag).collect()
         };
         let exhausted = flags(EXHAUSTED)?;
         let empty = flags(EMPTY)?;
@@ -622,14 +609,5 @@ impl<N> Sources<N> {
                 .entries(self.names.iter().enumerate().map(|(i, n)| (n, status(i))))
                 .finish()
         })
-    }
-
-    /// The names, comma-separated, for errors.
-    pub(crate) fn joined_names(&self) -> String {
-        self.names
-            .iter()
-            .map(|n| &**n)
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }

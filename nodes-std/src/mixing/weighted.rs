@@ -197,19 +197,15 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     {
         let mut sources = Sources::new(NAME, sources)?;
         let n = sources.len();
-        let position: HashMap<&str, usize> = sources
-            .names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| (&**name, i))
-            .collect();
+        let names = sources.names.iter().map(|name| &**name);
+        let position: HashMap<&str, usize> = names.zip(0..).collect();
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();
             let why = match position.get(name) {
                 None => format!(
                     "the names of sources and weights must be the same: weight given for {name:?}, which is not a source (sources: {})",
-                    sources.joined_names()
+                    sources.names.join(", ")
                 ),
                 Some(&i) if by_index[i].is_some() => {
                     format!("weight for {name:?} given more than once")
@@ -224,21 +220,16 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             };
             return Err(Error::invalid_argument(NAME, why));
         }
-        let weights = by_index
-            .iter()
-            .zip(&sources.names)
-            .map(|(w, name)| {
-                w.ok_or_else(|| {
-                    Error::invalid_argument(
-                        NAME,
-                        format!(
-                            "the names of sources and weights must be the same: no weight for source {:?}",
-                            &**name
-                        ),
-                    )
-                })
-            })
-            .collect::<Result<Vec<f64>>>()?;
+        if let Some(i) = by_index.iter().position(Option::is_none) {
+            return Err(Error::invalid_argument(
+                NAME,
+                format!(
+                    "the names of sources and weights must be the same: no weight for source {:?}",
+                    &*sources.names[i]
+                ),
+            ));
+        }
+        let weights: Vec<f64> = by_index.into_iter().flatten().collect();
         let active: Vec<bool> = weights.iter().map(|&w| w > 0.0).collect();
         if !active.contains(&true) {
             return Err(Error::invalid_argument(
