@@ -309,19 +309,16 @@ impl<N: Node> Sources<N> {
         node: &'static str,
         sources: impl IntoIterator<Item = (K, N)>,
     ) -> Result<Self> {
-        let mut names: Vec<Arc<str>> = Vec::new();
-        let mut nodes = Vec::new();
+        let (names, nodes): (Vec<Arc<str>>, Vec<N>) = sources
+            .into_iter()
+            .map(|(name, source)| (Arc::from(name.into()), source))
+            .unzip();
         let mut seen = HashSet::new();
-        for (name, source) in sources {
-            let name: Arc<str> = Arc::from(name.into());
-            if !seen.insert(Arc::clone(&name)) {
-                return Err(Error::invalid_argument(
-                    node,
-                    format!("source name {name:?} appears more than once"),
-                ));
-            }
-            names.push(name);
-            nodes.push(source);
+        if let Some(name) = names.iter().find(|&name| !seen.insert(name)) {
+            return Err(Error::invalid_argument(
+                node,
+                format!("source name {name:?} appears more than once"),
+            ));
         }
         if nodes.is_empty() {
             return Err(Error::invalid_argument(
@@ -417,15 +414,9 @@ impl<N: Node> Sources<N> {
     /// for this very state ([`State::is_same`]); nothing is kept afterwards
     /// either way (every reset calls this, so nothing outlives it).
     pub(crate) fn take_checked<T: Any + Send>(&self, state: Option<&State>) -> Option<T> {
-        let kept = self
-            .checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let (kept_for, checked) = kept?;
-        if !state.is_some_and(|s| s.is_same(&kept_for)) {
-            return None;
-        }
+        let mut kept = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        let (kept_for, checked) = kept.take()?;
+        state.filter(|s| s.is_same(&kept_for))?;
         checked.downcast().ok().map(|c| *c)
     }
 
