@@ -91,18 +91,18 @@ fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
 fn first_difference(
     a: &Description,
     b: &Description,
-    path: String,
+    path: &str,
 ) -> Option<(String, String, String)> {
     let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
     if a.name() != b.name() || a.params().ne(b.params()) || keys(a) != keys(b) {
         // A description displays as its node's label.
-        let at = if path.is_empty() { "/".into() } else { path };
-        return Some((at, a.to_string(), b.to_string()));
+        let at = if path.is_empty() { "/" } else { path };
+        return Some((at.to_owned(), a.to_string(), b.to_string()));
     }
     a.children()
         .zip(b.children())
         .find_map(|((key, x), (_, y))| {
-            first_difference(x, y, nodes_core::__private::pointer_join(&path, key))
+            first_difference(x, y, &nodes_core::__private::pointer_join(path, key))
         })
 }
 
@@ -151,13 +151,11 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
     }
     let shape = for_rank(&olds[0].pipeline, 0, 1);
     for o in &olds[1..] {
-        if for_rank(&o.pipeline, 0, 1) != shape {
-            let at = first_difference(&shape, &for_rank(&o.pipeline, 0, 1), String::new())
-                .map(|(path, a, b)| format!(" (at {path}: rank 0 has {a}, rank {} {b})", o.rank))
-                .unwrap_or_default();
+        // The same comparison as `==`, telling where they differ.
+        if let Some((at, a, b)) = first_difference(&shape, &for_rank(&o.pipeline, 0, 1), "") {
+            let rank = o.rank;
             return Err(invalid(format!(
-                "the state of rank {} is from another pipeline than rank 0's{at}",
-                o.rank
+                "the state of rank {rank} is from another pipeline than rank 0's (at {at}: rank 0 has {a}, rank {rank} {b})"
             )));
         }
         if o.epoch_index != olds[0].epoch_index {
@@ -209,10 +207,8 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     }
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
-        let total = olds
-            .iter()
-            .fold(0u64, |sum, o| sum.saturating_add(o.found.skipped[s].1));
-        skipped.insert(path.clone(), total);
+        let each = olds.iter().map(|o| o.found.skipped[s].1);
+        skipped.insert(path.clone(), each.fold(0, u64::saturating_add));
     }
     Ok(Dealt {
         plans,
@@ -280,10 +276,9 @@ fn rebuild(
             }
         }
         Resume::Mixes { .. } => {
-            let keys: Vec<String> = out.get("dataset_keys")?;
             let mut flags = State::new();
-            for key in &keys {
-                flags.insert(key.clone(), false)?;
+            for key in out.get::<Vec<String>>("dataset_keys")? {
+                flags.insert(key, false)?;
             }
             out.insert_child("datasets_exhausted", flags.clone());
             out.insert_child("datasets_empty", flags);

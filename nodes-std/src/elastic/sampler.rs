@@ -258,7 +258,6 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
     }
 }
 
-/// Sets the sampler's epoch.
 /// Exact: the positions of this rank's plan not yet returned. It never fails.
 impl<S: Sampler> crate::SizeHint for ElasticSampler<S> {
     fn size_hint(&self) -> Hint {
@@ -267,6 +266,7 @@ impl<S: Sampler> crate::SizeHint for ElasticSampler<S> {
     }
 }
 
+/// Sets the sampler's epoch.
 impl<S: Sampler> Init for ElasticSampler<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         self.sampler.0.set_epoch(self.epoch);

@@ -310,16 +310,14 @@ where
         let slots = state.child(SLOTS)?;
         let mut open = Vec::new();
         for key in slots.keys() {
-            let index = key
-                .parse::<usize>()
-                .ok()
-                .filter(|&i| i < slots_used && key == i.to_string())
-                .ok_or_else(|| {
-                    Error::bad_state(
-                        slots.path_of(key),
-                        format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
-                    )
-                })?;
+            let used = key.parse().ok().filter(|&i: &usize| i < slots_used);
+            // Written as an index is written: "01" is not slot 1.
+            let Some(index) = used.filter(|i| key == i.to_string()) else {
+                return Err(Error::bad_state(
+                    slots.path_of(key),
+                    format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
+                ));
+            };
             let slot = slots.child(key)?;
             slot.expect_keys(NAME, &[ITEM, STATE])?;
             let item: S::Item = slot.get(ITEM)?;

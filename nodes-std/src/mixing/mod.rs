@@ -75,7 +75,9 @@ macro_rules! stateful_by_sources {
     () => {
         fn check_state(&self, state: &State) -> Result<()> {
             let checked = self.check(state)?;
-            self.sources.check_nested(&checked.sources)?;
+            for (node, state) in self.sources.nodes.iter().zip(&checked.states) {
+                node.check_state(state)?;
+            }
             self.sources.keep_checked(state, checked);
             Ok(())
         }
@@ -89,12 +91,9 @@ macro_rules! stateful_by_sources {
             match state {
                 None => self.start_pass()?,
                 Some(state) => {
-                    let checked = match kept {
-                        Some(checked) => checked,
-                        None => self.check(state)?,
-                    };
-                    self.sources.restore(checked.sources)?;
-                    self.apply(checked.own);
+                    let checked = kept.map_or_else(|| self.check(state), Ok)?;
+                    let own = self.sources.restore(checked)?;
+                    self.apply(own);
                 }
             }
             self.sources.flag.mark();
@@ -274,34 +273,31 @@ impl serde::Serialize for SourceNames {
     }
 }
 
-/// The per-source part of a restored state, decoded and checked but not applied.
-pub(crate) struct DecodedSources {
-    pub(crate) exhausted: Vec<bool>,
-    pub(crate) empty: Vec<bool>,
-    pub(crate) states: Vec<State>,
-}
-
 /// A sampler state, checked and decoded but not applied: the sampler's own
-/// part and its sources'.
+/// part, then its sources' flags and states.
 pub(crate) struct Checked<T> {
-    pub(crate) own: T,
-    pub(crate) sources: DecodedSources,
+    own: T,
+    exhausted: Vec<bool>,
+    empty: Vec<bool>,
+    states: Vec<State>,
 }
 
 impl<N: Node> Sources<N> {
-    /// The sum of the hints of the sources `pick` selects (by index): what
-    /// they have left of their current passes.
-    pub(crate) fn hint_sum(&self, pick: impl Fn(usize) -> bool) -> Hint {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| pick(*i))
-            .fold(Hint::exact(0), |sum, (_, node)| sum.then(node.size_hint()))
+    /// The sum of the hints of the sources `skip` does not flag: what they
+    /// have left of their current passes.
+    pub(crate) fn hint_sum(&self, skip: &[bool]) -> Hint {
+        let left = self.nodes.iter().zip(skip).filter(|&(_, &skip)| !skip);
+        left.fold(Hint::exact(0), |sum, (node, _)| sum.then(node.size_hint()))
     }
 
-    /// Whether any source may return an error.
-    pub(crate) fn may_fail(&self) -> bool {
-        self.nodes.iter().any(|node| node.size_hint().may_fail)
+    /// No bounds (sources that restart start passes whose length is not
+    /// known yet), failing if any source may.
+    pub(crate) fn unbounded_hint(&self) -> Hint {
+        let may_fail = self.nodes.iter().any(|node| node.size_hint().may_fail);
+        Hint {
+            may_fail,
+            ..Hint::UNKNOWN
+        }
     }
 
     /// Takes ownership of the sources, rejecting an empty list and duplicate names.
@@ -432,8 +428,14 @@ impl<N: Node> Sources<N> {
     }
 
     /// Decodes and checks the per-source keys of `state` (names and order,
-    /// flags, nested states) without touching anything.
-    pub(crate) fn decode(&self, node: &'static str, state: &State) -> Result<DecodedSources> {
+    /// flags, nested states) without touching anything, after the sampler's
+    /// own part `own`.
+    pub(crate) fn decode<T>(
+        &self,
+        node: &'static str,
+        state: &State,
+        own: T,
+    ) -> Result<Checked<T>> {
         // Compared in place: a wide sampler's names are not copied.
         let same = state
             .value_ref(DATASET_KEYS)?
@@ -481,30 +483,24 @@ impl<N: Node> Sources<N> {
             .iter()
             .map(|name| nested.child(name))
             .collect::<Result<_>>()?;
-        Ok(DecodedSources {
+        Ok(Checked {
+            own,
             exhausted,
             empty,
             states,
         })
     }
 
-    /// Checks every source's decoded state ([`Stateful::check_state`]).
-    pub(crate) fn check_nested(&self, decoded: &DecodedSources) -> Result<()> {
-        for (node, state) in self.nodes.iter().zip(&decoded.states) {
-            node.check_state(state)?;
-        }
-        Ok(())
-    }
-
-    /// Resets every source from its decoded state, then adopts the flags.
-    pub(crate) fn restore(&mut self, decoded: DecodedSources) -> Result<()> {
+    /// Resets every source from its decoded state, then adopts the flags;
+    /// returns the sampler's own part.
+    pub(crate) fn restore<T>(&mut self, decoded: Checked<T>) -> Result<T> {
         for (node, state) in self.nodes.iter_mut().zip(&decoded.states) {
             node.reset(Some(state))?;
         }
         self.exhausted = decoded.exhausted;
         self.empty = decoded.empty;
         self.recount();
-        Ok(())
+        Ok(decoded.own)
     }
 
     /// Saves the per-source keys into `out`, each source's state nested

@@ -221,7 +221,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     fn check(&self, state: &State) -> Result<Checked<usize>> {
         state.expect_keys(NAME, &KEYS)?;
         let cursor: usize = state.get(CURSOR)?;
-        let sources = self.sources.decode(NAME, state)?;
+        let checked = self.sources.decode(NAME, state, cursor)?;
         if cursor >= self.sources.len() {
             return Err(Error::bad_state(
                 state.path_of(CURSOR),
@@ -231,10 +231,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
                 ),
             ));
         }
-        Ok(Checked {
-            own: cursor,
-            sources,
-        })
+        Ok(checked)
     }
 
     fn start_pass(&mut self) -> Result<()> {
@@ -285,11 +282,8 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
             return Hint::exact(0);
         }
         let sources = &self.sources;
-        let left = sources.hint_sum(|i| !sources.exhausted[i]);
-        let cycling = Hint {
-            may_fail: sources.may_fail(),
-            ..Hint::UNKNOWN
-        };
+        let left = sources.hint_sum(&sources.exhausted);
+        let cycling = sources.unbounded_hint();
         match self.sources.stop {
             StopCriteria::AllDatasetsExhausted => left,
             StopCriteria::FirstDatasetExhausted => left.at_most(),
@@ -299,7 +293,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
                 ..cycling
             },
             StopCriteria::CycleForever => Hint {
-                lower: sources.hint_sum(|i| !sources.empty[i]).lower,
+                lower: sources.hint_sum(&sources.empty).lower,
                 ..cycling
             },
         }

@@ -98,13 +98,10 @@ impl FromStr for StopCriteria {
             .into_iter()
             .find(|c| c.as_str() == s)
             .ok_or_else(|| {
-                let accepted: Vec<&str> = StopCriteria::ALL.iter().map(|c| c.as_str()).collect();
+                let accepted = StopCriteria::ALL.map(StopCriteria::as_str).join(", ");
                 Error::invalid_argument(
                     "StopCriteria",
-                    format!(
-                        "unknown stop criterion {s:?}; expected one of: {}",
-                        accepted.join(", ")
-                    ),
+                    format!("unknown stop criterion {s:?}; expected one of: {accepted}"),
                 )
             })
     }

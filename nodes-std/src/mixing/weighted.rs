@@ -468,15 +468,13 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         }
         let word_pos: u64 = rng.get(RNG_WORD_POS)?;
         PassRng::check_word_pos(rng.path_of(RNG_WORD_POS), word_pos)?;
-        Ok(Checked {
-            own: Own {
-                epoch,
-                num_yielded,
-                started,
-                word_pos,
-            },
-            sources: self.sources.decode(NAME, state)?,
-        })
+        let own = Own {
+            epoch,
+            num_yielded,
+            started,
+            word_pos,
+        };
+        self.sources.decode(NAME, state, own)
     }
 }
 
@@ -521,13 +519,11 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
         }
         match self.sources.stop {
             StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
-                let sources = &self.sources;
-                sources.hint_sum(|i| !sources.exhausted[i]).at_most()
+                self.sources.hint_sum(&self.sources.exhausted).at_most()
             }
-            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => Hint {
-                may_fail: self.sources.may_fail(),
-                ..Hint::UNKNOWN
-            },
+            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
+                self.sources.unbounded_hint()
+            }
         }
     }
 
