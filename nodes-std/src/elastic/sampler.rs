@@ -39,11 +39,7 @@ impl Plan {
 
     /// How many positions the plan reads from an order of `len` positions.
     pub(crate) fn len(&self, len: u64, world_size: u64) -> u64 {
-        let tail = if self.tail < len {
-            (len - self.tail).div_ceil(world_size)
-        } else {
-            0
-        };
+        let tail = len.saturating_sub(self.tail).div_ceil(world_size);
         self.owed.len() as u64 + tail
     }
 

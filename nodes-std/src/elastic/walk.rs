@@ -12,7 +12,6 @@ use crate::elastic::plan::{Consumed, OldRank};
 pub(crate) const RESHARD: &str = "reshard";
 
 /// One `ElasticSampler` in one old rank's state.
-#[derive(Debug)]
 pub(crate) struct Cut {
     /// Where its state is, in the loader state (the same on every rank).
     pub(crate) path: String,
@@ -25,7 +24,6 @@ pub(crate) struct Cut {
 
 /// The items one old rank's `Shuffler` held at the save (pulled, not yet
 /// delivered): they go to the new ranks' shufflers at the same path.
-#[derive(Debug)]
 pub(crate) struct Buffered {
     /// Where its state is, in the loader state (the same on every rank).
     pub(crate) path: String,
@@ -36,7 +34,7 @@ pub(crate) struct Buffered {
 }
 
 /// What one old rank's state holds that a reshard carries over.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Found {
     /// One per `ElasticSampler`, in description order.
     pub(crate) cuts: Vec<Cut>,
@@ -59,11 +57,8 @@ fn refuse(path: &str, name: &str, why: &str) -> Error {
 
 /// The state of the child under `key` (`a` or `a/b`).
 pub(crate) fn child_at(state: &State, key: &str) -> Result<State> {
-    let mut at = state.clone();
-    for part in key.split('/') {
-        at = at.child(part)?;
-    }
-    Ok(at)
+    key.split('/')
+        .try_fold(state.clone(), |at, part| at.child(part))
 }
 
 /// Why a node of this description cannot be resharded, if it cannot,

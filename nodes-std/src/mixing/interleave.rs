@@ -192,83 +192,13 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             self.advance_to_next_in_cycle();
         }
     }
-}
 
-impl<S, F, N> Node for Interleave<S, F, N>
-where
-    S: Node,
-    S::Item: Serialize + DeserializeOwned + Clone + Send,
-    F: FnMut(S::Item) -> N + Send,
-    N: Node,
-{
-    type Item = N::Item;
-
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
-        cx.observe(NodeId::of(self), NAME, |cx| {
-            self.flag.check(NAME)?;
-            loop {
-                let at = self.cycle_index;
-                if let Some(Some(slot)) = self.slots.get_mut(at) {
-                    let result = slot.node.next(cx);
-                    match &result {
-                        Ok(None) => {
-                            slot.node.shutdown();
-                            self.slots[at] = None;
-                            self.advance_to_next_in_cycle();
-                        }
-                        Err(error) if !is_bad_record(error) => return result,
-                        // An item, or a bad record in its place.
-                        _ => {
-                            self.advance_position();
-                            return result;
-                        }
-                    }
-                } else if !self.end_of_input {
-                    match self.source.next(cx)? {
-                        Some(item) => {
-                            let mut node = (self.f)(item.clone());
-                            node.reset(None)?;
-                            let slot = Some(Slot { item, node });
-                            if at < self.slots.len() {
-                                self.slots[at] = slot;
-                            } else {
-                                self.slots.push(slot);
-                            }
-                        }
-                        // The slot stays empty: the next turn passes it over.
-                        None => self.end_of_input = true,
-                    }
-                } else if self.slots.iter().all(Option::is_none) {
-                    // The outer node has ended and no inner node is open.
-                    return Ok(None);
-                } else {
-                    self.advance_to_next_in_cycle();
-                }
-            }
-        })
-    }
-}
-
-impl<S: Node, F, N> nodes_core::NodeName for Interleave<S, F, N> {
-    const NAME: &'static str = NAME;
-}
-
-/// A restored state, decoded and checked but not applied.
-struct Decoded<O> {
-    source: State,
-    cycle_index: usize,
-    block_index: usize,
-    end_of_input: bool,
-    slots_used: usize,
-    open: Vec<(usize, O, State)>,
-}
-
-impl<S, F, N> Interleave<S, F, N>
-where
-    S: Node,
-    S::Item: Serialize + DeserializeOwned + Clone,
-{
-    fn decode(&self, state: &State) -> Result<Decoded<S::Item>> {
+    /// Decodes `state` and checks its indices against each other and the
+    /// configuration, without applying anything.
+    fn decode(&self, state: &State) -> Result<Decoded<S::Item>>
+    where
+        S::Item: DeserializeOwned,
+    {
         state.expect_keys(
             NAME,
             &[
@@ -333,6 +263,73 @@ where
             open,
         })
     }
+}
+
+impl<S, F, N> Node for Interleave<S, F, N>
+where
+    S: Node,
+    S::Item: Serialize + DeserializeOwned + Clone + Send,
+    F: FnMut(S::Item) -> N + Send,
+    N: Node,
+{
+    type Item = N::Item;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<N::Item>> {
+        cx.observe(NodeId::of(self), NAME, |cx| {
+            self.flag.check(NAME)?;
+            loop {
+                let at = self.cycle_index;
+                if let Some(Some(slot)) = self.slots.get_mut(at) {
+                    let result = slot.node.next(cx);
+                    match &result {
+                        Ok(None) => {
+                            slot.node.shutdown();
+                            self.slots[at] = None;
+                            self.advance_to_next_in_cycle();
+                        }
+                        Err(error) if !is_bad_record(error) => return result,
+                        // An item, or a bad record in its place.
+                        _ => {
+                            self.advance_position();
+                            return result;
+                        }
+                    }
+                } else if !self.end_of_input {
+                    match self.source.next(cx)? {
+                        Some(item) => {
+                            let mut node = (self.f)(item.clone());
+                            node.reset(None)?;
+                            // The cycle fills the slots in order.
+                            self.slots
+                                .resize_with(self.slots.len().max(at + 1), || None);
+                            self.slots[at] = Some(Slot { item, node });
+                        }
+                        // The slot stays empty: the next turn passes it over.
+                        None => self.end_of_input = true,
+                    }
+                } else if self.slots.iter().all(Option::is_none) {
+                    // The outer node has ended and no inner node is open.
+                    return Ok(None);
+                } else {
+                    self.advance_to_next_in_cycle();
+                }
+            }
+        })
+    }
+}
+
+impl<S: Node, F, N> nodes_core::NodeName for Interleave<S, F, N> {
+    const NAME: &'static str = NAME;
+}
+
+/// A restored state, decoded and checked but not applied.
+struct Decoded<O> {
+    source: State,
+    cycle_index: usize,
+    block_index: usize,
+    end_of_input: bool,
+    slots_used: usize,
+    open: Vec<(usize, O, State)>,
 }
 
 impl<S, F, N> Stateful for Interleave<S, F, N>

@@ -579,22 +579,16 @@ impl<N> Sources<N> {
     /// Ends a sampler's `Debug`: the sources' flags, then the sampler's
     /// reset flag.
     pub(crate) fn finish_debug(&self, out: &mut fmt::DebugStruct<'_, '_>) -> fmt::Result {
-        out.field("sources", &self.debug_flags())
+        // The flags as `name: exhausted/empty` pairs.
+        let status = |i: usize| match (self.exhausted[i], self.empty[i]) {
+            (_, true) => "empty",
+            (true, false) => "exhausted",
+            (false, false) => "active",
+        };
+        let sources = self.names.iter().enumerate().map(|(i, n)| (n, status(i)));
+        let sources = fmt::from_fn(|f| f.debug_map().entries(sources.clone()).finish());
+        out.field("sources", &sources)
             .field("flag", &self.flag)
             .finish_non_exhaustive()
-    }
-
-    /// The flags as `name: exhausted/empty` pairs, for `Debug`.
-    fn debug_flags(&self) -> impl fmt::Debug + '_ {
-        fmt::from_fn(|f| {
-            let status = |i: usize| match (self.exhausted[i], self.empty[i]) {
-                (_, true) => "empty",
-                (true, false) => "exhausted",
-                (false, false) => "active",
-            };
-            f.debug_map()
-                .entries(self.names.iter().enumerate().map(|(i, n)| (n, status(i))))
-                .finish()
-        })
     }
 }

@@ -207,28 +207,18 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
             }
         }
     }
-}
 
-// A concrete sampler that was only constructed has no `next`/`get_state`:
-// calling them is a compile error that says to start the pipeline.
-nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
-
-sampler_node!(MultiNodeRoundRobinSampler);
-
-impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     /// Checks the sampler's own part of `state` (the cursor) and decodes
     /// it, without applying anything.
     fn check(&self, state: &State) -> Result<Checked<usize>> {
         state.expect_keys(NAME, &KEYS)?;
         let cursor: usize = state.get(CURSOR)?;
         let checked = self.sources.decode(NAME, state, cursor)?;
-        if cursor >= self.sources.len() {
+        let n = self.sources.len();
+        if cursor >= n {
             return Err(Error::bad_state(
                 state.path_of(CURSOR),
-                format!(
-                    "index {cursor} is out of range for {} sources",
-                    self.sources.len()
-                ),
+                format!("index {cursor} is out of range for {n} sources"),
             ));
         }
         Ok(checked)
@@ -244,6 +234,12 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
         self.cursor = cursor;
     }
 }
+
+// A concrete sampler that was only constructed has no `next`/`get_state`:
+// calling them is a compile error that says to start the pipeline.
+nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
+
+sampler_node!(MultiNodeRoundRobinSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn get_state(&self, cx: &Cx) -> Result<State> {
