@@ -119,23 +119,15 @@ pub(crate) fn deal(
     let high = high.min(len.max(start));
     let id = plan_id(id, high, new_world, &holes);
     let count = holes.len() as u64;
-    let plans = (0..new_world)
-        .map(|m| {
-            let owed: Vec<u64> = holes
-                .iter()
-                .skip(m as usize)
-                .step_by(new_world as usize)
-                .copied()
-                .collect();
-            let first = count + (m + new_world - count % new_world) % new_world;
-            Plan {
-                id,
-                owed,
-                tail: high + (first - count),
-            }
-        })
-        .collect();
-    Ok(plans)
+    let plans = (0..new_world).map(|m| {
+        let holes = holes.iter().skip(m as usize);
+        let owed = holes.step_by(new_world as usize).copied().collect();
+        // The `j`-th position after the holes goes to rank `(count + j) mod
+        // new_world`: the first one of this rank is its tail.
+        let tail = high + (m + new_world - count % new_world) % new_world;
+        Plan { id, owed, tail }
+    });
+    Ok(plans.collect())
 }
 
 /// A nonzero FNV-1a hash naming a reshard's plans.

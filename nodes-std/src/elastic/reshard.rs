@@ -109,17 +109,9 @@ fn first_difference(
 /// The epochs of an old rank's samplers, then of its shufflers, each with
 /// its node's name and path.
 fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
-    let cuts = old
-        .found
-        .cuts
-        .iter()
-        .map(|c| ("ElasticSampler", &*c.path, c.epoch));
-    let buffers = old
-        .found
-        .buffers
-        .iter()
-        .map(|b| ("Shuffler", &*b.path, b.epoch));
-    cuts.chain(buffers)
+    let (cuts, buffers) = (old.found.cuts.iter(), old.found.buffers.iter());
+    let cuts = cuts.map(|c| ("ElasticSampler", &*c.path, c.epoch));
+    cuts.chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
 }
 
 /// Checks that `olds` are the complete state set of one job, in one epoch,
@@ -188,10 +180,8 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     for (s, cut) in olds[0].found.cuts.iter().enumerate() {
         let old: Vec<OldRank> = olds.iter().map(|o| o.found.cuts[s].old.clone()).collect();
         let what = format!("the ElasticSampler at {}", cut.path);
-        plans.insert(
-            cut.path.clone(),
-            deal(&what, &old, world, cut.len, new_world)?,
-        );
+        let new = deal(&what, &old, world, cut.len, new_world)?;
+        plans.insert(cut.path.clone(), new);
     }
     let mut buffers = BTreeMap::new();
     for s in 0..olds[0].found.buffers.len() {
@@ -304,17 +294,12 @@ fn rebuild(
 
 /// `state` with the child under `key` (`a` or `a/b`) replaced.
 fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
-    match key.split_once('/') {
-        None => {
-            state.insert_child(key.to_owned(), child);
-            Ok(state)
-        }
-        Some((head, rest)) => {
-            let inner = replace_at(state.child(head)?, rest, child)?;
-            state.insert_child(head.to_owned(), inner);
-            Ok(state)
-        }
-    }
+    let (head, child) = match key.split_once('/') {
+        None => (key, child),
+        Some((head, rest)) => (head, replace_at(state.child(head)?, rest, child)?),
+    };
+    state.insert_child(head.to_owned(), child);
+    Ok(state)
 }
 
 /// Reads and checks the old states, and deals the rest of the epoch.
@@ -323,12 +308,8 @@ fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
     if old_states.is_empty() {
         return Err(invalid("no states given".to_owned()));
     }
-    let olds = old_states
-        .iter()
-        .enumerate()
-        .map(|(i, s)| read(i, s))
-        .collect::<Result<Vec<_>>>()?;
-    let mut olds = check_set(olds)?;
+    let olds = old_states.iter().enumerate().map(|(i, s)| read(i, s));
+    let mut olds = check_set(olds.collect::<Result<_>>()?)?;
     let dealt = deal_all(&mut olds, new_world)?;
     Ok((olds, dealt))
 }
@@ -336,12 +317,8 @@ fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
 fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State> {
     let template = &olds[0];
     let root = rebuild(&template.pipeline, &template.root, rank, world, dealt)?;
-    nodes_core::__private::loader_state(
-        root,
-        0,
-        template.epoch_index,
-        &for_rank(&template.pipeline, rank, world),
-    )
+    let pipeline = for_rank(&template.pipeline, rank, world);
+    nodes_core::__private::loader_state(root, 0, template.epoch_index, &pipeline)
 }
 
 /// Checks, before any state is taken, that a pipeline can change its number

@@ -49,10 +49,8 @@ pub(crate) struct Found {
 /// The error for the node `name` whose state is at `path`.
 fn refuse(path: &str, name: &str, why: &str) -> Error {
     let path = if path.is_empty() { "/" } else { path };
-    Error::invalid_argument(
-        RESHARD,
-        format!("{name} at {path} cannot be resharded: {why}"),
-    )
+    let message = format!("{name} at {path} cannot be resharded: {why}");
+    Error::invalid_argument(RESHARD, message)
 }
 
 /// The state of the child under `key` (`a` or `a/b`).
@@ -139,7 +137,7 @@ pub(crate) fn walk(
     }
     // What the one child below yields that counts as consumed, and whether
     // a threaded node stands above it.
-    let (relative, threaded_above) = match desc.resume() {
+    let (relative, threaded) = match desc.resume() {
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {
@@ -226,11 +224,5 @@ pub(crate) fn walk(
             "expected one child in its description",
         ));
     };
-    walk(
-        child,
-        &child_at(state, key)?,
-        &relative,
-        threaded_above,
-        out,
-    )
+    walk(child, &child_at(state, key)?, &relative, threaded, out)
 }

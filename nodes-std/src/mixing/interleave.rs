@@ -386,8 +386,7 @@ where
         let mut slots = State::new();
         for (index, slot) in self.slots.iter().enumerate() {
             if let Some(slot) = slot {
-                let mut saved = State::new();
-                saved.insert(ITEM, &slot.item)?;
+                let mut saved = State::new().with(ITEM, &slot.item)?;
                 saved.insert_child(STATE, slot.node.get_state(cx)?);
                 slots.insert_child(index.to_string(), saved);
             }

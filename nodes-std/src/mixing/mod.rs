@@ -101,7 +101,7 @@ macro_rules! stateful_by_sources {
         }
 
         fn shutdown(&mut self) {
-            self.sources.shutdown();
+            self.sources.nodes.iter_mut().for_each(Stateful::shutdown);
         }
 
         /// Each source read at most once per pass only under
@@ -127,7 +127,8 @@ use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
+use serde_json::Value;
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -418,9 +419,9 @@ impl<N: Node> Sources<N> {
 
     /// Resets every source to its beginning and clears the flags.
     pub(crate) fn reset_all(&mut self) -> Result<()> {
-        for node in &mut self.nodes {
-            node.reset(None)?;
-        }
+        self.nodes
+            .iter_mut()
+            .try_for_each(|node| node.reset(None))?;
         self.exhausted.fill(false);
         self.empty.fill(false);
         self.recount();
@@ -437,16 +438,10 @@ impl<N: Node> Sources<N> {
         own: T,
     ) -> Result<Checked<T>> {
         // Compared in place: a wide sampler's names are not copied.
-        let same = state
-            .value_ref(DATASET_KEYS)?
-            .as_array()
-            .is_some_and(|keys| {
-                keys.len() == self.len()
-                    && keys
-                        .iter()
-                        .zip(&self.names)
-                        .all(|(k, n)| k.as_str() == Some(&**n))
-            });
+        let keys = state.value_ref(DATASET_KEYS)?;
+        let theirs = keys.as_array().map(|keys| keys.iter().map(Value::as_str));
+        let ours = self.names.iter().map(|name| Some(&**name));
+        let same = theirs.is_some_and(|theirs| theirs.eq(ours));
         if !same {
             let keys: Vec<String> = state.get(DATASET_KEYS)?;
             return Err(Error::bad_state(
@@ -552,10 +547,6 @@ impl<N: Node> Sources<N> {
             );
         }
         description
-    }
-
-    pub(crate) fn shutdown(&mut self) {
-        self.nodes.iter_mut().for_each(Stateful::shutdown);
     }
 }
 

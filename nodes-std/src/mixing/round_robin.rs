@@ -174,10 +174,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     }
 
     fn advance(&mut self) {
-        self.cursor += 1;
-        if self.cursor == self.sources.len() {
-            self.cursor = 0;
-        }
+        self.cursor = (self.cursor + 1) % self.sources.len();
     }
 
     /// The next item with the index of its source.
