@@ -20,9 +20,8 @@ impl Consumed {
     /// Steps `0..prefix` and then `prefix + r` for each `r` of `relative`
     /// (ascending), normalised: a run of extras right after the prefix
     /// joins it.
-    pub(crate) fn new(prefix: u64, relative: &[u64]) -> Consumed {
-        let base = prefix;
-        let mut prefix = prefix;
+    pub(crate) fn new(base: u64, relative: &[u64]) -> Consumed {
+        let mut prefix = base;
         let mut extras = Vec::new();
         // `relative` is ascending: once a gap appears, later steps stay past it.
         for step in relative.iter().map(|&r| base + r) {

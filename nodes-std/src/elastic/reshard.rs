@@ -207,13 +207,6 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     })
 }
 
-/// New rank `rank`'s share of `total` skipped records among `world` ranks:
-/// `total / world`, plus one on the first `total % world` ranks, so the
-/// shares add up to `total`.
-fn share(total: u64, rank: u64, world: u64) -> u64 {
-    total / world + u64::from(rank < total % world)
-}
-
 /// `template` (an old rank's state of the node `desc`) rewritten for new
 /// rank `rank` of `world`: sources at their new plans, shufflers with their
 /// share of the buffered items, error budgets with their share of the
@@ -241,7 +234,10 @@ fn rebuild(
         out = replace_at(out, key, new)?;
     }
     if let Some(&total) = dealt.skipped.get(template.path()) {
-        Counts::skipped_so_far(share(total, rank, world)).save(&mut out)?;
+        // This rank's share of the skipped records: `total / world`, plus
+        // one on the first `total % world` ranks, so the shares add up.
+        let share = total / world + u64::from(rank < total % world);
+        Counts::skipped_so_far(share).save(&mut out)?;
     }
     match desc.resume() {
         // A `try_map`'s count of the items it saw this pass.

@@ -107,9 +107,9 @@ pub struct ElasticSampler<S> {
     sampler: Described<S>,
     #[node(config)]
     ranks: Rank,
-    // Declared before `started`: its default reads the value `started` had
-    // before the reset.
-    #[node(state, default = self.next_epoch())]
+    // The epoch a `reset(None)` moves to. Declared before `started`: its
+    // default reads the value `started` had before the reset.
+    #[node(state, default = crate::seed::epoch_after(self.epoch, self.started))]
     epoch: u64,
     #[node(state)]
     num_yielded: u64,
@@ -119,8 +119,8 @@ pub struct ElasticSampler<S> {
     rank: u64,
     #[node(state, default = self.ranks.world_size)]
     world_size: u64,
-    // Set by `new`; a restore checks it against the order.
-    #[node(state, default = self.order_len())]
+    // Set by `new` (a reset keeps it); a restore checks it against the order.
+    #[node(state, default = self.len)]
     len: u64,
     #[node(state, default = Plan::fresh(self.ranks.rank))]
     plan: Plan,
@@ -179,18 +179,6 @@ impl<S: Sampler> ElasticSampler<S> {
     /// The global order.
     pub fn sampler(&self) -> &S {
         &self.sampler.0
-    }
-}
-
-impl<S> ElasticSampler<S> {
-    /// The order's length, set by `new` (the derived reset keeps it).
-    fn order_len(&self) -> u64 {
-        self.len
-    }
-
-    /// The epoch a `reset(None)` moves to (used by the derived reset).
-    fn next_epoch(&self) -> u64 {
-        crate::seed::epoch_after(self.epoch, self.started)
     }
 }
 

@@ -218,11 +218,8 @@ pub(crate) fn walk(
     };
     let mut children = desc.children();
     let (Some((key, child)), None) = (children.next(), children.next()) else {
-        return Err(refuse(
-            state.path(),
-            name,
-            "expected one child in its description",
-        ));
+        let why = "expected one child in its description";
+        return Err(refuse(state.path(), name, why));
     };
     walk(child, &child_at(state, key)?, &relative, threaded, out)
 }

@@ -295,18 +295,18 @@ where
                         }
                     }
                 } else if !self.end_of_input {
-                    match self.source.next(cx)? {
-                        Some(item) => {
-                            let mut node = (self.f)(item.clone());
-                            node.reset(None)?;
-                            // The cycle fills the slots in order.
-                            self.slots
-                                .resize_with(self.slots.len().max(at + 1), || None);
-                            self.slots[at] = Some(Slot { item, node });
-                        }
-                        // The slot stays empty: the next turn passes it over.
-                        None => self.end_of_input = true,
-                    }
+                    // At the outer node's end the slot stays empty: the next
+                    // turn passes it over.
+                    let Some(item) = self.source.next(cx)? else {
+                        self.end_of_input = true;
+                        continue;
+                    };
+                    let mut node = (self.f)(item.clone());
+                    node.reset(None)?;
+                    // The cycle fills the slots in order.
+                    self.slots
+                        .resize_with(self.slots.len().max(at + 1), || None);
+                    self.slots[at] = Some(Slot { item, node });
                 } else if self.slots.iter().all(Option::is_none) {
                     // The outer node has ended and no inner node is open.
                     return Ok(None);
@@ -406,12 +406,8 @@ where
     /// Its inner nodes are made from items at run time, so no description
     /// holds them: while an open one's order varies, so does this node's.
     fn resume(&self) -> Resume {
-        let open_varies = self
-            .slots
-            .iter()
-            .flatten()
-            .any(|slot| slot.node.describe().varying_order().is_some());
-        if open_varies {
+        let mut open = self.slots.iter().flatten();
+        if open.any(|slot| slot.node.describe().varying_order().is_some()) {
             Resume::VaryingOrder
         } else {
             Resume::Replays

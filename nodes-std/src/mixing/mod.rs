@@ -348,7 +348,6 @@ impl<N: Node> Sources<N> {
 
     /// Whether the pass is over: an endless pass ends only when no source
     /// can yield anything any more.
-    #[inline]
     pub(crate) fn is_over(&self) -> bool {
         match self.stop {
             StopCriteria::FirstDatasetExhausted => self.num_exhausted > 0,

@@ -146,12 +146,8 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
     ///
     /// [`Error::InvalidArgument`] for an empty list.
     pub fn from_list(sources: impl IntoIterator<Item = N>) -> Result<Self> {
-        Self::new(
-            sources
-                .into_iter()
-                .enumerate()
-                .map(|(i, node)| (format!("ds_{i}"), node)),
-        )
+        let numbered = sources.into_iter().enumerate();
+        Self::new(numbered.map(|(i, node)| (format!("ds_{i}"), node)))
     }
 
     /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
