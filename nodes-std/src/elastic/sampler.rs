@@ -119,8 +119,8 @@ pub struct ElasticSampler<S> {
     rank: u64,
     #[node(state, default = self.ranks.world_size)]
     world_size: u64,
-    // Set by `new` (a reset keeps it); a restore checks it against the order.
-    #[node(state, default = self.len)]
+    // Set by `new`; a restore checks it against the order.
+    #[node(state, default = self.order_len())]
     len: u64,
     #[node(state, default = Plan::fresh(self.ranks.rank))]
     plan: Plan,
@@ -179,6 +179,13 @@ impl<S: Sampler> ElasticSampler<S> {
     /// The global order.
     pub fn sampler(&self) -> &S {
         &self.sampler.0
+    }
+}
+
+impl<S> ElasticSampler<S> {
+    /// The order's length, set by `new` (the derived reset keeps it).
+    fn order_len(&self) -> u64 {
+        self.len
     }
 }
 
