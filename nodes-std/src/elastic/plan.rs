@@ -20,9 +20,8 @@ impl Consumed {
     /// Steps `0..prefix` and then `prefix + r` for each `r` of `relative`
     /// (ascending), normalised: a run of extras right after the prefix
     /// joins it.
-    pub(crate) fn new(prefix: u64, relative: &[u64]) -> Consumed {
-        let base = prefix;
-        let mut prefix = prefix;
+    pub(crate) fn new(base: u64, relative: &[u64]) -> Consumed {
+        let mut prefix = base;
         let mut extras = Vec::new();
         // `relative` is ascending: once a gap appears, later steps stay past it.
         for step in relative.iter().map(|&r| base + r) {
@@ -60,14 +59,12 @@ pub(crate) fn deal(
     len: u64,
     new_world: u64,
 ) -> Result<Vec<Plan>> {
+    let refuse = |why: String| Err(Error::invalid_argument("reshard", format!("{what}: {why}")));
     let id = old.first().map_or(0, |o| o.plan.id);
     if let Some(o) = old.iter().find(|o| o.plan.id != id) {
-        return Err(Error::invalid_argument(
-            "reshard",
-            format!(
-                "{what}: rank {} follows plan {:#x}, rank 0 plan {id:#x}: the states are from different runs or reshards of the job",
-                o.rank, o.plan.id
-            ),
+        return refuse(format!(
+            "rank {} follows plan {:#x}, rank 0 plan {id:#x}: the states are from different runs or reshards of the job",
+            o.rank, o.plan.id
         ));
     }
     // The tails of one plan are h, h + 1, ..., h + old_world - 1.
@@ -75,18 +72,14 @@ pub(crate) fn deal(
     let mut tails: Vec<u64> = old.iter().map(|o| o.plan.tail - start).collect();
     tails.sort_unstable();
     if tails.iter().enumerate().any(|(i, &t)| t != i as u64) {
-        return Err(Error::invalid_argument(
-            "reshard",
-            format!(
-                "{what}: the ranks' plans do not fit together (their tails are not {old_world} consecutive positions): the states are from different runs of the job"
-            ),
+        return refuse(format!(
+            "the ranks' plans do not fit together (their tails are not {old_world} consecutive positions): the states are from different runs of the job"
         ));
     }
     let mut holes = Vec::new();
     let mut seen_owed = HashSet::new();
     // The first position past every consumed one.
     let mut high = start;
-    let mut first_free_tail = Vec::with_capacity(old.len());
     for o in old {
         let owed = o.plan.owed.len() as u64;
         let total = o.plan.len(len, old_world);
@@ -94,33 +87,24 @@ pub(crate) fn deal(
         let is_consumed = |step: u64| step < *prefix || extras.binary_search(&step).is_ok();
         for (step, &p) in o.plan.owed.iter().enumerate() {
             if p >= start || !seen_owed.insert(p) {
-                return Err(Error::invalid_argument(
-                    "reshard",
-                    format!(
-                        "{what}: position {p} is owed twice or past the plan's tail: the states are from different runs of the job"
-                    ),
+                return refuse(format!(
+                    "position {p} is owed twice or past the plan's tail: the states are from different runs of the job"
                 ));
             }
             if !is_consumed(step as u64) {
                 holes.push(p);
             }
         }
-        let last = extras
-            .last()
-            .copied()
-            .filter(|&e| e + 1 > *prefix)
-            .map_or(*prefix, |e| e + 1)
-            .min(total);
+        // Extras are all past the prefix.
+        let last = extras.last().map_or(*prefix, |&e| e + 1).min(total);
         if last > owed {
             high = high.max(o.plan.position(last - 1, old_world) + 1);
         }
-        first_free_tail.push((*prefix).max(owed));
     }
-    for (o, &from) in old.iter().zip(&first_free_tail) {
-        let total = o.plan.len(len, old_world);
-        let extras = &o.consumed.extras;
-        let mut step = from;
-        while step < total {
+    for o in old {
+        let Consumed { prefix, extras } = &o.consumed;
+        let owed = o.plan.owed.len() as u64;
+        for step in (*prefix).max(owed)..o.plan.len(len, old_world) {
             let p = o.plan.position(step, old_world);
             if p >= high {
                 break;
@@ -128,30 +112,21 @@ pub(crate) fn deal(
             if extras.binary_search(&step).is_err() {
                 holes.push(p);
             }
-            step += 1;
         }
     }
     holes.sort_unstable();
     let high = high.min(len.max(start));
     let id = plan_id(id, high, new_world, &holes);
     let count = holes.len() as u64;
-    let plans = (0..new_world)
-        .map(|m| {
-            let owed: Vec<u64> = holes
-                .iter()
-                .skip(m as usize)
-                .step_by(new_world as usize)
-                .copied()
-                .collect();
-            let first = count + (m + new_world - count % new_world) % new_world;
-            Plan {
-                id,
-                owed,
-                tail: high + (first - count),
-            }
-        })
-        .collect();
-    Ok(plans)
+    let plans = (0..new_world).map(|m| {
+        let holes = holes.iter().skip(m as usize);
+        let owed = holes.step_by(new_world as usize).copied().collect();
+        // The `j`-th position after the holes goes to rank `(count + j) mod
+        // new_world`: the first one of this rank is its tail.
+        let tail = high + (m + new_world - count % new_world) % new_world;
+        Plan { id, owed, tail }
+    });
+    Ok(plans.collect())
 }
 
 /// A nonzero FNV-1a hash naming a reshard's plans.

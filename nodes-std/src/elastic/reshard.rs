@@ -48,14 +48,14 @@ fn read(i: usize, state: &State) -> Result<Old> {
             "state #{i} has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks"
         )));
     };
-    let (rank, world_size) = (first.rank, first.world_size);
+    let (rank, world_size) = (first.old.rank, first.world_size);
     if let Some(c) = cuts
         .iter()
-        .find(|c| (c.rank, c.world_size) != (rank, world_size))
+        .find(|c| (c.old.rank, c.world_size) != (rank, world_size))
     {
         return Err(invalid(format!(
             "state #{i}: the ElasticSampler at {} is rank {} of {}, the one at {} rank {rank} of {world_size}",
-            c.path, c.rank, c.world_size, first.path
+            c.path, c.old.rank, c.world_size, first.path
         )));
     }
     Ok(Old {
@@ -91,29 +91,27 @@ fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
 fn first_difference(
     a: &Description,
     b: &Description,
-    path: String,
+    path: &str,
 ) -> Option<(String, String, String)> {
     let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
     if a.name() != b.name() || a.params().ne(b.params()) || keys(a) != keys(b) {
-        let top = |d: &Description| {
-            let mut d2 = Description::new(d.name());
-            for (k, v) in d.params() {
-                d2 = d2.param(k, v);
-            }
-            d2
-        };
-        let at = if path.is_empty() {
-            "/".to_owned()
-        } else {
-            path
-        };
-        return Some((at, top(a).to_string(), top(b).to_string()));
+        // A description displays as its node's label.
+        let at = if path.is_empty() { "/" } else { path };
+        return Some((at.to_owned(), a.to_string(), b.to_string()));
     }
     a.children()
         .zip(b.children())
         .find_map(|((key, x), (_, y))| {
-            first_difference(x, y, nodes_core::__private::pointer_join(&path, key))
+            first_difference(x, y, &nodes_core::__private::pointer_join(path, key))
         })
+}
+
+/// The epochs of an old rank's samplers, then of its shufflers, each with
+/// its node's name and path.
+fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
+    let (cuts, buffers) = (old.found.cuts.iter(), old.found.buffers.iter());
+    let cuts = cuts.map(|c| ("ElasticSampler", &*c.path, c.epoch));
+    cuts.chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
 }
 
 /// Checks that `olds` are the complete state set of one job, in one epoch,
@@ -127,22 +125,14 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
         )));
     }
     olds.sort_by_key(|o| o.rank);
-    for (expected, o) in (0..world).zip(&olds) {
-        if o.rank != expected {
-            let what = if o.rank < expected {
-                format!("rank {} is given twice", o.rank)
-            } else {
-                format!("the state of rank {expected} is missing")
-            };
-            return Err(invalid(format!(
-                "incomplete state set: {what} (a job of {world} ranks needs one state per rank)"
-            )));
-        }
-    }
-    if (olds.len() as u64) < world {
+    for expected in 0..world {
+        let what = match olds.get(expected as usize) {
+            Some(o) if o.rank == expected => continue,
+            Some(o) if o.rank < expected => format!("rank {} is given twice", o.rank),
+            _ => format!("the state of rank {expected} is missing"),
+        };
         return Err(invalid(format!(
-            "incomplete state set: the state of rank {} is missing (a job of {world} ranks needs one state per rank)",
-            olds.len()
+            "incomplete state set: {what} (a job of {world} ranks needs one state per rank)"
         )));
     }
     if olds.len() as u64 > world {
@@ -153,13 +143,11 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
     }
     let shape = for_rank(&olds[0].pipeline, 0, 1);
     for o in &olds[1..] {
-        if for_rank(&o.pipeline, 0, 1) != shape {
-            let at = first_difference(&shape, &for_rank(&o.pipeline, 0, 1), String::new())
-                .map(|(path, a, b)| format!(" (at {path}: rank 0 has {a}, rank {} {b})", o.rank))
-                .unwrap_or_default();
+        // The same comparison as `==`, telling where they differ.
+        if let Some((at, a, b)) = first_difference(&shape, &for_rank(&o.pipeline, 0, 1), "") {
+            let rank = o.rank;
             return Err(invalid(format!(
-                "the state of rank {} is from another pipeline than rank 0's{at}",
-                o.rank
+                "the state of rank {rank} is from another pipeline than rank 0's (at {at}: rank 0 has {a}, rank {rank} {b})"
             )));
         }
         if o.epoch_index != olds[0].epoch_index {
@@ -168,19 +156,11 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
                 olds[0].epoch_index, o.rank, o.epoch_index
             )));
         }
-        for (a, b) in olds[0].found.cuts.iter().zip(&o.found.cuts) {
-            if a.epoch != b.epoch {
+        for ((node, path, a), (_, _, b)) in epochs(&olds[0]).zip(epochs(o)) {
+            if a != b {
                 return Err(invalid(format!(
-                    "the states are from different epochs: the ElasticSampler at {} is in epoch {} on rank 0, {} on rank {}",
-                    a.path, a.epoch, b.epoch, o.rank
-                )));
-            }
-        }
-        for (a, b) in olds[0].found.buffers.iter().zip(&o.found.buffers) {
-            if a.epoch != b.epoch {
-                return Err(invalid(format!(
-                    "the states are from different epochs: the Shuffler at {} is in epoch {} on rank 0, {} on rank {}",
-                    a.path, a.epoch, b.epoch, o.rank
+                    "the states are from different epochs: the {node} at {path} is in epoch {a} on rank 0, {b} on rank {}",
+                    o.rank
                 )));
             }
         }
@@ -198,19 +178,10 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     let world = olds[0].world_size;
     let mut plans = BTreeMap::new();
     for (s, cut) in olds[0].found.cuts.iter().enumerate() {
-        let old: Vec<OldRank> = olds
-            .iter()
-            .map(|o| OldRank {
-                rank: o.rank,
-                plan: o.found.cuts[s].plan.clone(),
-                consumed: o.found.cuts[s].consumed.clone(),
-            })
-            .collect();
+        let old: Vec<OldRank> = olds.iter().map(|o| o.found.cuts[s].old.clone()).collect();
         let what = format!("the ElasticSampler at {}", cut.path);
-        plans.insert(
-            cut.path.clone(),
-            deal(&what, &old, world, cut.len, new_world)?,
-        );
+        let new = deal(&what, &old, world, cut.len, new_world)?;
+        plans.insert(cut.path.clone(), new);
     }
     let mut buffers = BTreeMap::new();
     for s in 0..olds[0].found.buffers.len() {
@@ -226,23 +197,14 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     }
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
-        let total = olds
-            .iter()
-            .fold(0u64, |sum, o| sum.saturating_add(o.found.skipped[s].1));
-        skipped.insert(path.clone(), total);
+        let each = olds.iter().map(|o| o.found.skipped[s].1);
+        skipped.insert(path.clone(), each.fold(0, u64::saturating_add));
     }
     Ok(Dealt {
         plans,
         buffers,
         skipped,
     })
-}
-
-/// New rank `rank`'s share of `total` skipped records among `world` ranks:
-/// `total / world`, plus one on the first `total % world` ranks, so the
-/// shares add up to `total`.
-fn share(total: u64, rank: u64, world: u64) -> u64 {
-    total / world + u64::from(rank < total % world)
 }
 
 /// `template` (an old rank's state of the node `desc`) rewritten for new
@@ -272,7 +234,10 @@ fn rebuild(
         out = replace_at(out, key, new)?;
     }
     if let Some(&total) = dealt.skipped.get(template.path()) {
-        Counts::skipped_so_far(share(total, rank, world)).save(&mut out)?;
+        // This rank's share of the skipped records: `total / world`, plus
+        // one on the first `total % world` ranks, so the shares add up.
+        let share = total / world + u64::from(rank < total % world);
+        Counts::skipped_so_far(share).save(&mut out)?;
     }
     match desc.resume() {
         // A `try_map`'s count of the items it saw this pass.
@@ -297,10 +262,9 @@ fn rebuild(
             }
         }
         Resume::Mixes { .. } => {
-            let keys: Vec<String> = out.get("dataset_keys")?;
             let mut flags = State::new();
-            for key in &keys {
-                flags.insert(key.clone(), false)?;
+            for key in out.get::<Vec<String>>("dataset_keys")? {
+                flags.insert(key, false)?;
             }
             out.insert_child("datasets_exhausted", flags.clone());
             out.insert_child("datasets_empty", flags);
@@ -326,17 +290,12 @@ fn rebuild(
 
 /// `state` with the child under `key` (`a` or `a/b`) replaced.
 fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
-    match key.split_once('/') {
-        None => {
-            state.insert_child(key.to_owned(), child);
-            Ok(state)
-        }
-        Some((head, rest)) => {
-            let inner = replace_at(state.child(head)?, rest, child)?;
-            state.insert_child(head.to_owned(), inner);
-            Ok(state)
-        }
-    }
+    let (head, child) = match key.split_once('/') {
+        None => (key, child),
+        Some((head, rest)) => (head, replace_at(state.child(head)?, rest, child)?),
+    };
+    state.insert_child(head.to_owned(), child);
+    Ok(state)
 }
 
 /// Reads and checks the old states, and deals the rest of the epoch.
@@ -345,12 +304,8 @@ fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
     if old_states.is_empty() {
         return Err(invalid("no states given".to_owned()));
     }
-    let olds = old_states
-        .iter()
-        .enumerate()
-        .map(|(i, s)| read(i, s))
-        .collect::<Result<Vec<_>>>()?;
-    let mut olds = check_set(olds)?;
+    let olds = old_states.iter().enumerate().map(|(i, s)| read(i, s));
+    let mut olds = check_set(olds.collect::<Result<_>>()?)?;
     let dealt = deal_all(&mut olds, new_world)?;
     Ok((olds, dealt))
 }
@@ -358,12 +313,8 @@ fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
 fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State> {
     let template = &olds[0];
     let root = rebuild(&template.pipeline, &template.root, rank, world, dealt)?;
-    nodes_core::__private::loader_state(
-        root,
-        0,
-        template.epoch_index,
-        &for_rank(&template.pipeline, rank, world),
-    )
+    let pipeline = for_rank(&template.pipeline, rank, world);
+    nodes_core::__private::loader_state(root, 0, template.epoch_index, &pipeline)
 }
 
 /// Checks, before any state is taken, that a pipeline can change its number

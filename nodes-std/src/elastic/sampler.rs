@@ -39,11 +39,7 @@ impl Plan {
 
     /// How many positions the plan reads from an order of `len` positions.
     pub(crate) fn len(&self, len: u64, world_size: u64) -> u64 {
-        let tail = if self.tail < len {
-            (len - self.tail).div_ceil(world_size)
-        } else {
-            0
-        };
+        let tail = len.saturating_sub(self.tail).div_ceil(world_size);
         self.owed.len() as u64 + tail
     }
 
@@ -111,9 +107,9 @@ pub struct ElasticSampler<S> {
     sampler: Described<S>,
     #[node(config)]
     ranks: Rank,
-    // Declared before `started`: its default reads the value `started` had
-    // before the reset.
-    #[node(state, default = self.next_epoch())]
+    // The epoch a `reset(None)` moves to. Declared before `started`: its
+    // default reads the value `started` had before the reset.
+    #[node(state, default = crate::seed::epoch_after(self.epoch, self.started))]
     epoch: u64,
     #[node(state)]
     num_yielded: u64,
@@ -191,11 +187,6 @@ impl<S> ElasticSampler<S> {
     fn order_len(&self) -> u64 {
         self.len
     }
-
-    /// The epoch a `reset(None)` moves to (used by the derived reset).
-    fn next_epoch(&self) -> u64 {
-        crate::seed::epoch_after(self.epoch, self.started)
-    }
 }
 
 impl<S: Sampler> Node for ElasticSampler<S> {
@@ -258,7 +249,6 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
     }
 }
 
-/// Sets the sampler's epoch.
 /// Exact: the positions of this rank's plan not yet returned. It never fails.
 impl<S: Sampler> crate::SizeHint for ElasticSampler<S> {
     fn size_hint(&self) -> Hint {
@@ -267,6 +257,7 @@ impl<S: Sampler> crate::SizeHint for ElasticSampler<S> {
     }
 }
 
+/// Sets the sampler's epoch.
 impl<S: Sampler> Init for ElasticSampler<S> {
     fn init(&mut self, _restored: bool) -> Result<()> {
         self.sampler.0.set_epoch(self.epoch);

@@ -7,27 +7,23 @@
 use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
-use crate::elastic::plan::Consumed;
-use crate::elastic::sampler::Plan;
+use crate::elastic::plan::{Consumed, OldRank};
 
 pub(crate) const RESHARD: &str = "reshard";
 
 /// One `ElasticSampler` in one old rank's state.
-#[derive(Debug)]
 pub(crate) struct Cut {
     /// Where its state is, in the loader state (the same on every rank).
     pub(crate) path: String,
     pub(crate) epoch: u64,
-    pub(crate) rank: u64,
     pub(crate) world_size: u64,
     pub(crate) len: u64,
-    pub(crate) plan: Plan,
-    pub(crate) consumed: Consumed,
+    /// The rank, its plan and what it consumed of it.
+    pub(crate) old: OldRank,
 }
 
 /// The items one old rank's `Shuffler` held at the save (pulled, not yet
 /// delivered): they go to the new ranks' shufflers at the same path.
-#[derive(Debug)]
 pub(crate) struct Buffered {
     /// Where its state is, in the loader state (the same on every rank).
     pub(crate) path: String,
@@ -38,7 +34,7 @@ pub(crate) struct Buffered {
 }
 
 /// What one old rank's state holds that a reshard carries over.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Found {
     /// One per `ElasticSampler`, in description order.
     pub(crate) cuts: Vec<Cut>,
@@ -50,40 +46,17 @@ pub(crate) struct Found {
     pub(crate) skipped: Vec<(String, u64)>,
 }
 
-fn refuse(state: &State, name: &str, why: &str) -> Error {
-    Error::invalid_argument(
-        RESHARD,
-        format!(
-            "{name} at {} cannot be resharded: {why}",
-            if state.path().is_empty() {
-                "/"
-            } else {
-                state.path()
-            }
-        ),
-    )
+/// The error for the node `name` whose state is at `path`.
+fn refuse(path: &str, name: &str, why: &str) -> Error {
+    let path = if path.is_empty() { "/" } else { path };
+    let message = format!("{name} at {path} cannot be resharded: {why}");
+    Error::invalid_argument(RESHARD, message)
 }
 
 /// The state of the child under `key` (`a` or `a/b`).
 pub(crate) fn child_at(state: &State, key: &str) -> Result<State> {
-    let mut at = state.clone();
-    for part in key.split('/') {
-        at = at.child(part)?;
-    }
-    Ok(at)
-}
-
-/// The one child of a node with one source.
-fn only_child<'d>(desc: &'d Description, state: &State) -> Result<(&'d str, &'d Description)> {
-    let mut children = desc.children();
-    match (children.next(), children.next()) {
-        (Some(child), None) => Ok(child),
-        _ => Err(refuse(
-            state,
-            desc.name(),
-            "expected one child in its description",
-        )),
-    }
+    key.split('/')
+        .try_fold(state.clone(), |at, part| at.child(part))
 }
 
 /// Why a node of this description cannot be resharded, if it cannot,
@@ -114,10 +87,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 /// the node's state is.
 pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
     if let Some(why) = refusal(desc) {
-        return Err(Error::invalid_argument(
-            RESHARD,
-            format!("{} at {path} cannot be resharded: {why}", desc.name()),
-        ));
+        return Err(refuse(path, desc.name(), why));
     }
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
@@ -126,14 +96,15 @@ pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
     Ok(samplers)
 }
 
-/// The number of bad records skipped this pass, if `state` (of a node that
+/// Records the bad records skipped this pass, if `state` (of a node that
 /// applies an `ErrorPolicy`) saves its error budget.
-fn skipped_in(state: &State) -> Result<Option<u64>> {
+fn push_skipped(state: &State, out: &mut Found) -> Result<()> {
     use crate::policy::{Counts, ERRORS};
-    if !state.contains(ERRORS) {
-        return Ok(None);
+    if state.contains(ERRORS) {
+        let skipped = state.get::<Counts>(ERRORS)?.skipped();
+        out.skipped.push((state.path().to_owned(), skipped));
     }
-    Ok(Some(state.get::<Counts>(ERRORS)?.skipped()))
+    Ok(())
 }
 
 /// Collects the cuts, shuffle buffers and skip counts below `desc`/`state`.
@@ -150,7 +121,7 @@ pub(crate) fn walk(
 ) -> Result<()> {
     let name = desc.name();
     if let Some(why) = refusal(desc) {
-        return Err(refuse(state, name, why));
+        return Err(refuse(state.path(), name, why));
     }
     if threaded_above && !relative.is_empty() && !desc.resume().counts_positions() {
         // A threaded node above recorded items past its snapshot, which
@@ -159,53 +130,44 @@ pub(crate) fn walk(
         // `threaded::plan::needs_exact_snapshots`), so only a state written
         // otherwise (edited, or by another build) gets here.
         return Err(refuse(
-            state,
+            state.path(),
             name,
             "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state that does not snapshot every item over a filter, try_map or mix)",
         ));
     }
-    match desc.resume() {
+    // What the one child below yields that counts as consumed, and whether
+    // a threaded node stands above it.
+    let (relative, threaded) = match desc.resume() {
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {
                 path: state.path().to_owned(),
                 epoch: state.get("epoch")?,
-                rank: state.get("rank")?,
                 world_size: state.get("world_size")?,
                 len: state.get("len")?,
-                plan: state.get("plan")?,
-                consumed: Consumed::new(num_yielded, relative),
+                old: OldRank {
+                    rank: state.get("rank")?,
+                    plan: state.get("plan")?,
+                    consumed: Consumed::new(num_yielded, relative),
+                },
             });
-            Ok(())
+            return Ok(());
         }
         Resume::ForwardsCount | Resume::OneToOne | Resume::Drops => {
-            if let Some(skipped) = skipped_in(state)? {
-                out.skipped.push((state.path().to_owned(), skipped));
-            }
-            let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, relative, threaded_above, out)
+            push_skipped(state, out)?;
+            (relative.to_vec(), threaded_above)
         }
         &Resume::Groups(size) => {
             let pending = state.value("pending_errors")?;
             if pending.as_array().is_some_and(|a| !a.is_empty()) {
                 return Err(refuse(
-                    state,
+                    state.path(),
                     name,
                     "it holds errors not yet delivered (take the state after they are)",
                 ));
             }
-            let expanded: Vec<u64> = relative
-                .iter()
-                .flat_map(|&b| b * size..(b + 1) * size)
-                .collect();
-            let (key, child) = only_child(desc, state)?;
-            walk(
-                child,
-                &child_at(state, key)?,
-                &expanded,
-                threaded_above,
-                out,
-            )
+            let expanded = relative.iter().flat_map(|&b| b * size..(b + 1) * size);
+            (expanded.collect(), threaded_above)
         }
         Resume::Buffers => {
             // Every item below was pulled: the positions behind the buffered
@@ -214,34 +176,28 @@ pub(crate) fn walk(
             // `relative` is empty here; see the threaded core's
             // `needs_exact_snapshots`). The
             // buffered items themselves are dealt to the new ranks.
-            let items = match state.value("buffer")? {
-                Value::Array(items) => items,
-                _ => {
-                    return Err(Error::bad_state(
-                        state.path_of("buffer"),
-                        "expected the array of buffered items",
-                    ));
-                }
+            let Value::Array(items) = state.value("buffer")? else {
+                return Err(Error::bad_state(
+                    state.path_of("buffer"),
+                    "expected the array of buffered items",
+                ));
             };
             out.buffers.push(Buffered {
                 path: state.path().to_owned(),
                 epoch: state.get("epoch")?,
                 items,
             });
-            let (key, child) = only_child(desc, state)?;
-            walk(child, &child_at(state, key)?, relative, threaded_above, out)
+            (relative.to_vec(), threaded_above)
         }
         &Resume::ReadsAhead { in_order } => {
-            if let Some(skipped) = skipped_in(state)? {
-                out.skipped.push((state.path().to_owned(), skipped));
-            }
+            push_skipped(state, out)?;
             let steps: u64 = state.get("steps_since_snapshot")?;
             let ahead: Vec<u64> = state.get_opt("delivered_ahead")?.unwrap_or_default();
             let mut delivered: Vec<u64> = (0..steps).chain(ahead.iter().copied()).collect();
             if !relative.is_empty() {
                 if !in_order || !ahead.is_empty() {
                     return Err(refuse(
-                        state,
+                        state.path(),
                         name,
                         "it delivers out of order below another threaded node",
                     ));
@@ -249,16 +205,21 @@ pub(crate) fn walk(
                 // In order, the items it yields next are the ones after `steps`.
                 delivered.extend(relative.iter().map(|&r| steps + r));
             }
-            let (key, child) = only_child(desc, state)?;
             let counted = !delivered.is_empty();
-            walk(child, &child_at(state, key)?, &delivered, counted, out)
+            (delivered, counted)
         }
         // The mixes (`refusal` let only these through).
         _ => {
             for (key, child) in desc.children() {
                 walk(child, &child_at(state, key)?, relative, threaded_above, out)?;
             }
-            Ok(())
+            return Ok(());
         }
-    }
+    };
+    let mut children = desc.children();
+    let (Some((key, child)), None) = (children.next(), children.next()) else {
+        let why = "expected one child in its description";
+        return Err(refuse(state.path(), name, why));
+    };
+    walk(child, &child_at(state, key)?, &relative, threaded, out)
 }

@@ -127,7 +127,6 @@ pub struct Interleave<S: Node, F, N> {
     cycle_index: usize,
     block_index: usize,
     end_of_input: bool,
-    num_open: usize,
     flag: ResetFlag,
 }
 
@@ -140,7 +139,7 @@ impl<S: Node + fmt::Debug, F, N> fmt::Debug for Interleave<S, F, N> {
             .field("cycle_index", &self.cycle_index)
             .field("block_index", &self.block_index)
             .field("end_of_input", &self.end_of_input)
-            .field("open", &self.num_open)
+            .field("open", &self.slots.iter().flatten().count())
             .finish_non_exhaustive()
     }
 }
@@ -161,7 +160,6 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             cycle_index: 0,
             block_index: 0,
             end_of_input: false,
-            num_open: 0,
             flag: ResetFlag::default(),
         })
     }
@@ -194,6 +192,77 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             self.advance_to_next_in_cycle();
         }
     }
+
+    /// Decodes `state` and checks its indices against each other and the
+    /// configuration, without applying anything.
+    fn decode(&self, state: &State) -> Result<Decoded<S::Item>>
+    where
+        S::Item: DeserializeOwned,
+    {
+        state.expect_keys(
+            NAME,
+            &[
+                SOURCE,
+                CYCLE_INDEX,
+                BLOCK_INDEX,
+                END_OF_INPUT,
+                SLOTS_USED,
+                SLOTS,
+            ],
+        )?;
+        let source = state.child(SOURCE)?;
+        let cycle_index: usize = state.get(CYCLE_INDEX)?;
+        let block_index: usize = state.get(BLOCK_INDEX)?;
+        let end_of_input: bool = state.get(END_OF_INPUT)?;
+        let slots_used: usize = state.get(SLOTS_USED)?;
+        let bad = |key: &str, why: String| Err(Error::bad_state(state.path_of(key), why));
+        let (cycle, block) = (self.cycle_length, self.block_length);
+        if slots_used > cycle {
+            return bad(
+                SLOTS_USED,
+                format!("{slots_used} slots used, but cycle_length is {cycle}"),
+            );
+        }
+        if cycle_index >= cycle || cycle_index > slots_used {
+            return bad(
+                CYCLE_INDEX,
+                format!(
+                    "the cycle cannot stand at slot {cycle_index} with {slots_used} slots used and cycle_length {cycle}"
+                ),
+            );
+        }
+        if block_index >= block {
+            return bad(
+                BLOCK_INDEX,
+                format!("{block_index} items into a block, but block_length is {block}"),
+            );
+        }
+        let slots = state.child(SLOTS)?;
+        let mut open = Vec::new();
+        for key in slots.keys() {
+            let used = key.parse().ok().filter(|&i: &usize| i < slots_used);
+            // Written as an index is written: "01" is not slot 1.
+            let Some(index) = used.filter(|i| key == i.to_string()) else {
+                return Err(Error::bad_state(
+                    slots.path_of(key),
+                    format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
+                ));
+            };
+            let slot = slots.child(key)?;
+            slot.expect_keys(NAME, &[ITEM, STATE])?;
+            let item: S::Item = slot.get(ITEM)?;
+            open.push((index, item, slot.child(STATE)?));
+        }
+        open.sort_by_key(|(index, ..)| *index);
+        Ok(Decoded {
+            source,
+            cycle_index,
+            block_index,
+            end_of_input,
+            slots_used,
+            open,
+        })
+    }
 }
 
 impl<S, F, N> Node for Interleave<S, F, N>
@@ -211,46 +280,35 @@ where
             loop {
                 let at = self.cycle_index;
                 if let Some(Some(slot)) = self.slots.get_mut(at) {
-                    match slot.node.next(cx) {
-                        Ok(Some(item)) => {
-                            self.advance_position();
-                            return Ok(Some(item));
-                        }
-                        Err(error) if is_bad_record(&error) => {
-                            self.advance_position();
-                            return Err(error);
-                        }
-                        Err(error) => return Err(error),
+                    let result = slot.node.next(cx);
+                    match &result {
                         Ok(None) => {
-                            if let Some(mut slot) = self.slots[at].take() {
-                                slot.node.shutdown();
-                            }
-                            self.num_open -= 1;
+                            slot.node.shutdown();
+                            self.slots[at] = None;
                             self.advance_to_next_in_cycle();
+                        }
+                        Err(error) if !is_bad_record(error) => return result,
+                        // An item, or a bad record in its place.
+                        _ => {
+                            self.advance_position();
+                            return result;
                         }
                     }
                 } else if !self.end_of_input {
-                    match self.source.next(cx)? {
-                        Some(item) => {
-                            let mut node = (self.f)(item.clone());
-                            node.reset(None)?;
-                            let slot = Some(Slot { item, node });
-                            if at < self.slots.len() {
-                                self.slots[at] = slot;
-                            } else {
-                                self.slots.push(slot);
-                            }
-                            self.num_open += 1;
-                        }
-                        None => {
-                            self.end_of_input = true;
-                            if self.num_open == 0 {
-                                return Ok(None);
-                            }
-                            self.advance_to_next_in_cycle();
-                        }
-                    }
-                } else if self.num_open == 0 {
+                    // At the outer node's end the slot stays empty: the next
+                    // turn passes it over.
+                    let Some(item) = self.source.next(cx)? else {
+                        self.end_of_input = true;
+                        continue;
+                    };
+                    let mut node = (self.f)(item.clone());
+                    node.reset(None)?;
+                    // The cycle fills the slots in order.
+                    self.slots
+                        .resize_with(self.slots.len().max(at + 1), || None);
+                    self.slots[at] = Some(Slot { item, node });
+                } else if self.slots.iter().all(Option::is_none) {
+                    // The outer node has ended and no inner node is open.
                     return Ok(None);
                 } else {
                     self.advance_to_next_in_cycle();
@@ -274,96 +332,6 @@ struct Decoded<O> {
     open: Vec<(usize, O, State)>,
 }
 
-impl<S, F, N> Interleave<S, F, N>
-where
-    S: Node,
-    S::Item: Serialize + DeserializeOwned + Clone,
-{
-    fn close_all(&mut self)
-    where
-        N: Stateful,
-    {
-        for slot in self.slots.iter_mut().flatten() {
-            slot.node.shutdown();
-        }
-        self.slots.clear();
-        self.num_open = 0;
-    }
-
-    fn decode(&self, state: &State) -> Result<Decoded<S::Item>> {
-        state.expect_keys(
-            NAME,
-            &[
-                SOURCE,
-                CYCLE_INDEX,
-                BLOCK_INDEX,
-                END_OF_INPUT,
-                SLOTS_USED,
-                SLOTS,
-            ],
-        )?;
-        let source = state.child(SOURCE)?;
-        let cycle_index: usize = state.get(CYCLE_INDEX)?;
-        let block_index: usize = state.get(BLOCK_INDEX)?;
-        let end_of_input: bool = state.get(END_OF_INPUT)?;
-        let slots_used: usize = state.get(SLOTS_USED)?;
-        if slots_used > self.cycle_length {
-            return Err(Error::bad_state(
-                state.path_of(SLOTS_USED),
-                format!(
-                    "{slots_used} slots used, but cycle_length is {}",
-                    self.cycle_length
-                ),
-            ));
-        }
-        if cycle_index >= self.cycle_length || cycle_index > slots_used {
-            return Err(Error::bad_state(
-                state.path_of(CYCLE_INDEX),
-                format!(
-                    "the cycle cannot stand at slot {cycle_index} with {slots_used} slots used and cycle_length {}",
-                    self.cycle_length
-                ),
-            ));
-        }
-        if block_index >= self.block_length {
-            return Err(Error::bad_state(
-                state.path_of(BLOCK_INDEX),
-                format!(
-                    "{block_index} items into a block, but block_length is {}",
-                    self.block_length
-                ),
-            ));
-        }
-        let slots = state.child(SLOTS)?;
-        let mut open = Vec::new();
-        for key in slots.keys() {
-            let index = key
-                .parse::<usize>()
-                .ok()
-                .filter(|&i| i < slots_used && key == i.to_string())
-                .ok_or_else(|| {
-                    Error::bad_state(
-                        slots.path_of(key),
-                        format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
-                    )
-                })?;
-            let slot = slots.child(key)?;
-            slot.expect_keys(NAME, &[ITEM, STATE])?;
-            let item: S::Item = slot.get(ITEM)?;
-            open.push((index, item, slot.child(STATE)?));
-        }
-        open.sort_by_key(|(index, ..)| *index);
-        Ok(Decoded {
-            source,
-            cycle_index,
-            block_index,
-            end_of_input,
-            slots_used,
-            open,
-        })
-    }
-}
-
 impl<S, F, N> Stateful for Interleave<S, F, N>
 where
     S: Node,
@@ -381,31 +349,28 @@ where
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         // Checked in full before anything is applied.
         let decoded = state.map(|state| self.decode(state)).transpose()?;
-        self.close_all();
+        for mut slot in self.slots.drain(..).flatten() {
+            slot.node.shutdown();
+        }
         self.cycle_index = 0;
         self.block_index = 0;
         self.end_of_input = false;
-        let Some(decoded) = decoded else {
-            self.source.reset(None)?;
-            self.flag.mark();
-            return Ok(());
-        };
-        self.source.reset(Some(&decoded.source))?;
-        // Built aside: if an inner node refuses its state, this node stays
-        // consistent (no slot open) until the next reset.
-        let mut slots: Vec<Option<Slot<S::Item, N>>> = Vec::new();
-        slots.resize_with(decoded.slots_used, || None);
-        let num_open = decoded.open.len();
-        for (index, item, inner) in decoded.open {
-            let mut node = (self.f)(item.clone());
-            node.reset(Some(&inner))?;
-            slots[index] = Some(Slot { item, node });
+        self.source.reset(decoded.as_ref().map(|d| &d.source))?;
+        if let Some(decoded) = decoded {
+            // Built aside: if an inner node refuses its state, this node
+            // stays consistent (no slot open) until the next reset.
+            let mut slots: Vec<Option<Slot<S::Item, N>>> = Vec::new();
+            slots.resize_with(decoded.slots_used, || None);
+            for (index, item, inner) in decoded.open {
+                let mut node = (self.f)(item.clone());
+                node.reset(Some(&inner))?;
+                slots[index] = Some(Slot { item, node });
+            }
+            self.slots = slots;
+            self.cycle_index = decoded.cycle_index;
+            self.block_index = decoded.block_index;
+            self.end_of_input = decoded.end_of_input;
         }
-        self.slots = slots;
-        self.num_open = num_open;
-        self.cycle_index = decoded.cycle_index;
-        self.block_index = decoded.block_index;
-        self.end_of_input = decoded.end_of_input;
         self.flag.mark();
         Ok(())
     }
@@ -419,11 +384,9 @@ where
         out.insert(END_OF_INPUT, self.end_of_input)?;
         out.insert(SLOTS_USED, self.slots.len())?;
         let mut slots = State::new();
-        slots.reserve(self.num_open);
         for (index, slot) in self.slots.iter().enumerate() {
             if let Some(slot) = slot {
-                let mut saved = State::new();
-                saved.insert(ITEM, &slot.item)?;
+                let mut saved = State::new().with(ITEM, &slot.item)?;
                 saved.insert_child(STATE, slot.node.get_state(cx)?);
                 slots.insert_child(index.to_string(), saved);
             }
@@ -443,12 +406,8 @@ where
     /// Its inner nodes are made from items at run time, so no description
     /// holds them: while an open one's order varies, so does this node's.
     fn resume(&self) -> Resume {
-        let open_varies = self
-            .slots
-            .iter()
-            .flatten()
-            .any(|slot| slot.node.describe().varying_order().is_some());
-        if open_varies {
+        let mut open = self.slots.iter().flatten();
+        if open.any(|slot| slot.node.describe().varying_order().is_some()) {
             Resume::VaryingOrder
         } else {
             Resume::Replays

@@ -25,20 +25,20 @@
 // so that they can use them.
 
 /// Writes a sampler's `stop_criteria` setter and its `get_stop_criteria`
-/// getter, inside its inherent `impl` (fields `stop` and `flag`).
+/// getter, inside its inherent `impl`.
 macro_rules! stop_criteria_methods {
     () => {
         /// Sets when a pass ends (default `CycleUntilAllDatasetsExhausted`).
         /// The node must be reset afterwards.
         pub fn stop_criteria(mut self, stop: StopCriteria) -> Self {
-            self.stop = stop;
-            self.flag = ResetFlag::default();
+            self.sources.stop = stop;
+            self.sources.flag = ResetFlag::default();
             self
         }
 
         /// When a pass ends.
         pub fn get_stop_criteria(&self) -> StopCriteria {
-            self.stop
+            self.sources.stop
         }
     };
 }
@@ -69,48 +69,46 @@ macro_rules! sampler_node {
 
 /// Writes, inside a sampler's `impl Stateful`, what it hands to its
 /// `sources`: `check_state` and `reset` (check the whole state, then apply
-/// it; the sampler's `check`, `start_pass`, `apply` and `recount` do its
-/// own part), `shutdown`, and `resume` from the stop criterion.
+/// it; the sampler's `check`, `start_pass` and `apply` do its own part),
+/// `shutdown`, and `resume` from the stop criterion.
 macro_rules! stateful_by_sources {
     () => {
         fn check_state(&self, state: &State) -> Result<()> {
             let checked = self.check(state)?;
-            self.sources.check_nested(&checked.sources)?;
+            for (node, state) in self.sources.nodes.iter().zip(&checked.states) {
+                node.check_state(state)?;
+            }
             self.sources.keep_checked(state, checked);
             Ok(())
         }
 
         fn reset(&mut self, state: Option<&State>) -> Result<()> {
             // Unusable until this reset succeeds.
-            self.flag = ResetFlag::default();
+            self.sources.flag = ResetFlag::default();
             // Decoded by `check_state` already, if that checked this very
             // state (and dropped, unused, otherwise).
             let kept = self.sources.take_checked(state);
             match state {
                 None => self.start_pass()?,
                 Some(state) => {
-                    let checked = match kept {
-                        Some(checked) => checked,
-                        None => self.check(state)?,
-                    };
-                    self.sources.restore(checked.sources)?;
-                    self.apply(checked.own);
+                    let checked = kept.map_or_else(|| self.check(state), Ok)?;
+                    let own = self.sources.restore(checked)?;
+                    self.apply(own);
                 }
             }
-            self.recount();
-            self.flag.mark();
+            self.sources.flag.mark();
             Ok(())
         }
 
         fn shutdown(&mut self) {
-            self.sources.shutdown();
+            self.sources.nodes.iter_mut().for_each(Stateful::shutdown);
         }
 
         /// Each source read at most once per pass only under
         /// `AllDatasetsExhausted`.
         fn resume(&self) -> $crate::Resume {
             $crate::Resume::Mixes {
-                each_once: self.stop == StopCriteria::AllDatasetsExhausted,
+                each_once: self.sources.stop == StopCriteria::AllDatasetsExhausted,
             }
         }
     };
@@ -129,7 +127,8 @@ use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
+use serde_json::Value;
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -213,37 +212,33 @@ impl<T> OutputMode<T> for WithSource {
     }
 }
 
-impl StopCriteria {
-    /// Whether a pass under this criterion is over: `exhausted` of the
-    /// `sources` that count have run out; `none_left` says whether no source
-    /// can yield anything any more (what ends an endless pass).
-    pub(crate) fn is_over(self, exhausted: usize, sources: usize, none_left: bool) -> bool {
-        match self {
-            StopCriteria::FirstDatasetExhausted => exhausted > 0,
-            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
-                exhausted == sources
-            }
-            StopCriteria::CycleForever => none_left,
-        }
-    }
-}
-
 // State keys shared by both samplers.
 pub(crate) const DATASET_KEYS: &str = "dataset_keys";
 pub(crate) const NODE_STATES: &str = "dataset_node_states";
 pub(crate) const EXHAUSTED: &str = "datasets_exhausted";
 pub(crate) const EMPTY: &str = "datasets_empty";
 
-/// The named sources of a sampler and their per-pass flags, indexed by
-/// position (the hot path never compares names).
+/// The named sources of a sampler, their per-pass flags, indexed by
+/// position (the hot path never compares names), and when the pass ends.
 pub(crate) struct Sources<N> {
     pub(crate) names: Vec<Arc<str>>,
     pub(crate) nodes: Vec<N>,
+    pub(crate) stop: StopCriteria,
+    /// The sampler's reset flag.
+    pub(crate) flag: ResetFlag,
+    /// Read at all (a weighted source of weight 0 is not): only these
+    /// count for the stop criterion.
+    active: Vec<bool>,
     /// Signalled its end during this pass.
     pub(crate) exhausted: Vec<bool>,
     /// Signalled its end again right after a restart: nothing to draw from
     /// for the rest of this pass.
     pub(crate) empty: Vec<bool>,
+    /// How many sources are active, and how many of them are exhausted and
+    /// empty.
+    num_active: usize,
+    num_exhausted: usize,
+    num_empty: usize,
     /// The two flag maps of a state (exhausted, empty), as last written:
     /// shared by every state taken until a flag changes, so that taking the
     /// state of a wide sampler does not rebuild them (see [`Sources::save`]).
@@ -279,34 +274,31 @@ impl serde::Serialize for SourceNames {
     }
 }
 
-/// The per-source part of a restored state, decoded and checked but not applied.
-pub(crate) struct DecodedSources {
-    pub(crate) exhausted: Vec<bool>,
-    pub(crate) empty: Vec<bool>,
-    pub(crate) states: Vec<State>,
-}
-
 /// A sampler state, checked and decoded but not applied: the sampler's own
-/// part and its sources'.
+/// part, then its sources' flags and states.
 pub(crate) struct Checked<T> {
-    pub(crate) own: T,
-    pub(crate) sources: DecodedSources,
+    own: T,
+    exhausted: Vec<bool>,
+    empty: Vec<bool>,
+    states: Vec<State>,
 }
 
 impl<N: Node> Sources<N> {
-    /// The sum of the hints of the sources `pick` selects (by index): what
-    /// they have left of their current passes.
-    pub(crate) fn hint_sum(&self, pick: impl Fn(usize) -> bool) -> Hint {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| pick(*i))
-            .fold(Hint::exact(0), |sum, (_, node)| sum.then(node.size_hint()))
+    /// The sum of the hints of the sources `skip` does not flag: what they
+    /// have left of their current passes.
+    pub(crate) fn hint_sum(&self, skip: &[bool]) -> Hint {
+        let left = self.nodes.iter().zip(skip).filter(|&(_, &skip)| !skip);
+        left.fold(Hint::exact(0), |sum, (node, _)| sum.then(node.size_hint()))
     }
 
-    /// Whether any source may return an error.
-    pub(crate) fn may_fail(&self) -> bool {
-        self.nodes.iter().any(|node| node.size_hint().may_fail)
+    /// No bounds (sources that restart start passes whose length is not
+    /// known yet), failing if any source may.
+    pub(crate) fn unbounded_hint(&self) -> Hint {
+        let may_fail = self.nodes.iter().any(|node| node.size_hint().may_fail);
+        Hint {
+            may_fail,
+            ..Hint::UNKNOWN
+        }
     }
 
     /// Takes ownership of the sources, rejecting an empty list and duplicate names.
@@ -314,19 +306,16 @@ impl<N: Node> Sources<N> {
         node: &'static str,
         sources: impl IntoIterator<Item = (K, N)>,
     ) -> Result<Self> {
-        let mut names: Vec<Arc<str>> = Vec::new();
-        let mut nodes = Vec::new();
+        let (names, nodes): (Vec<Arc<str>>, Vec<N>) = sources
+            .into_iter()
+            .map(|(name, source)| (Arc::from(name.into()), source))
+            .unzip();
         let mut seen = HashSet::new();
-        for (name, source) in sources {
-            let name: Arc<str> = Arc::from(name.into());
-            if !seen.insert(Arc::clone(&name)) {
-                return Err(Error::invalid_argument(
-                    node,
-                    format!("source name {name:?} appears more than once"),
-                ));
-            }
-            names.push(name);
-            nodes.push(source);
+        if let Some(name) = names.iter().find(|&name| !seen.insert(name)) {
+            return Err(Error::invalid_argument(
+                node,
+                format!("source name {name:?} appears more than once"),
+            ));
         }
         if nodes.is_empty() {
             return Err(Error::invalid_argument(
@@ -338,11 +327,74 @@ impl<N: Node> Sources<N> {
         Ok(Sources {
             names,
             nodes,
+            stop: StopCriteria::default(),
+            flag: ResetFlag::default(),
+            active: vec![true; len],
             exhausted: vec![false; len],
             empty: vec![false; len],
+            num_active: len,
+            num_exhausted: 0,
+            num_empty: 0,
             saved: Mutex::new(None),
             checked: Mutex::new(None),
         })
+    }
+
+    /// Reads only the sources that `active` marks (by index).
+    pub(crate) fn set_active(&mut self, active: Vec<bool>) {
+        self.num_active = active.iter().filter(|&&a| a).count();
+        self.active = active;
+    }
+
+    /// Whether the pass is over: an endless pass ends only when no source
+    /// can yield anything any more.
+    pub(crate) fn is_over(&self) -> bool {
+        match self.stop {
+            StopCriteria::FirstDatasetExhausted => self.num_exhausted > 0,
+            StopCriteria::AllDatasetsExhausted | StopCriteria::CycleUntilAllDatasetsExhausted => {
+                self.num_exhausted == self.num_active
+            }
+            StopCriteria::CycleForever => self.num_empty == self.num_active,
+        }
+    }
+
+    /// Whether source `i` is still read from in this pass.
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        self.active[i]
+            && !self.empty[i]
+            && !(self.stop == StopCriteria::AllDatasetsExhausted && self.exhausted[i])
+    }
+
+    /// After source `i` signalled its end: marks it exhausted and, if the
+    /// stop criterion restarts sources and the pass goes on, restarts it and
+    /// returns its first item (none: it is marked empty). An error while
+    /// restarting is returned; the source stays marked as ended.
+    pub(crate) fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
+        if !self.exhausted[i] {
+            self.exhausted[i] = true;
+            self.num_exhausted += usize::from(self.active[i]);
+        }
+        if !self.stop.restarts() || self.is_over() {
+            return Ok(None);
+        }
+        let node = &mut self.nodes[i];
+        node.reset(None)?;
+        let first = node.next(cx)?;
+        if first.is_none() {
+            self.empty[i] = true;
+            self.num_empty += usize::from(self.active[i]);
+        }
+        Ok(first)
+    }
+
+    /// The counters, from the flags.
+    fn recount(&mut self) {
+        let count = |flags: &[bool]| {
+            let active = flags.iter().zip(&self.active);
+            active.filter(|&(&flag, &active)| flag && active).count()
+        };
+        self.num_exhausted = count(&self.exhausted);
+        self.num_empty = count(&self.empty);
     }
 
     /// Keeps what checking `state` decoded (`checked`), for the `reset`
@@ -358,42 +410,37 @@ impl<N: Node> Sources<N> {
     /// for this very state ([`State::is_same`]); nothing is kept afterwards
     /// either way (every reset calls this, so nothing outlives it).
     pub(crate) fn take_checked<T: Any + Send>(&self, state: Option<&State>) -> Option<T> {
-        let kept = self
-            .checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let (kept_for, checked) = kept?;
-        if !state.is_some_and(|s| s.is_same(&kept_for)) {
-            return None;
-        }
+        let mut kept = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        let (kept_for, checked) = kept.take()?;
+        state.filter(|s| s.is_same(&kept_for))?;
         checked.downcast().ok().map(|c| *c)
     }
 
     /// Resets every source to its beginning and clears the flags.
     pub(crate) fn reset_all(&mut self) -> Result<()> {
-        for node in &mut self.nodes {
-            node.reset(None)?;
-        }
+        self.nodes
+            .iter_mut()
+            .try_for_each(|node| node.reset(None))?;
         self.exhausted.fill(false);
         self.empty.fill(false);
+        self.recount();
         Ok(())
     }
 
     /// Decodes and checks the per-source keys of `state` (names and order,
-    /// flags, nested states) without touching anything.
-    pub(crate) fn decode(&self, node: &'static str, state: &State) -> Result<DecodedSources> {
+    /// flags, nested states) without touching anything, after the sampler's
+    /// own part `own`.
+    pub(crate) fn decode<T>(
+        &self,
+        node: &'static str,
+        state: &State,
+        own: T,
+    ) -> Result<Checked<T>> {
         // Compared in place: a wide sampler's names are not copied.
-        let same = state
-            .value_ref(DATASET_KEYS)?
-            .as_array()
-            .is_some_and(|keys| {
-                keys.len() == self.len()
-                    && keys
-                        .iter()
-                        .zip(&self.names)
-                        .all(|(k, n)| k.as_str() == Some(&**n))
-            });
+        let keys = state.value_ref(DATASET_KEYS)?;
+        let theirs = keys.as_array().map(|keys| keys.iter().map(Value::as_str));
+        let ours = self.names.iter().map(|name| Some(&**name));
+        let same = theirs.is_some_and(|theirs| theirs.eq(ours));
         if !same {
             let keys: Vec<String> = state.get(DATASET_KEYS)?;
             return Err(Error::bad_state(
@@ -401,7 +448,7 @@ impl<N: Node> Sources<N> {
                 format!(
                     "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
                     keys.join(", "),
-                    self.joined_names()
+                    self.names.join(", ")
                 ),
             ));
         }
@@ -409,15 +456,12 @@ impl<N: Node> Sources<N> {
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
             map.expect_keys(node, &names)?;
-            let mut flags = Vec::with_capacity(names.len());
-            for name in &names {
+            let flag = |name: &&str| match map.value_ref(name)?.as_bool() {
+                Some(flag) => Ok(flag),
                 // Read in place; `get` for what is not a bool (its error).
-                match map.value_ref(name)?.as_bool() {
-                    Some(flag) => flags.push(flag),
-                    None => flags.push(map.get::<bool>(name)?),
-                }
-            }
-            Ok(flags)
+                None => map.get::<bool>(name),
+            };
+            names.iter().map(flag).collect()
         };
         let exhausted = flags(EXHAUSTED)?;
         let empty = flags(EMPTY)?;
@@ -433,29 +477,24 @@ impl<N: Node> Sources<N> {
             .iter()
             .map(|name| nested.child(name))
             .collect::<Result<_>>()?;
-        Ok(DecodedSources {
+        Ok(Checked {
+            own,
             exhausted,
             empty,
             states,
         })
     }
 
-    /// Checks every source's decoded state ([`Stateful::check_state`]).
-    pub(crate) fn check_nested(&self, decoded: &DecodedSources) -> Result<()> {
-        for (node, state) in self.nodes.iter().zip(&decoded.states) {
-            node.check_state(state)?;
-        }
-        Ok(())
-    }
-
-    /// Resets every source from its decoded state, then adopts the flags.
-    pub(crate) fn restore(&mut self, decoded: DecodedSources) -> Result<()> {
+    /// Resets every source from its decoded state, then adopts the flags;
+    /// returns the sampler's own part.
+    pub(crate) fn restore<T>(&mut self, decoded: Checked<T>) -> Result<T> {
         for (node, state) in self.nodes.iter_mut().zip(&decoded.states) {
             node.reset(Some(state))?;
         }
         self.exhausted = decoded.exhausted;
         self.empty = decoded.empty;
-        Ok(())
+        self.recount();
+        Ok(decoded.own)
     }
 
     /// Saves the per-source keys into `out`, each source's state nested
@@ -508,10 +547,6 @@ impl<N: Node> Sources<N> {
         }
         description
     }
-
-    pub(crate) fn shutdown(&mut self) {
-        self.nodes.iter_mut().for_each(Stateful::shutdown);
-    }
 }
 
 /// The flag map for `flags`: `other` when it holds the same flags (both
@@ -531,38 +566,19 @@ impl<N> Sources<N> {
         self.nodes.len()
     }
 
-    /// Ends a sampler's `Debug`: the sources' flags, then the sampler's own
+    /// Ends a sampler's `Debug`: the sources' flags, then the sampler's
     /// reset flag.
-    pub(crate) fn finish_debug(
-        &self,
-        out: &mut fmt::DebugStruct<'_, '_>,
-        flag: &nodes_core::ResetFlag,
-    ) -> fmt::Result {
-        out.field("sources", &self.debug_flags())
-            .field("flag", flag)
+    pub(crate) fn finish_debug(&self, out: &mut fmt::DebugStruct<'_, '_>) -> fmt::Result {
+        // The flags as `name: exhausted/empty` pairs.
+        let status = |i: usize| match (self.exhausted[i], self.empty[i]) {
+            (_, true) => "empty",
+            (true, false) => "exhausted",
+            (false, false) => "active",
+        };
+        let sources = self.names.iter().enumerate().map(|(i, n)| (n, status(i)));
+        let sources = fmt::from_fn(|f| f.debug_map().entries(sources.clone()).finish());
+        out.field("sources", &sources)
+            .field("flag", &self.flag)
             .finish_non_exhaustive()
-    }
-
-    /// The flags as `name: exhausted/empty` pairs, for `Debug`.
-    fn debug_flags(&self) -> impl fmt::Debug + '_ {
-        fmt::from_fn(|f| {
-            let status = |i: usize| match (self.exhausted[i], self.empty[i]) {
-                (_, true) => "empty",
-                (true, false) => "exhausted",
-                (false, false) => "active",
-            };
-            f.debug_map()
-                .entries(self.names.iter().enumerate().map(|(i, n)| (n, status(i))))
-                .finish()
-        })
-    }
-
-    /// The names, comma-separated, for errors.
-    pub(crate) fn joined_names(&self) -> String {
-        self.names
-            .iter()
-            .map(|n| &**n)
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }

@@ -101,11 +101,7 @@ const KEYS: [&str; 5] = [CURSOR, DATASET_KEYS, EXHAUSTED, EMPTY, NODE_STATES];
 #[must_use = "nodes do nothing until started"]
 pub struct MultiNodeRoundRobinSampler<N, O = Plain> {
     sources: Sources<N>,
-    stop: StopCriteria,
     cursor: usize,
-    num_exhausted: usize,
-    num_empty: usize,
-    flag: ResetFlag,
     _mode: PhantomData<fn() -> O>,
 }
 
@@ -122,11 +118,7 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
     pub fn new<K: Into<String>>(sources: impl IntoIterator<Item = (K, N)>) -> Result<Self> {
         Ok(MultiNodeRoundRobinSampler {
             sources: Sources::new(NAME, sources)?,
-            stop: StopCriteria::default(),
             cursor: 0,
-            num_exhausted: 0,
-            num_empty: 0,
-            flag: ResetFlag::default(),
             _mode: PhantomData,
         })
     }
@@ -154,12 +146,8 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
     ///
     /// [`Error::InvalidArgument`] for an empty list.
     pub fn from_list(sources: impl IntoIterator<Item = N>) -> Result<Self> {
-        Self::new(
-            sources
-                .into_iter()
-                .enumerate()
-                .map(|(i, node)| (format!("ds_{i}"), node)),
-        )
+        let numbered = sources.into_iter().enumerate();
+        Self::new(numbered.map(|(i, node)| (format!("ds_{i}"), node)))
     }
 
     /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
@@ -167,11 +155,7 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
     pub fn tagged(self) -> MultiNodeRoundRobinSampler<N, WithSource> {
         MultiNodeRoundRobinSampler {
             sources: self.sources,
-            stop: self.stop,
             cursor: self.cursor,
-            num_exhausted: self.num_exhausted,
-            num_empty: self.num_empty,
-            flag: self.flag,
             _mode: PhantomData,
         }
     }
@@ -185,112 +169,52 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
         self.cursor
     }
 
-    fn finished(&self) -> bool {
-        let sources = self.sources.len();
-        let none_left = self.num_empty == sources;
-        self.stop.is_over(self.num_exhausted, sources, none_left)
-    }
-
     fn advance(&mut self) {
-        self.cursor += 1;
-        if self.cursor == self.sources.len() {
-            self.cursor = 0;
-        }
-    }
-
-    fn mark_exhausted(&mut self, i: usize) {
-        if !self.sources.exhausted[i] {
-            self.sources.exhausted[i] = true;
-            self.num_exhausted += 1;
-        }
+        self.cursor = (self.cursor + 1) % self.sources.len();
     }
 
     /// The next item with the index of its source.
     fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
-        self.flag.check(NAME)?;
+        self.sources.flag.check(NAME)?;
         loop {
-            if self.finished() {
+            if self.sources.is_over() {
                 return Ok(None);
             }
             let i = self.cursor;
-            let skip = self.sources.empty[i]
-                || (self.stop == StopCriteria::AllDatasetsExhausted && self.sources.exhausted[i]);
-            if skip {
+            if !self.sources.is_live(i) {
                 self.advance();
                 continue;
             }
-            let turn = self.take_turn(i, cx);
-            // An item, or an error in its place, spends the turn; a source
-            // that ended is skipped from now on, or ends the pass.
-            if !matches!(turn, Ok(Turn::Ended)) {
+            let turn = match self.sources.nodes[i].next(cx) {
+                Ok(None) => self.sources.source_ended(i, cx),
+                turn => turn,
+            };
+            // An item, or an error in its place, spends the turn, and so
+            // does a restarted source that is empty; a source that ended
+            // is skipped from now on, or ends the pass.
+            if !matches!(turn, Ok(None)) || self.sources.empty[i] {
                 self.advance();
             }
-            if let Turn::Item(item) = turn? {
+            if let Some(item) = turn? {
                 return Ok(Some((i, item)));
             }
         }
     }
 
-    /// Source `i`'s turn: its next item, or its first one after a restart.
-    fn take_turn(&mut self, i: usize, cx: &mut Cx) -> Result<Turn<N::Item>> {
-        if let Some(item) = self.sources.nodes[i].next(cx)? {
-            return Ok(Turn::Item(item));
-        }
-        self.mark_exhausted(i);
-        if !self.stop.restarts() || self.finished() {
-            return Ok(Turn::Ended);
-        }
-        let node = &mut self.sources.nodes[i];
-        node.reset(None)?;
-        if let Some(item) = node.next(cx)? {
-            return Ok(Turn::Item(item));
-        }
-        self.sources.empty[i] = true;
-        self.num_empty += 1;
-        Ok(Turn::Empty)
-    }
-
-    fn recount(&mut self) {
-        self.num_exhausted = self.sources.exhausted.iter().filter(|&&e| e).count();
-        self.num_empty = self.sources.empty.iter().filter(|&&e| e).count();
-    }
-}
-
-/// What a source's turn gave.
-enum Turn<T> {
-    Item(T),
-    /// It ended and is not restarted.
-    Ended,
-    /// It ended again right after a restart.
-    Empty,
-}
-
-// A concrete sampler that was only constructed has no `next`/`get_state`:
-// calling them is a compile error that says to start the pipeline.
-nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
-
-sampler_node!(MultiNodeRoundRobinSampler);
-
-impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     /// Checks the sampler's own part of `state` (the cursor) and decodes
     /// it, without applying anything.
     fn check(&self, state: &State) -> Result<Checked<usize>> {
         state.expect_keys(NAME, &KEYS)?;
         let cursor: usize = state.get(CURSOR)?;
-        let sources = self.sources.decode(NAME, state)?;
-        if cursor >= self.sources.len() {
+        let checked = self.sources.decode(NAME, state, cursor)?;
+        let n = self.sources.len();
+        if cursor >= n {
             return Err(Error::bad_state(
                 state.path_of(CURSOR),
-                format!(
-                    "index {cursor} is out of range for {} sources",
-                    self.sources.len()
-                ),
+                format!("index {cursor} is out of range for {n} sources"),
             ));
         }
-        Ok(Checked {
-            own: cursor,
-            sources,
-        })
+        Ok(checked)
     }
 
     fn start_pass(&mut self) -> Result<()> {
@@ -304,9 +228,15 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     }
 }
 
+// A concrete sampler that was only constructed has no `next`/`get_state`:
+// calling them is a compile error that says to start the pipeline.
+nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
+
+sampler_node!(MultiNodeRoundRobinSampler);
+
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(NAME)?;
+        self.sources.flag.check(NAME)?;
         let mut out = Fields::with_capacity(5);
         out.field(CURSOR, &self.cursor)?;
         self.sources.save(&mut out, cx)?;
@@ -315,7 +245,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
 
     fn describe(&self) -> Description {
         let d = Description::new(NAME)
-            .param("stop_criteria", self.stop)
+            .param("stop_criteria", self.sources.stop)
             .param("tag_output", O::TAGGED);
         self.sources.describe_into(d).with_resume(self.resume())
     }
@@ -334,19 +264,16 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
     ///   start passes whose length is not known yet);
     /// - `CycleForever`: at least what the non-empty sources have left.
     fn size_hint(&self) -> Hint {
-        if !self.flag.is_reset() {
+        if !self.sources.flag.is_reset() {
             return Hint::UNKNOWN;
         }
-        if self.finished() {
+        if self.sources.is_over() {
             return Hint::exact(0);
         }
         let sources = &self.sources;
-        let left = sources.hint_sum(|i| !sources.exhausted[i]);
-        let cycling = Hint {
-            may_fail: sources.may_fail(),
-            ..Hint::UNKNOWN
-        };
-        match self.stop {
+        let left = sources.hint_sum(&sources.exhausted);
+        let cycling = sources.unbounded_hint();
+        match self.sources.stop {
             StopCriteria::AllDatasetsExhausted => left,
             StopCriteria::FirstDatasetExhausted => left.at_most(),
             // A cycle reads every source again.
@@ -355,7 +282,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
                 ..cycling
             },
             StopCriteria::CycleForever => Hint {
-                lower: sources.hint_sum(|i| !sources.empty[i]).lower,
+                lower: sources.hint_sum(&sources.empty).lower,
                 ..cycling
             },
         }
@@ -365,9 +292,9 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
 impl<N, O> fmt::Debug for MultiNodeRoundRobinSampler<N, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut out = f.debug_struct(NAME);
-        out.field("stop_criteria", &self.stop)
+        out.field("stop_criteria", &self.sources.stop)
             .field("output", &std::any::type_name::<O>())
             .field("current_dataset_index", &self.cursor);
-        self.sources.finish_debug(&mut out, &self.flag)
+        self.sources.finish_debug(&mut out)
     }
 }

@@ -94,19 +94,14 @@ impl FromStr for StopCriteria {
     /// Parses torchdata's constant; anything else is an
     /// [`Error::InvalidArgument`] listing the accepted values.
     fn from_str(s: &str) -> Result<Self> {
-        StopCriteria::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| {
-                let accepted: Vec<&str> = StopCriteria::ALL.iter().map(|c| c.as_str()).collect();
-                Error::invalid_argument(
-                    "StopCriteria",
-                    format!(
-                        "unknown stop criterion {s:?}; expected one of: {}",
-                        accepted.join(", ")
-                    ),
-                )
-            })
+        let known = StopCriteria::ALL.into_iter().find(|c| c.as_str() == s);
+        known.ok_or_else(|| {
+            let accepted = StopCriteria::ALL.map(StopCriteria::as_str).join(", ");
+            Error::invalid_argument(
+                "StopCriteria",
+                format!("unknown stop criterion {s:?}; expected one of: {accepted}"),
+            )
+        })
     }
 }
 

@@ -151,11 +151,8 @@ const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
 pub struct MultiNodeWeightedSampler<N, O = Plain> {
     sources: Sources<N>,
     weights: Vec<f64>,
-    stop: StopCriteria,
     seed: u64,
     ranks: Rank,
-    /// Sources with a positive weight.
-    active: usize,
     // Per pass.
     epoch: u64,
     num_yielded: u64,
@@ -166,12 +163,10 @@ pub struct MultiNodeWeightedSampler<N, O = Plain> {
     cumulative: Vec<f64>,
     /// The last source still drawn from, if any.
     last_live: Option<usize>,
-    /// Sources with a positive weight that ended in this pass.
-    active_exhausted: usize,
-    /// `finished()`, kept up to date where its inputs change (on reset and
-    /// when a source ends), so that the per-item path reads one flag.
+    /// `sources.is_over()`, kept up to date where its inputs change (on
+    /// reset and when a source ends), so that the per-item path reads one
+    /// flag.
     over: bool,
-    flag: ResetFlag,
     _mode: PhantomData<fn() -> O>,
 }
 
@@ -200,21 +195,17 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
         K: Into<String>,
         W: AsRef<str>,
     {
-        let sources = Sources::new(NAME, sources)?;
+        let mut sources = Sources::new(NAME, sources)?;
         let n = sources.len();
-        let position: HashMap<&str, usize> = sources
-            .names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| (&**name, i))
-            .collect();
+        let names = sources.names.iter().map(|name| &**name);
+        let position: HashMap<&str, usize> = names.zip(0..).collect();
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();
             let why = match position.get(name) {
                 None => format!(
                     "the names of sources and weights must be the same: weight given for {name:?}, which is not a source (sources: {})",
-                    sources.joined_names()
+                    sources.names.join(", ")
                 ),
                 Some(&i) if by_index[i].is_some() => {
                     format!("weight for {name:?} given more than once")
@@ -229,23 +220,18 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             };
             return Err(Error::invalid_argument(NAME, why));
         }
-        let weights = by_index
-            .iter()
-            .zip(&sources.names)
-            .map(|(w, name)| {
-                w.ok_or_else(|| {
-                    Error::invalid_argument(
-                        NAME,
-                        format!(
-                            "the names of sources and weights must be the same: no weight for source {:?}",
-                            &**name
-                        ),
-                    )
-                })
-            })
-            .collect::<Result<Vec<f64>>>()?;
-        let active = weights.iter().filter(|&&w| w > 0.0).count();
-        if active == 0 {
+        if let Some(i) = by_index.iter().position(Option::is_none) {
+            return Err(Error::invalid_argument(
+                NAME,
+                format!(
+                    "the names of sources and weights must be the same: no weight for source {:?}",
+                    &*sources.names[i]
+                ),
+            ));
+        }
+        let weights: Vec<f64> = by_index.into_iter().flatten().collect();
+        let active: Vec<bool> = weights.iter().map(|&w| w > 0.0).collect();
+        if !active.contains(&true) {
             return Err(Error::invalid_argument(
                 NAME,
                 "at least one weight must be positive (all weights are zero)",
@@ -257,24 +243,23 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
                 "the weights must have a finite sum",
             ));
         }
+        // Only the sources with a positive weight are drawn from and count
+        // for the stop criterion.
+        sources.set_active(active);
         // As torchdata does: each rank of a launched job draws its own stream
         // unless told otherwise.
         Ok(MultiNodeWeightedSampler {
             ranks: Rank::from_env()?,
             sources,
             weights,
-            stop: StopCriteria::default(),
             seed: 0,
-            active,
             epoch: 0,
             num_yielded: 0,
             started: false,
             rng: PassRng::new(0, 0),
             cumulative: vec![0.0; n],
             last_live: None,
-            active_exhausted: 0,
             over: false,
-            flag: ResetFlag::default(),
             _mode: PhantomData,
         })
     }
@@ -285,19 +270,15 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
         MultiNodeWeightedSampler {
             sources: self.sources,
             weights: self.weights,
-            stop: self.stop,
             seed: self.seed,
             ranks: self.ranks,
-            active: self.active,
             epoch: self.epoch,
             num_yielded: self.num_yielded,
             started: self.started,
             rng: self.rng,
             cumulative: self.cumulative,
             last_live: self.last_live,
-            active_exhausted: self.active_exhausted,
             over: self.over,
-            flag: self.flag,
             _mode: PhantomData,
         }
     }
@@ -309,7 +290,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// Sets the seed (default 0). The node must be reset afterwards.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
-        self.flag = ResetFlag::default();
+        self.sources.flag = ResetFlag::default();
         // A state checked before is not checked against this seed.
         self.sources.take_checked::<()>(None);
         self
@@ -329,7 +310,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// [`Error::InvalidArgument`] if `world_size` is 0 or `rank >= world_size`.
     pub fn rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
         self.ranks = Rank::new(NAME, rank, world_size)?;
-        self.flag = ResetFlag::default();
+        self.sources.flag = ResetFlag::default();
         // A state checked before is not checked against this rank.
         self.sources.take_checked::<()>(None);
         Ok(self)
@@ -360,40 +341,19 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.num_yielded
     }
 
-    /// Whether source `i` is still drawn from in this pass.
-    fn is_live(&self, i: usize) -> bool {
-        self.weights[i] > 0.0
-            && !self.sources.empty[i]
-            && !(self.stop == StopCriteria::AllDatasetsExhausted && self.sources.exhausted[i])
-    }
-
     /// Recomputes the draw table from the weights and flags. Runs on reset
     /// and when a source stops being drawn from, never per item.
     fn rebuild_table(&mut self) {
         let mut sum = 0.0;
         self.last_live = None;
         for i in 0..self.weights.len() {
-            if self.is_live(i) {
+            if self.sources.is_live(i) {
                 sum += self.weights[i];
                 self.last_live = Some(i);
             }
             self.cumulative[i] = sum;
         }
-        self.over = self.finished();
-    }
-
-    /// After a reset: the counters and the draw table from the flags.
-    fn recount(&mut self) {
-        self.active_exhausted = (0..self.weights.len())
-            .filter(|&i| self.weights[i] > 0.0 && self.sources.exhausted[i])
-            .count();
-        self.rebuild_table();
-    }
-
-    fn finished(&self) -> bool {
-        // Only the sources with a positive weight count.
-        self.stop
-            .is_over(self.active_exhausted, self.active, self.last_live.is_none())
+        self.over = self.sources.is_over();
     }
 
     /// Draws the index of the next source (one `u64` from the generator).
@@ -418,47 +378,27 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         Some(i.min(last))
     }
 
-    fn mark_exhausted(&mut self, i: usize) {
-        if !self.sources.exhausted[i] {
-            self.sources.exhausted[i] = true;
-            if self.weights[i] > 0.0 {
-                self.active_exhausted += 1;
-            }
-        }
-        self.over = self.finished();
-    }
-
-    /// After source `i` (just drawn) signalled its end: marks it, restarts it
-    /// if the stop criterion says so, and returns its first item after the
-    /// restart. `Ok(None)` means "draw again" (the caller then checks the
-    /// stop criterion); an error is the draw's item. Off the per-item path.
+    /// After source `i` (just drawn) signalled its end: what
+    /// [`Sources::source_ended`] says. `Ok(None)` means "draw again" (the
+    /// caller then checks the stop criterion); an error is the draw's item.
+    /// Off the per-item path.
     #[cold]
     #[inline(never)]
     fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
-        self.mark_exhausted(i);
-        if !self.stop.restarts() {
-            if self.stop == StopCriteria::AllDatasetsExhausted {
-                self.rebuild_table();
-            }
-            return Ok(None);
+        let first = self.sources.source_ended(i, cx);
+        // Only a source no longer drawn from changes the draw table.
+        if self.sources.is_live(i) {
+            self.over = self.sources.is_over();
+        } else {
+            self.rebuild_table();
         }
-        if self.over {
-            return Ok(None);
-        }
-        let node = &mut self.sources.nodes[i];
-        node.reset(None)?;
-        if let Some(item) = node.next(cx)? {
-            return Ok(Some(item));
-        }
-        self.sources.empty[i] = true;
-        self.rebuild_table();
-        Ok(None)
+        first
     }
 
     /// The next item with the index of its source.
     #[inline]
     fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
-        self.flag.check(NAME)?;
+        self.sources.flag.check(NAME)?;
         self.started = true;
         loop {
             if self.over {
@@ -488,6 +428,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.num_yielded = 0;
         self.started = false;
         self.rng = PassRng::for_pass(self.seed, self.epoch, self.ranks);
+        self.rebuild_table();
         Ok(())
     }
 
@@ -498,6 +439,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.started = own.started;
         self.rng = PassRng::for_pass(self.seed, own.epoch, self.ranks);
         self.rng.seek(own.word_pos);
+        self.rebuild_table();
     }
 
     /// Checks the sampler's own part of `state` and decodes it, without
@@ -526,15 +468,13 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         }
         let word_pos: u64 = rng.get(RNG_WORD_POS)?;
         PassRng::check_word_pos(rng.path_of(RNG_WORD_POS), word_pos)?;
-        Ok(Checked {
-            own: Own {
-                epoch,
-                num_yielded,
-                started,
-                word_pos,
-            },
-            sources: self.sources.decode(NAME, state)?,
-        })
+        let own = Own {
+            epoch,
+            num_yielded,
+            started,
+            word_pos,
+        };
+        self.sources.decode(NAME, state, own)
     }
 }
 
@@ -571,26 +511,24 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     /// end at a source's end (or, with a cycling criterion, go on through
     /// passes of the sources whose lengths are not known yet).
     fn size_hint(&self) -> Hint {
-        if !self.flag.is_reset() {
+        if !self.sources.flag.is_reset() {
             return Hint::UNKNOWN;
         }
-        if self.finished() {
+        if self.sources.is_over() {
             return Hint::exact(0);
         }
-        match self.stop {
+        match self.sources.stop {
             StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
-                let sources = &self.sources;
-                sources.hint_sum(|i| !sources.exhausted[i]).at_most()
+                self.sources.hint_sum(&self.sources.exhausted).at_most()
             }
-            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => Hint {
-                may_fail: self.sources.may_fail(),
-                ..Hint::UNKNOWN
-            },
+            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
+                self.sources.unbounded_hint()
+            }
         }
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(NAME)?;
+        self.sources.flag.check(NAME)?;
         let mut rng = Fields::with_capacity(4);
         rng.field(RNG_SEED, &self.seed)?;
         rng.field(RNG_RANK, &self.ranks.rank)?;
@@ -616,7 +554,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             .collect();
         let d = Description::new(NAME)
             .param("weights", format!("{{{}}}", weights.join(", ")))
-            .param("stop_criteria", self.stop)
+            .param("stop_criteria", self.sources.stop)
             .param("seed", self.seed)
             .param("rank", self.ranks.rank)
             .param("world_size", self.ranks.world_size)
@@ -629,13 +567,13 @@ impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut out = f.debug_struct(NAME);
         out.field("weights", &self.named_weights())
-            .field("stop_criteria", &self.stop)
+            .field("stop_criteria", &self.sources.stop)
             .field("seed", &self.seed)
             .field("rank", &self.ranks.rank)
             .field("world_size", &self.ranks.world_size)
             .field("output", &std::any::type_name::<O>())
             .field("epoch", &self.epoch)
             .field("num_yielded", &self.num_yielded);
-        self.sources.finish_debug(&mut out, &self.flag)
+        self.sources.finish_debug(&mut out)
     }
 }

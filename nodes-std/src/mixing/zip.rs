@@ -125,10 +125,8 @@ impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
         } else {
             Hint {
                 lower: left.lower.min(right.lower),
-                upper: match (left.upper, right.upper) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                },
+                // The smaller of the known bounds, if any is.
+                upper: left.upper.into_iter().chain(right.upper).min(),
                 may_fail: false,
             }
         };
