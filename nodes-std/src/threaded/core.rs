@@ -411,7 +411,12 @@ where
     /// Checks a saved state as `reset` would take it, the source's part
     /// included, without applying anything.
     pub(crate) fn check_state(&self, state: &State) -> Result<()> {
-        let saved = Saved::decode(self.plan.node, state, self.plan.layout)?;
+        let saved = Saved::decode(
+            self.plan.node,
+            state,
+            self.plan.layout,
+            self.plan.replay_limit(),
+        )?;
         if state.contains(ERRORS) {
             self.budget.load(state)?;
         }
@@ -422,7 +427,8 @@ where
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let node = self.plan.node;
         // Validate everything before touching anything.
-        let saved = state.map(|s| Saved::decode(node, s, self.plan.layout));
+        let limit = self.plan.replay_limit();
+        let saved = state.map(|s| Saved::decode(node, s, self.plan.layout, limit));
         let saved = saved.transpose()?;
         let counts = state.filter(|s| s.contains(ERRORS));
         let counts = counts.map(|s| self.budget.load(s)).transpose()?;

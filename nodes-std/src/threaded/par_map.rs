@@ -276,6 +276,9 @@ impl ParallelOptions {
 /// a `steps_since_snapshot` or an offset
 /// beyond it is refused when the state is offered, so a restore never
 /// replays more than `m` items, whatever the options it is restored with.
+/// Since `m` travels with the state, the restoring node also refuses a
+/// count beyond a limit of its own that no state can raise: 16 times its
+/// `snapshot_frequency` (at least 65,536) plus its `max_concurrent`.
 /// Once the consumer has received the end of the pass, the snapshot is the
 /// source's state past its end, so that the next pass after a restore starts
 /// exactly as it would have without one.

@@ -4,6 +4,7 @@
 
 use nodes_core::{Description, Resume};
 
+use super::snapshot::MAX_PACED_STEPS;
 use super::sync::may_spin;
 use crate::policy::ErrorPolicy;
 
@@ -30,6 +31,10 @@ fn runs_threads(description: &Description) -> bool {
     matches!(description.resume(), Resume::ReadsAhead { .. })
         || description.children().any(|(_, child)| runs_threads(child))
 }
+
+/// How many times what a writer records a restore may replay (see
+/// [`Plan::replay_limit`]).
+const REPLAY_HEADROOM: u64 = 16;
 
 /// When the pulling thread records the source's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +128,23 @@ impl Plan {
             self.min_in_flight = self.max_in_flight;
         }
         self
+    }
+
+    /// The longest replay a restore of this node does, whatever the state
+    /// offered says: many times what any writer records (a snapshot at
+    /// least every `snapshot_frequency` or [`MAX_PACED_STEPS`] items, plus
+    /// the read-ahead), so that a state written under other options or
+    /// after a few restores in a row still loads, while a count raised
+    /// together with the `max_offset` recorded beside it cannot make a
+    /// restore replay without end.
+    pub(crate) fn replay_limit(&self) -> u64 {
+        let every = match self.snapshots {
+            Snapshots::Every(every) => every.max(MAX_PACED_STEPS),
+            Snapshots::Paced => MAX_PACED_STEPS,
+        };
+        every
+            .saturating_add(self.max_in_flight as u64)
+            .saturating_mul(REPLAY_HEADROOM)
     }
 
     /// The size of a worker's first chunk: one item when the chunks adapt

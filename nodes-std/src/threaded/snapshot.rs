@@ -62,13 +62,21 @@ pub(crate) struct Saved {
 
 /// An error unless `value` is at most the `max_offset` recorded with the
 /// state (`recorded`), or else at most what this node records
-/// ([`MAX_PACED_STEPS`] items after a snapshot).
-fn check_bound(value: u64, recorded: Option<u64>, path: String, what: &str) -> Result<()> {
+/// ([`MAX_PACED_STEPS`] items after a snapshot), and at most `limit`, the
+/// longest replay the reading node allows: a bound the state cannot raise.
+fn check_bound(
+    value: u64,
+    recorded: Option<u64>,
+    limit: u64,
+    path: String,
+    what: &str,
+) -> Result<()> {
     let bound = recorded.unwrap_or(MAX_PACED_STEPS);
-    if value <= bound {
+    if value <= bound.min(limit) {
         return Ok(());
     }
     let source = match recorded {
+        _ if value > limit => format!("what this node replays (at most {limit} items)"),
         Some(_) => format!("the {MAX_OFFSET} ({bound}) recorded with it"),
         None => format!("what this node records (at most {bound} items after a snapshot)"),
     };
@@ -102,8 +110,9 @@ impl Saved {
     /// keys, or [`Layout::InOrder`]'s `{snapshot, steps_since_snapshot}`
     /// (a node that delivers strictly in order and needs no absolute
     /// index), whose steps are at most [`MAX_PACED_STEPS`] (what such a
-    /// node writes).
-    pub(crate) fn decode(node: &str, state: &State, layout: Layout) -> Result<Saved> {
+    /// node writes). No count may exceed `limit`, whatever the state says
+    /// (see [`Plan::replay_limit`](super::plan::Plan::replay_limit)).
+    pub(crate) fn decode(node: &str, state: &State, layout: Layout, limit: u64) -> Result<Saved> {
         let indexed = layout == Layout::Indexed;
         let mut keys = match layout {
             Layout::Indexed => vec![SNAPSHOT, SNAPSHOT_INDEX, STEPS, DELIVERED_AHEAD, MAX_OFFSET],
@@ -119,7 +128,7 @@ impl Saved {
             .transpose()?
             .unwrap_or(0);
         let steps: u64 = state.get(STEPS)?;
-        check_bound(steps, recorded, state.path_of(STEPS), STEPS)?;
+        check_bound(steps, recorded, limit, state.path_of(STEPS), STEPS)?;
         let offsets: Option<Vec<u64>> = indexed.then(|| state.get(DELIVERED_AHEAD)).transpose()?;
         let snapshot = state.child(SNAPSHOT)?;
         check_index(
@@ -144,7 +153,7 @@ impl Saved {
                     ),
                 ));
             }
-            check_bound(offset, recorded, path.clone(), "offset")?;
+            check_bound(offset, recorded, limit, path.clone(), "offset")?;
             previous = offset;
             ahead.push(check_index(
                 snapshot_index.checked_add(offset),
@@ -311,7 +320,7 @@ mod tests {
 
     fn decoded(cursor: &Cursor) -> (u64, u64, u64, Vec<u64>) {
         let state = State::from_json(&cursor.to_state().unwrap().to_json().unwrap()).unwrap();
-        let saved = Saved::decode("Test", &state, Layout::Indexed).unwrap();
+        let saved = Saved::decode("Test", &state, Layout::Indexed, u64::MAX).unwrap();
         let n: u64 = saved.snapshot.get("n").unwrap();
         (n, saved.resume - saved.steps, saved.steps, saved.ahead)
     }
@@ -389,15 +398,16 @@ mod tests {
     #[test]
     fn decode_rejects_bad_offsets() {
         let state = |steps: u64, ahead: Vec<u64>| indexed(steps, ahead, Some(5));
-        assert!(Saved::decode("T", &state(2, vec![3, 5]), Layout::Indexed).is_ok());
-        let err = Saved::decode("T", &state(2, vec![2]), Layout::Indexed).unwrap_err();
+        assert!(Saved::decode("T", &state(2, vec![3, 5]), Layout::Indexed, u64::MAX).is_ok());
+        let err = Saved::decode("T", &state(2, vec![2]), Layout::Indexed, u64::MAX).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
-        let err = Saved::decode("T", &state(2, vec![4, 4]), Layout::Indexed).unwrap_err();
+        let err = Saved::decode("T", &state(2, vec![4, 4]), Layout::Indexed, u64::MAX).unwrap_err();
         assert_eq!(err.state_path(), Some("/delivered_ahead/1"));
         let err = Saved::decode(
             "T",
             &state(0, vec![]).with("extra", 1).unwrap(),
             Layout::Indexed,
+            u64::MAX,
         )
         .unwrap_err();
         assert_eq!(err.state_path(), Some("/extra"));
@@ -407,22 +417,52 @@ mod tests {
     fn decode_rejects_offsets_beyond_the_bound() {
         let state = indexed;
         // The bound is required.
-        let err = Saved::decode("T", &state(0, vec![], None), Layout::Indexed).unwrap_err();
-        assert_eq!(err.state_path(), Some("/max_offset"));
-        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), Layout::Indexed).is_ok());
-        let err = Saved::decode("T", &state(6, vec![], Some(5)), Layout::Indexed).unwrap_err();
-        assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
-        let err = Saved::decode("T", &state(1, vec![6], Some(5)), Layout::Indexed).unwrap_err();
-        assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
         let err =
-            Saved::decode("T", &state(1 << 50, vec![], Some(100)), Layout::Indexed).unwrap_err();
+            Saved::decode("T", &state(0, vec![], None), Layout::Indexed, u64::MAX).unwrap_err();
+        assert_eq!(err.state_path(), Some("/max_offset"));
+        assert!(Saved::decode("T", &state(6, vec![9], Some(9)), Layout::Indexed, u64::MAX).is_ok());
+        let err =
+            Saved::decode("T", &state(6, vec![], Some(5)), Layout::Indexed, u64::MAX).unwrap_err();
+        assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
+        let err =
+            Saved::decode("T", &state(1, vec![6], Some(5)), Layout::Indexed, u64::MAX).unwrap_err();
+        assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
+        let err = Saved::decode(
+            "T",
+            &state(1 << 50, vec![], Some(100)),
+            Layout::Indexed,
+            u64::MAX,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("max_offset (100)"), "{err}");
+        // The reader's limit holds whatever bound the state records.
+        let raised = state(1 << 50, vec![], Some(1 << 50));
+        let err = Saved::decode("T", &raised, Layout::Indexed, 1000).unwrap_err();
+        assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
+        assert!(err.to_string().contains("at most 1000 items"), "{err}");
+        let err = Saved::decode(
+            "T",
+            &state(6, vec![1001], Some(1 << 50)),
+            Layout::Indexed,
+            1000,
+        )
+        .unwrap_err();
+        assert_eq!(err.state_path(), Some("/delivered_ahead/0"));
+        assert!(
+            Saved::decode(
+                "T",
+                &state(6, vec![1000], Some(1 << 50)),
+                Layout::Indexed,
+                1000
+            )
+            .is_ok()
+        );
         let in_order = State::new()
             .with(SNAPSHOT, State::new())
             .unwrap()
             .with(STEPS, MAX_PACED_STEPS + 1)
             .unwrap();
-        let err = Saved::decode("T", &in_order, Layout::InOrder).unwrap_err();
+        let err = Saved::decode("T", &in_order, Layout::InOrder, u64::MAX).unwrap_err();
         assert_eq!(err.state_path(), Some("/steps_since_snapshot"));
     }
 }

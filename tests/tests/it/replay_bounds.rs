@@ -126,6 +126,34 @@ fn replay_counters_beyond_what_a_node_records_are_refused_at_load_over_an_endles
     }
 }
 
+/// The bound recorded with a state cannot vouch for itself: raised together
+/// with the counts (as if resealed: the checksum is off), it is refused by
+/// the limit of the node that reads it, at the count's path, before a
+/// replay of 2^50 items over an endless source.
+#[test]
+fn a_raised_max_offset_does_not_buy_a_longer_replay() {
+    let mut tried = 0;
+    for (what, build) in endless() {
+        let real = real_state(build);
+        if real.pointer("/root/max_offset").is_none() {
+            continue;
+        }
+        for raised in [1u64 << 50, 1 << 30] {
+            let mut value = real.clone();
+            value["root"]["max_offset"] = json!(raised);
+            value["root"]["steps_since_snapshot"] = json!(raised);
+            refused_at(what, build, value, "/root/steps_since_snapshot");
+            let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
+            let mut value = real.clone();
+            value["root"]["max_offset"] = json!(raised);
+            value["root"]["delivered_ahead"] = json!([steps + 1, raised]);
+            refused_at(what, build, value, "/root/delivered_ahead/1");
+            tried += 1;
+        }
+    }
+    assert_eq!(tried, 8, "every par_map of the list");
+}
+
 /// The recorded bound is the writer's: a state written with a large
 /// `snapshot_frequency` loads into a node with a small one, and the other
 /// way round, and resumes exactly.
