@@ -101,6 +101,9 @@ struct LineReader<S, D> {
     max_line_bytes: usize,
     buf: Vec<u8>,
     flag: ResetFlag,
+    /// Set with an error no policy may skip (a damaged compressed file):
+    /// lines already delivered from it may be wrong.
+    unskippable: bool,
     /// How a line becomes an item.
     decode: PhantomData<D>,
 }
@@ -172,6 +175,7 @@ impl<S, D> LineReader<S, D> {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             buf: Vec::new(),
             flag: ResetFlag::default(),
+            unskippable: false,
             decode: PhantomData,
         }
     }
@@ -228,6 +232,14 @@ where
                         return Err(self.bad_line(self.line, message));
                     }
                     Ok(None) => self.close(),
+                    #[cfg(feature = "zstd")]
+                    Err(e) if super::zstd::is_damaged(&e) => {
+                        let path = self.path.take().unwrap_or_default();
+                        let err = Error::user(name, None, format!("{path}: {e}"));
+                        self.close();
+                        self.unskippable = true;
+                        return Err(err);
+                    }
                     Err(e) => {
                         // The file is in no known state: go on with the next.
                         let message = format!("cannot read: {e}");
@@ -267,6 +279,7 @@ where
                     Err(message) => self.bad_line(self.line, message),
                 },
                 Ok(None) => return Ok(None),
+                Err(error) if std::mem::take(&mut self.unskippable) => return Err(error),
                 Err(error) if is_bad_record(&error) => error,
                 Err(error) => return Err(error),
             };
@@ -488,8 +501,13 @@ macro_rules! reader_node {
 /// memory at a time.
 ///
 /// Files ending in `.gz` are read as gzip (all members) with the `gzip`
-/// feature, files ending in `.zst` or `.zstd` as zstd (one frame) with the
-/// `zstd` feature; without the feature such a file is a bad record.
+/// feature, files ending in `.zst` or `.zstd` as zstd with the `zstd`
+/// feature (every frame, skippable frames passed over); without the
+/// feature such a file is a bad record. A zstd frame's content checksum is
+/// verified at the frame's end: a mismatch, a frame that cannot be
+/// decoded, or bytes after a frame that start no frame is an `Err` naming
+/// the file that no error policy skips, and the reader goes on with the
+/// next file. Lines of that frame may already have been delivered.
 ///
 /// # State
 /// `source`: the source's state (it has yielded the current file);

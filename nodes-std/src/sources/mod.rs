@@ -11,3 +11,5 @@ pub(crate) mod map_style;
 pub(crate) mod open;
 pub(crate) mod permute;
 pub(crate) mod sampler_wrapper;
+#[cfg(feature = "zstd")]
+pub(crate) mod zstd;

@@ -50,9 +50,8 @@ fn decompressed(
         ),
         #[cfg(feature = "zstd")]
         Compression::Zstd => {
-            let decoder = ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(BUFFER, file))
-                .map_err(|e| format!("not a zstd file: {e}"))?;
-            Ok(Box::new(BufReader::with_capacity(BUFFER, decoder)))
+            let frames = super::zstd::Frames::new(BufReader::with_capacity(BUFFER, file))?;
+            Ok(Box::new(BufReader::with_capacity(BUFFER, frames)))
         }
         #[cfg(not(feature = "zstd"))]
         Compression::Zstd => Err(

@@ -575,6 +575,99 @@ fn zstd_files_read_and_restore() -> Result<()> {
     Ok(())
 }
 
+/// Lines of `text` as one zstd frame each, concatenated (as `cat a.zst
+/// b.zst` makes), with a skippable frame (as pzstd writes) between the
+/// first two.
+#[cfg(feature = "zstd")]
+fn zstd_frames(parts: &[&str]) -> Vec<u8> {
+    use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+    let mut bytes = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        bytes.extend(compress_to_vec(part.as_bytes(), CompressionLevel::Fastest));
+        if i == 0 {
+            bytes.extend(0x184D_2A50u32.to_le_bytes());
+            bytes.extend(3u32.to_le_bytes());
+            bytes.extend(b"pad");
+        }
+    }
+    bytes
+}
+
+#[cfg(feature = "zstd")]
+#[test]
+fn every_zstd_frame_is_read_and_a_resume_in_a_later_frame_is_exact() -> Result<()> {
+    let dir = TempDir::new("files-zstd-frames");
+    let parts = ["1\n2\n", "3\n4\n5\n", "6\n"];
+    dir.write("a.txt.zst", zstd_frames(&parts));
+    let build = || Files::in_dir(dir.path()).unwrap().read_jsonl::<u32>();
+    let got: Vec<u32> = build().start()?.collect::<Result<_>>()?;
+    assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+    for cut in 0..=7 {
+        testing::assert_save_load(build, cut);
+    }
+    // Bytes after the last frame that start no frame: an error naming the
+    // file, under a policy that skips bad records too.
+    let mut bytes = zstd_frames(&parts);
+    bytes.extend(b"trailing garbage");
+    dir.write("a.txt.zst", bytes);
+    let items: Vec<Result<u32>> = build().on_error(ErrorPolicy::Skip).start()?.collect();
+    let errors = messages(&items);
+    assert_eq!(errors.len(), 1, "{items:?}");
+    assert!(
+        errors[0].contains("a.txt.zst") && errors[0].contains("start no zstd frame"),
+        "{errors:?}"
+    );
+    Ok(())
+}
+
+/// A zstd frame carries a checksum of its content: a changed byte anywhere
+/// in the file either leaves the lines as they were or gives an error, and
+/// a checksum that fails is an error naming the file under every policy,
+/// never a bad record to skip.
+#[cfg(feature = "zstd")]
+#[test]
+fn a_damaged_zstd_file_never_gives_changed_lines_without_an_error() -> Result<()> {
+    use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+    let dir = TempDir::new("files-zstd-damage");
+    let text: String = (0..40).map(|i| format!("{}\n", i * 7919 % 1000)).collect();
+    let good: Vec<u32> = text.lines().map(|l| l.parse().unwrap()).collect();
+    let bytes = compress_to_vec(text.as_bytes(), CompressionLevel::Fastest);
+    let build = |policy| {
+        Files::in_dir(dir.path())
+            .unwrap()
+            .read_jsonl::<u32>()
+            .on_error(policy)
+    };
+    let mut checksum_errors = 0;
+    for at in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x20;
+        dir.write("a.txt.zst", damaged);
+        for policy in [ErrorPolicy::Deliver, ErrorPolicy::Skip] {
+            let items: Vec<Result<u32>> = build(policy).start()?.collect();
+            let lines: Vec<u32> = items
+                .iter()
+                .filter_map(|r| r.as_ref().ok().copied())
+                .collect();
+            let errors = messages(&items);
+            // A file that does not start as zstd is a bad record, which
+            // `Skip` passes over whole (and counts).
+            let skipped_whole = policy == ErrorPolicy::Skip && lines.is_empty();
+            assert!(
+                !errors.is_empty() || lines == good || skipped_whole,
+                "byte {at} changed, {policy:?}: changed lines and no error"
+            );
+            if errors.iter().any(|e| e.contains("checksum")) {
+                assert!(errors.iter().any(|e| e.contains("a.txt.zst")), "{errors:?}");
+                checksum_errors += 1;
+            }
+        }
+    }
+    // The last four bytes are the checksum itself: each change is caught by it.
+    assert!(checksum_errors >= 8, "{checksum_errors}");
+    Ok(())
+}
+
 #[cfg(not(all(feature = "gzip", feature = "zstd")))]
 #[test]
 fn compressed_files_without_their_feature_are_errors_naming_it() -> Result<()> {
