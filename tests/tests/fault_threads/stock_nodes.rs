@@ -234,7 +234,10 @@ pub(crate) fn threads_return_to_baseline(baseline: usize) {
         });
 
         check(baseline, "nested pipeline in a loader", || {
-            let pipeline = Counting::new(1000)
+            // More items than all the read-ahead together (par_map's window
+            // grows to 512 per worker): no thread reaches the end of the
+            // source, so all five are alive mid-epoch whatever the timing.
+            let pipeline = Counting::new(1_000_000)
                 .prefetch(8)
                 .unwrap()
                 .par_map(Ok, ParallelOptions::new(3))
