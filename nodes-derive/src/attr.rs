@@ -108,6 +108,15 @@ pub(crate) struct FieldAttrs {
     pub(crate) malformed: bool,
 }
 
+/// The key of a `#[node(key ...)]` entry, or `""` for a path that is not
+/// one identifier (reported as unknown).
+fn key_of(meta: &ParseNestedMeta<'_>) -> String {
+    meta.path
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
 impl FieldAttrs {
     pub(crate) fn from_ast(cx: &mut Ctxt, field: &syn::Field) -> Self {
         let mut out = FieldAttrs::default();
@@ -116,11 +125,7 @@ impl FieldAttrs {
     }
 
     fn parse_one(&mut self, cx: &mut Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
-        let key = meta
-            .path
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let key = key_of(meta);
         if let Some(&(role, _)) = Role::ALL.iter().find(|(_, keyword)| *keyword == key) {
             if self.roles.iter().any(|(_, r)| *r == role) {
                 duplicate(cx, meta);
@@ -241,11 +246,7 @@ impl ContainerAttrs {
     }
 
     fn parse_one(&mut self, cx: &mut Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
-        let key = meta
-            .path
-            .get_ident()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let key = key_of(meta);
         match key.as_str() {
             "init" => self.init.set(cx, meta, ()),
             "validate" => self.validate.set(cx, meta, ()),

@@ -17,19 +17,27 @@ use crate::policy::ErrorPolicy;
 /// snapshot exactly. Pipelines without such a sampler are unaffected.
 fn needs_exact_snapshots(source: &Description) -> bool {
     let (mut opaque, mut elastic) = (false, false);
-    let mut open = vec![source];
-    while let Some(desc) = open.pop() {
+    for desc in subtree(source) {
         elastic |= *desc.resume() == Resume::Redistributable;
         opaque |= !desc.resume().counts_positions();
-        open.extend(desc.children().map(|(_, child)| child));
     }
     opaque && elastic
 }
 
 /// Whether the described subtree runs threads of its own.
-fn runs_threads(description: &Description) -> bool {
-    matches!(description.resume(), Resume::ReadsAhead { .. })
-        || description.children().any(|(_, child)| runs_threads(child))
+fn runs_threads(source: &Description) -> bool {
+    subtree(source).any(|desc| matches!(desc.resume(), Resume::ReadsAhead { .. }))
+}
+
+/// `source` and every description below it, walked with a stack rather
+/// than by recursion: a pipeline may nest thousands of levels deep.
+fn subtree(source: &Description) -> impl Iterator<Item = &Description> {
+    let mut open = vec![source];
+    std::iter::from_fn(move || {
+        let desc = open.pop()?;
+        open.extend(desc.children().map(|(_, child)| child));
+        Some(desc)
+    })
 }
 
 /// How many times what a writer records a restore may replay (see
