@@ -218,6 +218,10 @@ where
     /// waits for the workers: while one holds the source, the upper bound
     /// is unknown.
     pub(crate) fn size_hint(&self) -> Hint {
+        // Only a running worker holds the source. The read-ahead is counted
+        // under the source's lock, so that no pull moves items from the
+        // source to the read-ahead between the two counts.
+        let puller = self.puller.try_lock();
         // What was pulled and not yet handed out: at least the items held,
         // at most those ahead (deferred errors were handed out of their chunk).
         let (held, ahead) = match &self.phase {
@@ -230,11 +234,7 @@ where
             Phase::Inline | Phase::Ready => (0, 0),
         };
         let read_ahead = Hint::from_iterator((held, Some(ahead)));
-        // Only a running worker holds the source.
-        let source = self
-            .puller
-            .try_lock()
-            .map_or(Hint::UNKNOWN, |p| p.size_hint());
+        let source = puller.map_or(Hint::UNKNOWN, |p| p.size_hint());
         self.budget.size_hint(source.then(read_ahead), S::FALLIBLE)
     }
 
