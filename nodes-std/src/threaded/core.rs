@@ -89,7 +89,8 @@ pub(crate) struct Threaded<N: Node, S, U> {
 
 impl<N: Node, S, U> Threaded<N, S, U> {
     /// The hand-over, for tests that order their events after it.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(test)]
+    #[cfg(not(loom))]
     pub(crate) fn hub(&self) -> Arc<Hub<U>> {
         Arc::clone(&self.hub)
     }

@@ -30,7 +30,8 @@ pub(crate) mod cancel;
 pub(crate) mod clock;
 pub(crate) mod core;
 pub(crate) mod hub;
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod loom_tests;
 pub(crate) mod panic;
 pub(crate) mod par_map;

@@ -411,7 +411,8 @@ where
 nodes_core::__started_guards!(impl[N: Node, U] ParallelMapper<N, U>);
 
 // Under loom the hub is built from loom's primitives: these tests use std's.
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -287,7 +287,8 @@ where
 nodes_core::__started_guards!(impl[N: Node] Prefetcher<N>);
 
 // Under loom the hub is built from loom's primitives: these tests use std's.
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use std::sync::{Arc, Mutex, OnceLock};
     use std::thread::ThreadId;
