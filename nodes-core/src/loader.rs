@@ -451,6 +451,30 @@ impl<N: Node> Loader<N> {
         Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
 
+    /// Where the root's state counts its items (a sampler under maps), that
+    /// count is the loader's: a state whose two counts differ was edited.
+    fn check_count(&self, state: &State, root_state: &State, num_yielded: u64) -> Result<()> {
+        let Some(path) = self.shape.counted_path() else {
+            return Ok(());
+        };
+        let Some((key, parents)) = path.split_last() else {
+            return Ok(());
+        };
+        let mut node = root_state.clone();
+        for parent in parents {
+            node = node.child(parent)?;
+        }
+        let counted: u64 = node.get(key)?;
+        if counted == num_yielded {
+            return Ok(());
+        }
+        let why = format!(
+            "the loader counted {num_yielded} items of this epoch, but the pipeline's own count at {} is {counted}",
+            node.path_of(key)
+        );
+        Err(Error::bad_state(state.path_of(NUM_YIELDED), why))
+    }
+
     /// Rejects a state taken from a pipeline of another shape, naming the
     /// first node where the two differ.
     fn check_state_shape(&self, state: &State) -> Result<()> {
@@ -571,6 +595,7 @@ impl<N: Node> Loader<N> {
         // applied. A state taken in this process (an unfilled slot) or one
         // without the key (refused by the key check) has nothing to verify.
         self.root.check_state(&root_state)?;
+        self.check_count(state, &root_state, num_yielded)?;
         if self.verify_checksum && state.contains(CHECKSUM) && !state.has_checksum_slot() {
             Self::verify_content(state)?;
         }

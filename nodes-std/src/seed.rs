@@ -8,7 +8,7 @@
 //! the value-stream policy of `rand`'s minor versions. The golden streams in
 //! `tests/golden/` pin them: a change here that moves a stream fails there.
 
-use nodes_core::{Error, Result};
+use nodes_core::{Error, Result, State};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -69,10 +69,16 @@ impl PassRng {
     /// The generator of `epoch` for `rank`: ranks of one epoch, and epochs of
     /// one rank, draw from distinct streams.
     pub(crate) fn for_pass(seed: u64, epoch: u64, rank: Rank) -> PassRng {
-        PassRng::new(
-            seed,
-            epoch.wrapping_mul(rank.world_size).wrapping_add(rank.rank),
-        )
+        PassRng::new(seed, Self::pass_stream(epoch, rank))
+    }
+
+    /// The stream of `epoch` on `rank`: one per rank and epoch.
+    pub(crate) fn pass_stream(epoch: u64, rank: Rank) -> u64 {
+        epoch.wrapping_mul(rank.world_size).wrapping_add(rank.rank)
+    }
+
+    pub(crate) fn stream(&self) -> u64 {
+        self.stream
     }
 
     /// The next 64 random bits.
@@ -144,17 +150,34 @@ impl PassRng {
         }
     }
 
-    /// Checks a restored position; `path` is where the state holds it.
-    pub(crate) fn check_word_pos(path: impl Into<String>, word_pos: u64) -> Result<()> {
-        if word_pos > MAX_WORD_POS {
-            return Err(Error::bad_state(
-                path,
+    /// Checks a saved generator (`rng`, a [`Saved`]) against the seed and
+    /// stream its `node` uses for this pass (a stream `elastic::reshard` gave
+    /// a rank is taken as it is) and its position against any pass, naming
+    /// the path; returns the position.
+    pub(crate) fn check_saved(node: &str, rng: &State, seed: u64, stream: u64) -> Result<u64> {
+        let (saved_seed, saved_stream) = (rng.get::<u64>("seed")?, rng.get::<u64>("stream")?);
+        let word_pos: u64 = rng.get("word_pos")?;
+        let (key, why) = if saved_seed != seed {
+            (
+                "seed",
+                format!("the state was taken with seed {saved_seed}, this {node} has seed {seed}"),
+            )
+        } else if saved_stream != stream && !is_reshard_stream(saved_stream) {
+            (
+                "stream",
+                format!("generator stream {saved_stream} is not this pass's ({stream})"),
+            )
+        } else if word_pos > MAX_WORD_POS {
+            (
+                "word_pos",
                 format!(
                     "generator position {word_pos} is beyond any pass (at most {MAX_WORD_POS} words)"
                 ),
-            ));
-        }
-        Ok(())
+            )
+        } else {
+            return Ok(word_pos);
+        };
+        Err(Error::bad_state(rng.path_of(key), why))
     }
 }
 
@@ -179,7 +202,7 @@ fn expand(seed: u64) -> [u8; 32] {
 
 /// What a state records of a generator: the seed and stream it was made
 /// with and its position (which the owning node checks with
-/// [`PassRng::check_word_pos`] before applying a state, naming the path).
+/// [`PassRng::check_saved`] before applying a state, naming the path).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Saved {
@@ -322,8 +345,12 @@ mod tests {
         assert_eq!(json["seed"], 11);
         let back: PassRng = serde_json::from_value(json).unwrap();
         assert_eq!(back, rng);
-        let err = PassRng::check_word_pos("/rng/word_pos", u64::MAX).unwrap_err();
+        let saved = |word_pos: u64| {
+            let json = serde_json::json!({"seed": 11, "stream": 2, "word_pos": word_pos});
+            PassRng::check_saved("Shuffler", &State::from_value(json).unwrap(), 11, 2)
+        };
+        let err = saved(u64::MAX).unwrap_err();
         assert!(err.to_string().contains("beyond any pass"), "{err}");
-        assert!(PassRng::check_word_pos("/rng/word_pos", back.word_pos()).is_ok());
+        assert_eq!(saved(back.word_pos()).unwrap(), back.word_pos());
     }
 }

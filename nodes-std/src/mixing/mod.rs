@@ -127,7 +127,7 @@ use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, State};
+use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, Resume, State};
 use serde_json::Value;
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
@@ -281,6 +281,23 @@ pub(crate) struct Checked<T> {
     exhausted: Vec<bool>,
     empty: Vec<bool>,
     states: Vec<State>,
+}
+
+impl<T> Checked<T> {
+    /// The items the sources returned in this pass, summed from their
+    /// states, where every source counts them ([`Resume::CountsItems`]);
+    /// and whether that is every item of the pass (no source ended and
+    /// restarted).
+    pub(crate) fn counted<N: Node>(&self, nodes: &[N]) -> Result<Option<(u64, bool)>> {
+        let mut sum = 0u64;
+        for (node, state) in nodes.iter().zip(&self.states) {
+            let Resume::CountsItems(key) = node.resume() else {
+                return Ok(None);
+            };
+            sum = sum.saturating_add(state.get::<u64>(&key)?);
+        }
+        Ok(Some((sum, !self.exhausted.contains(&true))))
+    }
 }
 
 impl<N: Node> Sources<N> {
@@ -494,6 +511,21 @@ impl<N: Node> Sources<N> {
         self.exhausted = decoded.exhausted;
         self.empty = decoded.empty;
         self.recount();
+        // A source that ended and was not restarted stands at its end.
+        let at_end = |(i, node): (usize, &N)| !self.exhausted[i] || node.size_hint().lower == 0;
+        if !self.stop.restarts()
+            && let Some(i) = self
+                .nodes
+                .iter()
+                .enumerate()
+                .position(|source| !at_end(source))
+        {
+            let why = format!(
+                "source {} is marked exhausted, but its state has items left",
+                self.names[i]
+            );
+            return Err(Error::bad_state(decoded.states[i].path(), why));
+        }
         Ok(decoded.own)
     }
 

@@ -34,7 +34,8 @@ const RNG_SEED: &str = "seed";
 const RNG_RANK: &str = "rank";
 const RNG_WORLD_SIZE: &str = "world_size";
 const RNG_WORD_POS: &str = "word_pos";
-const RNG_KEYS: [&str; 4] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_WORD_POS];
+const RNG_STREAM: &str = "stream";
+const RNG_KEYS: [&str; 5] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_STREAM, RNG_WORD_POS];
 
 /// Mixes several named sources, choosing the source of each item at random in
 /// proportion to its weight, from a seeded generator (torchdata's
@@ -452,7 +453,6 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         let rng = state.child(RNG)?;
         rng.expect_keys(NAME, &RNG_KEYS)?;
         for (key, ours, what) in [
-            (RNG_SEED, self.seed, "seed"),
             (RNG_RANK, self.ranks.rank, "rank"),
             (RNG_WORLD_SIZE, self.ranks.world_size, "world size"),
         ] {
@@ -466,15 +466,38 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
                 ));
             }
         }
-        let word_pos: u64 = rng.get(RNG_WORD_POS)?;
-        PassRng::check_word_pos(rng.path_of(RNG_WORD_POS), word_pos)?;
+        let stream = PassRng::pass_stream(epoch, self.ranks);
+        let word_pos = PassRng::check_saved(NAME, &rng, self.seed, stream)?;
+        // Every draw is one `u64` (two words), at least one per item; a pass
+        // that has not started has drawn nothing.
+        if word_pos % 2 == 1 || word_pos / 2 < num_yielded || (!started && word_pos > 0) {
+            let why = format!(
+                "generator position {word_pos} cannot follow {num_yielded} items (each takes a two-word draw){}",
+                if started {
+                    ""
+                } else {
+                    " in a pass that has not started"
+                }
+            );
+            return Err(Error::bad_state(rng.path_of(RNG_WORD_POS), why));
+        }
         let own = Own {
             epoch,
             num_yielded,
             started,
             word_pos,
         };
-        self.sources.decode(NAME, state, own)
+        let checked = self.sources.decode(NAME, state, own)?;
+        // Sources that count their items returned every item of the pass
+        // between them, or fewer if one ended and restarted.
+        if let Some((sum, all)) = checked.counted(&self.sources.nodes)?
+            && (sum > num_yielded || (all && sum != num_yielded))
+        {
+            let why =
+                format!("{NAME} returned {num_yielded} items, its sources' states count {sum}");
+            return Err(Error::bad_state(state.path_of(NUM_YIELDED), why));
+        }
+        Ok(checked)
     }
 }
 
@@ -529,10 +552,11 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.sources.flag.check(NAME)?;
-        let mut rng = Fields::with_capacity(4);
+        let mut rng = Fields::with_capacity(5);
         rng.field(RNG_SEED, &self.seed)?;
         rng.field(RNG_RANK, &self.ranks.rank)?;
         rng.field(RNG_WORLD_SIZE, &self.ranks.world_size)?;
+        rng.field(RNG_STREAM, &self.rng.stream())?;
         rng.field(RNG_WORD_POS, &self.rng.word_pos())?;
         let mut out = Fields::with_capacity(8);
         out.field(EPOCH, &self.epoch)?;

@@ -185,22 +185,40 @@ where
 }
 
 /// Checks a restored state before any of it is applied: the buffer fits
-/// (or was dealt by `elastic::reshard`, and drains first), and the
-/// generator's position can be saved again.
+/// (or was dealt by `elastic::reshard`, and drains first), the generator is
+/// this pass's, and where the source counts its items, the generator's
+/// position fits the items returned: each took one draw of one or two words
+/// (four past 2^32 items).
 impl<S: Node> Validate for Shuffler<S> {
     fn validate(&self, state: &State) -> Result<()> {
         let found = state.value_ref("buffer")?.as_array().map_or(0, Vec::len);
         let rng = state.child("rng")?;
-        if found > self.buffer_size && !crate::seed::is_reshard_stream(rng.get("stream")?) {
-            return Err(Error::bad_state(
-                state.path_of("buffer"),
-                format!(
-                    "Shuffler has a buffer of {} items, the state holds {found} (only a state written by elastic::reshard may hold more)",
-                    self.buffer_size
-                ),
-            ));
-        }
-        PassRng::check_word_pos(rng.path_of("word_pos"), rng.get("word_pos")?)
+        let dealt = crate::seed::is_reshard_stream(rng.get("stream")?);
+        let word_pos = PassRng::check_saved("Shuffler", &rng, self.seed, state.get("epoch")?)?;
+        let (path, why) = if found > self.buffer_size && !dealt {
+            let why = format!(
+                "Shuffler has a buffer of {} items, the state holds {found} (only a state written by elastic::reshard may hold more)",
+                self.buffer_size
+            );
+            (state.path_of("buffer"), why)
+        } else if !state.get::<bool>("started")? && (found > 0 || word_pos > 0) {
+            let why = "a pass that has not started has drawn nothing and buffers nothing";
+            (state.path_of("started"), why.to_owned())
+        } else if let (crate::Resume::CountsItems(key), false) = (self.source.resume(), dealt)
+            && let source = state.child("source")?
+            && let pulled = source.get::<u64>(&key)?
+            && !pulled
+                .checked_sub(found as u64)
+                .is_some_and(|n| (n..=n.saturating_mul(4)).contains(&word_pos))
+        {
+            let why = format!(
+                "the source returned {pulled} items, {found} are buffered, and the generator drew {word_pos} words: these cannot all be right"
+            );
+            (source.path_of(&key), why)
+        } else {
+            return Ok(());
+        };
+        Err(Error::bad_state(path, why))
     }
 }
 

@@ -897,7 +897,7 @@ fn default_rank_comes_from_the_launcher_environment() {
 }
 
 #[test]
-fn a_restored_count_at_its_maximum_does_not_overflow() {
+fn a_restored_count_at_its_maximum_is_refused_not_overflowed() {
     let node = || sampler(&[3, 3], &[0.5, 0.5], StopCriteria::AllDatasetsExhausted, 1);
     let mut running = node().start().unwrap();
     running.next().unwrap().unwrap();
@@ -908,8 +908,14 @@ fn a_restored_count_at_its_maximum_does_not_overflow() {
         1,
     );
     assert_ne!(at_max, state, "{state}");
-    let mut restored = node()
+    // No pass gets there: every item takes a draw, and the generator's
+    // position says one was drawn, so the count is refused, not overflowed.
+    let err = node()
         .start_from(&State::from_json(&at_max).unwrap())
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/rng/word_pos"), "{err}");
+    let mut restored = node()
+        .start_from(&State::from_json(&state).unwrap())
         .unwrap();
     assert_eq!(restored.by_ref().map(Result::unwrap).count(), 5);
 }

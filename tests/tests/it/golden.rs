@@ -36,7 +36,7 @@ type Case = (&'static str, fn() -> Box<dyn Node<Item = Value>>);
 /// Every seeded stock node, plus round-robin mixing and a seeded
 /// shuffle + parallel map pipeline. Items are JSON so that one file format
 /// fits all.
-fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     fn json<N>(node: N) -> Box<dyn Node<Item = Value>>
     where
         N: Node + 'static,

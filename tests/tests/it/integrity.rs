@@ -408,10 +408,17 @@ fn a_wide_pipeline_checks_its_fields_then_its_checksum() {
     };
 
     let mut target = Loader::new(build());
-    // In range, so only the checksum tells.
-    let damaged = edited(&json, |m| source_count(m, json!(0)));
+    // In range and consistent with the rest (a cycling source may have
+    // ended once), so only the checksum tells.
+    let damaged = edited(&json, |m| {
+        m["root"]["datasets_exhausted"]["s123"] = json!(true);
+    });
     let err = target.load_state_dict(&damaged).unwrap_err();
     assert_eq!(err.state_path(), Some("/checksum"), "{err}");
+    // In range but not what the sampler's own count says: refused there.
+    let miscounted = edited(&json, |m| source_count(m, json!(0)));
+    let err = target.load_state_dict(&miscounted).unwrap_err();
+    assert_eq!(err.state_path(), Some("/root/num_yielded"), "{err}");
     // A field error comes first, though the checksum fails too.
     let both = edited(&json, |m| source_count(m, json!("zero")));
     let err = target.load_state_dict(&both).unwrap_err();

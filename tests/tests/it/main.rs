@@ -11,6 +11,7 @@ mod bad_states;
 mod contract;
 mod derive;
 mod describe;
+mod edited_states;
 mod elastic;
 mod exactly_once;
 mod faults;
