@@ -372,7 +372,9 @@ impl<N: Node> Loader<N> {
         self.peeked = None;
         self.resting = None;
         self.num_yielded = 0;
-        self.root.reset(None)
+        let outcome = self.root.reset(None);
+        self.cx.renew();
+        outcome
     }
 
     /// The shape as saved, and the state template, built on first use.
@@ -603,6 +605,7 @@ impl<N: Node> Loader<N> {
 impl<N: Node> Drop for Loader<N> {
     fn drop(&mut self) {
         self.root.shutdown();
+        self.cx.renew();
     }
 }
 

@@ -1,10 +1,12 @@
 //! The [`Node`] contract and the execution context [`Cx`].
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::describe::Description;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hint::Hint;
 use crate::resume::Resume;
 use crate::state::State;
@@ -218,13 +220,17 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 pub struct Cx {
     /// Statistics sink, present only when a loader turned stats on.
     stats: Option<Box<Recorder>>,
-    /// Made by [`Cx::fork`]: hands its statistics over when dropped.
-    forked: bool,
+    /// How many times the running handle has reset or dropped its pipeline,
+    /// shared with the contexts forked from its own.
+    resets: Arc<AtomicU64>,
+    /// Made by `fork`, at that count: the context is stale once the
+    /// count moves on, and hands its statistics over when dropped.
+    forked: Option<u64>,
 }
 
 impl Drop for Cx {
     fn drop(&mut self) {
-        if self.forked
+        if self.forked.is_some()
             && let Some(stats) = self.stats.take()
         {
             stats.finish();
@@ -247,8 +253,16 @@ impl Cx {
     pub(crate) fn new_running() -> Cx {
         Cx {
             stats: None,
-            forked: false,
+            resets: Arc::default(),
+            forked: None,
         }
+    }
+
+    /// Makes every context forked from this one so far stale: the running
+    /// handle reset or dropped its pipeline, whose worker threads have
+    /// been joined.
+    pub(crate) fn renew(&self) {
+        self.resets.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn enable_stats(&mut self) {
@@ -259,15 +273,15 @@ impl Cx {
         self.stats.as_ref().map(|s| s.snapshot())
     }
 
-    /// A context for a thread that works for this pipeline (a worker that
-    /// pulls from a source its node owns). With statistics on, what the
-    /// thread observes is shown under the node that called `fork`, merged
-    /// into the loader's statistics when the thread's context is dropped
-    /// (when the worker ends, at the latest at the end of its pass).
-    pub fn fork(&self) -> Cx {
+    /// A context for a worker thread of this pipeline (see [`WorkerCx`]).
+    fn fork(&self) -> Cx {
         Cx {
             stats: self.stats.as_ref().map(|s| Box::new(s.fork())),
-            forked: true,
+            resets: Arc::clone(&self.resets),
+            forked: Some(
+                self.forked
+                    .unwrap_or_else(|| self.resets.load(Ordering::Relaxed)),
+            ),
         }
     }
 
@@ -309,7 +323,7 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        if self.stats.is_none() {
+        if self.stats.is_none() && self.forked.is_none() {
             return body(self);
         }
         self.observe_slow(id, name, body)
@@ -322,6 +336,13 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
+        if self
+            .forked
+            .is_some_and(|at| at != self.resets.load(Ordering::Relaxed))
+        {
+            let why = "the context it was advanced with is from a pipeline that was reset or dropped since: a worker's context lasts one pass";
+            return Err(Error::invalid_argument(name, why));
+        }
         if let Some(stats) = &mut self.stats {
             stats.enter(id, name);
         }
@@ -353,6 +374,29 @@ impl Cx {
         if let Some(stats) = &mut self.stats {
             stats.queue_depth(depth);
         }
+    }
+}
+
+/// A worker thread's context: forked from the context of the node that
+/// starts the thread, and lent to the worker only for the length of a
+/// closure, so no code can keep a `Cx` past the call that lent it. Used
+/// after the pipeline was reset or dropped, the nodes it advances refuse
+/// it, naming themselves.
+#[derive(Debug)]
+pub struct WorkerCx(Cx);
+
+impl WorkerCx {
+    /// A context for a thread that works for the node observed in `cx` (a
+    /// worker that pulls from a source that node owns). With statistics
+    /// on, what the thread observes shows under that node, merged into the
+    /// loader's statistics when this handle is dropped.
+    pub fn fork(cx: &Cx) -> WorkerCx {
+        WorkerCx(cx.fork())
+    }
+
+    /// Runs `f` with the context.
+    pub fn with<R>(&mut self, f: impl FnOnce(&mut Cx) -> R) -> R {
+        f(&mut self.0)
     }
 }
 
