@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::describe::Description;
@@ -223,7 +223,7 @@ pub struct Cx {
     /// How many times the running handle has reset or dropped its pipeline,
     /// shared with the contexts forked from its own.
     resets: Arc<AtomicU64>,
-    /// Made by `fork`, at that count: the context is stale once the
+    /// Made by [`WorkerCx::fork`], at that count: the context is stale once the
     /// count moves on, and hands its statistics over when dropped.
     forked: Option<u64>,
 }
@@ -262,7 +262,7 @@ impl Cx {
     /// handle reset or dropped its pipeline, whose worker threads have
     /// been joined.
     pub(crate) fn renew(&self) {
-        self.resets.fetch_add(1, Ordering::Relaxed);
+        self.resets.fetch_add(1, Relaxed);
     }
 
     pub(crate) fn enable_stats(&mut self) {
@@ -271,18 +271,6 @@ impl Cx {
 
     pub(crate) fn stats_snapshot(&self) -> Option<Stats> {
         self.stats.as_ref().map(|s| s.snapshot())
-    }
-
-    /// A context for a worker thread of this pipeline (see [`WorkerCx`]).
-    fn fork(&self) -> Cx {
-        Cx {
-            stats: self.stats.as_ref().map(|s| Box::new(s.fork())),
-            resets: Arc::clone(&self.resets),
-            forked: Some(
-                self.forked
-                    .unwrap_or_else(|| self.resets.load(Ordering::Relaxed)),
-            ),
-        }
     }
 
     /// Whether statistics are being collected (to skip measuring otherwise).
@@ -336,10 +324,7 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        if self
-            .forked
-            .is_some_and(|at| at != self.resets.load(Ordering::Relaxed))
-        {
+        if matches!(self.forked, Some(at) if at != self.resets.load(Relaxed)) {
             let why = "the context it was advanced with is from a pipeline that was reset or dropped since: a worker's context lasts one pass";
             return Err(Error::invalid_argument(name, why));
         }
@@ -391,7 +376,11 @@ impl WorkerCx {
     /// on, what the thread observes shows under that node, merged into the
     /// loader's statistics when this handle is dropped.
     pub fn fork(cx: &Cx) -> WorkerCx {
-        WorkerCx(cx.fork())
+        WorkerCx(Cx {
+            stats: cx.stats.as_ref().map(|s| Box::new(s.fork())),
+            resets: Arc::clone(&cx.resets),
+            forked: Some(cx.forked.unwrap_or_else(|| cx.resets.load(Relaxed))),
+        })
     }
 
     /// Runs `f` with the context.

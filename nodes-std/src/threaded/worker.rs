@@ -5,8 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nodes_core::__private::WorkerCx;
-use nodes_core::{Node, Result};
+use nodes_core::{__private::WorkerCx, Node, Result};
 
 use super::clock::Clock;
 use super::hub::{Chunk, Items, Sender};
