@@ -273,6 +273,12 @@ impl Cx {
         self.stats.as_ref().map(|s| s.snapshot())
     }
 
+    /// How many rows of finished worker threads the statistics keep.
+    #[cfg(test)]
+    pub(crate) fn retained_stats(&self) -> usize {
+        self.stats.as_ref().map_or(0, |s| s.retained())
+    }
+
     /// Whether statistics are being collected (to skip measuring otherwise).
     #[inline]
     pub fn stats_enabled(&self) -> bool {
