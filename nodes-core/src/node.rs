@@ -344,6 +344,16 @@ impl Cx {
         result
     }
 
+    /// Shows the statistics of the child the current node calls next under
+    /// `role`, the label the node's description gives that child
+    /// ([`Description::child_as`]): a row `dataset web: Packer` rather than
+    /// `Packer#2` when a mix has two `Packer` branches.
+    pub fn child_role(&mut self, role: &Arc<str>) {
+        if let Some(stats) = &mut self.stats {
+            stats.role = Some(Arc::clone(role));
+        }
+    }
+
     /// Records time the current node spent blocked on workers or a queue
     /// (kept only when the call is [timed](Cx::timing)).
     pub fn record_blocked(&mut self, waited: Duration) {

@@ -94,6 +94,10 @@ pub(crate) struct Recorder {
     outermost: u64,
     /// Whether the current outermost call (and all below it) is timed.
     timing: bool,
+    /// The label its parent's description gives the node called next (set
+    /// by [`Cx::child_role`](crate::Cx::child_role), until the next call
+    /// or return).
+    pub(crate) role: Option<Arc<str>>,
     /// For a worker thread's recorder: the label of the node that started
     /// the thread, which its rows are shown under.
     prefix: Option<String>,
@@ -156,9 +160,10 @@ impl Recorder {
     fn new_row(&mut self, id: NodeId, name: &'static str, parent: Option<usize>) -> usize {
         let count = self.sibling_counts.entry((parent, name)).or_insert(0);
         *count += 1;
-        let own = match *count {
-            1 => name.to_owned(),
-            n => format!("{name}#{n}"),
+        let own = match (self.role.take(), *count) {
+            (Some(role), _) => format!("{role}: {name}"),
+            (None, 1) => name.to_owned(),
+            (None, n) => format!("{name}#{n}"),
         };
         let label = match parent {
             Some(p) => format!("{}/{own}", self.rows[p].label),
@@ -183,6 +188,7 @@ impl Recorder {
             self.outermost += 1;
         }
         let row = self.row_for(id, name);
+        self.role = None;
         self.stack.push(Frame {
             row,
             start: self.timing.then(Instant::now),
@@ -191,6 +197,7 @@ impl Recorder {
     }
 
     pub(crate) fn exit(&mut self, produced: bool) {
+        self.role = None;
         let Some(frame) = self.stack.pop() else {
             return;
         };
@@ -316,7 +323,9 @@ pub struct Stats {
 #[derive(Debug, Clone, Default)]
 pub struct NodeStats {
     /// Where the node sits: type names from the root, `/`-separated
-    /// (`Name#2` for a second sibling of the same type).
+    /// (`Name#2` for a second sibling of the same type; `role: Name` for a
+    /// child its parent labels as its description does, such as a mix's
+    /// `dataset web: Packer`).
     pub node: String,
     /// The node's type name.
     pub name: &'static str,
