@@ -299,6 +299,11 @@ impl Cx {
     /// on: an item if it returns `Ok(Some)`, and the time spent, excluding
     /// time inside observed children. With stats off this is just `body(self)`.
     ///
+    /// On a worker thread whose pipeline was reset or dropped since the
+    /// thread's context was forked, `body` is not run: the call is an
+    /// [`Error::InvalidArgument`] naming `name`, so a node advanced with a
+    /// context that outlived its pass refuses to run.
+    ///
     /// ```
     /// # use nodes_core::{Cx, NodeId, Result};
     /// # struct Twice<S> { source: S }
