@@ -372,9 +372,7 @@ impl<N: Node> Loader<N> {
         self.peeked = None;
         self.resting = None;
         self.num_yielded = 0;
-        let outcome = self.root.reset(None);
-        self.cx.renew();
-        outcome
+        self.root.reset(None).inspect(|()| self.cx.renew())
     }
 
     /// The shape as saved, and the state template, built on first use.

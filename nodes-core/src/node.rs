@@ -259,8 +259,8 @@ impl Cx {
     }
 
     /// Makes every context forked from this one so far stale: the running
-    /// handle reset or dropped its pipeline, whose worker threads have
-    /// been joined.
+    /// handle reset its pipeline (a new pass) or dropped it, after joining
+    /// its worker threads.
     pub(crate) fn renew(&self) {
         self.resets.fetch_add(1, Relaxed);
     }
