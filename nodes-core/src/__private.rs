@@ -7,7 +7,7 @@ pub use crate::describe::Description;
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::hint::Hint;
-pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate};
+pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate, WorkerCx};
 pub use crate::param::{NodeName, Param};
 pub use crate::resume::Resume;
 pub use crate::state::pointer_join;

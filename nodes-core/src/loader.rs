@@ -372,7 +372,7 @@ impl<N: Node> Loader<N> {
         self.peeked = None;
         self.resting = None;
         self.num_yielded = 0;
-        self.root.reset(None)
+        self.root.reset(None).inspect(|()| self.cx.renew())
     }
 
     /// The shape as saved, and the state template, built on first use.
@@ -628,6 +628,7 @@ impl<N: Node> Loader<N> {
 impl<N: Node> Drop for Loader<N> {
     fn drop(&mut self) {
         self.root.shutdown();
+        self.cx.renew();
     }
 }
 
@@ -737,5 +738,57 @@ mod tests {
         assert!(!back.has_checksum_slot());
         assert_eq!(back.get::<String>(CHECKSUM).unwrap(), state.checksum());
         assert_eq!(back.checksum(), state.checksum());
+    }
+
+    /// One call per pass, in which two worker threads each pull a source once,
+    /// as a `par_map(2)` over one item does.
+    struct TwoWorkers;
+
+    impl Node for TwoWorkers {
+        type Item = u64;
+        fn next(&mut self, cx: &mut Cx) -> Result<Option<u64>> {
+            let id = crate::NodeId::of(self);
+            cx.observe(id, "TwoWorkers", |cx| {
+                let mut workers = [
+                    crate::node::WorkerCx::fork(cx),
+                    crate::node::WorkerCx::fork(cx),
+                ];
+                std::thread::scope(|s| {
+                    for worker in &mut workers {
+                        s.spawn(move || {
+                            worker.with(|cx| cx.observe(id, "Source", |_| Ok(Some(()))))
+                        });
+                    }
+                });
+                Ok(None)
+            })
+        }
+    }
+
+    impl Stateful for TwoWorkers {
+        fn reset(&mut self, _state: Option<&State>) -> Result<()> {
+            Ok(())
+        }
+        fn get_state(&self, _cx: &Cx) -> Result<State> {
+            Ok(State::new())
+        }
+        fn describe(&self) -> Description {
+            Description::new("TwoWorkers")
+        }
+    }
+
+    /// The statistics of a finished worker are merged into the totals, not kept:
+    /// after 10,000 epochs the loader keeps a row per node that ran on a worker.
+    #[test]
+    fn finished_workers_statistics_are_merged_not_kept() {
+        let mut loader = Loader::new(TwoWorkers).record_stats();
+        for _ in 0..10_000 {
+            assert_eq!(loader.epoch().count(), 0);
+        }
+        let retained = loader.cx.retained_stats();
+        assert!(retained <= 2, "{retained} rows kept for 2 nodes");
+        let stats = loader.stats().unwrap();
+        assert_eq!(stats.get("TwoWorkers/Source").unwrap().items, 20_000);
+        assert_eq!(stats.get("TwoWorkers").unwrap().calls, 10_000);
     }
 }

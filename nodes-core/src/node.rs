@@ -1,10 +1,12 @@
 //! The [`Node`] contract and the execution context [`Cx`].
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::describe::Description;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hint::Hint;
 use crate::resume::Resume;
 use crate::state::State;
@@ -218,13 +220,17 @@ impl<N: Stateful + ?Sized> Stateful for Box<N> {
 pub struct Cx {
     /// Statistics sink, present only when a loader turned stats on.
     stats: Option<Box<Recorder>>,
-    /// Made by [`Cx::fork`]: hands its statistics over when dropped.
-    forked: bool,
+    /// How many times the running handle has reset or dropped its pipeline,
+    /// shared with the contexts forked from its own.
+    resets: Arc<AtomicU64>,
+    /// Made by [`WorkerCx::fork`], at that count: the context is stale once the
+    /// count moves on, and hands its statistics over when dropped.
+    forked: Option<u64>,
 }
 
 impl Drop for Cx {
     fn drop(&mut self) {
-        if self.forked
+        if self.forked.is_some()
             && let Some(stats) = self.stats.take()
         {
             stats.finish();
@@ -247,8 +253,16 @@ impl Cx {
     pub(crate) fn new_running() -> Cx {
         Cx {
             stats: None,
-            forked: false,
+            resets: Arc::default(),
+            forked: None,
         }
+    }
+
+    /// Makes every context forked from this one so far stale: the running
+    /// handle reset its pipeline (a new pass) or dropped it, after joining
+    /// its worker threads.
+    pub(crate) fn renew(&self) {
+        self.resets.fetch_add(1, Relaxed);
     }
 
     pub(crate) fn enable_stats(&mut self) {
@@ -259,16 +273,10 @@ impl Cx {
         self.stats.as_ref().map(|s| s.snapshot())
     }
 
-    /// A context for a thread that works for this pipeline (a worker that
-    /// pulls from a source its node owns). With statistics on, what the
-    /// thread observes is shown under the node that called `fork`, merged
-    /// into the loader's statistics when the thread's context is dropped
-    /// (when the worker ends, at the latest at the end of its pass).
-    pub fn fork(&self) -> Cx {
-        Cx {
-            stats: self.stats.as_ref().map(|s| Box::new(s.fork())),
-            forked: true,
-        }
+    /// How many rows of finished worker threads the statistics keep.
+    #[cfg(test)]
+    pub(crate) fn retained_stats(&self) -> usize {
+        self.stats.as_ref().map_or(0, |s| s.retained())
     }
 
     /// Whether statistics are being collected (to skip measuring otherwise).
@@ -291,6 +299,11 @@ impl Cx {
     /// on: an item if it returns `Ok(Some)`, and the time spent, excluding
     /// time inside observed children. With stats off this is just `body(self)`.
     ///
+    /// On a worker thread whose pipeline was reset or dropped since the
+    /// thread's context was forked, `body` is not run: the call is an
+    /// [`Error::InvalidArgument`] naming `name`, so a node advanced with a
+    /// context that outlived its pass refuses to run.
+    ///
     /// ```
     /// # use nodes_core::{Cx, NodeId, Result};
     /// # struct Twice<S> { source: S }
@@ -309,7 +322,7 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        if self.stats.is_none() {
+        if self.stats.is_none() && self.forked.is_none() {
             return body(self);
         }
         self.observe_slow(id, name, body)
@@ -322,6 +335,10 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
+        if matches!(self.forked, Some(at) if at != self.resets.load(Relaxed)) {
+            let why = "the context it was advanced with is from a pipeline that was reset or dropped since: a worker's context lasts one pass";
+            return Err(Error::invalid_argument(name, why));
+        }
         if let Some(stats) = &mut self.stats {
             stats.enter(id, name);
         }
@@ -330,6 +347,16 @@ impl Cx {
             stats.exit(matches!(result, Ok(Some(_))));
         }
         result
+    }
+
+    /// Shows the statistics of the child the current node calls next under
+    /// `role`, the label the node's description gives that child
+    /// ([`Description::child_as`]): a row `dataset web: Packer` rather than
+    /// `Packer#2` when a mix has two `Packer` branches.
+    pub fn child_role(&mut self, role: &Arc<str>) {
+        if let Some(stats) = &mut self.stats {
+            stats.role = Some(Arc::clone(role));
+        }
     }
 
     /// Records time the current node spent blocked on workers or a queue
@@ -353,6 +380,33 @@ impl Cx {
         if let Some(stats) = &mut self.stats {
             stats.queue_depth(depth);
         }
+    }
+}
+
+/// A worker thread's context: forked from the context of the node that
+/// starts the thread, and lent to the worker only for the length of a
+/// closure, so no code can keep a `Cx` past the call that lent it. Used
+/// after the pipeline was reset or dropped, the nodes it advances refuse
+/// it, naming themselves.
+#[derive(Debug)]
+pub struct WorkerCx(Cx);
+
+impl WorkerCx {
+    /// A context for a thread that works for the node observed in `cx` (a
+    /// worker that pulls from a source that node owns). With statistics
+    /// on, what the thread observes shows under that node, merged into the
+    /// loader's statistics when this handle is dropped.
+    pub fn fork(cx: &Cx) -> WorkerCx {
+        WorkerCx(Cx {
+            stats: cx.stats.as_ref().map(|s| Box::new(s.fork())),
+            resets: Arc::clone(&cx.resets),
+            forked: Some(cx.forked.unwrap_or_else(|| cx.resets.load(Relaxed))),
+        })
+    }
+
+    /// Runs `f` with the context.
+    pub fn with<R>(&mut self, f: impl FnOnce(&mut Cx) -> R) -> R {
+        f(&mut self.0)
     }
 }
 

@@ -91,7 +91,9 @@ impl<N: Node> Running<N> {
 
 /// Resets `node` from `state`; if that fails, puts it back where it stood:
 /// at `resting`, the node's own state when the caller knows it (no need to
-/// take it), else at the state taken before the reset.
+/// take it), else at the state taken before the reset. After a reset that
+/// succeeded, the contexts forked before it are stale; after one rolled
+/// back, the pipeline goes on in the same pass.
 pub(crate) fn reset_with_rollback<N: Node>(
     node: &mut N,
     cx: &Cx,
@@ -99,7 +101,7 @@ pub(crate) fn reset_with_rollback<N: Node>(
     resting: Option<State>,
 ) -> Result<()> {
     let before = resting.map_or_else(|| node.get_state(cx), Ok);
-    node.reset(state).inspect_err(|_| {
+    node.reset(state).inspect(|()| cx.renew()).inspect_err(|_| {
         if let Ok(before) = before {
             // The saved state came from this very node, so it fits; if the
             // node cannot even take that back, report the original error.
@@ -124,6 +126,7 @@ impl<N: Node> Iterator for Running<N> {
 impl<N: Node> Drop for Running<N> {
     fn drop(&mut self) {
         self.node.shutdown();
+        self.cx.renew();
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// One outermost call in this many is timed, with every call below it.
@@ -94,12 +94,17 @@ pub(crate) struct Recorder {
     outermost: u64,
     /// Whether the current outermost call (and all below it) is timed.
     timing: bool,
+    /// The label its parent's description gives the node called next (set
+    /// by [`Cx::child_role`](crate::Cx::child_role), until the next call
+    /// or return).
+    pub(crate) role: Option<Arc<str>>,
     /// For a worker thread's recorder: the label of the node that started
     /// the thread, which its rows are shown under.
     prefix: Option<String>,
-    /// Recorders of worker threads that finished, shared by every recorder
-    /// forked from the same loader's.
-    finished: Arc<Mutex<Vec<Recorder>>>,
+    /// The rows of the worker threads that finished, merged by label (as
+    /// many as there are nodes, whatever the number of passes), shared by
+    /// every recorder forked from the same loader's.
+    finished: Arc<Mutex<Merged>>,
 }
 
 impl Recorder {
@@ -118,11 +123,15 @@ impl Recorder {
         }
     }
 
-    /// Hands a worker thread's statistics to the loader's recorder.
-    pub(crate) fn finish(self) {
-        let finished = Arc::clone(&self.finished);
-        let mut finished = finished.lock().unwrap_or_else(PoisonError::into_inner);
-        finished.push(self);
+    /// Adds a worker thread's statistics to the loader's recorder.
+    pub(crate) fn finish(&self) {
+        merge(&mut lock(&self.finished), self.labelled_rows());
+    }
+
+    /// How many rows of finished worker threads are kept.
+    #[cfg(test)]
+    pub(crate) fn retained(&self) -> usize {
+        lock(&self.finished).len()
     }
 
     /// This recorder's rows with their full labels.
@@ -151,9 +160,10 @@ impl Recorder {
     fn new_row(&mut self, id: NodeId, name: &'static str, parent: Option<usize>) -> usize {
         let count = self.sibling_counts.entry((parent, name)).or_insert(0);
         *count += 1;
-        let own = match *count {
-            1 => name.to_owned(),
-            n => format!("{name}#{n}"),
+        let own = match (self.role.take(), *count) {
+            (Some(role), _) => format!("{role}: {name}"),
+            (None, 1) => name.to_owned(),
+            (None, n) => format!("{name}#{n}"),
         };
         let label = match parent {
             Some(p) => format!("{}/{own}", self.rows[p].label),
@@ -178,6 +188,7 @@ impl Recorder {
             self.outermost += 1;
         }
         let row = self.row_for(id, name);
+        self.role = None;
         self.stack.push(Frame {
             row,
             start: self.timing.then(Instant::now),
@@ -186,6 +197,7 @@ impl Recorder {
     }
 
     pub(crate) fn exit(&mut self, produced: bool) {
+        self.role = None;
         let Some(frame) = self.stack.pop() else {
             return;
         };
@@ -234,35 +246,8 @@ impl Recorder {
     pub(crate) fn snapshot(&self) -> Stats {
         // Rows with the same label (the same node seen at two addresses, e.g.
         // after the loader moved) are merged.
-        let mut merged: Vec<(NodeStats, [Timed; 2])> = Vec::new();
-        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
-        let rows = self
-            .labelled_rows()
-            .chain(finished.iter().flat_map(Recorder::labelled_rows));
-        for (label, row) in rows {
-            let at = match merged.iter().position(|(n, _)| n.node == label) {
-                Some(at) => at,
-                None => {
-                    let entry = NodeStats {
-                        node: label,
-                        name: row.name,
-                        ..NodeStats::default()
-                    };
-                    merged.push((entry, [Timed::default(); 2]));
-                    merged.len() - 1
-                }
-            };
-            let (entry, sums) = &mut merged[at];
-            entry.items += row.items;
-            entry.calls += row.calls;
-            entry.skipped += row.skipped;
-            entry.depth_sum += row.depth_sum;
-            entry.depth_samples += row.depth_samples;
-            entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
-            for (sum, timed) in sums.iter_mut().zip(row.timed) {
-                sum.add(timed);
-            }
-        }
+        let mut merged = lock(&self.finished).clone();
+        merge(&mut merged, self.labelled_rows());
         let mut merged: Vec<NodeStats> = merged
             .into_iter()
             .map(|(mut n, [first, later])| {
@@ -287,6 +272,43 @@ impl Recorder {
     }
 }
 
+/// Per label: the sums of the rows of that label, and of their timed calls.
+type Merged = Vec<(NodeStats, [Timed; 2])>;
+
+/// Adds `rows` to `merged`, each to the entry of its label (a new one if
+/// there is none).
+fn merge<'a>(merged: &mut Merged, rows: impl Iterator<Item = (String, &'a Row)>) {
+    for (label, row) in rows {
+        let at = match merged.iter().position(|(n, _)| n.node == label) {
+            Some(at) => at,
+            None => {
+                let entry = NodeStats {
+                    node: label,
+                    name: row.name,
+                    ..NodeStats::default()
+                };
+                merged.push((entry, [Timed::default(); 2]));
+                merged.len() - 1
+            }
+        };
+        let (entry, sums) = &mut merged[at];
+        entry.items += row.items;
+        entry.calls += row.calls;
+        entry.skipped += row.skipped;
+        entry.depth_sum += row.depth_sum;
+        entry.depth_samples += row.depth_samples;
+        entry.max_queue_depth = entry.max_queue_depth.max(row.depth_max);
+        for (sum, timed) in sums.iter_mut().zip(row.timed) {
+            sum.add(timed);
+        }
+    }
+}
+
+/// A poisoned lock only means a panic while merging: the counts are kept.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A snapshot of per-node statistics, bottleneck first (most self time).
 ///
 /// Items and calls are exact; times are estimated from a sample of the calls
@@ -301,7 +323,9 @@ pub struct Stats {
 #[derive(Debug, Clone, Default)]
 pub struct NodeStats {
     /// Where the node sits: type names from the root, `/`-separated
-    /// (`Name#2` for a second sibling of the same type).
+    /// (`Name#2` for a second sibling of the same type; `role: Name` for a
+    /// child its parent labels as its description does, such as a mix's
+    /// `dataset web: Packer`).
     pub node: String,
     /// The node's type name.
     pub name: &'static str,

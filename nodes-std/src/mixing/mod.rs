@@ -222,6 +222,9 @@ pub(crate) const EMPTY: &str = "datasets_empty";
 /// position (the hot path never compares names), and when the pass ends.
 pub(crate) struct Sources<N> {
     pub(crate) names: Vec<Arc<str>>,
+    /// What the description calls each source (`dataset <name>`), which
+    /// its statistics are shown under too.
+    roles: Vec<Arc<str>>,
     pub(crate) nodes: Vec<N>,
     pub(crate) stop: StopCriteria,
     /// The sampler's reset flag.
@@ -342,6 +345,10 @@ impl<N: Node> Sources<N> {
         }
         let len = nodes.len();
         Ok(Sources {
+            roles: names
+                .iter()
+                .map(|n| format!("dataset {n}").into())
+                .collect(),
             names,
             nodes,
             stop: StopCriteria::default(),
@@ -394,14 +401,19 @@ impl<N: Node> Sources<N> {
         if !self.stop.restarts() || self.is_over() {
             return Ok(None);
         }
-        let node = &mut self.nodes[i];
-        node.reset(None)?;
-        let first = node.next(cx)?;
+        self.nodes[i].reset(None)?;
+        let first = self.pull(i, cx)?;
         if first.is_none() {
             self.empty[i] = true;
             self.num_empty += usize::from(self.active[i]);
         }
         Ok(first)
+    }
+
+    /// Source `i`'s next item.
+    pub(crate) fn pull(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
+        cx.child_role(&self.roles[i]);
+        self.nodes[i].next(cx)
     }
 
     /// The counters, from the flags.
@@ -570,12 +582,9 @@ impl<N: Node> Sources<N> {
     /// names and keyed by where their states live:
     /// `dataset_node_states/<name>`.
     pub(crate) fn describe_into(&self, mut description: Description) -> Description {
-        for (name, node) in self.names.iter().zip(&self.nodes) {
-            description = description.child_as(
-                format!("dataset {name}"),
-                format!("{NODE_STATES}/{name}"),
-                node.describe(),
-            );
+        for ((name, role), node) in self.names.iter().zip(&self.roles).zip(&self.nodes) {
+            description =
+                description.child_as(&**role, format!("{NODE_STATES}/{name}"), node.describe());
         }
         description
     }

@@ -185,7 +185,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
                 self.advance();
                 continue;
             }
-            let turn = match self.sources.nodes[i].next(cx) {
+            let turn = match self.sources.pull(i, cx) {
                 Ok(None) => self.sources.source_ended(i, cx),
                 turn => turn,
             };

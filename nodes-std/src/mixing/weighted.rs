@@ -409,7 +409,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
                 return Ok(None);
             };
             // An error is this draw's item: the draw stays spent.
-            let item = match self.sources.nodes[i].next(cx)? {
+            let item = match self.sources.pull(i, cx)? {
                 Some(item) => item,
                 None => match self.source_ended(i, cx)? {
                     Some(item) => item,

@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use nodes_core::__private::trace;
+use nodes_core::__private::{WorkerCx, trace};
 use nodes_core::{Cx, Description, Error, Hint, Node, Replay, ResetFlag, Result, Resume, State};
 
 use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
@@ -530,7 +530,7 @@ where
                 plan,
                 clock: std::sync::Arc::clone(&self.clock),
             };
-            let worker_cx = cx.fork();
+            let worker_cx = WorkerCx::fork(cx);
             let run = move || {
                 trace::worker_started(plan.node, i);
                 worker.run(worker_cx);

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nodes_core::{Cx, Node, Result};
+use nodes_core::{__private::WorkerCx, Node, Result};
 
 use super::clock::Clock;
 use super::hub::{Chunk, Items, Sender};
@@ -59,7 +59,7 @@ pub(crate) struct Worker<N, S, U> {
 
 impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// The worker's loop (see the module docs).
-    pub(crate) fn run(mut self, mut cx: Cx) {
+    pub(crate) fn run(mut self, mut cx: WorkerCx) {
         let hub = &self.sender.hub;
         let node = self.plan.node;
         let spin = self.plan.spin;
@@ -83,7 +83,8 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                 }
                 let started = adaptive.then(|| self.clock.now());
                 let buffer = std::mem::take(&mut buffer);
-                let pulled = puller.pull_chunk(&mut cx, granted, || hub.stopping(), buffer);
+                let pulled =
+                    cx.with(|cx| puller.pull_chunk(cx, granted, || hub.stopping(), buffer));
                 (pulled, started)
             };
             hub.release(granted - pulled.items.len().min(granted));

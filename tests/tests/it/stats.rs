@@ -209,13 +209,13 @@ fn stock_node_counts_equal_the_items_each_node_produced() {
             tried.get() / EPOCHS,
         ),
         (chain, 60),
-        ("/MapStyleWrapper", 30),
-        ("/MapStyleWrapper/SamplerWrapper", 30),
-        ("/Cycler", 20),
-        ("/Cycler/Mapper", mapped.get() / EPOCHS),
-        ("/Cycler/Mapper/IterableWrapper", 20),
-        ("/Sharder", 10),
-        ("/Sharder/IterableWrapper", 40),
+        ("/dataset a: MapStyleWrapper", 30),
+        ("/dataset a: MapStyleWrapper/SamplerWrapper", 30),
+        ("/dataset b: Cycler", 20),
+        ("/dataset b: Cycler/Mapper", mapped.get() / EPOCHS),
+        ("/dataset b: Cycler/Mapper/IterableWrapper", 20),
+        ("/dataset c: Sharder", 10),
+        ("/dataset c: Sharder/IterableWrapper", 40),
     ]
     .into_iter()
     .map(|(node, per_epoch)| {
@@ -419,4 +419,44 @@ fn record_stats_turns_statistics_on() {
     let mut plain = Loader::new(pipeline());
     assert_eq!(plain.epoch().count(), 5);
     assert!(plain.stats().is_none());
+}
+
+/// The rows of a mix's sources carry the labels its description gives
+/// them (`dataset web: Mapper`), not their type names numbered by which
+/// was called first (`Mapper#2`).
+#[test]
+fn the_rows_of_a_mixs_sources_carry_their_description_labels() {
+    let source = |n: u64| IterableWrapper::new(0..n).map(|x| x + 1);
+    let mix = MultiNodeWeightedSampler::new(
+        [("web", source(6)), ("code", source(4))],
+        [("web", 0.5), ("code", 0.5)],
+    )
+    .unwrap()
+    .stop_criteria(StopCriteria::AllDatasetsExhausted);
+    let mut loader = Loader::new(mix).record_stats();
+    assert_eq!(loader.epoch().count(), 10);
+    let described = loader.describe().render_text();
+    let stats = loader.stats().unwrap();
+    let mut rows: Vec<(&str, u64)> = stats.nodes.iter().map(|n| (&*n.node, n.items)).collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            ("MultiNodeWeightedSampler", 10),
+            ("MultiNodeWeightedSampler/dataset code: Mapper", 4),
+            (
+                "MultiNodeWeightedSampler/dataset code: Mapper/IterableWrapper",
+                4
+            ),
+            ("MultiNodeWeightedSampler/dataset web: Mapper", 6),
+            (
+                "MultiNodeWeightedSampler/dataset web: Mapper/IterableWrapper",
+                6
+            ),
+        ],
+        "\n{stats}"
+    );
+    for label in ["dataset web: Mapper", "dataset code: Mapper"] {
+        assert!(described.contains(label), "{described}");
+    }
 }
