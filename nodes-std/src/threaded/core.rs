@@ -507,6 +507,19 @@ where
         }
         let snapshot = threaded.then(|| replay.get_state()).transpose()?;
         if let Some(saved) = saved {
+            // Where the source's end is known, an item delivered ahead past
+            // it is refused now rather than when the pass gets there.
+            let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
+            let end = saved.resume.saturating_add(left);
+            if let Some(i) = saved.ahead.iter().position(|&index| index >= end) {
+                return Err(Error::bad_state(
+                    format!("{}/{i}", saved.ahead_path),
+                    format!(
+                        "the state says item {} was delivered, but the source has at most {left} items from item {}: the state does not belong to this source",
+                        saved.ahead[i], saved.resume
+                    ),
+                ));
+            }
             puller.next_index = saved.resume;
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);
