@@ -183,3 +183,47 @@ fn an_unsound_hint_is_reported() {
     let err = check_walk(&walk, "made up").expect_err("2 items left, upper bound 1");
     assert!(err.contains("after 0 of 2 items"), "{err}");
 }
+
+/// `#[node(size_hint)]` needs nothing beyond the prelude: the `SizeHint`
+/// it asks for is in it.
+mod with_the_prelude_only {
+    use nodes_std::prelude::*;
+
+    /// One item per two of its source's.
+    #[derive(Node)]
+    #[node(size_hint)]
+    struct Pairs<S> {
+        #[node(child)]
+        source: S,
+    }
+
+    impl<S: Node<Item = u32>> Node for Pairs<S> {
+        type Item = (u32, u32);
+        fn next(&mut self, cx: &mut Cx) -> Result<Option<(u32, u32)>> {
+            let Some(a) = self.source.next(cx)? else {
+                return Ok(None);
+            };
+            Ok(self.source.next(cx)?.map(|b| (a, b)))
+        }
+    }
+
+    impl<S: Node> SizeHint for Pairs<S> {
+        fn size_hint(&self) -> Hint {
+            let source = Stateful::size_hint(&self.source);
+            Hint {
+                lower: source.lower / 2,
+                upper: source.upper.map(|u| u / 2),
+                ..source
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_with_its_own_size_hint_needs_only_the_prelude() {
+        let pairs = Pairs {
+            source: IterableWrapper::new(0..7u32),
+        };
+        let running = pairs.start().unwrap();
+        assert_eq!(running.size_hint(), (3, Some(3)));
+    }
+}
