@@ -130,11 +130,10 @@ where
         mids.push(mid);
         ends.push(end);
     }
-    let end0 = &ends[0];
 
     // 2. Epoch 1 of a fresh loader, against the reference's.
     let mut fresh = Loader::new(factory());
-    load(&mut fresh, end0, "end-of-epoch-0 state")?;
+    load(&mut fresh, &ends[0], "end-of-epoch-0 state")?;
     let what = "epoch 1 right after an end-of-epoch state";
     expect(&mut fresh, &epochs[1], what, hint)?;
     let reference = leaves(&ends[1], false);
@@ -165,7 +164,7 @@ where
 
     // 5. End of epoch 0 without restart (with restart: step 2).
     let mut fresh = Loader::new(factory()).restart_on_end(false);
-    load(&mut fresh, end0, "end-of-epoch-0 state (no restart)")?;
+    load(&mut fresh, &ends[0], "end-of-epoch-0 state (no restart)")?;
     let what = "empty epoch after an end-of-epoch state without restart";
     expect(&mut fresh, &[], what, hint)?;
     expect(

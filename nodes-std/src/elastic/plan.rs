@@ -62,12 +62,9 @@ impl Dealing {
         let first = m
             .checked_sub(count)
             .unwrap_or_else(|| new_world - (count - m));
-        Plan {
-            id: self.id,
-            owed: share(&self.holes, m, new_world),
-            // `deal` checked that every rank's tail fits.
-            tail: self.high + first,
-        }
+        // `deal` checked that every rank's tail fits.
+        let (id, owed, tail) = (self.id, share(&self.holes, m, new_world), self.high + first);
+        Plan { id, owed, tail }
     }
 }
 

@@ -31,10 +31,6 @@ struct Old {
     found: Found,
 }
 
-/// The most new ranks [`reshard`] writes states for (it holds them all);
-/// [`reshard_rank`] writes one rank's state of any number of ranks.
-const MAX_NEW_WORLD: u64 = 1 << 20;
-
 fn invalid(message: String) -> Error {
     Error::invalid_argument(RESHARD, message)
 }
@@ -367,9 +363,10 @@ pub fn check(pipeline: &Description) -> Result<()> {
 /// rank: use [`reshard_rank`] on each rank). A state that does not parse as
 /// a loader state is an [`Error::BadState`] at its path.
 pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
-    if new_world_size > MAX_NEW_WORLD {
+    // It holds every new rank's state; `reshard_rank` writes one of any world.
+    if new_world_size > 1 << 20 {
         return Err(invalid(format!(
-            "new_world_size {new_world_size} is more than the {MAX_NEW_WORLD} states `reshard` writes at once: call `reshard_rank` on each new rank"
+            "new_world_size {new_world_size} is more than the 2^20 states `reshard` writes at once: call `reshard_rank` on each new rank"
         )));
     }
     let (olds, dealt) = prepare(old_states, new_world_size)?;

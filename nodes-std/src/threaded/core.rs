@@ -512,13 +512,11 @@ where
             let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
             let end = saved.resume.saturating_add(left);
             if let Some(i) = saved.ahead.iter().position(|&index| index >= end) {
-                return Err(Error::bad_state(
-                    format!("{}/{i}", saved.ahead_path),
-                    format!(
-                        "the state says item {} was delivered, but the source has at most {left} items from item {}: the state does not belong to this source",
-                        saved.ahead[i], saved.resume
-                    ),
-                ));
+                let (path, item) = (format!("{}/{i}", saved.ahead_path), saved.ahead[i]);
+                let why = format!(
+                    "the state says item {item} was delivered, but the source ends before item {end}: the state does not belong to this source"
+                );
+                return Err(Error::bad_state(path, why));
             }
             puller.next_index = saved.resume;
             puller.skip = saved.ahead.iter().copied().collect();

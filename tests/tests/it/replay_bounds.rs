@@ -198,6 +198,18 @@ fn six_of_unknown_length() -> impl Node<Item = u64> {
     IterableWrapper::from_fn(|| (0u64..).take_while(|&x| x < 6))
 }
 
+/// A loader state of `node` after its first item, with its
+/// `snapshot_index`, `steps_since_snapshot` and `max_offset`.
+fn after_one_item(node: impl Node<Item = u64>) -> (Value, [u64; 3]) {
+    let mut loader = Loader::new(node);
+    let mut epoch = loader.epoch();
+    epoch.next().unwrap().unwrap();
+    let real = epoch.state_dict().unwrap().into_value();
+    let field = |key: &str| real["root"][key].as_u64().unwrap();
+    let numbers = ["snapshot_index", "steps_since_snapshot", "max_offset"].map(field);
+    (real, numbers)
+}
+
 /// Where the source knows its end in advance (an exact size hint, or an
 /// upper bound), a `delivered_ahead` naming an item past it is refused at
 /// load, at its path, in order, out of order and inline: it used to be
@@ -216,13 +228,7 @@ fn a_delivered_ahead_past_a_known_end_is_refused_at_load() {
                 .in_order(in_order)
                 .max_concurrent(8);
             let build = move || source().par_map(Ok, options).unwrap();
-            let mut loader = Loader::new(build());
-            let mut epoch = loader.epoch();
-            epoch.next().unwrap().unwrap();
-            let real = epoch.state_dict().unwrap().into_value();
-            let base = real["root"]["snapshot_index"].as_u64().unwrap();
-            let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
-            let bound = real["root"]["max_offset"].as_u64().unwrap();
+            let (real, [base, steps, bound]) = after_one_item(build());
             let what = format!("{name}, {workers} workers, in_order {in_order}");
             // Item 5 (the last) delivered ahead loads; 6 and beyond do not.
             for (offset, loads) in [(5 - base, true), (6 - base, false), (bound, false)] {
@@ -241,7 +247,10 @@ fn a_delivered_ahead_past_a_known_end_is_refused_at_load() {
                         assert!(!loads, "{what}: offset {offset}: {e}");
                         assert!(e.is_bad_state(), "{what}: {e}");
                         assert_eq!(e.state_path(), Some("/root/delivered_ahead/0"), "{what}");
-                        assert!(e.to_string().contains("the source has at most"), "{e}");
+                        assert!(
+                            e.to_string().contains("but the source ends before item 6"),
+                            "{e}"
+                        );
                     }
                 }
             }
@@ -265,13 +274,7 @@ fn a_delivered_ahead_past_the_source_end_is_a_bad_state_at_its_path() {
                 )
                 .unwrap()
         };
-        let mut loader = Loader::new(build());
-        let mut epoch = loader.epoch();
-        epoch.next().unwrap().unwrap();
-        let real = epoch.state_dict().unwrap().into_value();
-        let base = real["root"]["snapshot_index"].as_u64().unwrap();
-        let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
-        let bound = real["root"]["max_offset"].as_u64().unwrap();
+        let (real, [base, steps, bound]) = after_one_item(build());
         let (mut at_load, mut in_pass) = (0, 0);
         for offset in (6 - base).max(steps + 1)..bound + 3 {
             let mut value = real.clone();
