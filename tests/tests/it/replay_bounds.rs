@@ -216,7 +216,7 @@ fn after_one_item(node: impl Node<Item = u64>) -> (Value, [u64; 3]) {
 /// accepted and refused only once the pass got there.
 #[test]
 fn a_delivered_ahead_past_a_known_end_is_refused_at_load() {
-    let sources: [(&str, fn() -> Box<dyn Node<Item = u64>>); 2] = [
+    let sources: [(&str, Build); 2] = [
         ("exact", || IterableWrapper::new(0..6u64).boxed()),
         ("bounded", || {
             IterableWrapper::new(0..6u64).filter(|_| true).boxed()
