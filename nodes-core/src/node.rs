@@ -150,10 +150,9 @@ pub trait Stateful {
 /// filters, groups or expands, or a source); use `#[node(size_hint =
 /// "child")]` when it is. The same soundness rules apply.
 ///
-/// With both this trait and [`Stateful`] in scope, `node.size_hint()` on such
-/// a node is ambiguous (both have the method, with the same result): write
-/// `Stateful::size_hint(&node)`. The trait is not in `nodes_std`'s prelude
-/// for that reason.
+/// With both this trait and [`Stateful`] in scope (`nodes_std`'s prelude has
+/// both), `node.size_hint()` on such a node is ambiguous (both have the
+/// method, with the same result): write `Stateful::size_hint(&node)`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` asks for its own size hint with `#[node(size_hint)]`, but does not implement `SizeHint`",
     label = "no `SizeHint` impl",

@@ -40,7 +40,11 @@ use proc_macro::TokenStream;
 ///   `describe()` and part of the checkpoint's fingerprint (its type
 ///   implements `Param`, a stable text rendering, never `Debug`);
 /// - `#[node(config)]`: configuration that is neither saved nor shown
-///   (closures, datasets, bounds that may change between runs).
+///   (closures, datasets, bounds that may change between runs), nor reset:
+///   never a field that changes as the node runs, which would leak from one
+///   epoch into the next (`nodes_std::testing::assert_save_load` compares a
+///   fresh node's epoch 1 with one after a full epoch 0 and names the state
+///   field such a leak made differ).
 ///
 /// It also implements `NodeName` (`NAME` is the struct's name), which
 /// `describe()` uses and `cx.observe(NodeId::of(self), Self::NAME, ...)`

@@ -137,7 +137,7 @@ pub mod prelude {
     pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
         Cx, Description, Error, Hint, Init, Lazy, Loader, Node, NodeName, Param, Result, Resume,
-        State, Stateful, Validate,
+        SizeHint, State, Stateful, Validate,
     };
     pub use nodes_derive::Node;
 

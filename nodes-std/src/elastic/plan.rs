@@ -43,8 +43,39 @@ pub(crate) struct OldRank {
     pub(crate) consumed: Consumed,
 }
 
+/// The epoch's remaining positions of one source, dealt among the new ranks:
+/// the holes below `high` in order, then every position from `high`, the
+/// `j`-th of all of them to new rank `j mod new_world`.
+pub(crate) struct Dealing {
+    id: u64,
+    high: u64,
+    holes: Vec<u64>,
+}
+
+impl Dealing {
+    /// The plan of new rank `m` of `new_world`, built without a cost per rank.
+    pub(crate) fn plan(&self, m: u64, new_world: u64) -> Plan {
+        // The `j`-th position after the holes goes to rank `(count + j) mod
+        // new_world`: the first one of this rank is its tail. (Written to
+        // stay below `new_world`, which may be close to 2^64.)
+        let count = self.holes.len() as u64 % new_world;
+        let first = m
+            .checked_sub(count)
+            .unwrap_or_else(|| new_world - (count - m));
+        // `deal` checked that every rank's tail fits.
+        let (id, owed, tail) = (self.id, share(&self.holes, m, new_world), self.high + first);
+        Plan { id, owed, tail }
+    }
+}
+
+/// Every `world`-th element of `all` from the `m`-th: new rank `m`'s share.
+pub(crate) fn share<T: Clone>(all: &[T], m: u64, world: u64) -> Vec<T> {
+    let [m, world] = [m, world].map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    all.iter().skip(m).step_by(world).cloned().collect()
+}
+
 /// The epoch's remaining positions of one source, dealt among `new_world`
-/// ranks: the plan of each new rank, in rank order.
+/// ranks (see [`Dealing::plan`] for each new rank's plan).
 ///
 /// `old` holds every old rank (ranks `0..old_world`, in order, checked by the
 /// caller). `len` is the order's length; `what` names the source in errors.
@@ -58,7 +89,7 @@ pub(crate) fn deal(
     old_world: u64,
     len: u64,
     new_world: u64,
-) -> Result<Vec<Plan>> {
+) -> Result<Dealing> {
     let refuse = |why: String| Err(Error::invalid_argument("reshard", format!("{what}: {why}")));
     let id = old.first().map_or(0, |o| o.plan.id);
     if let Some(o) = old.iter().find(|o| o.plan.id != id) {
@@ -116,17 +147,13 @@ pub(crate) fn deal(
     }
     holes.sort_unstable();
     let high = high.min(len.max(start));
+    if high.checked_add(new_world - 1).is_none() {
+        return refuse(format!(
+            "{new_world} new ranks are too many: their first positions, from {high} on, would pass 2^64"
+        ));
+    }
     let id = plan_id(id, high, new_world, &holes);
-    let count = holes.len() as u64;
-    let plans = (0..new_world).map(|m| {
-        let holes = holes.iter().skip(m as usize);
-        let owed = holes.step_by(new_world as usize).copied().collect();
-        // The `j`-th position after the holes goes to rank `(count + j) mod
-        // new_world`: the first one of this rank is its tail.
-        let tail = high + (m + new_world - count % new_world) % new_world;
-        Plan { id, owed, tail }
-    });
-    Ok(plans.collect())
+    Ok(Dealing { id, high, holes })
 }
 
 /// A nonzero FNV-1a hash naming a reshard's plans.
@@ -173,7 +200,8 @@ mod tests {
             })
             .collect();
         for new_world in 1..=5 {
-            let plans = deal("test", &old, 3, len, new_world).unwrap();
+            let dealing = deal("test", &old, 3, len, new_world).unwrap();
+            let plans: Vec<Plan> = (0..new_world).map(|m| dealing.plan(m, new_world)).collect();
             let mut all: Vec<u64> = plans
                 .iter()
                 .flat_map(|p| positions(p, len, new_world))

@@ -5,18 +5,18 @@ use std::collections::BTreeMap;
 use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
-use crate::elastic::plan::{OldRank, deal};
-use crate::elastic::sampler::Plan;
+use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{Found, RESHARD, check as check_description, child_at, walk};
 use crate::policy::Counts;
 
 /// What the new ranks' states are written from, besides the template (old
 /// rank 0's state), each by the path of a node's state.
 struct Dealt {
-    /// The new plans of every source, one per new rank.
-    plans: BTreeMap<String, Vec<Plan>>,
-    /// The items every old rank's shuffler buffered, one share per new rank.
-    buffers: BTreeMap<String, Vec<Vec<Value>>>,
+    /// The rest of the epoch of every source, to deal into new plans.
+    plans: BTreeMap<String, Dealing>,
+    /// The items every old rank's shuffler buffered, in the order they are
+    /// dealt (see [`share`]).
+    buffers: BTreeMap<String, Vec<Value>>,
     /// The bad records every old rank skipped this pass, summed.
     skipped: BTreeMap<String, u64>,
 }
@@ -173,7 +173,8 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
 ///
 /// The buffered items of a shuffler are taken old rank by old rank (in rank
 /// order), each rank's in buffer order, and the `j`-th goes to new rank
-/// `j mod new_world`.
+/// `j mod new_world`. Nothing here costs per new rank: a rank's share is
+/// taken when its state is written.
 fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     let world = olds[0].world_size;
     let mut plans = BTreeMap::new();
@@ -185,15 +186,12 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     }
     let mut buffers = BTreeMap::new();
     for s in 0..olds[0].found.buffers.len() {
-        let mut shares: Vec<Vec<Value>> = vec![Vec::new(); new_world as usize];
         // Moved, not copied: the old ranks' items are needed only here.
+        let path = olds[0].found.buffers[s].path.clone();
         let items = olds
             .iter_mut()
             .flat_map(|o| std::mem::take(&mut o.found.buffers[s].items));
-        for (j, item) in items.enumerate() {
-            shares[j % new_world as usize].push(item);
-        }
-        buffers.insert(olds[0].found.buffers[s].path.clone(), shares);
+        buffers.insert(path, items.collect());
     }
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
@@ -220,13 +218,13 @@ fn rebuild(
 ) -> Result<State> {
     let mut out = template.clone();
     if *desc.resume() == Resume::Redistributable {
-        let plan = &dealt.plans[template.path()][rank as usize];
+        let plan = dealt.plans[template.path()].plan(rank, world);
         out.insert("num_yielded", 0u64)?;
         // Started: a rank with nothing left moves on to the next epoch.
         out.insert("started", true)?;
         out.insert("rank", rank)?;
         out.insert("world_size", world)?;
-        out.insert("plan", plan)?;
+        out.insert("plan", &plan)?;
         return Ok(out);
     }
     for (key, child) in desc.children() {
@@ -243,7 +241,8 @@ fn rebuild(
         // A `try_map`'s count of the items it saw this pass.
         Resume::Drops if out.contains("num_seen") => out.insert("num_seen", 0u64)?,
         Resume::Buffers => {
-            out.insert("buffer", &dealt.buffers[template.path()][rank as usize])?;
+            let buffer = share(&dealt.buffers[template.path()], rank, world);
+            out.insert("buffer", buffer)?;
             // The same seed, on a stream of this new rank's own.
             let epoch: u64 = template.get("epoch")?;
             let mut rng = template.child("rng")?;
@@ -364,11 +363,18 @@ pub fn check(pipeline: &Description) -> Result<()> {
 /// [`Error::InvalidArgument`] (naming what is wrong, never a fallback) for:
 /// `new_world_size` 0; no states; a rank missing or given twice; states from
 /// jobs of different sizes, other pipelines or different epochs (or from
-/// different runs: plans that do not fit together); and a pipeline with a
+/// different runs: plans that do not fit together); a pipeline with a
 /// node whose position is not a function of global indices (the error names
-/// it and its path). A state that does not parse as a loader state is an
-/// [`Error::BadState`] at its path.
+/// it and its path); and a `new_world_size` above 2^20 (one state per new
+/// rank: use [`reshard_rank`] on each rank). A state that does not parse as
+/// a loader state is an [`Error::BadState`] at its path.
 pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
+    // It holds every new rank's state; `reshard_rank` writes one of any world.
+    if new_world_size > 1 << 20 {
+        return Err(invalid(format!(
+            "new_world_size {new_world_size} is more than the 2^20 states `reshard` writes at once: call `reshard_rank` on each new rank"
+        )));
+    }
     let (olds, dealt) = prepare(old_states, new_world_size)?;
     (0..new_world_size)
         .map(|m| state_for(&olds, &dealt, m, new_world_size))
@@ -376,10 +382,12 @@ pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> 
 }
 
 /// The state of one new rank: `reshard(old_states, new_world_size)[rank]`,
-/// for a rank that combines the old states itself.
+/// for a rank that combines the old states itself. Its cost does not grow
+/// with `new_world_size`, which may be any number of ranks.
 ///
 /// # Errors
-/// As [`reshard`], and [`Error::InvalidArgument`] if `rank >= new_world_size`.
+/// As [`reshard`] (but for the 2^20 ranks), and [`Error::InvalidArgument`]
+/// if `rank >= new_world_size` or the new ranks' positions would pass 2^64.
 pub fn reshard_rank(old_states: &[State], rank: u64, new_world_size: u64) -> Result<State> {
     crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
     let (olds, dealt) = prepare(old_states, new_world_size)?;

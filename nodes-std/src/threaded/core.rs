@@ -508,6 +508,17 @@ where
         }
         let snapshot = threaded.then(|| replay.get_state()).transpose()?;
         if let Some(saved) = saved {
+            // Where the source's end is known, an item delivered ahead past
+            // it is refused now rather than when the pass gets there.
+            let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
+            let end = saved.resume.saturating_add(left);
+            if let Some(i) = saved.ahead.iter().position(|&index| index >= end) {
+                let (path, item) = (format!("{}/{i}", saved.ahead_path), saved.ahead[i]);
+                let why = format!(
+                    "the state says item {item} was delivered, but the source ends before item {end}: the state does not belong to this source"
+                );
+                return Err(Error::bad_state(path, why));
+            }
             puller.next_index = saved.resume;
             puller.skip = saved.ahead.iter().copied().collect();
             puller.skip_path.clone_from(&saved.ahead_path);

@@ -279,6 +279,9 @@ impl ParallelOptions {
 /// Since `m` travels with the state, the restoring node also refuses a
 /// count beyond a limit of its own that no state can raise: 16 times its
 /// `snapshot_frequency` (at least 65,536) plus its `max_concurrent`.
+/// An offset that names an item past the source's end is refused when the
+/// state is offered if the source knows its end (the upper bound of its
+/// size hint after the replay), else as a bad state when the pass gets there.
 /// Once the consumer has received the end of the pass, the snapshot is the
 /// source's state past its end, so that the next pass after a restore starts
 /// exactly as it would have without one.

@@ -508,3 +508,50 @@ fn counts_items_names_the_key_that_counts_items() {
         None
     );
 }
+
+/// Numbers its items through the whole run in `count`, a field that changes
+/// as the node runs but is wrongly marked `config` (neither saved nor
+/// reset), and saves the last number in `last`: every epoch's items are
+/// right, but epoch 1 after a full epoch 0 is not epoch 1 of a fresh node.
+#[derive(Node)]
+#[node(size_hint = "child")]
+struct RunNumbered<S> {
+    #[node(child)]
+    source: S,
+    #[node(config)]
+    count: u64,
+    #[node(state)]
+    last: u64,
+}
+
+impl<S: Node> Node for RunNumbered<S> {
+    type Item = S::Item;
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
+        let item = self.source.next(cx)?;
+        if item.is_some() {
+            self.count += 1;
+            self.last = self.count;
+        }
+        Ok(item)
+    }
+}
+
+#[test]
+fn a_mutable_field_marked_config_fails_the_save_load_check_naming_the_state_it_leaks_into() {
+    let build = || RunNumbered {
+        source: IterableWrapper::new(0..5u32),
+        count: 0,
+        last: 0,
+    };
+    for midpoint in [0, 2, 5] {
+        let err = testing::check_save_load(build, midpoint).unwrap_err();
+        assert!(
+            err.contains("the state at the end of epoch 1 differs at /root/last: 10 after a full epoch 0, 5 in a fresh loader"),
+            "{err}"
+        );
+        assert!(
+            err.contains("a `#[node(config)]` field is neither"),
+            "{err}"
+        );
+    }
+}

@@ -674,6 +674,47 @@ fn one_rank_combines_the_old_states_itself() {
     assert!(err.contains("rank 3 is not below world_size 3"), "{err}");
 }
 
+/// A new world size too large for one state per rank is refused by
+/// `reshard` (it aborted on `capacity overflow`); `reshard_rank` writes one
+/// rank's state of 2^40 ranks at no cost per rank, and the ranks that get
+/// anything read the rest of the epoch exactly once between them.
+#[test]
+fn a_huge_new_world_is_refused_by_reshard_and_dealt_one_rank_at_a_time() {
+    for job in [
+        plain(30),
+        Job {
+            kind: Kind::ShuffleOverFilter { buffer: 4 },
+            ..plain(30)
+        },
+    ] {
+        let mut cut = Vec::new();
+        let states = generation(&job, 4, None, 0, &[1, 3, 0, 2], &mut cut);
+        for m in [u64::MAX, 1 << 40, (1 << 20) + 1] {
+            let err = elastic::reshard(&states, m).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+            assert!(err.to_string().contains("call `reshard_rank`"), "{err}");
+        }
+        let err = elastic::reshard_rank(&states, 0, u64::MAX).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+        assert!(err.to_string().contains("too many"), "{err}");
+        let huge = 1u64 << 40;
+        // Past the first 60 ranks (more than the positions left, holes
+        // included), a rank's share is empty.
+        for rank in (0..60).chain([huge - 1]) {
+            let state = elastic::reshard_rank(&states, rank, huge).unwrap();
+            let mut loader = Loader::new(job.build(rank, huge).unwrap());
+            loader.load_state_dict(&stored(&state)).unwrap();
+            let epoch = loader.epoch();
+            // A rank with nothing left of the cut epoch is at the next one.
+            if epoch.index() == 0 {
+                cut.extend(epoch.flat_map(|batch| batch.unwrap()));
+            }
+        }
+        cut.sort_unstable();
+        assert_eq!(cut, job.epoch_items(), "{job:?}");
+    }
+}
+
 /// The mixes of the new ranks draw from new streams: the same (seed, epoch,
 /// rank, world size) as a fresh epoch of that rank, at its start.
 #[test]

@@ -193,28 +193,97 @@ fn the_bound_travels_with_the_state_across_option_changes() {
     }
 }
 
-/// A `delivered_ahead` that names an item past the end of a finite source
-/// is refused: beyond the bound at load, with its path; within it (only the
-/// source can tell) as a bad state at that path when the pass gets there, in
-/// order and out of order, never a panic or "worker threads exited".
+/// `0..6` from a source that does not know its end until it gets there.
+fn six_of_unknown_length() -> impl Node<Item = u64> {
+    IterableWrapper::from_fn(|| (0u64..).take_while(|&x| x < 6))
+}
+
+/// A loader state of `node` after its first item, with its
+/// `snapshot_index`, `steps_since_snapshot` and `max_offset`.
+fn after_one_item(node: impl Node<Item = u64>) -> (Value, [u64; 3]) {
+    let mut loader = Loader::new(node);
+    let mut epoch = loader.epoch();
+    epoch.next().unwrap().unwrap();
+    let real = epoch.state_dict().unwrap().into_value();
+    let field = |key: &str| real["root"][key].as_u64().unwrap();
+    let numbers = ["snapshot_index", "steps_since_snapshot", "max_offset"].map(field);
+    (real, numbers)
+}
+
+/// Where the source knows its end in advance (an exact size hint, or an
+/// upper bound), a `delivered_ahead` naming an item past it is refused at
+/// load, at its path, in order, out of order and inline: it used to be
+/// accepted and refused only once the pass got there.
+#[test]
+fn a_delivered_ahead_past_a_known_end_is_refused_at_load() {
+    let sources: [(&str, Build); 2] = [
+        ("exact", || IterableWrapper::new(0..6u64).boxed()),
+        ("bounded", || {
+            IterableWrapper::new(0..6u64).filter(|_| true).boxed()
+        }),
+    ];
+    for (name, source) in sources {
+        for (workers, in_order) in [(2, true), (2, false), (0, true)] {
+            let options = ParallelOptions::new(workers)
+                .in_order(in_order)
+                .max_concurrent(8);
+            let build = move || source().par_map(Ok, options).unwrap();
+            let (real, [base, steps, bound]) = after_one_item(build());
+            let what = format!("{name}, {workers} workers, in_order {in_order}");
+            // Item 5 (the last) delivered ahead loads; 6 and beyond do not.
+            for (offset, loads) in [(5 - base, true), (6 - base, false), (bound, false)] {
+                if offset <= steps || offset > bound {
+                    continue;
+                }
+                let mut value = real.clone();
+                value["root"]["delivered_ahead"] = json!([offset]);
+                let state = State::from_value(value).unwrap();
+                let mut loader = Loader::new(build()).verify_checksum(false);
+                let (loaded, mut items) = with_watchdog(LIMIT, move || {
+                    let loaded = loader.load_state_dict(&state);
+                    (
+                        loaded,
+                        loader.epoch().collect::<Result<Vec<u64>>>().unwrap(),
+                    )
+                })
+                .unwrap_or_else(|e| panic!("{what}, offset {offset}: {e}"));
+                items.sort_unstable();
+                match loaded {
+                    Ok(()) => assert!(loads, "{what}: offset {offset} accepted"),
+                    Err(e) => {
+                        assert!(!loads, "{what}: offset {offset}: {e}");
+                        assert!(e.is_bad_state(), "{what}: {e}");
+                        assert_eq!(e.state_path(), Some("/root/delivered_ahead/0"), "{what}");
+                        assert!(
+                            e.to_string().contains("but the source ends before item 6"),
+                            "{e}"
+                        );
+                        // Refused, the loader carries on from its start.
+                        assert_eq!(items, (0..6).collect::<Vec<_>>(), "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A `delivered_ahead` that names an item past the end of a source that
+/// does not know its end is refused: beyond the bound at load, with its
+/// path; within it (only the source can tell) as a bad state at that path
+/// when the pass gets there, in order and out of order, never a panic or
+/// "worker threads exited".
 #[test]
 fn a_delivered_ahead_past_the_source_end_is_a_bad_state_at_its_path() {
     for in_order in [true, false] {
         let build = move || {
-            IterableWrapper::new(0..6u64)
+            six_of_unknown_length()
                 .par_map(
                     Ok,
                     ParallelOptions::new(2).in_order(in_order).max_concurrent(8),
                 )
                 .unwrap()
         };
-        let mut loader = Loader::new(build());
-        let mut epoch = loader.epoch();
-        epoch.next().unwrap().unwrap();
-        let real = epoch.state_dict().unwrap().into_value();
-        let base = real["root"]["snapshot_index"].as_u64().unwrap();
-        let steps = real["root"]["steps_since_snapshot"].as_u64().unwrap();
-        let bound = real["root"]["max_offset"].as_u64().unwrap();
+        let (real, [base, steps, bound]) = after_one_item(build());
         let (mut at_load, mut in_pass) = (0, 0);
         for offset in (6 - base).max(steps + 1)..bound + 3 {
             let mut value = real.clone();
@@ -267,7 +336,7 @@ fn a_delivered_ahead_past_the_source_end_is_a_bad_state_at_its_path() {
 #[test]
 fn an_early_error_at_an_index_the_state_counts_as_delivered_is_still_delivered() {
     let build = || {
-        IterableWrapper::new(0..6u64)
+        six_of_unknown_length()
             .par_map(
                 |x| {
                     if x == 1 {

@@ -183,3 +183,38 @@ fn an_unsound_hint_is_reported() {
     let err = check_walk(&walk, "made up").expect_err("2 items left, upper bound 1");
     assert!(err.contains("after 0 of 2 items"), "{err}");
 }
+
+/// `#[node(size_hint)]` needs nothing beyond the prelude: the `SizeHint`
+/// it asks for is in it.
+mod with_the_prelude_only {
+    use nodes_std::prelude::*;
+
+    /// Its source's items, of which it promises at most ten.
+    #[derive(Node)]
+    #[node(size_hint)]
+    struct AtMostTen<S> {
+        #[node(child)]
+        source: S,
+    }
+
+    impl<S: Node> Node for AtMostTen<S> {
+        type Item = S::Item;
+        fn next(&mut self, cx: &mut Cx) -> Result<Option<S::Item>> {
+            self.source.next(cx)
+        }
+    }
+
+    impl<S: Node> SizeHint for AtMostTen<S> {
+        fn size_hint(&self) -> Hint {
+            Hint::exact(10).at_most()
+        }
+    }
+
+    #[test]
+    fn a_node_with_its_own_size_hint_needs_only_the_prelude() {
+        let node = AtMostTen {
+            source: IterableWrapper::new(0..7u32),
+        };
+        assert_eq!(node.start().unwrap().size_hint(), (0, Some(10)));
+    }
+}
