@@ -1,6 +1,7 @@
 //! [`Files`]: a source of file paths from a directory, a glob pattern or a
 //! list, in a fixed order, with a digest of the list in its state.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -114,6 +115,27 @@ struct ListSummary {
     digest: String,
 }
 
+/// The file of a listing that a [`Files`] node yielded or restored last:
+/// its index in the list, its name relative to the base, and its path.
+pub(crate) type Listed = (u64, String, PathBuf);
+
+thread_local! {
+    /// Armed (`Some`) while a reader calls into its source in this thread:
+    /// the file a `Files` node below it yielded or restored last. Any node
+    /// may stand between them (a shard, a map), and none carries a
+    /// listing: the `Files` node tells the reader waiting on it.
+    static LISTED: RefCell<Option<Option<Listed>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, a reader's call into its source, and returns its result with
+/// the file of a listing a [`Files`] node yielded or restored in it, if
+/// any (none from a `Files` node that runs in another thread).
+pub(crate) fn listed<T>(f: impl FnOnce() -> T) -> (T, Option<Listed>) {
+    let outer = LISTED.replace(Some(None));
+    let out = f();
+    (out, LISTED.replace(outer).flatten())
+}
+
 impl fmt::Debug for Files {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Files")
@@ -213,6 +235,14 @@ impl Files {
     /// The current epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// Tells a reader waiting on this node (see [`listed`]) that the file
+    /// at list `index` is the current one.
+    fn publish(&self, index: usize) {
+        let name = &self.names[index];
+        let listed = || (index as u64, name.clone(), self.base.join(name));
+        LISTED.with_borrow_mut(|slot| slot.as_mut().map(|slot| *slot = Some(listed())));
     }
 
     /// The epoch a `reset(None)` moves to (used by the derived reset).
@@ -315,6 +345,7 @@ impl Node for Files {
             self.near
                 .extend(before.into_iter().chain(self.names.get(index + 1)).cloned());
             self.num_yielded += 1;
+            self.publish(index);
             let path = self.base.join(&name);
             self.path = Some(name);
             Ok(Some(path))
@@ -344,10 +375,10 @@ impl Validate for Files {
             ));
         }
         let epoch: u64 = state.get("epoch")?;
-        let expected = match num_yielded {
-            0 => None,
-            n => Some(&*self.names[Self::index_at(self.permutation(epoch).as_ref(), n - 1)]),
-        };
+        let index = num_yielded
+            .checked_sub(1)
+            .map(|n| Self::index_at(self.permutation(epoch).as_ref(), n));
+        let expected = index.map(|i| &*self.names[i]);
         if path.as_deref() != expected {
             return Err(Error::bad_state(
                 state.path_of("path"),
@@ -355,6 +386,9 @@ impl Validate for Files {
                     "Files: the state's last file is {path:?}, but file {num_yielded} of epoch {epoch} is {expected:?}"
                 ),
             ));
+        }
+        if let Some(index) = index {
+            self.publish(index);
         }
         Ok(())
     }

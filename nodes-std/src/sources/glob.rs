@@ -116,19 +116,30 @@ pub(crate) fn in_dir(dir: &Path) -> Result<Listing, String> {
     walk_from(dir.to_path_buf(), &every_name, empty)
 }
 
-/// The paths of a list, in the order given (a listing without a base).
+/// The paths of a list, in the order given, relative to their common
+/// parent (so that the list of a moved dataset has the same names).
 pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> Result<Listing, String> {
+    let paths: Vec<PathBuf> = paths.collect();
+    let base: PathBuf = paths
+        .iter()
+        .map(|p| p.parent().unwrap_or(Path::new("")).to_path_buf())
+        .reduce(|a, b| {
+            a.components()
+                .zip(b.components())
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| a)
+                .collect()
+        })
+        .ok_or("the list of files is empty")?;
     let names = paths
+        .iter()
         .map(|p| {
-            p.into_os_string()
-                .into_string()
-                .map_err(|p| format!("the path {p:?} is not UTF-8: a state stores paths as text"))
+            let name = p.strip_prefix(&base).unwrap_or(p);
+            name.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("the path {p:?} is not UTF-8: a state stores paths as text"))
         })
         .collect::<Result<Vec<String>, String>>()?;
-    if names.is_empty() {
-        return Err("the list of files is empty".to_owned());
-    }
-    let base = PathBuf::new();
     Ok(Listing { base, names })
 }
 

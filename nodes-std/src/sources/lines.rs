@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{OFFSET, PATH, Reopen, can_reopen_at, open_at};
+use crate::sources::files::listed;
+use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Tail, can_reopen_at, open_at};
 use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
 
 /// The longest line read by default: 16 MiB.
@@ -82,6 +83,8 @@ trait Decode {
 /// The state keys.
 const SOURCE: &str = "source";
 const LINE: &str = "line";
+const FILE: &str = "file";
+const IDENTITY: &str = "identity";
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
@@ -90,9 +93,12 @@ struct LineReader<S, D> {
     name: &'static str,
     source: S,
     /// The file being read.
-    open: Option<Box<dyn BufRead + Send>>,
-    /// Its path, as the state saves it.
-    path: Option<String>,
+    open: Option<Tail>,
+    /// Its path.
+    path: Option<PathBuf>,
+    /// Its index and name in its source's listing, if it is of one: the
+    /// state saves these rather than the path.
+    listed: Option<(u64, String)>,
     /// Bytes of the current (decompressed) file consumed.
     offset: u64,
     /// Lines of the current file consumed.
@@ -153,13 +159,23 @@ fn record_error(name: &'static str, path: &Path, line: Option<u64>, message: Str
     )
 }
 
-/// Why the file of `state` (at `text`) cannot be reopened, as the state
-/// error that names the key at fault.
-fn resume_error(state: &State, name: &str, text: &str, Reopen(key, message): Reopen) -> Error {
+/// Why the file of `state` cannot be resumed in, as the state error that
+/// names the key at fault.
+fn resume_error(state: &State, name: &str, file: &Path, Reopen(key, message): Reopen) -> Error {
     Error::bad_state(
         state.path_of(key),
-        format!("{name} cannot resume in `{text}`: {message}"),
+        format!("{name} cannot resume in `{}`: {message}", file.display()),
     )
+}
+
+/// A reader's own fields of a state (see [`ReadLines`]' `# State`).
+struct Saved {
+    source: State,
+    file: Option<u64>,
+    path: Option<String>,
+    offset: u64,
+    line: u64,
+    identity: Option<Identity>,
 }
 
 impl<S, D> LineReader<S, D> {
@@ -169,6 +185,7 @@ impl<S, D> LineReader<S, D> {
             source,
             open: None,
             path: None,
+            listed: None,
             offset: 0,
             line: 0,
             budget: ErrorBudget::new(ErrorPolicy::Deliver),
@@ -195,7 +212,7 @@ impl<S, D> LineReader<S, D> {
 
     /// A bad record at `line` of the current file.
     fn bad_line(&self, line: u64, message: String) -> Error {
-        let path = Path::new(self.path.as_deref().unwrap_or_default());
+        let path = self.path.as_deref().unwrap_or(Path::new(""));
         record_error(self.name, path, Some(line), message)
     }
 
@@ -204,6 +221,7 @@ impl<S, D> LineReader<S, D> {
     fn close(&mut self) {
         self.open = None;
         self.path = None;
+        self.listed = None;
         self.offset = 0;
         self.line = 0;
     }
@@ -220,7 +238,7 @@ where
         let name = self.name;
         loop {
             if let Some(reader) = &mut self.open {
-                match read_line(&mut **reader, &mut self.buf, self.max_line_bytes) {
+                match read_line(reader, &mut self.buf, self.max_line_bytes) {
                     Ok(Some((n, fits))) => {
                         // Saturating: a restored state may hold any count.
                         self.offset = self.offset.saturating_add(n);
@@ -235,7 +253,7 @@ where
                     #[cfg(feature = "zstd")]
                     Err(e) if super::zstd::is_damaged(&e) => {
                         let path = self.path.take().unwrap_or_default();
-                        let err = Error::user(name, None, format!("{path}: {e}"));
+                        let err = Error::user(name, None, format!("{}: {e}", path.display()));
                         self.close();
                         self.unskippable = true;
                         return Err(err);
@@ -249,19 +267,23 @@ where
                     }
                 }
             }
-            let Some(item) = self.source.next(cx)? else {
+            let (item, listing) = listed(|| self.source.next(cx));
+            let Some(item) = item? else {
                 return Ok(None);
             };
             let path = item.as_ref();
-            let Some(text) = path.to_str() else {
+            if path.to_str().is_none() {
                 let message = "the path is not UTF-8 (a state stores paths as text)";
                 return Err(record_error(name, path, None, message.to_owned()));
-            };
+            }
             let reader = open_at(path, 0)
                 .map_err(|Reopen(_, message)| record_error(name, path, None, message))?;
             // No file was open, so `offset` and `line` are 0 (see `close`).
             self.open = Some(reader);
-            self.path = Some(text.to_owned());
+            self.path = Some(path.to_owned());
+            // A node between may have changed the listing's path: then it
+            // is saved as given.
+            self.listed = listing.and_then(|(i, name, file)| (file == path).then_some((i, name)));
         }
     }
 
@@ -292,42 +314,112 @@ where
 }
 
 impl<S: Node, D> LineReader<S, D> {
-    /// The reader's own fields of `state`, checked: the source's state, the
-    /// file, the offset and the line.
-    fn checked_fields(&self, state: &State) -> Result<(State, Option<String>, u64, u64)> {
+    /// The reader's own fields of `state`, checked.
+    fn checked_fields(&self, state: &State) -> Result<Saved> {
         let name = self.name;
-        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, ERRORS])?;
-        let source = state.child(SOURCE)?;
-        let path: Option<String> = state.get(PATH)?;
-        let offset: u64 = state.get(OFFSET)?;
-        let line: u64 = state.get(LINE)?;
-        match &path {
+        if !state.contains(IDENTITY) {
+            return Err(Error::bad_state(
+                state.path_of(IDENTITY),
+                format!(
+                    "{name}: the state has no file identity: it predates identity checks, without which a changed file would resume silently; start a new run"
+                ),
+            ));
+        }
+        state.expect_keys(name, &[SOURCE, FILE, PATH, OFFSET, LINE, IDENTITY, ERRORS])?;
+        let saved = Saved {
+            source: state.child(SOURCE)?,
+            file: state.get(FILE)?,
+            path: state.get(PATH)?,
+            offset: state.get(OFFSET)?,
+            line: state.get(LINE)?,
+            identity: state.get(IDENTITY)?,
+        };
+        let (offset, line) = (saved.offset, saved.line);
+        match &saved.path {
             // Which of the fields is wrong cannot be told: name the node's
             // state, which holds them all.
-            None if offset != 0 || line != 0 => Err(Error::bad_state(
-                state.path().to_owned(),
-                format!(
-                    "{name}: an offset ({offset}) or line ({line}) without a file (`{PATH}` is null)"
-                ),
-            )),
+            None if offset != 0
+                || line != 0
+                || saved.file.is_some()
+                || saved.identity.is_some() =>
+            {
+                Err(Error::bad_state(
+                    state.path().to_owned(),
+                    format!(
+                        "{name}: an offset ({offset}), line ({line}), file index or identity without a file (`{PATH}` is null)"
+                    ),
+                ))
+            }
             Some(_) if line > offset => Err(Error::bad_state(
                 state.path_of(LINE),
                 format!("{name}: {line} lines cannot fit in the {offset} bytes before the offset"),
             )),
-            _ => Ok((source, path, offset, line)),
+            _ => Ok(saved),
         }
+    }
+
+    /// Checks `state`'s fields and its source's state, and finds the file
+    /// to resume in: the file the source's listing has at the saved index,
+    /// with the saved name; or the saved path, if it was not of a listing.
+    fn resume_in(&self, state: &State) -> Result<(Saved, Option<PathBuf>)> {
+        let saved = self.checked_fields(state)?;
+        let (checked, now) = listed(|| self.source.check_state(&saved.source));
+        checked?;
+        let file = match (&saved.path, saved.file, now) {
+            (None, _, _) => None,
+            (Some(path), None, _) => Some(PathBuf::from(path)),
+            (Some(path), Some(index), Some((i, name, file))) if i == index && name == *path => {
+                Some(file)
+            }
+            (Some(path), Some(index), now) => {
+                // The same index with another name: the path is at fault.
+                let key = if now.as_ref().is_some_and(|n| n.0 == index) {
+                    PATH
+                } else {
+                    FILE
+                };
+                let now = now.map_or("no file of a listing".into(), |(i, name, _)| {
+                    format!("file {i}, `{name}`")
+                });
+                let message = format!(
+                    "it is file {index} of its source's listing, but the source's state is at {now}: the two do not belong together"
+                );
+                return Err(resume_error(
+                    state,
+                    self.name,
+                    Path::new(path),
+                    Reopen(key, message),
+                ));
+            }
+        };
+        Ok((saved, file))
     }
 
     /// Checks `state` without applying it: the file is opened only then,
     /// but it must be there, and long enough for a plain file's offset.
     fn check_state(&self, state: &State) -> Result<()> {
-        let (source, path, offset, _) = self.checked_fields(state)?;
-        if let Some(text) = &path {
-            can_reopen_at(Path::new(text), offset)
-                .map_err(|why| resume_error(state, self.name, text, why))?;
+        let (saved, file) = self.resume_in(state)?;
+        if let Some(file) = &file {
+            can_reopen_at(file, saved.offset)
+                .map_err(|why| resume_error(state, self.name, file, why))?;
         }
-        self.budget.load(state)?;
-        self.source.check_state(&source)
+        self.budget.load(state).map(drop)
+    }
+
+    /// Reopens `file` at the saved offset, if it is still the file the
+    /// state was taken in.
+    fn reopen(&self, state: &State, file: &Path, saved: &Saved) -> Result<Tail> {
+        let reopen_error = |why| resume_error(state, self.name, file, why);
+        let reader = open_at(file, saved.offset).map_err(reopen_error)?;
+        let now = reader.identity();
+        if saved.identity.as_ref() == Some(&now) {
+            return Ok(reader);
+        }
+        let message = format!(
+            "the file changed since the state was saved: at offset {} it is {now:?}, the state has {:?}; resuming would deliver other data: restore over the files the state was taken over, or start a new run",
+            saved.offset, saved.identity
+        );
+        Err(reopen_error(Reopen(IDENTITY, message)))
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
@@ -339,18 +431,18 @@ impl<S: Node, D> LineReader<S, D> {
             return Ok(());
         };
         // Check everything (the file included) before applying anything.
-        let (source, path, offset, line) = self.checked_fields(state)?;
+        let (saved, file) = self.resume_in(state)?;
         let counts = self.budget.load(state)?;
-        let reopen = |text: &str| {
-            open_at(Path::new(text), offset)
-                .map_err(|why| resume_error(state, self.name, text, why))
-        };
-        let open = path.as_deref().map(reopen).transpose()?;
-        self.source.reset(Some(&source))?;
+        let open = file
+            .as_deref()
+            .map(|file| self.reopen(state, file, &saved))
+            .transpose()?;
+        self.source.reset(Some(&saved.source))?;
         self.open = open;
-        self.path = path;
-        self.offset = offset;
-        self.line = line;
+        self.path = file;
+        self.listed = saved.file.zip(saved.path);
+        self.offset = saved.offset;
+        self.line = saved.line;
         self.budget.restore(counts);
         self.flag.mark();
         Ok(())
@@ -360,9 +452,15 @@ impl<S: Node, D> LineReader<S, D> {
         self.flag.check(self.name)?;
         let mut out = State::new();
         out.insert_child(SOURCE, self.source.get_state(cx)?);
-        out.insert(PATH, &self.path)?;
+        let (file, path) = match &self.listed {
+            Some((index, name)) => (Some(*index), Some(name.as_str())),
+            None => (None, self.path.as_deref().and_then(Path::to_str)),
+        };
+        out.insert(FILE, file)?;
+        out.insert(PATH, path)?;
         out.insert(OFFSET, self.offset)?;
         out.insert(LINE, self.line)?;
+        out.insert(IDENTITY, self.open.as_ref().map(Tail::identity))?;
         self.budget.save(&mut out)?;
         Ok(out)
     }

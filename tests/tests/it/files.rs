@@ -112,9 +112,11 @@ fn restore_starts_at_the_saved_byte_offset() -> Result<()> {
     let state = running.get_state()?;
     assert_eq!(state.get::<u64>("offset")?, 6);
     assert_eq!(state.get::<u64>("line")?, 1);
-    // A hand-made state at byte 13 (the start of "third") with a line count
-    // that does not match: the restore seeks, it does not count lines.
-    let state = state.with("offset", 13u64)?.with("line", 7u64)?;
+    running.next().transpose()?;
+    // At byte 13 (the start of "third"), with a line count that does not
+    // match: the restore seeks, it does not count lines.
+    let state = running.get_state()?.with("line", 7u64)?;
+    assert_eq!(state.get::<u64>("offset")?, 13);
     let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
     assert_eq!(rest, ["third"]);
     Ok(())
@@ -387,7 +389,7 @@ fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
     drop(epoch);
     let missing = dir.path().join("missing.txt");
     for (key, value, message) in [
-        ("path", serde_json::json!(missing), "cannot open"),
+        ("path", serde_json::json!(missing), "do not belong together"),
         (
             "offset",
             serde_json::json!(1000),
@@ -692,5 +694,172 @@ fn compressed_files_without_their_feature_are_errors_naming_it() -> Result<()> {
             m
         });
     assert_eq!(by_value.get(&true), Some(&1));
+    Ok(())
+}
+
+/// Restores `state` into `read_lines` over `files`, expecting a bad state
+/// at `key` whose message has each of `words`.
+fn refused(files: Files, state: &State, key: &str, words: &[&str]) {
+    let err = files.read_lines().start_from(state).unwrap_err();
+    assert!(err.is_bad_state(), "{err}");
+    assert_eq!(err.state_path(), Some(key), "{err}");
+    for word in words {
+        assert!(err.to_string().contains(word), "{word}: {err}");
+    }
+}
+
+/// Issue 35, item 1 (a): a file rewritten with other content of the same
+/// length is refused, rather than resumed mid-line.
+#[test]
+fn a_file_rewritten_under_a_state_is_refused() -> Result<()> {
+    let dir = TempDir::new("files-rewritten");
+    let a = dir.write("a.txt", "alpha\nbeta\ngamma\n");
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    assert_eq!(running.next().transpose()?.as_deref(), Some("alpha"));
+    let state = running.get_state()?;
+    dir.write("a.txt", "0123456789\nabcde\n");
+    let words = ["a.txt", "changed since the state was saved", "at offset 6"];
+    refused(Files::list([&a])?, &state, "/identity", &words);
+    Ok(())
+}
+
+/// Issue 35, item 1 (b): a last line without an end, read, then appended
+/// to: its tail is not delivered as a line of its own.
+#[test]
+fn a_file_appended_to_under_a_state_is_refused() -> Result<()> {
+    let dir = TempDir::new("files-appended");
+    let a = dir.write("a.txt", "alpha\nbeta");
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    running.next().transpose()?;
+    assert_eq!(running.next().transpose()?.as_deref(), Some("beta"));
+    let state = running.get_state()?;
+    assert_eq!(state.value("identity")?["line_start"], false);
+    dir.write("a.txt", "alpha\nbetaX\nnext\n");
+    let words = ["a.txt", "size: 17", "size: 10"];
+    refused(Files::list([&a])?, &state, "/identity", &words);
+    // Unchanged, the same state resumes after the last line.
+    dir.write("a.txt", "alpha\nbeta");
+    let rest: Vec<String> = Files::list([&a])?
+        .read_lines()
+        .start_from(&state)?
+        .collect::<Result<_>>()?;
+    assert!(rest.is_empty(), "{rest:?}");
+    Ok(())
+}
+
+/// The identity covers the 4 KiB before the offset, also when the offset
+/// is further into the file: a change there is refused, one before it is
+/// not seen (restore stays O(1) in the file).
+#[test]
+fn the_identity_covers_the_bytes_before_the_offset() -> Result<()> {
+    let dir = TempDir::new("files-identity-window");
+    let text: String = (0..2000).map(|i| format!("line {i:05}\n")).collect();
+    let a = dir.write("a.txt", &text);
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    for _ in 0..1000 {
+        running.next().transpose()?;
+    }
+    let state = running.get_state()?;
+    let near = text.replacen("line 00999", "line 0099X", 1);
+    dir.write("a.txt", near);
+    refused(
+        Files::list([&a])?,
+        &state,
+        "/identity",
+        &["at offset 11000"],
+    );
+    let far = text.replacen("line 00001", "line 0000X", 1);
+    dir.write("a.txt", far);
+    let rest = Files::list([&a])?.read_lines().start_from(&state)?;
+    assert_eq!(rest.count(), 1000);
+    Ok(())
+}
+
+#[test]
+fn a_reader_state_without_identity_is_refused_as_older() -> Result<()> {
+    let dir = TempDir::new("files-no-identity");
+    let a = dir.write("a.txt", "1\n2\n");
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    running.next().transpose()?;
+    let mut state = running.get_state()?.to_value();
+    state.as_object_mut().unwrap().remove("identity");
+    let state = State::from_value(state)?;
+    refused(
+        Files::list([&a])?,
+        &state,
+        "/identity",
+        &["predates identity checks"],
+    );
+    Ok(())
+}
+
+/// Copies the files of `from` into a new directory `name`.
+fn copy_dir(from: &TempDir, name: &str) -> TempDir {
+    let to = TempDir::new(name);
+    for entry in std::fs::read_dir(from.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        to.write(&name, std::fs::read(entry.path()).unwrap());
+    }
+    to
+}
+
+/// Issue 35, item 2: a dataset copied to a new directory (and the old copy
+/// changed) resumes from the new one, over a directory, a glob and a list.
+#[test]
+fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
+    type Build = fn(&std::path::Path) -> Result<Files>;
+    let builds: [(&str, Build); 3] = [
+        ("in_dir", |d| Files::in_dir(d)),
+        ("glob", |d| Files::glob(&format!("{}/*.jsonl", d.display()))),
+        ("list", |d| {
+            Files::list(["a.jsonl", "c.jsonl", "d.jsonl"].map(|n| d.join(n)))
+        }),
+    ];
+    for (case, build) in builds {
+        let old = TempDir::new("files-moved-from");
+        corpus(&old);
+        let reader = |d: &std::path::Path| Ok(build(d)?.shuffle_files(3).read_jsonl::<Row>());
+        let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
+        let all = ids(&all);
+        for cut in 1..all.len() {
+            let mut running = reader(old.path())?.start()?;
+            for _ in 0..cut {
+                running.next().transpose()?;
+            }
+            let state = running.get_state()?;
+            let new = copy_dir(&old, "files-moved-to");
+            for name in ["a.jsonl", "c.jsonl", "d.jsonl"] {
+                old.write(
+                    name,
+                    "{\"id\": 99, \"text\": \"old\"}\n{\"id\": 98, \"text\": \"old\"}\n",
+                );
+            }
+            let rest: Vec<Result<Row>> = reader(new.path())?.start_from(&state)?.collect();
+            assert_eq!(ids(&rest), all[cut..], "{case}, cut {cut}");
+            corpus(&old);
+        }
+    }
+    Ok(())
+}
+
+/// A reader state whose file is not the one its source's state yielded
+/// (another index, another name) is refused at that field.
+#[test]
+fn a_reader_and_source_that_disagree_are_refused() -> Result<()> {
+    let dir = TempDir::new("files-disagree");
+    corpus(&dir);
+    let mut running = Files::in_dir(dir.path())?.read_lines().start()?;
+    running.next().transpose()?;
+    let state = running.get_state()?;
+    assert_eq!(
+        (state.get::<u64>("file")?, state.get::<String>("path")?),
+        (0, "a.jsonl".to_owned())
+    );
+    let files = || Files::in_dir(dir.path()).unwrap();
+    let words = ["file 2 of its source's listing", "file 0, `a.jsonl`"];
+    refused(files(), &state.clone().with("file", 2u64)?, "/file", &words);
+    let words = ["`c.jsonl`", "do not belong together"];
+    refused(files(), &state.with("path", "c.jsonl")?, "/path", &words);
     Ok(())
 }
