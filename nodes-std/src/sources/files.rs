@@ -32,7 +32,7 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// # State
 /// `epoch`, `num_yielded` (paths yielded this epoch), `started` (as
 /// [`SamplerWrapper`](crate::SamplerWrapper)'s), `path` (the last path
-/// yielded, relative to the directory, or `null`), `near` (the names next to
+/// yielded, relative to the listing's base, or `null`), `near` (the names next to
 /// it in the list, to name what changed around it if the list changed),
 /// and `files`:
 /// `{"count": number of files, "digest": "fnv1a64:..."}`, a 64-bit FNV-1a
@@ -74,7 +74,8 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 #[node(init, validate)]
 #[must_use = "nodes do nothing until started"]
 pub struct Files {
-    /// The directory the names are relative to (empty for a list).
+    /// The directory the names are relative to (for a list, the paths' common
+    /// parent, maybe empty).
     #[node(config)]
     base: PathBuf,
     /// The file names, in list order.
@@ -176,7 +177,9 @@ impl Files {
 
     /// The files of `paths`, in the order given (duplicates are kept: a file
     /// listed twice is read twice). Nothing is checked on disk here: a
-    /// missing file is an error where a reader opens it.
+    /// missing file is an error where a reader opens it. The base of the
+    /// listing is the paths' common parent: the state names files relative
+    /// to it, so the list of the same files moved elsewhere resumes.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if the list is empty or a path is not

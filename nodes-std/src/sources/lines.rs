@@ -335,21 +335,20 @@ impl<S: Node, D> LineReader<S, D> {
             identity: state.get(IDENTITY)?,
         };
         let (offset, line) = (saved.offset, saved.line);
+        let stray = offset != 0 || line != 0 || saved.file.is_some() || saved.identity.is_some();
         match &saved.path {
             // Which of the fields is wrong cannot be told: name the node's
             // state, which holds them all.
-            None if offset != 0
-                || line != 0
-                || saved.file.is_some()
-                || saved.identity.is_some() =>
-            {
-                Err(Error::bad_state(
-                    state.path().to_owned(),
-                    format!(
-                        "{name}: an offset ({offset}), line ({line}), file index or identity without a file (`{PATH}` is null)"
-                    ),
-                ))
-            }
+            None if stray => Err(Error::bad_state(
+                state.path().to_owned(),
+                format!(
+                    "{name}: an offset ({offset}), line ({line}), file index or identity without a file (`{PATH}` is null)"
+                ),
+            )),
+            Some(_) if saved.identity.is_none() => Err(Error::bad_state(
+                state.path_of(IDENTITY),
+                format!("{name}: a file without an identity (`{IDENTITY}` is null)"),
+            )),
             Some(_) if line > offset => Err(Error::bad_state(
                 state.path_of(LINE),
                 format!("{name}: {line} lines cannot fit in the {offset} bytes before the offset"),
@@ -381,15 +380,13 @@ impl<S: Node, D> LineReader<S, D> {
                 let now = now.map_or("no file of a listing".into(), |(i, name, _)| {
                     format!("file {i}, `{name}`")
                 });
-                let message = format!(
-                    "it is file {index} of its source's listing, but the source's state is at {now}: the two do not belong together"
+                let why = Reopen(
+                    key,
+                    format!(
+                        "it is file {index} of its source's listing, but the source's state is at {now}: the two do not belong together"
+                    ),
                 );
-                return Err(resume_error(
-                    state,
-                    self.name,
-                    Path::new(path),
-                    Reopen(key, message),
-                ));
+                return Err(resume_error(state, self.name, Path::new(path), why));
             }
         };
         Ok((saved, file))
@@ -609,24 +606,42 @@ macro_rules! reader_node {
 ///
 /// # State
 /// `source`: the source's state (it has yielded the current file);
-/// `path`: the file being read, or `null` between files; `offset`: the byte
-/// offset of the next line in it (in the decompressed content); `line`: the
-/// lines of it already read; `errors`: the error policy's counts (see
-/// [`TryMapper`](crate::TryMapper)).
+/// `file` and `path`: the file being read, or `null` between files: for a
+/// file of a [`Files`](crate::Files) listing, its index in the list and
+/// its name relative to the listing's base (the directory, the glob's
+/// fixed prefix, the list's common parent), never an absolute path; for a
+/// file from another source (or whose path a node between changed), `file`
+/// is `null` and `path` is the path as given. `offset`: the byte offset of
+/// the next line in it (in the decompressed content); `line`: the lines of
+/// it already read; `identity`: `{"size", "digest", "line_start"}`, the
+/// file's size on disk, an FNV-1a digest of the (at most 4 KiB of)
+/// decompressed bytes before `offset`, and whether `offset` is 0 or
+/// follows a `\n`; `errors`: the error policy's counts (see
+/// [`TryMapper`](crate::TryMapper)). The digest's bytes are kept as the
+/// file is read: taking a state reads no file.
 ///
 /// # Restoring
-/// Restore restores the source, reopens `path` and seeks to `offset`: O(1)
-/// in the file's length for a plain file. A compressed file cannot seek: it
-/// is decompressed from its start up to `offset` (the decompressed bytes are
-/// discarded), so the restore costs what decompressing that far costs: it
-/// grows with the offset: 0.16 s at the end of 105 MB of (very
-/// compressible) text in the `restore_in_gzip_file` bench, so expect
-/// seconds per GB of real text. The state is checked first: a file that no
-/// longer exists, or that is now shorter than `offset`, is a bad state at
-/// `path` or `offset` naming the file, and nothing is applied. The check
-/// reads the file's metadata, so a loader reports such a file at its field
-/// rather than as a checksum mismatch; a `path` of `null` with an offset or
-/// line is a bad state at the reader's own state.
+/// Restore restores the source and reopens the file the source's state has
+/// yielded: the listing's file at `file` (in the listing's current base: a
+/// dataset copied or moved elsewhere resumes from its new place), which
+/// must have the name `path`, else `path` itself. It then seeks to the 4
+/// KiB before `offset` and reads them: O(1) in the file's length for a
+/// plain file. A compressed file cannot seek: it is decompressed from its
+/// start up to `offset` (the decompressed bytes are discarded), so the
+/// restore costs what decompressing that far costs: it grows with the
+/// offset: 0.16 s at the end of 105 MB of (very compressible) text in the
+/// `restore_in_gzip_file` bench, so expect seconds per GB of real text.
+/// Nothing is applied unless all is well: a state whose `file` or `path`
+/// is not the file its source's state yielded, a file that no longer
+/// exists or is now shorter than `offset`, and a file whose identity at
+/// `offset` differs (rewritten, appended to, truncated: for a compressed
+/// file, the size is the compressed file's and the digest is of the
+/// decompressed bytes) is a bad state at that key naming the file. The
+/// state check reads the file's metadata only, so a loader reports a
+/// missing or short file at its field rather than as a checksum mismatch;
+/// a `path` of `null` with an offset, line, `file` or identity is a bad
+/// state at the reader's own state, and a state without `identity` (saved
+/// before identity checks) is refused.
 ///
 /// # Errors
 /// A bad record is an [`Error::User`] whose source is a [`RecordError`]
@@ -651,7 +666,7 @@ macro_rules! reader_node {
 /// let build = || Files::in_dir(&dir).map(|files| files.read_lines());
 /// let mut running = build()?.start()?;
 /// assert_eq!(running.next().transpose()?.as_deref(), Some("one"));
-/// let state = running.get_state()?; // {"path": ".../a.txt", "offset": 4, "line": 1, ...}
+/// let state = running.get_state()?; // {"file": 0, "path": "a.txt", "offset": 4, "line": 1, ...}
 /// let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
 /// assert_eq!(rest, ["two", "three"]);
 /// std::fs::remove_dir_all(&dir)?;
@@ -674,9 +689,9 @@ reader_node!(ReadLines [] String, "ReadLines");
 /// compressed files by extension).
 ///
 /// # State
-/// As [`ReadLines`]': `source`, `path`, `offset` (of the next line), `line`,
-/// `errors`; the restore is the same (a seek, O(1) in the file's length, for
-/// a plain file).
+/// As [`ReadLines`]': `source`, `file`, `path`, `offset` (of the next
+/// line), `line`, `identity`, `errors`; the restore is the same (a seek,
+/// O(1) in the file's length, for a plain file).
 ///
 /// # Errors
 /// As [`ReadLines`]', plus a line that is not valid JSON for `T` (a

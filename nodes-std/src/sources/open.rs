@@ -66,9 +66,12 @@ impl BufRead for Tail {
     }
 
     fn consume(&mut self, n: usize) {
-        // The bytes consumed are still in the buffer: no I/O here.
-        if let Ok(buffer) = self.inner.fill_buf() {
-            let consumed = &buffer[n.saturating_sub(WINDOW)..n.min(buffer.len())];
+        // The bytes consumed are still in the buffer: no I/O for `n > 0`.
+        if n > 0
+            && let Ok(buffer) = self.inner.fill_buf()
+        {
+            let end = n.min(buffer.len());
+            let consumed = &buffer[end.saturating_sub(WINDOW)..end];
             if self.tail.len() + consumed.len() > 2 * WINDOW {
                 self.tail.drain(..self.tail.len().saturating_sub(WINDOW));
             }

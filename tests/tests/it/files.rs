@@ -863,3 +863,34 @@ fn a_reader_and_source_that_disagree_are_refused() -> Result<()> {
     refused(files(), &state.with("path", "c.jsonl")?, "/path", &words);
     Ok(())
 }
+
+/// A compressed file's identity: the compressed file's size and a digest
+/// of the decompressed bytes before the offset.
+#[cfg(feature = "gzip")]
+#[test]
+fn a_compressed_file_rewritten_under_a_state_is_refused() -> Result<()> {
+    use std::io::Write;
+    let gzip = |text: &str| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(text.as_bytes()).unwrap();
+        enc.finish().unwrap()
+    };
+    let dir = TempDir::new("files-gzip-rewritten");
+    let a = dir.write("a.txt.gz", gzip("alpha\nbeta\ngamma\n"));
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    running.next().transpose()?;
+    let state = running.get_state()?;
+    let rest: Vec<String> = Files::list([&a])?
+        .read_lines()
+        .start_from(&state)?
+        .collect::<Result<_>>()?;
+    assert_eq!(rest, ["beta", "gamma"]);
+    dir.write("a.txt.gz", gzip("0123456789\nabcde\n"));
+    refused(
+        Files::list([&a])?,
+        &state,
+        "/identity",
+        &["a.txt.gz", "at offset 6"],
+    );
+    Ok(())
+}
