@@ -149,15 +149,10 @@ pub(crate) fn open_at(path: &Path, offset: u64) -> std::result::Result<Tail, Reo
     let inner = decompressed(file, kind).map_err(|m| Reopen(PATH, m))?;
     let tail = Vec::with_capacity(2 * WINDOW);
     let mut reader = Tail { inner, tail, size };
-    let skipped =
-        io::copy(&mut (&mut reader).take(offset - start), &mut io::sink()).map_err(|e| {
-            Reopen(
-                OFFSET,
-                format!("cannot decompress up to offset {offset}: {e}"),
-            )
-        })?;
+    let skipped = io::copy(&mut (&mut reader).take(offset - start), &mut io::sink())
+        .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
     if start + skipped < offset {
-        return Err(past_the_end(offset, "decompressed file", skipped));
+        return Err(past_the_end(offset, "decompressed file", start + skipped));
     }
     Ok(reader)
 }
