@@ -1,7 +1,6 @@
 //! [`Files`]: a source of file paths from a directory, a glob pattern or a
 //! list, in a fixed order, with a digest of the list in its state.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -116,27 +115,6 @@ struct ListSummary {
     digest: String,
 }
 
-/// The file of a listing that a [`Files`] node yielded or restored last:
-/// its index in the list, its name relative to the base, and its path.
-pub(crate) type Listed = (u64, String, PathBuf);
-
-thread_local! {
-    /// Armed (`Some`) while a reader calls into its source in this thread:
-    /// the file a `Files` node below it yielded or restored last. Any node
-    /// may stand between them (a shard, a map), and none carries a
-    /// listing: the `Files` node tells the reader waiting on it.
-    static LISTED: RefCell<Option<Option<Listed>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f`, a reader's call into its source, and returns its result with
-/// the file of a listing a [`Files`] node yielded or restored in it, if
-/// any (none from a `Files` node that runs in another thread).
-pub(crate) fn listed<T>(f: impl FnOnce() -> T) -> (T, Option<Listed>) {
-    let outer = LISTED.replace(Some(None));
-    let out = f();
-    (out, LISTED.replace(outer).flatten())
-}
-
 impl fmt::Debug for Files {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Files")
@@ -240,14 +218,6 @@ impl Files {
         self.epoch
     }
 
-    /// Tells a reader waiting on this node (see [`listed`]) that the file
-    /// at list `index` is the current one.
-    fn publish(&self, index: usize) {
-        let name = &self.names[index];
-        let listed = || (index as u64, name.clone(), self.base.join(name));
-        LISTED.with_borrow_mut(|slot| slot.as_mut().map(|slot| *slot = Some(listed())));
-    }
-
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
         crate::seed::epoch_after(self.epoch, self.started)
@@ -264,7 +234,7 @@ impl Files {
     }
 
     /// Why a saved list differs from this one, for the error at `files`:
-    /// the counts, and what changed around the file being read (`path` and
+    /// the counts, and what changed around the last file yielded (`path` and
     /// its saved neighbours `near`).
     fn list_mismatch(&self, saved: &ListSummary, path: Option<&str>, near: &[String]) -> String {
         let now = &self.summary;
@@ -277,12 +247,12 @@ impl Files {
             let shown = |name: &str| format!("`{}`", self.base.join(name).display());
             message += &match position(path) {
                 Some(i) => format!(
-                    "; the file being read, {}, is now file {} of the list",
+                    "; the last file it yielded, {}, is now file {} of the list",
                     shown(path),
                     i + 1
                 ),
                 None => format!(
-                    "; the file being read, {}, is no longer listed",
+                    "; the last file it yielded, {}, is no longer listed",
                     shown(path)
                 ),
             };
@@ -348,7 +318,6 @@ impl Node for Files {
             self.near
                 .extend(before.into_iter().chain(self.names.get(index + 1)).cloned());
             self.num_yielded += 1;
-            self.publish(index);
             let path = self.base.join(&name);
             self.path = Some(name);
             Ok(Some(path))
@@ -378,10 +347,10 @@ impl Validate for Files {
             ));
         }
         let epoch: u64 = state.get("epoch")?;
-        let index = num_yielded
-            .checked_sub(1)
-            .map(|n| Self::index_at(self.permutation(epoch).as_ref(), n));
-        let expected = index.map(|i| &*self.names[i]);
+        let expected = match num_yielded {
+            0 => None,
+            n => Some(&*self.names[Self::index_at(self.permutation(epoch).as_ref(), n - 1)]),
+        };
         if path.as_deref() != expected {
             return Err(Error::bad_state(
                 state.path_of("path"),
@@ -389,9 +358,6 @@ impl Validate for Files {
                     "Files: the state's last file is {path:?}, but file {num_yielded} of epoch {epoch} is {expected:?}"
                 ),
             ));
-        }
-        if let Some(index) = index {
-            self.publish(index);
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! [`ReadLines`] and [`ReadJsonl`]: the lines, or the JSON records, of each
 //! file of a node of paths, restored by seeking to a byte offset.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::marker::PhantomData;
@@ -9,9 +10,11 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::files::listed;
-use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Tail, can_reopen_at, open_at};
-use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
+use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Tail, open_at};
+use crate::transforms::flat_map::replayable;
+use crate::{
+    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, State, Stateful,
+};
 
 /// The longest line read by default: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
@@ -83,7 +86,6 @@ trait Decode {
 /// The state keys.
 const SOURCE: &str = "source";
 const LINE: &str = "line";
-const FILE: &str = "file";
 const IDENTITY: &str = "identity";
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
@@ -92,13 +94,11 @@ struct LineReader<S, D> {
     /// The node's name, for its state, description and errors.
     name: &'static str,
     source: S,
-    /// The file being read.
-    open: Option<Tail>,
+    /// The file being read, and its source's state from before it was
+    /// pulled, which the state saves: a restore pulls the file again.
+    open: Option<(Tail, State)>,
     /// Its path.
     path: Option<PathBuf>,
-    /// Its index and name in its source's listing, if it is of one: the
-    /// state saves these rather than the path.
-    listed: Option<(u64, String)>,
     /// Bytes of the current (decompressed) file consumed.
     offset: u64,
     /// Lines of the current file consumed.
@@ -171,7 +171,6 @@ fn resume_error(state: &State, name: &str, file: &Path, Reopen(key, message): Re
 /// A reader's own fields of a state (see [`ReadLines`]' `# State`).
 struct Saved {
     source: State,
-    file: Option<u64>,
     path: Option<String>,
     offset: u64,
     line: u64,
@@ -185,7 +184,6 @@ impl<S, D> LineReader<S, D> {
             source,
             open: None,
             path: None,
-            listed: None,
             offset: 0,
             line: 0,
             budget: ErrorBudget::new(ErrorPolicy::Deliver),
@@ -221,7 +219,6 @@ impl<S, D> LineReader<S, D> {
     fn close(&mut self) {
         self.open = None;
         self.path = None;
-        self.listed = None;
         self.offset = 0;
         self.line = 0;
     }
@@ -237,7 +234,7 @@ where
     fn advance(&mut self, cx: &mut Cx) -> Result<Option<()>> {
         let name = self.name;
         loop {
-            if let Some(reader) = &mut self.open {
+            if let Some((reader, _)) = &mut self.open {
                 match read_line(reader, &mut self.buf, self.max_line_bytes) {
                     Ok(Some((n, fits))) => {
                         // Saturating: a restored state may hold any count.
@@ -267,8 +264,8 @@ where
                     }
                 }
             }
-            let (item, listing) = listed(|| self.source.next(cx));
-            let Some(item) = item? else {
+            let before = self.source.get_state(cx)?;
+            let Some(item) = self.source.next(cx)? else {
                 return Ok(None);
             };
             let path = item.as_ref();
@@ -279,11 +276,8 @@ where
             let reader = open_at(path, 0)
                 .map_err(|Reopen(_, message)| record_error(name, path, None, message))?;
             // No file was open, so `offset` and `line` are 0 (see `close`).
-            self.open = Some(reader);
+            self.open = Some((reader, before));
             self.path = Some(path.to_owned());
-            // A node between may have changed the listing's path: then it
-            // is saved as given.
-            self.listed = listing.and_then(|(i, name, file)| (file == path).then_some((i, name)));
         }
     }
 
@@ -325,24 +319,23 @@ impl<S: Node, D> LineReader<S, D> {
                 ),
             ));
         }
-        state.expect_keys(name, &[SOURCE, FILE, PATH, OFFSET, LINE, IDENTITY, ERRORS])?;
+        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, IDENTITY, ERRORS])?;
         let saved = Saved {
             source: state.child(SOURCE)?,
-            file: state.get(FILE)?,
             path: state.get(PATH)?,
             offset: state.get(OFFSET)?,
             line: state.get(LINE)?,
             identity: state.get(IDENTITY)?,
         };
         let (offset, line) = (saved.offset, saved.line);
-        let stray = offset != 0 || line != 0 || saved.file.is_some() || saved.identity.is_some();
+        let stray = offset != 0 || line != 0 || saved.identity.is_some();
         match &saved.path {
             // Which of the fields is wrong cannot be told: name the node's
             // state, which holds them all.
             None if stray => Err(Error::bad_state(
                 state.path().to_owned(),
                 format!(
-                    "{name}: an offset ({offset}), line ({line}), file index or identity without a file (`{PATH}` is null)"
+                    "{name}: an offset ({offset}), line ({line}) or identity without a file (`{PATH}` is null)"
                 ),
             )),
             Some(_) if saved.identity.is_none() => Err(Error::bad_state(
@@ -357,56 +350,30 @@ impl<S: Node, D> LineReader<S, D> {
         }
     }
 
-    /// Checks `state`'s fields and its source's state, and finds the file
-    /// to resume in: the file the source's listing has at the saved index,
-    /// with the saved name; or the saved path, if it was not of a listing.
-    fn resume_in(&self, state: &State) -> Result<(Saved, Option<PathBuf>)> {
-        let saved = self.checked_fields(state)?;
-        let (checked, now) = listed(|| self.source.check_state(&saved.source));
-        checked?;
-        let file = match (&saved.path, saved.file, now) {
-            (None, _, _) => None,
-            (Some(path), None, _) => Some(PathBuf::from(path)),
-            (Some(path), Some(index), Some((i, name, file))) if i == index && name == *path => {
-                Some(file)
-            }
-            (Some(path), Some(index), now) => {
-                // The same index with another name: the path is at fault.
-                let key = if now.as_ref().is_some_and(|n| n.0 == index) {
-                    PATH
-                } else {
-                    FILE
-                };
-                let now = now.map_or("no file of a listing".into(), |(i, name, _)| {
-                    format!("file {i}, `{name}`")
-                });
-                let why = Reopen(
-                    key,
-                    format!(
-                        "it is file {index} of its source's listing, but the source's state is at {now}: the two do not belong together"
-                    ),
-                );
-                return Err(resume_error(state, self.name, Path::new(path), why));
-            }
-        };
-        Ok((saved, file))
-    }
-
-    /// Checks `state` without applying it: the file is opened only then,
-    /// but it must be there, and long enough for a plain file's offset.
+    /// Checks `state` without applying it: the file is checked when the
+    /// restore pulls it again.
     fn check_state(&self, state: &State) -> Result<()> {
-        let (saved, file) = self.resume_in(state)?;
-        if let Some(file) = &file {
-            can_reopen_at(file, saved.offset)
-                .map_err(|why| resume_error(state, self.name, file, why))?;
-        }
-        self.budget.load(state).map(drop)
+        let saved = self.checked_fields(state)?;
+        self.budget.load(state)?;
+        self.source.check_state(&saved.source)
     }
 
-    /// Reopens `file` at the saved offset, if it is still the file the
-    /// state was taken in.
-    fn reopen(&self, state: &State, file: &Path, saved: &Saved) -> Result<Tail> {
-        let reopen_error = |why| resume_error(state, self.name, file, why);
+    /// Reopens `file`, the file the source yields again, at the saved
+    /// offset, if it is still the file (by name and identity) the state
+    /// was taken in.
+    fn reopen(&self, state: &State, file: Option<&Path>, saved: &Saved) -> Result<Tail> {
+        let (name, path) = (self.name, saved.path.as_deref().unwrap_or_default());
+        let Some(file) = file else {
+            let why = format!("{name} is in `{path}`, but its source, restored, yields no file");
+            return Err(Error::bad_state(state.path_of(PATH), why));
+        };
+        let reopen_error = |why| resume_error(state, name, file, why);
+        if file.file_name() != Some(OsStr::new(path)) {
+            let why = format!(
+                "the state is in a file named `{path}`: its source's state is not from before that file"
+            );
+            return Err(reopen_error(Reopen(PATH, why)));
+        }
         let reader = open_at(file, saved.offset).map_err(reopen_error)?;
         let now = reader.identity();
         if saved.identity.as_ref() == Some(&now) {
@@ -419,7 +386,11 @@ impl<S: Node, D> LineReader<S, D> {
         Err(reopen_error(Reopen(IDENTITY, message)))
     }
 
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+    fn reset(&mut self, state: Option<&State>) -> Result<()>
+    where
+        S::Item: AsRef<Path>,
+    {
+        replayable(&self.source, self.name, self.name)?;
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
@@ -427,17 +398,18 @@ impl<S: Node, D> LineReader<S, D> {
             self.flag.mark();
             return Ok(());
         };
-        // Check everything (the file included) before applying anything.
-        let (saved, file) = self.resume_in(state)?;
+        let saved = self.checked_fields(state)?;
         let counts = self.budget.load(state)?;
-        let open = file
-            .as_deref()
-            .map(|file| self.reopen(state, file, &saved))
-            .transpose()?;
-        self.source.reset(Some(&saved.source))?;
-        self.open = open;
-        self.path = file;
-        self.listed = saved.file.zip(saved.path);
+        self.close();
+        let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
+        if saved.path.is_some() {
+            // Pull the file the state is in again.
+            let item = replay.next()?;
+            let file = item.as_ref().map(AsRef::as_ref);
+            let reader = self.reopen(state, file, &saved)?;
+            self.path = file.map(Path::to_path_buf);
+            self.open = Some((reader, saved.source));
+        }
         self.offset = saved.offset;
         self.line = saved.line;
         self.budget.restore(counts);
@@ -447,17 +419,17 @@ impl<S: Node, D> LineReader<S, D> {
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.name)?;
-        let mut out = State::new();
-        out.insert_child(SOURCE, self.source.get_state(cx)?);
-        let (file, path) = match &self.listed {
-            Some((index, name)) => (Some(*index), Some(name.as_str())),
-            None => (None, self.path.as_deref().and_then(Path::to_str)),
+        let (source, identity) = match &self.open {
+            Some((reader, before)) => (before.clone(), Some(reader.identity())),
+            None => (self.source.get_state(cx)?, None),
         };
-        out.insert(FILE, file)?;
-        out.insert(PATH, path)?;
+        let mut out = State::new();
+        out.insert_child(SOURCE, source);
+        let name = self.path.as_deref().and_then(Path::file_name);
+        out.insert(PATH, name.and_then(OsStr::to_str))?;
         out.insert(OFFSET, self.offset)?;
         out.insert(LINE, self.line)?;
-        out.insert(IDENTITY, self.open.as_ref().map(Tail::identity))?;
+        out.insert(IDENTITY, identity)?;
         self.budget.save(&mut out)?;
         Ok(out)
     }
@@ -469,7 +441,7 @@ impl<S: Node, D> LineReader<S, D> {
     }
 
     fn shutdown(&mut self) {
-        self.open = None;
+        // The file stays open: a state taken now still needs its identity.
         self.source.shutdown();
     }
 }
@@ -581,7 +553,10 @@ macro_rules! reader_node {
             }
         }
 
-        impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*> {
+        impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
+        where
+            S::Item: AsRef<Path>,
+        {
             crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe, shutdown);
         }
     };
@@ -605,43 +580,40 @@ macro_rules! reader_node {
 /// next file. Lines of that frame may already have been delivered.
 ///
 /// # State
-/// `source`: the source's state (it has yielded the current file);
-/// `file` and `path`: the file being read, or `null` between files: for a
-/// file of a [`Files`](crate::Files) listing, its index in the list and
-/// its name relative to the listing's base (the directory, the glob's
-/// fixed prefix, the list's common parent), never an absolute path; for a
-/// file from another source (or whose path a node between changed), `file`
-/// is `null` and `path` is the path as given. `offset`: the byte offset of
-/// the next line in it (in the decompressed content); `line`: the lines of
-/// it already read; `identity`: `{"size", "digest", "line_start"}`, the
-/// file's size on disk, an FNV-1a digest of the (at most 4 KiB of)
-/// decompressed bytes before `offset`, and whether `offset` is 0 or
-/// follows a `\n`; `errors`: the error policy's counts (see
-/// [`TryMapper`](crate::TryMapper)). The digest's bytes are kept as the
-/// file is read: taking a state reads no file.
+/// `source`: the source's state from just before it yielded the file being
+/// read (between files, its current state); `path`: that file's name (the
+/// last part of its path, never the path), or `null` between files;
+/// `offset`: the byte offset of the next line in it (in the decompressed
+/// content); `line`: the lines of it already read; `identity`: `{"size",
+/// "digest", "line_start"}`, the file's size on disk, an FNV-1a digest of
+/// the (at most 4 KiB of) decompressed bytes before `offset`, and whether
+/// `offset` is 0 or follows a `\n`; `errors`: the error policy's counts
+/// (see [`TryMapper`](crate::TryMapper)). Taking a state reads no file (the
+/// digest's bytes are kept as the file is read); the source's state is
+/// taken once per file, when the file is pulled.
 ///
 /// # Restoring
-/// Restore restores the source and reopens the file the source's state has
-/// yielded: the listing's file at `file` (in the listing's current base: a
-/// dataset copied or moved elsewhere resumes from its new place), which
-/// must have the name `path`, else `path` itself. It then seeks to the 4
-/// KiB before `offset` and reads them: O(1) in the file's length for a
-/// plain file. A compressed file cannot seek: it is decompressed from its
-/// start up to `offset` (the decompressed bytes are discarded), so the
-/// restore costs what decompressing that far costs: it grows with the
-/// offset: 0.16 s at the end of 105 MB of (very compressible) text in the
-/// `restore_in_gzip_file` bench, so expect seconds per GB of real text.
-/// Nothing is applied unless all is well: a state whose `file` or `path`
-/// is not the file its source's state yielded, a file that no longer
-/// exists or is now shorter than `offset`, and a file whose identity at
-/// `offset` differs (rewritten, appended to, truncated: for a compressed
-/// file, the size is the compressed file's and the digest is of the
-/// decompressed bytes) is a bad state at that key naming the file. The
-/// state check reads the file's metadata only, so a loader reports a
-/// missing or short file at its field rather than as a checksum mismatch;
-/// a `path` of `null` with an offset, line, `file` or identity is a bad
-/// state at the reader's own state, and a state without `identity` (saved
-/// before identity checks) is refused.
+/// Restore resets the source to `source` and pulls the file again (as
+/// [`FlatMapper`](crate::FlatMapper) pulls its item again), so the file
+/// opened is the one the source yields now: a dataset copied or moved
+/// elsewhere, listed by [`Files`](crate::Files) in its new place, resumes
+/// there. It then seeks to the 4 KiB before `offset` and reads them: O(1)
+/// in the file's length for a plain file. A compressed file cannot seek:
+/// it is decompressed from its start up to `offset` (the decompressed bytes
+/// are discarded), so the restore costs what decompressing that far costs:
+/// it grows with the offset: 0.16 s at the end of 105 MB of (very
+/// compressible) text in the `restore_in_gzip_file` bench, so expect
+/// seconds per GB of real text. The file must be the one the state was
+/// taken in: a file not named `path` (the source's state is from before
+/// another file), a file that no longer exists or is now shorter than
+/// `offset`, and a file whose identity at `offset` differs (rewritten,
+/// appended to, truncated: for a compressed file, the size is the
+/// compressed file's and the digest is of the decompressed bytes) is a bad
+/// state at that key naming the file, from `reset` (a loader's
+/// `load_state_dict`). The state check before it reads no file: it refuses
+/// a `path` of `null` with an offset, line or identity (at the reader's own
+/// state), a file without an identity, and a state without `identity`
+/// (saved before identity checks).
 ///
 /// # Errors
 /// A bad record is an [`Error::User`] whose source is a [`RecordError`]
@@ -655,6 +627,12 @@ macro_rules! reader_node {
 /// [`TryMapper`](crate::TryMapper): delivered (the default: the pass goes
 /// on), delivered and the pass ends, skipped, or skipped up to `n` times.
 ///
+/// Restoring needs a source that yields the same file again:
+/// [`reset`](Stateful::reset) (from the start too) refuses a source whose
+/// output order varies between runs (an out-of-order
+/// [`ParallelMapper`](crate::ParallelMapper) with workers) with
+/// [`Error::InvalidPipeline`] naming it, as `flat_map` does.
+///
 /// ```
 /// use nodes_std::prelude::*;
 /// use nodes_std::Files;
@@ -666,7 +644,7 @@ macro_rules! reader_node {
 /// let build = || Files::in_dir(&dir).map(|files| files.read_lines());
 /// let mut running = build()?.start()?;
 /// assert_eq!(running.next().transpose()?.as_deref(), Some("one"));
-/// let state = running.get_state()?; // {"file": 0, "path": "a.txt", "offset": 4, "line": 1, ...}
+/// let state = running.get_state()?; // {"path": "a.txt", "offset": 4, "line": 1, ...}
 /// let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
 /// assert_eq!(rest, ["two", "three"]);
 /// std::fs::remove_dir_all(&dir)?;
@@ -689,9 +667,10 @@ reader_node!(ReadLines [] String, "ReadLines");
 /// compressed files by extension).
 ///
 /// # State
-/// As [`ReadLines`]': `source`, `file`, `path`, `offset` (of the next
-/// line), `line`, `identity`, `errors`; the restore is the same (a seek,
-/// O(1) in the file's length, for a plain file).
+/// As [`ReadLines`]': `source` (from before the current file), `path`,
+/// `offset` (of the next line), `line`, `identity`, `errors`; the restore
+/// is the same (the file pulled again, a seek, O(1) in the file's length,
+/// for a plain file).
 ///
 /// # Errors
 /// As [`ReadLines`]', plus a line that is not valid JSON for `T` (a

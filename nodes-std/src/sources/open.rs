@@ -135,11 +135,13 @@ pub(crate) struct Reopen(pub(crate) &'static str, pub(crate) String);
 /// from the start otherwise; the bytes up to `offset` are read through
 /// the [`Tail`].
 pub(crate) fn open_at(path: &Path, offset: u64) -> std::result::Result<Tail, Reopen> {
-    can_reopen_at(path, offset)?;
     let open = |e: io::Error| Reopen(PATH, format!("cannot open: {e}"));
     let mut file = File::open(path).map_err(open)?;
     let size = file.metadata().map_err(open)?.len();
     let kind = compression(path);
+    if kind == Compression::None && offset > size {
+        return Err(past_the_end(offset, "file", size));
+    }
     let start = match kind {
         Compression::None => offset.saturating_sub(WINDOW as u64),
         _ => 0,
@@ -165,15 +167,4 @@ fn past_the_end(offset: u64, what: &str, len: u64) -> Reopen {
             "offset {offset} is past the end of the {what} ({len} bytes): the file changed since the state was saved"
         ),
     )
-}
-
-/// Whether `path` can be reopened at `offset`, as far as its metadata
-/// tells (a plain file's length): what a state check can learn without
-/// opening the file, so that a damaged `path` is named where it is.
-pub(crate) fn can_reopen_at(path: &Path, offset: u64) -> std::result::Result<(), Reopen> {
-    let meta = std::fs::metadata(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
-    if compression(path) == Compression::None && offset > meta.len() {
-        return Err(past_the_end(offset, "file", meta.len()));
-    }
-    Ok(())
 }

@@ -311,7 +311,9 @@ fn a_restore_into_changed_files_is_refused_with_the_files_named() -> Result<()> 
     assert!(err.is_bad_state(), "{text}");
     assert!(text.contains("/files"), "{text}");
     assert!(text.contains("taken over 4 files"), "{text}");
-    assert!(text.contains("c.jsonl`, is now file 4"), "{text}");
+    // The reader saves its source's state from before the file it reads:
+    // the last file that state yielded is the one before, `b.jsonl`.
+    assert!(text.contains("b.jsonl`, is now file 2"), "{text}");
     assert!(
         text.contains("added near it: `") && text.contains("bb.jsonl`"),
         "{text}"
@@ -375,10 +377,11 @@ fn an_offset_without_a_file_is_refused_at_the_readers_state() -> Result<()> {
 }
 
 /// A checkpoint whose file was damaged (another name, an offset past the
-/// end) is refused at that field by the state check, before the checksum
-/// would refuse it as a whole: the file's metadata is read then.
+/// end) is refused: by its checksum, and without the checksum at that
+/// field, by the restore that pulls the file again (the state check before
+/// the checksum cannot tell: it does not know which file the source yields).
 #[test]
-fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
+fn a_damaged_file_or_offset_is_refused_at_its_field() -> Result<()> {
     let dir = TempDir::new("files-damaged-path");
     let a = dir.write("a.txt", "1\n2\n");
     let build = || Files::list([&a]).map(NodeExt::read_lines);
@@ -387,9 +390,12 @@ fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
     epoch.next().transpose()?;
     let saved = epoch.state_dict()?.to_value();
     drop(epoch);
-    let missing = dir.path().join("missing.txt");
     for (key, value, message) in [
-        ("path", serde_json::json!(missing), "do not belong together"),
+        (
+            "path",
+            serde_json::json!("missing.txt"),
+            "named `missing.txt`",
+        ),
         (
             "offset",
             serde_json::json!(1000),
@@ -398,8 +404,12 @@ fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
     ] {
         let mut damaged = saved.clone();
         damaged["root"][key] = value;
+        let damaged = State::from_value(damaged)?;
+        let err = Loader::new(build()?).load_state_dict(&damaged).unwrap_err();
+        assert_eq!(err.state_path(), Some("/checksum"), "{err}");
         let err = Loader::new(build()?)
-            .load_state_dict(&State::from_value(damaged)?)
+            .verify_checksum(false)
+            .load_state_dict(&damaged)
             .unwrap_err();
         assert_eq!(
             err.state_path(),
@@ -805,21 +815,29 @@ fn copy_dir(from: &TempDir, name: &str) -> TempDir {
 }
 
 /// Issue 35, item 2: a dataset copied to a new directory (and the old copy
-/// changed) resumes from the new one, over a directory, a glob and a list.
+/// changed) resumes from the new one, over a directory, a glob and a list,
+/// also with the files listed on another thread.
 #[test]
 fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
-    type Build = fn(&std::path::Path) -> Result<Files>;
-    let builds: [(&str, Build); 3] = [
-        ("in_dir", |d| Files::in_dir(d)),
-        ("glob", |d| Files::glob(&format!("{}/*.jsonl", d.display()))),
+    type Build = fn(&std::path::Path) -> Result<Box<dyn Node<Item = PathBuf>>>;
+    let builds: [(&str, Build); 4] = [
+        ("in_dir", |d| Ok(Files::in_dir(d)?.shuffle_files(3).boxed())),
+        ("glob", |d| {
+            let files = Files::glob(&format!("{}/*.jsonl", d.display()))?;
+            Ok(files.shuffle_files(3).boxed())
+        }),
         ("list", |d| {
-            Files::list(["a.jsonl", "c.jsonl", "d.jsonl"].map(|n| d.join(n)))
+            let files = Files::list(["a.jsonl", "c.jsonl", "d.jsonl"].map(|n| d.join(n)))?;
+            Ok(files.shuffle_files(3).boxed())
+        }),
+        ("prefetched", |d| {
+            Ok(Files::in_dir(d)?.shuffle_files(3).prefetch(2)?.boxed())
         }),
     ];
     for (case, build) in builds {
         let old = TempDir::new("files-moved-from");
         corpus(&old);
-        let reader = |d: &std::path::Path| Ok(build(d)?.shuffle_files(3).read_jsonl::<Row>());
+        let reader = |d: &std::path::Path| Ok(build(d)?.read_jsonl::<Row>());
         let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
         let all = ids(&all);
         for cut in 1..all.len() {
@@ -843,24 +861,60 @@ fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
     Ok(())
 }
 
-/// A reader state whose file is not the one its source's state yielded
-/// (another index, another name) is refused at that field.
+/// A reader state whose source's state is from before another file than
+/// the one its `path` and identity name is refused at that field.
 #[test]
 fn a_reader_and_source_that_disagree_are_refused() -> Result<()> {
     let dir = TempDir::new("files-disagree");
     corpus(&dir);
     let mut running = Files::in_dir(dir.path())?.read_lines().start()?;
     running.next().transpose()?;
-    let state = running.get_state()?;
+    let in_a = running.get_state()?;
+    for _ in 0..3 {
+        running.next().transpose()?;
+    }
+    let in_c = running.get_state()?;
     assert_eq!(
-        (state.get::<u64>("file")?, state.get::<String>("path")?),
-        (0, "a.jsonl".to_owned())
+        (in_a.get::<String>("path")?, in_c.get::<String>("path")?),
+        ("a.jsonl".to_owned(), "c.jsonl".to_owned())
     );
     let files = || Files::in_dir(dir.path()).unwrap();
-    let words = ["file 2 of its source's listing", "file 0, `a.jsonl`"];
-    refused(files(), &state.clone().with("file", 2u64)?, "/file", &words);
-    let words = ["`c.jsonl`", "do not belong together"];
-    refused(files(), &state.with("path", "c.jsonl")?, "/path", &words);
+    let mut mixed = in_a;
+    mixed.insert_child("source", in_c.child("source")?);
+    let words = [
+        "c.jsonl",
+        "a file named `a.jsonl`",
+        "not from before that file",
+    ];
+    refused(files(), &mixed, "/path", &words);
+    let words = ["c.jsonl", "changed since the state was saved"];
+    refused(
+        files(),
+        &mixed.with("path", "c.jsonl")?,
+        "/identity",
+        &words,
+    );
+    Ok(())
+}
+
+/// A reader restores by pulling its file again, so a source whose order
+/// varies between runs is refused, as under `flat_map`.
+#[test]
+fn a_reader_over_a_source_of_varying_order_is_refused() -> Result<()> {
+    let dir = TempDir::new("files-varying-order");
+    corpus(&dir);
+    let out_of_order = ParallelOptions::new(2).in_order(false);
+    let err = Files::in_dir(dir.path())?
+        .par_map(Ok, out_of_order)?
+        .read_lines()
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidPipeline { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("pulling its current source item again"),
+        "{err}"
+    );
     Ok(())
 }
 
