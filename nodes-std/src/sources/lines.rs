@@ -159,15 +159,6 @@ fn record_error(name: &'static str, path: &Path, line: Option<u64>, message: Str
     )
 }
 
-/// Why the file of `state` cannot be resumed in, as the state error that
-/// names the key at fault.
-fn resume_error(state: &State, name: &str, file: &Path, Reopen(key, message): Reopen) -> Error {
-    Error::bad_state(
-        state.path_of(key),
-        format!("{name} cannot resume in `{}`: {message}", file.display()),
-    )
-}
-
 /// A reader's own fields of a state (see [`ReadLines`]' `# State`).
 struct Saved {
     source: State,
@@ -367,7 +358,11 @@ impl<S: Node, D> LineReader<S, D> {
             let why = format!("{name} is in `{path}`, but its source, restored, yields no file");
             return Err(Error::bad_state(state.path_of(PATH), why));
         };
-        let reopen_error = |why| resume_error(state, name, file, why);
+        // Why the file cannot be resumed in, at the key at fault.
+        let reopen_error = |Reopen(key, why)| {
+            let why = format!("{name} cannot resume in `{}`: {why}", file.display());
+            Error::bad_state(state.path_of(key), why)
+        };
         if file.file_name() != Some(OsStr::new(path)) {
             let why = format!(
                 "the state is in a file named `{path}`: its source's state is not from before that file"
