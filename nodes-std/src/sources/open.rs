@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// The state key of the file's path.
+/// The state key of the file's name (the last part of its path).
 pub(crate) const PATH: &str = "path";
 /// The state key of the byte offset in the file's (decompressed) content.
 pub(crate) const OFFSET: &str = "offset";
