@@ -31,7 +31,7 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// # State
 /// `epoch`, `num_yielded` (paths yielded this epoch), `started` (as
 /// [`SamplerWrapper`](crate::SamplerWrapper)'s), `path` (the last path
-/// yielded, relative to the directory, or `null`), `near` (the names next to
+/// yielded, relative to the listing's base, or `null`), `near` (the names next to
 /// it in the list, to name what changed around it if the list changed),
 /// and `files`:
 /// `{"count": number of files, "digest": "fnv1a64:..."}`, a 64-bit FNV-1a
@@ -73,7 +73,8 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 #[node(init, validate)]
 #[must_use = "nodes do nothing until started"]
 pub struct Files {
-    /// The directory the names are relative to (empty for a list).
+    /// The directory the names are relative to (for a list, the paths' common
+    /// parent, maybe empty).
     #[node(config)]
     base: PathBuf,
     /// The file names, in list order.
@@ -154,7 +155,9 @@ impl Files {
 
     /// The files of `paths`, in the order given (duplicates are kept: a file
     /// listed twice is read twice). Nothing is checked on disk here: a
-    /// missing file is an error where a reader opens it.
+    /// missing file is an error where a reader opens it. The base of the
+    /// listing is the paths' common parent: the state names files relative
+    /// to it, so the list of the same files moved elsewhere resumes.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if the list is empty or a path is not
@@ -231,7 +234,7 @@ impl Files {
     }
 
     /// Why a saved list differs from this one, for the error at `files`:
-    /// the counts, and what changed around the file being read (`path` and
+    /// the counts, and what changed around the last file yielded (`path` and
     /// its saved neighbours `near`).
     fn list_mismatch(&self, saved: &ListSummary, path: Option<&str>, near: &[String]) -> String {
         let now = &self.summary;
@@ -244,12 +247,12 @@ impl Files {
             let shown = |name: &str| format!("`{}`", self.base.join(name).display());
             message += &match position(path) {
                 Some(i) => format!(
-                    "; the file being read, {}, is now file {} of the list",
+                    "; the last file it yielded, {}, is now file {} of the list",
                     shown(path),
                     i + 1
                 ),
                 None => format!(
-                    "; the file being read, {}, is no longer listed",
+                    "; the last file it yielded, {}, is no longer listed",
                     shown(path)
                 ),
             };

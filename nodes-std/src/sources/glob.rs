@@ -116,19 +116,28 @@ pub(crate) fn in_dir(dir: &Path) -> Result<Listing, String> {
     walk_from(dir.to_path_buf(), &every_name, empty)
 }
 
-/// The paths of a list, in the order given (a listing without a base).
+/// The paths of a list, in the order given, relative to their common
+/// parent (so that the list of a moved dataset has the same names).
 pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> Result<Listing, String> {
+    let paths: Vec<PathBuf> = paths.collect();
+    let base = paths
+        .iter()
+        .map(|p| p.parent().map(Path::to_path_buf).unwrap_or_default())
+        .reduce(|a, b| {
+            a.ancestors()
+                .find(|x| b.starts_with(x))
+                .map_or_else(PathBuf::new, Path::to_path_buf)
+        })
+        .ok_or("the list of files is empty")?;
     let names = paths
+        .iter()
         .map(|p| {
-            p.into_os_string()
-                .into_string()
-                .map_err(|p| format!("the path {p:?} is not UTF-8: a state stores paths as text"))
+            let name = p.strip_prefix(&base).unwrap_or(p);
+            name.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("the path {p:?} is not UTF-8: a state stores paths as text"))
         })
         .collect::<Result<Vec<String>, String>>()?;
-    if names.is_empty() {
-        return Err("the list of files is empty".to_owned());
-    }
-    let base = PathBuf::new();
     Ok(Listing { base, names })
 }
 
@@ -228,6 +237,25 @@ mod tests {
         assert!(!matches(&pat("a*b*c"), "aXbYbZ"));
         assert!(matches(&pat("*"), ""));
         assert!(matches(&pat("exact"), "exact"));
+    }
+
+    #[test]
+    fn a_list_is_relative_to_its_common_parent() {
+        let paths = |p: &[&str]| p.iter().map(PathBuf::from).collect::<Vec<_>>().into_iter();
+        let l = list(paths(&["/d/x/a.txt", "/d/y/b.txt", "/d/x/c"])).unwrap();
+        assert_eq!(l.base, PathBuf::from("/d"));
+        assert_eq!(l.names, ["x/a.txt", "y/b.txt", "x/c"]);
+        let l = list(paths(&["/d/a.txt"])).unwrap();
+        assert_eq!(
+            (l.base, l.names),
+            (PathBuf::from("/d"), vec!["a.txt".to_owned()])
+        );
+        let l = list(paths(&["a", "/b/c"])).unwrap();
+        assert_eq!(
+            (l.base, l.names),
+            (PathBuf::new(), vec!["a".to_owned(), "/b/c".to_owned()])
+        );
+        assert!(list(paths(&[])).is_err());
     }
 
     #[test]

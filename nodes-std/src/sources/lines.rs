@@ -1,6 +1,7 @@
 //! [`ReadLines`] and [`ReadJsonl`]: the lines, or the JSON records, of each
 //! file of a node of paths, restored by seeking to a byte offset.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::marker::PhantomData;
@@ -9,8 +10,11 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{OFFSET, PATH, Reopen, can_reopen_at, open_at};
-use crate::{Cx, Description, Error, Node, NodeId, NodeName, ResetFlag, Result, State, Stateful};
+use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Tail, open_at};
+use crate::transforms::flat_map::replayable;
+use crate::{
+    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, State, Stateful,
+};
 
 /// The longest line read by default: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
@@ -82,6 +86,7 @@ trait Decode {
 /// The state keys.
 const SOURCE: &str = "source";
 const LINE: &str = "line";
+const IDENTITY: &str = "identity";
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
@@ -89,10 +94,11 @@ struct LineReader<S, D> {
     /// The node's name, for its state, description and errors.
     name: &'static str,
     source: S,
-    /// The file being read.
-    open: Option<Box<dyn BufRead + Send>>,
-    /// Its path, as the state saves it.
-    path: Option<String>,
+    /// The file being read, and its source's state from before it was
+    /// pulled, which the state saves: a restore pulls the file again.
+    open: Option<(Tail, State)>,
+    /// Its path.
+    path: Option<PathBuf>,
     /// Bytes of the current (decompressed) file consumed.
     offset: u64,
     /// Lines of the current file consumed.
@@ -153,13 +159,13 @@ fn record_error(name: &'static str, path: &Path, line: Option<u64>, message: Str
     )
 }
 
-/// Why the file of `state` (at `text`) cannot be reopened, as the state
-/// error that names the key at fault.
-fn resume_error(state: &State, name: &str, text: &str, Reopen(key, message): Reopen) -> Error {
-    Error::bad_state(
-        state.path_of(key),
-        format!("{name} cannot resume in `{text}`: {message}"),
-    )
+/// A reader's own fields of a state (see [`ReadLines`]' `# State`).
+struct Saved {
+    source: State,
+    path: Option<String>,
+    offset: u64,
+    line: u64,
+    identity: Option<Identity>,
 }
 
 impl<S, D> LineReader<S, D> {
@@ -195,7 +201,7 @@ impl<S, D> LineReader<S, D> {
 
     /// A bad record at `line` of the current file.
     fn bad_line(&self, line: u64, message: String) -> Error {
-        let path = Path::new(self.path.as_deref().unwrap_or_default());
+        let path = self.path.as_deref().unwrap_or(Path::new(""));
         record_error(self.name, path, Some(line), message)
     }
 
@@ -219,8 +225,8 @@ where
     fn advance(&mut self, cx: &mut Cx) -> Result<Option<()>> {
         let name = self.name;
         loop {
-            if let Some(reader) = &mut self.open {
-                match read_line(&mut **reader, &mut self.buf, self.max_line_bytes) {
+            if let Some((reader, _)) = &mut self.open {
+                match read_line(reader, &mut self.buf, self.max_line_bytes) {
                     Ok(Some((n, fits))) => {
                         // Saturating: a restored state may hold any count.
                         self.offset = self.offset.saturating_add(n);
@@ -235,7 +241,7 @@ where
                     #[cfg(feature = "zstd")]
                     Err(e) if super::zstd::is_damaged(&e) => {
                         let path = self.path.take().unwrap_or_default();
-                        let err = Error::user(name, None, format!("{path}: {e}"));
+                        let err = Error::user(name, None, format!("{}: {e}", path.display()));
                         self.close();
                         self.unskippable = true;
                         return Err(err);
@@ -249,19 +255,20 @@ where
                     }
                 }
             }
+            let before = self.source.get_state(cx)?;
             let Some(item) = self.source.next(cx)? else {
                 return Ok(None);
             };
             let path = item.as_ref();
-            let Some(text) = path.to_str() else {
+            if path.to_str().is_none() {
                 let message = "the path is not UTF-8 (a state stores paths as text)";
                 return Err(record_error(name, path, None, message.to_owned()));
-            };
+            }
             let reader = open_at(path, 0)
                 .map_err(|Reopen(_, message)| record_error(name, path, None, message))?;
             // No file was open, so `offset` and `line` are 0 (see `close`).
-            self.open = Some(reader);
-            self.path = Some(text.to_owned());
+            self.open = Some((reader, before));
+            self.path = Some(path.to_owned());
         }
     }
 
@@ -292,45 +299,93 @@ where
 }
 
 impl<S: Node, D> LineReader<S, D> {
-    /// The reader's own fields of `state`, checked: the source's state, the
-    /// file, the offset and the line.
-    fn checked_fields(&self, state: &State) -> Result<(State, Option<String>, u64, u64)> {
+    /// The reader's own fields of `state`, checked.
+    fn checked_fields(&self, state: &State) -> Result<Saved> {
         let name = self.name;
-        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, ERRORS])?;
-        let source = state.child(SOURCE)?;
-        let path: Option<String> = state.get(PATH)?;
-        let offset: u64 = state.get(OFFSET)?;
-        let line: u64 = state.get(LINE)?;
-        match &path {
+        if !state.contains(IDENTITY) {
+            return Err(Error::bad_state(
+                state.path_of(IDENTITY),
+                format!(
+                    "{name}: the state has no file identity: it predates identity checks, without which a changed file would resume silently; start a new run"
+                ),
+            ));
+        }
+        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, IDENTITY, ERRORS])?;
+        let saved = Saved {
+            source: state.child(SOURCE)?,
+            path: state.get(PATH)?,
+            offset: state.get(OFFSET)?,
+            line: state.get(LINE)?,
+            identity: state.get(IDENTITY)?,
+        };
+        let (offset, line) = (saved.offset, saved.line);
+        let stray = offset != 0 || line != 0 || saved.identity.is_some();
+        match &saved.path {
             // Which of the fields is wrong cannot be told: name the node's
             // state, which holds them all.
-            None if offset != 0 || line != 0 => Err(Error::bad_state(
+            None if stray => Err(Error::bad_state(
                 state.path().to_owned(),
                 format!(
-                    "{name}: an offset ({offset}) or line ({line}) without a file (`{PATH}` is null)"
+                    "{name}: an offset ({offset}), line ({line}) or identity without a file (`{PATH}` is null)"
                 ),
+            )),
+            Some(_) if saved.identity.is_none() => Err(Error::bad_state(
+                state.path_of(IDENTITY),
+                format!("{name}: a file without an identity (`{IDENTITY}` is null)"),
             )),
             Some(_) if line > offset => Err(Error::bad_state(
                 state.path_of(LINE),
                 format!("{name}: {line} lines cannot fit in the {offset} bytes before the offset"),
             )),
-            _ => Ok((source, path, offset, line)),
+            _ => Ok(saved),
         }
     }
 
-    /// Checks `state` without applying it: the file is opened only then,
-    /// but it must be there, and long enough for a plain file's offset.
+    /// Checks `state` without applying it: the file is checked when the
+    /// restore pulls it again.
     fn check_state(&self, state: &State) -> Result<()> {
-        let (source, path, offset, _) = self.checked_fields(state)?;
-        if let Some(text) = &path {
-            can_reopen_at(Path::new(text), offset)
-                .map_err(|why| resume_error(state, self.name, text, why))?;
-        }
+        let saved = self.checked_fields(state)?;
         self.budget.load(state)?;
-        self.source.check_state(&source)
+        self.source.check_state(&saved.source)
     }
 
-    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+    /// Reopens `file`, the file the source yields again, at the saved
+    /// offset, if it is still the file (by name and identity) the state
+    /// was taken in.
+    fn reopen(&self, state: &State, file: Option<&Path>, saved: &Saved) -> Result<Tail> {
+        let (name, path) = (self.name, saved.path.as_deref().unwrap_or_default());
+        let Some(file) = file else {
+            let why = format!("{name} is in `{path}`, but its source, restored, yields no file");
+            return Err(Error::bad_state(state.path_of(PATH), why));
+        };
+        // Why the file cannot be resumed in, at the key at fault.
+        let reopen_error = |Reopen(key, why)| {
+            let why = format!("{name} cannot resume in `{}`: {why}", file.display());
+            Error::bad_state(state.path_of(key), why)
+        };
+        if file.file_name() != Some(OsStr::new(path)) {
+            let why = format!(
+                "the state is in a file named `{path}`: its source's state is not from before that file"
+            );
+            return Err(reopen_error(Reopen(PATH, why)));
+        }
+        let reader = open_at(file, saved.offset).map_err(reopen_error)?;
+        let now = reader.identity();
+        if saved.identity.as_ref() == Some(&now) {
+            return Ok(reader);
+        }
+        let message = format!(
+            "the file changed since the state was saved: at offset {} it is {now:?}, the state has {:?}; resuming would deliver other data: restore over the files the state was taken over, or start a new run",
+            saved.offset, saved.identity
+        );
+        Err(reopen_error(Reopen(IDENTITY, message)))
+    }
+
+    fn reset(&mut self, state: Option<&State>) -> Result<()>
+    where
+        S::Item: AsRef<Path>,
+    {
+        replayable(&self.source, self.name, self.name)?;
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
@@ -338,19 +393,20 @@ impl<S: Node, D> LineReader<S, D> {
             self.flag.mark();
             return Ok(());
         };
-        // Check everything (the file included) before applying anything.
-        let (source, path, offset, line) = self.checked_fields(state)?;
+        let saved = self.checked_fields(state)?;
         let counts = self.budget.load(state)?;
-        let reopen = |text: &str| {
-            open_at(Path::new(text), offset)
-                .map_err(|why| resume_error(state, self.name, text, why))
-        };
-        let open = path.as_deref().map(reopen).transpose()?;
-        self.source.reset(Some(&source))?;
-        self.open = open;
-        self.path = path;
-        self.offset = offset;
-        self.line = line;
+        self.close();
+        let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
+        if saved.path.is_some() {
+            // Pull the file the state is in again.
+            let item = replay.next()?;
+            let file = item.as_ref().map(AsRef::as_ref);
+            let reader = self.reopen(state, file, &saved)?;
+            self.path = file.map(Path::to_path_buf);
+            self.open = Some((reader, saved.source));
+        }
+        self.offset = saved.offset;
+        self.line = saved.line;
         self.budget.restore(counts);
         self.flag.mark();
         Ok(())
@@ -358,11 +414,17 @@ impl<S: Node, D> LineReader<S, D> {
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.name)?;
+        let (source, identity) = match &self.open {
+            Some((reader, before)) => (before.clone(), Some(reader.identity())),
+            None => (self.source.get_state(cx)?, None),
+        };
         let mut out = State::new();
-        out.insert_child(SOURCE, self.source.get_state(cx)?);
-        out.insert(PATH, &self.path)?;
+        out.insert_child(SOURCE, source);
+        let name = self.path.as_deref().and_then(Path::file_name);
+        out.insert(PATH, name.and_then(OsStr::to_str))?;
         out.insert(OFFSET, self.offset)?;
         out.insert(LINE, self.line)?;
+        out.insert(IDENTITY, identity)?;
         self.budget.save(&mut out)?;
         Ok(out)
     }
@@ -374,7 +436,7 @@ impl<S: Node, D> LineReader<S, D> {
     }
 
     fn shutdown(&mut self) {
-        self.open = None;
+        // The file stays open: a state taken now still needs its identity.
         self.source.shutdown();
     }
 }
@@ -486,7 +548,10 @@ macro_rules! reader_node {
             }
         }
 
-        impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*> {
+        impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
+        where
+            S::Item: AsRef<Path>,
+        {
             crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe, shutdown);
         }
     };
@@ -510,25 +575,40 @@ macro_rules! reader_node {
 /// next file. Lines of that frame may already have been delivered.
 ///
 /// # State
-/// `source`: the source's state (it has yielded the current file);
-/// `path`: the file being read, or `null` between files; `offset`: the byte
-/// offset of the next line in it (in the decompressed content); `line`: the
-/// lines of it already read; `errors`: the error policy's counts (see
-/// [`TryMapper`](crate::TryMapper)).
+/// `source`: the source's state from just before it yielded the file being
+/// read (between files, its current state); `path`: that file's name (the
+/// last part of its path, never the path), or `null` between files;
+/// `offset`: the byte offset of the next line in it (in the decompressed
+/// content); `line`: the lines of it already read; `identity`: `{"size",
+/// "digest", "line_start"}`, the file's size on disk, an FNV-1a digest of
+/// the (at most 4 KiB of) decompressed bytes before `offset`, and whether
+/// `offset` is 0 or follows a `\n`; `errors`: the error policy's counts
+/// (see [`TryMapper`](crate::TryMapper)). Taking a state reads no file (the
+/// digest's bytes are kept as the file is read); the source's state is
+/// taken once per file, when the file is pulled.
 ///
 /// # Restoring
-/// Restore restores the source, reopens `path` and seeks to `offset`: O(1)
-/// in the file's length for a plain file. A compressed file cannot seek: it
-/// is decompressed from its start up to `offset` (the decompressed bytes are
-/// discarded), so the restore costs what decompressing that far costs: it
-/// grows with the offset: 0.16 s at the end of 105 MB of (very
+/// Restore resets the source to `source` and pulls the file again (as
+/// [`FlatMapper`](crate::FlatMapper) pulls its item again), so the file
+/// opened is the one the source yields now: a dataset copied or moved
+/// elsewhere, listed by [`Files`](crate::Files) in its new place, resumes
+/// there. It then seeks to the 4 KiB before `offset` and reads them: O(1)
+/// in the file's length for a plain file. A compressed file cannot seek:
+/// it is decompressed from its start up to `offset` (the decompressed bytes
+/// are discarded), so the restore costs what decompressing that far costs:
+/// it grows with the offset: 0.16 s at the end of 105 MB of (very
 /// compressible) text in the `restore_in_gzip_file` bench, so expect
-/// seconds per GB of real text. The state is checked first: a file that no
-/// longer exists, or that is now shorter than `offset`, is a bad state at
-/// `path` or `offset` naming the file, and nothing is applied. The check
-/// reads the file's metadata, so a loader reports such a file at its field
-/// rather than as a checksum mismatch; a `path` of `null` with an offset or
-/// line is a bad state at the reader's own state.
+/// seconds per GB of real text. The file must be the one the state was
+/// taken in: a file not named `path` (the source's state is from before
+/// another file), a file that no longer exists or is now shorter than
+/// `offset`, and a file whose identity at `offset` differs (rewritten,
+/// appended to, truncated: for a compressed file, the size is the
+/// compressed file's and the digest is of the decompressed bytes) is a bad
+/// state at that key naming the file, from `reset` (a loader's
+/// `load_state_dict`). The state check before it reads no file: it refuses
+/// a `path` of `null` with an offset, line or identity (at the reader's own
+/// state), a file without an identity, and a state without `identity`
+/// (saved before identity checks).
 ///
 /// # Errors
 /// A bad record is an [`Error::User`] whose source is a [`RecordError`]
@@ -542,6 +622,12 @@ macro_rules! reader_node {
 /// [`TryMapper`](crate::TryMapper): delivered (the default: the pass goes
 /// on), delivered and the pass ends, skipped, or skipped up to `n` times.
 ///
+/// Restoring needs a source that yields the same file again:
+/// [`reset`](Stateful::reset) (from the start too) refuses a source whose
+/// output order varies between runs (an out-of-order
+/// [`ParallelMapper`](crate::ParallelMapper) with workers) with
+/// [`Error::InvalidPipeline`] naming it, as `flat_map` does.
+///
 /// ```
 /// use nodes_std::prelude::*;
 /// use nodes_std::Files;
@@ -553,7 +639,7 @@ macro_rules! reader_node {
 /// let build = || Files::in_dir(&dir).map(|files| files.read_lines());
 /// let mut running = build()?.start()?;
 /// assert_eq!(running.next().transpose()?.as_deref(), Some("one"));
-/// let state = running.get_state()?; // {"path": ".../a.txt", "offset": 4, "line": 1, ...}
+/// let state = running.get_state()?; // {"path": "a.txt", "offset": 4, "line": 1, ...}
 /// let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
 /// assert_eq!(rest, ["two", "three"]);
 /// std::fs::remove_dir_all(&dir)?;
@@ -576,9 +662,10 @@ reader_node!(ReadLines [] String, "ReadLines");
 /// compressed files by extension).
 ///
 /// # State
-/// As [`ReadLines`]': `source`, `path`, `offset` (of the next line), `line`,
-/// `errors`; the restore is the same (a seek, O(1) in the file's length, for
-/// a plain file).
+/// As [`ReadLines`]': `source` (from before the current file), `path`,
+/// `offset` (of the next line), `line`, `identity`, `errors`; the restore
+/// is the same (the file pulled again, a seek, O(1) in the file's length,
+/// for a plain file).
 ///
 /// # Errors
 /// As [`ReadLines`]', plus a line that is not valid JSON for `T` (a

@@ -1,19 +1,85 @@
 //! Opening a file of lines at a byte offset of its content: a seek for a
 //! plain file, a decompression from the start for gzip and zstd (chosen by
 //! the extension), with the errors a resume reports against the state key
-//! at fault.
+//! at fault; and the file's identity at that offset, which a state saves.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// The state key of the file's path.
+use serde::{Deserialize, Serialize};
+
+/// The state key of the file's name (the last part of its path).
 pub(crate) const PATH: &str = "path";
 /// The state key of the byte offset in the file's (decompressed) content.
 pub(crate) const OFFSET: &str = "offset";
 
 /// The read buffer of a file.
 const BUFFER: usize = 64 << 10;
+/// The bytes before the offset that a file's identity digests.
+const WINDOW: usize = 4 << 10;
+
+/// What a state records of the file it is in, checked on restore: the
+/// file's size on disk, an FNV-1a digest of the (decompressed) bytes
+/// before the offset (at most [`WINDOW`]), and whether the offset starts
+/// a line (is 0 or follows a `\n`).
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Identity {
+    pub(crate) size: u64,
+    pub(crate) digest: String,
+    pub(crate) line_start: bool,
+}
+
+/// A file's reader that keeps the last bytes it consumed (at most twice
+/// [`WINDOW`], so the cost per byte stays constant), for the identity at
+/// the current offset without reading the file again.
+pub(crate) struct Tail {
+    inner: Box<dyn BufRead + Send>,
+    tail: Vec<u8>,
+    size: u64,
+}
+
+impl Tail {
+    /// The file's identity at the offset reached.
+    pub(crate) fn identity(&self) -> Identity {
+        let window = &self.tail[self.tail.len().saturating_sub(WINDOW)..];
+        Identity {
+            size: self.size,
+            digest: format!("fnv1a64:{:016x}", nodes_core::Fnv1a64::hash(window)),
+            line_start: window.last().is_none_or(|&b| b == b'\n'),
+        }
+    }
+}
+
+impl Read for Tail {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.fill_buf()?.read(buf)?;
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Tail {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        // The bytes consumed are still in the buffer: no I/O for `n > 0`.
+        if n > 0
+            && let Ok(buffer) = self.inner.fill_buf()
+        {
+            let end = n.min(buffer.len());
+            let consumed = &buffer[end.saturating_sub(WINDOW)..end];
+            if self.tail.len() + consumed.len() > 2 * WINDOW {
+                self.tail.drain(..self.tail.len().saturating_sub(WINDOW));
+            }
+            self.tail.extend_from_slice(consumed);
+        }
+        self.inner.consume(n);
+    }
+}
 
 /// The compression a file's extension says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,29 +130,31 @@ fn decompressed(
 /// Why a saved position cannot be reopened: the key it is about, and what.
 pub(crate) struct Reopen(pub(crate) &'static str, pub(crate) String);
 
-/// Opens `path` at byte `offset` of its (decompressed) content: a seek for
-/// a plain file, a decompression of the first `offset` bytes otherwise.
-pub(crate) fn open_at(
-    path: &Path,
-    offset: u64,
-) -> std::result::Result<Box<dyn BufRead + Send>, Reopen> {
-    can_reopen_at(path, offset)?;
-    let mut file = File::open(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
+/// Opens `path` at byte `offset` of its (decompressed) content: a seek
+/// to the identity's window before it for a plain file, a decompression
+/// from the start otherwise; the bytes up to `offset` are read through
+/// the [`Tail`].
+pub(crate) fn open_at(path: &Path, offset: u64) -> std::result::Result<Tail, Reopen> {
+    let open = |e: io::Error| Reopen(PATH, format!("cannot open: {e}"));
+    let mut file = File::open(path).map_err(open)?;
+    let size = file.metadata().map_err(open)?.len();
     let kind = compression(path);
-    if kind == Compression::None {
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {offset}: {e}")))?;
-        return Ok(Box::new(BufReader::with_capacity(BUFFER, file)));
+    if kind == Compression::None && offset > size {
+        return Err(past_the_end(offset, "file", size));
     }
-    let mut reader = decompressed(file, kind).map_err(|m| Reopen(PATH, m))?;
-    let skipped = io::copy(&mut (&mut reader).take(offset), &mut io::sink()).map_err(|e| {
-        Reopen(
-            OFFSET,
-            format!("cannot decompress up to offset {offset}: {e}"),
-        )
-    })?;
-    if skipped < offset {
-        return Err(past_the_end(offset, "decompressed file", skipped));
+    let start = match kind {
+        Compression::None => offset.saturating_sub(WINDOW as u64),
+        _ => 0,
+    };
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {start}: {e}")))?;
+    let inner = decompressed(file, kind).map_err(|m| Reopen(PATH, m))?;
+    let tail = Vec::with_capacity(2 * WINDOW);
+    let mut reader = Tail { inner, tail, size };
+    let skipped = io::copy(&mut (&mut reader).take(offset - start), &mut io::sink())
+        .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
+    if start + skipped < offset {
+        return Err(past_the_end(offset, "decompressed file", start + skipped));
     }
     Ok(reader)
 }
@@ -99,15 +167,4 @@ fn past_the_end(offset: u64, what: &str, len: u64) -> Reopen {
             "offset {offset} is past the end of the {what} ({len} bytes): the file changed since the state was saved"
         ),
     )
-}
-
-/// Whether `path` can be reopened at `offset`, as far as its metadata
-/// tells (a plain file's length): what a state check can learn without
-/// opening the file, so that a damaged `path` is named where it is.
-pub(crate) fn can_reopen_at(path: &Path, offset: u64) -> std::result::Result<(), Reopen> {
-    let meta = std::fs::metadata(path).map_err(|e| Reopen(PATH, format!("cannot open: {e}")))?;
-    if compression(path) == Compression::None && offset > meta.len() {
-        return Err(past_the_end(offset, "file", meta.len()));
-    }
-    Ok(())
 }

@@ -11,14 +11,21 @@ const NAME: &str = "FlatMapper";
 const SOURCE: &str = "source";
 const OUTPUT_IDX: &str = "output_idx";
 
-/// What a one-to-many node tells its user when it refuses a source whose
-/// order varies.
-pub(crate) fn refusal(method: &str) -> String {
-    format!(
-        "it restores by pulling its current source item again, which over a source whose order \
-         varies between runs gives another item; deliver in order with \
-         `ParallelOptions::in_order(true)`, or put the out-of-order par_map above the `{method}`"
-    )
+/// Refuses, for node `name` (made by `method`) that restores by pulling
+/// its current source item again, a `source` whose order varies.
+pub(crate) fn replayable(source: &impl Stateful, name: &'static str, method: &str) -> Result<()> {
+    let Some(below) = source.describe().varying_order() else {
+        return Ok(());
+    };
+    Err(Error::InvalidPipeline {
+        node: name,
+        below,
+        message: format!(
+            "it restores by pulling its current source item again, which over a source whose order \
+             varies between runs gives another item; deliver in order with \
+             `ParallelOptions::in_order(true)`, or put the out-of-order par_map above the `{method}`"
+        ),
+    })
 }
 
 /// The mechanism of the one-to-many nodes ([`FlatMapper`],
@@ -102,13 +109,7 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
     where
         F: FnMut(S::Item) -> I,
     {
-        if let Some(below) = self.source.describe().varying_order() {
-            return Err(Error::InvalidPipeline {
-                node: self.name,
-                below,
-                message: refusal(self.method),
-            });
-        }
+        replayable(&self.source, self.name, self.method)?;
         let restore = state.map(|s| self.read(s)).transpose()?;
         self.current = None;
         self.idx = 0;

@@ -112,9 +112,11 @@ fn restore_starts_at_the_saved_byte_offset() -> Result<()> {
     let state = running.get_state()?;
     assert_eq!(state.get::<u64>("offset")?, 6);
     assert_eq!(state.get::<u64>("line")?, 1);
-    // A hand-made state at byte 13 (the start of "third") with a line count
-    // that does not match: the restore seeks, it does not count lines.
-    let state = state.with("offset", 13u64)?.with("line", 7u64)?;
+    running.next().transpose()?;
+    // At byte 13 (the start of "third"), with a line count that does not
+    // match: the restore seeks, it does not count lines.
+    let state = running.get_state()?.with("line", 7u64)?;
+    assert_eq!(state.get::<u64>("offset")?, 13);
     let rest: Vec<String> = build()?.start_from(&state)?.collect::<Result<_>>()?;
     assert_eq!(rest, ["third"]);
     Ok(())
@@ -309,7 +311,9 @@ fn a_restore_into_changed_files_is_refused_with_the_files_named() -> Result<()> 
     assert!(err.is_bad_state(), "{text}");
     assert!(text.contains("/files"), "{text}");
     assert!(text.contains("taken over 4 files"), "{text}");
-    assert!(text.contains("c.jsonl`, is now file 4"), "{text}");
+    // The reader saves its source's state from before the file it reads:
+    // the last file that state yielded is the one before, `b.jsonl`.
+    assert!(text.contains("b.jsonl`, is now file 2"), "{text}");
     assert!(
         text.contains("added near it: `") && text.contains("bb.jsonl`"),
         "{text}"
@@ -373,10 +377,11 @@ fn an_offset_without_a_file_is_refused_at_the_readers_state() -> Result<()> {
 }
 
 /// A checkpoint whose file was damaged (another name, an offset past the
-/// end) is refused at that field by the state check, before the checksum
-/// would refuse it as a whole: the file's metadata is read then.
+/// end) is refused: by its checksum, and without the checksum at that
+/// field, by the restore that pulls the file again (the state check before
+/// the checksum cannot tell: it does not know which file the source yields).
 #[test]
-fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
+fn a_damaged_file_or_offset_is_refused_at_its_field() -> Result<()> {
     let dir = TempDir::new("files-damaged-path");
     let a = dir.write("a.txt", "1\n2\n");
     let build = || Files::list([&a]).map(NodeExt::read_lines);
@@ -385,9 +390,12 @@ fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
     epoch.next().transpose()?;
     let saved = epoch.state_dict()?.to_value();
     drop(epoch);
-    let missing = dir.path().join("missing.txt");
     for (key, value, message) in [
-        ("path", serde_json::json!(missing), "cannot open"),
+        (
+            "path",
+            serde_json::json!("missing.txt"),
+            "named `missing.txt`",
+        ),
         (
             "offset",
             serde_json::json!(1000),
@@ -396,8 +404,12 @@ fn a_damaged_file_or_offset_is_named_before_the_checksum() -> Result<()> {
     ] {
         let mut damaged = saved.clone();
         damaged["root"][key] = value;
+        let damaged = State::from_value(damaged)?;
+        let err = Loader::new(build()?).load_state_dict(&damaged).unwrap_err();
+        assert_eq!(err.state_path(), Some("/checksum"), "{err}");
         let err = Loader::new(build()?)
-            .load_state_dict(&State::from_value(damaged)?)
+            .verify_checksum(false)
+            .load_state_dict(&damaged)
             .unwrap_err();
         assert_eq!(
             err.state_path(),
@@ -692,5 +704,247 @@ fn compressed_files_without_their_feature_are_errors_naming_it() -> Result<()> {
             m
         });
     assert_eq!(by_value.get(&true), Some(&1));
+    Ok(())
+}
+
+/// Restores `state` into `read_lines` over `files`, expecting a bad state
+/// at `key` whose message has each of `words`.
+fn refused(files: Files, state: &State, key: &str, words: &[&str]) {
+    let err = files.read_lines().start_from(state).unwrap_err();
+    assert!(err.is_bad_state(), "{err}");
+    assert_eq!(err.state_path(), Some(key), "{err}");
+    for word in words {
+        assert!(err.to_string().contains(word), "{word}: {err}");
+    }
+}
+
+/// Issue 35, item 1 (a): a file rewritten with other content of the same
+/// length is refused, rather than resumed mid-line.
+#[test]
+fn a_file_rewritten_under_a_state_is_refused() -> Result<()> {
+    let dir = TempDir::new("files-rewritten");
+    let a = dir.write("a.txt", "alpha\nbeta\ngamma\n");
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    assert_eq!(running.next().transpose()?.as_deref(), Some("alpha"));
+    let state = running.get_state()?;
+    dir.write("a.txt", "0123456789\nabcde\n");
+    let words = ["a.txt", "changed since the state was saved", "at offset 6"];
+    refused(Files::list([&a])?, &state, "/identity", &words);
+    Ok(())
+}
+
+/// Issue 35, item 1 (b): a last line without an end, read, then appended
+/// to: its tail is not delivered as a line of its own.
+#[test]
+fn a_file_appended_to_under_a_state_is_refused() -> Result<()> {
+    let dir = TempDir::new("files-appended");
+    let a = dir.write("a.txt", "alpha\nbeta");
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    running.next().transpose()?;
+    assert_eq!(running.next().transpose()?.as_deref(), Some("beta"));
+    let state = running.get_state()?;
+    assert_eq!(state.value("identity")?["line_start"], false);
+    dir.write("a.txt", "alpha\nbetaX\nnext\n");
+    let words = ["a.txt", "size: 17", "size: 10"];
+    refused(Files::list([&a])?, &state, "/identity", &words);
+    // Unchanged, the same state resumes after the last line.
+    dir.write("a.txt", "alpha\nbeta");
+    let rest: Vec<String> = Files::list([&a])?
+        .read_lines()
+        .start_from(&state)?
+        .collect::<Result<_>>()?;
+    assert!(rest.is_empty(), "{rest:?}");
+    Ok(())
+}
+
+/// The identity covers the 4 KiB before the offset, also when the offset
+/// is further into the file: a change there is refused, one before it is
+/// not seen (restore stays O(1) in the file).
+#[test]
+fn the_identity_covers_the_bytes_before_the_offset() -> Result<()> {
+    let dir = TempDir::new("files-identity-window");
+    let text: String = (0..2000).map(|i| format!("line {i:05}\n")).collect();
+    let a = dir.write("a.txt", &text);
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    for _ in 0..1000 {
+        running.next().transpose()?;
+    }
+    let state = running.get_state()?;
+    let near = text.replacen("line 00999", "line 0099X", 1);
+    dir.write("a.txt", near);
+    refused(
+        Files::list([&a])?,
+        &state,
+        "/identity",
+        &["at offset 11000"],
+    );
+    let far = text.replacen("line 00001", "line 0000X", 1);
+    dir.write("a.txt", far);
+    let rest = Files::list([&a])?.read_lines().start_from(&state)?;
+    assert_eq!(rest.count(), 1000);
+    Ok(())
+}
+
+#[test]
+fn a_reader_state_without_identity_is_refused_as_older() -> Result<()> {
+    let dir = TempDir::new("files-no-identity");
+    let a = dir.write("a.txt", "1\n2\n");
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    running.next().transpose()?;
+    let mut state = running.get_state()?.to_value();
+    state.as_object_mut().unwrap().remove("identity");
+    let state = State::from_value(state)?;
+    refused(
+        Files::list([&a])?,
+        &state,
+        "/identity",
+        &["predates identity checks"],
+    );
+    Ok(())
+}
+
+/// Copies the files of `from` into a new directory `name`.
+fn copy_dir(from: &TempDir, name: &str) -> TempDir {
+    let to = TempDir::new(name);
+    for entry in std::fs::read_dir(from.path()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        to.write(&name, std::fs::read(entry.path()).unwrap());
+    }
+    to
+}
+
+/// Issue 35, item 2: a dataset copied to a new directory (and the old copy
+/// changed) resumes from the new one, over a directory, a glob and a list,
+/// also with the files listed on another thread.
+#[test]
+fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
+    type Build = fn(&std::path::Path) -> Result<Box<dyn Node<Item = PathBuf>>>;
+    let builds: [(&str, Build); 4] = [
+        ("in_dir", |d| Ok(Files::in_dir(d)?.shuffle_files(3).boxed())),
+        ("glob", |d| {
+            let files = Files::glob(&format!("{}/*.jsonl", d.display()))?;
+            Ok(files.shuffle_files(3).boxed())
+        }),
+        ("list", |d| {
+            let files = Files::list(["a.jsonl", "c.jsonl", "d.jsonl"].map(|n| d.join(n)))?;
+            Ok(files.shuffle_files(3).boxed())
+        }),
+        ("prefetched", |d| {
+            Ok(Files::in_dir(d)?.shuffle_files(3).prefetch(2)?.boxed())
+        }),
+    ];
+    for (case, build) in builds {
+        let old = TempDir::new("files-moved-from");
+        corpus(&old);
+        let reader = |d: &std::path::Path| Ok(build(d)?.read_jsonl::<Row>());
+        let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
+        let all = ids(&all);
+        for cut in 1..all.len() {
+            let mut running = reader(old.path())?.start()?;
+            for _ in 0..cut {
+                running.next().transpose()?;
+            }
+            let state = running.get_state()?;
+            let new = copy_dir(&old, "files-moved-to");
+            for name in ["a.jsonl", "c.jsonl", "d.jsonl"] {
+                old.write(
+                    name,
+                    "{\"id\": 99, \"text\": \"old\"}\n{\"id\": 98, \"text\": \"old\"}\n",
+                );
+            }
+            let rest: Vec<Result<Row>> = reader(new.path())?.start_from(&state)?.collect();
+            assert_eq!(ids(&rest), all[cut..], "{case}, cut {cut}");
+            corpus(&old);
+        }
+    }
+    Ok(())
+}
+
+/// A reader state whose source's state is from before another file than
+/// the one its `path` and identity name is refused at that field.
+#[test]
+fn a_reader_and_source_that_disagree_are_refused() -> Result<()> {
+    let dir = TempDir::new("files-disagree");
+    corpus(&dir);
+    let mut running = Files::in_dir(dir.path())?.read_lines().start()?;
+    running.next().transpose()?;
+    let in_a = running.get_state()?;
+    for _ in 0..3 {
+        running.next().transpose()?;
+    }
+    let in_c = running.get_state()?;
+    assert_eq!(
+        (in_a.get::<String>("path")?, in_c.get::<String>("path")?),
+        ("a.jsonl".to_owned(), "c.jsonl".to_owned())
+    );
+    let files = || Files::in_dir(dir.path()).unwrap();
+    let mut mixed = in_a;
+    mixed.insert_child("source", in_c.child("source")?);
+    let words = [
+        "c.jsonl",
+        "a file named `a.jsonl`",
+        "not from before that file",
+    ];
+    refused(files(), &mixed, "/path", &words);
+    let words = ["c.jsonl", "changed since the state was saved"];
+    refused(
+        files(),
+        &mixed.with("path", "c.jsonl")?,
+        "/identity",
+        &words,
+    );
+    Ok(())
+}
+
+/// A reader restores by pulling its file again, so a source whose order
+/// varies between runs is refused, as under `flat_map`.
+#[test]
+fn a_reader_over_a_source_of_varying_order_is_refused() -> Result<()> {
+    let dir = TempDir::new("files-varying-order");
+    corpus(&dir);
+    let out_of_order = ParallelOptions::new(2).in_order(false);
+    let err = Files::in_dir(dir.path())?
+        .par_map(Ok, out_of_order)?
+        .read_lines()
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidPipeline { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("pulling its current source item again"),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// A compressed file's identity: the compressed file's size and a digest
+/// of the decompressed bytes before the offset.
+#[cfg(feature = "gzip")]
+#[test]
+fn a_compressed_file_rewritten_under_a_state_is_refused() -> Result<()> {
+    use std::io::Write;
+    let gzip = |text: &str| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(text.as_bytes()).unwrap();
+        enc.finish().unwrap()
+    };
+    let dir = TempDir::new("files-gzip-rewritten");
+    let a = dir.write("a.txt.gz", gzip("alpha\nbeta\ngamma\n"));
+    let mut running = Files::list([&a])?.read_lines().start()?;
+    running.next().transpose()?;
+    let state = running.get_state()?;
+    let rest: Vec<String> = Files::list([&a])?
+        .read_lines()
+        .start_from(&state)?
+        .collect::<Result<_>>()?;
+    assert_eq!(rest, ["beta", "gamma"]);
+    dir.write("a.txt.gz", gzip("0123456789\nabcde\n"));
+    refused(
+        Files::list([&a])?,
+        &state,
+        "/identity",
+        &["a.txt.gz", "at offset 6"],
+    );
     Ok(())
 }
