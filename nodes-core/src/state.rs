@@ -21,6 +21,7 @@ mod path;
 mod tree;
 
 pub(crate) use self::checksum::CHECKSUM_KEY;
+pub use self::checksum::digest_bytes;
 use self::deferred::Deferred;
 pub use self::deferred::Snapshot;
 use self::path::Path;

@@ -69,6 +69,13 @@ fn avalanche(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
+/// The `mx64` hash of a byte string, eight bytes a step: a file reader's
+/// digest of the bytes before its offset (an FNV-1a over 4 KiB would take
+/// a multiplication per byte, on the path of every state taken).
+pub fn digest_bytes(bytes: &[u8]) -> u64 {
+    avalanche(mix_bytes(MEMBER_SEED, bytes))
+}
+
 /// Mixes in `bytes` as little-endian words, then their length. A tail
 /// shorter than a word is read as one word overlapping what came before
 /// (or, for a string shorter than a word, as its first and last bytes):

@@ -580,7 +580,7 @@ macro_rules! reader_node {
 /// last part of its path, never the path), or `null` between files;
 /// `offset`: the byte offset of the next line in it (in the decompressed
 /// content); `line`: the lines of it already read; `identity`: `{"size",
-/// "digest", "line_start"}`, the file's size on disk, an FNV-1a digest of
+/// "digest", "line_start"}`, the file's size on disk, a digest of
 /// the (at most 4 KiB of) decompressed bytes before `offset`, and whether
 /// `offset` is 0 or follows a `\n`; `errors`: the error policy's counts
 /// (see [`TryMapper`](crate::TryMapper)). Taking a state reads no file (the

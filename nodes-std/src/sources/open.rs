@@ -20,7 +20,7 @@ const BUFFER: usize = 64 << 10;
 const WINDOW: usize = 4 << 10;
 
 /// What a state records of the file it is in, checked on restore: the
-/// file's size on disk, an FNV-1a digest of the (decompressed) bytes
+/// file's size on disk, an `mx64` digest of the (decompressed) bytes
 /// before the offset (at most [`WINDOW`]), and whether the offset starts
 /// a line (is 0 or follows a `\n`).
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +46,7 @@ impl Tail {
         let window = &self.tail[self.tail.len().saturating_sub(WINDOW)..];
         Identity {
             size: self.size,
-            digest: format!("fnv1a64:{:016x}", nodes_core::Fnv1a64::hash(window)),
+            digest: format!("mx64:{:016x}", nodes_core::__private::digest_bytes(window)),
             line_start: window.last().is_none_or(|&b| b == b'\n'),
         }
     }
