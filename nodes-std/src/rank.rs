@@ -24,10 +24,8 @@ impl Rank {
     pub(crate) fn new(node: &'static str, rank: u64, world_size: u64) -> Result<Rank> {
         crate::transforms::require(world_size > 0, node, "world_size must be at least 1")?;
         if rank >= world_size {
-            return Err(Error::invalid_argument(
-                node,
-                format!("rank {rank} is not below world_size {world_size}"),
-            ));
+            let why = format!("rank {rank} is not below world_size {world_size}");
+            return Err(Error::invalid_argument(node, why));
         }
         Ok(Rank { rank, world_size })
     }

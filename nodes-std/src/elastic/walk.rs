@@ -177,10 +177,8 @@ pub(crate) fn walk(
             // `needs_exact_snapshots`). The
             // buffered items themselves are dealt to the new ranks.
             let Value::Array(items) = state.value("buffer")? else {
-                return Err(Error::bad_state(
-                    state.path_of("buffer"),
-                    "expected the array of buffered items",
-                ));
+                let why = "expected the array of buffered items";
+                return Err(Error::bad_state(state.path_of("buffer"), why));
             };
             out.buffers.push(Buffered {
                 path: state.path().to_owned(),

@@ -243,10 +243,8 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             let used = key.parse().ok().filter(|&i: &usize| i < slots_used);
             // Written as an index is written: "01" is not slot 1.
             let Some(index) = used.filter(|i| key == i.to_string()) else {
-                return Err(Error::bad_state(
-                    slots.path_of(key),
-                    format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
-                ));
+                let why = format!("not the index of a used slot (0 to {slots_used}, exclusive)");
+                return Err(Error::bad_state(slots.path_of(key), why));
             };
             let slot = slots.child(key)?;
             slot.expect_keys(NAME, &[ITEM, STATE])?;

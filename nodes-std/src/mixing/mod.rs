@@ -332,16 +332,12 @@ impl<N: Node> Sources<N> {
             .unzip();
         let mut seen = HashSet::new();
         if let Some(name) = names.iter().find(|&name| !seen.insert(name)) {
-            return Err(Error::invalid_argument(
-                node,
-                format!("source name {name:?} appears more than once"),
-            ));
+            let why = format!("source name {name:?} appears more than once");
+            return Err(Error::invalid_argument(node, why));
         }
         if nodes.is_empty() {
-            return Err(Error::invalid_argument(
-                node,
-                "at least one source is required",
-            ));
+            let why = "at least one source is required";
+            return Err(Error::invalid_argument(node, why));
         }
         let len = nodes.len();
         Ok(Sources {
@@ -472,14 +468,12 @@ impl<N: Node> Sources<N> {
         let same = theirs.is_some_and(|theirs| theirs.eq(ours));
         if !same {
             let keys: Vec<String> = state.get(DATASET_KEYS)?;
-            return Err(Error::bad_state(
-                state.path_of(DATASET_KEYS),
-                format!(
-                    "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
-                    keys.join(", "),
-                    self.names.join(", ")
-                ),
-            ));
+            let why = format!(
+                "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
+                keys.join(", "),
+                self.names.join(", ")
+            );
+            return Err(Error::bad_state(state.path_of(DATASET_KEYS), why));
         }
         let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
         let flags = |key: &str| -> Result<Vec<bool>> {
@@ -495,10 +489,8 @@ impl<N: Node> Sources<N> {
         let exhausted = flags(EXHAUSTED)?;
         let empty = flags(EMPTY)?;
         if let Some(i) = (0..self.len()).find(|&i| empty[i] && !exhausted[i]) {
-            return Err(Error::bad_state(
-                state.child(EMPTY)?.path_of(names[i]),
-                "a source marked empty must also be marked exhausted",
-            ));
+            let why = "a source marked empty must also be marked exhausted";
+            return Err(Error::bad_state(state.child(EMPTY)?.path_of(names[i]), why));
         }
         let nested = state.child(NODE_STATES)?;
         nested.expect_keys(node, &names)?;

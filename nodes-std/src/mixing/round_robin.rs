@@ -209,10 +209,8 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
         let checked = self.sources.decode(NAME, state, cursor)?;
         let n = self.sources.len();
         if cursor >= n {
-            return Err(Error::bad_state(
-                state.path_of(CURSOR),
-                format!("index {cursor} is out of range for {n} sources"),
-            ));
+            let why = format!("index {cursor} is out of range for {n} sources");
+            return Err(Error::bad_state(state.path_of(CURSOR), why));
         }
         Ok(checked)
     }

@@ -222,27 +222,21 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             return Err(Error::invalid_argument(NAME, why));
         }
         if let Some(i) = by_index.iter().position(Option::is_none) {
-            return Err(Error::invalid_argument(
-                NAME,
-                format!(
-                    "the names of sources and weights must be the same: no weight for source {:?}",
-                    &*sources.names[i]
-                ),
-            ));
+            let why = format!(
+                "the names of sources and weights must be the same: no weight for source {:?}",
+                &*sources.names[i]
+            );
+            return Err(Error::invalid_argument(NAME, why));
         }
         let weights: Vec<f64> = by_index.into_iter().flatten().collect();
         let active: Vec<bool> = weights.iter().map(|&w| w > 0.0).collect();
         if !active.contains(&true) {
-            return Err(Error::invalid_argument(
-                NAME,
-                "at least one weight must be positive (all weights are zero)",
-            ));
+            let why = "at least one weight must be positive (all weights are zero)";
+            return Err(Error::invalid_argument(NAME, why));
         }
         if !weights.iter().sum::<f64>().is_finite() {
-            return Err(Error::invalid_argument(
-                NAME,
-                "the weights must have a finite sum",
-            ));
+            let why = "the weights must have a finite sum";
+            return Err(Error::invalid_argument(NAME, why));
         }
         // Only the sources with a positive weight are drawn from and count
         // for the stop criterion.
@@ -458,12 +452,10 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         ] {
             let theirs: u64 = rng.get(key)?;
             if theirs != ours {
-                return Err(Error::bad_state(
-                    rng.path_of(key),
-                    format!(
-                        "the state was taken with {what} {theirs}, this {NAME} has {what} {ours}"
-                    ),
-                ));
+                let why = format!(
+                    "the state was taken with {what} {theirs}, this {NAME} has {what} {ours}"
+                );
+                return Err(Error::bad_state(rng.path_of(key), why));
             }
         }
         let stream = PassRng::pass_stream(epoch, self.ranks);
