@@ -516,18 +516,12 @@ impl<N: Node> Sources<N> {
         self.empty = decoded.empty;
         self.recount();
         // A source that ended and was not restarted stands at its end.
-        let at_end = |(i, node): (usize, &N)| !self.exhausted[i] || node.size_hint().lower == 0;
+        let at_end = |i: usize| !self.exhausted[i] || self.nodes[i].size_hint().lower == 0;
         if !self.stop.restarts()
-            && let Some(i) = self
-                .nodes
-                .iter()
-                .enumerate()
-                .position(|source| !at_end(source))
+            && let Some(i) = (0..self.len()).find(|&i| !at_end(i))
         {
-            let why = format!(
-                "source {} is marked exhausted, but its state has items left",
-                self.names[i]
-            );
+            let name = &self.names[i];
+            let why = format!("source {name} is marked exhausted, but its state has items left");
             return Err(Error::bad_state(decoded.states[i].path(), why));
         }
         Ok(decoded.own)

@@ -108,11 +108,8 @@ impl<S: Node + fmt::Debug> fmt::Debug for Shuffler<S> {
 
 impl<S: Node> Shuffler<S> {
     pub(crate) fn new(source: S, buffer_size: usize, seed: u64) -> Result<Self> {
-        require(
-            buffer_size > 0,
-            "Shuffler",
-            "buffer_size must be at least 1",
-        )?;
+        let why = "buffer_size must be at least 1";
+        require(buffer_size > 0, "Shuffler", why)?;
         Ok(Shuffler {
             source,
             buffer_size,
