@@ -289,9 +289,14 @@ impl HeldErrors {
         self.0.pop_front()
     }
 
-    /// How many errors are held.
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
+    /// What the held errors add to a node's hint: each is one item still
+    /// to deliver, and an error.
+    pub(crate) fn hint(&self) -> Hint {
+        let held = self.0.len() as u64;
+        Hint {
+            may_fail: held > 0,
+            ..Hint::exact(held)
+        }
     }
 
     /// Whether [`MAX_HELD`] errors are held: the node must stop building its

@@ -110,11 +110,7 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
 /// either side, is known.
 impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
     fn size_hint(&self) -> Hint {
-        let held = self.pending_errors.len() as u64;
-        let held = Hint {
-            may_fail: held > 0,
-            ..Hint::exact(held)
-        };
+        let held = self.pending_errors.hint();
         if self.ended {
             return held;
         }

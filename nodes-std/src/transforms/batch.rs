@@ -141,26 +141,16 @@ impl<S: Node> Node for Batcher<S> {
 /// the count below the batches of the lower bound.
 impl<S: Node> crate::SizeHint for Batcher<S> {
     fn size_hint(&self) -> Hint {
-        let held = self.pending_errors.len() as u64;
         let size = self.batch_size as u64;
-        let batches = |n: u64| {
-            if self.drop_last {
-                n / size
-            } else {
-                n.div_ceil(size)
-            }
-        };
+        // Whole batches only with `drop_last`.
+        let batches = |n: u64| n.div_ceil(size) - u64::from(self.drop_last && n % size != 0);
         let source = self.source.size_hint();
         let upper = if source.may_fail {
             source.upper
         } else {
             source.upper.map(batches)
         };
-        let held = Hint {
-            may_fail: held > 0,
-            ..Hint::exact(held)
-        };
-        held.then(Hint {
+        self.pending_errors.hint().then(Hint {
             lower: batches(source.lower),
             upper,
             ..source
