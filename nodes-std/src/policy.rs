@@ -5,8 +5,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Cx, Error, Result, State};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Result, State};
 
 /// What a fallible node ([`TryMapper`](crate::TryMapper),
 /// [`ParallelMapper`](crate::ParallelMapper), [`Prefetcher`](crate::Prefetcher))

@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::rank::Rank;
 use crate::sources::sampler_wrapper::{Described, Sampler};
-use crate::{Cx, Error, Init, Node, NodeId, NodeName, Result, State, Validate};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Init, Node, NodeId, NodeName, Result, State, Validate};
 
 /// Which global positions one rank reads in the current epoch.
 ///

@@ -126,8 +126,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, Resume, State};
+use nodes_core::{Cx, Description, Error, Hint, Node, ResetFlag, Result, Resume, State};
 use serde_json::Value;
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;

@@ -4,8 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nodes_core::__private::Fields;
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Hint, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};

@@ -1,8 +1,7 @@
 //! [`Zip`]: pair up the items of two nodes.
 
 use crate::policy::{HeldErrors, is_bad_record};
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
 /// documentation for more.

@@ -4,8 +4,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a
 /// slice...), or over the iterators a closure makes.

@@ -2,8 +2,7 @@
 
 use crate::policy::{HeldErrors, is_bad_record};
 use crate::transforms::require;
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and

@@ -2,8 +2,7 @@
 
 use crate::policy::is_item;
 use crate::transforms::require;
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`

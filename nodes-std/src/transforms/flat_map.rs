@@ -4,8 +4,9 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
-use nodes_core::Hint;
+use crate::{
+    Cx, Description, Error, Hint, Node, NodeId, Replay, ResetFlag, Result, State, Stateful,
+};
 
 const NAME: &str = "FlatMapper";
 const SOURCE: &str = "source";

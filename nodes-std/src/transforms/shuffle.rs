@@ -8,8 +8,7 @@ use serde::de::DeserializeOwned;
 use crate::cow::CowBuffer;
 use crate::seed::PassRng;
 use crate::transforms::require;
-use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Node, NodeId, NodeName, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
