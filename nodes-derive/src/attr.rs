@@ -285,10 +285,10 @@ fn from_child<T>(
 ) -> impl FnOnce(syn::LitStr) -> syn::Result<T> {
     move |lit| match lit.value() {
         source if source == "child" => Ok(value),
-        source => Err(syn::Error::new_spanned(
-            &lit,
-            format!("unknown `{key}` source {source:?}; {expected}"),
-        )),
+        source => {
+            let message = format!("unknown `{key}` source {source:?}; {expected}");
+            Err(syn::Error::new_spanned(&lit, message))
+        }
     }
 }
 
@@ -331,10 +331,8 @@ fn unknown(meta: &ParseNestedMeta<'_>, of: &str, expected: &str) -> syn::Error {
         let _ = meta.parse_nested_meta(|_| Ok(()));
     }
     let path = path_to_string(&meta.path);
-    syn::Error::new(
-        meta.path.span(),
-        format!("unknown node {of} attribute `{path}`; expected one of {expected}"),
-    )
+    let message = format!("unknown node {of} attribute `{path}`; expected one of {expected}");
+    syn::Error::new(meta.path.span(), message)
 }
 
 fn path_to_string(path: &syn::Path) -> String {

@@ -382,14 +382,11 @@ impl<'de> Deserialize<'de> for HeldErrors {
         let saved = Vec::<SavedError>::deserialize(deserializer)?;
         if saved.len() > MAX_HELD {
             let expected = format!("at most {MAX_HELD} held errors");
-            return Err(serde::de::Error::invalid_length(
-                saved.len(),
-                &expected.as_str(),
-            ));
+            let error = serde::de::Error::invalid_length(saved.len(), &expected.as_str());
+            return Err(error);
         }
-        Ok(HeldErrors(
-            saved.into_iter().map(SavedError::into_error).collect(),
-        ))
+        let errors = saved.into_iter().map(SavedError::into_error).collect();
+        Ok(HeldErrors(errors))
     }
 }
 

@@ -57,10 +57,8 @@ impl Rank {
             (Some(r), Some(w)) => {
                 let (rank, world_size) = (number("RANK", r)?, number("WORLD_SIZE", w)?);
                 Rank::new(FROM_ENV, rank, world_size).map_err(|_| {
-                    Error::invalid_argument(
-                        FROM_ENV,
-                        format!("RANK={rank} is not below WORLD_SIZE={world_size}"),
-                    )
+                    let why = format!("RANK={rank} is not below WORLD_SIZE={world_size}");
+                    Error::invalid_argument(FROM_ENV, why)
                 })
             }
             _ => Err(Error::invalid_argument(
