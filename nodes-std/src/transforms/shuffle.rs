@@ -79,7 +79,7 @@ pub struct Shuffler<S: Node> {
     seed: u64,
     // Declaration order is reset order: `epoch` reads the old `started`, and
     // `rng` reads the new `epoch`.
-    #[node(state, default = self.next_epoch())]
+    #[node(state, default = crate::seed::epoch_after(self.epoch, self.started))]
     epoch: u64,
     #[node(state, deferred, default = PassRng::new(self.seed, self.epoch))]
     rng: PassRng,
@@ -128,10 +128,6 @@ impl<S: Node> Shuffler<S> {
     /// Items currently buffered.
     pub fn buffered(&self) -> usize {
         self.buffer.len()
-    }
-
-    fn next_epoch(&self) -> u64 {
-        crate::seed::epoch_after(self.epoch, self.started)
     }
 }
 
