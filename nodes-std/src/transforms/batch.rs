@@ -142,7 +142,8 @@ impl<S: Node> crate::SizeHint for Batcher<S> {
     fn size_hint(&self) -> Hint {
         let size = self.batch_size as u64;
         // Whole batches only with `drop_last`.
-        let batches = |n: u64| n.div_ceil(size) - u64::from(self.drop_last && n % size != 0);
+        let batches =
+            |n: u64| n.div_ceil(size) - u64::from(self.drop_last && !n.is_multiple_of(size));
         let source = self.source.size_hint();
         let upper = if source.may_fail {
             source.upper
