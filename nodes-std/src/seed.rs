@@ -37,11 +37,14 @@ const RESHARD_STREAMS: u64 = 1 << 63;
 /// the stream of an epoch (`PassRng::new(seed, epoch)`) and new ranks of one
 /// reshard draw from distinct streams. The seed is kept.
 pub(crate) fn reshard_stream(epoch: u64, rank: u64, world_size: u64) -> u64 {
-    let mut hash = nodes_core::Fnv1a64::default();
-    for word in [epoch, rank, world_size] {
-        std::hash::Hasher::write(&mut hash, &word.to_le_bytes());
-    }
-    RESHARD_STREAMS | std::hash::Hasher::finish(&hash)
+    RESHARD_STREAMS | hash_words(&[epoch, rank, world_size])
+}
+
+/// FNV-1a over `words` as little-endian bytes: the same on every platform
+/// and in every run.
+pub(crate) fn hash_words(words: &[u64]) -> u64 {
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    nodes_core::Fnv1a64::hash(&bytes)
 }
 
 /// Whether `stream` is one [`reshard_stream`] hands out.
