@@ -197,13 +197,11 @@ impl Description {
 impl Display for Description {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
+        for (i, (k, v)) in self.params.iter().enumerate() {
+            write!(f, "{}{k}={v}", if i == 0 { "(" } else { ", " })?;
+        }
         if !self.params.is_empty() {
-            let params: Vec<String> = self
-                .params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            write!(f, "({})", params.join(", "))?;
+            f.write_str(")")?;
         }
         Ok(())
     }
