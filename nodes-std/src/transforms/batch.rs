@@ -145,11 +145,9 @@ impl<S: Node> crate::SizeHint for Batcher<S> {
         let batches =
             |n: u64| n.div_ceil(size) - u64::from(self.drop_last && !n.is_multiple_of(size));
         let source = self.source.size_hint();
-        let upper = if source.may_fail {
-            source.upper
-        } else {
-            source.upper.map(batches)
-        };
+        let upper = source
+            .upper
+            .map(|n| if source.may_fail { n } else { batches(n) });
         self.pending_errors.hint().then(Hint {
             lower: batches(source.lower),
             upper,

@@ -136,13 +136,7 @@ impl<S: Node> crate::SizeHint for Cycler<S> {
             .is_some_and(|max| self.num_cycles.saturating_add(1) >= max);
         // An empty source that never yielded ends the pass instead of restarting.
         let empty = !self.has_started && source.upper == Some(0);
-        if last_pass || empty {
-            source
-        } else {
-            Hint {
-                upper: None,
-                ..source
-            }
-        }
+        let upper = source.upper.filter(|_| last_pass || empty);
+        Hint { upper, ..source }
     }
 }
