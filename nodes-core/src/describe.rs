@@ -197,13 +197,11 @@ impl Description {
 impl Display for Description {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
+        for (i, (k, v)) in self.params.iter().enumerate() {
+            write!(f, "{}{k}={v}", if i == 0 { "(" } else { ", " })?;
+        }
         if !self.params.is_empty() {
-            let params: Vec<String> = self
-                .params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            write!(f, "({})", params.join(", "))?;
+            f.write_str(")")?;
         }
         Ok(())
     }
@@ -283,22 +281,16 @@ impl Description {
     fn diff_at(&self, other: &Description, path: &str) -> Option<(String, String)> {
         let here = || (if path.is_empty() { "/" } else { path }).to_owned();
         if (&self.name, &self.params) != (&other.name, &other.params) {
-            return Some((
-                here(),
-                format!("state is from {self}, pipeline has {other}"),
-            ));
+            let why = format!("state is from {self}, pipeline has {other}");
+            return Some((here(), why));
         }
         let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
         let (mine, theirs) = (keys(self), keys(other));
         if mine != theirs {
-            return Some((
-                here(),
-                format!(
-                    "{self} has children [{}] in the state, [{}] in the pipeline",
-                    mine.join(", "),
-                    theirs.join(", ")
-                ),
-            ));
+            let (mine, theirs) = (mine.join(", "), theirs.join(", "));
+            let why =
+                format!("{self} has children [{mine}] in the state, [{theirs}] in the pipeline");
+            return Some((here(), why));
         }
         self.children
             .iter()

@@ -112,21 +112,19 @@ impl<T> Lazy<T> {
     /// The value, or `Err(NotInitialized)` naming the node and field.
     #[inline]
     pub fn get(&self) -> Result<&T> {
-        let (node, field) = (self.node, self.field);
         self.value
             .as_ref()
-            .ok_or_else(|| not_initialized(node, field))
+            .ok_or_else(|| not_initialized(self.node, self.field))
     }
 
     /// The value mutably, or `Err(NotInitialized)` naming the node and field.
     #[inline]
     pub fn get_mut(&mut self) -> Result<&mut T> {
-        let (node, field) = (self.node, self.field);
         // Built only when empty (not eagerly, as `ok_or` would): this is on
         // the path of every item.
         self.value
             .as_mut()
-            .ok_or_else(|| not_initialized(node, field))
+            .ok_or_else(|| not_initialized(self.node, self.field))
     }
 
     /// The value if filled, without an error.

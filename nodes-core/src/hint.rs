@@ -97,8 +97,6 @@ impl Hint {
 /// A node's bounds as [`Iterator::size_hint`] reports them: the lower bound
 /// saturated at `usize::MAX`, no upper bound if it does not fit.
 pub(crate) fn usize_bounds(lower: u64, upper: Option<u64>) -> (usize, Option<usize>) {
-    (
-        usize::try_from(lower).unwrap_or(usize::MAX),
-        upper.and_then(|u| usize::try_from(u).ok()),
-    )
+    let lower = usize::try_from(lower).unwrap_or(usize::MAX);
+    (lower, upper.and_then(|u| usize::try_from(u).ok()))
 }

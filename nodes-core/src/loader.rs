@@ -419,10 +419,8 @@ impl<N: Node> Loader<N> {
         }
         state.require_keys("Loader", &[EPOCH_INDEX, FINGERPRINT, PIPELINE])?;
         if self.verify_checksum && !state.contains(CHECKSUM) {
-            return Err(Error::bad_state(
-                state.path_of(CHECKSUM),
-                "missing key for Loader: it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)",
-            ));
+            let why = "missing key for Loader: it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)";
+            return Err(Error::bad_state(state.path_of(CHECKSUM), why));
         }
         state.get_opt::<String>(VERSION)?;
         if self.verify_checksum && !state.has_checksum_slot() && state.contains(CHECKSUM) {
@@ -501,10 +499,8 @@ impl<N: Node> Loader<N> {
         }
         let saved: Description = state.get(PIPELINE)?;
         let Some((path, message)) = saved.first_difference(&self.shape) else {
-            return Err(Error::bad_state(
-                state.path_of(FINGERPRINT),
-                "the fingerprint does not match the pipeline description saved with it, which matches this pipeline",
-            ));
+            let why = "the fingerprint does not match the pipeline description saved with it, which matches this pipeline";
+            return Err(Error::bad_state(state.path_of(FINGERPRINT), why));
         };
         // Child keys in a description are the keys their states are nested
         // under, so the differing node's path in the description is also the

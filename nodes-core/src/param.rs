@@ -67,7 +67,8 @@ pub trait Param {
 
 /// Types whose `Display` is their rendering. For floats it writes the
 /// shortest decimal that reads back as the same value, never an exponent,
-/// and `NaN`, `inf`, `-inf`.
+/// and `NaN`, `inf`, `-inf`; a nested description (a sampler inside a
+/// wrapper) is its one-line label.
 macro_rules! displayed {
     ($($t:ty)*) => {$(
         impl Param for $t {
@@ -79,6 +80,7 @@ macro_rules! displayed {
 }
 
 displayed!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize f32 f64 bool char str String);
+displayed!(Description);
 
 impl<T: Param> Param for Option<T> {
     fn render(&self, out: &mut String) {
@@ -102,14 +104,6 @@ impl<T: Param + ?Sized> Param for &T {
 impl<T: Param + ?Sized> Param for Box<T> {
     fn render(&self, out: &mut String) {
         (**self).render(out);
-    }
-}
-
-/// A nested description (a sampler inside a wrapper) as a parameter: its
-/// one-line label.
-impl Param for Description {
-    fn render(&self, out: &mut String) {
-        let _ = write!(out, "{self}");
     }
 }
 

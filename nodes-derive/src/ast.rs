@@ -40,24 +40,19 @@ impl<'a> Input<'a> {
                 ..
             }) => Some(&named.named),
             syn::Data::Struct(s) => {
-                cx.error_spanned_by(
-                    &s.fields,
-                    "`#[derive(Node)]` supports only structs with named fields; name the fields so each can carry a state key",
-                );
+                let message = "`#[derive(Node)]` supports only structs with named fields; name the fields so each can carry a state key";
+                cx.error_spanned_by(&s.fields, message);
                 None
             }
             syn::Data::Enum(e) => {
-                cx.error_spanned_by(
-                    e.enum_token,
-                    "`#[derive(Node)]` supports only structs with named fields, not enums; hold the variants in a struct field or implement `Node` by hand",
-                );
+                let message = "`#[derive(Node)]` supports only structs with named fields, not enums; hold the variants in a struct field or implement `Node` by hand";
+                cx.error_spanned_by(e.enum_token, message);
                 None
             }
             syn::Data::Union(u) => {
-                cx.error_spanned_by(
-                    u.union_token,
-                    "`#[derive(Node)]` supports only structs with named fields, not unions",
-                );
+                let message =
+                    "`#[derive(Node)]` supports only structs with named fields, not unions";
+                cx.error_spanned_by(u.union_token, message);
                 None
             }
         };

@@ -172,12 +172,10 @@ impl RenameRule {
             "kebab-case" => RenameRule::Kebab,
             "SCREAMING_SNAKE_CASE" => RenameRule::ScreamingSnake,
             other => {
-                return Err(syn::Error::new_spanned(
-                    &lit,
-                    format!(
-                        "unknown `rename_all` style {other:?}; expected one of \"snake_case\", \"camelCase\", \"PascalCase\", \"kebab-case\", \"SCREAMING_SNAKE_CASE\""
-                    ),
-                ));
+                let message = format!(
+                    "unknown `rename_all` style {other:?}; expected one of \"snake_case\", \"camelCase\", \"PascalCase\", \"kebab-case\", \"SCREAMING_SNAKE_CASE\""
+                );
+                return Err(syn::Error::new_spanned(&lit, message));
             }
         })
     }
@@ -253,27 +251,21 @@ impl ContainerAttrs {
             "size_hint" if !meta.input.peek(syn::Token![=]) => {
                 self.size_hint.set(cx, meta, SizeHintFrom::Author)
             }
-            "size_hint" => self.size_hint.parse(
-                cx,
-                meta,
-                from_child(
-                    SizeHintFrom::Child,
-                    "size_hint",
-                    "expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)",
-                ),
-            ),
-            "counts_items" => self.counts_items.parse(
-                cx,
-                meta,
-                from_child(
-                    (),
-                    "counts_items",
-                    "on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`",
-                ),
-            ),
+            "size_hint" => {
+                let expected = "expected `size_hint = \"child\"` (forward the single child's hint) or a bare `size_hint` (implement `SizeHint`)";
+                let parse = from_child(SizeHintFrom::Child, "size_hint", expected);
+                self.size_hint.parse(cx, meta, parse)
+            }
+            "counts_items" => {
+                let expected = "on a container only `counts_items = \"child\"` (the single child's count is the node's); on a field, `#[node(state, counts_items)]`";
+                self.counts_items
+                    .parse(cx, meta, from_child((), "counts_items", expected))
+            }
             "resume" => self.resume.parse(cx, meta, Ok),
             "crate" => self.krate.parse(cx, meta, Ok),
-            "version" => self.version.parse(cx, meta, |lit: syn::LitInt| lit.base10_parse()),
+            "version" => self
+                .version
+                .parse(cx, meta, |lit: syn::LitInt| lit.base10_parse()),
             "rename_all" => self.rename_all.parse(cx, meta, RenameRule::from_lit),
             _ => Err(unknown(
                 meta,
@@ -293,10 +285,10 @@ fn from_child<T>(
 ) -> impl FnOnce(syn::LitStr) -> syn::Result<T> {
     move |lit| match lit.value() {
         source if source == "child" => Ok(value),
-        source => Err(syn::Error::new_spanned(
-            &lit,
-            format!("unknown `{key}` source {source:?}; {expected}"),
-        )),
+        source => {
+            let message = format!("unknown `{key}` source {source:?}; {expected}");
+            Err(syn::Error::new_spanned(&lit, message))
+        }
     }
 }
 
@@ -339,10 +331,8 @@ fn unknown(meta: &ParseNestedMeta<'_>, of: &str, expected: &str) -> syn::Error {
         let _ = meta.parse_nested_meta(|_| Ok(()));
     }
     let path = path_to_string(&meta.path);
-    syn::Error::new(
-        meta.path.span(),
-        format!("unknown node {of} attribute `{path}`; expected one of {expected}"),
-    )
+    let message = format!("unknown node {of} attribute `{path}`; expected one of {expected}");
+    syn::Error::new(meta.path.span(), message)
 }
 
 fn path_to_string(path: &syn::Path) -> String {

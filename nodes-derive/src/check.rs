@@ -27,12 +27,10 @@ fn check_roles(cx: &mut Ctxt, input: &Input<'_>) {
         if field.attrs.roles.is_empty() && !field.attrs.malformed {
             // The field without its attributes and doc comment.
             let (vis, ident, ty) = (&field.original.vis, field.ident, field.ty);
-            cx.error_spanned_by(
-                quote::quote!(#vis #ident: #ty),
-                format!(
-                    "field `{ident}` has no role; add one of `#[node(child)]`, `#[node(children)]`, `#[node(state)]`, `#[node(lazy)]`, `#[node(param)]`, `#[node(config)]` (`state` is saved and reset, `config` is configuration that is neither saved nor shown)"
-                ),
+            let message = format!(
+                "field `{ident}` has no role; add one of `#[node(child)]`, `#[node(children)]`, `#[node(state)]`, `#[node(lazy)]`, `#[node(param)]`, `#[node(config)]` (`state` is saved and reset, `config` is configuration that is neither saved nor shown)"
             );
+            cx.error_spanned_by(quote::quote!(#vis #ident: #ty), message);
         }
         if let [(_, first), rest @ ..] = field.attrs.roles.as_slice() {
             for (span, role) in rest {
@@ -54,26 +52,20 @@ fn check_options(cx: &mut Ctxt, input: &Input<'_>) {
         if let Some(span) = field.attrs.default.span()
             && role != Some(Role::State)
         {
-            cx.error(
-                span,
-                "`default = ...` is only allowed with `state`: it is the value a `#[node(state)]` field takes on `reset(None)`",
-            );
+            let message = "`default = ...` is only allowed with `state`: it is the value a `#[node(state)]` field takes on `reset(None)`";
+            cx.error(span, message);
         }
         if let Some(span) = field.attrs.deferred.span()
             && role != Some(Role::State)
         {
-            cx.error(
-                span,
-                "`deferred` is only allowed with `state`: it saves a `#[node(state)]` field as a snapshot serialised only when the state is",
-            );
+            let message = "`deferred` is only allowed with `state`: it saves a `#[node(state)]` field as a snapshot serialised only when the state is";
+            cx.error(span, message);
         }
         if let Some(span) = field.attrs.rename.span()
             && !role.is_some_and(Role::is_keyed)
         {
-            cx.error(
-                span,
-                "`rename` is only allowed on `child`, `children` and `state` fields: other fields have no state key",
-            );
+            let message = "`rename` is only allowed on `child`, `children` and `state` fields: other fields have no state key";
+            cx.error(span, message);
         }
     }
 }
@@ -87,20 +79,16 @@ fn check_lazy(cx: &mut Ctxt, input: &Input<'_>) {
             _ => false,
         };
         if !is_lazy {
-            cx.error_spanned_by(
-                field.ty,
-                "a `#[node(lazy)]` field must have type `Lazy<T>`: the derive clears it on every reset and `init` fills it",
-            );
+            let message = "a `#[node(lazy)]` field must have type `Lazy<T>`: the derive clears it on every reset and `init` fills it";
+            cx.error_spanned_by(field.ty, message);
         }
     }
     if input.attrs.init.is_set() {
         return;
     }
     for field in input.with_role(Role::Lazy) {
-        cx.error_spanned_by(
-            field.original,
-            "a `#[node(lazy)]` slot is filled by `init`: add `#[node(init)]` to the struct and implement `Init` to fill it",
-        );
+        let message = "a `#[node(lazy)]` slot is filled by `init`: add `#[node(init)]` to the struct and implement `Init` to fill it";
+        cx.error_spanned_by(field.original, message);
     }
 }
 
@@ -110,20 +98,16 @@ fn check_keys(cx: &mut Ctxt, input: &Input<'_>) {
     for field in input.keyed() {
         let (key, ident) = (&field.key, field.ident);
         if let Some(first) = seen.get(key.as_str()) {
-            cx.error_spanned_by(
-                field.original,
-                format!(
-                    "state key `{key}` of field `{ident}` is already used by field `{first}`; give one of them another key with `#[node(rename = \"...\")]`"
-                ),
+            let message = format!(
+                "state key `{key}` of field `{ident}` is already used by field `{first}`; give one of them another key with `#[node(rename = \"...\")]`"
             );
+            cx.error_spanned_by(field.original, message);
         } else {
             seen.insert(key, ident);
         }
         if input.version() != 0 && key == VERSION_KEY {
-            cx.error_spanned_by(
-                field.original,
-                "state key `version` is reserved for `#[node(version = N)]`; rename this field's key",
-            );
+            let message = "state key `version` is reserved for `#[node(version = N)]`; rename this field's key";
+            cx.error_spanned_by(field.original, message);
         }
     }
 }
@@ -134,13 +118,11 @@ fn check_crate_path(cx: &mut Ctxt, input: &Input<'_>) {
     if let Some(path) = input.attrs.krate.get() {
         let starts_with_crate = path.segments.first().is_some_and(|s| s.ident == "crate");
         if path.leading_colon.is_none() && !starts_with_crate {
-            cx.error_spanned_by(
-                path,
-                format!(
-                    "`crate` must be an absolute path, e.g. `crate = ::{}` or `crate = crate::reexport`; a relative path resolves differently in every module",
-                    quote::quote!(#path).to_string().replace(' ', "")
-                ),
+            let message = format!(
+                "`crate` must be an absolute path, e.g. `crate = ::{}` or `crate = crate::reexport`; a relative path resolves differently in every module",
+                quote::quote!(#path).to_string().replace(' ', "")
             );
+            cx.error_spanned_by(path, message);
         }
     }
 }
@@ -159,12 +141,10 @@ fn check_size_hint_child(cx: &mut Ctxt, input: &Input<'_>) {
         (input.attrs.size_hint.get(), input.attrs.size_hint.span())
         && (children != 1 || lists != 0)
     {
-        cx.error(
-            span,
-            format!(
-                "`size_hint = \"child\"` forwards the hint of the single `#[node(child)]` field, but this node has {children} `child` and {lists} `children` fields; use a bare `size_hint` and implement `SizeHint` to combine them"
-            ),
+        let message = format!(
+            "`size_hint = \"child\"` forwards the hint of the single `#[node(child)]` field, but this node has {children} `child` and {lists} `children` fields; use a bare `size_hint` and implement `SizeHint` to combine them"
         );
+        cx.error(span, message);
     }
 }
 
@@ -180,29 +160,23 @@ fn check_counts_items(cx: &mut Ctxt, input: &Input<'_>) {
         return;
     };
     if field.attrs.role() != Some(Role::State) || field.attrs.deferred.is_set() {
-        cx.error(
-            span,
-            "`counts_items` is only allowed with `state` (and not `deferred`): it marks the `u64` state field that counts the items the node returned",
-        );
+        let message = "`counts_items` is only allowed with `state` (and not `deferred`): it marks the `u64` state field that counts the items the node returned";
+        cx.error(span, message);
     }
     for (_, again) in counted {
-        cx.error(
-            again,
-            "only one field may be `counts_items`: it promises that nothing else in the state changes from one item to the next",
-        );
+        let message = "only one field may be `counts_items`: it promises that nothing else in the state changes from one item to the next";
+        cx.error(again, message);
     }
     if let Some(child) = input
         .fields
         .iter()
         .find(|f| matches!(f.attrs.role(), Some(Role::Child | Role::Children)))
     {
-        cx.error(
-            span,
-            format!(
-                "`counts_items` needs a node without children, but field `{}` is one: a child's state may change with every item",
-                child.ident
-            ),
+        let message = format!(
+            "`counts_items` needs a node without children, but field `{}` is one: a child's state may change with every item",
+            child.ident
         );
+        cx.error(span, message);
     }
 }
 
@@ -214,12 +188,10 @@ fn check_counts_items_child(cx: &mut Ctxt, input: &Input<'_>) {
     if let Some(span) = input.attrs.counts_items.span()
         && (children != 1 || lists != 0 || states != 0)
     {
-        cx.error(
-            span,
-            format!(
-                "`counts_items = \"child\"` forwards the count of the single `#[node(child)]` field of a node without state of its own, but this node has {children} `child`, {lists} `children` and {states} `state` fields"
-            ),
+        let message = format!(
+            "`counts_items = \"child\"` forwards the count of the single `#[node(child)]` field of a node without state of its own, but this node has {children} `child`, {lists} `children` and {states} `state` fields"
         );
+        cx.error(span, message);
     }
 }
 
@@ -231,9 +203,7 @@ fn check_resume_once(cx: &mut Ctxt, input: &Input<'_>) {
     if let Some(span) = input.attrs.resume.span()
         && counted
     {
-        cx.error(
-            span,
-            "`resume = ...` and `counts_items` both say what the node's state promises: keep one (`counts_items` is `resume = Resume::CountsItems(..)` or `Resume::ForwardsCount`)",
-        );
+        let message = "`resume = ...` and `counts_items` both say what the node's state promises: keep one (`counts_items` is `resume = Resume::CountsItems(..)` or `Resume::ForwardsCount`)";
+        cx.error(span, message);
     }
 }

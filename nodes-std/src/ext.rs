@@ -9,7 +9,7 @@ use crate::threaded::par_map::{ParallelMapper, ParallelOptions};
 use crate::threaded::prefetch::Prefetcher;
 use crate::transforms::batch::Batcher;
 use crate::transforms::cycle::Cycler;
-use crate::transforms::filter::Filter;
+use crate::transforms::filter::{Filter, FilterMapper};
 use crate::transforms::header::Header;
 use crate::transforms::map::{Mapper, TryMapper};
 use crate::transforms::shard::Sharder;
@@ -18,7 +18,6 @@ use crate::transforms::unbatch::Unbatcher;
 use nodes_core::{BoxError, Node, Result, Running, State};
 
 use crate::mixing::interleave::Interleave;
-use crate::transforms::filter::FilterMapper;
 use crate::transforms::flat_map::FlatMapper;
 use crate::transforms::pack::Packer;
 

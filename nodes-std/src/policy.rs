@@ -5,8 +5,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Cx, Error, Result, State};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Result, State};
 
 /// What a fallible node ([`TryMapper`](crate::TryMapper),
 /// [`ParallelMapper`](crate::ParallelMapper), [`Prefetcher`](crate::Prefetcher))
@@ -289,9 +288,14 @@ impl HeldErrors {
         self.0.pop_front()
     }
 
-    /// How many errors are held.
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
+    /// What the held errors add to a node's hint: each is one item still
+    /// to deliver, and an error.
+    pub(crate) fn hint(&self) -> Hint {
+        let held = self.0.len() as u64;
+        Hint {
+            may_fail: held > 0,
+            ..Hint::exact(held)
+        }
     }
 
     /// Whether [`MAX_HELD`] errors are held: the node must stop building its
@@ -378,14 +382,11 @@ impl<'de> Deserialize<'de> for HeldErrors {
         let saved = Vec::<SavedError>::deserialize(deserializer)?;
         if saved.len() > MAX_HELD {
             let expected = format!("at most {MAX_HELD} held errors");
-            return Err(serde::de::Error::invalid_length(
-                saved.len(),
-                &expected.as_str(),
-            ));
+            let error = serde::de::Error::invalid_length(saved.len(), &expected.as_str());
+            return Err(error);
         }
-        Ok(HeldErrors(
-            saved.into_iter().map(SavedError::into_error).collect(),
-        ))
+        let errors = saved.into_iter().map(SavedError::into_error).collect();
+        Ok(HeldErrors(errors))
     }
 }
 

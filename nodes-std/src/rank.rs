@@ -24,10 +24,8 @@ impl Rank {
     pub(crate) fn new(node: &'static str, rank: u64, world_size: u64) -> Result<Rank> {
         crate::transforms::require(world_size > 0, node, "world_size must be at least 1")?;
         if rank >= world_size {
-            return Err(Error::invalid_argument(
-                node,
-                format!("rank {rank} is not below world_size {world_size}"),
-            ));
+            let why = format!("rank {rank} is not below world_size {world_size}");
+            return Err(Error::invalid_argument(node, why));
         }
         Ok(Rank { rank, world_size })
     }
@@ -59,10 +57,8 @@ impl Rank {
             (Some(r), Some(w)) => {
                 let (rank, world_size) = (number("RANK", r)?, number("WORLD_SIZE", w)?);
                 Rank::new(FROM_ENV, rank, world_size).map_err(|_| {
-                    Error::invalid_argument(
-                        FROM_ENV,
-                        format!("RANK={rank} is not below WORLD_SIZE={world_size}"),
-                    )
+                    let why = format!("RANK={rank} is not below WORLD_SIZE={world_size}");
+                    Error::invalid_argument(FROM_ENV, why)
                 })
             }
             _ => Err(Error::invalid_argument(

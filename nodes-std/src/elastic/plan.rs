@@ -158,14 +158,8 @@ pub(crate) fn deal(
 
 /// A nonzero FNV-1a hash naming a reshard's plans.
 fn plan_id(previous: u64, high: u64, world: u64, holes: &[u64]) -> u64 {
-    let mut hash = nodes_core::Fnv1a64::default();
-    for word in [previous, high, world, holes.len() as u64]
-        .into_iter()
-        .chain(holes.iter().copied())
-    {
-        std::hash::Hasher::write(&mut hash, &word.to_le_bytes());
-    }
-    std::hash::Hasher::finish(&hash).max(1)
+    let words = [&[previous, high, world, holes.len() as u64][..], holes].concat();
+    crate::seed::hash_words(&words).max(1)
 }
 
 #[cfg(test)]

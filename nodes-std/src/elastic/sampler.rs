@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::rank::Rank;
 use crate::sources::sampler_wrapper::{Described, Sampler};
-use crate::{Cx, Error, Init, Node, NodeId, NodeName, Result, State, Validate};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Init, Node, NodeId, NodeName, Result, State, Validate};
 
 /// Which global positions one rank reads in the current epoch.
 ///
@@ -214,36 +213,30 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
         let rank: u64 = state.get("rank")?;
         let world_size: u64 = state.get("world_size")?;
         if (rank, world_size) != (self.ranks.rank, self.ranks.world_size) {
-            return Err(Error::bad_state(
-                state.path_of("rank"),
-                format!(
-                    "the state is rank {rank} of {world_size}, this {NAME} is rank {} of {}: to resume on another number of ranks, combine the old ranks' states with `nodes_std::elastic::reshard`",
-                    self.ranks.rank, self.ranks.world_size
-                ),
-            ));
+            let why = format!(
+                "the state is rank {rank} of {world_size}, this {NAME} is rank {} of {}: to resume on another number of ranks, combine the old ranks' states with `nodes_std::elastic::reshard`",
+                self.ranks.rank, self.ranks.world_size
+            );
+            return Err(Error::bad_state(state.path_of("rank"), why));
         }
         let len: u64 = state.get("len")?;
         let ours = self.sampler.0.len() as u64;
         if len != ours {
-            return Err(Error::bad_state(
-                state.path_of("len"),
-                format!("the state is of an order of {len} positions, this {NAME}'s has {ours}"),
-            ));
+            let why =
+                format!("the state is of an order of {len} positions, this {NAME}'s has {ours}");
+            return Err(Error::bad_state(state.path_of("len"), why));
         }
         let plan: Plan = state.get("plan")?;
         if let Some(p) = plan.owed.iter().find(|&&p| p >= len) {
-            return Err(Error::bad_state(
-                state.path_of("plan"),
-                format!("owed position {p} is past the order's end ({len})"),
-            ));
+            let why = format!("owed position {p} is past the order's end ({len})");
+            return Err(Error::bad_state(state.path_of("plan"), why));
         }
         let num_yielded: u64 = state.get("num_yielded")?;
         let total = plan.len(len, world_size);
         if num_yielded > total {
-            return Err(Error::bad_state(
-                state.path_of("num_yielded"),
-                format!("{NAME} cannot resume after {num_yielded} indices: its plan has {total}"),
-            ));
+            let why =
+                format!("{NAME} cannot resume after {num_yielded} indices: its plan has {total}");
+            return Err(Error::bad_state(state.path_of("num_yielded"), why));
         }
         Ok(())
     }

@@ -129,11 +129,8 @@ pub(crate) fn walk(
         // nodes record a snapshot per item over such a subtree (see
         // `threaded::plan::needs_exact_snapshots`), so only a state written
         // otherwise (edited, or by another build) gets here.
-        return Err(refuse(
-            state.path(),
-            name,
-            "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state that does not snapshot every item over a filter, try_map or mix)",
-        ));
+        let why = "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state that does not snapshot every item over a filter, try_map or mix)";
+        return Err(refuse(state.path(), name, why));
     }
     // What the one child below yields that counts as consumed, and whether
     // a threaded node stands above it.
@@ -160,11 +157,8 @@ pub(crate) fn walk(
         &Resume::Groups(size) => {
             let pending = state.value("pending_errors")?;
             if pending.as_array().is_some_and(|a| !a.is_empty()) {
-                return Err(refuse(
-                    state.path(),
-                    name,
-                    "it holds errors not yet delivered (take the state after they are)",
-                ));
+                let why = "it holds errors not yet delivered (take the state after they are)";
+                return Err(refuse(state.path(), name, why));
             }
             let expanded = relative.iter().flat_map(|&b| b * size..(b + 1) * size);
             (expanded.collect(), threaded_above)
@@ -177,10 +171,8 @@ pub(crate) fn walk(
             // `needs_exact_snapshots`). The
             // buffered items themselves are dealt to the new ranks.
             let Value::Array(items) = state.value("buffer")? else {
-                return Err(Error::bad_state(
-                    state.path_of("buffer"),
-                    "expected the array of buffered items",
-                ));
+                let why = "expected the array of buffered items";
+                return Err(Error::bad_state(state.path_of("buffer"), why));
             };
             out.buffers.push(Buffered {
                 path: state.path().to_owned(),
@@ -196,11 +188,8 @@ pub(crate) fn walk(
             let mut delivered: Vec<u64> = (0..steps).chain(ahead.iter().copied()).collect();
             if !relative.is_empty() {
                 if !in_order || !ahead.is_empty() {
-                    return Err(refuse(
-                        state.path(),
-                        name,
-                        "it delivers out of order below another threaded node",
-                    ));
+                    let why = "it delivers out of order below another threaded node";
+                    return Err(refuse(state.path(), name, why));
                 }
                 // In order, the items it yields next are the ones after `steps`.
                 delivered.extend(relative.iter().map(|&r| steps + r));

@@ -19,6 +19,14 @@ const SLOTS_USED: &str = "slots_used";
 const SLOTS: &str = "slots";
 const ITEM: &str = "item";
 const STATE: &str = "state";
+const KEYS: [&str; 6] = [
+    SOURCE,
+    CYCLE_INDEX,
+    BLOCK_INDEX,
+    END_OF_INPUT,
+    SLOTS_USED,
+    SLOTS,
+];
 
 /// One open inner node and the outer item it was made from.
 struct Slot<O, N> {
@@ -199,17 +207,7 @@ impl<S: Node, F, N> Interleave<S, F, N> {
     where
         S::Item: DeserializeOwned,
     {
-        state.expect_keys(
-            NAME,
-            &[
-                SOURCE,
-                CYCLE_INDEX,
-                BLOCK_INDEX,
-                END_OF_INPUT,
-                SLOTS_USED,
-                SLOTS,
-            ],
-        )?;
+        state.expect_keys(NAME, &KEYS)?;
         let source = state.child(SOURCE)?;
         let cycle_index: usize = state.get(CYCLE_INDEX)?;
         let block_index: usize = state.get(BLOCK_INDEX)?;
@@ -218,24 +216,18 @@ impl<S: Node, F, N> Interleave<S, F, N> {
         let bad = |key: &str, why: String| Err(Error::bad_state(state.path_of(key), why));
         let (cycle, block) = (self.cycle_length, self.block_length);
         if slots_used > cycle {
-            return bad(
-                SLOTS_USED,
-                format!("{slots_used} slots used, but cycle_length is {cycle}"),
-            );
+            let why = format!("{slots_used} slots used, but cycle_length is {cycle}");
+            return bad(SLOTS_USED, why);
         }
         if cycle_index >= cycle || cycle_index > slots_used {
-            return bad(
-                CYCLE_INDEX,
-                format!(
-                    "the cycle cannot stand at slot {cycle_index} with {slots_used} slots used and cycle_length {cycle}"
-                ),
+            let why = format!(
+                "the cycle cannot stand at slot {cycle_index} with {slots_used} slots used and cycle_length {cycle}"
             );
+            return bad(CYCLE_INDEX, why);
         }
         if block_index >= block {
-            return bad(
-                BLOCK_INDEX,
-                format!("{block_index} items into a block, but block_length is {block}"),
-            );
+            let why = format!("{block_index} items into a block, but block_length is {block}");
+            return bad(BLOCK_INDEX, why);
         }
         let slots = state.child(SLOTS)?;
         let mut open = Vec::new();
@@ -243,10 +235,8 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             let used = key.parse().ok().filter(|&i: &usize| i < slots_used);
             // Written as an index is written: "01" is not slot 1.
             let Some(index) = used.filter(|i| key == i.to_string()) else {
-                return Err(Error::bad_state(
-                    slots.path_of(key),
-                    format!("not the index of a used slot (0 to {slots_used}, exclusive)"),
-                ));
+                let why = format!("not the index of a used slot (0 to {slots_used}, exclusive)");
+                return Err(Error::bad_state(slots.path_of(key), why));
             };
             let slot = slots.child(key)?;
             slot.expect_keys(NAME, &[ITEM, STATE])?;
@@ -359,8 +349,7 @@ where
         if let Some(decoded) = decoded {
             // Built aside: if an inner node refuses its state, this node
             // stays consistent (no slot open) until the next reset.
-            let mut slots: Vec<Option<Slot<S::Item, N>>> = Vec::new();
-            slots.resize_with(decoded.slots_used, || None);
+            let mut slots: Vec<_> = (0..decoded.slots_used).map(|_| None).collect();
             for (index, item, inner) in decoded.open {
                 let mut node = (self.f)(item.clone());
                 node.reset(Some(&inner))?;

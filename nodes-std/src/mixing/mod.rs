@@ -126,8 +126,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use nodes_core::__private::Fields;
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, ResetFlag, Result, Resume, State};
+use nodes_core::{Cx, Description, Error, Hint, Node, ResetFlag, Result, Resume, State};
 use serde_json::Value;
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
@@ -332,16 +331,12 @@ impl<N: Node> Sources<N> {
             .unzip();
         let mut seen = HashSet::new();
         if let Some(name) = names.iter().find(|&name| !seen.insert(name)) {
-            return Err(Error::invalid_argument(
-                node,
-                format!("source name {name:?} appears more than once"),
-            ));
+            let why = format!("source name {name:?} appears more than once");
+            return Err(Error::invalid_argument(node, why));
         }
         if nodes.is_empty() {
-            return Err(Error::invalid_argument(
-                node,
-                "at least one source is required",
-            ));
+            let why = "at least one source is required";
+            return Err(Error::invalid_argument(node, why));
         }
         let len = nodes.len();
         Ok(Sources {
@@ -472,14 +467,12 @@ impl<N: Node> Sources<N> {
         let same = theirs.is_some_and(|theirs| theirs.eq(ours));
         if !same {
             let keys: Vec<String> = state.get(DATASET_KEYS)?;
-            return Err(Error::bad_state(
-                state.path_of(DATASET_KEYS),
-                format!(
-                    "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
-                    keys.join(", "),
-                    self.names.join(", ")
-                ),
-            ));
+            let why = format!(
+                "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
+                keys.join(", "),
+                self.names.join(", ")
+            );
+            return Err(Error::bad_state(state.path_of(DATASET_KEYS), why));
         }
         let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
         let flags = |key: &str| -> Result<Vec<bool>> {
@@ -495,10 +488,8 @@ impl<N: Node> Sources<N> {
         let exhausted = flags(EXHAUSTED)?;
         let empty = flags(EMPTY)?;
         if let Some(i) = (0..self.len()).find(|&i| empty[i] && !exhausted[i]) {
-            return Err(Error::bad_state(
-                state.child(EMPTY)?.path_of(names[i]),
-                "a source marked empty must also be marked exhausted",
-            ));
+            let why = "a source marked empty must also be marked exhausted";
+            return Err(Error::bad_state(state.child(EMPTY)?.path_of(names[i]), why));
         }
         let nested = state.child(NODE_STATES)?;
         nested.expect_keys(node, &names)?;
@@ -524,18 +515,12 @@ impl<N: Node> Sources<N> {
         self.empty = decoded.empty;
         self.recount();
         // A source that ended and was not restarted stands at its end.
-        let at_end = |(i, node): (usize, &N)| !self.exhausted[i] || node.size_hint().lower == 0;
+        let at_end = |i: usize| !self.exhausted[i] || self.nodes[i].size_hint().lower == 0;
         if !self.stop.restarts()
-            && let Some(i) = self
-                .nodes
-                .iter()
-                .enumerate()
-                .position(|source| !at_end(source))
+            && let Some(i) = (0..self.len()).find(|&i| !at_end(i))
         {
-            let why = format!(
-                "source {} is marked exhausted, but its state has items left",
-                self.names[i]
-            );
+            let name = &self.names[i];
+            let why = format!("source {name} is marked exhausted, but its state has items left");
             return Err(Error::bad_state(decoded.states[i].path(), why));
         }
         Ok(decoded.own)

@@ -4,8 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nodes_core::__private::Fields;
-use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Hint, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
@@ -209,10 +208,8 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
         let checked = self.sources.decode(NAME, state, cursor)?;
         let n = self.sources.len();
         if cursor >= n {
-            return Err(Error::bad_state(
-                state.path_of(CURSOR),
-                format!("index {cursor} is out of range for {n} sources"),
-            ));
+            let why = format!("index {cursor} is out of range for {n} sources");
+            return Err(Error::bad_state(state.path_of(CURSOR), why));
         }
         Ok(checked)
     }

@@ -97,10 +97,8 @@ impl FromStr for StopCriteria {
         let known = StopCriteria::ALL.into_iter().find(|c| c.as_str() == s);
         known.ok_or_else(|| {
             let accepted = StopCriteria::ALL.map(StopCriteria::as_str).join(", ");
-            Error::invalid_argument(
-                "StopCriteria",
-                format!("unknown stop criterion {s:?}; expected one of: {accepted}"),
-            )
+            let why = format!("unknown stop criterion {s:?}; expected one of: {accepted}");
+            Error::invalid_argument("StopCriteria", why)
         })
     }
 }

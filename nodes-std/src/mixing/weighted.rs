@@ -222,27 +222,21 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
             return Err(Error::invalid_argument(NAME, why));
         }
         if let Some(i) = by_index.iter().position(Option::is_none) {
-            return Err(Error::invalid_argument(
-                NAME,
-                format!(
-                    "the names of sources and weights must be the same: no weight for source {:?}",
-                    &*sources.names[i]
-                ),
-            ));
+            let why = format!(
+                "the names of sources and weights must be the same: no weight for source {:?}",
+                &*sources.names[i]
+            );
+            return Err(Error::invalid_argument(NAME, why));
         }
         let weights: Vec<f64> = by_index.into_iter().flatten().collect();
         let active: Vec<bool> = weights.iter().map(|&w| w > 0.0).collect();
         if !active.contains(&true) {
-            return Err(Error::invalid_argument(
-                NAME,
-                "at least one weight must be positive (all weights are zero)",
-            ));
+            let why = "at least one weight must be positive (all weights are zero)";
+            return Err(Error::invalid_argument(NAME, why));
         }
         if !weights.iter().sum::<f64>().is_finite() {
-            return Err(Error::invalid_argument(
-                NAME,
-                "the weights must have a finite sum",
-            ));
+            let why = "the weights must have a finite sum";
+            return Err(Error::invalid_argument(NAME, why));
         }
         // Only the sources with a positive weight are drawn from and count
         // for the stop criterion.
@@ -458,12 +452,10 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         ] {
             let theirs: u64 = rng.get(key)?;
             if theirs != ours {
-                return Err(Error::bad_state(
-                    rng.path_of(key),
-                    format!(
-                        "the state was taken with {what} {theirs}, this {NAME} has {what} {ours}"
-                    ),
-                ));
+                let why = format!(
+                    "the state was taken with {what} {theirs}, this {NAME} has {what} {ours}"
+                );
+                return Err(Error::bad_state(rng.path_of(key), why));
             }
         }
         let stream = PassRng::pass_stream(epoch, self.ranks);
@@ -471,13 +463,13 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         // Every draw is one `u64` (two words), at least one per item; a pass
         // that has not started has drawn nothing.
         if word_pos % 2 == 1 || word_pos / 2 < num_yielded || (!started && word_pos > 0) {
+            let when = if started {
+                ""
+            } else {
+                " in a pass that has not started"
+            };
             let why = format!(
-                "generator position {word_pos} cannot follow {num_yielded} items (each takes a two-word draw){}",
-                if started {
-                    ""
-                } else {
-                    " in a pass that has not started"
-                }
+                "generator position {word_pos} cannot follow {num_yielded} items (each takes a two-word draw){when}"
             );
             return Err(Error::bad_state(rng.path_of(RNG_WORD_POS), why));
         }

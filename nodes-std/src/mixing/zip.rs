@@ -1,8 +1,7 @@
 //! [`Zip`]: pair up the items of two nodes.
 
 use crate::policy::{HeldErrors, is_bad_record};
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::zip`](crate::NodeExt::zip). See its
 /// documentation for more.
@@ -110,11 +109,7 @@ impl<A: Node, B: Node> Node for Zip<A, B> {
 /// either side, is known.
 impl<A: Node, B: Node> crate::SizeHint for Zip<A, B> {
     fn size_hint(&self) -> Hint {
-        let held = self.pending_errors.len() as u64;
-        let held = Hint {
-            may_fail: held > 0,
-            ..Hint::exact(held)
-        };
+        let held = self.pending_errors.hint();
         if self.ended {
             return held;
         }

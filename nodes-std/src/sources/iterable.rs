@@ -4,8 +4,7 @@
 
 use std::fmt;
 
-use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
 
 /// A source node over any `IntoIterator + Clone` (a `Vec`, a range, a
 /// slice...), or over the iterators a closure makes.
@@ -290,10 +289,8 @@ fn past_the_end(path: &str, num_yielded: u64, len: Option<u64>) -> Error {
         Some(len) => format!("has only {len} items"),
         None => "has fewer items".to_owned(),
     };
-    Error::bad_state(
-        path,
-        format!("IterableWrapper cannot skip {num_yielded} items: the iterable {has}"),
-    )
+    let why = format!("IterableWrapper cannot skip {num_yielded} items: the iterable {has}");
+    Error::bad_state(path, why)
 }
 
 /// An iterator that can skip ahead in O(1), without producing the items it

@@ -48,15 +48,12 @@ impl Permutation {
     /// The image of `i` (`i < n`).
     #[inline]
     pub(crate) fn get(&self, i: u64) -> u64 {
-        debug_assert!(
-            i < self.n,
-            "index {i} outside the permuted range 0..{}",
-            self.n
-        );
+        let n = self.n;
+        debug_assert!(i < n, "index {i} outside the permuted range 0..{n}");
         let mut x = i;
         loop {
             x = self.feistel(x);
-            if x < self.n {
+            if x < n {
                 return x;
             }
         }

@@ -271,12 +271,10 @@ impl<S: Sampler> Validate for SamplerWrapper<S> {
         let num_yielded: u64 = state.get("num_yielded")?;
         let len = self.sampler.0.len();
         if usize::try_from(num_yielded).map_or(true, |n| n > len) {
-            return Err(Error::bad_state(
-                state.path_of("num_yielded"),
-                format!(
-                    "SamplerWrapper cannot resume after {num_yielded} indices: the sampler has {len}"
-                ),
-            ));
+            let why = format!(
+                "SamplerWrapper cannot resume after {num_yielded} indices: the sampler has {len}"
+            );
+            return Err(Error::bad_state(state.path_of("num_yielded"), why));
         }
         Ok(())
     }

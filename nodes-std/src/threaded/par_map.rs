@@ -155,22 +155,12 @@ impl ParallelOptions {
             let message = format!("num_workers must be at most {max}, found {found}");
             return Err(Error::invalid_argument(NAME, message));
         }
-        for (value, message) in [
-            (
-                self.max_concurrent,
-                "max_concurrent must be at least 1 (it bounds the items in flight), found 0",
-            ),
-            (
-                self.snapshot_frequency,
-                "snapshot_frequency must be at least 1, found 0; to snapshot only at the start of each pass, use a value larger than the dataset",
-            ),
-            (
-                self.prebatch,
-                "prebatch must be at least 1 (items handed to a worker at once), found 0",
-            ),
-        ] {
-            require(value != Some(0), NAME, message)?;
-        }
+        let why = "max_concurrent must be at least 1 (it bounds the items in flight), found 0";
+        require(self.max_concurrent != Some(0), NAME, why)?;
+        let why = "snapshot_frequency must be at least 1, found 0; to snapshot only at the start of each pass, use a value larger than the dataset";
+        require(self.snapshot_frequency != Some(0), NAME, why)?;
+        let why = "prebatch must be at least 1 (items handed to a worker at once), found 0";
+        require(self.prebatch != Some(0), NAME, why)?;
         // Room for two hand-overs per worker: of `prebatch` items, or of
         // as many as the adaptive chunks may grow to while the function is
         // cheap (the window then starts small and follows them).

@@ -101,13 +101,8 @@ impl<U> Pool<U> {
         let (_, Ok(_)) = self.current.items.front()? else {
             return None;
         };
-        if !self.deferred.is_empty()
-            || self
-                .current
-                .snapshots
-                .front()
-                .is_some_and(|(at, _)| *at == self.position)
-        {
+        let next_snapshot = self.current.snapshots.front();
+        if !self.deferred.is_empty() || next_snapshot.is_some_and(|(at, _)| *at == self.position) {
             return None;
         }
         let (index, Ok(value)) = self.pop_current()? else {

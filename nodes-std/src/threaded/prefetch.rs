@@ -235,11 +235,8 @@ where
 
 /// The plan of a prefetcher reading `prefetch_factor` items ahead.
 fn plan(prefetch_factor: usize) -> Result<Plan> {
-    require(
-        prefetch_factor > 0,
-        NAME,
-        "prefetch_factor must be at least 1 (it is how many items are read ahead), found 0",
-    )?;
+    let why = "prefetch_factor must be at least 1 (it is how many items are read ahead), found 0";
+    require(prefetch_factor > 0, NAME, why)?;
     Ok(Plan {
         node: NAME,
         thread_name: "nodes-prefetch",

@@ -2,8 +2,7 @@
 
 use crate::policy::{HeldErrors, is_bad_record};
 use crate::transforms::require;
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::batch`](crate::NodeExt::batch) (the
 /// last batch may be shorter, like [`slice::chunks`]) and
@@ -141,26 +140,15 @@ impl<S: Node> Node for Batcher<S> {
 /// the count below the batches of the lower bound.
 impl<S: Node> crate::SizeHint for Batcher<S> {
     fn size_hint(&self) -> Hint {
-        let held = self.pending_errors.len() as u64;
         let size = self.batch_size as u64;
-        let batches = |n: u64| {
-            if self.drop_last {
-                n / size
-            } else {
-                n.div_ceil(size)
-            }
-        };
+        // Whole batches only with `drop_last`.
+        let batches =
+            |n: u64| n.div_ceil(size) - u64::from(self.drop_last && !n.is_multiple_of(size));
         let source = self.source.size_hint();
-        let upper = if source.may_fail {
-            source.upper
-        } else {
-            source.upper.map(batches)
-        };
-        let held = Hint {
-            may_fail: held > 0,
-            ..Hint::exact(held)
-        };
-        held.then(Hint {
+        let upper = source
+            .upper
+            .map(|n| if source.may_fail { n } else { batches(n) });
+        self.pending_errors.hint().then(Hint {
             lower: batches(source.lower),
             upper,
             ..source

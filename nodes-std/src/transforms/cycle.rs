@@ -2,8 +2,7 @@
 
 use crate::policy::is_item;
 use crate::transforms::require;
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::cycle`](crate::NodeExt::cycle)
 /// (endless) and [`NodeExt::cycle_n`](crate::NodeExt::cycle_n) (at most `n`
@@ -137,13 +136,7 @@ impl<S: Node> crate::SizeHint for Cycler<S> {
             .is_some_and(|max| self.num_cycles.saturating_add(1) >= max);
         // An empty source that never yielded ends the pass instead of restarting.
         let empty = !self.has_started && source.upper == Some(0);
-        if last_pass || empty {
-            source
-        } else {
-            Hint {
-                upper: None,
-                ..source
-            }
-        }
+        let upper = source.upper.filter(|_| last_pass || empty);
+        Hint { upper, ..source }
     }
 }

@@ -1,8 +1,7 @@
 //! [`Filter`]: keep the items a predicate accepts; [`FilterMapper`]: map
 //! every item to an `Option` and keep the `Some`s.
 
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::filter`](crate::NodeExt::filter). See
 /// its documentation for more.

@@ -4,8 +4,9 @@
 
 use std::fmt;
 
-use crate::{Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, State, Stateful};
-use nodes_core::Hint;
+use crate::{
+    Cx, Description, Error, Hint, Node, NodeId, Replay, ResetFlag, Result, State, Stateful,
+};
 
 const NAME: &str = "FlatMapper";
 const SOURCE: &str = "source";
@@ -123,12 +124,10 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
         if idx > 0 {
             // Pull the item the state stands in again.
             let Some(item) = replay.next()? else {
-                return Err(Error::bad_state(
-                    state.path_of(self.idx_key),
-                    format!(
-                        "{name} is {idx} elements into an item's output, but the source has none left"
-                    ),
-                ));
+                let why = format!(
+                    "{name} is {idx} elements into an item's output, but the source has none left"
+                );
+                return Err(Error::bad_state(state.path_of(self.idx_key), why));
             };
             let mut output = (self.f)(item).into_iter();
             let landed = usize::try_from(idx - 1)
@@ -136,10 +135,8 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
                 .and_then(|n| output.nth(n))
                 .is_some();
             if !landed {
-                return Err(Error::bad_state(
-                    state.path_of(self.idx_key),
-                    format!("{name} cannot skip {idx} elements: the output is shorter"),
-                ));
+                let why = format!("{name} cannot skip {idx} elements: the output is shorter");
+                return Err(Error::bad_state(state.path_of(self.idx_key), why));
             }
             self.current = Some((output, before));
             self.idx = idx;

@@ -1,8 +1,7 @@
 //! [`Header`]: the first `n` items of a pass.
 
 use crate::policy::is_item;
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::header`](crate::NodeExt::header). See
 /// its documentation for more.

@@ -4,8 +4,7 @@
 use std::fmt;
 
 use crate::policy::{Counts, ErrorPolicy, Verdict, is_bad_record};
-use crate::{BoxError, Cx, Error, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
 /// documentation for more.

@@ -213,11 +213,8 @@ impl<S, T, M> Packer<S, T, M> {
         M: PackOutput<T>,
     {
         let mut tokens = Vec::with_capacity(len);
-        let (mut segment_ids, mut positions) = if M::SEGMENTS {
-            (Vec::with_capacity(len), Vec::with_capacity(len))
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let room = if M::SEGMENTS { len } else { 0 };
+        let (mut segment_ids, mut positions) = (Vec::with_capacity(room), Vec::with_capacity(room));
         let mut segment = 0u32;
         while tokens.len() < len {
             let Some(piece) = self.carry.front_mut() else {

@@ -3,8 +3,7 @@
 
 use crate::policy::is_item;
 use crate::rank::Rank;
-use crate::{Cx, Node, NodeId, NodeName, Result};
-use nodes_core::Hint;
+use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 
 /// Keeps the items whose position `i` in the source satisfies
 /// `i % world_size == rank`: the shards of all ranks are disjoint and together

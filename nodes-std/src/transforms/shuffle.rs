@@ -8,8 +8,7 @@ use serde::de::DeserializeOwned;
 use crate::cow::CowBuffer;
 use crate::seed::PassRng;
 use crate::transforms::require;
-use crate::{Cx, Error, Node, NodeId, NodeName, Result, State, Validate};
-use nodes_core::Hint;
+use crate::{Cx, Error, Hint, Node, NodeId, NodeName, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
 /// See its documentation for more.
@@ -80,7 +79,7 @@ pub struct Shuffler<S: Node> {
     seed: u64,
     // Declaration order is reset order: `epoch` reads the old `started`, and
     // `rng` reads the new `epoch`.
-    #[node(state, default = self.next_epoch())]
+    #[node(state, default = crate::seed::epoch_after(self.epoch, self.started))]
     epoch: u64,
     #[node(state, deferred, default = PassRng::new(self.seed, self.epoch))]
     rng: PassRng,
@@ -108,11 +107,8 @@ impl<S: Node + fmt::Debug> fmt::Debug for Shuffler<S> {
 
 impl<S: Node> Shuffler<S> {
     pub(crate) fn new(source: S, buffer_size: usize, seed: u64) -> Result<Self> {
-        require(
-            buffer_size > 0,
-            "Shuffler",
-            "buffer_size must be at least 1",
-        )?;
+        let why = "buffer_size must be at least 1";
+        require(buffer_size > 0, "Shuffler", why)?;
         Ok(Shuffler {
             source,
             buffer_size,
@@ -132,10 +128,6 @@ impl<S: Node> Shuffler<S> {
     /// Items currently buffered.
     pub fn buffered(&self) -> usize {
         self.buffer.len()
-    }
-
-    fn next_epoch(&self) -> u64 {
-        crate::seed::epoch_after(self.epoch, self.started)
     }
 }
 
