@@ -131,28 +131,12 @@ fn saved_fingerprint(state: &State) -> String {
         .unwrap_or_else(|_| "none".to_owned())
 }
 
-/// A worker thread of `node` began.
+/// A worker thread of `node` started, or (`started` false) is about to end.
 #[inline]
-pub fn worker_started(node: &'static str, worker: usize) {
-    event!(
-        DEBUG,
-        node,
-        worker,
-        thread = std::thread::current().name().unwrap_or(""),
-        "worker started"
-    );
-}
-
-/// A worker thread of `node` is about to end.
-#[inline]
-pub fn worker_stopped(node: &'static str, worker: usize) {
-    event!(
-        DEBUG,
-        node,
-        worker,
-        thread = std::thread::current().name().unwrap_or(""),
-        "worker stopped"
-    );
+pub fn worker(node: &'static str, worker: usize, started: bool) {
+    let what = if started { "started" } else { "stopped" };
+    let thread = || std::thread::current().name().unwrap_or("").to_owned();
+    event!(DEBUG, node, worker, thread = thread(), "worker {what}");
 }
 
 /// An error policy dropped `error`, the `skipped`-th bad record of the pass.

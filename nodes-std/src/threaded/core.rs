@@ -543,9 +543,9 @@ where
             };
             let worker_cx = WorkerCx::fork(cx);
             let run = move || {
-                trace::worker_started(plan.node, i);
+                trace::worker(plan.node, i, true);
                 worker.run(worker_cx);
-                trace::worker_stopped(plan.node, i);
+                trace::worker(plan.node, i, false);
             };
             let name = format!("{}-{i}", plan.thread_name);
             // On failure `pool` is dropped, which stops and joins the others.
