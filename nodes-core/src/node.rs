@@ -225,6 +225,9 @@ pub struct Cx {
     /// Made by [`WorkerCx::fork`], at that count: the context is stale once the
     /// count moves on, and hands its statistics over when dropped.
     forked: Option<u64>,
+    /// Whether `observe` does more than run its body (statistics are on, or
+    /// a worker's context is checked): one test on the path of every item.
+    observed: bool,
 }
 
 impl Drop for Cx {
@@ -254,6 +257,7 @@ impl Cx {
             stats: None,
             resets: Arc::default(),
             forked: None,
+            observed: false,
         }
     }
 
@@ -266,6 +270,7 @@ impl Cx {
 
     pub(crate) fn enable_stats(&mut self) {
         self.stats.get_or_insert_with(Box::default);
+        self.observed = true;
     }
 
     pub(crate) fn stats_snapshot(&self) -> Option<Stats> {
@@ -321,7 +326,7 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        if self.stats.is_none() && self.forked.is_none() {
+        if !self.observed {
             return body(self);
         }
         self.observe_slow(id, name, body)
@@ -352,6 +357,7 @@ impl Cx {
     /// `role`, the label the node's description gives that child
     /// ([`Description::child_as`]): a row `dataset web: Packer` rather than
     /// `Packer#2` when a mix has two `Packer` branches.
+    #[inline]
     pub fn child_role(&mut self, role: &Arc<str>) {
         if let Some(stats) = &mut self.stats {
             stats.role = Some(Arc::clone(role));
@@ -400,6 +406,7 @@ impl WorkerCx {
             stats: cx.stats.as_ref().map(|s| Box::new(s.fork())),
             resets: Arc::clone(&cx.resets),
             forked: Some(cx.forked.unwrap_or_else(|| cx.resets.load(Relaxed))),
+            observed: true,
         })
     }
 

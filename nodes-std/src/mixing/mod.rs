@@ -406,8 +406,11 @@ impl<N: Node> Sources<N> {
     }
 
     /// Source `i`'s next item.
+    #[inline]
     pub(crate) fn pull(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
-        cx.child_role(&self.roles[i]);
+        if cx.stats_enabled() {
+            cx.child_role(&self.roles[i]);
+        }
         self.nodes[i].next(cx)
     }
 

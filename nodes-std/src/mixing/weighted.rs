@@ -463,13 +463,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         // Every draw is one `u64` (two words), at least one per item; a pass
         // that has not started has drawn nothing.
         if word_pos % 2 == 1 || word_pos / 2 < num_yielded || (!started && word_pos > 0) {
-            let when = if started {
-                ""
-            } else {
-                " in a pass that has not started"
-            };
             let why = format!(
-                "generator position {word_pos} cannot follow {num_yielded} items (each takes a two-word draw){when}"
+                "generator position {word_pos} cannot follow {num_yielded} items (each takes a two-word draw) in a pass started: {started}"
             );
             return Err(Error::bad_state(rng.path_of(RNG_WORD_POS), why));
         }
