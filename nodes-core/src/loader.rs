@@ -452,16 +452,13 @@ impl<N: Node> Loader<N> {
     /// Where the root's state counts its items (a sampler under maps), that
     /// count is the loader's: a state whose two counts differ was edited.
     fn check_count(&self, state: &State, root_state: &State, num_yielded: u64) -> Result<()> {
-        let Some(path) = self.shape.counted_path() else {
+        let path = self.shape.counted_path();
+        let Some((key, parents)) = path.as_deref().and_then(<[String]>::split_last) else {
             return Ok(());
         };
-        let Some((key, parents)) = path.split_last() else {
-            return Ok(());
-        };
-        let mut node = root_state.clone();
-        for parent in parents {
-            node = node.child(parent)?;
-        }
+        let node = parents
+            .iter()
+            .try_fold(root_state.clone(), |node, key| node.child(key))?;
         let counted: u64 = node.get(key)?;
         if counted == num_yielded {
             return Ok(());

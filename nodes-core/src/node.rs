@@ -225,8 +225,8 @@ pub struct Cx {
     /// Made by [`WorkerCx::fork`], at that count: the context is stale once the
     /// count moves on, and hands its statistics over when dropped.
     forked: Option<u64>,
-    /// Whether `observe` does more than run its body (statistics are on, or
-    /// a worker's context is checked): one test on the path of every item.
+    /// Whether `observe` does more than run its body: statistics are on, or
+    /// this worker's context outlived its pass. One test on every item's path.
     observed: bool,
 }
 
@@ -266,6 +266,12 @@ impl Cx {
     /// its worker threads.
     pub(crate) fn renew(&self) {
         self.resets.fetch_add(1, Relaxed);
+    }
+
+    /// Whether this is a worker's context that outlived its pass.
+    fn is_stale(&self) -> bool {
+        self.forked
+            .is_some_and(|at| at != self.resets.load(Relaxed))
     }
 
     pub(crate) fn enable_stats(&mut self) {
@@ -339,7 +345,7 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        if matches!(self.forked, Some(at) if at != self.resets.load(Relaxed)) {
+        if self.is_stale() {
             let why = "the context it was advanced with is from a pipeline that was reset or dropped since: a worker's context lasts one pass";
             return Err(Error::invalid_argument(name, why));
         }
@@ -406,12 +412,14 @@ impl WorkerCx {
             stats: cx.stats.as_ref().map(|s| Box::new(s.fork())),
             resets: Arc::clone(&cx.resets),
             forked: Some(cx.forked.unwrap_or_else(|| cx.resets.load(Relaxed))),
-            observed: true,
+            observed: cx.stats.is_some(),
         })
     }
 
-    /// Runs `f` with the context.
+    /// Runs `f` with the context. A context that outlived its pass is
+    /// observed from then on, so the nodes it advances refuse it.
     pub fn with<R>(&mut self, f: impl FnOnce(&mut Cx) -> R) -> R {
+        self.0.observed |= self.0.is_stale();
         f(&mut self.0)
     }
 }
