@@ -188,23 +188,31 @@ pub fn assemble_state(
     pipeline: &Description,
 ) -> Result<State> {
     let fingerprint = format!("{:016x}", pipeline.fingerprint()).into();
-    let mut state = state_template(&fingerprint, &pipeline.to_state())?;
-    state.insert_child(ROOT, root);
-    state.insert(NUM_YIELDED, num_yielded)?;
-    state.insert(EPOCH_INDEX, epoch_index)?;
-    Ok(state)
+    let template = state_template(&fingerprint, &pipeline.to_state())?;
+    loader_state(root, num_yielded, epoch_index, &template)
 }
 
-/// A loader state with every key in the order they are written: the root
-/// and the counters empty (filled per state), the rest as every state of
-/// this pipeline has them, shared by reference. A checksum slot: the
-/// checksum is computed only if the state is serialised.
+/// A loader state: the root and the counters, then `template`'s keys.
+fn loader_state(
+    root: State,
+    num_yielded: u64,
+    epoch_index: u64,
+    template: &State,
+) -> Result<State> {
+    crate::state::Fields::build(0, |state| {
+        state.child(ROOT, root);
+        state.field(NUM_YIELDED, &num_yielded)?;
+        state.field(EPOCH_INDEX, &epoch_index)?;
+        state.share_tail(template);
+        Ok(())
+    })
+}
+
+/// The keys after the counters, as every state of this pipeline has them,
+/// shared by reference. A checksum slot: the checksum is computed only if
+/// the state is serialised.
 fn state_template(fingerprint: &std::sync::Arc<str>, shape_json: &State) -> Result<State> {
     let mut state = State::new();
-    state.reserve(KEYS.len());
-    state.insert_child(ROOT, State::new());
-    state.insert(NUM_YIELDED, 0u64)?;
-    state.insert(EPOCH_INDEX, 0u64)?;
     state.insert(FORMAT, FORMAT_VERSION)?;
     state.insert(VERSION, WRITER_VERSION)?;
     state.insert(FINGERPRINT, &**fingerprint)?;
@@ -389,14 +397,8 @@ impl<N: Node> Loader<N> {
 
     /// The loader's state with `root` as the root's state.
     fn loader_state(&self, root: State) -> Result<State> {
-        // The root and the counters, then the template's constant entries,
-        // shared with every state of this pipeline.
-        let mut state = crate::state::Fields::with_capacity(KEYS.len());
-        state.child(ROOT, root);
-        state.field(NUM_YIELDED, &self.num_yielded)?;
-        state.field(EPOCH_INDEX, &self.epoch_index)?;
-        state.tail_of(&self.saved_shape().template, 3);
-        Ok(state.done(0))
+        let template = &self.saved_shape().template;
+        loader_state(root, self.num_yielded, self.epoch_index, template)
     }
 
     /// Checks the keys of a loader state, its format, and the types of the

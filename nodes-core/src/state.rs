@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use triomphe::Arc as Shared;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -72,7 +74,7 @@ pub use self::path::pointer_join;
 pub struct State {
     /// The keys and values, shared with clones and with the parent they
     /// were read from (copied on the first write while shared).
-    body: Arc<Body>,
+    body: Shared<Body>,
     /// Where this state sits in the checkpoint it was read from (not saved).
     path: Path,
 }
@@ -87,6 +89,9 @@ struct Body {
     /// Entries in insertion order: a node's state has a handful of keys, so
     /// a vector beats a map.
     entries: Entries,
+    /// Entries that follow `entries`, shared rather than copied: the keys
+    /// every state of a loader's pipeline has (see [`Fields::share_tail`]).
+    tail: Option<Shared<Body>>,
     /// The position of each key, for wide states (built on first lookup).
     index: OnceLock<HashMap<Key, usize>>,
     /// Entries visited, written or copied in this body, nested states
@@ -102,6 +107,10 @@ struct Body {
 /// allocation.
 type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
 
+/// The entries of a body in order, its shared tail's last.
+type Iter<'a> =
+    std::iter::Chain<std::slice::Iter<'a, (Key, Entry)>, std::slice::Iter<'a, (Key, Entry)>>;
+
 #[derive(Clone)]
 enum Entry {
     /// `null`, a boolean or a number, inline.
@@ -116,7 +125,7 @@ enum Entry {
     /// An array, boxed to keep entries small.
     Array(Box<Value>),
     /// A nested state, shared so that [`State::child`] does not copy it.
-    Child(Arc<Body>),
+    Child(Shared<Body>),
     /// A node's snapshot, turned into JSON only when that is needed (see
     /// [`State::insert_deferred`]); it then reads exactly as that JSON.
     Deferred(Arc<Deferred>),
@@ -136,7 +145,7 @@ impl Entry {
             Value::String(s) => Entry::Str(s.into()),
             Value::Array(items) if items.is_empty() => Entry::EmptyArray,
             Value::Array(_) => Entry::Array(Box::new(value)),
-            Value::Object(map) => Entry::Child(Arc::new(tree::body_of_map(map))),
+            Value::Object(map) => Entry::Child(Shared::new(tree::body_of_map(map))),
         }
     }
 
@@ -161,6 +170,7 @@ impl Clone for Body {
     fn clone(&self) -> Self {
         Body {
             entries: self.entries.clone(),
+            tail: self.tail.clone(),
             index: OnceLock::new(),
             work: AtomicU64::new(self.entries.len() as u64),
             height: self.height,
@@ -176,17 +186,37 @@ impl Body {
         self.work.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    fn iter(&self) -> Iter<'_> {
+        let tail = self
+            .tail
+            .as_deref()
+            .map_or(&[][..], |tail| &tail.entries[..]);
+        self.entries.iter().chain(tail)
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len() + self.tail.as_ref().map_or(0, |tail| tail.entries.len())
+    }
+
+    /// The entry at position `i`.
+    fn at(&self, i: usize) -> Option<&(Key, Entry)> {
+        let own = self.entries.len();
+        self.entries
+            .get(i)
+            .or_else(|| self.tail.as_ref()?.entries.get(i - own))
+    }
+
     /// The position of `key`, and how many entries were visited to find it.
     #[inline]
     fn find(&self, key: &str) -> (Option<usize>, usize) {
-        let len = self.entries.len();
+        let len = self.len();
         if len < INDEXED_FROM {
-            return (self.entries.iter().position(|(k, _)| k == key), len);
+            return (self.iter().position(|(k, _)| k == key), len);
         }
         let mut built = 0;
         let index = self.index.get_or_init(|| {
             built = len;
-            let keys = self.entries.iter().map(|(k, _)| k.clone());
+            let keys = self.iter().map(|(k, _)| k.clone());
             keys.zip(0..).collect()
         });
         (index.get(key).copied(), built + 1)
@@ -195,12 +225,13 @@ impl Body {
     fn get(&self, key: &str) -> Option<&Entry> {
         let (at, visited) = self.find(key);
         self.count(visited);
-        at.map(|i| &self.entries[i].1)
+        at.and_then(|i| self.at(i)).map(|(_, entry)| entry)
     }
 
     /// Stores `entry` under `key`, replacing what was there.
     #[inline]
     fn put(&mut self, key: Key, entry: Entry) {
+        self.own_tail();
         self.height = self.height.max(tree::height_of(&entry));
         let (at, visited) = self.find(&key);
         *self.work.get_mut() += visited as u64;
@@ -213,12 +244,20 @@ impl Body {
     /// Appends an entry whose key is not there yet.
     #[inline]
     fn push(&mut self, key: Key, entry: Entry) {
+        self.own_tail();
         if let Some(index) = self.index.get_mut() {
             index.insert(key.clone(), self.entries.len());
         }
         *self.work.get_mut() += 1;
         self.height = self.height.max(tree::height_of(&entry));
         self.entries.push((key, entry));
+    }
+
+    /// Copies the shared tail in, before a write.
+    fn own_tail(&mut self) {
+        if let Some(tail) = self.tail.take() {
+            self.entries.extend(tail.entries.iter().cloned());
+        }
     }
 }
 
@@ -256,8 +295,8 @@ impl Serialize for State {
 impl Serialize for Body {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::{Error as _, SerializeMap};
-        let mut map = s.serialize_map(Some(self.entries.len()))?;
-        for (key, entry) in &self.entries {
+        let mut map = s.serialize_map(Some(self.len()))?;
+        for (key, entry) in self.iter() {
             match entry {
                 Entry::Str(s) => map.serialize_entry(key, &**s)?,
                 Entry::Child(body) => map.serialize_entry(key, &**body)?,
@@ -291,7 +330,7 @@ impl State {
         State::default()
     }
 
-    fn of(body: impl Into<Arc<Body>>) -> Self {
+    fn of(body: impl Into<Shared<Body>>) -> Self {
         State {
             body: body.into(),
             path: Path::default(),
@@ -301,7 +340,7 @@ impl State {
     /// The entries, to change them (copied first if they are shared).
     #[inline]
     fn body_mut(&mut self) -> &mut Body {
-        Arc::make_mut(&mut self.body)
+        Shared::make_mut(&mut self.body)
     }
 
     /// Whether `self` and `other` are the same state: entries shared (not
@@ -324,7 +363,7 @@ impl State {
     /// ```
     pub fn is_same(&self, other: &State) -> bool {
         // A shared body never changes: a write copies it first.
-        Arc::ptr_eq(&self.body, &other.body) && self.path.text() == other.path.text()
+        Shared::ptr_eq(&self.body, &other.body) && self.path.text() == other.path.text()
     }
 
     /// Wraps a JSON value, which must be an object.
@@ -376,17 +415,17 @@ impl State {
 
     /// The keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.body.entries.iter().map(|(k, _)| k.as_ref())
+        self.body.iter().map(|(k, _)| k.as_ref())
     }
 
     /// The number of keys.
     pub fn len(&self) -> usize {
-        self.body.entries.len()
+        self.body.len()
     }
 
     /// Whether the state has no keys.
     pub fn is_empty(&self) -> bool {
-        self.body.entries.is_empty()
+        self.body.len() == 0
     }
 
     /// The path of this state inside the checkpoint it was read from (`/` at the root).
@@ -509,9 +548,9 @@ impl State {
     /// O(1) per level however much lies below.
     pub fn child(&self, key: &str) -> Result<State> {
         let body = match self.body.get(key) {
-            Some(Entry::Child(body)) => Arc::clone(body),
+            Some(Entry::Child(body)) => Shared::clone(body),
             other => match &*self.json_of(key, other)? {
-                Value::Object(map) => Arc::new(tree::body_of_map(map.clone())),
+                Value::Object(map) => Shared::new(tree::body_of_map(map.clone())),
                 other => {
                     let found = describe(other);
                     let why = format!("expected a nested state (object), found {found}");
@@ -590,7 +629,7 @@ impl State {
         let mut pending = vec![&*self.body];
         while let Some(body) = pending.pop() {
             total += body.work.load(Ordering::Relaxed);
-            pending.extend(body.entries.iter().filter_map(|(_, e)| match e {
+            pending.extend(body.iter().filter_map(|(_, e)| match e {
                 Entry::Child(child) => Some(&**child),
                 _ => None,
             }));
@@ -599,31 +638,35 @@ impl State {
     }
 }
 
-/// A node's state built key by key in place, then shared once: what
-/// `#[derive(Node)]` and the loader take their states with (no
-/// copy-on-write check per key). Not public API.
+/// A node's state being built key by key in place, by [`Fields::build`]:
+/// what `#[derive(Node)]` and the loader take their states with (one
+/// uniqueness check per state, none per key). Not public API.
 #[doc(hidden)]
-#[derive(Default)]
-pub struct Fields(Arc<Body>);
+pub struct Fields<'a>(&'a mut Body);
 
-impl std::fmt::Debug for Fields {
+impl std::fmt::Debug for Fields<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Fields")
     }
 }
 
-impl Fields {
-    /// Room for `keys` keys.
-    pub fn with_capacity(keys: usize) -> Fields {
-        let mut fields = Fields::default();
-        fields.body().entries.reserve(keys);
-        fields
+impl Fields<'_> {
+    /// The state `fill` writes, with `version` (nothing for version 0).
+    #[inline]
+    pub fn build(version: u32, fill: impl FnOnce(&mut Fields<'_>) -> Result<()>) -> Result<State> {
+        let mut body = Shared::<Body>::default();
+        let mut fields = Fields(Shared::get_mut(&mut body).expect("a new state is not shared"));
+        fill(&mut fields)?;
+        if version != 0 {
+            fields.append(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
+        }
+        *fields.0.work.get_mut() = fields.0.len() as u64;
+        Ok(State::of(body))
     }
 
-    /// The state being built, in place: it is shared only once done.
-    #[inline]
-    fn body(&mut self) -> &mut Body {
-        Arc::get_mut(&mut self.0).expect("a state being built is not shared")
+    /// Room for `keys` more keys.
+    pub fn reserve(&mut self, keys: usize) {
+        self.0.entries.reserve(keys);
     }
 
     /// Appends `value` under `key`, which this state does not hold yet.
@@ -631,40 +674,35 @@ impl Fields {
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.body().push(Key::Borrowed(key), Entry::of(value));
+        self.append(Key::Borrowed(key), Entry::of(value));
         Ok(())
+    }
+
+    /// Appends an entry: a body being built has no index, and its work is
+    /// counted once done.
+    #[inline]
+    fn append(&mut self, key: Key, entry: Entry) {
+        self.0.height = self.0.height.max(tree::height_of(&entry));
+        self.0.entries.push((key, entry));
     }
 
     /// Appends `child` under `key`, which this state does not hold yet.
     #[inline]
     pub fn child(&mut self, key: impl Into<Key>, child: State) {
-        self.body().push(key.into(), Entry::Child(child.body));
+        self.append(key.into(), Entry::Child(child.body));
     }
 
     /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
         let entry = deferred::entry(value.snapshot());
-        self.body().push(Key::Borrowed(key), entry);
+        self.append(Key::Borrowed(key), entry);
     }
 
-    /// Appends `state`'s entries from position `from` on.
-    pub(crate) fn tail_of(&mut self, state: &State, from: usize) {
-        let body = self.body();
-        body.height = body.height.max(state.body.height);
-        body.entries
-            .extend(state.body.entries[from..].iter().cloned());
-    }
-
-    /// The state built, with `version` (nothing for version 0).
-    #[inline]
-    pub fn done(mut self, version: u32) -> State {
-        if version != 0 {
-            let version = Entry::Number(version.into());
-            self.body().push(Key::Borrowed(VERSION_KEY), version);
-        }
-        let body = self.body();
-        *body.work.get_mut() = body.entries.len() as u64;
-        State::of(self.0)
+    /// Ends the state with `tail`'s entries, shared (a write to the state
+    /// copies them first); nothing may be appended after.
+    pub(crate) fn share_tail(&mut self, tail: &State) {
+        self.0.height = self.0.height.max(tail.body.height);
+        self.0.tail = Some(Shared::clone(&tail.body));
     }
 }
 
@@ -709,21 +747,21 @@ mod tests {
     fn a_write_to_a_shared_state_copies_only_its_own_keys() {
         let mut first = State::new().with("n", 1).unwrap();
         first.insert_child("c", State::new().with("x", 2).unwrap());
-        let body = Arc::as_ptr(&first.body);
+        let body = Shared::as_ptr(&first.body);
         let mut second = first.clone();
-        assert!(Arc::ptr_eq(&first.body, &second.body));
+        assert!(Shared::ptr_eq(&first.body, &second.body));
         second.insert("n", 3).unwrap();
         // Two entries copied, two visited to find the key.
         assert_eq!(second.body.work.load(Ordering::Relaxed), 2 + 2);
         assert_eq!(first.get::<u64>("n").unwrap(), 1);
         assert_eq!(second.get::<u64>("n").unwrap(), 3);
         let child = |s: &State| match &s.body.entries[1].1 {
-            Entry::Child(c) => Arc::as_ptr(c),
+            Entry::Child(c) => Shared::as_ptr(c),
             _ => std::ptr::null(),
         };
         assert_eq!(child(&first), child(&second));
         drop(second);
         first.insert("n", 4).unwrap();
-        assert_eq!(Arc::as_ptr(&first.body), body);
+        assert_eq!(Shared::as_ptr(&first.body), body);
     }
 }

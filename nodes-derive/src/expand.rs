@@ -155,9 +155,10 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
 
             fn get_state(&self, __cx: &#p::Cx) -> #p::Result<#p::State> {
                 let _ = __cx;
-                let mut __s = #p::Fields::default();
-                #(#get)*
-                ::core::result::Result::Ok(__s.done(#version))
+                #p::Fields::build(#version, |__s| {
+                    #(#get)*
+                    ::core::result::Result::Ok(())
+                })
             }
 
             fn describe(&self) -> #p::Description {

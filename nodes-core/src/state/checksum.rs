@@ -28,7 +28,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{Body, Entry, Key, State};
+use super::{Body, Entry, State};
 
 /// The key under which a loader state's checksum is written.
 pub(crate) const CHECKSUM_KEY: &str = "checksum";
@@ -127,7 +127,7 @@ fn mix_scalar(state: u64, value: &Value) -> u64 {
 /// The members or items of a container still to hash.
 enum Members<'a> {
     /// A state's entries; `true` at the top, whose checksum key is left out.
-    Body(&'a Body, std::slice::Iter<'a, (Key, Entry)>, bool),
+    Body(&'a Body, super::Iter<'a>, bool),
     Map(serde_json::map::Iter<'a>),
     Array(std::slice::Iter<'a, Value>),
 }
@@ -184,7 +184,7 @@ impl<'a> Frame<'a> {
                 let state = member(key);
                 let open = |members| Item::Open(Frame::new(members, state));
                 Some(match entry {
-                    Entry::Child(body) => open(Members::Body(body, body.entries.iter(), false)),
+                    Entry::Child(body) => open(Members::Body(body, body.iter(), false)),
                     leaf => match leaf.leaf(owner) {
                         Cow::Borrowed(value) => item(state, value),
                         // An inline `[]` hashes as the walk closes an empty array.
@@ -219,10 +219,7 @@ impl<'a> Frame<'a> {
 /// The `mx64` hash of `root`'s content, without its top-level checksum key.
 fn digest(root: &Body) -> u64 {
     let mut steps = 0;
-    let mut open = vec![Frame::new(
-        Members::Body(root, root.entries.iter(), true),
-        0,
-    )];
+    let mut open = vec![Frame::new(Members::Body(root, root.iter(), true), 0)];
     loop {
         let frame = open.last_mut().expect("the root is popped last");
         match frame.next() {

@@ -7,12 +7,10 @@
 //! key is handed to `serde_json`, so its grammar, number conversion and
 //! string escapes are exactly `serde_json`'s.
 
-use std::sync::Arc;
-
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Body, Entry, Key, State};
+use super::{Body, Entry, Key, Shared, State};
 use crate::error::{Error, Result};
 
 /// See [`State::MAX_DEPTH`].
@@ -25,7 +23,7 @@ pub(super) fn parse(json: &str) -> Result<Body> {
     if p.peek() != Some(b'{') {
         // Not an object: serde_json says what it is, or what is wrong with it.
         let value: Value = serde_json::from_str(json).map_err(|e| invalid(&e, (1, 1)))?;
-        return State::from_value(value).map(|state| Arc::unwrap_or_clone(state.body));
+        return State::from_value(value).map(|state| Shared::unwrap_or_clone(state.body));
     }
     p.pos += 1;
     // The objects around the current one, outermost first, each with the key
@@ -47,7 +45,7 @@ pub(super) fn parse(json: &str) -> Result<Body> {
                     return Ok(current);
                 };
                 let child = std::mem::replace(&mut current, parent);
-                current.put(key, Entry::Child(Arc::new(child)));
+                current.put(key, Entry::Child(Shared::new(child)));
                 after_member = true;
                 continue;
             }

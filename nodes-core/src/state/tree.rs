@@ -4,12 +4,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Body, Entry, Key};
+use super::{Body, Entry, Key, Shared};
 
 /// The entries of a JSON object, nested objects becoming nested states.
 pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
@@ -30,7 +29,7 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
                     return current.1;
                 };
                 let (key, child, _) = std::mem::replace(&mut current, parent);
-                current.1.push(key, Entry::Child(Arc::new(child)));
+                current.1.push(key, Entry::Child(Shared::new(child)));
             }
         }
     }
@@ -40,12 +39,12 @@ pub(super) fn body_of_map(map: Map<String, Value>) -> Body {
 /// hold them).
 pub(super) fn to_value(body: &Body) -> Value {
     // The objects being built, innermost last, each with its key in its parent.
-    let mut stack = vec![(body, body.entries.iter(), Map::new(), "")];
+    let mut stack = vec![(body, body.iter(), Map::new(), "")];
     loop {
         let (owner, entries, members, _) = stack.last_mut().expect("the root is popped last");
         let value = match entries.next() {
             Some((key, Entry::Child(child))) => {
-                stack.push((child, child.entries.iter(), Map::new(), key));
+                stack.push((child, child.iter(), Map::new(), key));
                 continue;
             }
             Some((key, entry)) => (key.to_string(), entry.leaf(owner).into_owned()),
@@ -68,7 +67,7 @@ pub(super) fn write_json(body: &Body, out: &mut impl fmt::Write) -> fmt::Result 
         serde_json::to_string(value).map_err(|_| fmt::Error)
     }
     out.write_char('{')?;
-    let mut stack = vec![(body, body.entries.iter())];
+    let mut stack = vec![(body, body.iter())];
     // Whether the next member is the first of its object.
     let mut first = true;
     while let Some((owner, entries)) = stack.last_mut() {
@@ -84,7 +83,7 @@ pub(super) fn write_json(body: &Body, out: &mut impl fmt::Write) -> fmt::Result 
         match entry {
             Entry::Child(child) => {
                 out.write_char('{')?;
-                stack.push((child, child.entries.iter()));
+                stack.push((child, child.iter()));
             }
             entry => out.write_str(&json(&entry.leaf(owner))?)?,
         }
@@ -93,22 +92,24 @@ pub(super) fn write_json(body: &Body, out: &mut impl fmt::Write) -> fmt::Result 
 }
 
 /// Whether two bodies hold the same content, whatever the order of keys.
-pub(super) fn eq(a: &Arc<Body>, b: &Arc<Body>) -> bool {
-    let mut pending = vec![(Arc::clone(a), Arc::clone(b))];
+pub(super) fn eq(a: &Shared<Body>, b: &Shared<Body>) -> bool {
+    let mut pending = vec![(Shared::clone(a), Shared::clone(b))];
     while let Some((a, b)) = pending.pop() {
-        if Arc::ptr_eq(&a, &b) {
+        if Shared::ptr_eq(&a, &b) {
             continue;
-        } else if a.entries.len() != b.entries.len() {
+        } else if a.len() != b.len() {
             return false;
         }
-        for (i, (key, x)) in a.entries.iter().enumerate() {
-            let same_place = b.entries.get(i).filter(|(k, _)| k == key);
+        for (i, (key, x)) in a.iter().enumerate() {
+            let same_place = b.at(i).filter(|(k, _)| k == key);
             let Some(y) = same_place.map(|(_, y)| y).or_else(|| b.get(key)) else {
                 return false;
             };
             let (x, y) = (plain(x), plain(y));
             match (&*x, &*y) {
-                (Entry::Child(x), Entry::Child(y)) => pending.push((Arc::clone(x), Arc::clone(y))),
+                (Entry::Child(x), Entry::Child(y)) => {
+                    pending.push((Shared::clone(x), Shared::clone(y)))
+                }
                 // Equal contents have equal checksums.
                 (Entry::Checksum, Entry::Checksum) => {}
                 (Entry::Child(_), _) | (_, Entry::Child(_)) => return false,
@@ -130,15 +131,15 @@ fn plain(entry: &Entry) -> Cow<'_, Entry> {
 
 /// How many levels of objects the body holds (1 for a flat one); a
 /// deferred entry counts as the JSON it stands for.
-pub(super) fn depth(body: &Arc<Body>) -> usize {
+pub(super) fn depth(body: &Shared<Body>) -> usize {
     let mut depth = 0;
-    let mut level = vec![Arc::clone(body)];
+    let mut level = vec![Shared::clone(body)];
     while !level.is_empty() {
         depth += 1;
-        let below = level.iter().flat_map(|b| b.entries.iter());
+        let below = level.iter().flat_map(|b| b.iter());
         level = below
             .filter_map(|(_, e)| match &*plain(e) {
-                Entry::Child(c) => Some(Arc::clone(c)),
+                Entry::Child(c) => Some(Shared::clone(c)),
                 _ => None,
             })
             .collect();
@@ -191,7 +192,9 @@ impl Drop for Body {
             for (_, entry) in entries {
                 match entry {
                     Entry::Child(child) => pending.extend(
-                        Arc::into_inner(child).map(|mut child| std::mem::take(&mut child.entries)),
+                        Shared::try_unwrap(child)
+                            .ok()
+                            .map(|mut child| std::mem::take(&mut child.entries)),
                     ),
                     Entry::Array(value) => dismantle(*value),
                     _ => {}
@@ -203,12 +206,11 @@ impl Drop for Body {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
     use serde_json::{Value, json};
 
-    use super::super::{CHECKSUM_KEY, Entry, Fields, State};
+    use super::super::{CHECKSUM_KEY, Entry, Fields, Shared, State};
 
     /// The state of a node with a counter, a flag, a child and a version,
     /// built by inserts.
@@ -222,13 +224,14 @@ mod tests {
 
     #[test]
     fn fields_build_the_state_inserts_build() {
-        let mut child = Fields::default();
-        child.field("k", &-1).unwrap();
-        let mut fields = Fields::with_capacity(3);
-        fields.field("n", &3u64).unwrap();
-        fields.field("on", &true).unwrap();
-        fields.child("source", child.done(0));
-        let built = fields.done(2);
+        let child = Fields::build(0, |child| child.field("k", &-1)).unwrap();
+        let built = Fields::build(2, |fields| {
+            fields.field("n", &3u64)?;
+            fields.field("on", &true)?;
+            fields.child("source", child);
+            Ok(())
+        })
+        .unwrap();
         assert_eq!(built, inserted());
         assert_eq!(built.to_json().unwrap(), inserted().to_json().unwrap());
         assert_eq!(
@@ -240,9 +243,8 @@ mod tests {
 
     #[test]
     fn a_field_that_cannot_be_serialised_is_an_error_at_its_key() {
-        let mut fields = Fields::default();
         let bad = std::collections::BTreeMap::from([((1u8, 2u8), 3u8)]);
-        let err = fields.field("bad", &bad).unwrap_err();
+        let err = Fields::build(0, |fields| fields.field("bad", &bad)).unwrap_err();
         assert_eq!(err.state_path(), Some("/bad"), "{err}");
         assert!(err.to_string().contains("cannot serialise"), "{err}");
     }
@@ -315,11 +317,14 @@ mod tests {
         std::thread::Builder::new()
             .stack_size(256 * 1024)
             .spawn(|| {
-                let mut state = Fields::default().done(0);
+                let mut state = Fields::build(0, |_| Ok(())).unwrap();
                 for _ in 0..200_000 {
-                    let mut parent = Fields::default();
-                    parent.child("source", state);
-                    state = parent.done(0);
+                    let child = state;
+                    state = Fields::build(0, |parent| {
+                        parent.child("source", child);
+                        Ok(())
+                    })
+                    .unwrap();
                 }
                 assert_eq!(state.body.height, 200_000);
                 drop(state);
@@ -379,6 +384,6 @@ mod tests {
         assert!(err.to_string().contains("found string"), "{err}");
         let back = State::from_json(&state.to_json().unwrap()).unwrap();
         assert_eq!(back, state);
-        assert!(Arc::ptr_eq(&state.body, &state.clone().body));
+        assert!(Shared::ptr_eq(&state.body, &state.clone().body));
     }
 }

@@ -537,7 +537,7 @@ impl<N: Node> Sources<N> {
     /// source ends, a few times per pass) and copied as a `Vec<bool>` when
     /// one changes, so a state costs one nested state per source and O(1)
     /// or a copy of the flags for the rest.
-    pub(crate) fn save(&self, out: &mut Fields, cx: &Cx) -> Result<()> {
+    pub(crate) fn save(&self, out: &mut Fields<'_>, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
         let [mut exhausted, mut empty] = saved.take().unwrap_or_else(|| {
@@ -558,11 +558,14 @@ impl<N: Node> Sources<N> {
         out.deferred(EMPTY, &empty);
         *saved = Some([exhausted, empty]);
         drop(saved);
-        let mut states = Fields::with_capacity(self.len());
-        for (name, node) in self.names.iter().zip(&self.nodes) {
-            states.child(name.to_string(), node.get_state(cx)?);
-        }
-        out.child(NODE_STATES, states.done(0));
+        let states = Fields::build(0, |states| {
+            states.reserve(self.len());
+            for (name, node) in self.names.iter().zip(&self.nodes) {
+                states.child(name.to_string(), node.get_state(cx)?);
+            }
+            Ok(())
+        })?;
+        out.child(NODE_STATES, states);
         Ok(())
     }
 

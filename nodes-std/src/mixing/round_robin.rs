@@ -234,10 +234,10 @@ sampler_node!(MultiNodeRoundRobinSampler);
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.sources.flag.check(NAME)?;
-        let mut out = Fields::with_capacity(5);
-        out.field(CURSOR, &self.cursor)?;
-        self.sources.save(&mut out, cx)?;
-        Ok(out.done(0))
+        Fields::build(0, |out| {
+            out.field(CURSOR, &self.cursor)?;
+            self.sources.save(out, cx)
+        })
     }
 
     fn describe(&self) -> Description {

@@ -539,19 +539,20 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.sources.flag.check(NAME)?;
-        let mut rng = Fields::with_capacity(5);
-        rng.field(RNG_SEED, &self.seed)?;
-        rng.field(RNG_RANK, &self.ranks.rank)?;
-        rng.field(RNG_WORLD_SIZE, &self.ranks.world_size)?;
-        rng.field(RNG_STREAM, &self.rng.stream())?;
-        rng.field(RNG_WORD_POS, &self.rng.word_pos())?;
-        let mut out = Fields::with_capacity(8);
-        out.field(EPOCH, &self.epoch)?;
-        out.field(NUM_YIELDED, &self.num_yielded)?;
-        out.field(STARTED, &self.started)?;
-        out.child(RNG, rng.done(0));
-        self.sources.save(&mut out, cx)?;
-        Ok(out.done(0))
+        let rng = Fields::build(0, |rng| {
+            rng.field(RNG_SEED, &self.seed)?;
+            rng.field(RNG_RANK, &self.ranks.rank)?;
+            rng.field(RNG_WORLD_SIZE, &self.ranks.world_size)?;
+            rng.field(RNG_STREAM, &self.rng.stream())?;
+            rng.field(RNG_WORD_POS, &self.rng.word_pos())
+        })?;
+        Fields::build(0, |out| {
+            out.field(EPOCH, &self.epoch)?;
+            out.field(NUM_YIELDED, &self.num_yielded)?;
+            out.field(STARTED, &self.started)?;
+            out.child(RNG, rng);
+            self.sources.save(out, cx)
+        })
     }
 
     /// The weights are listed by source name (the order of the sources is
