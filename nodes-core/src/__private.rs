@@ -10,7 +10,7 @@ pub use crate::hint::Hint;
 pub use crate::node::{Cx, Init, Node, SizeHint, Stateful, Validate, WorkerCx};
 pub use crate::param::{NodeName, Param};
 pub use crate::resume::Resume;
-pub use crate::state::{Fields, Snapshot, State};
+pub use crate::state::{Fields, SharedSnapshot, Snapshot, State};
 pub use crate::state::{digest_bytes, pointer_join};
 
 /// The logging hooks of the `tracing` feature (empty without it).

@@ -25,7 +25,7 @@ mod tree;
 pub(crate) use self::checksum::CHECKSUM_KEY;
 pub use self::checksum::digest_bytes;
 use self::deferred::Deferred;
-pub use self::deferred::Snapshot;
+pub use self::deferred::{SharedSnapshot, Snapshot};
 use self::path::Path;
 pub use self::path::pointer_join;
 
@@ -696,6 +696,11 @@ impl Fields<'_> {
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
         let entry = deferred::entry(value.snapshot());
         self.append(Key::Borrowed(key), entry);
+    }
+
+    /// Appends a snapshot shared with other states under `key`.
+    pub fn shared(&mut self, key: &'static str, snapshot: &SharedSnapshot) {
+        self.append(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
     }
 
     /// Ends the state with `tail`'s entries, shared (a write to the state

@@ -195,12 +195,12 @@ where
 {
     type Frozen = CowBuffer<T>;
 
-    fn snapshot(&self) -> Arc<CowBuffer<T>> {
+    fn snapshot(&self) -> CowBuffer<T> {
         let chunks = Arc::clone(&self.chunks);
-        Arc::new(CowBuffer {
+        CowBuffer {
             chunks,
             len: self.len,
-        })
+        }
     }
 }
 
@@ -253,7 +253,7 @@ mod tests {
         assert_ne!(Arc::as_ptr(&buffer.chunks[0]), before);
         assert!(matches!(&*snapshot.chunks[0].lock(), Items::Frozen(Ok(_))));
         assert_eq!(
-            json(&*snapshot),
+            json(&snapshot),
             json(&[
                 Item(9, String::new()),
                 Item(1, "x".repeat(100)),
@@ -280,7 +280,7 @@ mod tests {
             let mut buffer = CowBuffer::default();
             let mut model: Vec<Item> = Vec::new();
             // Snapshots kept alive across writes, with the JSON they must give.
-            let mut kept: Vec<(Arc<CowBuffer<Item>>, String)> = Vec::new();
+            let mut kept: Vec<(CowBuffer<Item>, String)> = Vec::new();
             let mut next = 0;
             for _ in 0..3000 {
                 match draw(10) {
@@ -310,7 +310,7 @@ mod tests {
                         // Serialise a kept snapshot now (JSON taken from the
                         // items still live) or later (from frozen chunks).
                         if let Some((snapshot, expected)) = kept.last() {
-                            assert_eq!(&json(&**snapshot), expected);
+                            assert_eq!(&json(snapshot), expected);
                         }
                     }
                 }
@@ -319,7 +319,7 @@ mod tests {
             }
             assert_eq!(json(&buffer), json(&model));
             for (snapshot, expected) in &kept {
-                assert_eq!(&json(&**snapshot), expected, "seed {seed}");
+                assert_eq!(&json(snapshot), expected, "seed {seed}");
             }
             let back: CowBuffer<Item> = serde_json::from_str(&json(&model)).unwrap();
             assert_eq!(json(&back), json(&model));
@@ -343,7 +343,7 @@ mod tests {
             .map(|c| matches!(&*c.lock(), Items::Frozen(_)))
             .collect();
         assert_eq!(frozen, [true, false, false, true]);
-        assert_eq!(json(&*snapshot), json(&expected));
+        assert_eq!(json(&snapshot), json(&expected));
         drop(snapshot);
         // Alone again: writes in place.
         let before = Arc::as_ptr(&buffer.chunks[1]);
@@ -358,10 +358,10 @@ mod tests {
         buffer.push(bad());
         buffer.push(bad());
         let snapshot = buffer.snapshot();
-        assert!(serde_json::to_string(&*snapshot).is_err());
+        assert!(serde_json::to_string(&snapshot).is_err());
         // Frozen with the error: the writer keeps its items.
         assert_eq!(buffer.swap_remove(0), bad());
-        assert!(serde_json::to_string(&*snapshot).is_err());
+        assert!(serde_json::to_string(&snapshot).is_err());
         assert_eq!(buffer.len(), 1);
     }
 }

@@ -177,8 +177,8 @@ impl Counts {
 impl nodes_core::Snapshot for Counts {
     type Frozen = Counts;
 
-    fn snapshot(&self) -> std::sync::Arc<Counts> {
-        std::sync::Arc::new(*self)
+    fn snapshot(&self) -> Counts {
+        *self
     }
 }
 

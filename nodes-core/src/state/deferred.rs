@@ -42,15 +42,16 @@ use super::{Entry, Key, State, tree::dismantle};
 /// # Ok::<(), nodes_core::Error>(())
 /// ```
 pub trait Snapshot {
-    /// What a snapshot holds; it serialises as the field does.
+    /// What a snapshot holds; it serialises as the field does. The state
+    /// keeps it behind one shared allocation, with its JSON once computed.
     type Frozen: Serialize + Send + Sync + 'static;
 
     /// An immutable snapshot of the current value.
-    fn snapshot(&self) -> Arc<Self::Frozen>;
+    fn snapshot(&self) -> Self::Frozen;
 }
 
 impl<T: Serialize + Send + Sync + 'static> Snapshot for Arc<T> {
-    type Frozen = T;
+    type Frozen = Arc<T>;
 
     fn snapshot(&self) -> Arc<T> {
         Arc::clone(self)
@@ -58,7 +59,7 @@ impl<T: Serialize + Send + Sync + 'static> Snapshot for Arc<T> {
 }
 
 /// Anything that can become a JSON value (erases the snapshot's type).
-trait ToJson: Send + Sync {
+pub(super) trait ToJson: Send + Sync {
     fn to_json_value(&self) -> serde_json::Result<Value>;
 }
 
@@ -69,9 +70,9 @@ impl<T: Serialize + Send + Sync> ToJson for T {
 }
 
 /// A snapshot and, once computed, its JSON or the error serialising it.
-pub(super) struct Deferred {
-    snapshot: Arc<dyn ToJson>,
+pub(super) struct Deferred<S: ?Sized = dyn ToJson> {
     json: OnceLock<Result<Value, String>>,
+    snapshot: S,
 }
 
 /// Stands in for a value that failed to serialise where no error can be
@@ -94,7 +95,7 @@ impl Deferred {
 }
 
 /// The computed JSON may be nested deeply: dropped without recursion.
-impl Drop for Deferred {
+impl<S: ?Sized> Drop for Deferred<S> {
     fn drop(&mut self) {
         if let Some(Ok(value)) = self.json.take() {
             dismantle(value);
@@ -103,9 +104,30 @@ impl Drop for Deferred {
 }
 
 /// The entry of a snapshot, not converted yet.
-pub(super) fn entry<T: Serialize + Send + Sync + 'static>(snapshot: Arc<T>) -> Entry {
-    let json = OnceLock::new();
-    Entry::Deferred(Arc::new(Deferred { snapshot, json }))
+pub(super) fn entry<T: Serialize + Send + Sync + 'static>(snapshot: T) -> Entry {
+    Entry::Deferred(SharedSnapshot::new(snapshot).0)
+}
+
+/// A deferred entry made once, for a node that saves the same snapshot in
+/// many states (see [`Fields::shared`](super::Fields::shared)): they share
+/// it, and its JSON once computed. Not public API.
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct SharedSnapshot(pub(super) Arc<Deferred>);
+
+impl std::fmt::Debug for SharedSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedSnapshot")
+    }
+}
+
+impl SharedSnapshot {
+    pub fn new<T: Serialize + Send + Sync + 'static>(snapshot: T) -> SharedSnapshot {
+        SharedSnapshot(Arc::new(Deferred {
+            json: OnceLock::new(),
+            snapshot,
+        }))
+    }
 }
 
 impl State {

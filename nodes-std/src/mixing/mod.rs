@@ -125,7 +125,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use nodes_core::__private::Fields;
+use nodes_core::__private::{Fields, SharedSnapshot};
 use nodes_core::{Cx, Description, Error, Hint, Node, ResetFlag, Result, Resume, State};
 use serde_json::Value;
 
@@ -241,14 +241,18 @@ pub(crate) struct Sources<N> {
     num_active: usize,
     num_exhausted: usize,
     num_empty: usize,
-    /// The two flag maps of a state (exhausted, empty), as last written:
-    /// shared by every state taken until a flag changes, so that taking the
-    /// state of a wide sampler does not rebuild them (see [`Sources::save`]).
-    saved: Mutex<Option<[Arc<FlagMap>; 2]>>,
+    /// The flags (exhausted, empty) as last saved, and the snapshots of the
+    /// names and flag maps that every state shares until a flag changes
+    /// (see [`Sources::save`]).
+    saved: Mutex<Option<SavedFlags>>,
     /// The last state `check_state` accepted, with what the sampler decoded
     /// while checking it (see [`Sources::keep_checked`]).
     checked: Mutex<Option<(State, Box<dyn Any + Send>)>>,
 }
+
+/// The flags (exhausted, empty) a state saved, and the snapshots of the
+/// names and the two flag maps.
+type SavedFlags = ([Vec<bool>; 2], [SharedSnapshot; 3]);
 
 /// A flag per source, saved as a map from each source's name to its flag.
 /// Deferred (see `State::insert_deferred`): taking a state costs a
@@ -540,23 +544,27 @@ impl<N: Node> Sources<N> {
     pub(crate) fn save(&self, out: &mut Fields<'_>, cx: &Cx) -> Result<()> {
         // A poisoned lock only means a panic while saving: rebuild.
         let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
-        let [mut exhausted, mut empty] = saved.take().unwrap_or_else(|| {
-            let flags = Arc::new(FlagMap {
-                names: Arc::new(SourceNames(self.names.clone())),
-                flags: vec![false; self.len()],
-            });
-            [Arc::clone(&flags), flags]
-        });
-        if exhausted.flags != self.exhausted {
-            exhausted = flag_map(&self.exhausted, &empty);
-        }
-        if empty.flags != self.empty {
-            empty = flag_map(&self.empty, &exhausted);
-        }
-        out.deferred(DATASET_KEYS, &exhausted.names);
-        out.deferred(EXHAUSTED, &exhausted);
-        out.deferred(EMPTY, &empty);
-        *saved = Some([exhausted, empty]);
+        let flags = [&self.exhausted, &self.empty];
+        let (_, [names, exhausted, empty]) = match &mut *saved {
+            Some(kept) if kept.0.iter().eq(flags) => kept,
+            slot => {
+                let names = Arc::new(SourceNames(self.names.clone()));
+                let map = |flags: &Vec<bool>| {
+                    let names = Arc::clone(&names);
+                    SharedSnapshot::new(FlagMap {
+                        names,
+                        flags: flags.clone(),
+                    })
+                };
+                let snapshots = [map(flags[0]), map(flags[1])];
+                let [exhausted, empty] = snapshots;
+                let kept = [SharedSnapshot::new(names), exhausted, empty];
+                slot.insert((flags.map(Vec::clone), kept))
+            }
+        };
+        out.shared(DATASET_KEYS, names);
+        out.shared(EXHAUSTED, exhausted);
+        out.shared(EMPTY, empty);
         drop(saved);
         let states = Fields::build(0, |states| {
             states.reserve(self.len());
@@ -583,16 +591,6 @@ impl<N: Node> Sources<N> {
 
 /// The flag map for `flags`: `other` when it holds the same flags (both
 /// maps are all `false` for most of a pass: one map), else a new one.
-fn flag_map(flags: &[bool], other: &Arc<FlagMap>) -> Arc<FlagMap> {
-    if other.flags == flags {
-        return Arc::clone(other);
-    }
-    Arc::new(FlagMap {
-        names: Arc::clone(&other.names),
-        flags: flags.to_vec(),
-    })
-}
-
 impl<N> Sources<N> {
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()

@@ -415,7 +415,7 @@ impl<S: Node, D> LineReader<S, D> {
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.name)?;
         let (source, identity) = match &self.open {
-            Some((reader, before)) => (before.clone(), Some(reader.identity())),
+            Some((reader, before)) => (before.clone(), Some(reader.deferred_identity())),
             None => (self.source.get_state(cx)?, None),
         };
         let mut out = State::new();
@@ -424,7 +424,7 @@ impl<S: Node, D> LineReader<S, D> {
         out.insert(PATH, name.and_then(OsStr::to_str))?;
         out.insert(OFFSET, self.offset)?;
         out.insert(LINE, self.line)?;
-        out.insert(IDENTITY, identity)?;
+        out.insert_deferred(IDENTITY, std::sync::Arc::new(identity));
         self.budget.save(&mut out)?;
         Ok(out)
     }

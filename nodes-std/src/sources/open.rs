@@ -40,14 +40,45 @@ pub(crate) struct Tail {
     size: u64,
 }
 
-impl Tail {
-    /// The file's identity at the offset reached.
-    pub(crate) fn identity(&self) -> Identity {
-        let window = &self.tail[self.tail.len().saturating_sub(WINDOW)..];
+impl Identity {
+    fn of(size: u64, window: &[u8]) -> Identity {
         Identity {
-            size: self.size,
+            size,
             digest: format!("mx64:{:016x}", nodes_core::__private::digest_bytes(window)),
             line_start: window.last().is_none_or(|&b| b == b'\n'),
+        }
+    }
+}
+
+/// The bytes of an [`Identity`], copied when a state is taken and digested
+/// only if the state is serialised or read: a state taken every batch
+/// copies 4 KiB instead of hashing them. Serialises as the identity.
+pub(crate) struct Window {
+    size: u64,
+    bytes: Vec<u8>,
+}
+
+impl Serialize for Window {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        Identity::of(self.size, &self.bytes).serialize(s)
+    }
+}
+
+impl Tail {
+    fn window(&self) -> &[u8] {
+        &self.tail[self.tail.len().saturating_sub(WINDOW)..]
+    }
+
+    /// The file's identity at the offset reached.
+    pub(crate) fn identity(&self) -> Identity {
+        Identity::of(self.size, self.window())
+    }
+
+    /// The same, to be digested later.
+    pub(crate) fn deferred_identity(&self) -> Window {
+        Window {
+            size: self.size,
+            bytes: self.window().to_vec(),
         }
     }
 }

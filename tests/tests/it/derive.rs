@@ -342,7 +342,7 @@ fn validate_hook_runs_before_anything_is_applied() {
 struct Shared(std::sync::Arc<Vec<u64>>);
 
 impl nodes_std::Snapshot for Shared {
-    type Frozen = Vec<u64>;
+    type Frozen = std::sync::Arc<Vec<u64>>;
     fn snapshot(&self) -> std::sync::Arc<Vec<u64>> {
         std::sync::Arc::clone(&self.0)
     }
