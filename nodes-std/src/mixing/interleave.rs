@@ -8,7 +8,9 @@ use serde::de::DeserializeOwned;
 
 use crate::policy::is_bad_record;
 use crate::transforms::require;
-use crate::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, Resume, State, Stateful};
+use crate::{
+    Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, Resume, State, Stateful,
+};
 
 const NAME: &str = "Interleave";
 const SOURCE: &str = "source";
@@ -28,9 +30,11 @@ const KEYS: [&str; 6] = [
     SLOTS,
 ];
 
-/// One open inner node and the outer item it was made from.
+/// One open inner node, the outer item it was made from, and the outer
+/// node's state from before that item.
 struct Slot<O, N> {
     item: O,
+    before: State,
     node: N,
 }
 
@@ -64,12 +68,14 @@ struct Slot<O, N> {
 /// `end_of_input`: whether the outer node has ended; `slots_used`: how many
 /// slots were filled at least once this pass; `slots`: the open slots, by
 /// index (`"0"`, `"1"`, ...), each with the outer `item` it was made from
-/// (serialised, hence the serde bounds on the outer item type) and the inner
-/// node's `state`. Restore resets the outer node, then makes each open
-/// inner node again from its saved item and restores its state: O(open
-/// slots) calls of the function, nothing pulled again. So the outer node's
-/// order may vary between runs (an out-of-order parallel map of paths):
-/// the saved items say which inner nodes were open.
+/// (serialised, hence the serde bounds on the outer item type), the outer
+/// node's state from before that item (`source`) and the inner node's
+/// `state`. Restore makes each open inner node again and restores its
+/// state: O(open slots) calls of the function. Its item is pulled again
+/// from the outer node at the slot's `source` state, so that a dataset
+/// that moved resumes from its new place (a file list yields the new
+/// paths); over an outer node whose order varies between runs (an
+/// out-of-order parallel map of paths) the saved `item` is used instead.
 ///
 /// # Parallel reading
 /// Prefetch each inner node in the function, e.g.
@@ -239,9 +245,9 @@ impl<S: Node, F, N> Interleave<S, F, N> {
                 return Err(Error::bad_state(slots.path_of(key), why));
             };
             let slot = slots.child(key)?;
-            slot.expect_keys(NAME, &[ITEM, STATE])?;
+            slot.expect_keys(NAME, &[ITEM, SOURCE, STATE])?;
             let item: S::Item = slot.get(ITEM)?;
-            open.push((index, item, slot.child(STATE)?));
+            open.push((index, item, slot.child(SOURCE)?, slot.child(STATE)?));
         }
         open.sort_by_key(|(index, ..)| *index);
         Ok(Decoded {
@@ -287,6 +293,7 @@ where
                 } else if !self.end_of_input {
                     // At the outer node's end the slot stays empty: the next
                     // turn passes it over.
+                    let before = self.source.get_state(cx)?;
                     let Some(item) = self.source.next(cx)? else {
                         self.end_of_input = true;
                         continue;
@@ -296,7 +303,7 @@ where
                     // The cycle fills the slots in order.
                     self.slots
                         .resize_with(self.slots.len().max(at + 1), || None);
-                    self.slots[at] = Some(Slot { item, node });
+                    self.slots[at] = Some(Slot { item, before, node });
                 } else if self.slots.iter().all(Option::is_none) {
                     // The outer node has ended and no inner node is open.
                     return Ok(None);
@@ -319,7 +326,9 @@ struct Decoded<O> {
     block_index: usize,
     end_of_input: bool,
     slots_used: usize,
-    open: Vec<(usize, O, State)>,
+    /// Each open slot: its index, saved item, outer state before the item,
+    /// and inner state.
+    open: Vec<(usize, O, State, State)>,
 }
 
 impl<S, F, N> Stateful for Interleave<S, F, N>
@@ -333,6 +342,9 @@ where
     /// (their nodes exist only then).
     fn check_state(&self, state: &State) -> Result<()> {
         let decoded = self.decode(state)?;
+        for (_, _, before, _) in &decoded.open {
+            self.source.check_state(before)?;
+        }
         self.source.check_state(&decoded.source)
     }
 
@@ -345,21 +357,34 @@ where
         self.cycle_index = 0;
         self.block_index = 0;
         self.end_of_input = false;
-        self.source.reset(decoded.as_ref().map(|d| &d.source))?;
-        if let Some(decoded) = decoded {
-            // Built aside: if an inner node refuses its state, this node
-            // stays consistent (no slot open) until the next reset.
-            let mut slots: Vec<_> = (0..decoded.slots_used).map(|_| None).collect();
-            for (index, item, inner) in decoded.open {
-                let mut node = (self.f)(item.clone());
-                node.reset(Some(&inner))?;
-                slots[index] = Some(Slot { item, node });
-            }
-            self.slots = slots;
-            self.cycle_index = decoded.cycle_index;
-            self.block_index = decoded.block_index;
-            self.end_of_input = decoded.end_of_input;
+        let Some(decoded) = decoded else {
+            self.source.reset(None)?;
+            self.flag.mark();
+            return Ok(());
+        };
+        // Built aside: if an inner node refuses its state, this node stays
+        // consistent (no slot open) until the next reset.
+        let mut slots: Vec<_> = (0..decoded.slots_used).map(|_| None).collect();
+        let replays = self.source.describe().varying_order().is_none();
+        for (index, saved, before, inner) in decoded.open {
+            let item = if replays {
+                let mut outer = Replay::reset(&mut self.source, Some(&before))?;
+                outer.next()?.ok_or_else(|| {
+                    let why = "the source ends before the item this slot was reading";
+                    Error::bad_state(before.path(), format!("{NAME}: {why}"))
+                })?
+            } else {
+                saved
+            };
+            let mut node = (self.f)(item.clone());
+            node.reset(Some(&inner))?;
+            slots[index] = Some(Slot { item, before, node });
         }
+        self.source.reset(Some(&decoded.source))?;
+        self.slots = slots;
+        self.cycle_index = decoded.cycle_index;
+        self.block_index = decoded.block_index;
+        self.end_of_input = decoded.end_of_input;
         self.flag.mark();
         Ok(())
     }
@@ -376,6 +401,7 @@ where
         for (index, slot) in self.slots.iter().enumerate() {
             if let Some(slot) = slot {
                 let mut saved = State::new().with(ITEM, &slot.item)?;
+                saved.insert_child(SOURCE, slot.before.clone());
                 saved.insert_child(STATE, slot.node.get_state(cx)?);
                 slots.insert_child(index.to_string(), saved);
             }

@@ -861,6 +861,49 @@ fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
     Ok(())
 }
 
+/// A reader of one file, as `interleave` opens them.
+fn open_one(path: PathBuf) -> impl Node<Item = Row> {
+    IterableWrapper::new(vec![path]).read_jsonl::<Row>()
+}
+
+/// The same through `interleave`, whose open slots pull their files again
+/// from the file list (itself on another thread in the second case).
+#[test]
+fn a_moved_dataset_read_through_interleave_resumes_from_its_new_place() -> Result<()> {
+    type Build = fn(&std::path::Path) -> Result<Box<dyn Node<Item = Row>>>;
+    let builds: [(&str, Build); 2] = [
+        ("in_dir", |d| {
+            let files = Files::in_dir(d)?.shuffle_files(3);
+            Ok(files.interleave(2, 1, open_one)?.boxed())
+        }),
+        ("prefetched", |d| {
+            let files = Files::in_dir(d)?.shuffle_files(3).prefetch(2)?;
+            Ok(files.interleave(2, 1, open_one)?.boxed())
+        }),
+    ];
+    for (case, reader) in builds {
+        let old = TempDir::new("files-interleave-from");
+        corpus(&old);
+        let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
+        let all = ids(&all);
+        for cut in 1..all.len() {
+            let mut running = reader(old.path())?.start()?;
+            for _ in 0..cut {
+                running.next().transpose()?;
+            }
+            let state = running.get_state()?;
+            let new = copy_dir(&old, "files-interleave-to");
+            for name in ["a.jsonl", "c.jsonl", "d.jsonl"] {
+                std::fs::remove_file(old.path().join(name)).unwrap();
+            }
+            let rest: Vec<Result<Row>> = reader(new.path())?.start_from(&state)?.collect();
+            assert_eq!(ids(&rest), all[cut..], "{case}, cut {cut}");
+            corpus(&old);
+        }
+    }
+    Ok(())
+}
+
 /// A reader state whose source's state is from before another file than
 /// the one its `path` and identity name is refused at that field.
 #[test]

@@ -339,10 +339,10 @@ fn interleave_state_has_the_open_slots_items_and_inner_states() {
         state.to_json().unwrap(),
         concat!(
             r#"{"source":{"num_yielded":2},"cycle_index":0,"block_index":1,"end_of_input":false,"slots_used":2,"#,
-            r#""slots":{"0":{"item":[0,3],"state":{"num_yielded":3}}}}"#
+            r#""slots":{"0":{"item":[0,3],"source":{"num_yielded":0},"state":{"num_yielded":3}}}}"#
         )
     );
-    // Restoring makes one inner node per open slot, from its saved item.
+    // Restoring makes one inner node per open slot, from its item pulled again.
     let made = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&made);
     let rest: Vec<u32> = IterableWrapper::new(files())
@@ -407,7 +407,8 @@ fn interleave_rejects_bad_arguments_and_bad_states() {
     );
     let good = concat!(
         r#"{"source":{"num_yielded":3},"cycle_index":1,"block_index":1,"end_of_input":false,"slots_used":2,"#,
-        r#""slots":{"0":{"item":[0,3],"state":{"num_yielded":2}},"1":{"item":[2,4],"state":{"num_yielded":1}}}}"#
+        r#""slots":{"0":{"item":[0,3],"source":{"num_yielded":0},"state":{"num_yielded":2}},"#,
+        r#""1":{"item":[2,4],"source":{"num_yielded":2},"state":{"num_yielded":1}}}}"#
     );
     let cases = [
         (r#""cycle_index":1"#, r#""cycle_index":2"#, "/cycle_index"),
@@ -416,6 +417,11 @@ fn interleave_rejects_bad_arguments_and_bad_states() {
         (r#""1":{"item""#, r#""7":{"item""#, "/slots/7"),
         (r#""1":{"item""#, r#""01":{"item""#, "/slots/01"),
         (r#""item":[2,4]"#, r#""item":"x""#, "/slots/1/item"),
+        (
+            r#""source":{"num_yielded":2}"#,
+            r#""source":{"num_yielded":99}"#,
+            "/slots/1/source/num_yielded",
+        ),
         (
             r#""state":{"num_yielded":1}"#,
             r#""state":{"num_yielded":99}"#,
