@@ -345,10 +345,7 @@ impl Cx {
         name: &'static str,
         body: impl FnOnce(&mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        if self.is_stale() {
-            let why = "the context it was advanced with is from a pipeline that was reset or dropped since: a worker's context lasts one pass";
-            return Err(Error::invalid_argument(name, why));
-        }
+        self.check_live(name)?;
         if let Some(stats) = &mut self.stats {
             stats.enter(id, name);
         }
@@ -357,6 +354,19 @@ impl Cx {
             stats.exit(matches!(result, Ok(Some(_))));
         }
         result
+    }
+
+    /// Refuses, naming `node`, a worker's context that outlived its pass:
+    /// `observe` checks it for `next`, and every stock node's `get_state`
+    /// (the derive's too) calls this. Not public API.
+    #[doc(hidden)]
+    #[inline]
+    pub fn check_live(&self, node: &'static str) -> Result<()> {
+        if self.observed && self.is_stale() {
+            let why = "the context it was advanced with is from a pipeline that was reset or dropped since: a worker's context lasts one pass";
+            return Err(Error::invalid_argument(node, why));
+        }
+        Ok(())
     }
 
     /// Shows the statistics of the child the current node calls next under

@@ -154,7 +154,7 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
             }
 
             fn get_state(&self, __cx: &#p::Cx) -> #p::Result<#p::State> {
-                let _ = __cx;
+                __cx.check_live(<Self as #p::NodeName>::NAME)?;
                 #p::Fields::build(#version, |__s| {
                     #(#get)*
                     ::core::result::Result::Ok(())

@@ -391,6 +391,7 @@ where
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(NAME)?;
+        cx.check_live(NAME)?;
         let mut out = State::new();
         out.insert_child(SOURCE, self.source.get_state(cx)?);
         out.insert(CYCLE_INDEX, self.cycle_index)?;

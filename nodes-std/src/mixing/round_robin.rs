@@ -234,6 +234,7 @@ sampler_node!(MultiNodeRoundRobinSampler);
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.sources.flag.check(NAME)?;
+        cx.check_live(NAME)?;
         Fields::build(0, |out| {
             out.field(CURSOR, &self.cursor)?;
             self.sources.save(out, cx)

@@ -539,6 +539,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.sources.flag.check(NAME)?;
+        cx.check_live(NAME)?;
         let rng = Fields::build(0, |rng| {
             rng.field(RNG_SEED, &self.seed)?;
             rng.field(RNG_RANK, &self.ranks.rank)?;

@@ -414,6 +414,7 @@ impl<S: Node, D> LineReader<S, D> {
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.name)?;
+        cx.check_live(self.name)?;
         let (source, identity) = match &self.open {
             Some((reader, before)) => (before.clone(), Some(reader.deferred_identity())),
             None => (self.source.get_state(cx)?, None),

@@ -559,6 +559,7 @@ where
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.plan.node)?;
+        cx.check_live(self.plan.node)?;
         let (snapshot, base, low, ahead) = if self.at_consumer {
             // Inline, or the source came back to the consumer mid-pass: its
             // own state is exact. Skipped items right at the front count as

@@ -147,6 +147,7 @@ impl<S: Node, F, I: IntoIterator> Expander<S, F, I> {
 
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(self.name)?;
+        cx.check_live(self.name)?;
         let before = match &self.current {
             Some((_, before)) => before.clone(),
             // No item pulled since the reset (or the source ended): the

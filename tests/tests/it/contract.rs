@@ -76,8 +76,8 @@ impl Node for KeepsContexts {
 }
 
 /// A worker's context used after its pipeline was reset (a new epoch) or
-/// dropped is refused by the node it advances, naming it: both samplers,
-/// never reset, instead of running outside any pipeline.
+/// dropped is refused by the node it advances or takes the state of, naming
+/// it: both samplers, never reset, instead of running outside any pipeline.
 #[test]
 fn a_context_used_after_its_pipeline_was_reset_or_dropped_is_refused() {
     let kept = std::sync::Arc::default();
@@ -112,6 +112,25 @@ fn a_context_used_after_its_pipeline_was_reset_or_dropped_is_refused() {
         let elastic = ElasticSampler::new(RandomSampler::new(4, 1), 0, 2).unwrap();
         let mut source = MapStyleWrapper::new(vec![1u8, 2, 3, 4], elastic);
         let err = handle.with(|cx| Node::next(&mut source, cx)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("invalid argument for MapStyleWrapper: "),
+            "{err}"
+        );
+        // Taking a state with it is refused too, even of a node that was reset.
+        let err = handle
+            .with(|cx| Stateful::get_state(&live, cx))
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "invalid argument for SamplerWrapper: the context it was advanced with is from a pipeline that was reset or dropped since"
+            ),
+            "{err}"
+        );
+        source.reset(None).unwrap();
+        let err = handle
+            .with(|cx| Stateful::get_state(&source, cx))
+            .unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("invalid argument for MapStyleWrapper: "),
