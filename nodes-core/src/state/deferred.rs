@@ -122,6 +122,7 @@ impl std::fmt::Debug for SharedSnapshot {
 }
 
 impl SharedSnapshot {
+    /// The entry of `snapshot`, its JSON not computed yet.
     pub fn new<T: Serialize + Send + Sync + 'static>(snapshot: T) -> SharedSnapshot {
         SharedSnapshot(Arc::new(Deferred {
             json: OnceLock::new(),
