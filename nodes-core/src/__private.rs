@@ -3,7 +3,7 @@
 pub use serde;
 pub use serde_json;
 
-pub use crate::describe::Description;
+pub use crate::describe::{Description, first_differing_node};
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::hint::Hint;
