@@ -32,18 +32,12 @@ use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 #[must_use = "nodes do nothing until started"]
 pub struct Mapper<S, F> {
     #[node(child)]
-    source: S,
+    pub(crate) source: S,
     #[node(config)]
-    f: F,
+    pub(crate) f: F,
 }
 
 crate::transforms::debug_source!(Mapper);
-
-impl<S, F> Mapper<S, F> {
-    pub(crate) fn new(source: S, f: F) -> Self {
-        Mapper { source, f }
-    }
-}
 
 impl<S, F, U> Node for Mapper<S, F>
 where
