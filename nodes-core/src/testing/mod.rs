@@ -121,15 +121,8 @@ where
     let initial = roundtrip(loader.state_dict())?;
     // Items that differ are most often a field missing from the state.
     let hint = &missing_state_hint(&state_keys(&initial));
-    let mut epochs = Vec::new();
-    let mut mids = Vec::new();
-    let mut ends = Vec::new();
-    for _ in 0..4 {
-        let (items, mid, end) = run_epoch_with_cut(&mut loader, midpoint)?;
-        epochs.push(items);
-        mids.push(mid);
-        ends.push(end);
-    }
+    let runs = (0..4).map(|_| run_epoch_with_cut(&mut loader, midpoint));
+    let (epochs, mids, ends): (Vec<_>, Vec<_>, Vec<State>) = runs.collect::<Result<_, _>>()?;
 
     // 2. Epoch 1 of a fresh loader, against the reference's.
     let mut fresh = Loader::new(factory());

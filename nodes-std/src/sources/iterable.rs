@@ -273,14 +273,14 @@ impl<I: IntoIterator> Init for IterableWrapper<I> {
 impl<I: IntoIterator> Validate for IterableWrapper<I> {
     fn validate(&self, state: &State) -> Result<()> {
         let num_yielded: u64 = state.get("num_yielded")?;
-        match self.len {
-            Some(len) if num_yielded > len => Err(past_the_end(
+        if self.len.is_some_and(|len| num_yielded > len) {
+            return Err(past_the_end(
                 &state.path_of("num_yielded"),
                 num_yielded,
                 self.len,
-            )),
-            _ => Ok(()),
+            ));
         }
+        Ok(())
     }
 }
 

@@ -529,8 +529,7 @@ impl<S: Sampler> Sampler for ShardedSampler<S> {
             }
         };
         // Below `n`, a usize.
-        let global = global as usize;
-        self.inner.index(global)
+        self.inner.index(global as usize)
     }
 
     fn describe(&self) -> Description {
