@@ -258,10 +258,7 @@ fn rebuild(
                 let mut rng = out.child("rng")?;
                 rng.insert("rank", rank)?;
                 rng.insert("world_size", world)?;
-                let ranks = crate::rank::Rank {
-                    rank,
-                    world_size: world,
-                };
+                let ranks = crate::rank::Rank::new(RESHARD, rank, world)?;
                 let stream = crate::seed::PassRng::pass_stream(out.get("epoch")?, ranks);
                 rng.insert("stream", stream)?;
                 rng.insert("word_pos", 0u64)?;
