@@ -21,10 +21,6 @@ pub mod trace {
 /// Writes a loader state from its parts (for `nodes_std::elastic`).
 pub use crate::loader::assemble_state as loader_state;
 
-/// What a `#[node(state)]` field must be: serialisable both ways.
-pub trait StateField: serde::Serialize + serde::de::DeserializeOwned {}
-impl<T: serde::Serialize + serde::de::DeserializeOwned> StateField for T {}
-
 /// What a `#[node(lazy)]` field must be: a [`Lazy`] slot.
 pub trait LazySlot {
     /// Empties the slot, recording names for its error messages.
