@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sources::glob;
 use crate::sources::permute::Permutation;
+use crate::transforms::debug_fields;
 use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
 
 /// A source node of file paths: the files of a directory
@@ -116,15 +117,8 @@ struct ListSummary {
 }
 
 impl fmt::Debug for Files {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Files")
-            .field("base", &self.base)
-            .field("count", &self.names.len())
-            .field("seed", &self.seed)
-            .field("epoch", &self.epoch)
-            .field("num_yielded", &self.num_yielded)
-            .finish_non_exhaustive()
-    }
+    debug_fields!("Files", finish_non_exhaustive;
+        base, count = (names.len()), seed, epoch, num_yielded);
 }
 
 impl Files {

@@ -175,9 +175,7 @@ where
 pub struct FromFn<F>(F);
 
 impl<F> fmt::Debug for FromFn<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FromFn").finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("FromFn", finish_non_exhaustive);
 }
 
 impl<F, T> IntoIterator for FromFn<F>

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::policy::{Counts, ErrorPolicy, Verdict, is_bad_record};
+use crate::transforms::debug_fields;
 use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
@@ -122,13 +123,7 @@ pub struct TryMapper<S, F> {
 }
 
 impl<S: fmt::Debug, F> fmt::Debug for TryMapper<S, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TryMapper")
-            .field("source", &self.source)
-            .field("num_seen", &self.num_seen)
-            .field("on_error", &self.policy)
-            .finish_non_exhaustive()
-    }
+    debug_fields!("TryMapper", finish_non_exhaustive; source, num_seen, on_error = (policy));
 }
 
 impl<S, F> TryMapper<S, F> {
