@@ -79,12 +79,8 @@ pub struct IterableWrapper<I: IntoIterator> {
 }
 
 impl<I: IntoIterator> fmt::Debug for IterableWrapper<I> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IterableWrapper")
-            .field("iterable", &std::any::type_name::<I>())
-            .field("num_yielded", &self.num_yielded)
-            .finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("IterableWrapper", finish_non_exhaustive;
+        iterable = {std::any::type_name::<I>()}, num_yielded);
 }
 
 impl<I: IntoIterator> IterableWrapper<I> {

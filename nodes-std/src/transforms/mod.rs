@@ -24,15 +24,16 @@ pub(crate) fn require(ok: bool, node: &'static str, message: &'static str) -> cr
 
 /// The `fmt` of a node's hand-written `Debug`, which leaves out closures
 /// and buffers (as itertools' `debug_fmt_fields` does): the struct `$name`,
-/// each `field` as `self.field` and each `label = (path)` as `self.path` (a
-/// field of a field, a count), ended by `finish` or `finish_non_exhaustive`.
+/// each `field` as `self.field`, each `label = (path)` as `self.path` (a
+/// field of a field, a count) and each `label = {expr}` as `expr` (which
+/// cannot name `self`), ended by `finish` or `finish_non_exhaustive`.
 macro_rules! debug_fields {
-    ($name:expr, $finish:ident $(; $($field:ident $(= ($($path:tt)+))?),* $(,)?)?) => {
+    ($name:expr, $finish:ident $(; $($field:ident $(= $value:tt)?),* $(,)?)?) => {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.debug_struct($name)
                 $($(.field(
                     stringify!($field),
-                    &$crate::transforms::debug_fields!(@ self $field $($($path)+)?),
+                    &$crate::transforms::debug_fields!(@ self $field $($value)?),
                 ))*)?
                 .$finish()
         }
@@ -40,8 +41,11 @@ macro_rules! debug_fields {
     (@ $this:ident $field:ident) => {
         $this.$field
     };
-    (@ $this:ident $field:ident $($path:tt)+) => {
+    (@ $this:ident $field:ident ($($path:tt)+)) => {
         $this.$($path)+
+    };
+    (@ $this:ident $field:ident $value:block) => {
+        $value
     };
 }
 pub(crate) use debug_fields;
