@@ -47,11 +47,6 @@ pub fn reset_children<C: Children + ?Sized>(
     children.reset_children(sub_state(state, key)?.as_ref())
 }
 
-/// Decodes a `#[node(state)]` field.
-pub fn decode_field<T: serde::de::DeserializeOwned>(state: &State, key: &str) -> Result<T> {
-    state.get(key)
-}
-
 /// Resets a `#[node(child)]` field from its sub-state (or from the start).
 pub fn reset_child<N: Stateful + ?Sized>(
     child: &mut N,

@@ -286,7 +286,7 @@ fn check_own(
     let children = children.map(|f| &f.key);
     let decode = input.with_role(Role::State).zip(vars).map(|(f, var)| {
         let (key, ty) = (&f.key, f.ty);
-        quote!(let #var: #ty = #p::decode_field(__s, #key)?;)
+        quote!(let #var: #ty = __s.get(#key)?;)
     });
     let validate = input
         .attrs
