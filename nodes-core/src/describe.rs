@@ -152,10 +152,7 @@ impl Description {
 
     /// The rendered value of the parameter `name`, if there is one.
     pub fn get_param(&self, name: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.params().find(|&(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// The children, as `(key, description)`, where the key is where the
