@@ -160,12 +160,8 @@ where
     load(&mut fresh, &ends[0], "end-of-epoch-0 state (no restart)")?;
     let what = "empty epoch after an end-of-epoch state without restart";
     expect(&mut fresh, &[], what, hint)?;
-    expect(
-        &mut fresh,
-        &epochs[1],
-        "epoch 1 after the empty epoch",
-        hint,
-    )
+    let what = "epoch 1 after the empty epoch";
+    expect(&mut fresh, &epochs[1], what, hint)
 }
 
 /// The state keys a pipeline saved, and what to do if a field is not among them.
