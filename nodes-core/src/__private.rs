@@ -3,7 +3,7 @@
 pub use serde;
 pub use serde_json;
 
-pub use crate::describe::Description;
+pub use crate::describe::{Description, first_differing_node};
 pub use crate::error::{Error, Result};
 pub use crate::guard::Lazy;
 pub use crate::hint::Hint;
@@ -21,10 +21,6 @@ pub mod trace {
 /// Writes a loader state from its parts (for `nodes_std::elastic`).
 pub use crate::loader::assemble_state as loader_state;
 
-/// What a `#[node(state)]` field must be: serialisable both ways.
-pub trait StateField: serde::Serialize + serde::de::DeserializeOwned {}
-impl<T: serde::Serialize + serde::de::DeserializeOwned> StateField for T {}
-
 /// What a `#[node(lazy)]` field must be: a [`Lazy`] slot.
 pub trait LazySlot {
     /// Empties the slot, recording names for its error messages.
@@ -37,32 +33,10 @@ impl<T> LazySlot for Lazy<T> {
     }
 }
 
-/// The sub-state under `key`, if there is a state (`None`: from the start).
-fn sub_state(state: Option<&State>, key: &str) -> Result<Option<State>> {
+/// The sub-state under `key` a child field is reset from, if there is a
+/// state (`None`: from the start).
+pub fn sub_state(state: Option<&State>, key: &str) -> Result<Option<State>> {
     state.map(|s| s.child(key)).transpose()
-}
-
-/// Resets a `#[node(children)]` field from the sub-state under `key`.
-pub fn reset_children<C: Children + ?Sized>(
-    children: &mut C,
-    state: Option<&State>,
-    key: &str,
-) -> Result<()> {
-    children.reset_children(sub_state(state, key)?.as_ref())
-}
-
-/// Decodes a `#[node(state)]` field.
-pub fn decode_field<T: serde::de::DeserializeOwned>(state: &State, key: &str) -> Result<T> {
-    state.get(key)
-}
-
-/// Resets a `#[node(child)]` field from its sub-state (or from the start).
-pub fn reset_child<N: Stateful + ?Sized>(
-    child: &mut N,
-    state: Option<&State>,
-    key: &str,
-) -> Result<()> {
-    child.reset(sub_state(state, key)?.as_ref())
 }
 
 /// Called by derived nodes with the result of their `init`: a
@@ -80,20 +54,6 @@ pub fn root_init_error(state: Option<&State>, result: Result<()>) -> Result<()> 
 /// Checks that `state` holds a nested state under `key`, without applying it.
 pub fn check_child(state: &State, key: &str) -> Result<()> {
     state.child(key).map(drop)
-}
-
-/// Checks the sub-state under `key` of a `#[node(child)]` field.
-pub fn check_child_state<N: Stateful + ?Sized>(child: &N, state: &State, key: &str) -> Result<()> {
-    child.check_state(&state.child(key)?)
-}
-
-/// Checks the sub-state under `key` of a `#[node(children)]` field.
-pub fn check_children_state<C: Children + ?Sized>(
-    children: &C,
-    state: &State,
-    key: &str,
-) -> Result<()> {
-    children.check_children(&state.child(key)?)
 }
 
 /// A collection of child nodes: `Vec<N>` (keyed by index) or an ordered map
@@ -154,13 +114,13 @@ impl<C: Keyed> Children for C {
             expect_len(s, self.keyed().len())?;
         }
         self.keyed_mut()
-            .try_for_each(|(key, child)| reset_child(child, state, &key))
+            .try_for_each(|(key, child)| child.reset(sub_state(state, &key)?.as_ref()))
     }
 
     fn check_children(&self, state: &State) -> Result<()> {
         expect_len(state, self.keyed().len())?;
         self.keyed()
-            .try_for_each(|(key, child)| check_child_state(child, state, &key))
+            .try_for_each(|(key, child)| child.check_state(&state.child(&key)?))
     }
 
     fn children_state(&self, cx: &Cx) -> Result<State> {

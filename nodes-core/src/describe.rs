@@ -152,10 +152,7 @@ impl Description {
 
     /// The rendered value of the parameter `name`, if there is one.
     pub fn get_param(&self, name: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.params().find(|&(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// The children, as `(key, description)`, where the key is where the
@@ -275,28 +272,35 @@ impl Description {
     /// it is offered to) first differ, as `(path, message)`; `None` if they
     /// have the same shape.
     pub(crate) fn first_difference(&self, other: &Description) -> Option<(String, String)> {
-        self.diff_at(other, "")
+        let (path, a, b) = first_differing_node(self, other, "")?;
+        if (&a.name, &a.params) != (&b.name, &b.params) {
+            return Some((path, format!("state is from {a}, pipeline has {b}")));
+        }
+        let keys = |d: &Description| d.children().map(|(k, _)| k).collect::<Vec<_>>().join(", ");
+        let (mine, theirs) = (keys(a), keys(b));
+        let why = format!("{a} has children [{mine}] in the state, [{theirs}] in the pipeline");
+        Some((path, why))
     }
+}
 
-    fn diff_at(&self, other: &Description, path: &str) -> Option<(String, String)> {
-        let here = || (if path.is_empty() { "/" } else { path }).to_owned();
-        if (&self.name, &self.params) != (&other.name, &other.params) {
-            let why = format!("state is from {self}, pipeline has {other}");
-            return Some((here(), why));
-        }
-        let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
-        let (mine, theirs) = (keys(self), keys(other));
-        if mine != theirs {
-            let (mine, theirs) = (mine.join(", "), theirs.join(", "));
-            let why =
-                format!("{self} has children [{mine}] in the state, [{theirs}] in the pipeline");
-            return Some((here(), why));
-        }
-        self.children
-            .iter()
-            .zip(&other.children)
-            .find_map(|((k, a), (_, b))| a.diff_at(b, &crate::state::pointer_join(path, k)))
+/// The first node (depth first) where `a` and `b` differ in name, parameters
+/// or child keys: its path below `path` (`/` for the root) and the two nodes.
+pub fn first_differing_node<'a>(
+    a: &'a Description,
+    b: &'a Description,
+    path: &str,
+) -> Option<(String, &'a Description, &'a Description)> {
+    let keys = |d: &'a Description| d.children.iter().map(|(k, _)| k);
+    if (&a.name, &a.params) != (&b.name, &b.params) || keys(a).ne(keys(b)) {
+        let at = if path.is_empty() { "/" } else { path };
+        return Some((at.to_owned(), a, b));
     }
+    a.children
+        .iter()
+        .zip(&b.children)
+        .find_map(|((k, x), (_, y))| {
+            first_differing_node(x, y, &crate::state::pointer_join(path, k))
+        })
 }
 
 /// `(key, value)` pairs as a JSON object, in their order both ways (a map

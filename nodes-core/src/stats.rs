@@ -279,18 +279,16 @@ type Merged = Vec<(NodeStats, [Timed; 2])>;
 /// there is none).
 fn merge<'a>(merged: &mut Merged, rows: impl Iterator<Item = (String, &'a Row)>) {
     for (label, row) in rows {
-        let at = match merged.iter().position(|(n, _)| n.node == label) {
-            Some(at) => at,
-            None => {
-                let entry = NodeStats {
-                    node: label,
-                    name: row.name,
-                    ..NodeStats::default()
-                };
-                merged.push((entry, [Timed::default(); 2]));
-                merged.len() - 1
-            }
-        };
+        let at = merged.iter().position(|(n, _)| n.node == label);
+        let at = at.unwrap_or_else(|| {
+            let entry = NodeStats {
+                node: label,
+                name: row.name,
+                ..NodeStats::default()
+            };
+            merged.push((entry, [Timed::default(); 2]));
+            merged.len() - 1
+        });
         let (entry, sums) = &mut merged[at];
         entry.items += row.items;
         entry.calls += row.calls;

@@ -101,9 +101,7 @@ impl<'a> Input<'a> {
     /// The path generated code reaches the runtime through: the container's
     /// `crate = ...`, else `::nodes_std`.
     pub(crate) fn krate(&self) -> syn::Path {
-        match self.attrs.krate.get() {
-            Some(path) => path.clone(),
-            None => syn::parse_quote!(::nodes_std),
-        }
+        let default = || syn::parse_quote!(::nodes_std);
+        self.attrs.krate.get().cloned().unwrap_or_else(default)
     }
 }

@@ -96,18 +96,21 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
         <[Vec<TokenStream>; 5]>::default();
     for f in &input.fields {
         let (member, key) = (f.ident, &f.key);
+        // The field's sub-state for `reset` (`None`: back to the start).
+        let sub = quote!(#p::sub_state(__state, #key)?.as_ref());
         match f.attrs.role() {
             Some(Role::Child) => {
-                reset.push(quote!(#p::reset_child(&mut self.#member, __state, #key)?;));
-                check.push(quote!(#p::check_child_state(&self.#member, __s, #key)?;));
+                reset.push(quote!(#p::Stateful::reset(&mut self.#member, #sub)?;));
+                check.push(quote!(#p::Stateful::check_state(&self.#member, &__s.child(#key)?)?;));
                 get.push(quote!(__s.child(#key, #p::Stateful::get_state(&self.#member, __cx)?);));
                 describe
                     .push(quote!(__d = __d.child(#key, #p::Stateful::describe(&self.#member));));
                 shutdown.push(quote!(#p::Stateful::shutdown(&mut self.#member);));
             }
             Some(Role::Children) => {
-                reset.push(quote!(#p::reset_children(&mut self.#member, __state, #key)?;));
-                check.push(quote!(#p::check_children_state(&self.#member, __s, #key)?;));
+                reset.push(quote!(#p::Children::reset_children(&mut self.#member, #sub)?;));
+                check
+                    .push(quote!(#p::Children::check_children(&self.#member, &__s.child(#key)?)?;));
                 get.push(quote!(
                     __s.child(#key, #p::Children::children_state(&self.#member, __cx)?);
                 ));
@@ -286,7 +289,7 @@ fn check_own(
     let children = children.map(|f| &f.key);
     let decode = input.with_role(Role::State).zip(vars).map(|(f, var)| {
         let (key, ty) = (&f.key, f.ty);
-        quote!(let #var: #ty = #p::decode_field(__s, #key)?;)
+        quote!(let #var: #ty = __s.get(#key)?;)
     });
     let validate = input
         .attrs

@@ -9,8 +9,6 @@
 //! error, `expand` emits the errors plus a stub impl so the rest of the
 //! user's code still type-checks.
 
-extern crate proc_macro;
-
 mod ast;
 mod attr;
 mod check;

@@ -93,7 +93,7 @@ pub trait NodeExt: Node + Sized {
     where
         F: FnMut(Self::Item) -> U + Send,
     {
-        Mapper::new(self, f)
+        Mapper { source: self, f }
     }
 
     /// Applies a fallible `f` to every item; an `Err` is returned as
@@ -136,7 +136,7 @@ pub trait NodeExt: Node + Sized {
     where
         F: FnMut(&Self::Item) -> bool + Send,
     {
-        Filter::new(self, f)
+        Filter { source: self, f }
     }
 
     /// Groups items into `Vec`s of `batch_size`; the last batch of a pass
@@ -404,7 +404,7 @@ pub trait NodeExt: Node + Sized {
     where
         F: FnMut(Self::Item) -> Option<U> + Send,
     {
-        FilterMapper::new(self, f)
+        FilterMapper { source: self, f }
     }
 
     /// Makes an inner node from each item with `f` and reads up to

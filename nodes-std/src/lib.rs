@@ -125,21 +125,15 @@ pub use nodes_core::{__private, __private_0_1_0, __require_derive_version};
 
 /// Everything a pipeline author needs: `use nodes_std::prelude::*;`.
 pub mod prelude {
-    pub use crate::ErrorPolicy;
-    pub use crate::Files;
-    pub use crate::NodeExt;
-    pub use crate::ParallelOptions;
-    pub use crate::boxed_err;
     pub use crate::{
-        Dataset, ElasticSampler, IterableWrapper, Lookup, MapStyleWrapper, RandomSampler,
-        Remainder, Sampler, SamplerWrapper, SeekableIterator, SequentialSampler, ShardedSampler,
+        Dataset, ElasticSampler, ErrorPolicy, Files, IterableWrapper, Lookup, MapStyleWrapper,
+        MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, NodeExt, Packed, ParallelOptions,
+        RandomSampler, Remainder, Sampler, SamplerWrapper, SeekableIterator, SequentialSampler,
+        ShardedSampler, StopCriteria, Tagged, boxed_err,
     };
-    pub use crate::{MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria, Tagged};
     pub use nodes_core::{
         Cx, Description, Error, Hint, Init, Lazy, Loader, Node, NodeName, Param, Result, Resume,
         SizeHint, State, Stateful, Validate,
     };
     pub use nodes_derive::Node;
-
-    pub use crate::Packed;
 }

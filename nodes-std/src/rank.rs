@@ -33,13 +33,10 @@ impl Rank {
     /// The launcher's `RANK`/`WORLD_SIZE`, or [`Rank::SINGLE`] when neither
     /// is set.
     pub(crate) fn from_env() -> Result<Rank> {
-        let read = |name: &str| match std::env::var(name) {
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid_argument(
-                FROM_ENV,
-                format!("{name} is not valid unicode"),
-            )),
-            Ok(v) => Ok(Some(v)),
+        let read = |name: &str| {
+            let value = std::env::var_os(name).map(|v| v.into_string()).transpose();
+            let why = || format!("{name} is not valid unicode");
+            value.map_err(|_| Error::invalid_argument(FROM_ENV, why()))
         };
         Rank::parse(read("RANK")?.as_deref(), read("WORLD_SIZE")?.as_deref())
     }

@@ -96,11 +96,8 @@ impl Node for Counting {
         }
         self.pulled.fetch_add(1, Ordering::SeqCst);
         if self.fail_at == Some(i) {
-            return Err(Error::user(
-                "Counting",
-                Some(i),
-                format!("source failed at {i}"),
-            ));
+            let why = format!("source failed at {i}");
+            return Err(Error::user("Counting", Some(i), why));
         }
         if self.panic_at == Some(i) {
             panic!("source panicked at {i}");

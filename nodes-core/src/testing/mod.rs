@@ -121,15 +121,8 @@ where
     let initial = roundtrip(loader.state_dict())?;
     // Items that differ are most often a field missing from the state.
     let hint = &missing_state_hint(&state_keys(&initial));
-    let mut epochs = Vec::new();
-    let mut mids = Vec::new();
-    let mut ends = Vec::new();
-    for _ in 0..4 {
-        let (items, mid, end) = run_epoch_with_cut(&mut loader, midpoint)?;
-        epochs.push(items);
-        mids.push(mid);
-        ends.push(end);
-    }
+    let runs = (0..4).map(|_| run_epoch_with_cut(&mut loader, midpoint));
+    let (epochs, mids, ends): (Vec<_>, Vec<_>, Vec<State>) = runs.collect::<Result<_, _>>()?;
 
     // 2. Epoch 1 of a fresh loader, against the reference's.
     let mut fresh = Loader::new(factory());
@@ -167,12 +160,8 @@ where
     load(&mut fresh, &ends[0], "end-of-epoch-0 state (no restart)")?;
     let what = "empty epoch after an end-of-epoch state without restart";
     expect(&mut fresh, &[], what, hint)?;
-    expect(
-        &mut fresh,
-        &epochs[1],
-        "epoch 1 after the empty epoch",
-        hint,
-    )
+    let what = "epoch 1 after the empty epoch";
+    expect(&mut fresh, &epochs[1], what, hint)
 }
 
 /// The state keys a pipeline saved, and what to do if a field is not among them.

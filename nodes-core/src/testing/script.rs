@@ -99,10 +99,8 @@ impl Stateful for Script {
         s.expect_keys(NAME, &["i"])?;
         let i: u64 = s.get("i")?;
         if i > self.entries.len() as u64 {
-            return Err(Error::bad_state(
-                s.path_of("i"),
-                format!("past the end of a script of {}", self.entries.len()),
-            ));
+            let why = format!("past the end of a script of {}", self.entries.len());
+            return Err(Error::bad_state(s.path_of("i"), why));
         }
         Ok(())
     }

@@ -152,14 +152,10 @@ pub(crate) fn deal(
             "{new_world} new ranks are too many: their first positions, from {high} on, would pass 2^64"
         ));
     }
-    let id = plan_id(id, high, new_world, &holes);
+    // A nonzero FNV-1a hash naming the reshard's plans.
+    let words = [&[id, high, new_world, holes.len() as u64][..], &holes].concat();
+    let id = crate::seed::hash_words(&words).max(1);
     Ok(Dealing { id, high, holes })
-}
-
-/// A nonzero FNV-1a hash naming a reshard's plans.
-fn plan_id(previous: u64, high: u64, world: u64, holes: &[u64]) -> u64 {
-    let words = [&[previous, high, world, holes.len() as u64][..], holes].concat();
-    crate::seed::hash_words(&words).max(1)
 }
 
 #[cfg(test)]

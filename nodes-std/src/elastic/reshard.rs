@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use nodes_core::__private::first_differing_node;
 use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
@@ -86,26 +87,6 @@ fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
     out
 }
 
-/// The first node where two descriptions differ: its path (child keys from
-/// the root) and the two nodes' labels.
-fn first_difference(
-    a: &Description,
-    b: &Description,
-    path: &str,
-) -> Option<(String, String, String)> {
-    let keys = |d: &Description| d.children().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
-    if a.name() != b.name() || a.params().ne(b.params()) || keys(a) != keys(b) {
-        // A description displays as its node's label.
-        let at = if path.is_empty() { "/" } else { path };
-        return Some((at.to_owned(), a.to_string(), b.to_string()));
-    }
-    a.children()
-        .zip(b.children())
-        .find_map(|((key, x), (_, y))| {
-            first_difference(x, y, &nodes_core::__private::pointer_join(path, key))
-        })
-}
-
 /// The epochs of an old rank's samplers, then of its shufflers, each with
 /// its node's name and path.
 fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
@@ -144,7 +125,8 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
     let shape = for_rank(&olds[0].pipeline, 0, 1);
     for o in &olds[1..] {
         // The same comparison as `==`, telling where they differ.
-        if let Some((at, a, b)) = first_difference(&shape, &for_rank(&o.pipeline, 0, 1), "") {
+        let other = for_rank(&o.pipeline, 0, 1);
+        if let Some((at, a, b)) = first_differing_node(&shape, &other, "") {
             let rank = o.rank;
             return Err(invalid(format!(
                 "the state of rank {rank} is from another pipeline than rank 0's (at {at}: rank 0 has {a}, rank {rank} {b})"
@@ -276,10 +258,7 @@ fn rebuild(
                 let mut rng = out.child("rng")?;
                 rng.insert("rank", rank)?;
                 rng.insert("world_size", world)?;
-                let ranks = crate::rank::Rank {
-                    rank,
-                    world_size: world,
-                };
+                let ranks = crate::rank::Rank::new(RESHARD, rank, world)?;
                 let stream = crate::seed::PassRng::pass_stream(out.get("epoch")?, ranks);
                 rng.insert("stream", stream)?;
                 rng.insert("word_pos", 0u64)?;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::rank::Rank;
 use crate::sources::sampler_wrapper::{Described, Sampler};
+use crate::transforms::debug_fields;
 use crate::{Cx, Error, Hint, Init, Node, NodeId, NodeName, Result, State, Validate};
 
 /// Which global positions one rank reads in the current epoch.
@@ -126,15 +127,8 @@ pub struct ElasticSampler<S> {
 }
 
 impl<S: fmt::Debug> fmt::Debug for ElasticSampler<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ElasticSampler")
-            .field("sampler", &self.sampler.0)
-            .field("rank", &self.ranks.rank)
-            .field("world_size", &self.ranks.world_size)
-            .field("epoch", &self.epoch)
-            .field("num_yielded", &self.num_yielded)
-            .finish_non_exhaustive()
-    }
+    debug_fields!("ElasticSampler", finish_non_exhaustive; sampler = (sampler.0),
+        rank = (ranks.rank), world_size = (ranks.world_size), epoch, num_yielded);
 }
 
 /// The node's name in errors.

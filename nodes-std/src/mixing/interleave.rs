@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::policy::is_bad_record;
-use crate::transforms::require;
+use crate::transforms::{debug_fields, require};
 use crate::{
     Cx, Description, Error, Node, NodeId, Replay, ResetFlag, Result, Resume, State, Stateful,
 };
@@ -145,17 +145,9 @@ pub struct Interleave<S: Node, F, N> {
 }
 
 impl<S: Node + fmt::Debug, F, N> fmt::Debug for Interleave<S, F, N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(NAME)
-            .field("source", &self.source)
-            .field("cycle_length", &self.cycle_length)
-            .field("block_length", &self.block_length)
-            .field("cycle_index", &self.cycle_index)
-            .field("block_index", &self.block_index)
-            .field("end_of_input", &self.end_of_input)
-            .field("open", &self.slots.iter().flatten().count())
-            .finish_non_exhaustive()
-    }
+    debug_fields!(NAME, finish_non_exhaustive;
+        source, cycle_length, block_length, cycle_index, block_index, end_of_input,
+        open = (slots.iter().flatten().count()));
 }
 
 // The compile-time "start it first" guard the derive gives derived nodes.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sources::glob;
 use crate::sources::permute::Permutation;
+use crate::transforms::debug_fields;
 use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
 
 /// A source node of file paths: the files of a directory
@@ -116,15 +117,8 @@ struct ListSummary {
 }
 
 impl fmt::Debug for Files {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Files")
-            .field("base", &self.base)
-            .field("count", &self.names.len())
-            .field("seed", &self.seed)
-            .field("epoch", &self.epoch)
-            .field("num_yielded", &self.num_yielded)
-            .finish_non_exhaustive()
-    }
+    debug_fields!("Files", finish_non_exhaustive;
+        base, count = (names.len()), seed, epoch, num_yielded);
 }
 
 impl Files {
@@ -245,17 +239,11 @@ impl Files {
         if let Some(path) = path {
             let position = |name: &str| self.names.iter().position(|n| n == name);
             let shown = |name: &str| format!("`{}`", self.base.join(name).display());
-            message += &match position(path) {
-                Some(i) => format!(
-                    "; the last file it yielded, {}, is now file {} of the list",
-                    shown(path),
-                    i + 1
-                ),
-                None => format!(
-                    "; the last file it yielded, {}, is no longer listed",
-                    shown(path)
-                ),
-            };
+            let now = position(path).map_or_else(
+                || "is no longer listed".to_owned(),
+                |i| format!("is now file {} of the list", i + 1),
+            );
+            message += &format!("; the last file it yielded, {}, {now}", shown(path));
             // Around it: saved names now missing, and names now listed
             // between the saved ones that were not there.
             let around: Vec<&str> = near.iter().map(String::as_str).chain([path]).collect();
@@ -333,18 +321,15 @@ impl Validate for Files {
         let path: Option<String> = state.get("path")?;
         if saved != self.summary {
             let near: Vec<String> = state.get("near")?;
-            return Err(Error::bad_state(
-                state.path_of("files"),
-                self.list_mismatch(&saved, path.as_deref(), &near),
-            ));
+            let why = self.list_mismatch(&saved, path.as_deref(), &near);
+            return Err(Error::bad_state(state.path_of("files"), why));
         }
         let num_yielded: u64 = state.get("num_yielded")?;
         let count = self.names.len() as u64;
         if num_yielded > count {
-            return Err(Error::bad_state(
-                state.path_of("num_yielded"),
-                format!("Files cannot resume after {num_yielded} files: the list has {count}"),
-            ));
+            let why =
+                format!("Files cannot resume after {num_yielded} files: the list has {count}");
+            return Err(Error::bad_state(state.path_of("num_yielded"), why));
         }
         let epoch: u64 = state.get("epoch")?;
         let expected = match num_yielded {
@@ -352,12 +337,10 @@ impl Validate for Files {
             n => Some(&*self.names[Self::index_at(self.permutation(epoch).as_ref(), n - 1)]),
         };
         if path.as_deref() != expected {
-            return Err(Error::bad_state(
-                state.path_of("path"),
-                format!(
-                    "Files: the state's last file is {path:?}, but file {num_yielded} of epoch {epoch} is {expected:?}"
-                ),
-            ));
+            let why = format!(
+                "Files: the state's last file is {path:?}, but file {num_yielded} of epoch {epoch} is {expected:?}"
+            );
+            return Err(Error::bad_state(state.path_of("path"), why));
         }
         Ok(())
     }

@@ -6,9 +6,8 @@
 //! (what the state's digest is taken over) in byte order, and it must skip
 //! symlinked directories under `**` (no cycles).
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
+use std::{fs, io};
 
 /// The files of a directory, a glob pattern or a list: the base directory
 /// (the pattern's leading segments without wildcards) and the names relative

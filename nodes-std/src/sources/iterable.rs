@@ -79,12 +79,8 @@ pub struct IterableWrapper<I: IntoIterator> {
 }
 
 impl<I: IntoIterator> fmt::Debug for IterableWrapper<I> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IterableWrapper")
-            .field("iterable", &std::any::type_name::<I>())
-            .field("num_yielded", &self.num_yielded)
-            .finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("IterableWrapper", finish_non_exhaustive;
+        iterable = {std::any::type_name::<I>()}, num_yielded);
 }
 
 impl<I: IntoIterator> IterableWrapper<I> {
@@ -175,9 +171,7 @@ where
 pub struct FromFn<F>(F);
 
 impl<F> fmt::Debug for FromFn<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FromFn").finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("FromFn", finish_non_exhaustive);
 }
 
 impl<F, T> IntoIterator for FromFn<F>
@@ -273,14 +267,14 @@ impl<I: IntoIterator> Init for IterableWrapper<I> {
 impl<I: IntoIterator> Validate for IterableWrapper<I> {
     fn validate(&self, state: &State) -> Result<()> {
         let num_yielded: u64 = state.get("num_yielded")?;
-        match self.len {
-            Some(len) if num_yielded > len => Err(past_the_end(
+        if self.len.is_some_and(|len| num_yielded > len) {
+            return Err(past_the_end(
                 &state.path_of("num_yielded"),
                 num_yielded,
                 self.len,
-            )),
-            _ => Ok(()),
+            ));
         }
+        Ok(())
     }
 }
 

@@ -217,12 +217,8 @@ pub struct MapStyleWrapper<D, S> {
 }
 
 impl<D, S: fmt::Debug> fmt::Debug for MapStyleWrapper<D, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapStyleWrapper")
-            .field("dataset", &std::any::type_name::<D>())
-            .field("sampler", &self.sampler)
-            .finish()
-    }
+    crate::transforms::debug_fields!("MapStyleWrapper", finish;
+        dataset = {std::any::type_name::<D>()}, sampler);
 }
 
 impl<D: Lookup<S::Item>, S: Node> MapStyleWrapper<D, S> {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::rank::Rank;
 use crate::sources::permute::Permutation;
+use crate::transforms::debug_fields;
 use crate::{Cx, Description, Error, Init, Node, NodeId, NodeName, Param, Result, State, Validate};
 use nodes_core::Hint;
 
@@ -178,13 +179,7 @@ impl<S: Sampler> Param for Described<S> {
 }
 
 impl<S: fmt::Debug> fmt::Debug for SamplerWrapper<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SamplerWrapper")
-            .field("sampler", &self.sampler.0)
-            .field("epoch", &self.epoch)
-            .field("num_yielded", &self.num_yielded)
-            .finish()
-    }
+    debug_fields!("SamplerWrapper", finish; sampler = (sampler.0), epoch, num_yielded);
 }
 
 impl<S: Sampler> SamplerWrapper<S> {
@@ -529,8 +524,7 @@ impl<S: Sampler> Sampler for ShardedSampler<S> {
             }
         };
         // Below `n`, a usize.
-        let global = global as usize;
-        self.inner.index(global)
+        self.inner.index(global as usize)
     }
 
     fn describe(&self) -> Description {

@@ -46,7 +46,5 @@ impl CancelHandle {
 }
 
 impl fmt::Debug for CancelHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CancelHandle").finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("CancelHandle", finish_non_exhaustive);
 }

@@ -499,12 +499,10 @@ where
         let snapshot = saved.map(|s| &s.snapshot);
         let (replay, ended) = replay(node, &mut puller.source, snapshot, steps)?;
         if let (Some(i), Some(saved)) = (ended, saved) {
-            return Err(Error::bad_state(
-                saved.steps_path.clone(),
-                format!(
-                    "the source ended after {i} of the {steps} items to skip: the state does not belong to this source"
-                ),
-            ));
+            let why = format!(
+                "the source ended after {i} of the {steps} items to skip: the state does not belong to this source"
+            );
+            return Err(Error::bad_state(saved.steps_path.clone(), why));
         }
         let snapshot = threaded.then(|| replay.get_state()).transpose()?;
         if let Some(saved) = saved {

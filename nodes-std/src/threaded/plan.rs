@@ -16,12 +16,8 @@ use crate::policy::ErrorPolicy;
 /// counts items past its snapshot, and the positions below are read off the
 /// snapshot exactly. Pipelines without such a sampler are unaffected.
 fn needs_exact_snapshots(source: &Description) -> bool {
-    let (mut opaque, mut elastic) = (false, false);
-    for desc in subtree(source) {
-        elastic |= *desc.resume() == Resume::Redistributable;
-        opaque |= !desc.resume().counts_positions();
-    }
-    opaque && elastic
+    let found = |f: fn(&Resume) -> bool| subtree(source).any(|desc| f(desc.resume()));
+    found(|r| *r == Resume::Redistributable) && found(|r| !r.counts_positions())
 }
 
 /// Whether the described subtree runs threads of its own.

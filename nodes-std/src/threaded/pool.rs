@@ -157,9 +157,7 @@ impl<U> Pool<U> {
                 }
                 break (index, value, snapshot);
             }
-            if let Some(end) = self.current.end.take() {
-                self.end_at = Some(end);
-            }
+            self.end_at = self.current.end.take().or(self.end_at);
             if self.end_at.is_some_and(|end| cursor.low() >= end) {
                 return Ok(None);
             }

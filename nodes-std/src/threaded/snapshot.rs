@@ -80,12 +80,10 @@ fn check_bound(
         Some(_) => format!("the {MAX_OFFSET} ({bound}) recorded with it"),
         None => format!("what this node records (at most {bound} items after a snapshot)"),
     };
-    Err(Error::bad_state(
-        path,
-        format!(
-            "{what} {value} is beyond {source}: the state is damaged or from another pipeline (a restore would replay that many items)"
-        ),
-    ))
+    let why = format!(
+        "{what} {value} is beyond {source}: the state is damaged or from another pipeline (a restore would replay that many items)"
+    );
+    Err(Error::bad_state(path, why))
 }
 
 /// The largest item index a restored position may name. No pass comes near
@@ -95,13 +93,10 @@ const MAX_INDEX: u64 = i64::MAX as u64;
 
 /// An error unless `index <= MAX_INDEX`.
 fn check_index(index: Option<u64>, path: String, what: &str) -> Result<u64> {
-    match index {
-        Some(i) if i <= MAX_INDEX => Ok(i),
-        _ => Err(Error::bad_state(
-            path,
-            format!("{what} is beyond any pass (at most 2^63 - 1 items)"),
-        )),
-    }
+    let why = || format!("{what} is beyond any pass (at most 2^63 - 1 items)");
+    index
+        .filter(|&i| i <= MAX_INDEX)
+        .ok_or_else(|| Error::bad_state(path, why()))
 }
 
 impl Saved {
@@ -146,12 +141,10 @@ impl Saved {
         for (i, &offset) in offsets.iter().flatten().enumerate() {
             let path = format!("{}/{i}", state.path_of(DELIVERED_AHEAD));
             if offset <= previous {
-                return Err(Error::bad_state(
-                    path,
-                    format!(
-                        "offsets must be ascending and greater than {STEPS} ({steps}), found {offset} after {previous}"
-                    ),
-                ));
+                let why = format!(
+                    "offsets must be ascending and greater than {STEPS} ({steps}), found {offset} after {previous}"
+                );
+                return Err(Error::bad_state(path, why));
             }
             check_bound(offset, recorded, limit, path.clone(), "offset")?;
             previous = offset;

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::policy::{Counts, ErrorPolicy, Verdict, is_bad_record};
+use crate::transforms::debug_fields;
 use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::map`](crate::NodeExt::map). See its
@@ -32,18 +33,12 @@ use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 #[must_use = "nodes do nothing until started"]
 pub struct Mapper<S, F> {
     #[node(child)]
-    source: S,
+    pub(crate) source: S,
     #[node(config)]
-    f: F,
+    pub(crate) f: F,
 }
 
 crate::transforms::debug_source!(Mapper);
-
-impl<S, F> Mapper<S, F> {
-    pub(crate) fn new(source: S, f: F) -> Self {
-        Mapper { source, f }
-    }
-}
 
 impl<S, F, U> Node for Mapper<S, F>
 where
@@ -128,13 +123,7 @@ pub struct TryMapper<S, F> {
 }
 
 impl<S: fmt::Debug, F> fmt::Debug for TryMapper<S, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TryMapper")
-            .field("source", &self.source)
-            .field("num_seen", &self.num_seen)
-            .field("on_error", &self.policy)
-            .finish_non_exhaustive()
-    }
+    debug_fields!("TryMapper", finish_non_exhaustive; source, num_seen, on_error = (policy));
 }
 
 impl<S, F> TryMapper<S, F> {

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::transforms::require;
+use crate::transforms::{debug_fields, require};
 use crate::{Cx, Node, NodeId, NodeName, Result};
 
 /// This struct is created by [`NodeExt::pack`](crate::NodeExt::pack) (the
@@ -154,18 +154,8 @@ impl<T> PackOutput<T> for WithSegments {
 }
 
 impl<S: fmt::Debug, T, M> fmt::Debug for Packer<S, T, M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Packer")
-            .field("source", &self.source)
-            .field("seq_len", &self.seq_len)
-            .field("drop_last", &self.drop_last)
-            .field("segments", &self.segments)
-            .field(
-                "carried",
-                &self.carry.iter().map(|p| p.tokens.len()).sum::<usize>(),
-            )
-            .finish()
-    }
+    debug_fields!("Packer", finish; source, seq_len, drop_last, segments,
+        carried = (carry.iter().map(|p| p.tokens.len()).sum::<usize>()));
 }
 
 impl<S, T> Packer<S, T, TokensOnly> {

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cow::CowBuffer;
 use crate::seed::PassRng;
-use crate::transforms::require;
+use crate::transforms::{debug_fields, require};
 use crate::{Cx, Error, Hint, Node, NodeId, NodeName, Result, State, Validate};
 
 /// This struct is created by [`NodeExt::shuffle`](crate::NodeExt::shuffle).
@@ -94,15 +94,8 @@ pub struct Shuffler<S: Node> {
 }
 
 impl<S: Node + fmt::Debug> fmt::Debug for Shuffler<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shuffler")
-            .field("source", &self.source)
-            .field("buffer_size", &self.buffer_size)
-            .field("seed", &self.seed)
-            .field("epoch", &self.epoch)
-            .field("buffered", &self.buffer.len())
-            .finish_non_exhaustive()
-    }
+    debug_fields!("Shuffler", finish_non_exhaustive;
+        source, buffer_size, seed, epoch, buffered = (buffer.len()));
 }
 
 impl<S: Node> Shuffler<S> {
