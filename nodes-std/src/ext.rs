@@ -93,7 +93,7 @@ pub trait NodeExt: Node + Sized {
     where
         F: FnMut(Self::Item) -> U + Send,
     {
-        Mapper { source: self, f }
+        Mapper::new(self, f)
     }
 
     /// Applies a fallible `f` to every item; an `Err` is returned as
@@ -136,7 +136,7 @@ pub trait NodeExt: Node + Sized {
     where
         F: FnMut(&Self::Item) -> bool + Send,
     {
-        Filter { source: self, f }
+        Filter::new(self, f)
     }
 
     /// Groups items into `Vec`s of `batch_size`; the last batch of a pass
@@ -404,7 +404,7 @@ pub trait NodeExt: Node + Sized {
     where
         F: FnMut(Self::Item) -> Option<U> + Send,
     {
-        FilterMapper { source: self, f }
+        FilterMapper::new(self, f)
     }
 
     /// Makes an inner node from each item with `f` and reads up to

@@ -30,12 +30,18 @@ use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 #[must_use = "nodes do nothing until started"]
 pub struct Filter<S, F> {
     #[node(child)]
-    pub(crate) source: S,
+    source: S,
     #[node(config)]
-    pub(crate) f: F,
+    f: F,
 }
 
 crate::transforms::debug_source!(Filter);
+
+impl<S, F> Filter<S, F> {
+    pub(crate) fn new(source: S, f: F) -> Self {
+        Filter { source, f }
+    }
+}
 
 impl<S, F> Node for Filter<S, F>
 where
@@ -97,12 +103,18 @@ impl<S: Node, F> crate::SizeHint for Filter<S, F> {
 #[must_use = "nodes do nothing until started"]
 pub struct FilterMapper<S, F> {
     #[node(child)]
-    pub(crate) source: S,
+    source: S,
     #[node(config)]
-    pub(crate) f: F,
+    f: F,
 }
 
 crate::transforms::debug_source!(FilterMapper);
+
+impl<S, F> FilterMapper<S, F> {
+    pub(crate) fn new(source: S, f: F) -> Self {
+        FilterMapper { source, f }
+    }
+}
 
 impl<S, F, U> Node for FilterMapper<S, F>
 where

@@ -33,12 +33,18 @@ use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 #[must_use = "nodes do nothing until started"]
 pub struct Mapper<S, F> {
     #[node(child)]
-    pub(crate) source: S,
+    source: S,
     #[node(config)]
-    pub(crate) f: F,
+    f: F,
 }
 
 crate::transforms::debug_source!(Mapper);
+
+impl<S, F> Mapper<S, F> {
+    pub(crate) fn new(source: S, f: F) -> Self {
+        Mapper { source, f }
+    }
+}
 
 impl<S, F, U> Node for Mapper<S, F>
 where
