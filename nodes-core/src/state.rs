@@ -92,8 +92,11 @@ struct Body {
     /// Entries that follow `entries`, shared rather than copied: the keys
     /// every state of a loader's pipeline has (see [`Fields::share_tail`]).
     tail: Option<Shared<Body>>,
-    /// The position of each key, for wide states (built on first lookup).
-    index: OnceLock<HashMap<Key, usize>>,
+    /// The position of each key, for wide states (built on first lookup);
+    /// boxed, so that a body stays under 256 bytes, which building it moves
+    /// into place without a call to `memcpy`.
+    #[allow(clippy::box_collection)]
+    index: OnceLock<Box<HashMap<Key, usize>>>,
     /// Entries visited, written or copied in this body, nested states
     /// opened from it, and checksum steps over it: what
     /// [`crate::testing::state_work`] adds up.
@@ -103,9 +106,9 @@ struct Body {
     height: u32,
 }
 
-/// A state's entries: the first few inline, so that a node's state is one
-/// allocation.
-type Entries = smallvec::SmallVec<[(Key, Entry); 8]>;
+/// A state's entries: the first four inline (most nodes have at most four
+/// keys), so that a node's state is one allocation.
+type Entries = smallvec::SmallVec<[(Key, Entry); 4]>;
 
 /// The entries of a body in order, its shared tail's last.
 type Iter<'a> =
@@ -217,7 +220,7 @@ impl Body {
         let index = self.index.get_or_init(|| {
             built = len;
             let keys = self.iter().map(|(k, _)| k.clone());
-            keys.zip(0..).collect()
+            Box::new(keys.zip(0..).collect())
         });
         (index.get(key).copied(), built + 1)
     }
