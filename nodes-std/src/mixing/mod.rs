@@ -556,8 +556,7 @@ impl<N: Node> Sources<N> {
                         flags: flags.clone(),
                     })
                 };
-                let snapshots = [map(flags[0]), map(flags[1])];
-                let [exhausted, empty] = snapshots;
+                let [exhausted, empty] = flags.map(map);
                 let kept = [SharedSnapshot::new(names), exhausted, empty];
                 slot.insert((flags.map(Vec::clone), kept))
             }
@@ -589,8 +588,6 @@ impl<N: Node> Sources<N> {
     }
 }
 
-/// The flag map for `flags`: `other` when it holds the same flags (both
-/// maps are all `false` for most of a pass: one map), else a new one.
 impl<N> Sources<N> {
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()
