@@ -2,22 +2,27 @@
 //! that bound the items in flight, the queue of chunks, and every wake-up
 //! between the two sides.
 //!
-//! One mutex guards it all, so that each condition a thread waits for
-//! (free credits, a chunk, the end of the workers, a cancel) changes only
-//! under that mutex, and the thread that changes it notifies: a wait cannot
-//! miss its wake-up, and none needs a timeout (the loom tests in
-//! `loom_tests.rs` check this over every interleaving they reach). Each side
-//! takes the lock once per chunk, not per item: a worker to take credits
-//! and to queue its chunk, the consumer to give a finished chunk's credits
-//! back and take the next one.
+//! Credits are a count taken and given back without the lock, on a cache
+//! line of their own: the two sides would otherwise meet at the lock twice
+//! per chunk. Everything else (the queue of chunks, the end of the workers,
+//! a cancel, the flow) changes only under one mutex, by a thread that then
+//! notifies. A worker short of credits sleeps by the same rule: under the
+//! lock, it raises a flag in the same word as the count, and the thread
+//! that gives credits back sees the flag in the value its addition read,
+//! and takes the lock to wake it. The two are read-modify-writes of one
+//! word, so one of them comes first and the other sees it. So no wait can
+//! miss its wake-up and none needs a timeout (the loom tests in
+//! `loom_tests.rs` check this over every interleaving they reach). Each
+//! side takes the lock once per chunk: a worker to queue its chunk, the
+//! consumer to take it.
 //!
 //! A thread about to block first polls for a while when the node's threads
 //! each have a core, since waking a thread that slept costs tens of
-//! microseconds (more on a virtual machine). It polls a change counter
-//! rather than the mutex, on a cache line of its own, so that it never
-//! makes the other side wait for the lock; a change sends it back to the
-//! lock to look. Polling only shortens the wait: the condition variable
-//! waits below are what make it end.
+//! microseconds (more on a virtual machine). A worker polls the credits, the
+//! consumer a change counter, each on a cache line of its own, so that a
+//! poller never makes the other side wait for the lock. Polling only
+//! shortens the wait: the condition variable waits below are what make it
+//! end.
 //!
 //! Nothing here is sized by the node's arguments: the queue grows with the
 //! chunks that arrive, and the credits are a count.
@@ -27,7 +32,9 @@ use std::collections::VecDeque;
 use crossbeam_utils::{Backoff, CachePadded};
 use nodes_core::{Error, Result, State};
 
-use super::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, lock, wait};
+use super::sync::{
+    Arc, AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, lock, read, wait,
+};
 
 /// An item of a chunk, or the error in its place. The error is boxed, so
 /// that an item of a `u64` stays three words on its way between cores.
@@ -93,12 +100,8 @@ pub(crate) enum Flow {
 struct Inner<U> {
     queue: VecDeque<Chunk<U>>,
     spare: Vec<Items<U>>,
-    /// Credits in all: items pulled and not yet handed out, at most.
-    window: usize,
-    /// The most `window` may grow to.
+    /// The most the window may grow to.
     ceiling: usize,
-    /// Credits out: taken by workers and not yet given back by the consumer.
-    out: usize,
     /// The smallest need among the workers that slept since the last
     /// wake-up (`usize::MAX`: none).
     wanted: usize,
@@ -110,28 +113,47 @@ struct Inner<U> {
     cancelled: bool,
 }
 
-impl<U> Inner<U> {
-    fn free(&self) -> usize {
-        self.window.saturating_sub(self.out)
-    }
-}
-
 /// The hand-over of one node, reused pass after pass. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Hub<U> {
     /// The node's name, for errors.
     node: &'static str,
     inner: Mutex<Inner<U>>,
+    /// Credits free (the window less the credits taken by workers and not
+    /// yet given back by the consumer), with [`SLEEPY`] while a worker may
+    /// sleep for more (see the module docs) and [`STOPPING`] while the pass
+    /// halts or closes: one word, so that a worker's look at both is one
+    /// read.
+    credits: CachePadded<AtomicUsize>,
+    /// Credits in all: items pulled and not yet handed out, at most.
+    /// Changed under the lock.
+    window: AtomicUsize,
     /// Workers wait here for credits.
     room: Condvar,
     /// The consumer waits here for a chunk.
     ready: Condvar,
-    /// Raised when the pass halts or closes, for a worker in the middle of
-    /// a chunk to hand it over early (read without the lock).
-    stopping: AtomicBool,
-    /// Counts the changes a waiter may be waiting for (bumped under the
-    /// lock): a polling thread watches it without taking the lock.
+    /// Counts the changes the consumer may be waiting for (bumped under the
+    /// lock): a polling consumer watches it without taking the lock.
     changes: CachePadded<AtomicU64>,
+}
+
+/// The flag in [`Hub::credits`] that a worker may be asleep for more.
+const SLEEPY: usize = 1 << (usize::BITS - 1);
+/// The flag in [`Hub::credits`] that the pass halts or closes.
+const STOPPING: usize = 1 << (usize::BITS - 2);
+/// The bits of [`Hub::credits`] that count them: the window stays within.
+const COUNT: usize = STOPPING - 1;
+
+/// Polls `changed` for [`POLLS`] rounds at most: whether it came true.
+fn poll(changed: impl Fn() -> bool) -> bool {
+    let backoff = Backoff::new();
+    for _ in 0..POLLS {
+        if changed() {
+            return true;
+        }
+        backoff.snooze();
+    }
+    false
 }
 
 /// How many times a thread about to block polls (yielding its core each
@@ -148,9 +170,7 @@ impl<U> Hub<U> {
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 spare: Vec::new(),
-                window: 0,
                 ceiling: 0,
-                out: 0,
                 wanted: usize::MAX,
                 sleepers: 0,
                 consumer_waits: false,
@@ -158,9 +178,10 @@ impl<U> Hub<U> {
                 flow: Flow::Closed,
                 cancelled: false,
             }),
+            credits: CachePadded::new(AtomicUsize::new(STOPPING)),
+            window: AtomicUsize::new(0),
             room: Condvar::new(),
             ready: Condvar::new(),
-            stopping: AtomicBool::new(true),
             changes: CachePadded::new(AtomicU64::new(0)),
         }
     }
@@ -170,21 +191,8 @@ impl<U> Hub<U> {
         self.changes.fetch_add(1, Ordering::Release);
     }
 
-    /// Polls for a change after `seen`, without the lock: whether one came
-    /// within [`POLLS`] rounds.
-    fn poll(&self, seen: u64) -> bool {
-        let backoff = Backoff::new();
-        for _ in 0..POLLS {
-            if self.changes.load(Ordering::Acquire) != seen {
-                return true;
-            }
-            backoff.snooze();
-        }
-        false
-    }
-
-    /// Drops the lock and polls for a change (see [`poll`](Self::poll)),
-    /// then takes the lock again; `poll` says whether to poll next time.
+    /// Drops the lock and polls for a change (see [`poll`]), then takes
+    /// the lock again; `poll` says whether to poll next time.
     fn poll_unlocked<'a>(
         &'a self,
         inner: MutexGuard<'a, Inner<U>>,
@@ -192,7 +200,7 @@ impl<U> Hub<U> {
     ) -> MutexGuard<'a, Inner<U>> {
         let seen = self.changes.load(Ordering::Relaxed);
         drop(inner);
-        *poll = self.poll(seen);
+        *poll = self::poll(|| self.changes.load(Ordering::Acquire) != seen);
         lock(&self.inner)
     }
 
@@ -201,17 +209,19 @@ impl<U> Hub<U> {
     pub(crate) fn open(&self, window: usize, ceiling: usize) {
         let mut inner = lock(&self.inner);
         inner.queue.clear();
-        inner.window = window.max(1);
-        inner.ceiling = ceiling.max(inner.window);
-        inner.out = 0;
+        // Past the flag's bit, a window bounds nothing anyway.
+        let window = window.clamp(1, COUNT);
+        self.window.store(window, Ordering::Release);
+        self.credits.store(window, Ordering::Release);
+        inner.ceiling = ceiling.clamp(window, COUNT);
         inner.wanted = usize::MAX;
         inner.flow = Flow::Open;
-        self.stopping.store(false, Ordering::Relaxed);
     }
 
-    /// Whether the pass is halting or closing.
+    /// Whether the pass is halting or closing (for a worker in the middle
+    /// of a chunk to hand it over early).
     pub(crate) fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
+        read(&self.credits) & STOPPING != 0
     }
 
     /// Takes between one and `want` credits, blocking while none is free:
@@ -223,35 +233,72 @@ impl<U> Hub<U> {
         let want = want.max(1);
         let mut poll = spin;
         let mut least = 1;
-        let mut inner = lock(&self.inner);
         loop {
-            if inner.flow != Flow::Open {
-                return 0;
-            }
-            let free = inner.free();
-            if free >= least {
-                let n = free.min(want);
-                inner.out += n;
+            if let Some(n) = self.take_credits(least, want) {
                 return n;
             }
-            least = want.min((inner.window / 2).max(1));
+            least = want.min((read(&self.window) / 2).max(1));
             if poll {
-                inner = self.poll_unlocked(inner, &mut poll);
+                let ready = |c: usize| c & STOPPING != 0 || c & COUNT >= least;
+                poll = self::poll(|| ready(read(&self.credits)));
                 continue;
             }
-            inner.wanted = inner.wanted.min(least);
-            inner.sleepers += 1;
-            inner = wait(&self.room, inner);
-            inner.sleepers -= 1;
+            let mut inner = lock(&self.inner);
+            // The flag first, then a last look in the value it replaced: a
+            // later addition sees the flag (see the module docs).
+            let credits = self.credits.fetch_or(SLEEPY, Ordering::AcqRel);
+            if inner.flow == Flow::Open && credits & COUNT < least {
+                inner.wanted = inner.wanted.min(least);
+                inner.sleepers += 1;
+                inner = wait(&self.room, inner);
+                inner.sleepers -= 1;
+            }
         }
     }
 
-    /// Wakes the sleeping workers once the smallest need among them is free.
-    fn wake_workers(&self, inner: &mut MutexGuard<'_, Inner<U>>) {
-        self.changed();
-        if inner.sleepers > 0 && inner.free() >= inner.wanted {
-            inner.wanted = usize::MAX;
-            self.room.notify_all();
+    /// Credits free now.
+    fn free(&self) -> usize {
+        read(&self.credits) & COUNT
+    }
+
+    /// Takes between `least` and `want` credits if that many are free;
+    /// `Some(0)` once the pass halts or closes.
+    fn take_credits(&self, least: usize, want: usize) -> Option<usize> {
+        let mut credits = read(&self.credits);
+        loop {
+            if credits & STOPPING != 0 {
+                return Some(0);
+            }
+            if credits & COUNT < least {
+                return None;
+            }
+            let n = (credits & COUNT).min(want);
+            match self.credits.compare_exchange(
+                credits,
+                credits - n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(n),
+                Err(now) => credits = now,
+            }
+        }
+    }
+
+    /// Adds `n` free credits, and wakes the sleeping workers once the
+    /// smallest need among them is free (see the module docs).
+    fn add_credits(&self, n: usize) {
+        if self.credits.fetch_add(n, Ordering::AcqRel) & SLEEPY != 0 {
+            let mut inner = lock(&self.inner);
+            let idle = inner.sleepers == 0;
+            if idle || self.free() >= inner.wanted {
+                // A worker that still lacks credits raises it again.
+                self.credits.fetch_and(!SLEEPY, Ordering::AcqRel);
+                inner.wanted = usize::MAX;
+                if !idle {
+                    self.room.notify_all();
+                }
+            }
         }
     }
 
@@ -259,19 +306,19 @@ impl<U> Hub<U> {
     /// the consumer's for items it handed out.
     pub(crate) fn release(&self, n: usize) {
         if n > 0 {
-            let mut inner = lock(&self.inner);
-            inner.out -= n.min(inner.out);
-            self.wake_workers(&mut inner);
+            self.add_credits(n);
         }
     }
 
     /// Raises the window to `to` (at most the ceiling; it never shrinks).
     pub(crate) fn grow(&self, to: usize) {
-        let mut inner = lock(&self.inner);
+        let inner = lock(&self.inner);
         let to = to.min(inner.ceiling);
-        if to > inner.window {
-            inner.window = to;
-            self.wake_workers(&mut inner);
+        let window = read(&self.window);
+        if to > window {
+            self.window.store(to, Ordering::Release);
+            drop(inner);
+            self.add_credits(to - window);
         }
     }
 
@@ -334,7 +381,7 @@ impl<U> Hub<U> {
     pub(crate) fn stop(&self, flow: Flow) -> VecDeque<Chunk<U>> {
         let mut inner = lock(&self.inner);
         inner.flow = inner.flow.max(flow);
-        self.stopping.store(true, Ordering::Relaxed);
+        self.credits.fetch_or(STOPPING, Ordering::AcqRel);
         self.changed();
         self.room.notify_all();
         match flow {
@@ -368,7 +415,8 @@ impl<U> Hub<U> {
     /// Credits out: an upper bound on the items pulled and not yet handed
     /// out, counting the items of the consumer's current chunk.
     pub(crate) fn in_flight(&self) -> usize {
-        lock(&self.inner).out
+        let window = read(&self.window);
+        window.saturating_sub(self.free())
     }
 }
 

@@ -11,10 +11,23 @@ use loom::{sync, thread};
 #[cfg(not(loom))]
 use std::{sync, thread};
 
-pub(crate) use sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 pub(crate) use sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use nodes_core::{Error, Result};
+
+/// Reads `atomic`: an acquire load, or under loom a read-modify-write, which
+/// always reads the latest value. The hand-over's correctness rests on its
+/// read-modify-writes alone; a plain read only tells a thread whether to
+/// try one, and reading an older value costs a retry, never a wake-up.
+/// Loom would otherwise branch on every older value each read could see.
+pub(crate) fn read(atomic: &AtomicUsize) -> usize {
+    if cfg!(loom) {
+        atomic.fetch_add(0, Ordering::AcqRel)
+    } else {
+        atomic.load(Ordering::Acquire)
+    }
+}
 
 /// A worker thread's handle.
 pub(crate) type JoinHandle = thread::JoinHandle<()>;
