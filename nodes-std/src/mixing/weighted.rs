@@ -37,6 +37,26 @@ const RNG_WORD_POS: &str = "word_pos";
 const RNG_STREAM: &str = "stream";
 const RNG_KEYS: [&str; 5] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_STREAM, RNG_WORD_POS];
 
+/// The generator as saved under [`RNG`], in the order of [`RNG_KEYS`]: a
+/// deferred entry, so that taking a state copies five numbers and the JSON
+/// object is built only when the state is serialised or read.
+#[derive(Clone, Copy, serde::Serialize)]
+struct SavedRng {
+    seed: u64,
+    rank: u64,
+    world_size: u64,
+    stream: u64,
+    word_pos: u64,
+}
+
+impl nodes_core::Snapshot for SavedRng {
+    type Frozen = SavedRng;
+
+    fn snapshot(&self) -> SavedRng {
+        *self
+    }
+}
+
 /// Mixes several named sources, choosing the source of each item at random in
 /// proportion to its weight, from a seeded generator (torchdata's
 /// `MultiNodeWeightedSampler`).
@@ -540,18 +560,18 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.sources.flag.check(NAME)?;
         cx.check_live(NAME)?;
-        let rng = Fields::build(0, |rng| {
-            rng.field(RNG_SEED, &self.seed)?;
-            rng.field(RNG_RANK, &self.ranks.rank)?;
-            rng.field(RNG_WORLD_SIZE, &self.ranks.world_size)?;
-            rng.field(RNG_STREAM, &self.rng.stream())?;
-            rng.field(RNG_WORD_POS, &self.rng.word_pos())
-        })?;
+        let rng = SavedRng {
+            seed: self.seed,
+            rank: self.ranks.rank,
+            world_size: self.ranks.world_size,
+            stream: self.rng.stream(),
+            word_pos: self.rng.word_pos(),
+        };
         Fields::build(0, |out| {
             out.field(EPOCH, &self.epoch)?;
             out.field(NUM_YIELDED, &self.num_yielded)?;
             out.field(STARTED, &self.started)?;
-            out.child(RNG, rng);
+            out.deferred(RNG, &rng);
             self.sources.save(out, cx)
         })
     }
