@@ -30,12 +30,10 @@ const KEYS: [&str; 8] = [
     NODE_STATES,
 ];
 
-const RNG_SEED: &str = "seed";
 const RNG_RANK: &str = "rank";
 const RNG_WORLD_SIZE: &str = "world_size";
 const RNG_WORD_POS: &str = "word_pos";
-const RNG_STREAM: &str = "stream";
-const RNG_KEYS: [&str; 5] = [RNG_SEED, RNG_RANK, RNG_WORLD_SIZE, RNG_STREAM, RNG_WORD_POS];
+const RNG_KEYS: [&str; 5] = ["seed", RNG_RANK, RNG_WORLD_SIZE, "stream", RNG_WORD_POS];
 
 /// The generator as saved under [`RNG`], in the order of [`RNG_KEYS`]: a
 /// deferred entry, so that taking a state copies five numbers and the JSON

@@ -32,9 +32,7 @@ use std::collections::VecDeque;
 use crossbeam_utils::{Backoff, CachePadded};
 use nodes_core::{Error, Result, State};
 
-use super::sync::{
-    Arc, AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, lock, read, wait,
-};
+use super::sync::{Arc, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, lock, read, wait};
 
 /// An item of a chunk, or the error in its place. The error is boxed, so
 /// that an item of a `u64` stays three words on its way between cores.
@@ -191,19 +189,6 @@ impl<U> Hub<U> {
         self.changes.fetch_add(1, Ordering::Release);
     }
 
-    /// Drops the lock and polls for a change (see [`poll`]), then takes
-    /// the lock again; `poll` says whether to poll next time.
-    fn poll_unlocked<'a>(
-        &'a self,
-        inner: MutexGuard<'a, Inner<U>>,
-        poll: &mut bool,
-    ) -> MutexGuard<'a, Inner<U>> {
-        let seen = self.changes.load(Ordering::Relaxed);
-        drop(inner);
-        *poll = self::poll(|| self.changes.load(Ordering::Acquire) != seen);
-        lock(&self.inner)
-    }
-
     /// Opens a pass with `window` credits, growing up to `ceiling`. The
     /// previous pass's workers were all joined.
     pub(crate) fn open(&self, window: usize, ceiling: usize) {
@@ -256,11 +241,6 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Credits free now.
-    fn free(&self) -> usize {
-        read(&self.credits) & COUNT
-    }
-
     /// Takes between `least` and `want` credits if that many are free;
     /// `Some(0)` once the pass halts or closes.
     fn take_credits(&self, least: usize, want: usize) -> Option<usize> {
@@ -291,7 +271,7 @@ impl<U> Hub<U> {
         if self.credits.fetch_add(n, Ordering::AcqRel) & SLEEPY != 0 {
             let mut inner = lock(&self.inner);
             let idle = inner.sleepers == 0;
-            if idle || self.free() >= inner.wanted {
+            if idle || read(&self.credits) & COUNT >= inner.wanted {
                 // A worker that still lacks credits raises it again.
                 self.credits.fetch_and(!SLEEPY, Ordering::AcqRel);
                 inner.wanted = usize::MAX;
@@ -364,7 +344,12 @@ impl<U> Hub<U> {
                 return Ok(Chunk::failure(low, Error::internal(self.node, message)));
             }
             if poll {
-                inner = self.poll_unlocked(inner, &mut poll);
+                // Polls a change counter, so that it never holds the lock
+                // the workers need to queue a chunk.
+                let seen = self.changes.load(Ordering::Relaxed);
+                drop(inner);
+                poll = self::poll(|| self.changes.load(Ordering::Acquire) != seen);
+                inner = lock(&self.inner);
                 continue;
             }
             inner.consumer_waits = true;
@@ -416,7 +401,7 @@ impl<U> Hub<U> {
     /// out, counting the items of the consumer's current chunk.
     pub(crate) fn in_flight(&self) -> usize {
         let window = read(&self.window);
-        window.saturating_sub(self.free())
+        window.saturating_sub(read(&self.credits) & COUNT)
     }
 }
 
