@@ -568,7 +568,7 @@ impl<N: Node> Sources<N> {
         let states = Fields::build(0, |states| {
             states.reserve(self.len());
             for (name, node) in self.names.iter().zip(&self.nodes) {
-                states.child(name.to_string(), node.get_state(cx)?);
+                states.child(String::from(&**name), node.get_state(cx)?);
             }
             Ok(())
         })?;
