@@ -174,7 +174,8 @@ where
     /// item gains nothing from it, and pays for the hand-over: the items
     /// are built on one core and used and freed on another. In this mode
     /// the consumer measures, every few milliseconds, how many items it
-    /// gets per second; after a stretch it spent mostly waiting, it tries
+    /// gets per second; after a stretch it spent a quarter or more
+    /// waiting, it tries
     /// running the source itself, keeps that while it is faster, and tries
     /// the reader again from time to time (after 4 to 256 stretches of
     /// about 4 ms). The cost: while inline, the source's work runs on the
