@@ -161,6 +161,18 @@ impl Description {
         self.children.iter().map(|(k, c)| (k.as_str(), c))
     }
 
+    /// This description and every one below it, each parent before its
+    /// children. Walked with a stack rather than by recursion: a pipeline
+    /// may nest thousands of levels deep.
+    pub fn subtree(&self) -> impl Iterator<Item = &Description> + '_ {
+        let mut open = vec![self];
+        std::iter::from_fn(move || {
+            let desc = open.pop()?;
+            open.extend(desc.children().map(|(_, child)| child));
+            Some(desc)
+        })
+    }
+
     /// The child under `key`, if there is one.
     pub fn get_child(&self, key: &str) -> Option<&Description> {
         self.children.iter().find(|(k, _)| k == key).map(|(_, c)| c)

@@ -2,13 +2,13 @@
 
 use std::fmt;
 
-use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
 use crate::state::{CHECKSUM_KEY, State};
 use crate::stats::Stats;
 use crate::trace;
+use crate::{describe::Description, resume::Resume};
 
 mod epoch;
 pub use self::epoch::Epoch;
@@ -506,8 +506,19 @@ impl<N: Node> Loader<N> {
         // path of its state under `root`.
         let in_state = format!("{}{}", state.path_of(ROOT), path.trim_end_matches('/'));
         let at = if path == "/" { "its root" } else { &path };
+        // A pipeline that can change its number of ranks names how, since
+        // a state of another world size differs in its ranks' parameters.
+        let reshard = if self
+            .shape
+            .subtree()
+            .any(|d| *d.resume() == Resume::Redistributable)
+        {
+            "if it is from a job of another world size, load it with `nodes_std::elastic::load_resharded`; "
+        } else {
+            ""
+        };
         let why = format!(
-            "the pipeline differs at {at}: {message} (load with `Loader::check_shape(false)` to accept a deliberate change)"
+            "the pipeline differs at {at}: {message} ({reshard}load with `Loader::check_shape(false)` to accept a deliberate change)"
         );
         Err(Error::bad_state(in_state, why))
     }

@@ -12,8 +12,9 @@
 //! state alone.
 //!
 //! Each rank saves its own loader state as usual. To resume on `M` ranks,
-//! [`reshard`] (offline, once) or [`reshard_rank`] (on every new rank) takes
-//! the states of all `N` old ranks and:
+//! [`reshard`] (offline, once) or [`reshard_rank`] (on every new rank;
+//! [`load_resharded`] also loads the result) takes the states of all `N`
+//! old ranks and:
 //!
 //! 1. reads, for each source, what every old rank consumed: its sampler's
 //!    position, plus what the nodes above it had delivered that the sampler's
@@ -143,5 +144,5 @@ mod reshard;
 mod sampler;
 pub(crate) mod walk;
 
-pub use self::reshard::{check, reshard, reshard_rank};
+pub use self::reshard::{check, load_resharded, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use nodes_core::__private::first_differing_node;
-use nodes_core::{Description, Error, Result, Resume, State};
+use nodes_core::{Description, Error, Loader, Node, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
@@ -371,4 +371,41 @@ pub fn reshard_rank(old_states: &[State], rank: u64, new_world_size: u64) -> Res
     crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
     let (olds, dealt) = prepare(old_states, new_world_size)?;
     state_for(&olds, &dealt, rank, new_world_size)
+}
+
+/// Reshards and loads in one call: `loader`, built for rank `rank` of
+/// `new_world_size`, takes its share of the rest of the epoch of the job
+/// whose ranks saved `old_states` (the state [`reshard_rank`] writes for
+/// it).
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::{ElasticSampler, elastic};
+///
+/// let build = |rank, world| -> Result<_> {
+///     let sampler = ElasticSampler::new(SequentialSampler::new(10), rank, world)?;
+///     MapStyleWrapper::new((0..10).collect::<Vec<u32>>(), sampler).batch(2)
+/// };
+/// let mut states = Vec::new();
+/// for rank in 0..2 {
+///     let mut loader = Loader::new(build(rank, 2)?);
+///     states.push(loader.state_dict()?);
+/// }
+/// let mut loader = Loader::new(build(0, 3)?);
+/// elastic::load_resharded(&mut loader, &states, 0, 3)?;
+/// let batches: Vec<Vec<u32>> = loader.epoch().collect::<Result<_>>()?;
+/// assert_eq!(batches, [vec![0, 3], vec![6, 9]]);
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`reshard_rank`], and as [`Loader::load_state_dict`] (a `loader`
+/// built for another rank, world size or pipeline).
+pub fn load_resharded<N: Node>(
+    loader: &mut Loader<N>,
+    old_states: &[State],
+    rank: u64,
+    new_world_size: u64,
+) -> Result<()> {
+    loader.load_state_dict(&reshard_rank(old_states, rank, new_world_size)?)
 }

@@ -208,7 +208,7 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
         let world_size: u64 = state.get("world_size")?;
         if (rank, world_size) != (self.ranks.rank, self.ranks.world_size) {
             let why = format!(
-                "the state is rank {rank} of {world_size}, this {NAME} is rank {} of {}: to resume on another number of ranks, combine the old ranks' states with `nodes_std::elastic::reshard`",
+                "the state is rank {rank} of {world_size}, this {NAME} is rank {} of {}: to resume on another number of ranks, load the old ranks' states with `nodes_std::elastic::load_resharded` (or combine them with `elastic::reshard`)",
                 self.ranks.rank, self.ranks.world_size
             );
             return Err(Error::bad_state(state.path_of("rank"), why));

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
-use nodes_core::__private::Fields;
+use nodes_core::__private::{Fields, SharedSnapshot};
 use nodes_core::Hint;
 use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
 
@@ -38,21 +38,13 @@ const RNG_KEYS: [&str; 5] = ["seed", RNG_RANK, RNG_WORLD_SIZE, "stream", RNG_WOR
 /// The generator as saved under [`RNG`], in the order of [`RNG_KEYS`]: a
 /// deferred entry, so that taking a state copies five numbers and the JSON
 /// object is built only when the state is serialised or read.
-#[derive(Clone, Copy, serde::Serialize)]
+#[derive(serde::Serialize)]
 struct SavedRng {
     seed: u64,
     rank: u64,
     world_size: u64,
     stream: u64,
     word_pos: u64,
-}
-
-impl nodes_core::Snapshot for SavedRng {
-    type Frozen = SavedRng;
-
-    fn snapshot(&self) -> SavedRng {
-        *self
-    }
 }
 
 /// Mixes several named sources, choosing the source of each item at random in
@@ -569,7 +561,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
             out.field(EPOCH, &self.epoch)?;
             out.field(NUM_YIELDED, &self.num_yielded)?;
             out.field(STARTED, &self.started)?;
-            out.deferred(RNG, &rng);
+            out.shared(RNG, &SharedSnapshot::new(rng));
             self.sources.save(out, cx)
         })
     }

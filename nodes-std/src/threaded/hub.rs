@@ -265,10 +265,12 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Adds `n` free credits, and wakes the sleeping workers once the
-    /// smallest need among them is free (see the module docs).
-    fn add_credits(&self, n: usize) {
-        if self.credits.fetch_add(n, Ordering::AcqRel) & SLEEPY != 0 {
+    /// Gives back `n` credits (a worker's that it took and did not use, the
+    /// consumer's for items it handed out, or a grown window's), and wakes
+    /// the sleeping workers once the smallest need among them is free (see
+    /// the module docs).
+    pub(crate) fn release(&self, n: usize) {
+        if n > 0 && self.credits.fetch_add(n, Ordering::AcqRel) & SLEEPY != 0 {
             let mut inner = lock(&self.inner);
             let idle = inner.sleepers == 0;
             if idle || read(&self.credits) & COUNT >= inner.wanted {
@@ -282,14 +284,6 @@ impl<U> Hub<U> {
         }
     }
 
-    /// Gives back `n` credits: a worker's that it took and did not use, or
-    /// the consumer's for items it handed out.
-    pub(crate) fn release(&self, n: usize) {
-        if n > 0 {
-            self.add_credits(n);
-        }
-    }
-
     /// Raises the window to `to` (at most the ceiling; it never shrinks).
     pub(crate) fn grow(&self, to: usize) {
         let inner = lock(&self.inner);
@@ -298,7 +292,7 @@ impl<U> Hub<U> {
         if to > window {
             self.window.store(to, Ordering::Release);
             drop(inner);
-            self.add_credits(to - window);
+            self.release(to - window);
         }
     }
 
@@ -400,8 +394,7 @@ impl<U> Hub<U> {
     /// Credits out: an upper bound on the items pulled and not yet handed
     /// out, counting the items of the consumer's current chunk.
     pub(crate) fn in_flight(&self) -> usize {
-        let window = read(&self.window);
-        window.saturating_sub(read(&self.credits) & COUNT)
+        read(&self.window).saturating_sub(read(&self.credits) & COUNT)
     }
 }
 

@@ -16,24 +16,15 @@ use crate::policy::ErrorPolicy;
 /// counts items past its snapshot, and the positions below are read off the
 /// snapshot exactly. Pipelines without such a sampler are unaffected.
 fn needs_exact_snapshots(source: &Description) -> bool {
-    let found = |f: fn(&Resume) -> bool| subtree(source).any(|desc| f(desc.resume()));
+    let found = |f: fn(&Resume) -> bool| source.subtree().any(|desc| f(desc.resume()));
     found(|r| *r == Resume::Redistributable) && found(|r| !r.counts_positions())
 }
 
 /// Whether the described subtree runs threads of its own.
 fn runs_threads(source: &Description) -> bool {
-    subtree(source).any(|desc| matches!(desc.resume(), Resume::ReadsAhead { .. }))
-}
-
-/// `source` and every description below it, walked with a stack rather
-/// than by recursion: a pipeline may nest thousands of levels deep.
-fn subtree(source: &Description) -> impl Iterator<Item = &Description> {
-    let mut open = vec![source];
-    std::iter::from_fn(move || {
-        let desc = open.pop()?;
-        open.extend(desc.children().map(|(_, child)| child));
-        Some(desc)
-    })
+    source
+        .subtree()
+        .any(|desc| matches!(desc.resume(), Resume::ReadsAhead { .. }))
 }
 
 /// How many times what a writer records a restore may replay (see

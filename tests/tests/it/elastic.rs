@@ -674,6 +674,47 @@ fn one_rank_combines_the_old_states_itself() {
     assert!(err.contains("rank 3 is not below world_size 3"), "{err}");
 }
 
+#[test]
+fn one_call_reshards_and_loads_and_a_plain_load_names_it() {
+    let job = Job {
+        kind: Kind::Weighted {
+            workers: 1,
+            in_order: false,
+        },
+        ..plain(30)
+    };
+    let mut delivered = Vec::new();
+    let states = generation(&job, 4, None, 0, &[1, 3, 0, 2], &mut delivered);
+    // Loaded as it is into a rank of another world size, the state is
+    // refused at the first node that differs, naming the call that fits.
+    let mut plain_load = Loader::new(job.build(1, 3).unwrap());
+    let err = plain_load.load_state_dict(&states[1]).unwrap_err();
+    assert!(matches!(err, Error::BadState { .. }), "{err}");
+    assert!(err.to_string().contains("elastic::load_resharded"), "{err}");
+    let resharded = elastic::reshard(&states, 3).unwrap();
+    for rank in 0..3u64 {
+        let mut loader = Loader::new(job.build(rank, 3).unwrap());
+        elastic::load_resharded(&mut loader, &states, rank, 3).unwrap();
+        // It holds what loading `reshard`'s state for this rank gives.
+        let mut by_hand = Loader::new(job.build(rank, 3).unwrap());
+        by_hand.load_state_dict(&resharded[rank as usize]).unwrap();
+        assert_eq!(
+            loader.state_dict().unwrap().to_json().unwrap(),
+            by_hand.state_dict().unwrap().to_json().unwrap()
+        );
+        let epoch = loader.epoch();
+        if epoch.index() == 0 {
+            for batch in epoch {
+                delivered.extend(batch.unwrap());
+            }
+        }
+    }
+    assert_eq!(exactly_once(delivered), Ok(job.epoch_items()));
+    // A loader of another rank than the one named is refused.
+    let mut wrong = Loader::new(job.build(0, 3).unwrap());
+    assert!(elastic::load_resharded(&mut wrong, &states, 1, 3).is_err());
+}
+
 /// A new world size too large for one state per rank is refused by
 /// `reshard` (it aborted on `capacity overflow`); `reshard_rank` writes one
 /// rank's state of 2^40 ranks at no cost per rank, and the ranks that get
