@@ -18,9 +18,10 @@ use nodes_core::{Error, Result};
 
 /// Reads `atomic`: an acquire load, or under loom a read-modify-write, which
 /// always reads the latest value. The hand-over's correctness rests on its
-/// read-modify-writes alone; a plain read only tells a thread whether to
-/// try one, and reading an older value costs a retry, never a wake-up.
-/// Loom would otherwise branch on every older value each read could see.
+/// read-modify-writes alone; a plain read only guides a thread (whether to
+/// try one, whether to hand a chunk over early), so an older value costs a
+/// retry or a longer chunk, never a wake-up. Loom would otherwise branch on
+/// every older value each read could see.
 pub(crate) fn read(atomic: &AtomicUsize) -> usize {
     if cfg!(loom) {
         atomic.fetch_add(0, Ordering::AcqRel)
