@@ -121,6 +121,10 @@ pub struct Loader<N: Node> {
     resting: Option<State>,
     check_shape: bool,
     verify_checksum: bool,
+    /// The root stands, unstarted, in the rest of an epoch other ranks
+    /// began ([`REST_OF_EPOCH`]): its end is that epoch's end, not a cue to
+    /// start the next one, and states taken meanwhile say so too.
+    rest_of_epoch: bool,
 }
 
 /// See [`Loader::saved_shape`].
@@ -149,6 +153,9 @@ impl<N: Node> fmt::Debug for Loader<N> {
 const ROOT: &str = "root";
 const NUM_YIELDED: &str = "num_yielded";
 const EPOCH_INDEX: &str = "epoch_index";
+/// `true` in a state `nodes_std::elastic` wrote for the rest of an epoch:
+/// a rank whose share is empty stays in its peers' epoch, with nothing left.
+const REST_OF_EPOCH: &str = "rest_of_epoch";
 const PIPELINE: &str = "pipeline";
 const FINGERPRINT: &str = "fingerprint";
 const FORMAT: &str = "format";
@@ -167,6 +174,7 @@ const KEYS: &[&str] = &[
     ROOT,
     NUM_YIELDED,
     EPOCH_INDEX,
+    REST_OF_EPOCH,
     FORMAT,
     VERSION,
     FINGERPRINT,
@@ -178,9 +186,10 @@ const KEYS: &[&str] = &[
 const MAX_EPOCH_INDEX: u64 = i64::MAX as u64;
 
 /// A loader state made of its parts, in the layout
-/// [`Loader::state_dict`] writes (fingerprint of `pipeline`, a checksum slot):
-/// how `nodes_std::elastic` writes the states of the ranks of a resharded
-/// job, whose pipelines it cannot build. Not public API.
+/// [`Loader::state_dict`] writes (fingerprint of `pipeline`, a checksum slot),
+/// marked `rest_of_epoch`: how `nodes_std::elastic` writes the states of
+/// the ranks of a resharded job, whose pipelines it cannot build. Not
+/// public API.
 pub fn assemble_state(
     root: State,
     num_yielded: u64,
@@ -189,7 +198,7 @@ pub fn assemble_state(
 ) -> Result<State> {
     let fingerprint = format!("{:016x}", pipeline.fingerprint()).into();
     let template = state_template(&fingerprint, &pipeline.to_state())?;
-    loader_state(root, num_yielded, epoch_index, &template)
+    loader_state(root, num_yielded, epoch_index, true, &template)
 }
 
 /// A loader state: the root and the counters, then `template`'s keys.
@@ -197,12 +206,17 @@ fn loader_state(
     root: State,
     num_yielded: u64,
     epoch_index: u64,
+    rest_of_epoch: bool,
     template: &State,
 ) -> Result<State> {
     crate::state::Fields::build(0, |state| {
         state.child(ROOT, root);
         state.field(NUM_YIELDED, &num_yielded)?;
         state.field(EPOCH_INDEX, &epoch_index)?;
+        // Only where it is true: every other state keeps its layout.
+        if rest_of_epoch {
+            state.field(REST_OF_EPOCH, &true)?;
+        }
         state.share_tail(template);
         Ok(())
     })
@@ -233,6 +247,7 @@ impl<N: Node> Loader<N> {
             shape,
             check_shape: true,
             verify_checksum: true,
+            rest_of_epoch: false,
             resting: None,
             root,
             cx: Cx::new_running(),
@@ -350,6 +365,7 @@ impl<N: Node> Loader<N> {
 
     fn begin_epoch(&mut self) -> Result<()> {
         let resting = self.resting.take();
+        self.rest_of_epoch = false;
         match std::mem::replace(&mut self.phase, Phase::Started) {
             Phase::Positioned { loaded: true } if self.restart_on_end => {
                 // A loaded state may stand at the end of its epoch: look one item
@@ -398,7 +414,8 @@ impl<N: Node> Loader<N> {
     /// The loader's state with `root` as the root's state.
     fn loader_state(&self, root: State) -> Result<State> {
         let template = &self.saved_shape().template;
-        loader_state(root, self.num_yielded, self.epoch_index, template)
+        let (n, k) = (self.num_yielded, self.epoch_index);
+        loader_state(root, n, k, self.rest_of_epoch, template)
     }
 
     /// Checks the keys of a loader state, its format, and the types of the
@@ -508,11 +525,8 @@ impl<N: Node> Loader<N> {
         let at = if path == "/" { "its root" } else { &path };
         // A pipeline that can change its number of ranks names how, since
         // a state of another world size differs in its ranks' parameters.
-        let reshard = if self
-            .shape
-            .subtree()
-            .any(|d| *d.resume() == Resume::Redistributable)
-        {
+        let elastic = |d: &Description| *d.resume() == Resume::Redistributable;
+        let reshard = if self.shape.subtree().any(elastic) {
             "if it is from a job of another world size, load it with `nodes_std::elastic::load_resharded`; "
         } else {
             ""
@@ -524,8 +538,11 @@ impl<N: Node> Loader<N> {
     }
 
     /// The loader's state: `{"root": <root state>, "num_yielded": n,
-    /// "epoch_index": k, "format": 3, "version": "<crate version>", "fingerprint": "<hex>", "pipeline":
-    /// <description as JSON>, "checksum": "mx64:<hex>"}`.
+    /// "epoch_index": k, "format": 3, "version": "<crate version>",
+    /// "fingerprint": "<hex>", "pipeline": <description as JSON>,
+    /// "checksum": "mx64:<hex>"}`, and `"rest_of_epoch": true` after
+    /// `epoch_index` while a state `nodes_std::elastic` wrote stands
+    /// unstarted.
     ///
     /// The checksum is computed when the state is serialised, not here (see
     /// [`verify_checksum`](Loader::verify_checksum)), so taking a state costs
@@ -583,6 +600,7 @@ impl<N: Node> Loader<N> {
             return Err(Error::bad_state(state.path_of(EPOCH_INDEX), why));
         }
         let root_state = state.child(ROOT)?;
+        let rest = state.get_opt::<bool>(REST_OF_EPOCH)?.unwrap_or(false);
         self.check_state_shape(state)?;
         if self.phase == Phase::Fresh {
             // A root that was never reset has no position to roll back to,
@@ -616,7 +634,8 @@ impl<N: Node> Loader<N> {
         self.peeked = None;
         self.num_yielded = num_yielded;
         self.epoch_index = epoch_index;
-        self.phase = Phase::Positioned { loaded: true };
+        self.phase = Phase::Positioned { loaded: !rest };
+        self.rest_of_epoch = rest;
         Ok(())
     }
 

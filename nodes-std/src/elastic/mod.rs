@@ -61,7 +61,9 @@
 //!    to the pool like every rank's).
 //!
 //! The next epochs are ordinary epochs of `M` ranks. A rank whose share is
-//! empty ends its epoch at once.
+//! empty stays in the cut epoch with nothing left (its state is marked
+//! `rest_of_epoch`): its next `epoch()` is empty and has its peers' index,
+//! and a state it saves then reshards with theirs.
 //!
 //! The cost is linear in the number of positions between the global cursor's
 //! first free position and its last consumed one (plus a sort of the holes

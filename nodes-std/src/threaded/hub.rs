@@ -215,9 +215,7 @@ impl<U> Hub<U> {
     /// worker and the consumer do not take turns item by item. `0` once
     /// the pass halts or closes.
     pub(crate) fn acquire(&self, want: usize, spin: bool) -> usize {
-        let want = want.max(1);
-        let mut poll = spin;
-        let mut least = 1;
+        let (want, mut poll, mut least) = (want.max(1), spin, 1);
         loop {
             if let Some(n) = self.take_credits(least, want) {
                 return n;
@@ -246,19 +244,13 @@ impl<U> Hub<U> {
     fn take_credits(&self, least: usize, want: usize) -> Option<usize> {
         let mut credits = read(&self.credits);
         loop {
-            if credits & STOPPING != 0 {
-                return Some(0);
-            }
-            if credits & COUNT < least {
-                return None;
-            }
-            let n = (credits & COUNT).min(want);
-            match self.credits.compare_exchange(
-                credits,
-                credits - n,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            let n = match (credits & STOPPING, credits & COUNT) {
+                (0, free) if free >= least => free.min(want),
+                (0, _) => return None,
+                _ => return Some(0),
+            };
+            let (to, ok, err) = (credits - n, Ordering::AcqRel, Ordering::Acquire);
+            match self.credits.compare_exchange(credits, to, ok, err) {
                 Ok(_) => return Some(n),
                 Err(now) => credits = now,
             }
@@ -287,8 +279,7 @@ impl<U> Hub<U> {
     /// Raises the window to `to` (at most the ceiling; it never shrinks).
     pub(crate) fn grow(&self, to: usize) {
         let inner = lock(&self.inner);
-        let to = to.min(inner.ceiling);
-        let window = read(&self.window);
+        let (to, window) = (to.min(inner.ceiling), read(&self.window));
         if to > window {
             self.window.store(to, Ordering::Release);
             drop(inner);

@@ -315,16 +315,9 @@ fn generation(
                 return stored(&loader.state_dict().unwrap());
             }
             let mut epoch = loader.epoch();
-            if epoch.index() != before {
-                // Nothing of the cut epoch was left for this rank: it saves
-                // the state it resumed from (it is at the cut epoch's end).
-                drop(epoch);
-                let mut again = Loader::new(job.build(rank, world).unwrap());
-                again
-                    .load_state_dict(&states.unwrap()[rank as usize])
-                    .unwrap();
-                return stored(&again.state_dict().unwrap());
-            }
+            // A rank whose share of the cut epoch is empty is still in it,
+            // with nothing left: its state reshards with its peers'.
+            assert_eq!(epoch.index(), before, "rank {rank} of {world}");
             for _ in 0..take {
                 match epoch.next() {
                     Some(batch) => delivered.extend(batch.unwrap()),
@@ -713,6 +706,39 @@ fn one_call_reshards_and_loads_and_a_plain_load_names_it() {
     // A loader of another rank than the one named is refused.
     let mut wrong = Loader::new(job.build(0, 3).unwrap());
     assert!(elastic::load_resharded(&mut wrong, &states, 1, 3).is_err());
+}
+
+#[test]
+fn a_rank_with_an_empty_share_stays_in_its_peers_epoch() {
+    let job = plain(8);
+    let mut delivered = Vec::new();
+    let old = generation(&job, 2, None, 0, &[3, 2], &mut delivered);
+    let mut empty_shares = 0;
+    let mut after = Vec::new();
+    for rank in 0..8u64 {
+        let mut loader = Loader::new(job.build(rank, 8).unwrap());
+        elastic::load_resharded(&mut loader, &old, rank, 8).unwrap();
+        // A state saved before the epoch starts still says it is the rest
+        // of the epoch, and loads as such.
+        let saved = stored(&loader.state_dict().unwrap());
+        assert!(saved.get::<bool>("rest_of_epoch").unwrap());
+        let mut again = Loader::new(job.build(rank, 8).unwrap());
+        again.load_state_dict(&saved).unwrap();
+        let mut epoch = again.epoch();
+        assert_eq!(epoch.index(), 0, "rank {rank} of 8 left the cut epoch");
+        let before = delivered.len();
+        for batch in epoch.by_ref() {
+            delivered.extend(batch.unwrap());
+        }
+        empty_shares += usize::from(delivered.len() == before);
+        let end = stored(&epoch.state_dict().unwrap());
+        assert!(!end.contains("rest_of_epoch"));
+        after.push(end);
+    }
+    assert!(empty_shares > 0, "the case needs a rank with nothing left");
+    assert_eq!(exactly_once(delivered), Ok(job.epoch_items()));
+    // Every rank is in epoch 0, so the next checkpoint set reshards again.
+    elastic::reshard(&after, 2).unwrap();
 }
 
 /// A new world size too large for one state per rank is refused by
