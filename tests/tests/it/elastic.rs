@@ -696,16 +696,18 @@ fn one_call_reshards_and_loads_and_a_plain_load_names_it() {
             by_hand.state_dict().unwrap().to_json().unwrap()
         );
         let epoch = loader.epoch();
-        if epoch.index() == 0 {
-            for batch in epoch {
-                delivered.extend(batch.unwrap());
-            }
+        assert_eq!(epoch.index(), 0);
+        for batch in epoch {
+            delivered.extend(batch.unwrap());
         }
     }
     assert_eq!(exactly_once(delivered), Ok(job.epoch_items()));
-    // A loader of another rank than the one named is refused.
+    // A loader of another rank than the one named is refused, naming both.
     let mut wrong = Loader::new(job.build(0, 3).unwrap());
-    assert!(elastic::load_resharded(&mut wrong, &states, 1, 3).is_err());
+    let err = elastic::load_resharded(&mut wrong, &states, 1, 3)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rank=1") && err.contains("rank=0"), "{err}");
 }
 
 #[test]
