@@ -5,7 +5,7 @@
 //! error policy, a changed directory, and the readers under an out-of-order
 //! `par_map`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nodes_std::prelude::*;
 use nodes_std::{Files, ParallelOptions, RecordError, testing};
@@ -819,7 +819,7 @@ fn copy_dir(from: &TempDir, name: &str) -> TempDir {
 /// also with the files listed on another thread.
 #[test]
 fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
-    type Build = fn(&std::path::Path) -> Result<Box<dyn Node<Item = PathBuf>>>;
+    type Build = fn(&Path) -> Result<Box<dyn Node<Item = PathBuf>>>;
     let builds: [(&str, Build); 4] = [
         ("in_dir", |d| Ok(Files::in_dir(d)?.shuffle_files(3).boxed())),
         ("glob", |d| {
@@ -835,28 +835,43 @@ fn a_moved_dataset_resumes_from_its_new_place() -> Result<()> {
         }),
     ];
     for (case, build) in builds {
-        let old = TempDir::new("files-moved-from");
-        corpus(&old);
-        let reader = |d: &std::path::Path| Ok(build(d)?.read_jsonl::<Row>());
-        let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
-        let all = ids(&all);
-        for cut in 1..all.len() {
-            let mut running = reader(old.path())?.start()?;
-            for _ in 0..cut {
-                running.next().transpose()?;
-            }
-            let state = running.get_state()?;
-            let new = copy_dir(&old, "files-moved-to");
+        let reader = |d: &Path| Ok(build(d)?.read_jsonl::<Row>().boxed());
+        resumes_after_a_move(case, reader, |old| {
             for name in ["a.jsonl", "c.jsonl", "d.jsonl"] {
                 old.write(
                     name,
                     "{\"id\": 99, \"text\": \"old\"}\n{\"id\": 98, \"text\": \"old\"}\n",
                 );
             }
-            let rest: Vec<Result<Row>> = reader(new.path())?.start_from(&state)?.collect();
-            assert_eq!(ids(&rest), all[cut..], "{case}, cut {cut}");
-            corpus(&old);
+        })?;
+    }
+    Ok(())
+}
+
+/// Cuts a run of `reader` over the corpus after every item, copies the
+/// corpus to a new directory, lets `leave` change or remove the old copy,
+/// and resumes from the new one: the rest must be what the uninterrupted
+/// run delivered after the cut.
+fn resumes_after_a_move(
+    case: &str,
+    reader: impl Fn(&Path) -> Result<Box<dyn Node<Item = Row>>>,
+    leave: impl Fn(&TempDir),
+) -> Result<()> {
+    let old = TempDir::new("files-moved-from");
+    corpus(&old);
+    let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
+    let all = ids(&all);
+    for cut in 1..all.len() {
+        let mut running = reader(old.path())?.start()?;
+        for _ in 0..cut {
+            running.next().transpose()?;
         }
+        let state = running.get_state()?;
+        let new = copy_dir(&old, "files-moved-to");
+        leave(&old);
+        let rest: Vec<Result<Row>> = reader(new.path())?.start_from(&state)?.collect();
+        assert_eq!(ids(&rest), all[cut..], "{case}, cut {cut}");
+        corpus(&old);
     }
     Ok(())
 }
@@ -870,7 +885,7 @@ fn open_one(path: PathBuf) -> impl Node<Item = Row> {
 /// from the file list (itself on another thread in the second case).
 #[test]
 fn a_moved_dataset_read_through_interleave_resumes_from_its_new_place() -> Result<()> {
-    type Build = fn(&std::path::Path) -> Result<Box<dyn Node<Item = Row>>>;
+    type Build = fn(&Path) -> Result<Box<dyn Node<Item = Row>>>;
     let builds: [(&str, Build); 2] = [
         ("in_dir", |d| {
             let files = Files::in_dir(d)?.shuffle_files(3);
@@ -882,24 +897,11 @@ fn a_moved_dataset_read_through_interleave_resumes_from_its_new_place() -> Resul
         }),
     ];
     for (case, reader) in builds {
-        let old = TempDir::new("files-interleave-from");
-        corpus(&old);
-        let all: Vec<Result<Row>> = reader(old.path())?.start()?.collect();
-        let all = ids(&all);
-        for cut in 1..all.len() {
-            let mut running = reader(old.path())?.start()?;
-            for _ in 0..cut {
-                running.next().transpose()?;
-            }
-            let state = running.get_state()?;
-            let new = copy_dir(&old, "files-interleave-to");
+        resumes_after_a_move(case, reader, |old| {
             for name in ["a.jsonl", "c.jsonl", "d.jsonl"] {
                 std::fs::remove_file(old.path().join(name)).unwrap();
             }
-            let rest: Vec<Result<Row>> = reader(new.path())?.start_from(&state)?.collect();
-            assert_eq!(ids(&rest), all[cut..], "{case}, cut {cut}");
-            corpus(&old);
-        }
+        })?;
     }
     Ok(())
 }
