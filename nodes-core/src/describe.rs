@@ -161,14 +161,14 @@ impl Description {
         self.children.iter().map(|(k, c)| (k.as_str(), c))
     }
 
-    /// This description and every one below it, each parent before its
-    /// children. Walked with a stack rather than by recursion: a pipeline
-    /// may nest thousands of levels deep.
+    /// This description and every one below it, depth first: each parent
+    /// before its children, children in order. Walked with a stack rather
+    /// than by recursion: a pipeline may nest thousands of levels deep.
     pub fn subtree(&self) -> impl Iterator<Item = &Description> + '_ {
         let mut open = vec![self];
         std::iter::from_fn(move || {
             let desc = open.pop()?;
-            open.extend(desc.children().map(|(_, child)| child));
+            open.extend(desc.children.iter().rev().map(|(_, child)| child));
             Some(desc)
         })
     }

@@ -105,10 +105,8 @@ impl Description {
     /// differ between two runs from the same state ([`Resume::varies`]),
     /// rendered for error messages; `None` if every node replays exactly.
     pub fn varying_order(&self) -> Option<String> {
-        if self.resume().varies() {
-            return Some(self.to_string());
-        }
-        self.children().find_map(|(_, child)| child.varying_order())
+        let varies = self.subtree().find(|desc| desc.resume().varies());
+        varies.map(ToString::to_string)
     }
 
     /// For a subtree whose state changes between items only in a count
