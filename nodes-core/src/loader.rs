@@ -525,7 +525,8 @@ impl<N: Node> Loader<N> {
         let at = if path == "/" { "its root" } else { &path };
         // A pipeline that can change its number of ranks names how, since
         // a state of another world size differs in its ranks' parameters.
-        let elastic = |d: &Description| *d.resume() == Resume::Redistributable;
+        let elastic =
+            |d: &Description| matches!(d.resume(), Resume::Redistributable | Resume::ListsFiles);
         let reshard = if self.shape.subtree().any(elastic) {
             "if it is from a job of another world size, load it with `nodes_std::elastic::load_resharded`; "
         } else {

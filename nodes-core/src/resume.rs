@@ -69,6 +69,17 @@ pub enum Resume {
     /// A sampler over global positions whose unread rest can be dealt to
     /// another number of ranks (`ElasticSampler`).
     Redistributable,
+    /// A list of files read in a global order, the same on every rank
+    /// (`Files`): under a [`Resume::Shards`] its unread rest can be dealt
+    /// to another number of ranks.
+    ListsFiles,
+    /// Keeps every `world_size`-th item of its single child for one rank
+    /// (a `Sharder`).
+    Shards,
+    /// Reads the files its single child yields, one after the other, and
+    /// saves the open file's name, offset and identity (`read_lines`,
+    /// `read_jsonl`).
+    ReadsFiles,
 }
 
 impl Resume {

@@ -113,6 +113,18 @@
 //! `StopCriteria::AllDatasetsExhausted` (each source exactly once), each
 //! source with its own global order and cursor.
 //!
+//! Files: [`Files`](crate::Files) (maybe shuffled) under
+//! `shard(rank, world_size)`, read by `read_lines` or `read_jsonl` (plain,
+//! gzip or zstd) right above, with the same nodes above the reader as above
+//! a `MapStyleWrapper` but for `par_map` and `prefetch` (they read lines
+//! ahead that the reader's state does not show: refused for now). A file's
+//! position in the epoch's order is dealt like a sampler's position; a file
+//! a rank began is a position consumed whose tail is dealt, in rank order,
+//! to new rank `j mod M`, which reads it first, from its saved offset (for
+//! a compressed file, decompressing from the start of the stream), after
+//! checking its name and identity there. The shard of a new rank passes on
+//! every file of its plan.
+//!
 //! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
 //! reads an [`ElasticSampler`] cannot count how many positions stand behind the items
 //! it delivered since its snapshot; over such a subtree it snapshots every
@@ -132,9 +144,9 @@
 //!
 //! # What is refused
 //!
-//! Pipelines whose position is not a function of global indices: an
+//! Pipelines whose position is not a function of global indices or files: an
 //! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
-//! [`ElasticSampler`]), a `Cycler`, `header`, `unbatch`, `zip`, `shard`.
+//! [`ElasticSampler`]), a `Cycler`, `header`, `unbatch`, `zip`, `shard` (but over `Files` read as above).
 //! The error names the node and its path in the state; [`check`] gives it
 //! from a pipeline's description, before training. So
 //! are incomplete state sets (a rank missing or given twice), states of
@@ -148,3 +160,4 @@ pub(crate) mod walk;
 
 pub use self::reshard::{check, load_resharded, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;
+pub(crate) use self::sampler::Plan;

@@ -9,12 +9,16 @@ use serde_json::Value;
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{Found, RESHARD, check as check_description, child_at, walk};
 use crate::policy::Counts;
+use crate::sources::lines::Resumed;
 
 /// What the new ranks' states are written from, besides the template (old
 /// rank 0's state), each by the path of a node's state.
 struct Dealt {
     /// The rest of the epoch of every source, to deal into new plans.
     plans: BTreeMap<String, Dealing>,
+    /// The files every old rank began and did not finish, by the path of
+    /// their reader's state, in the order they are dealt.
+    partial: BTreeMap<String, Vec<(u64, Resumed)>>,
     /// The items every old rank's shuffler buffered, in the order they are
     /// dealt (see [`share`]).
     buffers: BTreeMap<String, Vec<Value>>,
@@ -32,6 +36,9 @@ struct Old {
     found: Found,
 }
 
+/// What a pipeline needs to change its number of ranks.
+const NO_SOURCE: &str = "only pipelines that read map-style datasets through an ElasticSampler, or files through `Files` (maybe shuffled), `shard(rank, world_size)` and `read_lines`/`read_jsonl`, can change their number of ranks";
+
 fn invalid(message: String) -> Error {
     Error::invalid_argument(RESHARD, message)
 }
@@ -43,20 +50,23 @@ fn read(i: usize, state: &State) -> Result<Old> {
     let pipeline: Description = state.get("pipeline")?;
     let mut found = Found::default();
     walk(&pipeline, &root, &[], false, &mut found)?;
-    let cuts = &found.cuts;
-    let Some(first) = cuts.first() else {
+    let samplers = found
+        .cuts
+        .iter()
+        .map(|c| ("ElasticSampler", &c.path, c.old.rank, c.world_size));
+    let files = found
+        .files
+        .iter()
+        .map(|c| ("Files", &c.path, c.old.rank, c.world_size));
+    let mut cuts = samplers.chain(files);
+    let Some((first, at, rank, world_size)) = cuts.next() else {
         return Err(invalid(format!(
-            "state #{i} has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks"
+            "state #{i} has no ElasticSampler and no Files read through a shard: {NO_SOURCE}"
         )));
     };
-    let (rank, world_size) = (first.old.rank, first.world_size);
-    if let Some(c) = cuts
-        .iter()
-        .find(|c| (c.old.rank, c.world_size) != (rank, world_size))
-    {
+    if let Some((node, path, r, w)) = cuts.find(|c| (c.2, c.3) != (rank, world_size)) {
         return Err(invalid(format!(
-            "state #{i}: the ElasticSampler at {} is rank {} of {}, the one at {} rank {rank} of {world_size}",
-            c.path, c.old.rank, c.world_size, first.path
+            "state #{i}: the {node} at {path} is rank {r} of {w}, the {first} at {at} rank {rank} of {world_size}"
         )));
     }
     Ok(Old {
@@ -72,7 +82,7 @@ fn read(i: usize, state: &State) -> Result<Old> {
 /// The description with the weighted mixes' rank and world size replaced
 /// (the only parameters of a supported pipeline that differ between ranks).
 fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
-    let mix = matches!(desc.resume(), Resume::Mixes { .. });
+    let mix = matches!(desc.resume(), Resume::Mixes { .. } | Resume::Shards);
     let mut out = Description::new(desc.name()).with_resume(desc.resume().clone());
     for (key, value) in desc.params() {
         out = match key {
@@ -92,7 +102,9 @@ fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
 fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
     let (cuts, buffers) = (old.found.cuts.iter(), old.found.buffers.iter());
     let cuts = cuts.map(|c| ("ElasticSampler", &*c.path, c.epoch));
-    cuts.chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
+    let files = old.found.files.iter().map(|c| ("Files", &*c.path, c.epoch));
+    cuts.chain(files)
+        .chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
 }
 
 /// Checks that `olds` are the complete state set of one job, in one epoch,
@@ -166,6 +178,18 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
         let new = deal(&what, &old, world, cut.len, new_world)?;
         plans.insert(cut.path.clone(), new);
     }
+    let mut partial = BTreeMap::new();
+    for s in 0..olds[0].found.files.len() {
+        let cut = &olds[0].found.files[s];
+        let (path, reader, len) = (cut.path.clone(), cut.reader.clone(), cut.len);
+        let old: Vec<OldRank> = olds.iter().map(|o| o.found.files[s].old.clone()).collect();
+        let what = format!("the Files at {path}");
+        plans.insert(path, deal(&what, &old, world, len, new_world)?);
+        let begun = olds
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut o.found.files[s].partial));
+        partial.insert(reader, begun.collect());
+    }
     let mut buffers = BTreeMap::new();
     for s in 0..olds[0].found.buffers.len() {
         // Moved, not copied: the old ranks' items are needed only here.
@@ -182,6 +206,7 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     }
     Ok(Dealt {
         plans,
+        partial,
         buffers,
         skipped,
     })
@@ -209,7 +234,13 @@ fn rebuild(
         out.insert("plan", &plan)?;
         return Ok(out);
     }
-    for (key, child) in desc.children() {
+    if let Some(begun) = dealt.partial.get(template.path()) {
+        out = rebuild_reader(desc, out, share(begun, rank, world), rank, world, dealt)?;
+    }
+    for (key, child) in desc
+        .children()
+        .filter(|_| !dealt.partial.contains_key(template.path()))
+    {
         let new = rebuild(child, &child_at(template, key)?, rank, world, dealt)?;
         out = replace_at(out, key, new)?;
     }
@@ -272,6 +303,47 @@ fn rebuild(
     Ok(out)
 }
 
+/// A file reader's state (`out`, an old rank's) rewritten for new rank
+/// `rank` of `world`: no file open, the files other ranks began that fall
+/// to it (`begun`) to be finished first, then the rest of its `Files` plan,
+/// all of it passed on by the shard.
+fn rebuild_reader(
+    desc: &Description,
+    mut out: State,
+    begun: Vec<(u64, Resumed)>,
+    rank: u64,
+    world: u64,
+    dealt: &Dealt,
+) -> Result<State> {
+    let (shard_key, shard) = desc.children().next().expect("checked by the walk");
+    let (files_key, _) = shard.children().next().expect("checked by the walk");
+    let mut shard_state = child_at(&out, shard_key)?;
+    let mut files = child_at(&shard_state, files_key)?;
+    let mut plan = dealt.plans[files.path()].plan(rank, world);
+    let (positions, resume_at): (Vec<u64>, Vec<Resumed>) = begun.into_iter().unzip();
+    plan.owed.splice(0..0, positions);
+    let plan = crate::sources::files::RankPlan {
+        plan,
+        world_size: world,
+    };
+    files.insert("plan", &plan)?;
+    files.insert("num_yielded", 0u64)?;
+    files.insert("started", true)?;
+    files.insert("path", None::<String>)?;
+    files.insert("near", Vec::<String>::new())?;
+    shard_state = replace_at(shard_state, files_key, files)?;
+    shard_state.insert("seen", 0u64)?;
+    shard_state.insert("planned", true)?;
+    out = replace_at(out, shard_key, shard_state)?;
+    out.insert("path", None::<String>)?;
+    out.insert("offset", 0u64)?;
+    out.insert("line", 0u64)?;
+    out.insert("identity", None::<String>)?;
+    // Empty on a rank that got none: its next state leaves the key out.
+    out.insert("resume_at", resume_at)?;
+    Ok(out)
+}
+
 /// `state` with the child under `key` (`a` or `a/b`) replaced.
 fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
     let (head, child) = match key.split_once('/') {
@@ -325,7 +397,7 @@ fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State
 /// [`Error::InvalidArgument`] for a node whose position is not a function
 /// of global indices, or a pipeline without an [`ElasticSampler`](crate::ElasticSampler).
 pub fn check(pipeline: &Description) -> Result<()> {
-    if check_description(pipeline, "/root")? == 0 {
+    if check_description(pipeline, "/root", false)? == 0 {
         return Err(invalid(
             "the pipeline has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks".to_owned(),
         ));

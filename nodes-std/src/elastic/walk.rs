@@ -7,7 +7,9 @@
 use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
+use crate::elastic::Plan;
 use crate::elastic::plan::{Consumed, OldRank};
+use crate::sources::lines::Resumed;
 
 pub(crate) const RESHARD: &str = "reshard";
 
@@ -20,6 +22,24 @@ pub(crate) struct Cut {
     pub(crate) len: u64,
     /// The rank, its plan and what it consumed of it.
     pub(crate) old: OldRank,
+}
+
+/// One `Files` read by `read_lines`/`read_jsonl` through a rank `shard`, in
+/// one old rank's state.
+pub(crate) struct FileCut {
+    /// Where the reader's state is, in the loader state.
+    pub(crate) reader: String,
+    /// Where the `Files` state is.
+    pub(crate) path: String,
+    pub(crate) epoch: u64,
+    pub(crate) world_size: u64,
+    /// The number of files.
+    pub(crate) len: u64,
+    /// The rank, its plan and the steps of it pulled (an open file's too).
+    pub(crate) old: OldRank,
+    /// The files pulled but not finished, by position: the open one, then
+    /// those a previous reshard dealt here and not yet opened.
+    pub(crate) partial: Vec<(u64, Resumed)>,
 }
 
 /// The items one old rank's `Shuffler` held at the save (pulled, not yet
@@ -38,6 +58,8 @@ pub(crate) struct Buffered {
 pub(crate) struct Found {
     /// One per `ElasticSampler`, in description order.
     pub(crate) cuts: Vec<Cut>,
+    /// One per file reader, in description order.
+    pub(crate) files: Vec<FileCut>,
     /// One per `Shuffler`, in description order.
     pub(crate) buffers: Vec<Buffered>,
     /// Bad records skipped this pass under an `ErrorPolicy`, by the path of
@@ -70,7 +92,11 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::Groups(_)
         | Resume::Buffers
         | Resume::ReadsAhead { .. }
+        | Resume::ReadsFiles
         | Resume::Mixes { each_once: true } => None,
+        Resume::ListsFiles | Resume::Shards => Some(
+            "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines` or `read_jsonl` right above",
+        ),
         Resume::Mixes { each_once: false } => Some(
             "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
         ),
@@ -85,15 +111,129 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
 /// the node's state is.
-pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
+pub(crate) fn check(desc: &Description, path: &str, threaded: bool) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
+    if *desc.resume() == Resume::ReadsFiles {
+        return files_below(desc, threaded)
+            .map_err(|why| refuse(path, desc.name(), why))
+            .map(|_| 1);
+    }
+    let threaded = threaded || matches!(desc.resume(), Resume::ReadsAhead { .. });
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
-        samplers += check(child, &nodes_core::__private::pointer_join(path, key))?;
+        samplers += check(
+            child,
+            &nodes_core::__private::pointer_join(path, key),
+            threaded,
+        )?;
     }
     Ok(samplers)
+}
+
+/// The shard and the `Files` below a file reader, with their keys, if the
+/// reader can be resharded.
+fn files_below(
+    reader: &Description,
+    threaded: bool,
+) -> std::result::Result<[(&str, &Description); 2], &'static str> {
+    if threaded {
+        return Err(
+            "a par_map or prefetch above a file reader cannot be resharded yet: it reads lines ahead that the reader's state does not show",
+        );
+    }
+    fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {
+        let mut children = d.children();
+        match (children.next(), children.next()) {
+            (Some((key, child)), None) if *child.resume() == resume => Some((key, child)),
+            _ => None,
+        }
+    }
+    let shard = only(reader, Resume::Shards);
+    let files = shard.and_then(|(_, s)| only(s, Resume::ListsFiles));
+    match shard.zip(files) {
+        Some((shard, files)) => Ok([shard, files]),
+        None => Err(
+            "it reads from another source than `Files` (maybe shuffled) under `shard(rank, world_size)`",
+        ),
+    }
+}
+
+/// Records one old rank's file reader: what its `Files` yielded to this
+/// rank, and the files it pulled and did not finish.
+fn walk_files(desc: &Description, state: &State, threaded: bool, out: &mut Found) -> Result<()> {
+    let [(shard_key, shard), (files_key, _)] =
+        files_below(desc, threaded).map_err(|why| refuse(state.path(), desc.name(), why))?;
+    push_skipped(state, out)?;
+    let shard_state = child_at(state, shard_key)?;
+    let files = child_at(&shard_state, files_key)?;
+    let param = |key: &str| {
+        let value = shard
+            .params()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.parse::<u64>().ok());
+        value.flatten().ok_or_else(|| {
+            Error::bad_state(
+                shard_state.path().to_owned(),
+                format!("the shard's description has no `{key}`"),
+            )
+        })
+    };
+    let (rank, world_size) = (param("rank")?, param("world_size")?);
+    let pulled: u64 = files.get("num_yielded")?;
+    let saved: Option<crate::sources::files::RankPlan> = files.get("plan")?;
+    let (plan, steps) = match saved {
+        Some(p) if p.world_size == world_size => (p.plan, pulled),
+        Some(p) => {
+            let why = format!(
+                "a plan for {} ranks under a shard of {world_size}",
+                p.world_size
+            );
+            return Err(Error::bad_state(files.path_of("plan"), why));
+        }
+        // Every position, of which the shard kept those of its rank.
+        None => (
+            Plan::fresh(rank),
+            (pulled + world_size - 1 - rank) / world_size,
+        ),
+    };
+    let len: u64 = files.child("files")?.get("count")?;
+    let mut partial = Vec::new();
+    let open: Option<String> = state.get("path")?;
+    if let Some(path) = open {
+        let at = Resumed {
+            path,
+            offset: state.get("offset")?,
+            line: state.get("line")?,
+            identity: state.get("identity")?,
+        };
+        partial.push(at);
+    }
+    partial.extend(
+        state
+            .get_opt::<Vec<Resumed>>("resume_at")?
+            .unwrap_or_default(),
+    );
+    let partial: Vec<(u64, Resumed)> = (steps..)
+        .map(|i| plan.position(i, world_size))
+        .zip(partial)
+        .collect();
+    let taken: Vec<u64> = (0..partial.len() as u64).collect();
+    out.files.push(FileCut {
+        reader: state.path().to_owned(),
+        path: files.path().to_owned(),
+        epoch: files.get("epoch")?,
+        world_size,
+        len,
+        old: OldRank {
+            rank,
+            plan,
+            consumed: Consumed::new(steps, &taken),
+        },
+        partial,
+    });
+    Ok(())
 }
 
 /// Records the bad records skipped this pass, if `state` (of a node that
@@ -135,6 +275,7 @@ pub(crate) fn walk(
     // What the one child below yields that counts as consumed, and whether
     // a threaded node stands above it.
     let (relative, threaded) = match desc.resume() {
+        Resume::ReadsFiles => return walk_files(desc, state, threaded_above, out),
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {

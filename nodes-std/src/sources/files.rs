@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::elastic::Plan;
 use crate::sources::glob;
 use crate::sources::permute::Permutation;
 use crate::transforms::debug_fields;
@@ -71,7 +72,7 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Node)]
-#[node(init, validate)]
+#[node(init, validate, resume = crate::Resume::ListsFiles)]
 #[must_use = "nodes do nothing until started"]
 pub struct Files {
     /// The directory the names are relative to (for a list, the paths' common
@@ -103,9 +104,30 @@ pub struct Files {
     near: Vec<String>,
     #[node(state, default = self.summary.clone())]
     files: ListSummary,
+    /// The positions of the epoch's order this rank reads, when a reshard
+    /// dealt them (see [`elastic`](crate::elastic)); `None`: every position.
+    #[node(state)]
+    plan: Option<RankPlan>,
     /// The epoch's order, when shuffled.
     #[node(lazy)]
     order: Lazy<Option<Permutation>>,
+}
+
+/// The positions of the epoch's order one rank of `world_size` reads (a
+/// [`Sharder`](crate::Sharder) above passes them all on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RankPlan {
+    #[serde(flatten)]
+    pub(crate) plan: Plan,
+    pub(crate) world_size: u64,
+}
+
+impl RankPlan {
+    /// How many positions it reads of an order of `len`.
+    fn len(&self, len: u64) -> u64 {
+        self.plan.len(len, self.world_size)
+    }
 }
 
 /// What a state records of the list: its length and digest.
@@ -178,6 +200,7 @@ impl Files {
             started: false,
             path: None,
             near: Vec::new(),
+            plan: None,
             order: Lazy::new(),
         })
     }
@@ -215,6 +238,20 @@ impl Files {
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
         crate::seed::epoch_after(self.epoch, self.started)
+    }
+
+    /// How many files this rank reads this epoch.
+    fn planned_len(&self) -> u64 {
+        let len = self.names.len() as u64;
+        self.plan.as_ref().map_or(len, |p| p.len(len))
+    }
+
+    /// The position in the epoch's order of the file this rank reads at
+    /// step `i`.
+    fn position(&self, i: u64) -> u64 {
+        self.plan
+            .as_ref()
+            .map_or(i, |p| p.plan.position(i, p.world_size))
     }
 
     /// The list index at position `pos` of `epoch`'s order.
@@ -294,12 +331,12 @@ impl Node for Files {
     fn next(&mut self, cx: &mut Cx) -> Result<Option<PathBuf>> {
         cx.observe(NodeId::of(self), Self::NAME, |_cx| {
             self.started = true;
-            // `validate` checked that the position fits in the list.
-            if self.num_yielded >= self.names.len() as u64 {
+            // `validate` checked that the positions fit in the list.
+            if self.num_yielded >= self.planned_len() {
                 return Ok(None);
             }
             let order = self.order.get()?.as_ref();
-            let index = Self::index_at(order, self.num_yielded);
+            let index = Self::index_at(order, self.position(self.num_yielded));
             let name = self.names[index].clone();
             self.near.clear();
             let before = index.checked_sub(1).map(|i| &self.names[i]);
@@ -326,15 +363,31 @@ impl Validate for Files {
         }
         let num_yielded: u64 = state.get("num_yielded")?;
         let count = self.names.len() as u64;
-        if num_yielded > count {
-            let why =
-                format!("Files cannot resume after {num_yielded} files: the list has {count}");
+        let plan: Option<RankPlan> = state.get("plan")?;
+        if let Some(p) = &plan
+            && (p.world_size == 0 || p.plan.owed.iter().any(|&o| o >= count))
+        {
+            let why = format!(
+                "Files: a plan of positions outside the list of {count} files, or of 0 ranks"
+            );
+            return Err(Error::bad_state(state.path_of("plan"), why));
+        }
+        let len = plan.as_ref().map_or(count, |p| p.len(count));
+        if num_yielded > len {
+            let why = format!("Files cannot resume after {num_yielded} files: it reads {len}");
             return Err(Error::bad_state(state.path_of("num_yielded"), why));
         }
         let epoch: u64 = state.get("epoch")?;
+        let position = |i| {
+            plan.as_ref()
+                .map_or(i, |p| p.plan.position(i, p.world_size))
+        };
         let expected = match num_yielded {
             0 => None,
-            n => Some(&*self.names[Self::index_at(self.permutation(epoch).as_ref(), n - 1)]),
+            n => {
+                let order = self.permutation(epoch);
+                Some(&*self.names[Self::index_at(order.as_ref(), position(n - 1))])
+            }
         };
         if path.as_deref() != expected {
             let why = format!(

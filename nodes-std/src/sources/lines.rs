@@ -13,7 +13,8 @@ use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Tail, open_at};
 use crate::transforms::flat_map::replayable;
 use crate::{
-    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, State, Stateful,
+    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, Resume, State,
+    Stateful,
 };
 
 /// The longest line read by default: 16 MiB.
@@ -87,6 +88,21 @@ trait Decode {
 const SOURCE: &str = "source";
 const LINE: &str = "line";
 const IDENTITY: &str = "identity";
+/// Where to resume the next files pulled (see [`Resumed`]).
+const RESUME_AT: &str = "resume_at";
+
+/// A file another rank began, to be read from where it stopped: the next
+/// file pulled must have this name and identity (see
+/// [`elastic`](crate::elastic)). A reshard puts them first in this rank's
+/// plan, so they are the first files pulled, in this order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Resumed {
+    pub(crate) path: String,
+    pub(crate) offset: u64,
+    pub(crate) line: u64,
+    pub(crate) identity: Identity,
+}
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
@@ -103,6 +119,8 @@ struct LineReader<S, D> {
     offset: u64,
     /// Lines of the current file consumed.
     line: u64,
+    /// Files to open at a saved place rather than at their start.
+    resume_at: std::collections::VecDeque<Resumed>,
     budget: ErrorBudget,
     max_line_bytes: usize,
     buf: Vec<u8>,
@@ -166,6 +184,7 @@ struct Saved {
     offset: u64,
     line: u64,
     identity: Option<Identity>,
+    resume_at: std::collections::VecDeque<Resumed>,
 }
 
 impl<S, D> LineReader<S, D> {
@@ -177,6 +196,7 @@ impl<S, D> LineReader<S, D> {
             path: None,
             offset: 0,
             line: 0,
+            resume_at: Default::default(),
             budget: ErrorBudget::new(ErrorPolicy::Deliver),
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             buf: Vec::new(),
@@ -264,12 +284,51 @@ where
                 let message = "the path is not UTF-8 (a state stores paths as text)";
                 return Err(record_error(name, path, None, message.to_owned()));
             }
-            let reader = open_at(path, 0)
-                .map_err(|Reopen(_, message)| record_error(name, path, None, message))?;
             // No file was open, so `offset` and `line` are 0 (see `close`).
+            let reader = match self.resume_at.pop_front() {
+                None => open_at(path, 0)
+                    .map_err(|Reopen(_, message)| record_error(name, path, None, message))?,
+                Some(at) => {
+                    let reader = self.open_resumed(path, &at).inspect_err(|_| {
+                        // Its saved lines cannot be told from others: no skip.
+                        self.unskippable = true;
+                    })?;
+                    (self.offset, self.line) = (at.offset, at.line);
+                    reader
+                }
+            };
             self.open = Some((reader, before));
             self.path = Some(path.to_owned());
         }
+    }
+
+    /// Opens `path` where another rank stopped reading it, if it is that
+    /// file: the same name, and the same identity at the offset.
+    fn open_resumed(&self, path: &Path, at: &Resumed) -> Result<Tail> {
+        let fail = |why: String| {
+            let why = format!(
+                "{} cannot resume in `{}` where another rank stopped (offset {}): {why}",
+                self.name,
+                path.display(),
+                at.offset
+            );
+            record_error(self.name, path, None, why)
+        };
+        if path.file_name() != Some(OsStr::new(&at.path)) {
+            return Err(fail(format!(
+                "the reshard dealt `{}` here: the file list changed",
+                at.path
+            )));
+        }
+        let reader = open_at(path, at.offset).map_err(|Reopen(_, why)| fail(why))?;
+        let now = reader.identity();
+        if now != at.identity {
+            return Err(fail(format!(
+                "the file changed since the state was saved: it is {now:?}, the state has {:?}",
+                at.identity
+            )));
+        }
+        Ok(reader)
     }
 
     /// The next item decoded by `D`, under the error policy.
@@ -310,13 +369,18 @@ impl<S: Node, D> LineReader<S, D> {
                 ),
             ));
         }
-        state.expect_keys(name, &[SOURCE, PATH, OFFSET, LINE, IDENTITY, ERRORS])?;
+        let keys = [SOURCE, PATH, OFFSET, LINE, IDENTITY, ERRORS, RESUME_AT];
+        state.expect_keys(
+            name,
+            &keys[..keys.len() - usize::from(!state.contains(RESUME_AT))],
+        )?;
         let saved = Saved {
             source: state.child(SOURCE)?,
             path: state.get(PATH)?,
             offset: state.get(OFFSET)?,
             line: state.get(LINE)?,
             identity: state.get(IDENTITY)?,
+            resume_at: state.get_opt(RESUME_AT)?.unwrap_or_default(),
         };
         let (offset, line) = (saved.offset, saved.line);
         let stray = offset != 0 || line != 0 || saved.identity.is_some();
@@ -389,6 +453,7 @@ impl<S: Node, D> LineReader<S, D> {
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
+            self.resume_at.clear();
             self.budget.clear();
             self.flag.mark();
             return Ok(());
@@ -407,6 +472,7 @@ impl<S: Node, D> LineReader<S, D> {
         }
         self.offset = saved.offset;
         self.line = saved.line;
+        self.resume_at = saved.resume_at;
         self.budget.restore(counts);
         self.flag.mark();
         Ok(())
@@ -427,11 +493,15 @@ impl<S: Node, D> LineReader<S, D> {
         out.insert(LINE, self.line)?;
         out.insert_deferred(IDENTITY, std::sync::Arc::new(identity));
         self.budget.save(&mut out)?;
+        if !self.resume_at.is_empty() {
+            out.insert(RESUME_AT, &self.resume_at)?;
+        }
         Ok(out)
     }
 
     fn describe(&self) -> Description {
         Description::new(self.name)
+            .with_resume(Resume::ReadsFiles)
             .param("max_line_bytes", self.max_line_bytes as u64)
             .child(SOURCE, self.source.describe())
     }

@@ -23,7 +23,7 @@ const WINDOW: usize = 4 << 10;
 /// file's size on disk, an `mx64` digest of the (decompressed) bytes
 /// before the offset (at most [`WINDOW`]), and whether the offset starts
 /// a line (is 0 or follows a `\n`).
-#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Identity {
     pub(crate) size: u64,

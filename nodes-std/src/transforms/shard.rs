@@ -21,10 +21,12 @@ use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 /// once, on every rank, without taking a position.
 ///
 /// # State
-/// `source` (the source's state) and `seen` (items, bad records included,
-/// read from the source). Restoring is the source's restore.
+/// `source` (the source's state), `seen` (items, bad records included,
+/// read from the source) and `planned` (set in a state
+/// [`elastic`](crate::elastic) wrote: the source already yields only this
+/// rank's share, and every item is kept). Restoring is the source's restore.
 #[derive(Debug, crate::Node)]
-#[node(size_hint)]
+#[node(size_hint, resume = crate::Resume::Shards)]
 #[must_use = "nodes do nothing until started"]
 pub struct Sharder<S> {
     #[node(child)]
@@ -35,6 +37,10 @@ pub struct Sharder<S> {
     world_size: u64,
     #[node(state)]
     seen: u64,
+    /// Set by a reshard: the source yields only this rank's share already
+    /// (a [`Files`](crate::Files) with a plan), and every item is kept.
+    #[node(state)]
+    planned: bool,
 }
 
 impl<S> Sharder<S> {
@@ -45,6 +51,7 @@ impl<S> Sharder<S> {
             rank,
             world_size,
             seen: 0,
+            planned: false,
         })
     }
 }
@@ -62,7 +69,7 @@ impl<S: Node> Node for Sharder<S> {
                 let position = self.seen;
                 // Wrapping: a restored state may hold any count.
                 self.seen = self.seen.wrapping_add(1);
-                if position % self.world_size == self.rank {
+                if self.planned || position % self.world_size == self.rank {
                     return item;
                 }
             }
@@ -86,6 +93,9 @@ impl<S: Node> crate::SizeHint for Sharder<S> {
 impl<S> Sharder<S> {
     /// How many of the next `n` positions (from `seen` on) are this rank's.
     fn mine(&self, n: u64) -> u64 {
+        if self.planned {
+            return n;
+        }
         // Positions below `x` that are this rank's.
         let below = |x: u128| {
             let (rank, world) = (u128::from(self.rank), u128::from(self.world_size));

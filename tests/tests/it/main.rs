@@ -13,6 +13,7 @@ mod derive;
 mod describe;
 mod edited_states;
 mod elastic;
+mod elastic_files;
 mod exactly_once;
 mod faults;
 mod files;

@@ -1,0 +1,213 @@
+//! Elastic resume of a file-sharded streaming pipeline: `Files` (shuffled)
+//! → `shard(rank, world)` → `read_lines`, with a `filter`, a `shuffle` or a
+//! `batch` above, saved on N ranks mid-file and resumed on M, then K: every
+//! line of the epoch is delivered exactly once over all ranks of all
+//! generations, by its provenance (file, line). A file another rank began
+//! is finished from its saved offset, and one that changed since is
+//! refused by name.
+
+use std::path::{Path, PathBuf};
+
+use nodes_std::prelude::*;
+use nodes_std::{Files, elastic};
+use proptest::prelude::*;
+
+use crate::support::watch::config;
+
+/// What stands above the reader.
+#[derive(Clone, Copy, Debug)]
+enum Above {
+    Nothing,
+    /// Drops the lines whose number is a multiple of 3.
+    Filter,
+    Shuffle,
+    Batch,
+}
+
+/// A directory of `lines.len()` files; file `f` holds `lines[f]` lines
+/// `f:<line>`.
+struct Corpus {
+    dir: PathBuf,
+}
+
+impl Corpus {
+    fn new(tag: &str, lines: &[u32]) -> Corpus {
+        let dir = std::env::temp_dir().join(format!(
+            "nodes-elastic-files-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (f, &n) in lines.iter().enumerate() {
+            let text: String = (0..n).map(|l| format!("{f}:{l}\n")).collect();
+            std::fs::write(dir.join(format!("{f:02}.txt")), text).unwrap();
+        }
+        Corpus { dir }
+    }
+}
+
+impl Drop for Corpus {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Each rank's pipeline, its items flattened to lines.
+fn build(dir: &Path, above: Above, rank: u64, world: u64) -> Box<dyn Node<Item = Vec<String>>> {
+    let lines = Files::in_dir(dir)
+        .unwrap()
+        .shuffle_files(17)
+        .shard(rank, world)
+        .unwrap()
+        .read_lines();
+    let one = |l: String| vec![l];
+    match above {
+        Above::Nothing => lines.map(one).boxed(),
+        Above::Filter => lines
+            .filter(|l: &String| {
+                !l.split(':')
+                    .nth(1)
+                    .unwrap()
+                    .parse::<u32>()
+                    .unwrap()
+                    .is_multiple_of(3)
+            })
+            .map(one)
+            .boxed(),
+        Above::Shuffle => lines.shuffle(3, 5).unwrap().map(one).boxed(),
+        Above::Batch => lines.batch(2).unwrap().boxed(),
+    }
+}
+
+fn stored(state: &State) -> State {
+    State::from_json(&state.to_json().unwrap()).unwrap()
+}
+
+/// One generation of `world` ranks: each loads its share of `old` (or
+/// starts fresh), takes `take[rank]` items (all of them when `None`), and
+/// saves.
+fn generation(
+    dir: &Path,
+    above: Above,
+    old: Option<&[State]>,
+    world: u64,
+    take: Option<&[usize]>,
+    delivered: &mut Vec<String>,
+) -> Vec<State> {
+    (0..world)
+        .map(|rank| {
+            let mut loader = Loader::new(build(dir, above, rank, world));
+            if let Some(old) = old {
+                elastic::load_resharded(&mut loader, old, rank, world).unwrap();
+            }
+            let mut epoch = loader.epoch();
+            assert_eq!(epoch.index(), 0, "rank {rank} of {world} left the epoch");
+            let n = take.map_or(usize::MAX, |t| t[rank as usize]);
+            for item in epoch.by_ref().take(n) {
+                delivered.extend(item.unwrap());
+            }
+            stored(&epoch.state_dict().unwrap())
+        })
+        .collect()
+}
+
+/// Every line the epoch delivers, sorted.
+fn expected(lines: &[u32], above: Above) -> Vec<String> {
+    let mut all: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .flat_map(|(f, &n)| (0..n).map(move |l| (f, l)))
+        .filter(|&(_, l)| !matches!(above, Above::Filter) || l % 3 != 0)
+        .map(|(f, l)| format!("{f}:{l}"))
+        .collect();
+    all.sort();
+    all
+}
+
+fn above() -> impl Strategy<Value = Above> {
+    prop_oneof![
+        Just(Above::Nothing),
+        Just(Above::Filter),
+        Just(Above::Shuffle),
+        Just(Above::Batch)
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(96, 0xf11e_5eed))]
+
+    #[test]
+    fn every_line_exactly_once_across_reshards(
+        lines in prop::collection::vec(0u32..12, 1..9),
+        above in above(),
+        n in 1u64..=5,
+        m in 1u64..=6,
+        k in 1u64..=4,
+        takes in prop::collection::vec(0usize..14, 11),
+    ) {
+        let corpus = Corpus::new("prop", &lines);
+        let mut delivered = Vec::new();
+        let first = generation(&corpus.dir, above, None, n, Some(&takes[..n as usize]), &mut delivered);
+        let second = generation(&corpus.dir, above, Some(&first), m, Some(&takes[5..5 + m as usize]), &mut delivered);
+        generation(&corpus.dir, above, Some(&second), k, None, &mut delivered);
+        delivered.sort();
+        prop_assert_eq!(delivered, expected(&lines, above));
+    }
+}
+
+/// A file a rank began and another finishes must be the file it began: one
+/// rewritten between save and resume is an error naming it, not other data.
+#[test]
+fn a_begun_file_that_changed_is_refused_where_it_resumes() {
+    let corpus = Corpus::new("changed", &[6, 6]);
+    let mut delivered = Vec::new();
+    let old = generation(
+        &corpus.dir,
+        Above::Nothing,
+        None,
+        2,
+        Some(&[2, 2]),
+        &mut delivered,
+    );
+    for f in 0..2 {
+        std::fs::write(
+            corpus.dir.join(format!("{f:02}.txt")),
+            "other\ndata\nhere\nnow\n",
+        )
+        .unwrap();
+    }
+    let mut loader = Loader::new(build(&corpus.dir, Above::Nothing, 0, 1));
+    elastic::load_resharded(&mut loader, &old, 0, 1).unwrap();
+    let err = loader.epoch().find_map(Result::err).expect("an error");
+    let message = err.to_string();
+    assert!(message.contains("cannot resume in"), "{message}");
+    assert!(
+        message.contains("changed since the state was saved"),
+        "{message}"
+    );
+}
+
+/// `check` accepts the pipeline, and names what it cannot reshard yet.
+#[test]
+fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
+    let corpus = Corpus::new("check", &[2, 2]);
+    elastic::check(&build(&corpus.dir, Above::Filter, 0, 2).describe()).unwrap();
+    let unsharded = Files::in_dir(&corpus.dir).unwrap().read_lines();
+    let err = elastic::check(&unsharded.describe())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ReadLines at /root cannot be resharded"),
+        "{err}"
+    );
+    let ahead = Files::in_dir(&corpus.dir)
+        .unwrap()
+        .shard(0, 2)
+        .unwrap()
+        .read_lines()
+        .prefetch(2)
+        .unwrap();
+    let err = elastic::check(&ahead.describe()).unwrap_err().to_string();
+    assert!(err.contains("above a file reader"), "{err}");
+}
