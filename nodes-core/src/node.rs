@@ -228,6 +228,9 @@ pub struct Cx {
     /// Whether `observe` does more than run its body: statistics are on, or
     /// this worker's context outlived its pass. One test on every item's path.
     observed: bool,
+    /// A node asked the threaded node pulling it for a snapshot after the
+    /// current item (see [`Cx::request_snapshot`]).
+    snapshot_requested: bool,
 }
 
 impl Drop for Cx {
@@ -258,6 +261,7 @@ impl Cx {
             resets: Arc::default(),
             forked: None,
             observed: false,
+            snapshot_requested: false,
         }
     }
 
@@ -287,6 +291,26 @@ impl Cx {
     #[cfg(test)]
     pub(crate) fn retained_stats(&self) -> usize {
         self.stats.as_ref().map_or(0, |s| s.retained())
+    }
+
+    /// Asks the threaded node (`par_map`, `prefetch`) pulling this item, if
+    /// any, to record its source's state right after it: a file reader
+    /// does when it opens a file, so that the items a threaded node counts
+    /// past its snapshot all come from one file (which is what lets
+    /// [`elastic`](https://docs.rs/nodes-std/latest/nodes_std/elastic/)
+    /// resume them on another rank). Nothing happens without such a node.
+    #[doc(hidden)]
+    #[inline]
+    pub fn request_snapshot(&mut self) {
+        self.snapshot_requested = true;
+    }
+
+    /// Whether a node asked for a snapshot since the last call (see
+    /// [`Cx::request_snapshot`]), clearing the request.
+    #[doc(hidden)]
+    #[inline]
+    pub fn take_snapshot_request(&mut self) -> bool {
+        std::mem::take(&mut self.snapshot_requested)
     }
 
     /// Whether statistics are being collected (to skip measuring otherwise).
@@ -423,6 +447,7 @@ impl WorkerCx {
             resets: Arc::clone(&cx.resets),
             forked: Some(cx.forked.unwrap_or_else(|| cx.resets.load(Relaxed))),
             observed: cx.stats.is_some(),
+            snapshot_requested: false,
         })
     }
 

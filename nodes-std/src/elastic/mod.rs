@@ -116,21 +116,25 @@
 //! Files: [`Files`](crate::Files) (maybe shuffled) under
 //! `shard(rank, world_size)`, read by `read_lines` or `read_jsonl` (plain,
 //! gzip or zstd) right above, with the same nodes above the reader as above
-//! a `MapStyleWrapper` but for `par_map` and `prefetch` (they read lines
-//! ahead that the reader's state does not show: refused for now). A file's
-//! position in the epoch's order is dealt like a sampler's position; a file
-//! a rank began is a position consumed whose tail is dealt, in rank order,
-//! to new rank `j mod M`, which reads it first, from its saved offset (for
-//! a compressed file, decompressing from the start of the stream), after
-//! checking its name and identity there. The shard of a new rank passes on
-//! every file of its plan.
+//! a `MapStyleWrapper` (an out-of-order `par_map` right above the reader
+//! excepted: it delivers lines past a gap). A file's position in the
+//! epoch's order is dealt like a sampler's position; a file a rank began
+//! is a consumed position whose rest is dealt whole, in old rank order, the
+//! `j`-th to new rank `j mod M`, which reads it first: from its saved
+//! offset (a compressed file is decompressed from its start), after
+//! checking its name and identity there, passing over the lines a threaded
+//! node above had delivered past that offset. Those lines all come from the
+//! one file: a file reader asks the threaded node above for a snapshot at
+//! each file it opens. The shard of a new rank passes on every file of its
+//! plan.
 //!
 //! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
-//! reads an [`ElasticSampler`] cannot count how many positions stand behind the items
-//! it delivered since its snapshot; over such a subtree it snapshots every
-//! item and delivers in source order (an out-of-order `par_map` there runs
-//! in order), so its state names the positions exactly. Over a subtree of
-//! `map`/`batch` only, or without an `ElasticSampler`, nothing changes.
+//! reads an [`ElasticSampler`] or files cannot count how many positions
+//! stand behind the items it delivered since its snapshot; over such a
+//! subtree it snapshots every item and delivers in source order (an
+//! out-of-order `par_map` there runs in order), so its state names the
+//! positions exactly. Over a subtree of `map`/`batch` only, or without an
+//! `ElasticSampler` or `Files`, nothing changes.
 //!
 //! A `shuffle` may stand anywhere among these: over a `filter` or `batch`,
 //! under or over a threaded node, under each source of a mix. Its buffered

@@ -111,22 +111,22 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
 /// the node's state is.
-pub(crate) fn check(desc: &Description, path: &str, threaded: bool) -> Result<usize> {
+pub(crate) fn check(desc: &Description, path: &str, out_of_order: bool) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
     if *desc.resume() == Resume::ReadsFiles {
-        return files_below(desc, threaded)
+        return files_below(desc, out_of_order)
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let threaded = threaded || matches!(desc.resume(), Resume::ReadsAhead { .. });
+    let out_of_order = out_of_order || *desc.resume() == Resume::ReadsAhead { in_order: false };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
         samplers += check(
             child,
             &nodes_core::__private::pointer_join(path, key),
-            threaded,
+            out_of_order,
         )?;
     }
     Ok(samplers)
@@ -136,11 +136,11 @@ pub(crate) fn check(desc: &Description, path: &str, threaded: bool) -> Result<us
 /// reader can be resharded.
 fn files_below(
     reader: &Description,
-    threaded: bool,
+    out_of_order: bool,
 ) -> std::result::Result<[(&str, &Description); 2], &'static str> {
-    if threaded {
+    if out_of_order {
         return Err(
-            "a par_map or prefetch above a file reader cannot be resharded yet: it reads lines ahead that the reader's state does not show",
+            "an out-of-order par_map above a file reader delivers lines past a gap that no state of the reader shows: use an in-order par_map",
         );
     }
     fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {
@@ -161,10 +161,13 @@ fn files_below(
 }
 
 /// Records one old rank's file reader: what its `Files` yielded to this
-/// rank, and the files it pulled and did not finish.
-fn walk_files(desc: &Description, state: &State, threaded: bool, out: &mut Found) -> Result<()> {
+/// rank, and the files it pulled and did not finish. `relative`: the items
+/// it yields after `state` that a threaded node above delivered, all from
+/// its open file (a threaded node snapshots it at each file it opens).
+fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Found) -> Result<()> {
+    let in_order = relative.iter().zip(0..).all(|(&r, i)| r == i);
     let [(shard_key, shard), (files_key, _)] =
-        files_below(desc, threaded).map_err(|why| refuse(state.path(), desc.name(), why))?;
+        files_below(desc, !in_order).map_err(|why| refuse(state.path(), desc.name(), why))?;
     push_skipped(state, out)?;
     let shard_state = child_at(state, shard_key)?;
     let files = child_at(&shard_state, files_key)?;
@@ -201,14 +204,22 @@ fn walk_files(desc: &Description, state: &State, threaded: bool, out: &mut Found
     let len: u64 = files.child("files")?.get("count")?;
     let mut partial = Vec::new();
     let open: Option<String> = state.get("path")?;
+    let skip = relative.len() as u64;
     if let Some(path) = open {
-        let at = Resumed {
+        let (offset, line) = (state.get("offset")?, state.get("line")?);
+        let identity = state.get("identity")?;
+        partial.push(Resumed {
             path,
-            offset: state.get("offset")?,
-            line: state.get("line")?,
-            identity: state.get("identity")?,
-        };
-        partial.push(at);
+            offset,
+            line,
+            identity,
+            skip,
+        });
+    } else if skip > 0 {
+        let why = format!(
+            "a threaded node above delivered {skip} items past this state, which has no file open to read them from"
+        );
+        return Err(Error::bad_state(state.path_of("path"), why));
     }
     partial.extend(
         state
@@ -263,7 +274,8 @@ pub(crate) fn walk(
     if let Some(why) = refusal(desc) {
         return Err(refuse(state.path(), name, why));
     }
-    if threaded_above && !relative.is_empty() && !desc.resume().counts_positions() {
+    let counted = desc.resume().counts_positions() || *desc.resume() == Resume::ReadsFiles;
+    if threaded_above && !relative.is_empty() && !counted {
         // A threaded node above recorded items past its snapshot, which
         // this node may have drawn any number of positions for. Threaded
         // nodes record a snapshot per item over such a subtree (see
@@ -275,7 +287,7 @@ pub(crate) fn walk(
     // What the one child below yields that counts as consumed, and whether
     // a threaded node stands above it.
     let (relative, threaded) = match desc.resume() {
-        Resume::ReadsFiles => return walk_files(desc, state, threaded_above, out),
+        Resume::ReadsFiles => return walk_files(desc, state, relative, out),
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {

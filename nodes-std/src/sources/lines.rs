@@ -102,6 +102,14 @@ pub(crate) struct Resumed {
     pub(crate) offset: u64,
     pub(crate) line: u64,
     pub(crate) identity: Identity,
+    /// Items past the offset that the other rank's threaded node delivered:
+    /// read again and passed over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) skip: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
@@ -121,6 +129,8 @@ struct LineReader<S, D> {
     line: u64,
     /// Files to open at a saved place rather than at their start.
     resume_at: std::collections::VecDeque<Resumed>,
+    /// Items of the open file still to pass over (see [`Resumed::skip`]).
+    skip: u64,
     budget: ErrorBudget,
     max_line_bytes: usize,
     buf: Vec<u8>,
@@ -197,6 +207,7 @@ impl<S, D> LineReader<S, D> {
             offset: 0,
             line: 0,
             resume_at: Default::default(),
+            skip: 0,
             budget: ErrorBudget::new(ErrorPolicy::Deliver),
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             buf: Vec::new(),
@@ -275,6 +286,15 @@ where
                     }
                 }
             }
+            if self.skip > 0 {
+                // The file was shorter than what another rank read of it.
+                self.unskippable = true;
+                let why = format!(
+                    "the file ended {} items before where another rank stopped reading it",
+                    self.skip
+                );
+                return Err(self.bad_line(self.line, why));
+            }
             let before = self.source.get_state(cx)?;
             let Some(item) = self.source.next(cx)? else {
                 return Ok(None);
@@ -293,12 +313,14 @@ where
                         // Its saved lines cannot be told from others: no skip.
                         self.unskippable = true;
                     })?;
-                    (self.offset, self.line) = (at.offset, at.line);
+                    (self.offset, self.line, self.skip) = (at.offset, at.line, at.skip);
                     reader
                 }
             };
             self.open = Some((reader, before));
             self.path = Some(path.to_owned());
+            // A threaded node above then counts items of one file only.
+            cx.request_snapshot();
         }
     }
 
@@ -334,6 +356,19 @@ where
     /// The next item decoded by `D`, under the error policy.
     fn next_item(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
         self.flag.check(self.name)?;
+        loop {
+            let item = self.next_one(cx);
+            match item {
+                // Another rank delivered it (see `Resumed::skip`).
+                Ok(Some(_)) if self.skip > 0 => self.skip -= 1,
+                Err(e) if self.skip > 0 && is_bad_record(&e) => self.skip -= 1,
+                item => return item,
+            }
+        }
+    }
+
+    /// The next item, whatever `skip` says.
+    fn next_one(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
         loop {
             if self.budget.ended() {
                 return Ok(None);

@@ -10,14 +10,20 @@ use crate::policy::ErrorPolicy;
 
 /// Whether a threaded node over `source` must record the source's state
 /// with every item it delivers, in source order, for its states to be
-/// resharded: the source reads a redistributable sampler through a node
-/// whose items do not stand for a known number of positions (a filter, a
-/// `try_map` that may drop records, a mix, a shuffle). Its state then never
+/// resharded: the source reads a redistributable sampler, or files, through
+/// a node whose items do not stand for a known number of positions (a
+/// filter, a `try_map` that may drop records, a mix, a shuffle). A file
+/// reader right below counts lines past the snapshot of the file it asked a
+/// snapshot at (see `Cx::request_snapshot`). Its state then never
 /// counts items past its snapshot, and the positions below are read off the
 /// snapshot exactly. Pipelines without such a sampler are unaffected.
 fn needs_exact_snapshots(source: &Description) -> bool {
     let found = |f: fn(&Resume) -> bool| source.subtree().any(|desc| f(desc.resume()));
-    found(|r| *r == Resume::Redistributable) && found(|r| !r.counts_positions())
+    fn file(r: &Resume) -> bool {
+        matches!(r, Resume::ListsFiles | Resume::Shards | Resume::ReadsFiles)
+    }
+    found(|r| matches!(r, Resume::Redistributable | Resume::ListsFiles))
+        && found(|r| !r.counts_positions() && !file(r))
 }
 
 /// Whether the described subtree runs threads of its own.

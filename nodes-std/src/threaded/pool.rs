@@ -165,6 +165,11 @@ impl<U> Pool<U> {
             self.current = self.receive(cursor.low(), done, cx, clock)?;
             self.position = 0;
         };
+        if snapshot.is_some() {
+            // A threaded node above snapshots here too, so the items it
+            // counts past its snapshot never span one of this node's.
+            cx.request_snapshot();
+        }
         cursor.deliver(index, snapshot);
         Ok(Some(value))
     }

@@ -65,6 +65,9 @@ pub(crate) struct Puller<N> {
     /// A snapshot was due at a skipped item: take it after the next item
     /// that is not skipped, so the gap between snapshots stays bounded.
     missed: bool,
+    /// The source asked for a snapshot ([`Cx::request_snapshot`]): take it
+    /// after the next item handed out.
+    requested: bool,
     /// The last chunk filled in under [`QUICK_CHUNK`].
     quick: bool,
     /// When the last full chunk was finished.
@@ -117,6 +120,7 @@ impl<N: Node> Puller<N> {
             pace: MIN_SNAPSHOT_INTERVAL,
             since_snapshot: 0,
             missed: false,
+            requested: false,
             quick: false,
             chunk_clock: now,
         }
@@ -165,7 +169,9 @@ impl<N: Node> Puller<N> {
         let mut chunk = Chunk::with(buffer);
         chunk.items.reserve(limit.min(64));
         while chunk.items.len() < limit {
-            let (index, item) = match self.pull_one(cx) {
+            let pulled = self.pull_one(cx);
+            self.requested |= cx.take_snapshot_request();
+            let (index, item) = match pulled {
                 Pulled::Item(index, item) => (index, item),
                 Pulled::Skipped(index) => {
                     self.missed |=
@@ -192,6 +198,7 @@ impl<N: Node> Puller<N> {
             // a source may fail without moving on, and a replay that counts
             // pulls would then skip the item instead of the failure.
             let due = bad_record
+                || self.requested
                 || !self.counted
                     && match snapshots {
                         Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
@@ -283,6 +290,7 @@ impl<N: Node> Puller<N> {
                 chunk.snapshots.push_back((at, state));
                 self.since_snapshot = 0;
                 self.missed = false;
+                self.requested = false;
                 if let Some(started) = started {
                     self.last_snapshot = self.clock.now();
                     let cost = self.last_snapshot - started;

@@ -1,6 +1,7 @@
 //! Elastic resume of a file-sharded streaming pipeline: `Files` (shuffled)
-//! → `shard(rank, world)` → `read_lines`, with a `filter`, a `shuffle` or a
-//! `batch` above, saved on N ranks mid-file and resumed on M, then K: every
+//! → `shard(rank, world)` → `read_lines`, with a `filter`, `shuffle`,
+//! `batch`, `par_map` or `prefetch` (nested too) above, saved on N ranks
+//! mid-file and resumed on M, then K: every
 //! line of the epoch is delivered exactly once over all ranks of all
 //! generations, by its provenance (file, line). A file another rank began
 //! is finished from its saved offset, and one that changed since is
@@ -9,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use nodes_std::prelude::*;
-use nodes_std::{Files, elastic};
+use nodes_std::{Files, ParallelOptions, elastic};
 use proptest::prelude::*;
 
 use crate::support::watch::config;
@@ -22,6 +23,12 @@ enum Above {
     Filter,
     Shuffle,
     Batch,
+    /// An in-order `par_map` right above the reader.
+    ParMap,
+    /// `par_map` → `batch(2)` → `prefetch(2)`: threaded nodes nested.
+    Nested,
+    /// A `prefetch` over a `filter` (it snapshots every item there).
+    PrefetchOverFilter,
 }
 
 /// A directory of `lines.len()` files; file `f` holds `lines[f]` lines
@@ -77,6 +84,31 @@ fn build(dir: &Path, above: Above, rank: u64, world: u64) -> Box<dyn Node<Item =
             .boxed(),
         Above::Shuffle => lines.shuffle(3, 5).unwrap().map(one).boxed(),
         Above::Batch => lines.batch(2).unwrap().boxed(),
+        Above::ParMap => lines
+            .par_map(|l| Ok(vec![l]), ParallelOptions::new(2))
+            .unwrap()
+            .boxed(),
+        Above::Nested => lines
+            .par_map(|l: String| Ok(l), ParallelOptions::new(2))
+            .unwrap()
+            .batch(2)
+            .unwrap()
+            .prefetch(2)
+            .unwrap()
+            .boxed(),
+        Above::PrefetchOverFilter => lines
+            .filter(|l: &String| {
+                !l.split(':')
+                    .nth(1)
+                    .unwrap()
+                    .parse::<u32>()
+                    .unwrap()
+                    .is_multiple_of(3)
+            })
+            .prefetch(3)
+            .unwrap()
+            .map(one)
+            .boxed(),
     }
 }
 
@@ -118,7 +150,7 @@ fn expected(lines: &[u32], above: Above) -> Vec<String> {
         .iter()
         .enumerate()
         .flat_map(|(f, &n)| (0..n).map(move |l| (f, l)))
-        .filter(|&(_, l)| !matches!(above, Above::Filter) || l % 3 != 0)
+        .filter(|&(_, l)| !matches!(above, Above::Filter | Above::PrefetchOverFilter) || l % 3 != 0)
         .map(|(f, l)| format!("{f}:{l}"))
         .collect();
     all.sort();
@@ -130,7 +162,10 @@ fn above() -> impl Strategy<Value = Above> {
         Just(Above::Nothing),
         Just(Above::Filter),
         Just(Above::Shuffle),
-        Just(Above::Batch)
+        Just(Above::Batch),
+        Just(Above::ParMap),
+        Just(Above::Nested),
+        Just(Above::PrefetchOverFilter),
     ]
 }
 
@@ -201,13 +236,19 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
         err.contains("ReadLines at /root cannot be resharded"),
         "{err}"
     );
-    let ahead = Files::in_dir(&corpus.dir)
-        .unwrap()
-        .shard(0, 2)
-        .unwrap()
-        .read_lines()
-        .prefetch(2)
-        .unwrap();
+    let sharded = || {
+        Files::in_dir(&corpus.dir)
+            .unwrap()
+            .shard(0, 2)
+            .unwrap()
+            .read_lines()
+    };
+    elastic::check(&sharded().prefetch(2).unwrap().describe()).unwrap();
+    let out_of_order = ParallelOptions::new(2).in_order(false);
+    let ahead = sharded().par_map(|l: String| Ok(l), out_of_order).unwrap();
     let err = elastic::check(&ahead.describe()).unwrap_err().to_string();
-    assert!(err.contains("above a file reader"), "{err}");
+    assert!(
+        err.contains("out-of-order par_map above a file reader"),
+        "{err}"
+    );
 }

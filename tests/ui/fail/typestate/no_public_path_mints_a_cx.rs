@@ -8,7 +8,7 @@ use nodes_std::{Cx, Replay};
 fn main() {
     let _a = nodes_std::__private::worker_cx();
     let _b = Cx::new_running();
-    let _c = Cx { stats: None, resets: Default::default(), forked: None, observed: false };
+    let _c = Cx { stats: None, resets: Default::default(), forked: None, observed: false, snapshot_requested: false };
     let _d: Option<&Replay<'_, nodes_std::IterableWrapper<Vec<u8>>>> = None;
     let _e = _d.map(|r| &r.cx);
 }
