@@ -48,6 +48,10 @@ pub enum Resume {
     /// Holds items pulled from its single child and not yet returned, saved
     /// in its state under `buffer` (a `Shuffler`).
     Buffers,
+    /// Holds parts of items pulled from its single child and not yet
+    /// returned, saved in its state under `carry` (a `Packer`'s documents
+    /// not yet packed).
+    Carries,
     /// Reads its single child ahead and saves the child's snapshot plus the
     /// items delivered since (`steps_since_snapshot`, `delivered_ahead`): a
     /// `ParallelMapper` or `Prefetcher`. `in_order: false` when the order it

@@ -106,8 +106,11 @@
 //! # What is supported
 //!
 //! Sources: [`MapStyleWrapper`](crate::MapStyleWrapper) over an
-//! [`ElasticSampler`]. Above them: `map`, `try_map`, `filter`, `batch`,
-//! `shuffle`, `par_map` (in and out of order), `prefetch`, and a
+//! [`ElasticSampler`]. Above them: `map`, `try_map`, `filter`,
+//! `filter_map`, `batch`, `shuffle`, `pack`/`pack_exact` (the pieces of
+//! documents a packer carries are dealt like a shuffle's buffer; each rank
+//! that ends its share drops at most its short tail under `pack_exact`),
+//! `par_map` (in and out of order), `prefetch`, and a
 //! [`MultiNodeWeightedSampler`](crate::MultiNodeWeightedSampler) or
 //! [`MultiNodeRoundRobinSampler`](crate::MultiNodeRoundRobinSampler) with
 //! `StopCriteria::AllDatasetsExhausted` (each source exactly once), each

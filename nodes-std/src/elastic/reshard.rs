@@ -19,8 +19,8 @@ struct Dealt {
     /// The files every old rank began and did not finish, by the path of
     /// their reader's state, in the order they are dealt.
     partial: BTreeMap<String, Vec<(u64, Resumed)>>,
-    /// The items every old rank's shuffler buffered, in the order they are
-    /// dealt (see [`share`]).
+    /// The items every old rank's shuffler buffered, and the pieces every
+    /// packer carried, in the order they are dealt (see [`share`]).
     buffers: BTreeMap<String, Vec<Value>>,
     /// The bad records every old rank skipped this pass, summed.
     skipped: BTreeMap<String, u64>,
@@ -199,6 +199,13 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
             .flat_map(|o| std::mem::take(&mut o.found.buffers[s].items));
         buffers.insert(path, items.collect());
     }
+    for s in 0..olds[0].found.carries.len() {
+        let path = olds[0].found.carries[s].0.clone();
+        let pieces = olds
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut o.found.carries[s].1));
+        buffers.insert(path, pieces.collect());
+    }
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
         let each = olds.iter().map(|o| o.found.skipped[s].1);
@@ -253,6 +260,9 @@ fn rebuild(
     match desc.resume() {
         // A `try_map`'s count of the items it saw this pass.
         Resume::Drops if out.contains("num_seen") => out.insert("num_seen", 0u64)?,
+        Resume::Carries => {
+            out.insert("carry", share(&dealt.buffers[template.path()], rank, world))?;
+        }
         Resume::Buffers => {
             let buffer = share(&dealt.buffers[template.path()], rank, world);
             out.insert("buffer", buffer)?;

@@ -62,6 +62,9 @@ pub(crate) struct Found {
     pub(crate) files: Vec<FileCut>,
     /// One per `Shuffler`, in description order.
     pub(crate) buffers: Vec<Buffered>,
+    /// What each `Packer` carried (parts of documents not yet packed), by
+    /// the path of its state, in description order.
+    pub(crate) carries: Vec<(String, Vec<Value>)>,
     /// Bad records skipped this pass under an `ErrorPolicy`, by the path of
     /// the node's state (a `try_map`, `par_map` or `prefetch` whose state
     /// has an `errors` entry).
@@ -91,6 +94,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::Drops
         | Resume::Groups(_)
         | Resume::Buffers
+        | Resume::Carries
         | Resume::ReadsAhead { .. }
         | Resume::ReadsFiles
         | Resume::Mixes { each_once: true } => None,
@@ -332,6 +336,16 @@ pub(crate) fn walk(
                 epoch: state.get("epoch")?,
                 items,
             });
+            (relative.to_vec(), threaded_above)
+        }
+        Resume::Carries => {
+            // Like a shuffle's buffer: what it pulled counts as consumed,
+            // and what it carries is dealt to the new ranks.
+            let Value::Array(pieces) = state.value("carry")? else {
+                let why = "expected the array of carried pieces";
+                return Err(Error::bad_state(state.path_of("carry"), why));
+            };
+            out.carries.push((state.path().to_owned(), pieces));
             (relative.to_vec(), threaded_above)
         }
         &Resume::ReadsAhead { in_order } => {

@@ -99,7 +99,7 @@ impl<S: Node, F> crate::SizeHint for Filter<S, F> {
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
-#[node(size_hint)]
+#[node(size_hint, resume = crate::Resume::Drops)]
 #[must_use = "nodes do nothing until started"]
 pub struct FilterMapper<S, F> {
     #[node(child)]

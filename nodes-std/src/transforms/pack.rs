@@ -55,6 +55,7 @@ use crate::{Cx, Node, NodeId, NodeName, Result};
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
 #[derive(Node)]
+#[node(resume = crate::Resume::Carries)]
 #[must_use = "nodes do nothing until started"]
 pub struct Packer<S, T, M = TokensOnly> {
     #[node(child)]
