@@ -48,6 +48,10 @@ pub enum Resume {
     /// Holds items pulled from its single child and not yet returned, saved
     /// in its state under `buffer` (a `Shuffler`).
     Buffers,
+    /// Makes an inner node from each item of its single child and reads
+    /// several in turn, saving each open one's item and state under `slots`
+    /// (an `Interleave`).
+    Interleaves,
     /// Holds parts of items pulled from its single child and not yet
     /// returned, saved in its state under `carry` (a `Packer`'s documents
     /// not yet packed).

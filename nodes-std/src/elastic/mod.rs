@@ -131,6 +131,15 @@
 //! each file it opens. The shard of a new rank passes on every file of its
 //! plan.
 //!
+//! An `interleave` may read the files in place of the reader (its function
+//! makes the inner node of one path, e.g. `read_lines` over a one-path
+//! `IterableWrapper`, maybe prefetched): each open slot is a begun file,
+//! dealt like a reader's, and a new rank opens the slots it is dealt at
+//! once, past its `cycle_length` if it must; the cycle visits those until
+//! they end. A `par_map` or `prefetch` above such an interleave is refused
+//! (the items it delivered past its snapshot come from slots no state
+//! shows): put it in the interleave's function.
+//!
 //! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
 //! reads an [`ElasticSampler`] or files cannot count how many positions
 //! stand behind the items it delivered since its snapshot; over such a

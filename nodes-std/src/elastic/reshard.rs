@@ -6,10 +6,12 @@ use nodes_core::__private::first_differing_node;
 use nodes_core::{Description, Error, Loader, Node, Result, Resume, State};
 use serde_json::Value;
 
+use crate::elastic::Plan;
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
+use crate::elastic::walk::Begun;
 use crate::elastic::walk::{Found, RESHARD, check as check_description, child_at, walk};
 use crate::policy::Counts;
-use crate::sources::lines::Resumed;
+use crate::sources::files::RankPlan;
 
 /// What the new ranks' states are written from, besides the template (old
 /// rank 0's state), each by the path of a node's state.
@@ -18,7 +20,7 @@ struct Dealt {
     plans: BTreeMap<String, Dealing>,
     /// The files every old rank began and did not finish, by the path of
     /// their reader's state, in the order they are dealt.
-    partial: BTreeMap<String, Vec<(u64, Resumed)>>,
+    partial: BTreeMap<String, Vec<(u64, Begun)>>,
     /// The items every old rank's shuffler buffered, and the pieces every
     /// packer carried, in the order they are dealt (see [`share`]).
     buffers: BTreeMap<String, Vec<Value>>,
@@ -181,14 +183,14 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     let mut partial = BTreeMap::new();
     for s in 0..olds[0].found.files.len() {
         let cut = &olds[0].found.files[s];
-        let (path, reader, len) = (cut.path.clone(), cut.reader.clone(), cut.len);
+        let (path, node, len) = (cut.path.clone(), cut.node.clone(), cut.len);
         let old: Vec<OldRank> = olds.iter().map(|o| o.found.files[s].old.clone()).collect();
         let what = format!("the Files at {path}");
         plans.insert(path, deal(&what, &old, world, len, new_world)?);
         let begun = olds
             .iter_mut()
-            .flat_map(|o| std::mem::take(&mut o.found.files[s].partial));
-        partial.insert(reader, begun.collect());
+            .flat_map(|o| std::mem::take(&mut o.found.files[s].begun));
+        partial.insert(node, begun.collect());
     }
     let mut buffers = BTreeMap::new();
     for s in 0..olds[0].found.buffers.len() {
@@ -242,7 +244,7 @@ fn rebuild(
         return Ok(out);
     }
     if let Some(begun) = dealt.partial.get(template.path()) {
-        out = rebuild_reader(desc, out, share(begun, rank, world), rank, world, dealt)?;
+        out = rebuild_files(desc, out, share(begun, rank, world), rank, world, dealt)?;
     }
     for (key, child) in desc
         .children()
@@ -313,44 +315,87 @@ fn rebuild(
     Ok(out)
 }
 
-/// A file reader's state (`out`, an old rank's) rewritten for new rank
-/// `rank` of `world`: no file open, the files other ranks began that fall
-/// to it (`begun`) to be finished first, then the rest of its `Files` plan,
-/// all of it passed on by the shard.
-fn rebuild_reader(
+/// A file reader's or interleave's state (`out`, an old rank's) rewritten
+/// for new rank `rank` of `world`: the files other ranks began that fall
+/// to it (`begun`) to be finished first (a reader's first in its plan,
+/// with where to resume each; an interleave's each in a slot of its own),
+/// then the rest of its `Files` plan, all of it passed on by the shard.
+fn rebuild_files(
     desc: &Description,
     mut out: State,
-    begun: Vec<(u64, Resumed)>,
+    begun: Vec<(u64, Begun)>,
     rank: u64,
     world: u64,
     dealt: &Dealt,
 ) -> Result<State> {
     let (shard_key, shard) = desc.children().next().expect("checked by the walk");
     let (files_key, _) = shard.children().next().expect("checked by the walk");
-    let mut shard_state = child_at(&out, shard_key)?;
-    let mut files = child_at(&shard_state, files_key)?;
-    let mut plan = dealt.plans[files.path()].plan(rank, world);
-    let (positions, resume_at): (Vec<u64>, Vec<Resumed>) = begun.into_iter().unzip();
-    plan.owed.splice(0..0, positions);
-    let plan = crate::sources::files::RankPlan {
-        plan,
-        world_size: world,
+    let shard_state = child_at(&out, shard_key)?;
+    let files = child_at(&shard_state, files_key)?;
+    // The shard's state over a `Files` at `plan` that yielded nothing yet.
+    let planned = |plan: Plan| -> Result<State> {
+        let mut files = files.clone();
+        files.insert(
+            "plan",
+            RankPlan {
+                plan,
+                world_size: world,
+            },
+        )?;
+        files.insert("num_yielded", 0u64)?;
+        files.insert("started", true)?;
+        files.insert("path", None::<String>)?;
+        files.insert("near", Vec::<String>::new())?;
+        let mut shard_state = replace_at(shard_state.clone(), files_key, files)?;
+        shard_state.insert("seen", 0u64)?;
+        shard_state.insert("planned", true)?;
+        Ok(shard_state)
     };
-    files.insert("plan", &plan)?;
-    files.insert("num_yielded", 0u64)?;
-    files.insert("started", true)?;
-    files.insert("path", None::<String>)?;
-    files.insert("near", Vec::<String>::new())?;
-    shard_state = replace_at(shard_state, files_key, files)?;
-    shard_state.insert("seen", 0u64)?;
-    shard_state.insert("planned", true)?;
-    out = replace_at(out, shard_key, shard_state)?;
-    out.insert("path", None::<String>)?;
-    out.insert("offset", 0u64)?;
-    out.insert("line", 0u64)?;
-    out.insert("identity", None::<String>)?;
-    // Empty on a rank that got none: its next state leaves the key out.
-    out.insert("resume_at", resume_at)?;
+    let mut plan = dealt.plans[files.path()].plan(rank, world);
+    if *desc.resume() == Resume::ReadsFiles {
+        let mut resume_at = Vec::new();
+        for (i, (position, at)) in begun.into_iter().enumerate() {
+            let Begun::Lines(at) = at else {
+                unreachable!("a reader's cut")
+            };
+            plan.owed.insert(i, position);
+            resume_at.push(at);
+        }
+        out = replace_at(out, shard_key, planned(plan)?)?;
+        out.insert("path", None::<String>)?;
+        out.insert("offset", 0u64)?;
+        out.insert("line", 0u64)?;
+        out.insert("identity", None::<String>)?;
+        // Empty on a rank that got none: its next state leaves the key out.
+        out.insert("resume_at", resume_at)?;
+        return Ok(out);
+    }
+    // Each slot's outer state yields its one file (so that a restore pulls
+    // it again from the list, which may have moved), after which the
+    // interleave reads the rest of the plan.
+    let len: u64 = files.child("files")?.get("count")?;
+    let mut slots = State::new();
+    let used = begun.len();
+    for (i, (position, at)) in begun.into_iter().enumerate() {
+        let Begun::Slot { item, inner } = at else {
+            unreachable!("an interleave's cut")
+        };
+        let one = Plan {
+            id: 0,
+            owed: vec![position],
+            tail: len,
+        };
+        let mut slot = State::new().with("item", item)?;
+        slot.insert_child("source", planned(one)?);
+        slot.insert_child("state", inner);
+        slots.insert_child(i.to_string(), slot);
+    }
+    out = replace_at(out, shard_key, planned(plan)?)?;
+    out.insert("cycle_index", 0u64)?;
+    out.insert("block_index", 0u64)?;
+    out.insert("end_of_input", false)?;
+    out.insert("slots_used", used)?;
+    out.insert_child("slots", slots);
     Ok(out)
 }
 
@@ -407,7 +452,7 @@ fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State
 /// [`Error::InvalidArgument`] for a node whose position is not a function
 /// of global indices, or a pipeline without an [`ElasticSampler`](crate::ElasticSampler).
 pub fn check(pipeline: &Description) -> Result<()> {
-    if check_description(pipeline, "/root", false)? == 0 {
+    if check_description(pipeline, "/root", false, false)? == 0 {
         return Err(invalid(
             "the pipeline has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks".to_owned(),
         ));

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::elastic::Plan;
 use crate::elastic::plan::{Consumed, OldRank};
+use crate::sources::files::RankPlan;
 use crate::sources::lines::Resumed;
 
 pub(crate) const RESHARD: &str = "reshard";
@@ -27,8 +28,8 @@ pub(crate) struct Cut {
 /// One `Files` read by `read_lines`/`read_jsonl` through a rank `shard`, in
 /// one old rank's state.
 pub(crate) struct FileCut {
-    /// Where the reader's state is, in the loader state.
-    pub(crate) reader: String,
+    /// Where the reader's (or interleave's) state is, in the loader state.
+    pub(crate) node: String,
     /// Where the `Files` state is.
     pub(crate) path: String,
     pub(crate) epoch: u64,
@@ -37,9 +38,18 @@ pub(crate) struct FileCut {
     pub(crate) len: u64,
     /// The rank, its plan and the steps of it pulled (an open file's too).
     pub(crate) old: OldRank,
-    /// The files pulled but not finished, by position: the open one, then
-    /// those a previous reshard dealt here and not yet opened.
-    pub(crate) partial: Vec<(u64, Resumed)>,
+    /// The files begun and not finished, by position.
+    pub(crate) begun: Vec<(u64, Begun)>,
+}
+
+/// A file one old rank began, to be finished by a new rank.
+#[derive(Clone)]
+pub(crate) enum Begun {
+    /// In a file reader: where to resume it.
+    Lines(Resumed),
+    /// In an interleave's slot: the outer item it was made from and the
+    /// inner node's state.
+    Slot { item: Value, inner: State },
 }
 
 /// The items one old rank's `Shuffler` held at the save (pulled, not yet
@@ -97,6 +107,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::Carries
         | Resume::ReadsAhead { .. }
         | Resume::ReadsFiles
+        | Resume::Interleaves
         | Resume::Mixes { each_once: true } => None,
         Resume::ListsFiles | Resume::Shards => Some(
             "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines` or `read_jsonl` right above",
@@ -115,36 +126,50 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
 /// the node's state is.
-pub(crate) fn check(desc: &Description, path: &str, out_of_order: bool) -> Result<usize> {
+pub(crate) fn check(
+    desc: &Description,
+    path: &str,
+    threaded: bool,
+    out_of_order: bool,
+) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
-    if *desc.resume() == Resume::ReadsFiles {
-        return files_below(desc, out_of_order)
+    if matches!(desc.resume(), Resume::ReadsFiles | Resume::Interleaves) {
+        let below = files_below(desc, threaded, out_of_order);
+        return below
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let out_of_order = out_of_order || *desc.resume() == Resume::ReadsAhead { in_order: false };
+    let ahead = |in_order| *desc.resume() == Resume::ReadsAhead { in_order };
+    let (threaded, out_of_order) = (
+        threaded || ahead(true) || ahead(false),
+        out_of_order || ahead(false),
+    );
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
-        samplers += check(
-            child,
-            &nodes_core::__private::pointer_join(path, key),
-            out_of_order,
-        )?;
+        let at = nodes_core::__private::pointer_join(path, key);
+        samplers += check(child, &at, threaded, out_of_order)?;
     }
     Ok(samplers)
 }
 
-/// The shard and the `Files` below a file reader, with their keys, if the
-/// reader can be resharded.
+/// The shard and the `Files` below a file reader or an interleave, with
+/// their keys, if the node can be resharded: `threaded` and `out_of_order`
+/// say what stands above it.
 fn files_below(
-    reader: &Description,
+    desc: &Description,
+    threaded: bool,
     out_of_order: bool,
 ) -> std::result::Result<[(&str, &Description); 2], &'static str> {
     if out_of_order {
         return Err(
             "an out-of-order par_map above a file reader delivers lines past a gap that no state of the reader shows: use an in-order par_map",
+        );
+    }
+    if threaded && *desc.resume() == Resume::Interleaves {
+        return Err(
+            "a par_map or prefetch above an interleave of files delivers items past its snapshot whose files are not known: put it in the interleave's function (it then reads each file ahead)",
         );
     }
     fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {
@@ -154,7 +179,7 @@ fn files_below(
             _ => None,
         }
     }
-    let shard = only(reader, Resume::Shards);
+    let shard = only(desc, Resume::Shards);
     let files = shard.and_then(|(_, s)| only(s, Resume::ListsFiles));
     match shard.zip(files) {
         Some((shard, files)) => Ok([shard, files]),
@@ -164,89 +189,124 @@ fn files_below(
     }
 }
 
-/// Records one old rank's file reader: what its `Files` yielded to this
-/// rank, and the files it pulled and did not finish. `relative`: the items
-/// it yields after `state` that a threaded node above delivered, all from
-/// its open file (a threaded node snapshots it at each file it opens).
+/// Where one rank's `Files` stands: its rank and world size, its plan, and
+/// how many steps of the plan it yielded (through the shard at `shard_key`
+/// of `state`).
+struct FileCursor {
+    rank: u64,
+    world_size: u64,
+    plan: Plan,
+    steps: u64,
+}
+
+impl FileCursor {
+    fn read(shard: &Description, shard_state: &State, files: &State) -> Result<FileCursor> {
+        let param = |key: &str| {
+            let value = shard.get_param(key).and_then(|v| v.parse::<u64>().ok());
+            value.ok_or_else(|| {
+                let why = format!("the shard's description has no `{key}`");
+                Error::bad_state(shard_state.path().to_owned(), why)
+            })
+        };
+        let (rank, world_size) = (param("rank")?, param("world_size")?);
+        let pulled: u64 = files.get("num_yielded")?;
+        let (plan, steps) = match files.get::<Option<RankPlan>>("plan")? {
+            Some(p) if p.world_size == world_size => (p.plan, pulled),
+            Some(p) => {
+                let why = format!(
+                    "a plan for {} ranks under a shard of {world_size}",
+                    p.world_size
+                );
+                return Err(Error::bad_state(files.path_of("plan"), why));
+            }
+            // Every position, of which the shard kept those of its rank.
+            None => (
+                Plan::fresh(rank),
+                (pulled + world_size - 1 - rank) / world_size,
+            ),
+        };
+        Ok(FileCursor {
+            rank,
+            world_size,
+            plan,
+            steps,
+        })
+    }
+
+    /// The position in the epoch's order of step `i`.
+    fn position(&self, i: u64) -> u64 {
+        self.plan.position(i, self.world_size)
+    }
+}
+
+/// Records one old rank's file reader or interleave of files: what its
+/// `Files` yielded to this rank, and the files it began and did not finish.
+/// `relative`: the items a threaded node above delivered past `state`.
 fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Found) -> Result<()> {
     let in_order = relative.iter().zip(0..).all(|(&r, i)| r == i);
-    let [(shard_key, shard), (files_key, _)] =
-        files_below(desc, !in_order).map_err(|why| refuse(state.path(), desc.name(), why))?;
+    let reader = *desc.resume() == Resume::ReadsFiles;
+    let threaded = !relative.is_empty();
+    let [(shard_key, shard), (files_key, _)] = files_below(desc, threaded, !in_order)
+        .map_err(|why| refuse(state.path(), desc.name(), why))?;
     push_skipped(state, out)?;
     let shard_state = child_at(state, shard_key)?;
     let files = child_at(&shard_state, files_key)?;
-    let param = |key: &str| {
-        let value = shard
-            .params()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.parse::<u64>().ok());
-        value.flatten().ok_or_else(|| {
-            Error::bad_state(
-                shard_state.path().to_owned(),
-                format!("the shard's description has no `{key}`"),
-            )
-        })
-    };
-    let (rank, world_size) = (param("rank")?, param("world_size")?);
-    let pulled: u64 = files.get("num_yielded")?;
-    let saved: Option<crate::sources::files::RankPlan> = files.get("plan")?;
-    let (plan, steps) = match saved {
-        Some(p) if p.world_size == world_size => (p.plan, pulled),
-        Some(p) => {
+    let cursor = FileCursor::read(shard, &shard_state, &files)?;
+    let mut begun = Vec::new();
+    let mut steps = cursor.steps;
+    if reader {
+        // The open file (the step after the source's saved state), then the
+        // files a previous reshard dealt here, the steps after it.
+        let skip = relative.len() as u64;
+        let mut resumed = Vec::new();
+        if let Some(path) = state.get::<Option<String>>("path")? {
+            let (offset, line) = (state.get("offset")?, state.get("line")?);
+            let identity = state.get("identity")?;
+            resumed.push(Resumed {
+                path,
+                offset,
+                line,
+                identity,
+                skip,
+            });
+        } else if skip > 0 {
             let why = format!(
-                "a plan for {} ranks under a shard of {world_size}",
-                p.world_size
+                "a threaded node above delivered {skip} items past this state, which has no file open to read them from"
             );
-            return Err(Error::bad_state(files.path_of("plan"), why));
+            return Err(Error::bad_state(state.path_of("path"), why));
         }
-        // Every position, of which the shard kept those of its rank.
-        None => (
-            Plan::fresh(rank),
-            (pulled + world_size - 1 - rank) / world_size,
-        ),
-    };
-    let len: u64 = files.child("files")?.get("count")?;
-    let mut partial = Vec::new();
-    let open: Option<String> = state.get("path")?;
-    let skip = relative.len() as u64;
-    if let Some(path) = open {
-        let (offset, line) = (state.get("offset")?, state.get("line")?);
-        let identity = state.get("identity")?;
-        partial.push(Resumed {
-            path,
-            offset,
-            line,
-            identity,
-            skip,
-        });
-    } else if skip > 0 {
-        let why = format!(
-            "a threaded node above delivered {skip} items past this state, which has no file open to read them from"
+        resumed.extend(
+            state
+                .get_opt::<Vec<Resumed>>("resume_at")?
+                .unwrap_or_default(),
         );
-        return Err(Error::bad_state(state.path_of("path"), why));
+        for at in resumed {
+            begun.push((cursor.position(steps), Begun::Lines(at)));
+            steps += 1;
+        }
+    } else {
+        // Each open slot: its file is the step after its outer state.
+        let slots = state.child("slots")?;
+        for key in slots.keys() {
+            let slot = slots.child(key)?;
+            let before = child_at(&child_at(&slot, "source")?, files_key)?;
+            let own = FileCursor::read(shard, &shard_state, &before)?;
+            let (item, inner) = (slot.value("item")?, slot.child("state")?);
+            begun.push((own.position(own.steps), Begun::Slot { item, inner }));
+        }
     }
-    partial.extend(
-        state
-            .get_opt::<Vec<Resumed>>("resume_at")?
-            .unwrap_or_default(),
-    );
-    let partial: Vec<(u64, Resumed)> = (steps..)
-        .map(|i| plan.position(i, world_size))
-        .zip(partial)
-        .collect();
-    let taken: Vec<u64> = (0..partial.len() as u64).collect();
     out.files.push(FileCut {
-        reader: state.path().to_owned(),
+        node: state.path().to_owned(),
         path: files.path().to_owned(),
         epoch: files.get("epoch")?,
-        world_size,
-        len,
+        world_size: cursor.world_size,
+        len: files.child("files")?.get("count")?,
         old: OldRank {
-            rank,
-            plan,
-            consumed: Consumed::new(steps, &taken),
+            rank: cursor.rank,
+            consumed: Consumed::new(steps, &[]),
+            plan: cursor.plan,
         },
-        partial,
+        begun,
     });
     Ok(())
 }
@@ -278,7 +338,8 @@ pub(crate) fn walk(
     if let Some(why) = refusal(desc) {
         return Err(refuse(state.path(), name, why));
     }
-    let counted = desc.resume().counts_positions() || *desc.resume() == Resume::ReadsFiles;
+    let files = matches!(desc.resume(), Resume::ReadsFiles | Resume::Interleaves);
+    let counted = desc.resume().counts_positions() || files;
     if threaded_above && !relative.is_empty() && !counted {
         // A threaded node above recorded items past its snapshot, which
         // this node may have drawn any number of positions for. Threaded
@@ -291,7 +352,7 @@ pub(crate) fn walk(
     // What the one child below yields that counts as consumed, and whether
     // a threaded node stands above it.
     let (relative, threaded) = match desc.resume() {
-        Resume::ReadsFiles => return walk_files(desc, state, relative, out),
+        Resume::ReadsFiles | Resume::Interleaves => return walk_files(desc, state, relative, out),
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {

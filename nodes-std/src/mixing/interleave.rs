@@ -76,6 +76,9 @@ struct Slot<O, N> {
 /// that moved resumes from its new place (a file list yields the new
 /// paths); over an outer node whose order varies between runs (an
 /// out-of-order parallel map of paths) the saved `item` is used instead.
+/// A state [`elastic`](crate::elastic) wrote may open more slots than
+/// `cycle_length` (the files several old ranks began): the cycle visits
+/// them all, and fills only the first `cycle_length` again.
 ///
 /// # Parallel reading
 /// Prefetch each inner node in the function, e.g.
@@ -180,10 +183,12 @@ impl<S: Node, F, N> Interleave<S, F, N> {
         self.block_length
     }
 
-    /// Moves the cycle to the next slot, starting a new block.
+    /// Moves the cycle to the next slot, starting a new block. The cycle
+    /// also visits the slots past `cycle_length` a reshard opened (see
+    /// [`elastic`](crate::elastic)) until they end.
     fn advance_to_next_in_cycle(&mut self) {
         self.block_index = 0;
-        self.cycle_index = (self.cycle_index + 1) % self.cycle_length;
+        self.cycle_index = (self.cycle_index + 1) % self.cycle_length.max(self.slots.len());
         // Slots never filled are empty: once the outer node has ended,
         // nothing will fill them, so the cycle goes on at slot 0.
         if self.end_of_input && self.cycle_index >= self.slots.len() {
@@ -213,11 +218,7 @@ impl<S: Node, F, N> Interleave<S, F, N> {
         let slots_used: usize = state.get(SLOTS_USED)?;
         let bad = |key: &str, why: String| Err(Error::bad_state(state.path_of(key), why));
         let (cycle, block) = (self.cycle_length, self.block_length);
-        if slots_used > cycle {
-            let why = format!("{slots_used} slots used, but cycle_length is {cycle}");
-            return bad(SLOTS_USED, why);
-        }
-        if cycle_index >= cycle || cycle_index > slots_used {
+        if cycle_index >= cycle.max(slots_used) || cycle_index > slots_used {
             let why = format!(
                 "the cycle cannot stand at slot {cycle_index} with {slots_used} slots used and cycle_length {cycle}"
             );
@@ -242,6 +243,13 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             open.push((index, item, slot.child(SOURCE)?, slot.child(STATE)?));
         }
         open.sort_by_key(|(index, ..)| *index);
+        // Slots past `cycle_length` come from a reshard, open until they end.
+        if slots_used > cycle && open.iter().filter(|o| o.0 >= cycle).count() < slots_used - cycle {
+            let why = format!(
+                "{slots_used} slots used, but cycle_length is {cycle} and not every slot past it is open"
+            );
+            return bad(SLOTS_USED, why);
+        }
         Ok(Decoded {
             source,
             cycle_index,
@@ -273,6 +281,12 @@ where
                         Ok(None) => {
                             slot.node.shutdown();
                             self.slots[at] = None;
+                            // Slots past `cycle_length` are never filled again.
+                            while self.slots.len() > self.cycle_length
+                                && matches!(self.slots.last(), Some(None))
+                            {
+                                self.slots.pop();
+                            }
                             self.advance_to_next_in_cycle();
                         }
                         Err(error) if !is_bad_record(error) => return result,
@@ -282,7 +296,7 @@ where
                             return result;
                         }
                     }
-                } else if !self.end_of_input {
+                } else if !self.end_of_input && at < self.cycle_length {
                     // At the outer node's end the slot stays empty: the next
                     // turn passes it over.
                     let before = self.source.get_state(cx)?;
@@ -296,7 +310,7 @@ where
                     self.slots
                         .resize_with(self.slots.len().max(at + 1), || None);
                     self.slots[at] = Some(Slot { item, before, node });
-                } else if self.slots.iter().all(Option::is_none) {
+                } else if self.end_of_input && self.slots.iter().all(Option::is_none) {
                     // The outer node has ended and no inner node is open.
                     return Ok(None);
                 } else {
@@ -418,7 +432,7 @@ where
         if open.any(|slot| slot.node.describe().varying_order().is_some()) {
             Resume::VaryingOrder
         } else {
-            Resume::Replays
+            Resume::Interleaves
         }
     }
 

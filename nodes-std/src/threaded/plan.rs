@@ -14,13 +14,16 @@ use crate::policy::ErrorPolicy;
 /// a node whose items do not stand for a known number of positions (a
 /// filter, a `try_map` that may drop records, a mix, a shuffle). A file
 /// reader right below counts lines past the snapshot of the file it asked a
-/// snapshot at (see `Cx::request_snapshot`). Its state then never
+/// snapshot at (see `Cx::request_snapshot`); an interleave of files is not
+/// snapshotted per item (that would slow every such pipeline): `elastic`
+/// refuses a threaded node above it, naming what to do. Its state then never
 /// counts items past its snapshot, and the positions below are read off the
 /// snapshot exactly. Pipelines without such a sampler are unaffected.
 fn needs_exact_snapshots(source: &Description) -> bool {
     let found = |f: fn(&Resume) -> bool| source.subtree().any(|desc| f(desc.resume()));
     fn file(r: &Resume) -> bool {
-        matches!(r, Resume::ListsFiles | Resume::Shards | Resume::ReadsFiles)
+        let interleave = *r == Resume::Interleaves;
+        interleave || matches!(r, Resume::ListsFiles | Resume::Shards | Resume::ReadsFiles)
     }
     found(|r| matches!(r, Resume::Redistributable | Resume::ListsFiles))
         && found(|r| !r.counts_positions() && !file(r))

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use nodes_std::prelude::*;
 use nodes_std::{
-    Files, MultiNodeWeightedSampler, ParallelOptions, ReadLines, Sharder, StopCriteria, elastic,
+    Files, IterableWrapper, MultiNodeWeightedSampler, ParallelOptions, ReadLines, Sharder,
+    StopCriteria, elastic,
 };
 use proptest::prelude::*;
 
@@ -39,6 +40,10 @@ enum Above {
     PackExact,
     /// A weighted mix of the even and the odd files, each read as above.
     Mix,
+    /// `interleave(2, 2, read_lines)` of the files, then `pack`.
+    Interleave,
+    /// `interleave(3, 1, …)` with a `prefetch` in the function.
+    InterleavePrefetched,
 }
 
 /// A directory of `lines.len()` files; file `f` holds `lines[f]` lines
@@ -90,8 +95,17 @@ fn read(files: Files, rank: u64, world: u64) -> ReadLines<Sharder<Files>> {
         .read_lines()
 }
 
+/// One file's lines, an interleave's inner node.
+fn one_file(path: PathBuf) -> ReadLines<IterableWrapper<Vec<PathBuf>>> {
+    IterableWrapper::new(vec![path]).read_lines()
+}
+
 /// Each rank's pipeline, its items as vectors of lines or tokens.
 fn build(dir: &Path, above: Above, rank: u64, world: u64) -> Box<dyn Node<Item = Vec<String>>> {
+    let sharded = || {
+        let files = Files::in_dir(dir).unwrap().shuffle_files(17);
+        files.shard(rank, world).unwrap()
+    };
     let lines = read(Files::in_dir(dir).unwrap(), rank, world);
     let one = |l: String| vec![l];
     match above {
@@ -120,6 +134,18 @@ fn build(dir: &Path, above: Above, rank: u64, world: u64) -> Box<dyn Node<Item =
             .boxed(),
         Above::Pack => lines.map(tokens).pack(4).unwrap().boxed(),
         Above::PackExact => lines.map(tokens).pack_exact(4).unwrap().boxed(),
+        Above::Interleave => sharded()
+            .interleave(2, 2, one_file)
+            .unwrap()
+            .map(tokens)
+            .pack(4)
+            .unwrap()
+            .boxed(),
+        Above::InterleavePrefetched => sharded()
+            .interleave(3, 1, |path| one_file(path).prefetch(2).unwrap())
+            .unwrap()
+            .map(one)
+            .boxed(),
         Above::Mix => {
             let all: Vec<PathBuf> = Files::in_dir(dir).unwrap().paths().collect();
             let half = |parity: usize| {
@@ -195,7 +221,7 @@ fn expected(lines: &[u32], above: Above) -> Vec<String> {
         .flat_map(|(f, &n)| (0..n).map(move |l| format!("{f}:{l}")))
         .filter(|line| !filtered || kept(line))
         .flat_map(|line| match above {
-            Above::Pack | Above::PackExact => tokens(line),
+            Above::Pack | Above::PackExact | Above::Interleave => tokens(line),
             _ => vec![line],
         })
         .collect();
@@ -252,6 +278,8 @@ fn above() -> impl Strategy<Value = Above> {
         Just(Above::Pack),
         Just(Above::PackExact),
         Just(Above::Mix),
+        Just(Above::Interleave),
+        Just(Above::InterleavePrefetched),
     ]
 }
 
@@ -336,4 +364,16 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
         err.contains("out-of-order par_map above a file reader"),
         "{err}"
     );
+    let interleave = || {
+        let files = Files::in_dir(&corpus.dir).unwrap().shard(0, 2).unwrap();
+        files.interleave(2, 1, one_file).unwrap()
+    };
+    elastic::check(&interleave().describe()).unwrap();
+    let above = interleave().prefetch(2).unwrap();
+    let err = elastic::check(&above.describe()).unwrap_err().to_string();
+    assert!(
+        err.contains("Interleave at /root/snapshot cannot be resharded"),
+        "{err}"
+    );
+    assert!(err.contains("put it in the interleave's function"), "{err}");
 }
