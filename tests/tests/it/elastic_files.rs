@@ -48,12 +48,22 @@ enum Above {
 
 /// A directory of `lines.len()` files; file `f` holds `lines[f]` lines
 /// `f:<line>`.
-struct Corpus {
-    dir: PathBuf,
+pub(crate) struct Corpus {
+    pub(crate) dir: PathBuf,
 }
 
 impl Corpus {
     fn new(tag: &str, lines: &[u32]) -> Corpus {
+        let corpus = Corpus::empty(tag);
+        for (f, &n) in lines.iter().enumerate() {
+            let text: String = (0..n).map(|l| format!("{f}:{l}\n")).collect();
+            std::fs::write(corpus.dir.join(format!("{f:02}.txt")), text).unwrap();
+        }
+        corpus
+    }
+
+    /// A new empty directory, named after `tag`, the process and the thread.
+    pub(crate) fn empty(tag: &str) -> Corpus {
         let dir = std::env::temp_dir().join(format!(
             "nodes-elastic-files-{tag}-{}-{:?}",
             std::process::id(),
@@ -61,10 +71,6 @@ impl Corpus {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        for (f, &n) in lines.iter().enumerate() {
-            let text: String = (0..n).map(|l| format!("{f}:{l}\n")).collect();
-            std::fs::write(dir.join(format!("{f:02}.txt")), text).unwrap();
-        }
         Corpus { dir }
     }
 }
@@ -177,16 +183,15 @@ fn build(dir: &Path, above: Above, rank: u64, world: u64) -> Box<dyn Node<Item =
     }
 }
 
-fn stored(state: &State) -> State {
+pub(crate) fn stored(state: &State) -> State {
     State::from_json(&state.to_json().unwrap()).unwrap()
 }
 
 /// One generation of `world` ranks: each loads its share of `old` (or
 /// starts fresh), takes `take[rank]` items (all of them when `None`), and
 /// saves.
-fn generation(
-    dir: &Path,
-    above: Above,
+pub(crate) fn generation(
+    build: &dyn Fn(u64, u64) -> Box<dyn Node<Item = Vec<String>>>,
     old: Option<&[State]>,
     world: u64,
     take: Option<&[usize]>,
@@ -194,7 +199,7 @@ fn generation(
 ) -> Vec<State> {
     (0..world)
         .map(|rank| {
-            let mut loader = Loader::new(build(dir, above, rank, world));
+            let mut loader = Loader::new(build(rank, world));
             if let Some(old) = old {
                 elastic::load_resharded(&mut loader, old, rank, world).unwrap();
             }
@@ -297,9 +302,9 @@ proptest! {
     ) {
         let corpus = Corpus::new("prop", &lines);
         let mut delivered = Vec::new();
-        let first = generation(&corpus.dir, above, None, n, Some(&takes[..n as usize]), &mut delivered);
-        let second = generation(&corpus.dir, above, Some(&first), m, Some(&takes[5..5 + m as usize]), &mut delivered);
-        generation(&corpus.dir, above, Some(&second), k, None, &mut delivered);
+        let first = generation(&|r, w| build(&corpus.dir, above, r, w), None, n, Some(&takes[..n as usize]), &mut delivered);
+        let second = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&first), m, Some(&takes[5..5 + m as usize]), &mut delivered);
+        generation(&|r, w| build(&corpus.dir, above, r, w), Some(&second), k, None, &mut delivered);
         prop_assert_eq!(check_delivered(delivered, &lines, above, n + m + k), Ok(()));
     }
 }
@@ -311,8 +316,7 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
     let corpus = Corpus::new("changed", &[6, 6]);
     let mut delivered = Vec::new();
     let old = generation(
-        &corpus.dir,
-        Above::Nothing,
+        &|r, w| build(&corpus.dir, Above::Nothing, r, w),
         None,
         2,
         Some(&[2, 2]),

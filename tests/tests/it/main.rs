@@ -14,6 +14,7 @@ mod describe;
 mod edited_states;
 mod elastic;
 mod elastic_files;
+mod elastic_grammar;
 mod exactly_once;
 mod faults;
 mod files;

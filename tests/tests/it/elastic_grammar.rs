@@ -1,0 +1,388 @@
+//! The grammar of file pipelines that `elastic` reshards, and a property
+//! test over it: every pipeline it generates is accepted by
+//! `elastic::check`, and saved on N ranks, resharded to M, then to K, it
+//! delivers every record of the epoch exactly once over all ranks of all
+//! generations (but for `pack_exact`'s short tails: at most one per rank),
+//! by the provenance (file, line) of every token.
+//!
+//! ```text
+//! pipeline := sources group stage*            (0 to 2 stages after the group)
+//! sources  := source | mix(source, source)    (weighted or round-robin,
+//!                                              AllDatasetsExhausted, over
+//!                                              two files or more: one
+//!                                              source per half of them)
+//! source   := files reader record*            (0 to 3 record stages)
+//! files    := Files::list(..).shuffle_files(seed).shard(rank, world)
+//! reader   := read_lines | read_jsonl
+//!           | interleave(1..=3, 1..=2, read_jsonl [prefetch(2)])
+//! record   := map | filter | filter_map | shuffle(1..=4) | try_map
+//!           | par_map(1..=2) | prefetch(1..=3)
+//! group    := none | batch(1..=3) + concat | pack(4) | pack_exact(4)
+//!           | pack(4).with_segments()
+//! stage    := map | shuffle(1..=4) | par_map(1..=2) | prefetch(1..=3)
+//! ```
+//!
+//! Each file is plain, gzip (two members) or zstd (two frames) when those
+//! features are on. Filters act on records (a line's number), before the
+//! group, so what the epoch delivers does not depend on the order. Above an
+//! interleave no `par_map` or `prefetch` is generated: `check` refuses
+//! them there (tested in `elastic_files`), as it does an out-of-order
+//! `par_map` above a reader; `par_map`s here are in order.
+
+use std::path::PathBuf;
+
+use nodes_std::prelude::*;
+use nodes_std::{
+    Files, IterableWrapper, MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, ParallelOptions,
+    StopCriteria, boxed_err, elastic,
+};
+use proptest::prelude::*;
+
+use crate::elastic_files::{Corpus, generation};
+use crate::support::watch::config;
+
+type Boxed<T> = Box<dyn Node<Item = T>>;
+
+#[derive(Clone, Copy, Debug)]
+enum Packing {
+    Plain,
+    #[cfg(feature = "gzip")]
+    Gzip,
+    #[cfg(feature = "zstd")]
+    Zstd,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Reader {
+    Lines,
+    Jsonl,
+    Interleave {
+        cycle: usize,
+        block: usize,
+        prefetched: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Stage {
+    Map,
+    Filter,
+    FilterMap,
+    TryMap,
+    Shuffle(usize),
+    ParMap(usize),
+    Prefetch(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Group {
+    None,
+    Batch(usize),
+    Pack,
+    PackExact,
+    PackSegments,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Mix {
+    None,
+    Weighted,
+    RoundRobin,
+}
+
+#[derive(Clone, Debug)]
+struct Shape {
+    reader: Reader,
+    record: Vec<Stage>,
+    mix: Mix,
+    group: Group,
+    after: Vec<Stage>,
+}
+
+/// A token's line number (a token is `f:l#t`).
+fn number(token: &str) -> u32 {
+    let line = token.split(':').nth(1).unwrap();
+    line.split('#').next().unwrap().parse().unwrap()
+}
+
+/// Whether the filters keep a record (a line's tokens).
+fn kept(record: &[String]) -> bool {
+    !number(&record[0]).is_multiple_of(3)
+}
+
+/// A line's record: three tokens naming it.
+fn tokens(line: String) -> Vec<String> {
+    let line = line.trim_matches('"');
+    (0..3).map(|t| format!("{line}#{t}")).collect()
+}
+
+fn stage(node: Boxed<Vec<String>>, stage: Stage) -> Boxed<Vec<String>> {
+    match stage {
+        Stage::Map => node.map(|r: Vec<String>| r).boxed(),
+        Stage::Filter => node.filter(|r: &Vec<String>| kept(r)).boxed(),
+        Stage::FilterMap => node
+            .filter_map(|r: Vec<String>| kept(&r).then_some(r))
+            .boxed(),
+        Stage::TryMap => node
+            .try_map(boxed_err(|r: Vec<String>| Ok::<_, std::io::Error>(r)))
+            .boxed(),
+        Stage::Shuffle(buffer) => node.shuffle(buffer, 9).unwrap().boxed(),
+        Stage::ParMap(workers) => node
+            .par_map(Ok, ParallelOptions::new(workers))
+            .unwrap()
+            .boxed(),
+        Stage::Prefetch(n) => node.prefetch(n).unwrap().boxed(),
+    }
+}
+
+/// One source: `files` read as `shape` says, its records staged.
+fn source(shape: &Shape, files: Vec<PathBuf>, rank: u64, world: u64) -> Boxed<Vec<String>> {
+    let files = Files::list(files)
+        .unwrap()
+        .shuffle_files(17)
+        .shard(rank, world)
+        .unwrap();
+    let read: Boxed<Vec<String>> = match shape.reader {
+        Reader::Lines => files.read_lines().map(tokens).boxed(),
+        Reader::Jsonl => files.read_jsonl::<String>().map(tokens).boxed(),
+        Reader::Interleave {
+            cycle,
+            block,
+            prefetched,
+        } => files
+            .interleave(cycle, block, move |path: PathBuf| {
+                let one = IterableWrapper::new(vec![path]).read_jsonl::<String>();
+                if prefetched {
+                    one.prefetch(2).unwrap().boxed()
+                } else {
+                    one.boxed()
+                }
+            })
+            .unwrap()
+            .map(tokens)
+            .boxed(),
+    };
+    shape.record.iter().fold(read, |node, &s| stage(node, s))
+}
+
+fn build(shape: &Shape, files: &[PathBuf], rank: u64, world: u64) -> Boxed<Vec<String>> {
+    let half = |parity: usize| {
+        files
+            .iter()
+            .skip(parity)
+            .step_by(2)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let sources = || {
+        [
+            ("even", source(shape, half(0), rank, world)),
+            ("odd", source(shape, half(1), rank, world)),
+        ]
+    };
+    // A mix needs a file for each of its sources.
+    let mix = if files.len() < 2 {
+        Mix::None
+    } else {
+        shape.mix
+    };
+    let mixed: Boxed<Vec<String>> = match mix {
+        Mix::None => source(shape, files.to_vec(), rank, world),
+        Mix::Weighted => MultiNodeWeightedSampler::new(sources(), [("even", 0.6), ("odd", 0.4)])
+            .unwrap()
+            .stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .seed(5)
+            .rank(rank, world)
+            .unwrap()
+            .boxed(),
+        Mix::RoundRobin => MultiNodeRoundRobinSampler::new(sources())
+            .unwrap()
+            .stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .boxed(),
+    };
+    let grouped: Boxed<Vec<String>> = match shape.group {
+        Group::None => mixed,
+        Group::Batch(n) => mixed
+            .batch(n)
+            .unwrap()
+            .map(|b: Vec<Vec<String>>| b.concat())
+            .boxed(),
+        Group::Pack => mixed.pack(4).unwrap().boxed(),
+        Group::PackExact => mixed.pack_exact(4).unwrap().boxed(),
+        Group::PackSegments => mixed
+            .pack(4)
+            .unwrap()
+            .with_segments()
+            .map(|p: nodes_std::Packed<String>| p.tokens)
+            .boxed(),
+    };
+    shape.after.iter().fold(grouped, |node, &s| stage(node, s))
+}
+
+/// Writes the corpus: file `f` holds `lines[f]` JSON strings `"f:l"`,
+/// stored as `packing[f]` says.
+fn write(corpus: &Corpus, lines: &[u32], packing: &[Packing]) -> Vec<PathBuf> {
+    lines
+        .iter()
+        .zip(packing)
+        .enumerate()
+        .map(|(f, (&n, &packing))| {
+            let text: String = (0..n).map(|l| format!("\"{f}:{l}\"\n")).collect();
+            let (half, rest) = text.as_bytes().split_at(text.len() / 2);
+            let (name, bytes) = match packing {
+                Packing::Plain => (format!("{f:02}.jsonl"), text.clone().into_bytes()),
+                #[cfg(feature = "gzip")]
+                Packing::Gzip => {
+                    use std::io::Write;
+                    let mut bytes = Vec::new();
+                    for part in [half, rest] {
+                        let level = flate2::Compression::default();
+                        let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
+                        enc.write_all(part).unwrap();
+                        bytes.extend(enc.finish().unwrap());
+                    }
+                    (format!("{f:02}.jsonl.gz"), bytes)
+                }
+                #[cfg(feature = "zstd")]
+                Packing::Zstd => {
+                    use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+                    let mut bytes = Vec::new();
+                    for part in [half, rest] {
+                        bytes.extend(compress_to_vec(part, CompressionLevel::Fastest));
+                    }
+                    (format!("{f:02}.jsonl.zst"), bytes)
+                }
+            };
+            let _ = (half, rest);
+            let path = corpus.dir.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// Every token the epoch delivers, sorted.
+fn expected(shape: &Shape, lines: &[u32]) -> Vec<String> {
+    let filtered = shape
+        .record
+        .iter()
+        .any(|s| matches!(s, Stage::Filter | Stage::FilterMap));
+    let mut all: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .flat_map(|(f, &n)| (0..n).map(move |l| tokens(format!("{f}:{l}"))))
+        .filter(|record| !filtered || kept(record))
+        .flatten()
+        .collect();
+    all.sort();
+    all
+}
+
+fn packing() -> impl Strategy<Value = Packing> {
+    let kinds = [
+        Some(Packing::Plain),
+        #[cfg(feature = "gzip")]
+        Some(Packing::Gzip),
+        #[cfg(feature = "zstd")]
+        Some(Packing::Zstd),
+    ];
+    prop::sample::select(kinds.into_iter().flatten().collect::<Vec<_>>())
+}
+
+fn record(threads: bool) -> impl Strategy<Value = Stage> {
+    let plain = prop_oneof![
+        Just(Stage::Map),
+        Just(Stage::Filter),
+        Just(Stage::FilterMap),
+        Just(Stage::TryMap),
+        (1usize..=4).prop_map(Stage::Shuffle),
+    ];
+    let threaded = prop_oneof![
+        (1usize..=2).prop_map(Stage::ParMap),
+        (1usize..=3).prop_map(Stage::Prefetch),
+    ];
+    // Threads only where `check` accepts them.
+    prop_oneof![3 => plain, u32::from(threads) => threaded]
+}
+
+fn after(threads: bool) -> impl Strategy<Value = Stage> {
+    let threaded = prop_oneof![
+        (1usize..=2).prop_map(Stage::ParMap),
+        (1usize..=3).prop_map(Stage::Prefetch),
+    ];
+    prop_oneof![
+        2 => prop_oneof![Just(Stage::Map), (1usize..=4).prop_map(Stage::Shuffle)],
+        u32::from(threads) => threaded,
+    ]
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    let reader = prop_oneof![
+        Just(Reader::Lines),
+        Just(Reader::Jsonl),
+        (1usize..=3, 1usize..=2, any::<bool>()).prop_map(|(cycle, block, prefetched)| {
+            Reader::Interleave {
+                cycle,
+                block,
+                prefetched,
+            }
+        }),
+    ];
+    let mix = prop_oneof![Just(Mix::None), Just(Mix::Weighted), Just(Mix::RoundRobin)];
+    let group = prop_oneof![
+        Just(Group::None),
+        (1usize..=3).prop_map(Group::Batch),
+        Just(Group::Pack),
+        Just(Group::PackExact),
+        Just(Group::PackSegments),
+    ];
+    (reader, mix, group).prop_flat_map(|(reader, mix, group)| {
+        let threads = !matches!(reader, Reader::Interleave { .. });
+        (
+            prop::collection::vec(record(threads), 0..=3),
+            prop::collection::vec(after(threads), 0..=2),
+        )
+            .prop_map(move |(record, after)| Shape {
+                reader,
+                record,
+                mix,
+                group,
+                after,
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256, 0x0e1a_571c))]
+
+    #[test]
+    fn every_pipeline_of_the_grammar_reshards_exactly_once(
+        shape in shape(),
+        files in prop::collection::vec((0u32..10, packing()), 1..8),
+        n in 1u64..=4,
+        m in 1u64..=5,
+        k in 1u64..=3,
+        takes in prop::collection::vec(0usize..10, 9),
+    ) {
+        let corpus = Corpus::empty("grammar");
+        let (lines, packing): (Vec<u32>, Vec<Packing>) = files.into_iter().unzip();
+        let paths = write(&corpus, &lines, &packing);
+        let builder = |rank, world| build(&shape, &paths, rank, world);
+        elastic::check(&builder(0, n).describe()).unwrap();
+        let mut delivered = Vec::new();
+        let first = generation(&builder, None, n, Some(&takes[..n as usize]), &mut delivered);
+        let second = generation(&builder, Some(&first), m, Some(&takes[4..4 + m as usize]), &mut delivered);
+        generation(&builder, Some(&second), k, None, &mut delivered);
+        delivered.sort();
+        let expected = expected(&shape, &lines);
+        if matches!(shape.group, Group::PackExact) {
+            prop_assert!(delivered.windows(2).all(|w| w[0] != w[1]), "a token twice: {delivered:?}");
+            prop_assert!(delivered.iter().all(|t| expected.binary_search(t).is_ok()), "a stray token");
+            // A source of a mix ends its share on its own: its tail is the packer's.
+            let dropped = (expected.len() - delivered.len()) as u64;
+            prop_assert!(dropped <= 3 * (n + m + k), "{dropped} tokens dropped");
+        } else {
+            prop_assert_eq!(delivered, expected);
+        }
+    }
+}
