@@ -3,7 +3,7 @@
 
 use crate::policy::is_item;
 use crate::rank::Rank;
-use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
+use crate::{Cx, Error, Hint, Node, NodeId, NodeName, Result, State};
 
 /// Keeps the items whose position `i` in the source satisfies
 /// `i % world_size == rank`: the shards of all ranks are disjoint and together
@@ -26,7 +26,7 @@ use crate::{Cx, Hint, Node, NodeId, NodeName, Result};
 /// [`elastic`](crate::elastic) wrote: the source already yields only this
 /// rank's share, and every item is kept). Restoring is the source's restore.
 #[derive(Debug, crate::Node)]
-#[node(size_hint, resume = crate::Resume::Shards)]
+#[node(validate, size_hint, resume = crate::Resume::Shards)]
 #[must_use = "nodes do nothing until started"]
 pub struct Sharder<S> {
     #[node(child)]
@@ -74,6 +74,40 @@ impl<S: Node> Node for Sharder<S> {
                 }
             }
         })
+    }
+}
+
+/// `planned` and a reshard's plan in the source come together (see
+/// [`elastic`](crate::elastic)): either one alone would drop or repeat
+/// files.
+impl<S> crate::Validate for Sharder<S> {
+    fn validate(&self, state: &State) -> Result<()> {
+        let planned: bool = state.get("planned")?;
+        let source = state.child("source")?;
+        let plan = match source.contains("plan") {
+            true => source.value("plan")?,
+            false => serde_json::Value::Null,
+        };
+        let world = plan.get("world_size").and_then(serde_json::Value::as_u64);
+        let why = match (planned, world) {
+            (true, None) => {
+                "`planned` is set, but the source holds no plan of a reshard".to_owned()
+            }
+            (false, Some(_)) => {
+                "the source holds a reshard's plan, but `planned` is not set".to_owned()
+            }
+            (true, Some(w)) if w != self.world_size => {
+                format!(
+                    "the source's plan is for {w} ranks, the shard is one of {}",
+                    self.world_size
+                )
+            }
+            _ => return Ok(()),
+        };
+        Err(Error::bad_state(
+            state.path_of("planned"),
+            format!("Sharder: {why}"),
+        ))
     }
 }
 

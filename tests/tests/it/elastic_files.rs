@@ -381,3 +381,42 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     );
     assert!(err.contains("put it in the interleave's function"), "{err}");
 }
+
+/// Sets the first `planned` found in `state` (a loader state) to `to`.
+fn with_planned(state: &State, to: bool) -> State {
+    fn set(value: &mut serde_json::Value, to: bool) -> bool {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(planned) = map.get_mut("planned") {
+                    *planned = to.into();
+                    return true;
+                }
+                map.values_mut().any(|v| set(v, to))
+            }
+            _ => false,
+        }
+    }
+    let mut value = state.to_value();
+    assert!(set(&mut value, to), "no shard in {value}");
+    State::from_value(value).unwrap()
+}
+
+/// A shard's `planned` and its `Files`' plan come together: an edit that
+/// sets one without the other (which would drop or repeat files) is
+/// refused at `planned`.
+#[test]
+fn a_plan_without_planned_or_planned_without_a_plan_is_refused() {
+    let corpus = Corpus::new("planned", &[3, 3, 3]);
+    let build = |r, w| build(&corpus.dir, Above::Nothing, r, w);
+    let old = generation(&build, None, 2, Some(&[1, 1]), &mut Vec::new());
+    let resharded = elastic::reshard_rank(&old, 0, 3).unwrap();
+    for (state, world, to) in [(&resharded, 3, false), (&old[0], 2, true)] {
+        let edited = with_planned(state, to);
+        let mut loader = Loader::new(build(0, world)).verify_checksum(false);
+        let err = loader.load_state_dict(&edited).unwrap_err();
+        assert!(err.is_bad_state(), "{err}");
+        assert!(err.to_string().contains("/planned"), "{err}");
+        // Unedited, it loads.
+        Loader::new(build(0, world)).load_state_dict(state).unwrap();
+    }
+}
