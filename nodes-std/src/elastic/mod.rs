@@ -138,15 +138,19 @@
 //! once, past its `cycle_length` if it must; the cycle visits those until
 //! they end. A `par_map` or `prefetch` above such an interleave is refused
 //! (the items it delivered past its snapshot come from slots no state
-//! shows): put it in the interleave's function.
+//! shows): put it in the interleave's function. So is one above a filter,
+//! `try_map`, shuffle, pack or mix over a file reader (see below).
 //!
 //! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
-//! reads an [`ElasticSampler`] or files cannot count how many positions
-//! stand behind the items it delivered since its snapshot; over such a
-//! subtree it snapshots every item and delivers in source order (an
-//! out-of-order `par_map` there runs in order), so its state names the
-//! positions exactly. Over a subtree of `map`/`batch` only, or without an
-//! `ElasticSampler` or `Files`, nothing changes.
+//! reads an [`ElasticSampler`] cannot count how many positions stand behind
+//! the items it delivered since its snapshot; over such a subtree it
+//! snapshots every item and delivers in source order (an out-of-order
+//! `par_map` there runs in order), so its state names the positions
+//! exactly. Over a subtree of `map`/`batch` only, or without an
+//! `ElasticSampler`, nothing changes. Over files that would cost every file
+//! pipeline a state per item (ten times slower), so there [`check`]
+//! refuses such a node instead: put it below the filter, shuffle, pack or
+//! mix, right above the reader (or a `map` of its records).
 //!
 //! A `shuffle` may stand anywhere among these: over a `filter` or `batch`,
 //! under or over a threaded node, under each source of a mix. Its buffered

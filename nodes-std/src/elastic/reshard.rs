@@ -452,7 +452,7 @@ fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State
 /// [`Error::InvalidArgument`] for a node whose position is not a function
 /// of global indices, or a pipeline without an [`ElasticSampler`](crate::ElasticSampler).
 pub fn check(pipeline: &Description) -> Result<()> {
-    if check_description(pipeline, "/root", false, false)? == 0 {
+    if check_description(pipeline, "/root", Default::default())? == 0 {
         return Err(invalid(
             "the pipeline has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks".to_owned(),
         ));

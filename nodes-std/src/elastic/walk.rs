@@ -126,48 +126,64 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
 /// the node's state is.
-pub(crate) fn check(
-    desc: &Description,
-    path: &str,
-    threaded: bool,
-    out_of_order: bool,
-) -> Result<usize> {
+pub(crate) fn check(desc: &Description, path: &str, above: Above) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
     if matches!(desc.resume(), Resume::ReadsFiles | Resume::Interleaves) {
-        let below = files_below(desc, threaded, out_of_order);
+        let below = files_below(desc, above);
         return below
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let ahead = |in_order| *desc.resume() == Resume::ReadsAhead { in_order };
-    let (threaded, out_of_order) = (
-        threaded || ahead(true) || ahead(false),
-        out_of_order || ahead(false),
-    );
+    let above = match *desc.resume() {
+        Resume::ReadsAhead { in_order } => Above {
+            threaded: true,
+            out_of_order: above.out_of_order || !in_order,
+            ..above
+        },
+        ref resume => Above {
+            gap: above.gap || above.threaded && !resume.counts_positions(),
+            ..above
+        },
+    };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
         let at = nodes_core::__private::pointer_join(path, key);
-        samplers += check(child, &at, threaded, out_of_order)?;
+        samplers += check(child, &at, above)?;
     }
     Ok(samplers)
 }
 
+/// What stands above a node, for [`check`].
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Above {
+    /// A `par_map` or `prefetch`.
+    threaded: bool,
+    /// An out-of-order `par_map`.
+    out_of_order: bool,
+    /// A threaded node above a node whose items do not stand for a known
+    /// number of its child's (a filter, shuffle, pack, mix).
+    gap: bool,
+}
+
 /// The shard and the `Files` below a file reader or an interleave, with
-/// their keys, if the node can be resharded: `threaded` and `out_of_order`
-/// say what stands above it.
+/// their keys, if the node can be resharded with `above` over it.
 fn files_below(
     desc: &Description,
-    threaded: bool,
-    out_of_order: bool,
+    above: Above,
 ) -> std::result::Result<[(&str, &Description); 2], &'static str> {
-    if out_of_order {
+    if above.out_of_order {
         return Err(
             "an out-of-order par_map above a file reader delivers lines past a gap that no state of the reader shows: use an in-order par_map",
         );
     }
-    if threaded && *desc.resume() == Resume::Interleaves {
+    if above.gap {
+        return Err(
+            "a par_map or prefetch above a filter, try_map, shuffle, pack or mix over a file reader delivers items past its snapshot that no count turns into lines: put it below that node, right above the reader (or a map of its records)",
+        );
+    }
+    if above.threaded && *desc.resume() == Resume::Interleaves {
         return Err(
             "a par_map or prefetch above an interleave of files delivers items past its snapshot whose files are not known: put it in the interleave's function (it then reads each file ahead)",
         );
@@ -246,8 +262,13 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
     let in_order = relative.iter().zip(0..).all(|(&r, i)| r == i);
     let reader = *desc.resume() == Resume::ReadsFiles;
     let threaded = !relative.is_empty();
-    let [(shard_key, shard), (files_key, _)] = files_below(desc, threaded, !in_order)
-        .map_err(|why| refuse(state.path(), desc.name(), why))?;
+    let above = Above {
+        threaded,
+        out_of_order: !in_order,
+        gap: false,
+    };
+    let [(shard_key, shard), (files_key, _)] =
+        files_below(desc, above).map_err(|why| refuse(state.path(), desc.name(), why))?;
     push_skipped(state, out)?;
     let shard_state = child_at(state, shard_key)?;
     let files = child_at(&shard_state, files_key)?;
@@ -342,11 +363,11 @@ pub(crate) fn walk(
     let counted = desc.resume().counts_positions() || files;
     if threaded_above && !relative.is_empty() && !counted {
         // A threaded node above recorded items past its snapshot, which
-        // this node may have drawn any number of positions for. Threaded
-        // nodes record a snapshot per item over such a subtree (see
-        // `threaded::plan::needs_exact_snapshots`), so only a state written
-        // otherwise (edited, or by another build) gets here.
-        let why = "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (a state that does not snapshot every item over a filter, try_map or mix)";
+        // this node may have drawn any number of positions for. Over an
+        // ElasticSampler threaded nodes record a snapshot per item over such
+        // a subtree (see `threaded::plan::needs_exact_snapshots`); over
+        // files `check` refuses the pipeline.
+        let why = "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (over files, put the threaded node below this one; over an ElasticSampler, a state that does not snapshot every item over a filter, try_map or mix)";
         return Err(refuse(state.path(), name, why));
     }
     // What the one child below yields that counts as consumed, and whether

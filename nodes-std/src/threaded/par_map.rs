@@ -221,8 +221,8 @@ impl ParallelOptions {
 /// source's state with every item, whatever the options: a source whose
 /// order varies between runs (it cannot be replayed), and a `filter`,
 /// `try_map` or mix that reads an [`ElasticSampler`](crate::ElasticSampler)
-/// or files (so that [`elastic::reshard`](crate::elastic::reshard) knows
-/// which positions stand behind every item delivered).
+/// (so that [`elastic::reshard`](crate::elastic::reshard) knows which
+/// positions stand behind every item delivered).
 ///
 /// A worker pulls a chunk of items from the source under a lock held only
 /// while pulling (never while the function runs), maps them, and hands the

@@ -10,23 +10,17 @@ use crate::policy::ErrorPolicy;
 
 /// Whether a threaded node over `source` must record the source's state
 /// with every item it delivers, in source order, for its states to be
-/// resharded: the source reads a redistributable sampler, or files, through
-/// a node whose items do not stand for a known number of positions (a
-/// filter, a `try_map` that may drop records, a mix, a shuffle). A file
-/// reader right below counts lines past the snapshot of the file it asked a
-/// snapshot at (see `Cx::request_snapshot`); an interleave of files is not
-/// snapshotted per item (that would slow every such pipeline): `elastic`
-/// refuses a threaded node above it, naming what to do. Its state then never
+/// resharded: the source reads a redistributable sampler through a node
+/// whose items do not stand for a known number of positions (a filter, a
+/// `try_map` that may drop records, a mix, a shuffle). Its state then never
 /// counts items past its snapshot, and the positions below are read off the
-/// snapshot exactly. Pipelines without such a sampler are unaffected.
+/// snapshot exactly. Pipelines without such a sampler are unaffected; file
+/// pipelines too (a state per item would slow every one of them tenfold):
+/// `elastic` refuses a threaded node above a filter, shuffle, pack, mix or
+/// interleave over a file reader.
 fn needs_exact_snapshots(source: &Description) -> bool {
     let found = |f: fn(&Resume) -> bool| source.subtree().any(|desc| f(desc.resume()));
-    fn file(r: &Resume) -> bool {
-        let interleave = *r == Resume::Interleaves;
-        interleave || matches!(r, Resume::ListsFiles | Resume::Shards | Resume::ReadsFiles)
-    }
-    found(|r| matches!(r, Resume::Redistributable | Resume::ListsFiles))
-        && found(|r| !r.counts_positions() && !file(r))
+    found(|r| *r == Resume::Redistributable) && found(|r| !r.counts_positions())
 }
 
 /// Whether the described subtree runs threads of its own.

@@ -24,10 +24,11 @@
 //!
 //! Each file is plain, gzip (two members) or zstd (two frames) when those
 //! features are on. Filters act on records (a line's number), before the
-//! group, so what the epoch delivers does not depend on the order. Above an
-//! interleave no `par_map` or `prefetch` is generated: `check` refuses
-//! them there (tested in `elastic_files`), as it does an out-of-order
-//! `par_map` above a reader; `par_map`s here are in order.
+//! group, so what the epoch delivers does not depend on the order. No
+//! `par_map` or `prefetch` is generated above an interleave, or above a
+//! filter, `try_map`, shuffle, pack or mix (`shape` makes such a stage a
+//! `map`): `check` refuses them there, as it does an out-of-order `par_map`
+//! above a reader (tested in `elastic_files`); `par_map`s here are in order.
 
 use std::path::PathBuf;
 
@@ -97,6 +98,43 @@ struct Shape {
     mix: Mix,
     group: Group,
     after: Vec<Stage>,
+}
+
+impl Stage {
+    fn threaded(self) -> bool {
+        matches!(self, Stage::ParMap(_) | Stage::Prefetch(_))
+    }
+
+    /// Whether its items stand for a known number of its source's.
+    fn counts(self) -> bool {
+        matches!(self, Stage::Map | Stage::ParMap(_) | Stage::Prefetch(_))
+    }
+}
+
+impl Shape {
+    /// The shape with every threaded stage that `check` refuses (above a
+    /// filter, shuffle, pack or mix, or above an interleave) made a `map`.
+    fn accepted(mut self) -> Shape {
+        let mut gap = matches!(self.reader, Reader::Interleave { .. });
+        let place = |stage: &mut Stage, gap: &mut bool| {
+            if stage.threaded() && *gap {
+                *stage = Stage::Map;
+            }
+            *gap |= !stage.counts();
+        };
+        for stage in &mut self.record {
+            place(stage, &mut gap);
+        }
+        gap |= !matches!(self.mix, Mix::None)
+            || matches!(
+                self.group,
+                Group::Pack | Group::PackExact | Group::PackSegments
+            );
+        for stage in &mut self.after {
+            place(stage, &mut gap);
+        }
+        self
+    }
 }
 
 /// A token's line number (a token is `f:l#t`).
@@ -342,12 +380,15 @@ fn shape() -> impl Strategy<Value = Shape> {
             prop::collection::vec(record(threads), 0..=3),
             prop::collection::vec(after(threads), 0..=2),
         )
-            .prop_map(move |(record, after)| Shape {
-                reader,
-                record,
-                mix,
-                group,
-                after,
+            .prop_map(move |(record, after)| {
+                Shape {
+                    reader,
+                    record,
+                    mix,
+                    group,
+                    after,
+                }
+                .accepted()
             })
     })
 }
