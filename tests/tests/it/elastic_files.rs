@@ -292,8 +292,20 @@ proptest! {
         let mut delivered = Vec::new();
         let first = generation(&|r, w| build(&corpus.dir, above, r, w), None, n, Some(&takes[..n as usize]), &mut delivered);
         let second = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&first), m, Some(&takes[5..5 + m as usize]), &mut delivered);
-        generation(&|r, w| build(&corpus.dir, above, r, w), Some(&second), k, None, &mut delivered);
+        let last = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&second), k, None, &mut delivered);
         prop_assert_eq!(check_delivered(delivered, &lines, above, n + m + k), Ok(()));
+        // The next epoch is an ordinary one of K ranks.
+        let mut next = Vec::new();
+        for (rank, state) in last.iter().enumerate() {
+            let mut loader = Loader::new(build(&corpus.dir, above, rank as u64, k));
+            loader.load_state_dict(state).unwrap();
+            let epoch = loader.epoch();
+            prop_assert_eq!(epoch.index(), 1);
+            for item in epoch {
+                next.extend(item.unwrap());
+            }
+        }
+        prop_assert_eq!(check_delivered(next, &lines, above, k), Ok(()));
     }
 }
 
