@@ -205,9 +205,9 @@ fn files_below(
     }
 }
 
-/// Where one rank's `Files` stands: its rank and world size, its plan, and
-/// how many steps of the plan it yielded (through the shard at `shard_key`
-/// of `state`).
+/// Where one rank's `Files` stands: its rank and world size (from the
+/// shard's description), its plan, and how many steps of the plan it
+/// yielded through the shard.
 struct FileCursor {
     rank: u64,
     world_size: u64,
@@ -216,6 +216,8 @@ struct FileCursor {
 }
 
 impl FileCursor {
+    /// Reads it from `files` (a `Files` state) under the shard `shard`,
+    /// whose state `shard_state` errors name.
     fn read(shard: &Description, shard_state: &State, files: &State) -> Result<FileCursor> {
         let param = |key: &str| {
             let value = shard.get_param(key).and_then(|v| v.parse::<u64>().ok());
