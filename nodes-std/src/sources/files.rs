@@ -35,10 +35,14 @@ use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Valida
 /// [`SamplerWrapper`](crate::SamplerWrapper)'s), `path` (the last path
 /// yielded, relative to the listing's base, or `null`), `near` (the names next to
 /// it in the list, to name what changed around it if the list changed),
-/// and `files`:
+/// `files`:
 /// `{"count": number of files, "digest": "fnv1a64:..."}`, a 64-bit FNV-1a
-/// hash of the list of names (taken once, when the node is built). Restore
-/// is O(1): a comparison with that digest and one index computation.
+/// hash of the list of names (taken once, when the node is built), and
+/// `plan`: `null`, or in a state [`elastic`](crate::elastic) wrote, the
+/// positions of the epoch's order this rank reads (`owed`, then `tail`,
+/// `tail + world_size`, ...; a [`shard`](crate::NodeExt::shard) above then
+/// passes them all on). Restore is O(1) (but for the plan's `owed` list): a
+/// comparison with that digest and one index computation.
 ///
 /// # Errors
 /// The constructors return [`Error::InvalidArgument`] when the directory
