@@ -119,7 +119,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
             "its position counts its own items, not global indices: read a MapStyleWrapper over an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
         ),
         _ => Some(
-            "its state is not one a reshard can deal to other ranks: elastic resume supports ElasticSampler sources under MapStyleWrapper, map, try_map, filter, batch, shuffle, par_map, prefetch and the weighted or round-robin mix",
+            "its state is not one a reshard can deal to other ranks: elastic resume supports a MapStyleWrapper over an ElasticSampler, or Files under shard read by read_lines, read_jsonl or interleave, with map, try_map, filter, filter_map, batch, shuffle, pack, par_map, prefetch and the weighted or round-robin mix above",
         ),
     }
 }

@@ -394,6 +394,17 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
         "{err}"
     );
     assert!(err.contains("put it below that node"), "{err}");
+    // A flat_map cannot say which records its half-expanded item came from.
+    let split = sharded().flat_map(|l: String| l.chars().collect::<Vec<_>>());
+    let err = elastic::check(&split.describe()).unwrap_err().to_string();
+    assert!(
+        err.contains("FlatMapper at /root cannot be resharded"),
+        "{err}"
+    );
+    assert!(
+        err.contains("or Files under shard read by read_lines"),
+        "{err}"
+    );
 }
 
 /// Sets the first `planned` found in `state` (a loader state) to `to`.
