@@ -92,8 +92,9 @@ pub use crate::policy::ErrorPolicy;
 pub use crate::rank::rank_from_env;
 pub use crate::sources::files::Files;
 pub use crate::sources::iterable::{FromFn, IterableWrapper, ReIterable, SeekableIterator};
-pub use crate::sources::lines::{DEFAULT_MAX_LINE_BYTES, ReadJsonl, ReadLines, RecordError};
+pub use crate::sources::lines::{DEFAULT_MAX_LINE_BYTES, ReadJsonl, ReadLines};
 pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
+pub use crate::sources::record::RecordError;
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };

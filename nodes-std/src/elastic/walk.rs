@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::elastic::Plan;
 use crate::elastic::plan::{Consumed, OldRank};
 use crate::sources::files::RankPlan;
-use crate::sources::lines::Resumed;
+use crate::sources::open::Resumed;
 
 pub(crate) const RESHARD: &str = "reshard";
 

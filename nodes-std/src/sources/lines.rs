@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Tail, open_at};
+use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Resumed, Tail, open_at};
+use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
     Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, Resume, State,
@@ -19,62 +20,6 @@ use crate::{
 
 /// The longest line read by default: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
-
-/// A bad record of a file: the error inside the [`Error::User`] that
-/// [`ReadLines`] and [`ReadJsonl`] return for a file that cannot be opened
-/// or read, a line that is too long, not UTF-8 or not JSON. Displayed as
-/// `path:line: what` (`path: what` when no line was read).
-///
-/// ```
-/// use nodes_std::prelude::*;
-/// use nodes_std::{Files, RecordError};
-///
-/// let dir = std::env::temp_dir().join(format!("nodes-doc-record-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir)?;
-/// std::fs::write(dir.join("a.jsonl"), "1\nnot json\n3\n")?;
-/// let mut running = Files::in_dir(&dir)?.read_jsonl::<u32>().start()?;
-/// assert_eq!(running.next().transpose()?, Some(1));
-/// let Some(Err(Error::User { source, .. })) = running.next() else { panic!("an error") };
-/// let record = source.downcast_ref::<RecordError>().expect("a RecordError");
-/// assert_eq!((record.path(), record.line()), (dir.join("a.jsonl").as_path(), Some(2)));
-/// assert_eq!(running.next().transpose()?, Some(3));
-/// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-pub struct RecordError {
-    path: PathBuf,
-    line: Option<u64>,
-    message: String,
-}
-
-impl RecordError {
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The line number (from 1), where the error is about a line.
-    pub fn line(&self) -> Option<u64> {
-        self.line
-    }
-
-    /// What is wrong.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for RecordError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
-            None => write!(f, "{}: {}", self.path.display(), self.message),
-        }
-    }
-}
-
-impl std::error::Error for RecordError {}
 
 /// How a line becomes an item.
 trait Decode {
@@ -90,27 +35,6 @@ const LINE: &str = "line";
 const IDENTITY: &str = "identity";
 /// Where to resume the next files pulled (see [`Resumed`]).
 const RESUME_AT: &str = "resume_at";
-
-/// A file another rank began, to be read from where it stopped: the next
-/// file pulled must have this name and identity (see
-/// [`elastic`](crate::elastic)). A reshard puts them first in this rank's
-/// plan, so they are the first files pulled, in this order.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Resumed {
-    pub(crate) path: String,
-    pub(crate) offset: u64,
-    pub(crate) line: u64,
-    pub(crate) identity: Identity,
-    /// Items past the offset that the other rank's threaded node delivered:
-    /// read again and passed over.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub(crate) skip: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
@@ -172,19 +96,6 @@ fn read_line(
     buf.clear();
     let rest = reader.skip_until(b'\n')? as u64;
     Ok(Some((n + rest, false)))
-}
-
-/// A bad record at `path` (and `line`).
-fn record_error(name: &'static str, path: &Path, line: Option<u64>, message: String) -> Error {
-    Error::user(
-        name,
-        None,
-        RecordError {
-            path: path.to_path_buf(),
-            line,
-            message,
-        },
-    )
 }
 
 /// A reader's own fields of a state (see [`ReadLines`]' `# State`).
@@ -717,9 +628,9 @@ macro_rules! reader_node {
 /// (saved before identity checks).
 ///
 /// # Errors
-/// A bad record is an [`Error::User`] whose source is a [`RecordError`]
-/// naming the file and the line (`data/a.txt:7: invalid UTF-8 at byte 3 of
-/// the line`): a file that cannot be opened (missing, deleted since the
+/// A bad record is an [`Error::User`] whose source is a
+/// [`RecordError`](crate::RecordError) naming the file and the line
+/// (`data/a.txt:7: invalid UTF-8 at byte 3 of the line`): a file that cannot be opened (missing, deleted since the
 /// list was taken, a compression that is not compiled in) or read (an I/O
 /// or decompression error: the rest of that file is skipped), a line longer
 /// than [`max_line_bytes`](ReadLines::max_line_bytes), a line that is not

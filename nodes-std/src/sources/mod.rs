@@ -10,6 +10,7 @@ pub(crate) mod lines;
 pub(crate) mod map_style;
 pub(crate) mod open;
 pub(crate) mod permute;
+pub(crate) mod record;
 pub(crate) mod sampler_wrapper;
 #[cfg(feature = "zstd")]
 pub(crate) mod zstd;

@@ -1,7 +1,8 @@
 //! Opening a file of lines at a byte offset of its content: a seek for a
 //! plain file, a decompression from the start for gzip and zstd (chosen by
 //! the extension), with the errors a resume reports against the state key
-//! at fault; and the file's identity at that offset, which a state saves.
+//! at fault; the file's identity at that offset, which a state saves; and
+//! where to resume a file another rank began ([`Resumed`]).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
@@ -198,4 +199,25 @@ fn past_the_end(offset: u64, what: &str, len: u64) -> Reopen {
             "offset {offset} is past the end of the {what} ({len} bytes): the file changed since the state was saved"
         ),
     )
+}
+
+/// A file another rank began, to be read from where it stopped: the next
+/// file pulled must have this name and identity (see
+/// [`elastic`](crate::elastic)). A reshard puts them first in this rank's
+/// plan, so they are the first files pulled, in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Resumed {
+    pub(crate) path: String,
+    pub(crate) offset: u64,
+    pub(crate) line: u64,
+    pub(crate) identity: Identity,
+    /// Items past the offset that the other rank's threaded node delivered:
+    /// read again and passed over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) skip: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
