@@ -18,9 +18,10 @@ use crate::sources::files::RankPlan;
 struct Dealt {
     /// The rest of the epoch of every source, to deal into new plans.
     plans: BTreeMap<String, Dealing>,
-    /// The files every old rank began and did not finish, by the path of
-    /// their reader's state, in the order they are dealt.
-    partial: BTreeMap<String, Vec<(u64, Begun)>>,
+    /// The files every old rank began and did not finish (with their
+    /// positions), by the path of their reader's or interleave's state, in
+    /// the order they are dealt.
+    begun: BTreeMap<String, Vec<(u64, Begun)>>,
     /// The items every old rank's shuffler buffered, and the pieces every
     /// packer carried, in the order they are dealt (see [`share`]).
     buffers: BTreeMap<String, Vec<Value>>,
@@ -81,15 +82,16 @@ fn read(i: usize, state: &State) -> Result<Old> {
     })
 }
 
-/// The description with the weighted mixes' rank and world size replaced
-/// (the only parameters of a supported pipeline that differ between ranks).
+/// The description with the weighted mixes' and the shards' rank and world
+/// size replaced (the only parameters of a supported pipeline that differ
+/// between ranks).
 fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
-    let mix = matches!(desc.resume(), Resume::Mixes { .. } | Resume::Shards);
+    let ranked = matches!(desc.resume(), Resume::Mixes { .. } | Resume::Shards);
     let mut out = Description::new(desc.name()).with_resume(desc.resume().clone());
     for (key, value) in desc.params() {
         out = match key {
-            "rank" if mix => out.param(key, rank),
-            "world_size" if mix => out.param(key, world_size),
+            "rank" if ranked => out.param(key, rank),
+            "world_size" if ranked => out.param(key, world_size),
             _ => out.param(key, value),
         };
     }
@@ -180,17 +182,17 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
         let new = deal(&what, &old, world, cut.len, new_world)?;
         plans.insert(cut.path.clone(), new);
     }
-    let mut partial = BTreeMap::new();
+    let mut begun = BTreeMap::new();
     for s in 0..olds[0].found.files.len() {
         let cut = &olds[0].found.files[s];
         let (path, node, len) = (cut.path.clone(), cut.node.clone(), cut.len);
         let old: Vec<OldRank> = olds.iter().map(|o| o.found.files[s].old.clone()).collect();
         let what = format!("the Files at {path}");
         plans.insert(path, deal(&what, &old, world, len, new_world)?);
-        let begun = olds
+        let files = olds
             .iter_mut()
             .flat_map(|o| std::mem::take(&mut o.found.files[s].begun));
-        partial.insert(node, begun.collect());
+        begun.insert(node, files.collect());
     }
     let mut buffers = BTreeMap::new();
     for s in 0..olds[0].found.buffers.len() {
@@ -215,7 +217,7 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     }
     Ok(Dealt {
         plans,
-        partial,
+        begun,
         buffers,
         skipped,
     })
@@ -243,12 +245,12 @@ fn rebuild(
         out.insert("plan", &plan)?;
         return Ok(out);
     }
-    if let Some(begun) = dealt.partial.get(template.path()) {
+    if let Some(begun) = dealt.begun.get(template.path()) {
         out = rebuild_files(desc, out, share(begun, rank, world), rank, world, dealt)?;
     }
     for (key, child) in desc
         .children()
-        .filter(|_| !dealt.partial.contains_key(template.path()))
+        .filter(|_| !dealt.begun.contains_key(template.path()))
     {
         let new = rebuild(child, &child_at(template, key)?, rank, world, dealt)?;
         out = replace_at(out, key, new)?;
@@ -353,14 +355,15 @@ fn rebuild_files(
     };
     let mut plan = dealt.plans[files.path()].plan(rank, world);
     if *desc.resume() == Resume::ReadsFiles {
-        let mut resume_at = Vec::new();
-        for (i, (position, at)) in begun.into_iter().enumerate() {
+        let (mut positions, mut resume_at) = (Vec::new(), Vec::new());
+        for (position, at) in begun {
             let Begun::Lines(at) = at else {
                 unreachable!("a reader's cut")
             };
-            plan.owed.insert(i, position);
+            positions.push(position);
             resume_at.push(at);
         }
+        plan.owed.splice(0..0, positions);
         out = replace_at(out, shard_key, planned(plan)?)?;
         out.insert("path", None::<String>)?;
         out.insert("offset", 0u64)?;
@@ -450,12 +453,14 @@ fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a node whose position is not a function
-/// of global indices, or a pipeline without an [`ElasticSampler`](crate::ElasticSampler).
+/// of global indices or files, or a pipeline without an
+/// [`ElasticSampler`](crate::ElasticSampler) or a [`Files`](crate::Files)
+/// read through a shard.
 pub fn check(pipeline: &Description) -> Result<()> {
     if check_description(pipeline, "/root", Default::default())? == 0 {
-        return Err(invalid(
-            "the pipeline has no ElasticSampler: only pipelines that read map-style datasets through an ElasticSampler can change their number of ranks".to_owned(),
-        ));
+        return Err(invalid(format!(
+            "the pipeline has no ElasticSampler and no Files read through a shard: {NO_SOURCE}"
+        )));
     }
     Ok(())
 }
