@@ -53,23 +53,17 @@ fn read(i: usize, state: &State) -> Result<Old> {
     let pipeline: Description = state.get("pipeline")?;
     let mut found = Found::default();
     walk(&pipeline, &root, &[], false, &mut found)?;
-    let samplers = found
-        .cuts
-        .iter()
-        .map(|c| ("ElasticSampler", &c.path, c.old.rank, c.world_size));
-    let files = found
-        .files
-        .iter()
-        .map(|c| ("Files", &c.path, c.old.rank, c.world_size));
-    let mut cuts = samplers.chain(files);
-    let Some((first, at, rank, world_size)) = cuts.next() else {
+    let mut cuts = found.cuts.iter();
+    let Some(first) = cuts.next() else {
         return Err(invalid(format!(
             "state #{i} has no ElasticSampler and no Files read through a shard: {NO_SOURCE}"
         )));
     };
-    if let Some((node, path, r, w)) = cuts.find(|c| (c.2, c.3) != (rank, world_size)) {
+    let (rank, world_size) = (first.old.rank, first.world_size);
+    if let Some(c) = cuts.find(|c| (c.old.rank, c.world_size) != (rank, world_size)) {
         return Err(invalid(format!(
-            "state #{i}: the {node} at {path} is rank {r} of {w}, the {first} at {at} rank {rank} of {world_size}"
+            "state #{i}: the {} at {} is rank {} of {}, the {} at {} rank {rank} of {world_size}",
+            c.node, c.path, c.old.rank, c.world_size, first.node, first.path
         )));
     }
     Ok(Old {
@@ -101,14 +95,12 @@ fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
     out
 }
 
-/// The epochs of an old rank's samplers, then of its shufflers, each with
-/// its node's name and path.
+/// The epochs of an old rank's samplers and file lists, then of its
+/// shufflers, each with its node's name and path.
 fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
     let (cuts, buffers) = (old.found.cuts.iter(), old.found.buffers.iter());
-    let cuts = cuts.map(|c| ("ElasticSampler", &*c.path, c.epoch));
-    let files = old.found.files.iter().map(|c| ("Files", &*c.path, c.epoch));
-    cuts.chain(files)
-        .chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
+    let cuts = cuts.map(|c| (c.node, &*c.path, c.epoch));
+    cuts.chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
 }
 
 /// Checks that `olds` are the complete state set of one job, in one epoch,
@@ -178,20 +170,16 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     let mut plans = BTreeMap::new();
     for (s, cut) in olds[0].found.cuts.iter().enumerate() {
         let old: Vec<OldRank> = olds.iter().map(|o| o.found.cuts[s].old.clone()).collect();
-        let what = format!("the ElasticSampler at {}", cut.path);
+        let what = format!("the {} at {}", cut.node, cut.path);
         let new = deal(&what, &old, world, cut.len, new_world)?;
         plans.insert(cut.path.clone(), new);
     }
     let mut begun = BTreeMap::new();
-    for s in 0..olds[0].found.files.len() {
-        let cut = &olds[0].found.files[s];
-        let (path, node, len) = (cut.path.clone(), cut.node.clone(), cut.len);
-        let old: Vec<OldRank> = olds.iter().map(|o| o.found.files[s].old.clone()).collect();
-        let what = format!("the Files at {path}");
-        plans.insert(path, deal(&what, &old, world, len, new_world)?);
+    for s in 0..olds[0].found.begun.len() {
+        let node = olds[0].found.begun[s].0.clone();
         let files = olds
             .iter_mut()
-            .flat_map(|o| std::mem::take(&mut o.found.files[s].begun));
+            .flat_map(|o| std::mem::take(&mut o.found.begun[s].1));
         begun.insert(node, files.collect());
     }
     let mut buffers = BTreeMap::new();
@@ -247,13 +235,11 @@ fn rebuild(
     }
     if let Some(begun) = dealt.begun.get(template.path()) {
         out = rebuild_files(desc, out, share(begun, rank, world), rank, world, dealt)?;
-    }
-    for (key, child) in desc
-        .children()
-        .filter(|_| !dealt.begun.contains_key(template.path()))
-    {
-        let new = rebuild(child, &child_at(template, key)?, rank, world, dealt)?;
-        out = replace_at(out, key, new)?;
+    } else {
+        for (key, child) in desc.children() {
+            let new = rebuild(child, &child_at(template, key)?, rank, world, dealt)?;
+            out = replace_at(out, key, new)?;
+        }
     }
     if let Some(&total) = dealt.skipped.get(template.path()) {
         // This rank's share of the skipped records: `total / world`, plus

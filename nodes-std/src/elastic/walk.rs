@@ -14,8 +14,11 @@ use crate::sources::open::Resumed;
 
 pub(crate) const RESHARD: &str = "reshard";
 
-/// One `ElasticSampler` in one old rank's state.
+/// One source of global positions in one old rank's state: an
+/// `ElasticSampler`, or a `Files` read through a shard.
 pub(crate) struct Cut {
+    /// The node's name, for errors.
+    pub(crate) node: &'static str,
     /// Where its state is, in the loader state (the same on every rank).
     pub(crate) path: String,
     pub(crate) epoch: u64,
@@ -23,23 +26,6 @@ pub(crate) struct Cut {
     pub(crate) len: u64,
     /// The rank, its plan and what it consumed of it.
     pub(crate) old: OldRank,
-}
-
-/// One `Files` read by `read_lines`/`read_jsonl` through a rank `shard`, in
-/// one old rank's state.
-pub(crate) struct FileCut {
-    /// Where the reader's (or interleave's) state is, in the loader state.
-    pub(crate) node: String,
-    /// Where the `Files` state is.
-    pub(crate) path: String,
-    pub(crate) epoch: u64,
-    pub(crate) world_size: u64,
-    /// The number of files.
-    pub(crate) len: u64,
-    /// The rank, its plan and the steps of it pulled (an open file's too).
-    pub(crate) old: OldRank,
-    /// The files begun and not finished, by position.
-    pub(crate) begun: Vec<(u64, Begun)>,
 }
 
 /// A file one old rank began, to be finished by a new rank.
@@ -66,10 +52,12 @@ pub(crate) struct Buffered {
 /// What one old rank's state holds that a reshard carries over.
 #[derive(Default)]
 pub(crate) struct Found {
-    /// One per `ElasticSampler`, in description order.
+    /// One per `ElasticSampler` and per `Files` read through a shard, in
+    /// description order.
     pub(crate) cuts: Vec<Cut>,
-    /// One per file reader, in description order.
-    pub(crate) files: Vec<FileCut>,
+    /// The files each file reader or interleave (by the path of its state)
+    /// began and did not finish, with their positions, in description order.
+    pub(crate) begun: Vec<(String, Vec<(u64, Begun)>)>,
     /// One per `Shuffler`, in description order.
     pub(crate) buffers: Vec<Buffered>,
     /// What each `Packer` carried (parts of documents not yet packed), by
@@ -318,8 +306,9 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
             begun.push((own.position(own.steps), Begun::Slot { item, inner }));
         }
     }
-    out.files.push(FileCut {
-        node: state.path().to_owned(),
+    out.begun.push((state.path().to_owned(), begun));
+    out.cuts.push(Cut {
+        node: "Files",
         path: files.path().to_owned(),
         epoch: files.get("epoch")?,
         world_size: cursor.world_size,
@@ -329,7 +318,6 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
             consumed: Consumed::new(steps, &[]),
             plan: cursor.plan,
         },
-        begun,
     });
     Ok(())
 }
@@ -379,6 +367,7 @@ pub(crate) fn walk(
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
             out.cuts.push(Cut {
+                node: "ElasticSampler",
                 path: state.path().to_owned(),
                 epoch: state.get("epoch")?,
                 world_size: state.get("world_size")?,

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
-use crate::sources::open::{Identity, OFFSET, PATH, Reopen, Resumed, Tail, open_at};
+use crate::sources::open::{
+    IDENTITY, Identity, OFFSET, PATH, Reopen, Resumed, Tail, open_at, reopen,
+};
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -32,7 +34,6 @@ trait Decode {
 /// The state keys.
 const SOURCE: &str = "source";
 const LINE: &str = "line";
-const IDENTITY: &str = "identity";
 /// Where to resume the next files pulled (see [`Resumed`]).
 const RESUME_AT: &str = "resume_at";
 
@@ -247,21 +248,14 @@ where
             );
             record_error(self.name, path, None, why)
         };
-        if path.file_name() != Some(OsStr::new(&at.path)) {
-            return Err(fail(format!(
+        let misnamed = || {
+            format!(
                 "the reshard dealt `{}` here: the file list changed",
                 at.path
-            )));
-        }
-        let reader = open_at(path, at.offset).map_err(|Reopen(_, why)| fail(why))?;
-        let now = reader.identity();
-        if now != at.identity {
-            return Err(fail(format!(
-                "the file changed since the state was saved: it is {now:?}, the state has {:?}",
-                at.identity
-            )));
-        }
-        Ok(reader)
+            )
+        };
+        reopen(path, &at.path, at.offset, Some(&at.identity), misnamed)
+            .map_err(|Reopen(_, why)| fail(why))
     }
 
     /// The next item decoded by `D`, under the error policy.
@@ -373,22 +367,12 @@ impl<S: Node, D> LineReader<S, D> {
             let why = format!("{name} cannot resume in `{}`: {why}", file.display());
             Error::bad_state(state.path_of(key), why)
         };
-        if file.file_name() != Some(OsStr::new(path)) {
-            let why = format!(
+        let misnamed = || {
+            format!(
                 "the state is in a file named `{path}`: its source's state is not from before that file"
-            );
-            return Err(reopen_error(Reopen(PATH, why)));
-        }
-        let reader = open_at(file, saved.offset).map_err(reopen_error)?;
-        let now = reader.identity();
-        if saved.identity.as_ref() == Some(&now) {
-            return Ok(reader);
-        }
-        let message = format!(
-            "the file changed since the state was saved: at offset {} it is {now:?}, the state has {:?}; resuming would deliver other data: restore over the files the state was taken over, or start a new run",
-            saved.offset, saved.identity
-        );
-        Err(reopen_error(Reopen(IDENTITY, message)))
+            )
+        };
+        reopen(file, path, saved.offset, saved.identity.as_ref(), misnamed).map_err(reopen_error)
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()>

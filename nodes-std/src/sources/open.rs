@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 pub(crate) const PATH: &str = "path";
 /// The state key of the byte offset in the file's (decompressed) content.
 pub(crate) const OFFSET: &str = "offset";
+/// The state key of the file's identity at the offset.
+pub(crate) const IDENTITY: &str = "identity";
 
 /// The read buffer of a file.
 const BUFFER: usize = 64 << 10;
@@ -199,6 +201,32 @@ fn past_the_end(offset: u64, what: &str, len: u64) -> Reopen {
             "offset {offset} is past the end of the {what} ({len} bytes): the file changed since the state was saved"
         ),
     )
+}
+
+/// Opens `file` at `offset` if it is still the file a state named: its
+/// name is `name` (else the error is `misnamed`'s), and its identity there
+/// is `identity`. The error names the state key at fault.
+pub(crate) fn reopen(
+    file: &Path,
+    name: &str,
+    offset: u64,
+    identity: Option<&Identity>,
+    misnamed: impl FnOnce() -> String,
+) -> std::result::Result<Tail, Reopen> {
+    if file.file_name() != Some(std::ffi::OsStr::new(name)) {
+        return Err(Reopen(PATH, misnamed()));
+    }
+    let reader = open_at(file, offset)?;
+    let now = reader.identity();
+    if identity == Some(&now) {
+        return Ok(reader);
+    }
+    Err(Reopen(
+        IDENTITY,
+        format!(
+            "the file changed since the state was saved: at offset {offset} it is {now:?}, the state has {identity:?}; resuming would deliver other data: restore over the files the state was taken over, or start a new run"
+        ),
+    ))
 }
 
 /// A file another rank began, to be read from where it stopped: the next
