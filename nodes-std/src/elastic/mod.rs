@@ -136,10 +136,10 @@
 //! `IterableWrapper`, maybe prefetched): each open slot is a begun file,
 //! dealt like a reader's, and a new rank opens the slots it is dealt at
 //! once, past its `cycle_length` if it must; the cycle visits those until
-//! they end. A `par_map` or `prefetch` above such an interleave is refused
-//! (the items it delivered past its snapshot come from slots no state
-//! shows): put it in the interleave's function. So is one above a filter,
-//! `try_map`, shuffle, pack or mix over a file reader (see below).
+//! they end. A `par_map` or `prefetch` above such an interleave, or above a
+//! filter, `try_map`, shuffle, pack or mix over a file reader, delivered
+//! items past its snapshot that no count of lines shows: [`settle`]
+//! replays them into the states first (see below).
 //!
 //! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
 //! reads an [`ElasticSampler`] cannot count how many positions stand behind
@@ -148,9 +148,10 @@
 //! `par_map` there runs in order), so its state names the positions
 //! exactly. Over a subtree of `map`/`batch` only, or without an
 //! `ElasticSampler`, nothing changes. Over files that would cost every file
-//! pipeline a state per item (ten times slower), so there [`check`]
-//! refuses such a node instead: put it below the filter, shuffle, pack or
-//! mix, right above the reader (or a `map` of its records).
+//! pipeline a state per item (ten times slower), so there the old states
+//! go through [`settle`] before [`reshard`]: it loads each into its old
+//! rank's pipeline, where the threaded nodes pull those items again and
+//! snapshot their sources right after them, and takes the state again.
 //!
 //! A `shuffle` may stand anywhere among these: over a `filter` or `batch`,
 //! under or over a threaded node, under each source of a mix. Its buffered
@@ -176,8 +177,10 @@
 mod plan;
 mod reshard;
 mod sampler;
+mod settle;
 pub(crate) mod walk;
 
 pub use self::reshard::{check, load_resharded, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;
 pub(crate) use self::sampler::Plan;
+pub use self::settle::settle;

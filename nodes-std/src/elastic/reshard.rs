@@ -418,7 +418,9 @@ fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State
 }
 
 /// Checks, before any state is taken, that a pipeline can change its number
-/// of ranks: `Ok` if [`reshard`] will accept its states, else the
+/// of ranks: `Ok` if [`reshard`] will accept its states (once
+/// [`settle`](crate::elastic::settle)d, where a threaded node read ahead
+/// over files), else the
 /// [`Error::InvalidArgument`] naming the first node that stops it and its
 /// path in the state (the same error `reshard` would give). Pass it
 /// `loader.describe()` (or a node's `describe()`).
@@ -443,7 +445,7 @@ fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State
 /// [`ElasticSampler`](crate::ElasticSampler) or a [`Files`](crate::Files)
 /// read through a shard.
 pub fn check(pipeline: &Description) -> Result<()> {
-    if check_description(pipeline, "/root", Default::default())? == 0 {
+    if check_description(pipeline, "/root", false)? == 0 {
         return Err(invalid(format!(
             "the pipeline has no ElasticSampler and no Files read through a shard: {NO_SOURCE}"
         )));
@@ -462,8 +464,11 @@ pub fn check(pipeline: &Description) -> Result<()> {
 /// jobs of different sizes, other pipelines or different epochs (or from
 /// different runs: plans that do not fit together); a pipeline with a
 /// node whose position is not a function of global indices (the error names
-/// it and its path); and a `new_world_size` above 2^20 (one state per new
-/// rank: use [`reshard_rank`] on each rank). A state that does not parse as
+/// it and its path); a state in which a `par_map` or `prefetch` over files
+/// delivered items past its snapshot that no count of lines shows (pass
+/// the states through [`settle`](crate::elastic::settle) first); and a
+/// `new_world_size` above 2^20 (one state per new rank: use
+/// [`reshard_rank`] on each rank). A state that does not parse as
 /// a loader state is an [`Error::BadState`] at its path.
 pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
     // It holds every new rank's state; `reshard_rank` writes one of any world.

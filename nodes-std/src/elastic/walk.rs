@@ -113,67 +113,48 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 }
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
-/// the node's state is.
-pub(crate) fn check(desc: &Description, path: &str, above: Above) -> Result<usize> {
+/// the node's state is; `out_of_order`: an out-of-order `par_map` stands
+/// above.
+pub(crate) fn check(desc: &Description, path: &str, out_of_order: bool) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
     if matches!(desc.resume(), Resume::ReadsFiles | Resume::Interleaves) {
-        let below = files_below(desc, above);
+        let below = files_below(desc, out_of_order);
         return below
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let above = match *desc.resume() {
-        Resume::ReadsAhead { in_order } => Above {
-            threaded: true,
-            out_of_order: above.out_of_order || !in_order,
-            ..above
-        },
-        ref resume => Above {
-            gap: above.gap || above.threaded && !resume.counts_positions(),
-            ..above
-        },
-    };
+    let out_of_order = out_of_order || *desc.resume() == Resume::ReadsAhead { in_order: false };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
         let at = nodes_core::__private::pointer_join(path, key);
-        samplers += check(child, &at, above)?;
+        samplers += check(child, &at, out_of_order)?;
     }
     Ok(samplers)
 }
 
-/// What stands above a node, for [`check`].
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Above {
-    /// A `par_map` or `prefetch`.
-    threaded: bool,
-    /// An out-of-order `par_map`.
-    out_of_order: bool,
-    /// A threaded node above a node whose items do not stand for a known
-    /// number of its child's (a filter, shuffle, pack, mix).
-    gap: bool,
+/// Whether a file reader or an interleave of files stands in the subtree.
+pub(crate) fn reads_files(desc: &Description) -> bool {
+    desc.subtree()
+        .any(|d| matches!(d.resume(), Resume::ReadsFiles | Resume::Interleaves))
 }
 
+/// What a threaded node above delivered past its snapshot, where no count
+/// of lines tells what it was: [`settle`](crate::elastic::settle) replays
+/// it into the state.
+const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix or interleave): pass the states through `elastic::settle` first, which replays them into the states";
+
 /// The shard and the `Files` below a file reader or an interleave, with
-/// their keys, if the node can be resharded with `above` over it.
+/// their keys, if the node can be resharded (`out_of_order`: under an
+/// out-of-order `par_map`).
 fn files_below(
     desc: &Description,
-    above: Above,
+    out_of_order: bool,
 ) -> std::result::Result<[(&str, &Description); 2], &'static str> {
-    if above.out_of_order {
+    if out_of_order {
         return Err(
             "an out-of-order par_map above a file reader delivers lines past a gap that no state of the reader shows: use an in-order par_map",
-        );
-    }
-    if above.gap {
-        return Err(
-            "a par_map or prefetch above a filter, try_map, shuffle, pack or mix over a file reader delivers items past its snapshot that no count turns into lines: put it below that node, right above the reader (or a map of its records)",
-        );
-    }
-    if above.threaded && *desc.resume() == Resume::Interleaves {
-        return Err(
-            "a par_map or prefetch above an interleave of files delivers items past its snapshot whose files are not known: put it in the interleave's function (it then reads each file ahead)",
         );
     }
     fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {
@@ -251,14 +232,11 @@ impl FileCursor {
 fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Found) -> Result<()> {
     let in_order = relative.iter().zip(0..).all(|(&r, i)| r == i);
     let reader = *desc.resume() == Resume::ReadsFiles;
-    let threaded = !relative.is_empty();
-    let above = Above {
-        threaded,
-        out_of_order: !in_order,
-        gap: false,
-    };
+    if !reader && !relative.is_empty() {
+        return Err(refuse(state.path(), desc.name(), UNSETTLED));
+    }
     let [(shard_key, shard), (files_key, _)] =
-        files_below(desc, above).map_err(|why| refuse(state.path(), desc.name(), why))?;
+        files_below(desc, !in_order).map_err(|why| refuse(state.path(), desc.name(), why))?;
     push_skipped(state, out)?;
     let shard_state = child_at(state, shard_key)?;
     let files = child_at(&shard_state, files_key)?;
@@ -356,8 +334,12 @@ pub(crate) fn walk(
         // this node may have drawn any number of positions for. Over an
         // ElasticSampler threaded nodes record a snapshot per item over such
         // a subtree (see `threaded::plan::needs_exact_snapshots`); over
-        // files `check` refuses the pipeline.
-        let why = "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (over files, put the threaded node below this one; over an ElasticSampler, a state that does not snapshot every item over a filter, try_map or mix)";
+        // files `settle` replays them into the state.
+        let why = if reads_files(desc) {
+            UNSETTLED
+        } else {
+            "the threaded node above recorded items past its snapshot, and how many positions stand behind them here is not known (over an ElasticSampler, a state that does not snapshot every item over a filter, try_map or mix)"
+        };
         return Err(refuse(state.path(), name, why));
     }
     // What the one child below yields that counts as consumed, and whether

@@ -16,8 +16,8 @@ use crate::policy::ErrorPolicy;
 /// counts items past its snapshot, and the positions below are read off the
 /// snapshot exactly. Pipelines without such a sampler are unaffected; file
 /// pipelines too (a state per item would slow every one of them tenfold):
-/// `elastic` refuses a threaded node above a filter, shuffle, pack, mix or
-/// interleave over a file reader.
+/// there `elastic::settle` replays, once, what such a node delivered past
+/// its snapshot into the saved states.
 fn needs_exact_snapshots(source: &Description) -> bool {
     let found = |f: fn(&Resume) -> bool| source.subtree().any(|desc| f(desc.resume()));
     found(|r| *r == Resume::Redistributable) && found(|r| !r.counts_positions())

@@ -24,11 +24,11 @@
 //!
 //! Each file is plain, gzip (two members) or zstd (two frames) when those
 //! features are on. Filters act on records (a line's number), before the
-//! group, so what the epoch delivers does not depend on the order. No
-//! `par_map` or `prefetch` is generated above an interleave, or above a
-//! filter, `try_map`, shuffle, pack or mix (`shape` makes such a stage a
-//! `map`): `check` refuses them there, as it does an out-of-order `par_map`
-//! above a reader (tested in `elastic_files`); `par_map`s here are in order.
+//! group, so what the epoch delivers does not depend on the order. The
+//! states pass through `elastic::settle` before each reshard (a threaded
+//! stage above a filter, `try_map`, shuffle, pack, mix or interleave needs
+//! it). `par_map`s here are in order: `check` refuses an out-of-order one
+//! above a reader (tested in `elastic_files`).
 
 use std::path::PathBuf;
 
@@ -100,42 +100,7 @@ struct Shape {
     after: Vec<Stage>,
 }
 
-impl Stage {
-    fn threaded(self) -> bool {
-        matches!(self, Stage::ParMap(_) | Stage::Prefetch(_))
-    }
-
-    /// Whether its items stand for a known number of its source's.
-    fn counts(self) -> bool {
-        matches!(self, Stage::Map | Stage::ParMap(_) | Stage::Prefetch(_))
-    }
-}
-
-impl Shape {
-    /// The shape with every threaded stage that `check` refuses (above a
-    /// filter, shuffle, pack or mix, or above an interleave) made a `map`.
-    fn accepted(mut self) -> Shape {
-        let mut gap = matches!(self.reader, Reader::Interleave { .. });
-        let place = |stage: &mut Stage, gap: &mut bool| {
-            if stage.threaded() && *gap {
-                *stage = Stage::Map;
-            }
-            *gap |= !stage.counts();
-        };
-        for stage in &mut self.record {
-            place(stage, &mut gap);
-        }
-        gap |= !matches!(self.mix, Mix::None)
-            || matches!(
-                self.group,
-                Group::Pack | Group::PackExact | Group::PackSegments
-            );
-        for stage in &mut self.after {
-            place(stage, &mut gap);
-        }
-        self
-    }
-}
+impl Stage {}
 
 /// A token's line number (a token is `f:l#t`).
 fn number(token: &str) -> u32 {
@@ -327,7 +292,7 @@ fn packing() -> impl Strategy<Value = Packing> {
     prop::sample::select(kinds.into_iter().flatten().collect::<Vec<_>>())
 }
 
-fn record(threads: bool) -> impl Strategy<Value = Stage> {
+fn record() -> impl Strategy<Value = Stage> {
     let plain = prop_oneof![
         Just(Stage::Map),
         Just(Stage::Filter),
@@ -339,18 +304,17 @@ fn record(threads: bool) -> impl Strategy<Value = Stage> {
         (1usize..=2).prop_map(Stage::ParMap),
         (1usize..=3).prop_map(Stage::Prefetch),
     ];
-    // Threads only where `check` accepts them.
-    prop_oneof![3 => plain, u32::from(threads) => threaded]
+    prop_oneof![3 => plain, 1 => threaded]
 }
 
-fn after(threads: bool) -> impl Strategy<Value = Stage> {
+fn after() -> impl Strategy<Value = Stage> {
     let threaded = prop_oneof![
         (1usize..=2).prop_map(Stage::ParMap),
         (1usize..=3).prop_map(Stage::Prefetch),
     ];
     prop_oneof![
         2 => prop_oneof![Just(Stage::Map), (1usize..=4).prop_map(Stage::Shuffle)],
-        u32::from(threads) => threaded,
+        1 => threaded,
     ]
 }
 
@@ -374,22 +338,16 @@ fn shape() -> impl Strategy<Value = Shape> {
         Just(Group::PackExact),
         Just(Group::PackSegments),
     ];
-    (reader, mix, group).prop_flat_map(|(reader, mix, group)| {
-        let threads = !matches!(reader, Reader::Interleave { .. });
-        (
-            prop::collection::vec(record(threads), 0..=3),
-            prop::collection::vec(after(threads), 0..=2),
-        )
-            .prop_map(move |(record, after)| {
-                Shape {
-                    reader,
-                    record,
-                    mix,
-                    group,
-                    after,
-                }
-                .accepted()
-            })
+    let stages = (
+        prop::collection::vec(record(), 0..=3),
+        prop::collection::vec(after(), 0..=2),
+    );
+    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, after))| Shape {
+        reader,
+        record,
+        mix,
+        group,
+        after,
     })
 }
 
