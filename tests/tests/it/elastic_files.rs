@@ -345,7 +345,7 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
 /// `check` accepts the pipeline, with a `par_map` or `prefetch` above an
 /// interleave of files or above a filter over a reader too, and names what
 /// it cannot reshard: an out-of-order `par_map` above a reader, a
-/// `flat_map`.
+/// `flat_map`, a mix that restarts its sources.
 #[test]
 fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     let corpus = Corpus::new("check", &[2, 2]);
@@ -392,6 +392,22 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     );
     assert!(
         err.contains("or Files under shard read by read_lines"),
+        "{err}"
+    );
+    // A mix that restarts its sources (a CYCLE_* stop criterion, the
+    // default) leaves the old ranks in different passes of a source.
+    let cycling = MultiNodeWeightedSampler::new(
+        [("a", sharded()), ("b", sharded())],
+        [("a", 0.5), ("b", 0.5)],
+    )
+    .unwrap();
+    let err = elastic::check(&cycling.describe()).unwrap_err().to_string();
+    assert!(
+        err.contains("MultiNodeWeightedSampler at /root cannot be resharded"),
+        "{err}"
+    );
+    assert!(
+        err.contains("only StopCriteria::AllDatasetsExhausted reads each source exactly once"),
         "{err}"
     );
 }
