@@ -541,6 +541,34 @@ pub trait NodeExt: Node + Sized {
     {
         ReadJsonl::new(self)
     }
+
+    /// Reads the Parquet files this node names, in turn: one `T` per row,
+    /// deserialised with serde from the Arrow arrays (see
+    /// [`ReadParquet`](crate::ReadParquet)).
+    /// With the `parquet` feature.
+    #[cfg(feature = "parquet")]
+    fn read_parquet<T>(self) -> crate::ReadParquet<Self, T>
+    where
+        Self::Item: AsRef<std::path::Path>,
+        T: DeserializeOwned,
+    {
+        crate::ReadParquet::new(self)
+    }
+
+    /// Reads the Parquet files this node names, in turn, as Arrow
+    /// `RecordBatch`es of at most `rows` rows, each within a row group (see
+    /// [`ReadParquetBatches`](crate::ReadParquetBatches)). With the
+    /// `parquet` feature.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `rows` is 0.
+    #[cfg(feature = "parquet")]
+    fn read_parquet_batches(self, rows: usize) -> Result<crate::ReadParquetBatches<Self>>
+    where
+        Self::Item: AsRef<std::path::Path>,
+    {
+        crate::ReadParquetBatches::new(self, rows)
+    }
 }
 
 impl<N: Node> NodeExt for N {}

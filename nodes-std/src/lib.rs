@@ -54,6 +54,8 @@
 //! # Features
 //!
 //! - `gzip`, `zstd`: read `.gz` and `.zst` files (pure Rust).
+//! - `parquet`: read Parquet files ([`ReadParquet`], [`ReadParquetBatches`])
+//!   on the Apache Arrow crates.
 //! - `tracing`: log epochs, restores, worker threads and skipped records
 //!   through [`tracing`](https://docs.rs/tracing), target `nodes`.
 //!
@@ -94,6 +96,8 @@ pub use crate::sources::files::Files;
 pub use crate::sources::iterable::{FromFn, IterableWrapper, ReIterable, SeekableIterator};
 pub use crate::sources::lines::{DEFAULT_MAX_LINE_BYTES, ReadJsonl, ReadLines};
 pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
+#[cfg(feature = "parquet")]
+pub use crate::sources::parquet::{ReadParquet, ReadParquetBatches};
 pub use crate::sources::record::RecordError;
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,

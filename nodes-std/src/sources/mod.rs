@@ -3,12 +3,16 @@
 //!
 //! Nothing here has a child node; everything above imports from here.
 
+#[cfg(feature = "parquet")]
+pub(crate) mod arrow_row;
 pub(crate) mod files;
 pub(crate) mod glob;
 pub(crate) mod iterable;
 pub(crate) mod lines;
 pub(crate) mod map_style;
 pub(crate) mod open;
+#[cfg(feature = "parquet")]
+pub(crate) mod parquet;
 pub(crate) mod permute;
 pub(crate) mod record;
 pub(crate) mod sampler_wrapper;

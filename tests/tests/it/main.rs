@@ -31,3 +31,5 @@ mod train_loop;
 mod wide;
 
 mod one_to_many;
+#[cfg(feature = "parquet")]
+mod parquet;

@@ -1,0 +1,205 @@
+//! One row of an Arrow `RecordBatch` read as a serde type, straight from
+//! the column arrays (no intermediate JSON): a row is a map from column
+//! names to cells; a null cell is `None` (or a unit).
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Decimal128Array, TimestampMicrosecondArray, TimestampMillisecondArray};
+use arrow_array::{TimestampNanosecondArray, TimestampSecondArray};
+use serde::de::value::{Error as DeError, StrDeserializer};
+use serde::de::{self, DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use serde::forward_to_deserialize_any;
+
+/// Row `row` of `batch`, as a `T`.
+pub(crate) fn row<T: de::DeserializeOwned>(batch: &RecordBatch, row: usize) -> Result<T, DeError> {
+    let fields = batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str());
+    T::deserialize(Fields {
+        names: fields.collect(),
+        columns: batch.columns(),
+        row,
+    })
+}
+
+/// The cells of one row (of a batch or of a struct column), by name.
+struct Fields<'a> {
+    names: Vec<&'a str>,
+    columns: &'a [ArrayRef],
+    row: usize,
+}
+
+impl<'de> Deserializer<'de> for Fields<'_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_map(FieldsAccess {
+            fields: self,
+            next: 0,
+        })
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+struct FieldsAccess<'a> {
+    fields: Fields<'a>,
+    next: usize,
+}
+
+impl<'de> MapAccess<'de> for FieldsAccess<'_> {
+    type Error = DeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        let Some(name) = self.fields.names.get(self.next) else {
+            return Ok(None);
+        };
+        seed.deserialize(StrDeserializer::<DeError>::new(name))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
+        let column = &self.fields.columns[self.next];
+        let name = self.fields.names[self.next];
+        self.next += 1;
+        seed.deserialize(Cell {
+            array: column.as_ref(),
+            row: self.fields.row,
+        })
+        .map_err(|e| DeError::custom(format_args!("column `{name}`: {e}")))
+    }
+}
+
+/// One cell of a column.
+struct Cell<'a> {
+    array: &'a dyn Array,
+    row: usize,
+}
+
+impl<'de> Deserializer<'de> for Cell<'_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        use arrow_array::types::{BinaryType, LargeBinaryType};
+        use arrow_schema::{DataType as D, TimeUnit};
+        let (a, i) = (self.array, self.row);
+        if a.is_null(i) {
+            return visitor.visit_unit();
+        }
+        match a.data_type() {
+            D::Null => visitor.visit_unit(),
+            D::Boolean => visitor.visit_bool(a.as_boolean().value(i)),
+            D::Int8 => visitor.visit_i64(a.as_primitive::<Int8Type>().value(i).into()),
+            D::Int16 => visitor.visit_i64(a.as_primitive::<Int16Type>().value(i).into()),
+            D::Int32 => visitor.visit_i64(a.as_primitive::<Int32Type>().value(i).into()),
+            D::Int64 => visitor.visit_i64(a.as_primitive::<Int64Type>().value(i)),
+            D::UInt8 => visitor.visit_u64(a.as_primitive::<UInt8Type>().value(i).into()),
+            D::UInt16 => visitor.visit_u64(a.as_primitive::<UInt16Type>().value(i).into()),
+            D::UInt32 => visitor.visit_u64(a.as_primitive::<UInt32Type>().value(i).into()),
+            D::UInt64 => visitor.visit_u64(a.as_primitive::<UInt64Type>().value(i)),
+            D::Float32 => visitor.visit_f64(a.as_primitive::<Float32Type>().value(i).into()),
+            D::Float64 => visitor.visit_f64(a.as_primitive::<Float64Type>().value(i)),
+            // Days and milliseconds since the epoch, as stored.
+            D::Date32 => visitor.visit_i64(a.as_primitive::<Date32Type>().value(i).into()),
+            D::Date64 => visitor.visit_i64(a.as_primitive::<Date64Type>().value(i)),
+            D::Timestamp(unit, _) => visitor.visit_i64(match unit {
+                TimeUnit::Second => downcast::<TimestampSecondArray>(a)?.value(i),
+                TimeUnit::Millisecond => downcast::<TimestampMillisecondArray>(a)?.value(i),
+                TimeUnit::Microsecond => downcast::<TimestampMicrosecondArray>(a)?.value(i),
+                TimeUnit::Nanosecond => downcast::<TimestampNanosecondArray>(a)?.value(i),
+            }),
+            D::Decimal128(..) => visitor.visit_i128(downcast::<Decimal128Array>(a)?.value(i)),
+            D::Utf8 => visitor.visit_str(a.as_string::<i32>().value(i)),
+            D::LargeUtf8 => visitor.visit_str(a.as_string::<i64>().value(i)),
+            D::Utf8View => visitor.visit_str(a.as_string_view().value(i)),
+            D::Binary => visitor.visit_bytes(a.as_bytes::<BinaryType>().value(i)),
+            D::LargeBinary => visitor.visit_bytes(a.as_bytes::<LargeBinaryType>().value(i)),
+            D::BinaryView => visitor.visit_bytes(a.as_binary_view().value(i)),
+            D::List(_) => visitor.visit_seq(Items::of(a.as_list::<i32>().value(i))),
+            D::LargeList(_) => visitor.visit_seq(Items::of(a.as_list::<i64>().value(i))),
+            D::FixedSizeList(..) => visitor.visit_seq(Items::of(a.as_fixed_size_list().value(i))),
+            D::Struct(fields) => {
+                let columns = a.as_struct().columns();
+                let names = fields.iter().map(|f| f.name().as_str()).collect();
+                Fields {
+                    names,
+                    columns,
+                    row: i,
+                }
+                .deserialize_any(visitor)
+            }
+            other => Err(DeError::custom(format_args!(
+                "Arrow type {other} is not read into serde types: read RecordBatches (`read_parquet_batches`)"
+            ))),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.array.is_null(self.row) {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+fn downcast<T: 'static>(a: &dyn Array) -> Result<&T, DeError> {
+    a.as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| DeError::custom(format_args!("unexpected array for {}", a.data_type())))
+}
+
+/// The items of one list cell.
+struct Items {
+    values: ArrayRef,
+    next: usize,
+}
+
+impl Items {
+    fn of(values: ArrayRef) -> Items {
+        Items { values, next: 0 }
+    }
+}
+
+impl<'de> SeqAccess<'de> for Items {
+    type Error = DeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DeError> {
+        if self.next == self.values.len() {
+            return Ok(None);
+        }
+        let row = self.next;
+        self.next += 1;
+        seed.deserialize(Cell {
+            array: self.values.as_ref(),
+            row,
+        })
+        .map(Some)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.values.len() - self.next)
+    }
+}

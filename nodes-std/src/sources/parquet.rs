@@ -1,0 +1,593 @@
+//! [`ReadParquet`] and [`ReadParquetBatches`]: the rows of each Parquet
+//! file a source names, as serde types or as Arrow `RecordBatch` slices,
+//! resumed at a (row group, row) through the page index.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
+use parquet::file::metadata::PageIndexPolicy;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::sources::arrow_row;
+use crate::sources::record::record_error;
+use crate::transforms::flat_map::replayable;
+use crate::{
+    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, State, Stateful,
+};
+
+/// The state keys.
+const SOURCE: &str = "source";
+const PATH: &str = "path";
+const ROW_GROUP: &str = "row_group";
+const ROW: &str = "row";
+const IDENTITY: &str = "identity";
+
+/// Rows decoded at a time when items are rows.
+const DECODE_ROWS: usize = 1024;
+
+/// What a state records of the file it is in, checked on restore: the
+/// file's size and an `mx64` digest of its footer (the metadata, which
+/// names every row group, page and statistic), never of the whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Identity {
+    size: u64,
+    footer: String,
+}
+
+impl Identity {
+    /// Reads the size and the footer (its length is in the last 8 bytes).
+    fn of(file: &mut File) -> std::io::Result<Identity> {
+        let size = file.seek(SeekFrom::End(0))?;
+        let mut tail = [0u8; 8];
+        if size < 8 {
+            return Err(std::io::Error::other("too short for a Parquet file"));
+        }
+        file.seek(SeekFrom::End(-8))?;
+        file.read_exact(&mut tail)?;
+        if &tail[4..] != b"PAR1" {
+            return Err(std::io::Error::other(
+                "no Parquet footer (`PAR1`) at its end",
+            ));
+        }
+        let length = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+        let start = size.checked_sub(length + 8).ok_or_else(|| {
+            std::io::Error::other(format!("a footer of {length} bytes in {size}"))
+        })?;
+        file.seek(SeekFrom::Start(start))?;
+        let mut footer = vec![0u8; length as usize];
+        file.read_exact(&mut footer)?;
+        let digest = nodes_core::__private::digest_bytes(&footer);
+        Ok(Identity {
+            size,
+            footer: format!("mx64:{digest:016x}"),
+        })
+    }
+}
+
+/// The open file: its reader's metadata, identity and row groups' sizes.
+struct Open {
+    path: PathBuf,
+    file: File,
+    metadata: ArrowReaderMetadata,
+    identity: Identity,
+    /// The source's state from before it yielded this file.
+    before: State,
+    /// The row group being read, if its reader was built.
+    reader: Option<ParquetRecordBatchReader>,
+    /// Decoded rows not yet handed out: a batch and its first such row.
+    decoded: Option<(RecordBatch, usize)>,
+}
+
+/// What [`ReadParquet`] and [`ReadParquetBatches`] share: the source of
+/// paths, the open file and the position in it.
+struct ParquetReader<S> {
+    name: &'static str,
+    source: S,
+    /// Root columns to read (all when empty).
+    columns: Vec<String>,
+    /// Rows per decoded batch.
+    decode_rows: usize,
+    open: Option<Open>,
+    /// The row group of the next row.
+    row_group: usize,
+    /// Rows of that row group already handed out.
+    row: u64,
+    flag: ResetFlag,
+}
+
+/// The reader's fields of a state.
+struct Saved {
+    source: State,
+    path: Option<String>,
+    row_group: usize,
+    row: u64,
+    identity: Option<Identity>,
+}
+
+impl<S: Node> ParquetReader<S>
+where
+    S::Item: AsRef<Path>,
+{
+    fn new(name: &'static str, source: S, decode_rows: usize) -> Self {
+        ParquetReader {
+            name,
+            source,
+            columns: Vec::new(),
+            decode_rows,
+            open: None,
+            row_group: 0,
+            row: 0,
+            flag: ResetFlag::default(),
+        }
+    }
+
+    /// Between files: the next call pulls the next one.
+    fn close(&mut self) {
+        (self.open, self.row_group, self.row) = (None, 0, 0);
+    }
+
+    /// A bad record of the open file (or of `path`).
+    fn bad(&self, path: &Path, why: impl std::fmt::Display) -> Error {
+        record_error(self.name, path, None, why.to_string())
+    }
+
+    /// Opens `path` at its first row: reads its footer and page index.
+    fn open(&self, path: &Path, before: State) -> Result<Open> {
+        let mut file = File::open(path).map_err(|e| self.bad(path, e))?;
+        let identity = Identity::of(&mut file).map_err(|e| self.bad(path, e))?;
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let metadata = ArrowReaderMetadata::load(&file, options).map_err(|e| self.bad(path, e))?;
+        let schema = metadata.schema();
+        if let Some(missing) = self
+            .columns
+            .iter()
+            .find(|c| schema.column_with_name(c).is_none())
+        {
+            let why = format!(
+                "no column `{missing}` (it has {:?})",
+                column_names(&metadata)
+            );
+            return Err(self.bad(path, why));
+        }
+        Ok(Open {
+            path: path.to_path_buf(),
+            file,
+            metadata,
+            identity,
+            before,
+            reader: None,
+            decoded: None,
+        })
+    }
+
+    /// A reader of row group `group` of `open` that passes over its first
+    /// `skip` rows (whole pages through the page index where it has one).
+    fn reader(&self, open: &Open, group: usize, skip: u64) -> Result<ParquetRecordBatchReader> {
+        let file = open.file.try_clone().map_err(|e| self.bad(&open.path, e))?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, open.metadata.clone());
+        let mask = if self.columns.is_empty() {
+            ProjectionMask::all()
+        } else {
+            let descr = builder.parquet_schema();
+            ProjectionMask::columns(descr, self.columns.iter().map(String::as_str))
+        };
+        let rows = open.metadata.metadata().row_group(group).num_rows();
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+        let rest = usize::try_from(rows)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(skip);
+        let selection =
+            RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(rest)]);
+        builder
+            .with_row_groups(vec![group])
+            .with_projection(mask)
+            .with_row_selection(selection)
+            .with_batch_size(self.decode_rows)
+            .build()
+            .map_err(|e| self.bad(&open.path, e))
+    }
+
+    /// The next rows of the current row group (at most `want`): the batch
+    /// that holds them and their range in it. Moves the position past them.
+    fn advance(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(RecordBatch, usize, usize)>> {
+        self.flag.check(self.name)?;
+        loop {
+            let Some(open) = &mut self.open else {
+                let before = self.source.get_state(cx)?;
+                let Some(item) = self.source.next(cx)? else {
+                    return Ok(None);
+                };
+                let path = item.as_ref();
+                // An unreadable file is a bad record; the next call moves on.
+                let open = self.open(path, before)?;
+                (self.open, self.row_group, self.row) = (Some(open), 0, 0);
+                continue;
+            };
+            if let Some((batch, first)) = &mut open.decoded {
+                let take = want.min(batch.num_rows() - *first);
+                if take > 0 {
+                    let out = (batch.clone(), *first, take);
+                    *first += take;
+                    self.row += take as u64;
+                    return Ok(Some(out));
+                }
+                open.decoded = None;
+            }
+            if self.row_group == open.metadata.metadata().num_row_groups() {
+                self.close();
+                continue;
+            }
+            let Some(reader) = &mut open.reader else {
+                let open = self.open.as_ref().expect("open above");
+                let reader = self.reader(open, self.row_group, self.row);
+                let open = self.open.as_mut().expect("open above");
+                match reader {
+                    Ok(reader) => open.reader = Some(reader),
+                    Err(e) => {
+                        self.close();
+                        return Err(e);
+                    }
+                }
+                continue;
+            };
+            match reader.next() {
+                Some(Ok(batch)) => open.decoded = Some((batch, 0)),
+                Some(Err(e)) => {
+                    let why = format!("row group {}: {e}", self.row_group);
+                    let error = record_error(self.name, &open.path, None, why);
+                    // The rest of a damaged file is not read.
+                    self.close();
+                    return Err(error);
+                }
+                None => {
+                    open.reader = None;
+                    self.row_group += 1;
+                    self.row = 0;
+                }
+            }
+        }
+    }
+
+    fn checked_fields(&self, state: &State) -> Result<Saved> {
+        state.expect_keys(self.name, &[SOURCE, PATH, ROW_GROUP, ROW, IDENTITY])?;
+        let saved = Saved {
+            source: state.child(SOURCE)?,
+            path: state.get(PATH)?,
+            row_group: state.get(ROW_GROUP)?,
+            row: state.get(ROW)?,
+            identity: state.get(IDENTITY)?,
+        };
+        let stray = saved.row_group != 0 || saved.row != 0 || saved.identity.is_some();
+        match &saved.path {
+            None if stray => Err(Error::bad_state(
+                state.path().to_owned(),
+                format!(
+                    "{}: a row group, row or identity without a file (`path` is null)",
+                    self.name
+                ),
+            )),
+            Some(_) if saved.identity.is_none() => Err(Error::bad_state(
+                state.path_of(IDENTITY),
+                format!("{}: a file without an identity", self.name),
+            )),
+            _ => Ok(saved),
+        }
+    }
+
+    fn check_state(&self, state: &State) -> Result<()> {
+        let saved = self.checked_fields(state)?;
+        self.source.check_state(&saved.source)
+    }
+
+    fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        replayable(&self.source, self.name, self.name)?;
+        let Some(state) = state else {
+            self.source.reset(None)?;
+            self.close();
+            self.flag.mark();
+            return Ok(());
+        };
+        let saved = self.checked_fields(state)?;
+        self.close();
+        let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
+        let (Some(name), Some(identity)) = (&saved.path, &saved.identity) else {
+            (self.row_group, self.row) = (0, 0);
+            self.flag.mark();
+            return Ok(());
+        };
+        // Pull the file the state is in again, and check it is that file.
+        let item = replay.next()?;
+        let Some(path) = item.as_ref().map(AsRef::as_ref) else {
+            let why = format!(
+                "{} is in `{name}`, but its source, restored, yields no file",
+                self.name
+            );
+            return Err(Error::bad_state(state.path_of(PATH), why));
+        };
+        if path.file_name() != Some(OsStr::new(name)) {
+            let why = format!(
+                "{} is in `{name}`, but its source, restored, yields `{}`: its state is not from before that file",
+                self.name,
+                path.display()
+            );
+            return Err(Error::bad_state(state.path_of(PATH), why));
+        }
+        let changed = |why: String| {
+            let why = format!("{} cannot resume in `{}`: {why}", self.name, path.display());
+            Error::bad_state(state.path_of(IDENTITY), why)
+        };
+        let open = self
+            .open(path, saved.source)
+            .map_err(|e| changed(e.to_string()))?;
+        if open.identity != *identity {
+            return Err(changed(format!(
+                "it changed since the state was saved (size {} and footer {} then, {} and {} now)",
+                identity.size, identity.footer, open.identity.size, open.identity.footer
+            )));
+        }
+        let groups = open.metadata.metadata().row_groups();
+        let rows = groups.get(saved.row_group).map(|g| g.num_rows() as u64);
+        match rows {
+            Some(rows) if saved.row > rows => {
+                let why = format!("row {} of a row group of {rows} rows", saved.row);
+                return Err(Error::bad_state(state.path_of(ROW), why));
+            }
+            None if saved.row_group > groups.len() || saved.row > 0 => {
+                let why = format!(
+                    "row group {} of a file of {}",
+                    saved.row_group,
+                    groups.len()
+                );
+                return Err(Error::bad_state(state.path_of(ROW_GROUP), why));
+            }
+            _ => {}
+        }
+        self.open = Some(open);
+        (self.row_group, self.row) = (saved.row_group, saved.row);
+        self.flag.mark();
+        Ok(())
+    }
+
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        self.flag.check(self.name)?;
+        cx.check_live(self.name)?;
+        let mut out = State::new();
+        match &self.open {
+            Some(open) => {
+                out.insert_child(SOURCE, open.before.clone());
+                out.insert(PATH, open.path.file_name().and_then(OsStr::to_str))?;
+                out.insert(IDENTITY, Some(&open.identity))?;
+            }
+            None => {
+                out.insert_child(SOURCE, self.source.get_state(cx)?);
+                out.insert(PATH, None::<String>)?;
+                out.insert(IDENTITY, None::<Identity>)?;
+            }
+        }
+        out.insert(ROW_GROUP, self.row_group)?;
+        out.insert(ROW, self.row)?;
+        Ok(out)
+    }
+
+    fn describe(&self) -> Description {
+        let mut desc = Description::new(self.name);
+        if !self.columns.is_empty() {
+            desc = desc.param("columns", self.columns.join(","));
+        }
+        desc.child(SOURCE, self.source.describe())
+    }
+}
+
+fn column_names(metadata: &ArrowReaderMetadata) -> Vec<String> {
+    metadata
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+/// This struct is created by [`NodeExt::read_parquet`](crate::NodeExt::read_parquet).
+/// See its documentation for more.
+///
+/// The rows of each Parquet file its source names, in turn (row group by
+/// row group), each read as a `T` with serde straight from the Arrow
+/// arrays: a row is a map from column names to cells; integers, floats,
+/// booleans, strings, binaries, dates and timestamps (as their stored
+/// numbers), lists and structs are read, a null cell is `None`.
+/// [`columns`](ReadParquet::columns) reads only the named columns.
+///
+/// # State
+/// `source`: the source's state from just before it yielded the file being
+/// read (between files, its current state); `path`: that file's name (the
+/// last part of its path), or `null` between files; `row_group` and `row`:
+/// the row group of the next row and the rows of it already read;
+/// `identity`: `{"size", "footer"}`, the file's size and an `mx64` digest
+/// of its footer (the metadata, which describes every row group and page;
+/// never the whole file). Taking a state reads no file.
+///
+/// # Restoring
+/// Restore resets the source to `source` and pulls the file again (a
+/// dataset moved elsewhere and listed there resumes), checks its name and
+/// identity (a file changed since is an error naming it), and reads its
+/// footer: the row group is read from the saved row on, its earlier pages
+/// passed over through the page index where the file has one, so a restore
+/// decodes only the pages that hold the saved row and after. O(1) in the
+/// file's length.
+///
+/// # Errors
+/// A file that cannot be opened or is not Parquet, a column it lacks, a
+/// damaged page (the rest of that file is not read), and a row that is not
+/// a `T` are `Err` items naming the file (and row group and row), after
+/// which reading goes on; a state that does not fit is an
+/// [`Error::BadState`] at its key.
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::IterableWrapper;
+///
+/// #[derive(serde::Deserialize, Debug, PartialEq)]
+/// struct Row { id: i64, text: Option<String> }
+///
+/// # let dir = std::env::temp_dir().join(format!("nodes-doc-parquet-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// # let path = dir.join("a.parquet");
+/// # {
+/// #     use std::sync::Arc;
+/// #     use arrow_array::{Int64Array, RecordBatch, StringArray};
+/// #     let batch = RecordBatch::try_from_iter([
+/// #         ("id", Arc::new(Int64Array::from(vec![1, 2])) as _),
+/// #         ("text", Arc::new(StringArray::from(vec![Some("one"), None])) as _),
+/// #     ])?;
+/// #     let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path)?, batch.schema(), None)?;
+/// #     w.write(&batch)?;
+/// #     w.close()?;
+/// # }
+/// let rows: Vec<Row> = IterableWrapper::new(vec![path]).read_parquet::<Row>().start()?.collect::<Result<_>>()?;
+/// assert_eq!(rows, [Row { id: 1, text: Some("one".into()) }, Row { id: 2, text: None }]);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "nodes do nothing until started"]
+pub struct ReadParquet<S, T> {
+    inner: ParquetReader<S>,
+    row: PhantomData<fn() -> T>,
+}
+
+/// This struct is created by
+/// [`NodeExt::read_parquet_batches`](crate::NodeExt::read_parquet_batches).
+/// See its documentation for more.
+///
+/// The rows of each Parquet file its source names, as Arrow `RecordBatch`es
+/// of at most `rows` rows, each within one row group; state, restore and
+/// errors as [`ReadParquet`]'s (the position counts rows, so a restore
+/// continues after the last slice delivered).
+#[must_use = "nodes do nothing until started"]
+pub struct ReadParquetBatches<S> {
+    inner: ParquetReader<S>,
+}
+
+impl<S: Node, T> ReadParquet<S, T>
+where
+    S::Item: AsRef<Path>,
+{
+    pub(crate) fn new(source: S) -> Self {
+        ReadParquet {
+            inner: ParquetReader::new(Self::NAME, source, DECODE_ROWS),
+            row: PhantomData,
+        }
+    }
+
+    /// Reads only these columns (by their top-level names); a file without
+    /// one of them is an `Err` naming the column and the file.
+    pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
+        self.inner.columns = columns.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+impl<S: Node> ReadParquetBatches<S>
+where
+    S::Item: AsRef<Path>,
+{
+    pub(crate) fn new(source: S, rows: usize) -> Result<Self> {
+        if rows == 0 {
+            let why = "rows must be at least 1 (the most rows of a slice), found 0";
+            return Err(Error::invalid_argument(Self::NAME, why));
+        }
+        Ok(ReadParquetBatches {
+            inner: ParquetReader::new(Self::NAME, source, rows),
+        })
+    }
+
+    /// Reads only these columns, as [`ReadParquet::columns`].
+    pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
+        self.inner.columns = columns.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+impl<S, T> NodeName for ReadParquet<S, T> {
+    const NAME: &'static str = "ReadParquet";
+}
+
+impl<S> NodeName for ReadParquetBatches<S> {
+    const NAME: &'static str = "ReadParquetBatches";
+}
+
+impl<S: Node, T: DeserializeOwned> Node for ReadParquet<S, T>
+where
+    S::Item: AsRef<Path>,
+{
+    type Item = T;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
+            let inner = &mut self.inner;
+            let Some((batch, at, _)) = inner.advance(cx, 1)? else {
+                return Ok(None);
+            };
+            arrow_row::row(&batch, at).map(Some).map_err(|e| {
+                let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
+                let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
+                inner.bad(open, at)
+            })
+        })
+    }
+}
+
+impl<S: Node> Node for ReadParquetBatches<S>
+where
+    S::Item: AsRef<Path>,
+{
+    type Item = RecordBatch;
+
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<RecordBatch>> {
+        cx.observe(NodeId::of(self), Self::NAME, |cx| {
+            let rows = self.inner.decode_rows;
+            let slice = self.inner.advance(cx, rows)?;
+            Ok(slice.map(|(batch, at, len)| batch.slice(at, len)))
+        })
+    }
+}
+
+macro_rules! parquet_stateful {
+    ($ty:ident [$($gen:ident)*]) => {
+        impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
+        where
+            S::Item: AsRef<Path>,
+        {
+            crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe);
+            fn shutdown(&mut self) {
+                self.inner.source.shutdown();
+            }
+        }
+
+        nodes_core::__started_guards!(impl[S $(, $gen)*] $ty<S $(, $gen)*>);
+
+        impl<S $(, $gen)*> std::fmt::Debug for $ty<S $(, $gen)*> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("columns", &self.inner.columns)
+                    .field("row_group", &self.inner.row_group)
+                    .field("row", &self.inner.row)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+parquet_stateful!(ReadParquet[T]);
+parquet_stateful!(ReadParquetBatches []);

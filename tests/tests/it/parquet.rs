@@ -1,0 +1,357 @@
+//! `read_parquet` and `read_parquet_batches` over files written by the
+//! arrow-rs writer: every row once and in order across files and row
+//! groups, as serde rows and as slices; column projection; a state after
+//! every row resumes exactly; a changed file and an edited position are
+//! refused by name; bad files and rows are errors naming them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
+use nodes_std::prelude::*;
+use nodes_std::testing::assert_save_load;
+use nodes_std::{Files, ReadParquet, Sharder};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use serde::Deserialize;
+
+/// A directory removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!(
+            "nodes-parquet-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct Row {
+    id: i64,
+    text: Option<String>,
+    tokens: Vec<i64>,
+}
+
+/// The rows of file `f`: ids `f * 1000 ..`, every fifth text null.
+fn rows(f: i64, n: i64) -> Vec<Row> {
+    (0..n)
+        .map(|i| {
+            let id = f * 1000 + i;
+            Row {
+                id,
+                text: (i % 5 != 0).then(|| format!("text {id}")),
+                tokens: (0..i % 4).map(|t| id * 10 + t).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Writes `rows` with row groups of `group` rows and pages of 4 rows (so
+/// a restore has pages to pass over).
+fn write(path: &Path, rows: &[Row], group: usize) {
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id)));
+    let texts: ArrayRef = Arc::new(StringArray::from_iter(rows.iter().map(|r| r.text.clone())));
+    let tokens: ArrayRef = Arc::new(ListArray::from_iter_primitive::<
+        arrow_array::types::Int64Type,
+        _,
+        _,
+    >(
+        rows.iter()
+            .map(|r| Some(r.tokens.iter().copied().map(Some))),
+    ));
+    let batch =
+        RecordBatch::try_from_iter([("id", ids), ("text", texts), ("tokens", tokens)]).unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group))
+        .set_data_page_row_count_limit(4)
+        .set_write_batch_size(4)
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// Three files of 23, 0 and 40 rows, in row groups of 7.
+fn corpus(dir: &Dir) -> Vec<Row> {
+    let mut all = Vec::new();
+    for (f, n) in [(0, 23), (1, 0), (2, 40)] {
+        let rows = rows(f, n);
+        write(&dir.0.join(format!("{f}.parquet")), &rows, 7);
+        all.extend(rows);
+    }
+    all
+}
+
+fn read(dir: &Path) -> ReadParquet<Files, Row> {
+    Files::in_dir(dir).unwrap().read_parquet::<Row>()
+}
+
+#[test]
+fn every_row_once_in_order_across_files_and_row_groups() {
+    let dir = Dir::new("rows");
+    let expected = corpus(&dir);
+    let rows: Vec<Row> = read(&dir.0).start().unwrap().map(Result::unwrap).collect();
+    assert_eq!(rows, expected);
+}
+
+#[test]
+fn a_state_after_any_row_resumes_exactly() {
+    let dir = Dir::new("resume");
+    let expected = corpus(&dir);
+    for midpoint in [0, 1, 6, 7, 8, 22, 23, 24, 40, 62, 63] {
+        assert_save_load(|| read(&dir.0), midpoint);
+    }
+    // And as batches of 3 (a slice never crosses a row group).
+    let batches = || {
+        Files::in_dir(&dir.0)
+            .unwrap()
+            .read_parquet_batches(3)
+            .unwrap()
+    };
+    for midpoint in [0, 2, 3, 9, 21] {
+        let ids = |node| -> Vec<i64> {
+            let mut loader = Loader::new(node);
+            loader
+                .epoch()
+                .flat_map(|b: Result<RecordBatch>| {
+                    let b = b.unwrap();
+                    let ids = b
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .unwrap()
+                        .clone();
+                    ids.values().to_vec()
+                })
+                .collect()
+        };
+        let all = ids(batches());
+        assert_eq!(all, expected.iter().map(|r| r.id).collect::<Vec<_>>());
+        let mut loader = Loader::new(batches());
+        let mut epoch = loader.epoch();
+        let mut before = Vec::new();
+        for b in epoch.by_ref().take(midpoint) {
+            let b = b.unwrap();
+            assert!(b.num_rows() <= 3);
+            let column = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            before.extend(column.values().iter().copied());
+        }
+        let state = epoch.state_dict().unwrap();
+        drop(epoch);
+        let mut resumed = Loader::new(batches());
+        resumed.load_state_dict(&state).unwrap();
+        let mut rest = ids_of(&mut resumed);
+        before.append(&mut rest);
+        assert_eq!(before, all, "batches, midpoint {midpoint}");
+    }
+}
+
+fn ids_of<N: Node<Item = RecordBatch>>(loader: &mut Loader<N>) -> Vec<i64> {
+    loader
+        .epoch()
+        .flat_map(|b| {
+            let b = b.unwrap();
+            let column = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            column.values().to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn columns_reads_only_the_named_ones_and_names_a_missing_one() {
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Id {
+        id: i64,
+    }
+    let dir = Dir::new("columns");
+    let expected = corpus(&dir);
+    let batches = Files::in_dir(&dir.0)
+        .unwrap()
+        .read_parquet_batches(100)
+        .unwrap()
+        .columns(["id"]);
+    for batch in batches.start().unwrap() {
+        assert_eq!(batch.unwrap().num_columns(), 1);
+    }
+    let ids: Vec<Id> = Files::in_dir(&dir.0)
+        .unwrap()
+        .read_parquet::<Id>()
+        .columns(["id"])
+        .start()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        ids,
+        expected.iter().map(|r| Id { id: r.id }).collect::<Vec<_>>()
+    );
+    let missing = Files::in_dir(&dir.0)
+        .unwrap()
+        .read_parquet::<Id>()
+        .columns(["idx"]);
+    let err = missing
+        .start()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no column `idx`") && err.contains("0.parquet"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_changed_file_or_an_edited_position_is_refused_by_name() {
+    let dir = Dir::new("changed");
+    let expected = corpus(&dir);
+    let mut loader = Loader::new(read(&dir.0));
+    let mut epoch = loader.epoch();
+    let first: Vec<Row> = epoch.by_ref().take(30).map(Result::unwrap).collect();
+    assert_eq!(first, expected[..30]);
+    let state = epoch.state_dict().unwrap();
+    drop(epoch);
+    // A row past its row group's end.
+    let mut edited = serde_json::to_value(&state).unwrap();
+    edited["root"]["row"] = serde_json::json!(8);
+    let edited: State = serde_json::from_value(edited).unwrap();
+    let mut unchecked = Loader::new(read(&dir.0)).verify_checksum(false);
+    let err = unchecked.load_state_dict(&edited).unwrap_err().to_string();
+    assert!(err.contains("/root/row"), "{err}");
+    // The file it stands in, rewritten with other rows.
+    write(&dir.0.join("2.parquet"), &rows(7, 40), 7);
+    let err = Loader::new(read(&dir.0))
+        .load_state_dict(&state)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("2.parquet") && err.contains("changed since the state was saved"),
+        "{err}"
+    );
+    assert!(err.contains("/root/identity"), "{err}");
+}
+
+#[test]
+fn a_file_that_is_not_parquet_and_a_row_that_does_not_fit_are_errors_naming_them() {
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Wrong {
+        id: String,
+    }
+    let dir = Dir::new("bad");
+    write(&dir.0.join("a.parquet"), &rows(0, 3), 7);
+    std::fs::write(dir.0.join("b.parquet"), "not parquet").unwrap();
+    write(&dir.0.join("c.parquet"), &rows(2, 2), 7);
+    let items: Vec<Result<Row>> = read(&dir.0).start().unwrap().collect();
+    assert_eq!(items.len(), 6, "{items:?}");
+    let err = items[3].as_ref().unwrap_err().to_string();
+    assert!(err.contains("b.parquet"), "{err}");
+    let ids: Vec<i64> = items
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, [0, 1, 2, 2000, 2001]);
+    let wrong = Files::in_dir(&dir.0).unwrap().read_parquet::<Wrong>();
+    let err = wrong
+        .start()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("a.parquet") && err.contains("row group 0, row 0"),
+        "{err}"
+    );
+    assert!(err.contains("column `id`"), "{err}");
+}
+
+/// Sharded by file across ranks, every row once.
+#[test]
+fn ranks_read_every_row_once() {
+    let dir = Dir::new("ranks");
+    let mut expected = corpus(&dir);
+    let shard = |rank| -> ReadParquet<Sharder<Files>, Row> {
+        Files::in_dir(&dir.0)
+            .unwrap()
+            .shard(rank, 2)
+            .unwrap()
+            .read_parquet()
+    };
+    let mut all: Vec<Row> = (0..2)
+        .flat_map(|rank| {
+            shard(rank)
+                .start()
+                .unwrap()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    all.sort_by_key(|r| r.id);
+    expected.sort_by_key(|r| r.id);
+    assert_eq!(all, expected);
+}
+
+/// A restore reads the row group from the page that holds the saved row:
+/// every page before it, in every column, is damaged after the save (the
+/// footer untouched, so the identity holds), and the rest still reads.
+#[test]
+fn a_restore_decodes_only_the_pages_from_the_saved_row_on() {
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    use parquet::file::metadata::PageIndexPolicy;
+    use std::io::{Seek, SeekFrom, Write};
+
+    let dir = Dir::new("pages");
+    let path = dir.0.join("a.parquet");
+    let all = rows(0, 60);
+    write(&path, &all, 60);
+    let at = 41;
+    let mut loader = Loader::new(read(&dir.0));
+    let mut epoch = loader.epoch();
+    let first: Vec<Row> = epoch.by_ref().take(at).map(Result::unwrap).collect();
+    assert_eq!(first, all[..at]);
+    let state = epoch.state_dict().unwrap();
+    drop(epoch);
+
+    let file = std::fs::File::open(&path).unwrap();
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+    let metadata = ArrowReaderMetadata::load(&file, options).unwrap();
+    let index = metadata.metadata().page_index_for_row_group(0);
+    let mut damaged = 0;
+    let mut out = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    for column in 0..metadata.metadata().row_group(0).num_columns() {
+        let pages = index.offset_index(column).unwrap().page_locations();
+        for (page, next) in pages.iter().zip(pages.iter().skip(1)) {
+            if next.first_row_index <= at as i64 {
+                out.seek(SeekFrom::Start(page.offset as u64)).unwrap();
+                out.write_all(&vec![0xff; page.compressed_page_size as usize])
+                    .unwrap();
+                damaged += 1;
+            }
+        }
+    }
+    drop(out);
+    assert!(damaged >= 3 * 9, "{damaged} pages damaged");
+    let whole: Vec<Result<Row>> = read(&dir.0).start().unwrap().collect();
+    assert!(whole.iter().any(Result::is_err), "the damage does not show");
+
+    let mut resumed = Loader::new(read(&dir.0));
+    resumed.load_state_dict(&state).unwrap();
+    let rest: Vec<Row> = resumed.epoch().map(Result::unwrap).collect();
+    assert_eq!(rest, all[at..]);
+}
