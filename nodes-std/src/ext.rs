@@ -542,14 +542,29 @@ pub trait NodeExt: Node + Sized {
         ReadJsonl::new(self)
     }
 
-    /// Reads the Parquet files this node names, in turn: one `T` per row,
-    /// deserialised with serde from the Arrow arrays (see
+    /// Lists the row groups of the Parquet files this node names, in turn
+    /// (from their footers), as [`RowGroup`](crate::RowGroup)s: shuffled or
+    /// sharded by rank before [`read_parquet`](NodeExt::read_parquet), the
+    /// row group is the unit (see
+    /// [`ParquetRowGroups`](crate::ParquetRowGroups)). With the `parquet`
+    /// feature.
+    #[cfg(feature = "parquet")]
+    fn parquet_row_groups(self) -> crate::ParquetRowGroups<Self>
+    where
+        Self::Item: AsRef<std::path::Path>,
+    {
+        crate::ParquetRowGroups::new(self)
+    }
+
+    /// Reads the Parquet files (or [`RowGroup`](crate::RowGroup)s) this node
+    /// names, in turn: one `T` per row, deserialised with serde from the
+    /// Arrow arrays (see
     /// [`ReadParquet`](crate::ReadParquet)).
     /// With the `parquet` feature.
     #[cfg(feature = "parquet")]
     fn read_parquet<T>(self) -> crate::ReadParquet<Self, T>
     where
-        Self::Item: AsRef<std::path::Path>,
+        Self::Item: crate::ParquetPart,
         T: DeserializeOwned,
     {
         crate::ReadParquet::new(self)
@@ -565,7 +580,7 @@ pub trait NodeExt: Node + Sized {
     #[cfg(feature = "parquet")]
     fn read_parquet_batches(self, rows: usize) -> Result<crate::ReadParquetBatches<Self>>
     where
-        Self::Item: AsRef<std::path::Path>,
+        Self::Item: crate::ParquetPart,
     {
         crate::ReadParquetBatches::new(self, rows)
     }

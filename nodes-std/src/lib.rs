@@ -97,8 +97,10 @@ pub use crate::sources::iterable::{FromFn, IterableWrapper, ReIterable, Seekable
 pub use crate::sources::lines::{DEFAULT_MAX_LINE_BYTES, ReadJsonl, ReadLines};
 pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
 #[cfg(feature = "parquet")]
-pub use crate::sources::parquet::{ReadParquet, ReadParquetBatches};
+pub use crate::sources::parquet::{ParquetPart, ReadParquet, ReadParquetBatches, RowGroup};
 pub use crate::sources::record::RecordError;
+#[cfg(feature = "parquet")]
+pub use crate::sources::row_groups::ParquetRowGroups;
 pub use crate::sources::sampler_wrapper::{
     RandomSampler, Remainder, Sampler, SamplerWrapper, SequentialSampler, ShardedSampler,
 };

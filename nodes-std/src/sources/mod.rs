@@ -15,6 +15,8 @@ pub(crate) mod open;
 pub(crate) mod parquet;
 pub(crate) mod permute;
 pub(crate) mod record;
+#[cfg(feature = "parquet")]
+pub(crate) mod row_groups;
 pub(crate) mod sampler_wrapper;
 #[cfg(feature = "zstd")]
 pub(crate) mod zstd;

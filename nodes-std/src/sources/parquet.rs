@@ -32,6 +32,48 @@ const ROW_GROUP: &str = "row_group";
 const ROW: &str = "row";
 const IDENTITY: &str = "identity";
 
+/// What [`ReadParquet`] reads of an item of its source: a whole file (any
+/// path), or one row group of one ([`RowGroup`], from
+/// [`NodeExt::parquet_row_groups`](crate::NodeExt::parquet_row_groups)).
+pub trait ParquetPart {
+    /// The file.
+    fn file(&self) -> &Path;
+    /// The one row group to read, if not the whole file.
+    fn row_group(&self) -> Option<usize> {
+        None
+    }
+}
+
+impl<P: AsRef<Path>> ParquetPart for P {
+    fn file(&self) -> &Path {
+        self.as_ref()
+    }
+}
+
+/// One row group of a Parquet file: the unit that
+/// [`parquet_row_groups`](crate::NodeExt::parquet_row_groups) lists, so
+/// that shuffling and sharding by rank work per row group (ranks may
+/// outnumber files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowGroup {
+    /// The file.
+    pub path: PathBuf,
+    /// The row group's index in the file.
+    pub index: usize,
+    /// Its rows.
+    pub rows: u64,
+}
+
+impl ParquetPart for RowGroup {
+    fn file(&self) -> &Path {
+        &self.path
+    }
+
+    fn row_group(&self) -> Option<usize> {
+        Some(self.index)
+    }
+}
+
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
 
@@ -40,14 +82,14 @@ const DECODE_ROWS: usize = 1024;
 /// names every row group, page and statistic), never of the whole file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Identity {
+pub(crate) struct Identity {
     size: u64,
     footer: String,
 }
 
 impl Identity {
     /// Reads the size and the footer (its length is in the last 8 bytes).
-    fn of(file: &mut File) -> std::io::Result<Identity> {
+    pub(crate) fn of(file: &mut File) -> std::io::Result<Identity> {
         let size = file.seek(SeekFrom::End(0))?;
         let mut tail = [0u8; 8];
         if size < 8 {
@@ -78,6 +120,8 @@ impl Identity {
 /// The open file: its reader's metadata, identity and row groups' sizes.
 struct Open {
     path: PathBuf,
+    /// The row groups of it to read.
+    groups: std::ops::Range<usize>,
     file: File,
     metadata: ArrowReaderMetadata,
     identity: Identity,
@@ -117,7 +161,7 @@ struct Saved {
 
 impl<S: Node> ParquetReader<S>
 where
-    S::Item: AsRef<Path>,
+    S::Item: ParquetPart,
 {
     fn new(name: &'static str, source: S, decode_rows: usize) -> Self {
         ParquetReader {
@@ -142,8 +186,10 @@ where
         record_error(self.name, path, None, why.to_string())
     }
 
-    /// Opens `path` at its first row: reads its footer and page index.
-    fn open(&self, path: &Path, before: State) -> Result<Open> {
+    /// Opens the part's file at its first row: reads its footer and page
+    /// index.
+    fn open(&self, part: &impl ParquetPart, before: State) -> Result<Open> {
+        let path = part.file();
         let mut file = File::open(path).map_err(|e| self.bad(path, e))?;
         let identity = Identity::of(&mut file).map_err(|e| self.bad(path, e))?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
@@ -160,8 +206,15 @@ where
             );
             return Err(self.bad(path, why));
         }
+        let count = metadata.metadata().num_row_groups();
+        let groups = match part.row_group() {
+            None => 0..count,
+            Some(g) if g < count => g..g + 1,
+            Some(g) => return Err(self.bad(path, format!("no row group {g} (it has {count})"))),
+        };
         Ok(Open {
             path: path.to_path_buf(),
+            groups,
             file,
             metadata,
             identity,
@@ -209,10 +262,10 @@ where
                 let Some(item) = self.source.next(cx)? else {
                     return Ok(None);
                 };
-                let path = item.as_ref();
                 // An unreadable file is a bad record; the next call moves on.
-                let open = self.open(path, before)?;
-                (self.open, self.row_group, self.row) = (Some(open), 0, 0);
+                let open = self.open(&item, before)?;
+                (self.row_group, self.row) = (open.groups.start, 0);
+                self.open = Some(open);
                 continue;
             };
             if let Some((batch, first)) = &mut open.decoded {
@@ -225,7 +278,7 @@ where
                 }
                 open.decoded = None;
             }
-            if self.row_group == open.metadata.metadata().num_row_groups() {
+            if self.row_group >= open.groups.end {
                 self.close();
                 continue;
             }
@@ -309,13 +362,14 @@ where
         };
         // Pull the file the state is in again, and check it is that file.
         let item = replay.next()?;
-        let Some(path) = item.as_ref().map(AsRef::as_ref) else {
+        let Some(part) = &item else {
             let why = format!(
                 "{} is in `{name}`, but its source, restored, yields no file",
                 self.name
             );
             return Err(Error::bad_state(state.path_of(PATH), why));
         };
+        let path = part.file();
         if path.file_name() != Some(OsStr::new(name)) {
             let why = format!(
                 "{} is in `{name}`, but its source, restored, yields `{}`: its state is not from before that file",
@@ -329,7 +383,7 @@ where
             Error::bad_state(state.path_of(IDENTITY), why)
         };
         let open = self
-            .open(path, saved.source)
+            .open(part, saved.source)
             .map_err(|e| changed(e.to_string()))?;
         if open.identity != *identity {
             return Err(changed(format!(
@@ -339,20 +393,16 @@ where
         }
         let groups = open.metadata.metadata().row_groups();
         let rows = groups.get(saved.row_group).map(|g| g.num_rows() as u64);
-        match rows {
-            Some(rows) if saved.row > rows => {
-                let why = format!("row {} of a row group of {rows} rows", saved.row);
-                return Err(Error::bad_state(state.path_of(ROW), why));
-            }
-            None if saved.row_group > groups.len() || saved.row > 0 => {
-                let why = format!(
-                    "row group {} of a file of {}",
-                    saved.row_group,
-                    groups.len()
-                );
-                return Err(Error::bad_state(state.path_of(ROW_GROUP), why));
-            }
-            _ => {}
+        let (read, g) = (&open.groups, saved.row_group);
+        if g < read.start || g > read.end || g == read.end && saved.row > 0 {
+            let why = format!("row group {g}, where it reads row groups {read:?}");
+            return Err(Error::bad_state(state.path_of(ROW_GROUP), why));
+        }
+        if let Some(rows) = rows
+            && saved.row > rows
+        {
+            let why = format!("row {} of a row group of {rows} rows", saved.row);
+            return Err(Error::bad_state(state.path_of(ROW), why));
         }
         self.open = Some(open);
         (self.row_group, self.row) = (saved.row_group, saved.row);
@@ -481,7 +531,7 @@ pub struct ReadParquetBatches<S> {
 
 impl<S: Node, T> ReadParquet<S, T>
 where
-    S::Item: AsRef<Path>,
+    S::Item: ParquetPart,
 {
     pub(crate) fn new(source: S) -> Self {
         ReadParquet {
@@ -500,7 +550,7 @@ where
 
 impl<S: Node> ReadParquetBatches<S>
 where
-    S::Item: AsRef<Path>,
+    S::Item: ParquetPart,
 {
     pub(crate) fn new(source: S, rows: usize) -> Result<Self> {
         if rows == 0 {
@@ -529,7 +579,7 @@ impl<S> NodeName for ReadParquetBatches<S> {
 
 impl<S: Node, T: DeserializeOwned> Node for ReadParquet<S, T>
 where
-    S::Item: AsRef<Path>,
+    S::Item: ParquetPart,
 {
     type Item = T;
 
@@ -550,7 +600,7 @@ where
 
 impl<S: Node> Node for ReadParquetBatches<S>
 where
-    S::Item: AsRef<Path>,
+    S::Item: ParquetPart,
 {
     type Item = RecordBatch;
 
@@ -567,7 +617,7 @@ macro_rules! parquet_stateful {
     ($ty:ident [$($gen:ident)*]) => {
         impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
         where
-            S::Item: AsRef<Path>,
+            S::Item: ParquetPart,
         {
             crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe);
             fn shutdown(&mut self) {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
 use nodes_std::prelude::*;
 use nodes_std::testing::assert_save_load;
-use nodes_std::{Files, ReadParquet, Sharder};
+use nodes_std::{Files, ReadParquet, RowGroup, Sharder};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde::Deserialize;
@@ -354,4 +354,75 @@ fn a_restore_decodes_only_the_pages_from_the_saved_row_on() {
     resumed.load_state_dict(&state).unwrap();
     let rest: Vec<Row> = resumed.epoch().map(Result::unwrap).collect();
     assert_eq!(rest, all[at..]);
+}
+
+/// Listed as row groups, one file of six row groups is read by four ranks
+/// (more ranks than files), every row once.
+#[test]
+fn row_groups_shard_across_more_ranks_than_files() {
+    let dir = Dir::new("groups");
+    let all = rows(0, 40);
+    write(&dir.0.join("a.parquet"), &all, 7);
+    let mut seen = Vec::new();
+    for rank in 0..4 {
+        let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups();
+        let mine: Vec<Row> = units
+            .shard(rank, 4)
+            .unwrap()
+            .read_parquet::<Row>()
+            .start()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(!mine.is_empty(), "rank {rank} read nothing");
+        seen.extend(mine);
+    }
+    seen.sort_by_key(|r| r.id);
+    assert_eq!(seen, all);
+}
+
+/// Row groups shuffled, then rows shuffled in a buffer: a state after any
+/// row resumes exactly, and the epoch holds every row once.
+#[test]
+fn shuffled_row_groups_resume_exactly() {
+    let dir = Dir::new("shuffled");
+    let mut expected = corpus(&dir);
+    let node = || {
+        let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups();
+        let rows = units.shuffle(4, 5).unwrap().read_parquet::<Row>();
+        rows.map(|r: Row| (r.id, r.text, r.tokens))
+            .shuffle(16, 6)
+            .unwrap()
+    };
+    let mut ids: Vec<i64> = node().start().unwrap().map(|r| r.unwrap().0).collect();
+    ids.sort_unstable();
+    expected.sort_by_key(|r| r.id);
+    assert_eq!(ids, expected.iter().map(|r| r.id).collect::<Vec<_>>());
+    for midpoint in [0, 5, 7, 30, 62] {
+        assert_save_load(node, midpoint);
+    }
+}
+
+/// The listing's state names its file's identity: a file rewritten between
+/// save and restore is refused there.
+#[test]
+fn a_listed_file_that_changed_is_refused() {
+    let dir = Dir::new("listed");
+    let path = dir.0.join("a.parquet");
+    write(&path, &rows(0, 40), 7);
+    let mut loader = Loader::new(Files::in_dir(&dir.0).unwrap().parquet_row_groups());
+    let mut epoch = loader.epoch();
+    let units: Vec<RowGroup> = epoch.by_ref().take(2).map(Result::unwrap).collect();
+    assert_eq!(units.iter().map(|u| u.index).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(units[0].rows, 7);
+    let state = epoch.state_dict().unwrap();
+    drop(epoch);
+    write(&path, &rows(0, 41), 7);
+    let mut resumed = Loader::new(Files::in_dir(&dir.0).unwrap().parquet_row_groups());
+    let err = resumed.load_state_dict(&state).unwrap_err().to_string();
+    assert!(
+        err.contains("a.parquet") && err.contains("changed since the state was saved"),
+        "{err}"
+    );
+    assert!(err.contains("/root/identity"), "{err}");
 }
