@@ -9,7 +9,9 @@ use serde_json::Value;
 use crate::elastic::Plan;
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::Begun;
-use crate::elastic::walk::{Found, RESHARD, check as check_description, child_at, walk};
+use crate::elastic::walk::{
+    Found, RESHARD, check as check_description, child_at, position_keys, walk,
+};
 use crate::policy::Counts;
 use crate::sources::files::RankPlan;
 
@@ -343,7 +345,7 @@ fn rebuild_files(
     if *desc.resume() == Resume::ReadsFiles {
         let (mut positions, mut resume_at) = (Vec::new(), Vec::new());
         for (position, at) in begun {
-            let Begun::Lines(at) = at else {
+            let Begun::Reader(at) = at else {
                 unreachable!("a reader's cut")
             };
             positions.push(position);
@@ -351,10 +353,14 @@ fn rebuild_files(
         }
         plan.owed.splice(0..0, positions);
         out = replace_at(out, shard_key, planned(plan)?)?;
-        out.insert("path", None::<String>)?;
-        out.insert("offset", 0u64)?;
-        out.insert("line", 0u64)?;
-        out.insert("identity", None::<String>)?;
+        // Between files (see `position_keys`).
+        let keys: Vec<String> = position_keys(&out).map(str::to_owned).collect();
+        for key in keys {
+            match key.as_str() {
+                "path" | "identity" => out.insert(key, Value::Null)?,
+                _ => out.insert(key, 0u64)?,
+            }
+        }
         // Empty on a rank that got none: its next state leaves the key out.
         out.insert("resume_at", resume_at)?;
         return Ok(out);

@@ -10,7 +10,6 @@ use serde_json::Value;
 use crate::elastic::Plan;
 use crate::elastic::plan::{Consumed, OldRank};
 use crate::sources::files::RankPlan;
-use crate::sources::open::Resumed;
 
 pub(crate) const RESHARD: &str = "reshard";
 
@@ -31,8 +30,9 @@ pub(crate) struct Cut {
 /// A file one old rank began, to be finished by a new rank.
 #[derive(Clone)]
 pub(crate) enum Begun {
-    /// In a file reader: where to resume it.
-    Lines(Resumed),
+    /// In a file reader: where to resume it, in the reader's own keys (its
+    /// state's position keys, and `skip`; see [`position_keys`]).
+    Reader(Value),
     /// In an interleave's slot: the outer item it was made from and the
     /// inner node's state.
     Slot { item: Value, inner: State },
@@ -226,6 +226,17 @@ impl FileCursor {
     }
 }
 
+/// The keys of a file reader's state that say where it stands in its
+/// file: `path`, `identity` and its own position (`offset` and `line` of a
+/// line reader, `row_group` and `row` of a Parquet reader). Between files,
+/// `path` and `identity` are null and the rest 0. A begun file's resume
+/// point is these keys, and `skip`.
+pub(crate) fn position_keys(state: &State) -> impl Iterator<Item = &str> {
+    state
+        .keys()
+        .filter(|k| !matches!(*k, "source" | "errors" | "resume_at"))
+}
+
 /// Records one old rank's file reader or interleave of files: what its
 /// `Files` yielded to this rank, and the files it began and did not finish.
 /// `relative`: the items a threaded node above delivered past `state`.
@@ -248,16 +259,15 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
         // files a previous reshard dealt here, the steps after it.
         let skip = relative.len() as u64;
         let mut resumed = Vec::new();
-        if let Some(path) = state.get::<Option<String>>("path")? {
-            let (offset, line) = (state.get("offset")?, state.get("line")?);
-            let identity = state.get("identity")?;
-            resumed.push(Resumed {
-                path,
-                offset,
-                line,
-                identity,
-                skip,
-            });
+        if state.get::<Option<String>>("path")?.is_some() {
+            let mut at = serde_json::Map::new();
+            for key in position_keys(state) {
+                at.insert(key.to_owned(), state.value(key)?);
+            }
+            if skip > 0 {
+                at.insert("skip".to_owned(), skip.into());
+            }
+            resumed.push(Value::Object(at));
         } else if skip > 0 {
             let why = format!(
                 "a threaded node above delivered {skip} items past this state, which has no file open to read them from"
@@ -266,11 +276,11 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
         }
         resumed.extend(
             state
-                .get_opt::<Vec<Resumed>>("resume_at")?
+                .get_opt::<Vec<Value>>("resume_at")?
                 .unwrap_or_default(),
         );
         for at in resumed {
-            begun.push((cursor.position(steps), Begun::Lines(at)));
+            begun.push((cursor.position(steps), Begun::Reader(at)));
             steps += 1;
         }
     } else {
