@@ -117,7 +117,8 @@
 //! source with its own global order and cursor.
 //!
 //! Files: [`Files`](crate::Files) (maybe shuffled) under
-//! `shard(rank, world_size)`, read by `read_lines` or `read_jsonl` (plain,
+//! `shard(rank, world_size)`, read by `read_parquet` (a begun file resumes
+//! at its row group and row) or by `read_lines` or `read_jsonl` (plain,
 //! gzip or zstd) right above, with the same nodes above the reader as above
 //! a `MapStyleWrapper` (an out-of-order `par_map` right above the reader
 //! excepted: it delivers lines past a gap). A file's position in the

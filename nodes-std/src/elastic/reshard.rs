@@ -42,7 +42,7 @@ struct Old {
 }
 
 /// What a pipeline needs to change its number of ranks.
-const NO_SOURCE: &str = "only pipelines that read map-style datasets through an ElasticSampler, or files through `Files` (maybe shuffled), `shard(rank, world_size)` and `read_lines`/`read_jsonl`, can change their number of ranks";
+const NO_SOURCE: &str = "only pipelines that read map-style datasets through an ElasticSampler, or files through `Files` (maybe shuffled), `shard(rank, world_size)` and `read_lines`/`read_jsonl`/`read_parquet`, can change their number of ranks";
 
 fn invalid(message: String) -> Error {
     Error::invalid_argument(RESHARD, message)

@@ -98,7 +98,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::Interleaves
         | Resume::Mixes { each_once: true } => None,
         Resume::ListsFiles | Resume::Shards => Some(
-            "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines` or `read_jsonl` right above",
+            "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines`, `read_jsonl` or `read_parquet` right above",
         ),
         Resume::Mixes { each_once: false } => Some(
             "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
@@ -107,7 +107,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
             "its position counts its own items, not global indices: read a MapStyleWrapper over an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
         ),
         _ => Some(
-            "its state is not one a reshard can deal to other ranks: elastic resume supports a MapStyleWrapper over an ElasticSampler, or Files under shard read by read_lines, read_jsonl or interleave, with map, try_map, filter, filter_map, batch, shuffle, pack, par_map, prefetch and the weighted or round-robin mix above",
+            "its state is not one a reshard can deal to other ranks: elastic resume supports a MapStyleWrapper over an ElasticSampler, or Files under shard read by read_lines, read_jsonl, read_parquet or interleave, with map, try_map, filter, filter_map, batch, shuffle, pack, par_map, prefetch and the weighted or round-robin mix above",
         ),
     }
 }

@@ -22,7 +22,8 @@ use crate::sources::arrow_row;
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
-    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, State, Stateful,
+    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, Resume, State,
+    Stateful,
 };
 
 /// The state keys.
@@ -31,6 +32,29 @@ const PATH: &str = "path";
 const ROW_GROUP: &str = "row_group";
 const ROW: &str = "row";
 const IDENTITY: &str = "identity";
+/// Where to resume the next files pulled (see [`Resumed`]).
+const RESUME_AT: &str = "resume_at";
+
+/// A file another rank began, to be read from where it stopped: the next
+/// file pulled must have this name and identity (see
+/// [`elastic`](crate::elastic), which puts such files first in a rank's
+/// plan, in this order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Resumed {
+    path: String,
+    identity: Identity,
+    row_group: usize,
+    row: u64,
+    /// Items past that row that the other rank's threaded node delivered:
+    /// read again and passed over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    skip: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 /// What [`ReadParquet`] reads of an item of its source: a whole file (any
 /// path), or one row group of one ([`RowGroup`], from
@@ -147,6 +171,10 @@ struct ParquetReader<S> {
     row_group: usize,
     /// Rows of that row group already handed out.
     row: u64,
+    /// Files to open where another rank stopped, rather than at their start.
+    resume_at: std::collections::VecDeque<Resumed>,
+    /// Items of the open file still to pass over (see [`Resumed::skip`]).
+    skip: u64,
     flag: ResetFlag,
 }
 
@@ -157,6 +185,7 @@ struct Saved {
     row_group: usize,
     row: u64,
     identity: Option<Identity>,
+    resume_at: std::collections::VecDeque<Resumed>,
 }
 
 impl<S: Node> ParquetReader<S>
@@ -172,13 +201,15 @@ where
             open: None,
             row_group: 0,
             row: 0,
+            resume_at: Default::default(),
+            skip: 0,
             flag: ResetFlag::default(),
         }
     }
 
     /// Between files: the next call pulls the next one.
     fn close(&mut self) {
-        (self.open, self.row_group, self.row) = (None, 0, 0);
+        (self.open, self.row_group, self.row, self.skip) = (None, 0, 0, 0);
     }
 
     /// A bad record of the open file (or of `path`).
@@ -252,6 +283,48 @@ where
             .map_err(|e| self.bad(&open.path, e))
     }
 
+    /// Checks that `open` is the file another rank stopped in at `at`: the
+    /// same name and identity, and a row it holds.
+    fn resume(&self, open: &Open, at: &Resumed) -> Result<()> {
+        let name = open.path.file_name().and_then(OsStr::to_str);
+        let why = if name != Some(at.path.as_str()) {
+            format!(
+                "the reshard dealt `{}` here: the file list changed",
+                at.path
+            )
+        } else if open.identity != at.identity {
+            "it changed since the state was saved".to_owned()
+        } else if !open.groups.contains(&at.row_group)
+            || at.row > open.metadata.metadata().row_group(at.row_group).num_rows() as u64
+        {
+            format!("it has no row {} in row group {}", at.row, at.row_group)
+        } else {
+            return Ok(());
+        };
+        let why = format!(
+            "cannot resume where another rank stopped (row group {}, row {}): {why}",
+            at.row_group, at.row
+        );
+        Err(self.bad(&open.path, why))
+    }
+
+    /// The next item's rows (at most `want`), past the items another rank
+    /// already delivered (see [`Resumed::skip`]).
+    fn next_rows(
+        &mut self,
+        cx: &mut Cx,
+        want: usize,
+    ) -> Result<Option<(RecordBatch, usize, usize)>> {
+        loop {
+            // A resumed file sets `skip` when it opens, before its first rows.
+            let rows = self.advance(cx, want)?;
+            if rows.is_none() || self.skip == 0 {
+                return Ok(rows);
+            }
+            self.skip -= 1;
+        }
+    }
+
     /// The next rows of the current row group (at most `want`): the batch
     /// that holds them and their range in it. Moves the position past them.
     fn advance(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(RecordBatch, usize, usize)>> {
@@ -265,7 +338,13 @@ where
                 // An unreadable file is a bad record; the next call moves on.
                 let open = self.open(&item, before)?;
                 (self.row_group, self.row) = (open.groups.start, 0);
+                if let Some(at) = self.resume_at.pop_front() {
+                    self.resume(&open, &at)?;
+                    (self.row_group, self.row, self.skip) = (at.row_group, at.row, at.skip);
+                }
                 self.open = Some(open);
+                // A threaded node above then counts items of one file only.
+                cx.request_snapshot();
                 continue;
             };
             if let Some((batch, first)) = &mut open.decoded {
@@ -279,6 +358,15 @@ where
                 open.decoded = None;
             }
             if self.row_group >= open.groups.end {
+                if self.skip > 0 {
+                    let why = format!(
+                        "the file ended {} items before where another rank stopped reading it",
+                        self.skip
+                    );
+                    let error = record_error(self.name, &open.path, None, why);
+                    self.close();
+                    return Err(error);
+                }
                 self.close();
                 continue;
             }
@@ -314,13 +402,16 @@ where
     }
 
     fn checked_fields(&self, state: &State) -> Result<Saved> {
-        state.expect_keys(self.name, &[SOURCE, PATH, ROW_GROUP, ROW, IDENTITY])?;
+        let keys = [SOURCE, PATH, ROW_GROUP, ROW, IDENTITY, RESUME_AT];
+        let keys = &keys[..keys.len() - usize::from(!state.contains(RESUME_AT))];
+        state.expect_keys(self.name, keys)?;
         let saved = Saved {
             source: state.child(SOURCE)?,
             path: state.get(PATH)?,
             row_group: state.get(ROW_GROUP)?,
             row: state.get(ROW)?,
             identity: state.get(IDENTITY)?,
+            resume_at: state.get_opt(RESUME_AT)?.unwrap_or_default(),
         };
         let stray = saved.row_group != 0 || saved.row != 0 || saved.identity.is_some();
         match &saved.path {
@@ -349,14 +440,15 @@ where
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
+            self.resume_at.clear();
             self.flag.mark();
             return Ok(());
         };
         let saved = self.checked_fields(state)?;
         self.close();
+        self.resume_at.clone_from(&saved.resume_at);
         let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
         let (Some(name), Some(identity)) = (&saved.path, &saved.identity) else {
-            (self.row_group, self.row) = (0, 0);
             self.flag.mark();
             return Ok(());
         };
@@ -428,11 +520,14 @@ where
         }
         out.insert(ROW_GROUP, self.row_group)?;
         out.insert(ROW, self.row)?;
+        if !self.resume_at.is_empty() {
+            out.insert(RESUME_AT, &self.resume_at)?;
+        }
         Ok(out)
     }
 
     fn describe(&self) -> Description {
-        let mut desc = Description::new(self.name);
+        let mut desc = Description::new(self.name).with_resume(Resume::ReadsFiles);
         if !self.columns.is_empty() {
             desc = desc.param("columns", self.columns.join(","));
         }
@@ -586,7 +681,7 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             let inner = &mut self.inner;
-            let Some((batch, at, _)) = inner.advance(cx, 1)? else {
+            let Some((batch, at, _)) = inner.next_rows(cx, 1)? else {
                 return Ok(None);
             };
             arrow_row::row(&batch, at).map(Some).map_err(|e| {
@@ -607,7 +702,7 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<RecordBatch>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             let rows = self.inner.decode_rows;
-            let slice = self.inner.advance(cx, rows)?;
+            let slice = self.inner.next_rows(cx, rows)?;
             Ok(slice.map(|(batch, at, len)| batch.slice(at, len)))
         })
     }

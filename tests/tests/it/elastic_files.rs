@@ -188,9 +188,12 @@ pub(crate) fn generation(
     world: u64,
     take: Option<&[usize]>,
     delivered: &mut Vec<String>,
+    settle: bool,
 ) -> Vec<State> {
-    let old = old.map(|old| elastic::settle(|r, w| Ok(build(r, w)), old).unwrap());
-    let old = old.as_deref();
+    let settled = old
+        .filter(|_| settle)
+        .map(|old| elastic::settle(|r, w| Ok(build(r, w)), old).unwrap());
+    let old = settled.as_deref().or(old);
     (0..world)
         .map(|rank| {
             let mut loader = Loader::new(build(rank, world));
@@ -292,9 +295,9 @@ proptest! {
     ) {
         let corpus = Corpus::new("prop", &lines);
         let mut delivered = Vec::new();
-        let first = generation(&|r, w| build(&corpus.dir, above, r, w), None, n, Some(&takes[..n as usize]), &mut delivered);
-        let second = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&first), m, Some(&takes[5..5 + m as usize]), &mut delivered);
-        let last = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&second), k, None, &mut delivered);
+        let first = generation(&|r, w| build(&corpus.dir, above, r, w), None, n, Some(&takes[..n as usize]), &mut delivered, false);
+        let second = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&first), m, Some(&takes[5..5 + m as usize]), &mut delivered, false);
+        let last = generation(&|r, w| build(&corpus.dir, above, r, w), Some(&second), k, None, &mut delivered, false);
         prop_assert_eq!(check_delivered(delivered, &lines, above, n + m + k), Ok(()));
         // The next epoch is an ordinary one of K ranks.
         let mut next = Vec::new();
@@ -323,6 +326,7 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
         2,
         Some(&[2, 2]),
         &mut delivered,
+        false,
     );
     for f in 0..2 {
         std::fs::write(
@@ -491,7 +495,7 @@ fn with_planned(state: &State, to: bool) -> State {
 fn a_plan_without_planned_or_planned_without_a_plan_is_refused() {
     let corpus = Corpus::new("planned", &[3, 3, 3]);
     let build = |r, w| build(&corpus.dir, Above::Nothing, r, w);
-    let old = generation(&build, None, 2, Some(&[1, 1]), &mut Vec::new());
+    let old = generation(&build, None, 2, Some(&[1, 1]), &mut Vec::new(), false);
     let resharded = elastic::reshard_rank(&old, 0, 3).unwrap();
     for (state, world, to) in [(&resharded, 3, false), (&old[0], 2, true)] {
         let edited = with_planned(state, to);

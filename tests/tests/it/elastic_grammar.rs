@@ -13,8 +13,8 @@
 //!                                              source per half of them)
 //! source   := files reader record*            (0 to 3 record stages)
 //! files    := Files::list(..).shuffle_files(seed).shard(rank, world)
-//! reader   := read_lines | read_jsonl
-//!           | interleave(1..=3, 1..=2, read_jsonl [prefetch(2)])
+//! reader   := read_lines | read_jsonl | read_parquet
+//!           | interleave(1..=3, 1..=2, (read_jsonl | read_parquet) [prefetch(2)])
 //! record   := map | filter | filter_map | shuffle(1..=4) | try_map
 //!           | par_map(1..=2) | prefetch(1..=3)
 //! group    := none | batch(1..=3) + concat | pack(4) | pack_exact(4)
@@ -23,12 +23,15 @@
 //! ```
 //!
 //! Each file is plain, gzip (two members) or zstd (two frames) when those
-//! features are on. Filters act on records (a line's number), before the
-//! group, so what the epoch delivers does not depend on the order. The
-//! states pass through `elastic::settle` before each reshard (a threaded
-//! stage above a filter, `try_map`, shuffle, pack, mix or interleave needs
-//! it). `par_map`s here are in order: `check` refuses an out-of-order one
-//! above a reader (tested in `elastic_files`).
+//! features are on; for `read_parquet`, every file is Parquet (row groups
+//! of 2 rows, pages of 1 row) with the `parquet` feature. Filters act on
+//! records (a line's number), before the group, so what the epoch delivers
+//! does not depend on the order. Where a threaded stage stands above a
+//! filter, `try_map`, shuffle, pack, mix or interleave, the states pass
+//! through `elastic::settle` before each reshard; elsewhere they reshard as
+//! saved (the readers pass over what a threaded node read ahead).
+//! `par_map`s here are in order: `check` refuses an out-of-order one above
+//! a reader (tested in `elastic_files`).
 
 use std::path::PathBuf;
 
@@ -57,11 +60,84 @@ enum Packing {
 enum Reader {
     Lines,
     Jsonl,
+    /// `read_parquet` of files written as Parquet.
+    Parquet,
     Interleave {
         cycle: usize,
         block: usize,
         prefetched: bool,
+        /// Its function reads Parquet files (else JSON lines).
+        parquet: bool,
     },
+}
+
+impl Reader {
+    /// Whether the files are written as Parquet.
+    fn parquet(self) -> bool {
+        matches!(
+            self,
+            Reader::Parquet | Reader::Interleave { parquet: true, .. }
+        )
+    }
+}
+
+impl Stage {
+    fn threaded(self) -> bool {
+        matches!(self, Stage::ParMap(_) | Stage::Prefetch(_))
+    }
+
+    /// Whether its items stand for a known number of its source's.
+    fn counts(self) -> bool {
+        matches!(self, Stage::Map | Stage::ParMap(_) | Stage::Prefetch(_))
+    }
+}
+
+impl Shape {
+    /// Whether a threaded stage stands above an interleave, filter,
+    /// `try_map`, shuffle, pack or mix: its states then need
+    /// `elastic::settle` before a reshard.
+    fn needs_settle(&self) -> bool {
+        let mut gap = matches!(self.reader, Reader::Interleave { .. });
+        let mut needs = false;
+        let mut place = |stage: &Stage, gap: &mut bool| {
+            needs |= stage.threaded() && *gap;
+            *gap |= !stage.counts();
+        };
+        for stage in &self.record {
+            place(stage, &mut gap);
+        }
+        gap |= !matches!(self.mix, Mix::None)
+            || matches!(
+                self.group,
+                Group::Pack | Group::PackExact | Group::PackSegments
+            );
+        for stage in &self.after {
+            place(stage, &mut gap);
+        }
+        needs
+    }
+}
+
+/// The records of the Parquet files `files` names.
+#[cfg(feature = "parquet")]
+fn parquet_lines<S>(files: S) -> Boxed<String>
+where
+    S: Node + Send + 'static,
+    S::Item: nodes_std::ParquetPart,
+{
+    files.read_parquet::<Line>().map(|l: Line| l.line).boxed()
+}
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_lines<S: Node>(_: S) -> Boxed<String> {
+    unreachable!("generated with the parquet feature only")
+}
+
+/// A Parquet file's row: one record.
+#[cfg(feature = "parquet")]
+#[derive(serde::Deserialize)]
+struct Line {
+    line: String,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -148,17 +224,24 @@ fn source(shape: &Shape, files: Vec<PathBuf>, rank: u64, world: u64) -> Boxed<Ve
     let read: Boxed<Vec<String>> = match shape.reader {
         Reader::Lines => files.read_lines().map(tokens).boxed(),
         Reader::Jsonl => files.read_jsonl::<String>().map(tokens).boxed(),
+        Reader::Parquet => parquet_lines(files).map(tokens).boxed(),
         Reader::Interleave {
             cycle,
             block,
             prefetched,
+            parquet,
         } => files
             .interleave(cycle, block, move |path: PathBuf| {
-                let one = IterableWrapper::new(vec![path]).read_jsonl::<String>();
+                let one = IterableWrapper::new(vec![path]);
+                let one: Boxed<String> = if parquet {
+                    parquet_lines(one)
+                } else {
+                    one.read_jsonl::<String>().boxed()
+                };
                 if prefetched {
                     one.prefetch(2).unwrap().boxed()
                 } else {
-                    one.boxed()
+                    one
                 }
             })
             .unwrap()
@@ -264,6 +347,45 @@ fn write(corpus: &Corpus, lines: &[u32], packing: &[Packing]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Writes the corpus as Parquet: file `f` holds `lines[f]` rows, column
+/// `line` = `"f:l"`, in row groups of 2 rows and pages of 1 (so that saves
+/// and restores fall inside and between row groups and pages).
+#[cfg(feature = "parquet")]
+fn write_parquet(corpus: &Corpus, lines: &[u32]) -> Vec<PathBuf> {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    let props = || {
+        WriterProperties::builder()
+            .set_max_row_group_row_count(Some(2))
+            .set_data_page_row_count_limit(1)
+            .set_write_batch_size(1)
+            .build()
+    };
+    lines
+        .iter()
+        .enumerate()
+        .map(|(f, &n)| {
+            let path = corpus.dir.join(format!("{f:02}.parquet"));
+            let rows = StringArray::from_iter_values((0..n).map(|l| format!("{f}:{l}")));
+            let batch = RecordBatch::try_from_iter([("line", Arc::new(rows) as ArrayRef)]).unwrap();
+            let file = std::fs::File::create(&path).unwrap();
+            let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props())).unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+            path
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "parquet"))]
+fn write_parquet(_: &Corpus, _: &[u32]) -> Vec<PathBuf> {
+    unreachable!("generated with the parquet feature only")
+}
+
 /// Every token the epoch delivers, sorted.
 fn expected(shape: &Shape, lines: &[u32]) -> Vec<String> {
     let filtered = shape
@@ -290,6 +412,11 @@ fn packing() -> impl Strategy<Value = Packing> {
         Some(Packing::Zstd),
     ];
     prop::sample::select(kinds.into_iter().flatten().collect::<Vec<_>>())
+}
+
+/// Whether to read Parquet files: only with the feature.
+fn parquet() -> impl Strategy<Value = bool> {
+    prop::sample::select(vec![false, cfg!(feature = "parquet")])
 }
 
 fn record() -> impl Strategy<Value = Stage> {
@@ -322,13 +449,15 @@ fn shape() -> impl Strategy<Value = Shape> {
     let reader = prop_oneof![
         Just(Reader::Lines),
         Just(Reader::Jsonl),
-        (1usize..=3, 1usize..=2, any::<bool>()).prop_map(|(cycle, block, prefetched)| {
-            Reader::Interleave {
+        (1usize..=3, 1usize..=2, any::<bool>(), parquet()).prop_map(
+            |(cycle, block, prefetched, parquet)| Reader::Interleave {
                 cycle,
                 block,
                 prefetched,
+                parquet,
             }
-        }),
+        ),
+        parquet().prop_map(|p| if p { Reader::Parquet } else { Reader::Lines }),
     ];
     let mix = prop_oneof![Just(Mix::None), Just(Mix::Weighted), Just(Mix::RoundRobin)];
     let group = prop_oneof![
@@ -365,13 +494,20 @@ proptest! {
     ) {
         let corpus = Corpus::empty("grammar");
         let (lines, packing): (Vec<u32>, Vec<Packing>) = files.into_iter().unzip();
-        let paths = write(&corpus, &lines, &packing);
+        let paths = if shape.reader.parquet() {
+            write_parquet(&corpus, &lines)
+        } else {
+            write(&corpus, &lines, &packing)
+        };
         let builder = |rank, world| build(&shape, &paths, rank, world);
+        // Only where `reshard` needs it: the other threaded stages reshard
+        // through the readers' own skip.
+        let settle = shape.needs_settle();
         elastic::check(&builder(0, n).describe()).unwrap();
         let mut delivered = Vec::new();
-        let first = generation(&builder, None, n, Some(&takes[..n as usize]), &mut delivered);
-        let second = generation(&builder, Some(&first), m, Some(&takes[4..4 + m as usize]), &mut delivered);
-        generation(&builder, Some(&second), k, None, &mut delivered);
+        let first = generation(&builder, None, n, Some(&takes[..n as usize]), &mut delivered, settle);
+        let second = generation(&builder, Some(&first), m, Some(&takes[4..4 + m as usize]), &mut delivered, settle);
+        generation(&builder, Some(&second), k, None, &mut delivered, settle);
         delivered.sort();
         let expected = expected(&shape, &lines);
         if matches!(shape.group, Group::PackExact) {
