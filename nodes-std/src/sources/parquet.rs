@@ -98,6 +98,9 @@ impl ParquetPart for RowGroup {
     }
 }
 
+/// Why a file whose name is not text is not read.
+pub(crate) const NOT_UTF8: &str = "the file name is not UTF-8 (a state stores names as text)";
+
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
 
@@ -221,6 +224,9 @@ where
     /// index.
     fn open(&self, part: &impl ParquetPart, before: State) -> Result<Open> {
         let path = part.file();
+        if path.file_name().and_then(OsStr::to_str).is_none() {
+            return Err(self.bad(path, NOT_UTF8));
+        }
         let mut file = File::open(path).map_err(|e| self.bad(path, e))?;
         let identity = Identity::of(&mut file).map_err(|e| self.bad(path, e))?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use parquet::file::metadata::ParquetMetaDataReader;
 
-use crate::sources::parquet::{Identity, RowGroup};
+use crate::sources::parquet::{Identity, NOT_UTF8, RowGroup};
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -101,6 +101,9 @@ where
                     return Ok(None);
                 };
                 let path = item.as_ref();
+                if path.file_name().and_then(OsStr::to_str).is_none() {
+                    return Err(record_error(Self::NAME, path, None, NOT_UTF8.to_owned()));
+                }
                 // A file whose footer cannot be read is a bad record.
                 let (rows, identity) =
                     footer(path).map_err(|why| record_error(Self::NAME, path, None, why))?;

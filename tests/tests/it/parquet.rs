@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
 use nodes_std::prelude::*;
 use nodes_std::testing::assert_save_load;
-use nodes_std::{Files, ReadParquet, RowGroup, Sharder};
+use nodes_std::{Files, IterableWrapper, ReadParquet, RowGroup, Sharder};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde::Deserialize;
@@ -425,4 +425,32 @@ fn a_listed_file_that_changed_is_refused() {
         "{err}"
     );
     assert!(err.contains("/root/identity"), "{err}");
+}
+
+/// A file whose name is not UTF-8 cannot be named in a state: an error
+/// naming it, then the next file.
+#[cfg(unix)]
+#[test]
+fn a_file_name_that_is_not_utf8_is_an_error() {
+    use std::os::unix::ffi::OsStrExt;
+
+    let dir = Dir::new("utf8");
+    let odd = dir.0.join(std::ffi::OsStr::from_bytes(b"a\xff.parquet"));
+    write(&odd, &rows(0, 2), 7);
+    write(&dir.0.join("b.parquet"), &rows(1, 2), 7);
+    let items: Vec<Result<Row>> = IterableWrapper::new(vec![odd.clone(), dir.0.join("b.parquet")])
+        .read_parquet::<Row>()
+        .start()
+        .unwrap()
+        .collect();
+    assert_eq!(items.len(), 3, "{items:?}");
+    let err = items[0].as_ref().unwrap_err().to_string();
+    assert!(err.contains("not UTF-8"), "{err}");
+    let units: Vec<Result<RowGroup>> = IterableWrapper::new(vec![odd])
+        .parquet_row_groups()
+        .start()
+        .unwrap()
+        .collect();
+    let err = units[0].as_ref().unwrap_err().to_string();
+    assert!(err.contains("not UTF-8"), "{err}");
 }
