@@ -122,23 +122,7 @@ fn a_state_after_any_row_resumes_exactly() {
             .unwrap()
     };
     for midpoint in [0, 2, 3, 9, 21] {
-        let ids = |node| -> Vec<i64> {
-            let mut loader = Loader::new(node);
-            loader
-                .epoch()
-                .flat_map(|b: Result<RecordBatch>| {
-                    let b = b.unwrap();
-                    let ids = b
-                        .column(0)
-                        .as_any()
-                        .downcast_ref::<Int64Array>()
-                        .unwrap()
-                        .clone();
-                    ids.values().to_vec()
-                })
-                .collect()
-        };
-        let all = ids(batches());
+        let all = ids_of(&mut Loader::new(batches()));
         assert_eq!(all, expected.iter().map(|r| r.id).collect::<Vec<_>>());
         let mut loader = Loader::new(batches());
         let mut epoch = loader.epoch();
