@@ -16,13 +16,8 @@ use serde::forward_to_deserialize_any;
 
 /// Row `row` of `batch`, as a `T`.
 pub(crate) fn row<T: de::DeserializeOwned>(batch: &RecordBatch, row: usize) -> Result<T, DeError> {
-    let fields = batch
-        .schema_ref()
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str());
     T::deserialize(Fields {
-        names: fields.collect(),
+        names: batch.schema_ref().fields(),
         columns: batch.columns(),
         row,
     })
@@ -30,7 +25,7 @@ pub(crate) fn row<T: de::DeserializeOwned>(batch: &RecordBatch, row: usize) -> R
 
 /// The cells of one row (of a batch or of a struct column), by name.
 struct Fields<'a> {
-    names: Vec<&'a str>,
+    names: &'a arrow_schema::Fields,
     columns: &'a [ArrayRef],
     row: usize,
 }
@@ -64,16 +59,16 @@ impl<'de> MapAccess<'de> for FieldsAccess<'_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, DeError> {
-        let Some(name) = self.fields.names.get(self.next) else {
+        let Some(field) = self.fields.names.get(self.next) else {
             return Ok(None);
         };
-        seed.deserialize(StrDeserializer::<DeError>::new(name))
+        seed.deserialize(StrDeserializer::<DeError>::new(field.name()))
             .map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
         let column = &self.fields.columns[self.next];
-        let name = self.fields.names[self.next];
+        let name = self.fields.names[self.next].name();
         self.next += 1;
         seed.deserialize(Cell {
             array: column.as_ref(),
@@ -131,16 +126,12 @@ impl<'de> Deserializer<'de> for Cell<'_> {
             D::List(_) => visitor.visit_seq(Items::of(a.as_list::<i32>().value(i))),
             D::LargeList(_) => visitor.visit_seq(Items::of(a.as_list::<i64>().value(i))),
             D::FixedSizeList(..) => visitor.visit_seq(Items::of(a.as_fixed_size_list().value(i))),
-            D::Struct(fields) => {
-                let columns = a.as_struct().columns();
-                let names = fields.iter().map(|f| f.name().as_str()).collect();
-                Fields {
-                    names,
-                    columns,
-                    row: i,
-                }
-                .deserialize_any(visitor)
+            D::Struct(fields) => Fields {
+                names: fields,
+                columns: a.as_struct().columns(),
+                row: i,
             }
+            .deserialize_any(visitor),
             other => Err(DeError::custom(format_args!(
                 "Arrow type {other} is not read into serde types: read RecordBatches (`read_parquet_batches`)"
             ))),

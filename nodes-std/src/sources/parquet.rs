@@ -289,6 +289,12 @@ where
             .map_err(|e| self.bad(&open.path, e))
     }
 
+    /// The batch the rows [`advance`](Self::advance) returned are in.
+    fn decoded(&self) -> &RecordBatch {
+        let decoded = self.open.as_ref().and_then(|o| o.decoded.as_ref());
+        &decoded.expect("rows were just returned").0
+    }
+
     /// Checks that `open` is the file another rank stopped in at `at`: the
     /// same name and identity, and a row it holds.
     fn resume(&self, open: &Open, at: &Resumed) -> Result<()> {
@@ -316,11 +322,7 @@ where
 
     /// The next item's rows (at most `want`), past the items another rank
     /// already delivered (see [`Resumed::skip`]).
-    fn next_rows(
-        &mut self,
-        cx: &mut Cx,
-        want: usize,
-    ) -> Result<Option<(RecordBatch, usize, usize)>> {
+    fn next_rows(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(usize, usize)>> {
         loop {
             // A resumed file sets `skip` when it opens, before its first rows.
             let rows = self.advance(cx, want)?;
@@ -331,9 +333,10 @@ where
         }
     }
 
-    /// The next rows of the current row group (at most `want`): the batch
-    /// that holds them and their range in it. Moves the position past them.
-    fn advance(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(RecordBatch, usize, usize)>> {
+    /// The next rows of the current row group (at most `want`): their range
+    /// in the decoded batch ([`decoded`](Self::decoded)). Moves the
+    /// position past them.
+    fn advance(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(usize, usize)>> {
         self.flag.check(self.name)?;
         loop {
             let Some(open) = &mut self.open else {
@@ -356,7 +359,7 @@ where
             if let Some((batch, first)) = &mut open.decoded {
                 let take = want.min(batch.num_rows() - *first);
                 if take > 0 {
-                    let out = (batch.clone(), *first, take);
+                    let out = (*first, take);
                     *first += take;
                     self.row += take as u64;
                     return Ok(Some(out));
@@ -687,10 +690,10 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             let inner = &mut self.inner;
-            let Some((batch, at, _)) = inner.next_rows(cx, 1)? else {
+            let Some((at, _)) = inner.next_rows(cx, 1)? else {
                 return Ok(None);
             };
-            arrow_row::row(&batch, at).map(Some).map_err(|e| {
+            arrow_row::row(inner.decoded(), at).map(Some).map_err(|e| {
                 let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
                 let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
                 inner.bad(open, at)
@@ -709,7 +712,7 @@ where
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             let rows = self.inner.decode_rows;
             let slice = self.inner.next_rows(cx, rows)?;
-            Ok(slice.map(|(batch, at, len)| batch.slice(at, len)))
+            Ok(slice.map(|(at, len)| self.inner.decoded().slice(at, len)))
         })
     }
 }
