@@ -344,10 +344,12 @@ where
                 let Some(item) = self.source.next(cx)? else {
                     return Ok(None);
                 };
-                // An unreadable file is a bad record; the next call moves on.
+                // An unreadable file is a bad record; the next call moves on
+                // (a file another rank began, with its place).
+                let resumed = self.resume_at.pop_front();
                 let open = self.open(&item, before)?;
                 (self.row_group, self.row) = (open.groups.start, 0);
-                if let Some(at) = self.resume_at.pop_front() {
+                if let Some(at) = resumed {
                     self.resume(&open, &at)?;
                     (self.row_group, self.row, self.skip) = (at.row_group, at.row, at.skip);
                 }

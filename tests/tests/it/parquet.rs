@@ -438,3 +438,38 @@ fn a_file_name_that_is_not_utf8_is_an_error() {
     let err = units[0].as_ref().unwrap_err().to_string();
     assert!(err.contains("not UTF-8"), "{err}");
 }
+
+/// Two files other ranks began, dealt to one: the first no longer reads
+/// (an error naming it), and the second still resumes where its rank
+/// stopped.
+#[test]
+fn a_begun_file_that_no_longer_reads_is_an_error_and_the_next_resumes() {
+    let dir = Dir::new("begun");
+    for f in 0..2 {
+        write(&dir.0.join(format!("{f}.parquet")), &rows(f, 10), 4);
+    }
+    let build = |rank, world| {
+        Files::in_dir(&dir.0)
+            .unwrap()
+            .shard(rank, world)
+            .unwrap()
+            .read_parquet::<Row>()
+    };
+    let states: Vec<State> = (0..2)
+        .map(|rank| {
+            let mut loader = Loader::new(build(rank, 2));
+            let mut epoch = loader.epoch();
+            let first: Vec<Row> = epoch.by_ref().take(3).map(Result::unwrap).collect();
+            assert_eq!(first.len(), 3);
+            epoch.state_dict().unwrap()
+        })
+        .collect();
+    std::fs::write(dir.0.join("0.parquet"), "no longer parquet").unwrap();
+    let mut loader = Loader::new(build(0, 1));
+    nodes_std::elastic::load_resharded(&mut loader, &states, 0, 1).unwrap();
+    let items: Vec<Result<Row>> = loader.epoch().collect();
+    let err = items[0].as_ref().unwrap_err().to_string();
+    assert!(err.contains("0.parquet"), "{err}");
+    let ids: Vec<i64> = items[1..].iter().map(|r| r.as_ref().unwrap().id).collect();
+    assert_eq!(ids, (1003..1010).collect::<Vec<_>>());
+}
