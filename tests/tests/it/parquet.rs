@@ -473,3 +473,24 @@ fn a_begun_file_that_no_longer_reads_is_an_error_and_the_next_resumes() {
     let ids: Vec<i64> = items[1..].iter().map(|r| r.as_ref().unwrap().id).collect();
     assert_eq!(ids, (1003..1010).collect::<Vec<_>>());
 }
+
+/// `elastic::check` accepts Parquet files read through a shard, and refuses
+/// the row-group units of `parquet_row_groups` by name (their list is not a
+/// `Files` whose positions a reshard deals).
+#[test]
+fn check_accepts_sharded_parquet_files_and_refuses_row_group_units() {
+    let dir = Dir::new("check");
+    corpus(&dir);
+    let files = Files::in_dir(&dir.0).unwrap().shard(0, 2).unwrap();
+    nodes_std::elastic::check(&files.read_parquet::<Row>().describe()).unwrap();
+    let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups();
+    let units = units.shard(0, 2).unwrap().read_parquet::<Row>();
+    let err = nodes_std::elastic::check(&units.describe())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ReadParquet at /root cannot be resharded"),
+        "{err}"
+    );
+    assert!(err.contains("another source than `Files`"), "{err}");
+}
