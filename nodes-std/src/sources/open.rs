@@ -246,6 +246,6 @@ pub(crate) struct Resumed {
     pub(crate) skip: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::sources::arrow_row;
+use crate::sources::open::is_zero;
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -50,10 +51,6 @@ struct Resumed {
     /// read again and passed over.
     #[serde(default, skip_serializing_if = "is_zero")]
     skip: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// What [`ReadParquet`] reads of an item of its source: a whole file (any
@@ -100,6 +97,25 @@ impl ParquetPart for RowGroup {
 
 /// Why a file whose name is not text is not read.
 pub(crate) const NOT_UTF8: &str = "the file name is not UTF-8 (a state stores names as text)";
+
+/// The part a restore pulled again from its source, if its file is the one
+/// named `name` that `state` is in; else a bad state at `state`'s `path`.
+pub(crate) fn pulled_again<'a, P: ParquetPart>(
+    node: &str,
+    state: &State,
+    name: &str,
+    pulled: Option<&'a P>,
+) -> Result<&'a P> {
+    let why = match pulled {
+        Some(part) if part.file().file_name() == Some(OsStr::new(name)) => return Ok(part),
+        Some(part) => format!(
+            "{node} is in `{name}`, but its source, restored, yields `{}`: its state is not from before that file",
+            part.file().display()
+        ),
+        None => format!("{node} is in `{name}`, but its source, restored, yields no file"),
+    };
+    Err(Error::bad_state(state.path_of(PATH), why))
+}
 
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
@@ -463,24 +479,9 @@ where
             self.flag.mark();
             return Ok(());
         };
-        // Pull the file the state is in again, and check it is that file.
         let item = replay.next()?;
-        let Some(part) = &item else {
-            let why = format!(
-                "{} is in `{name}`, but its source, restored, yields no file",
-                self.name
-            );
-            return Err(Error::bad_state(state.path_of(PATH), why));
-        };
+        let part = pulled_again(self.name, state, name, item.as_ref())?;
         let path = part.file();
-        if path.file_name() != Some(OsStr::new(name)) {
-            let why = format!(
-                "{} is in `{name}`, but its source, restored, yields `{}`: its state is not from before that file",
-                self.name,
-                path.display()
-            );
-            return Err(Error::bad_state(state.path_of(PATH), why));
-        }
         let changed = |why: String| {
             let why = format!("{} cannot resume in `{}`: {why}", self.name, path.display());
             Error::bad_state(state.path_of(IDENTITY), why)

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use parquet::file::metadata::ParquetMetaDataReader;
 
-use crate::sources::parquet::{Identity, NOT_UTF8, RowGroup};
+use crate::sources::parquet::{Identity, NOT_UTF8, RowGroup, pulled_again};
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -136,15 +136,8 @@ where
             return Ok(());
         };
         let item = replay.next()?;
-        let path = item.as_ref().map(AsRef::as_ref);
+        let path = pulled_again(Self::NAME, state, &name, item.as_ref())?.as_ref();
         let at_path = |why: String| Error::bad_state(state.path_of(PATH), why);
-        let Some(path) = path.filter(|p| p.file_name() == Some(OsStr::new(&name))) else {
-            let why = format!(
-                "{} is in `{name}`, but its source, restored, yields another file",
-                Self::NAME
-            );
-            return Err(at_path(why));
-        };
         let (rows, now) =
             footer(path).map_err(|why| at_path(format!("`{}`: {why}", path.display())))?;
         if identity.as_ref() != Some(&now) {

@@ -494,3 +494,36 @@ fn check_accepts_sharded_parquet_files_and_refuses_row_group_units() {
     );
     assert!(err.contains("another source than `Files`"), "{err}");
 }
+
+/// A restore whose source yields another file than the one the state is
+/// in is refused at `path`, for the reader and for the row-group listing.
+#[test]
+fn a_restore_that_pulls_another_file_is_refused_at_path() {
+    let dir = Dir::new("misnamed");
+    let (a, b) = (dir.0.join("a.parquet"), dir.0.join("b.parquet"));
+    write(&a, &rows(0, 5), 2);
+    write(&b, &rows(0, 5), 2);
+    let mut loader = Loader::new(IterableWrapper::new(vec![a.clone()]).read_parquet::<Row>());
+    let mut epoch = loader.epoch();
+    epoch.next().unwrap().unwrap();
+    let state = epoch.state_dict().unwrap();
+    drop(epoch);
+    let mut other = Loader::new(IterableWrapper::new(vec![b.clone()]).read_parquet::<Row>());
+    let err = other.load_state_dict(&state).unwrap_err().to_string();
+    assert!(
+        err.contains("/root/path") && err.contains("yields `"),
+        "{err}"
+    );
+
+    let mut loader = Loader::new(IterableWrapper::new(vec![a]).parquet_row_groups());
+    let mut epoch = loader.epoch();
+    epoch.next().unwrap().unwrap();
+    let state = epoch.state_dict().unwrap();
+    drop(epoch);
+    let mut other = Loader::new(IterableWrapper::new(vec![b]).parquet_row_groups());
+    let err = other.load_state_dict(&state).unwrap_err().to_string();
+    assert!(
+        err.contains("/root/path") && err.contains("yields `"),
+        "{err}"
+    );
+}
