@@ -56,6 +56,8 @@
 //! - `gzip`, `zstd`: read `.gz` and `.zst` files (pure Rust).
 //! - `parquet`: read Parquet files ([`ReadParquet`], [`ReadParquetBatches`])
 //!   on the Apache Arrow crates.
+//! - `object-store`: read files in S3, GCS and Azure buckets and over
+//!   HTTP(S) ([`Store`]), with every file reader.
 //! - `tracing`: log epochs, restores, worker threads and skipped records
 //!   through [`tracing`](https://docs.rs/tracing), target `nodes`.
 //!
@@ -99,6 +101,8 @@ pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
 #[cfg(feature = "parquet")]
 pub use crate::sources::parquet::{ParquetPart, ReadParquet, ReadParquetBatches, RowGroup};
 pub use crate::sources::record::RecordError;
+#[cfg(feature = "object-store")]
+pub use crate::sources::remote::{Retry, Store};
 #[cfg(feature = "parquet")]
 pub use crate::sources::row_groups::ParquetRowGroups;
 pub use crate::sources::sampler_wrapper::{

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::elastic::Plan;
 use crate::sources::glob;
+use crate::sources::open::is_remote;
 use crate::sources::permute::Permutation;
 use crate::transforms::debug_fields;
 use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
@@ -154,8 +155,15 @@ impl Files {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `dir` cannot be listed or has no file.
+    ///
+    /// A URL (`s3://bucket/dir/`; see [`Store`](crate::Store)) lists the
+    /// objects directly under that prefix, with [`Store::from_env`](crate::Store::from_env).
     pub fn in_dir(dir: impl AsRef<Path>) -> Result<Files> {
-        Files::from_listing(glob::in_dir(dir.as_ref()))
+        let dir = dir.as_ref();
+        match dir.to_str().filter(|d| is_remote(Path::new(d))) {
+            Some(url) => Files::from_listing(remote_listing(url, true)),
+            None => Files::from_listing(glob::in_dir(dir)),
+        }
     }
 
     /// The files `pattern` matches, sorted by their path below the pattern's
@@ -169,8 +177,29 @@ impl Files {
     /// # Errors
     /// [`Error::InvalidArgument`] if the pattern uses other syntax (`[...]`,
     /// `{...}`), a directory cannot be listed, or nothing matches.
+    ///
+    /// A URL pattern (`s3://bucket/shards/**/*.jsonl.zst`; see
+    /// [`Store`](crate::Store)) lists the objects under its base and keeps
+    /// those it matches, with [`Store::from_env`](crate::Store::from_env).
     pub fn glob(pattern: &str) -> Result<Files> {
+        if is_remote(Path::new(pattern)) {
+            return Files::from_listing(remote_listing(pattern, false));
+        }
         Files::from_listing(glob::glob(pattern))
+    }
+
+    /// The objects a URL names through `store`: those a pattern with
+    /// wildcards matches, as [`Files::glob`], or those directly under a
+    /// prefix, as [`Files::in_dir`] (`s3://bucket/dir/`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `url` is not an object store URL (an
+    /// `http(s)://` URL names one object: list those with
+    /// [`Files::list`]), the store cannot be reached, or nothing matches.
+    #[cfg(feature = "object-store")]
+    pub fn remote(store: &crate::Store, url: &str) -> Result<Files> {
+        let in_dir = !url.contains(['*', '?']);
+        Files::from_listing(crate::sources::remote::list(store, url, in_dir))
     }
 
     /// The files of `paths`, in the order given (duplicates are kept: a file
@@ -317,6 +346,19 @@ impl Files {
         );
         message
     }
+}
+
+/// The objects a URL (pattern) names, with the environment's store.
+#[cfg(feature = "object-store")]
+fn remote_listing(url: &str, in_dir: bool) -> std::result::Result<glob::Listing, String> {
+    crate::sources::remote::list(&crate::Store::from_env(), url, in_dir)
+}
+
+#[cfg(not(feature = "object-store"))]
+fn remote_listing(url: &str, _: bool) -> std::result::Result<glob::Listing, String> {
+    Err(format!(
+        "`{url}` is a URL, and object store support is not compiled in: enable the `object-store` feature of nodes-std"
+    ))
 }
 
 /// FNV-1a (64 bits) over the names, each followed by a NUL byte.

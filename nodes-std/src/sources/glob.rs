@@ -128,6 +128,12 @@ pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> Result<Listing, Stri
                 .map_or_else(PathBuf::new, Path::to_path_buf)
         })
         .ok_or("the list of files is empty")?;
+    // URLs in several buckets: no base shorter than `scheme://host`.
+    let base = if super::open::is_remote(&paths[0]) && !super::open::is_remote(&base) {
+        PathBuf::new()
+    } else {
+        base
+    };
     let names = paths
         .iter()
         .map(|p| {
@@ -138,6 +144,42 @@ pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> Result<Listing, Stri
         })
         .collect::<Result<Vec<String>, String>>()?;
     Ok(Listing { base, names })
+}
+
+/// A pattern over names already listed (an object store's keys).
+#[cfg(any(test, feature = "object-store"))]
+#[derive(Debug)]
+pub(crate) struct Pattern(Vec<Segment>);
+
+#[cfg(any(test, feature = "object-store"))]
+impl Pattern {
+    /// Splits `pattern` into its base (`/`-separated, empty for none) and
+    /// the matcher of names relative to it.
+    pub(crate) fn parse(pattern: &str) -> Result<(String, Pattern), String> {
+        let (base, segments) = parse(pattern)?;
+        let base = base.to_str().filter(|b| *b != ".").unwrap_or_default();
+        Ok((base.to_owned(), Pattern(segments)))
+    }
+
+    /// Whether `name` (`/`-separated, relative to the base) matches.
+    pub(crate) fn matches(&self, name: &str) -> bool {
+        let parts: Vec<&str> = name.split('/').collect();
+        matches_parts(&self.0, &parts)
+    }
+}
+
+/// Whether the path `parts` match `segments`, with the rules of [`walk`].
+#[cfg(any(test, feature = "object-store"))]
+fn matches_parts(segments: &[Segment], parts: &[&str]) -> bool {
+    match segments.split_first() {
+        None => parts.is_empty(),
+        Some((Segment::AnyDirs, rest)) => (0..parts.len()).any(|i| {
+            parts[..i].iter().all(|p| !p.starts_with('.')) && matches_parts(rest, &parts[i..])
+        }),
+        Some((Segment::Name(pat), rest)) => parts.split_first().is_some_and(|(part, parts)| {
+            visible_to(pat, part) && matches(pat, part) && matches_parts(rest, parts)
+        }),
+    }
 }
 
 /// The files below `base` that match `segments`, sorted, or the error
@@ -239,6 +281,24 @@ mod tests {
     }
 
     #[test]
+    fn listed_names_match_like_a_walk() {
+        let (base, p) = Pattern::parse("data/**/*.jsonl").unwrap();
+        assert_eq!(base, "data");
+        assert!(p.matches("a.jsonl"));
+        assert!(p.matches("x/y/a.jsonl"));
+        assert!(!p.matches("x/.hidden/a.jsonl"));
+        assert!(!p.matches("x/a.json"));
+        let (base, p) = Pattern::parse("d/*").unwrap();
+        assert_eq!(base, "d");
+        assert!(p.matches("a"));
+        assert!(!p.matches("sub/a"));
+        assert!(!p.matches(".a"));
+        let (base, p) = Pattern::parse("*.txt").unwrap();
+        assert_eq!(base, "");
+        assert!(p.matches("a.txt"));
+    }
+
+    #[test]
     fn a_list_is_relative_to_its_common_parent() {
         let paths = |p: &[&str]| p.iter().map(PathBuf::from).collect::<Vec<_>>().into_iter();
         let l = list(paths(&["/d/x/a.txt", "/d/y/b.txt", "/d/x/c"])).unwrap();
@@ -255,6 +315,17 @@ mod tests {
             (PathBuf::new(), vec!["a".to_owned(), "/b/c".to_owned()])
         );
         assert!(list(paths(&[])).is_err());
+        let l = list(paths(&["s3://b/x/a", "s3://b/y/c"])).unwrap();
+        assert_eq!(
+            (l.base, l.names),
+            (
+                PathBuf::from("s3://b"),
+                vec!["x/a".to_owned(), "y/c".to_owned()]
+            )
+        );
+        let l = list(paths(&["s3://b/a", "s3://c/a"])).unwrap();
+        assert_eq!(l.base, PathBuf::new());
+        assert_eq!(l.names, ["s3://b/a", "s3://c/a"]);
     }
 
     #[test]

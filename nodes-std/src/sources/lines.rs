@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 use crate::sources::open::{
-    IDENTITY, Identity, OFFSET, PATH, Reopen, Resumed, Tail, open_at, reopen,
+    IDENTITY, Identity, OFFSET, Opener, PATH, Reopen, Resumed, Tail, open_at, reopen,
 };
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
@@ -43,6 +43,8 @@ struct LineReader<S, D> {
     /// The node's name, for its state, description and errors.
     name: &'static str,
     source: S,
+    /// Where files are opened (and remote ones read).
+    opener: Opener,
     /// The file being read, and its source's state from before it was
     /// pulled, which the state saves: a restore pulls the file again.
     open: Option<(Tail, State)>,
@@ -114,6 +116,7 @@ impl<S, D> LineReader<S, D> {
         LineReader {
             name,
             source,
+            opener: Opener::default(),
             open: None,
             path: None,
             offset: 0,
@@ -218,7 +221,7 @@ where
             }
             // No file was open, so `offset` and `line` are 0 (see `close`).
             let reader = match self.resume_at.pop_front() {
-                None => open_at(path, 0)
+                None => open_at(&self.opener, path, 0, None)
                     .map_err(|Reopen(_, message)| record_error(name, path, None, message))?,
                 Some(at) => {
                     let reader = self.open_resumed(path, &at).inspect_err(|_| {
@@ -254,8 +257,15 @@ where
                 at.path
             )
         };
-        reopen(path, &at.path, at.offset, Some(&at.identity), misnamed)
-            .map_err(|Reopen(_, why)| fail(why))
+        reopen(
+            &self.opener,
+            path,
+            &at.path,
+            at.offset,
+            Some(&at.identity),
+            misnamed,
+        )
+        .map_err(|Reopen(_, why)| fail(why))
     }
 
     /// The next item decoded by `D`, under the error policy.
@@ -372,7 +382,8 @@ impl<S: Node, D> LineReader<S, D> {
                 "the state is in a file named `{path}`: its source's state is not from before that file"
             )
         };
-        reopen(file, path, saved.offset, saved.identity.as_ref(), misnamed).map_err(reopen_error)
+        let identity = saved.identity.as_ref();
+        reopen(&self.opener, file, path, saved.offset, identity, misnamed).map_err(reopen_error)
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()>
@@ -521,6 +532,14 @@ macro_rules! reader_node {
             /// The policy for bad records.
             pub fn error_policy(&self) -> ErrorPolicy {
                 self.inner.budget.policy()
+            }
+
+            /// Reads remote files (URLs) through `store` rather than
+            /// [`Store::from_env`](crate::Store::from_env).
+            #[cfg(feature = "object-store")]
+            pub fn store(mut self, store: crate::Store) -> Self {
+                self.inner.opener.store = store;
+                self
             }
         }
 

@@ -13,8 +13,12 @@ pub(crate) mod map_style;
 pub(crate) mod open;
 #[cfg(feature = "parquet")]
 pub(crate) mod parquet;
+#[cfg(feature = "parquet")]
+pub(crate) mod parquet_file;
 pub(crate) mod permute;
 pub(crate) mod record;
+#[cfg(feature = "object-store")]
+pub(crate) mod remote;
 #[cfg(feature = "parquet")]
 pub(crate) mod row_groups;
 pub(crate) mod sampler_wrapper;

@@ -24,14 +24,24 @@ const WINDOW: usize = 4 << 10;
 
 /// What a state records of the file it is in, checked on restore: the
 /// file's size on disk, an `mx64` digest of the (decompressed) bytes
-/// before the offset (at most [`WINDOW`]), and whether the offset starts
-/// a line (is 0 or follows a `\n`).
+/// before the offset (at most [`WINDOW`]), whether the offset starts
+/// a line (is 0 or follows a `\n`), and a remote object's ETag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Identity {
     pub(crate) size: u64,
     pub(crate) digest: String,
     pub(crate) line_start: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) etag: Option<String>,
+}
+
+/// Where the line readers open files: local paths, and URLs through a
+/// [`Store`](crate::Store) (with the `object-store` feature).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Opener {
+    #[cfg(feature = "object-store")]
+    pub(crate) store: crate::Store,
 }
 
 /// A file's reader that keeps the last bytes it consumed (at most twice
@@ -41,14 +51,16 @@ pub(crate) struct Tail {
     inner: Box<dyn BufRead + Send>,
     tail: Vec<u8>,
     size: u64,
+    etag: Option<String>,
 }
 
 impl Identity {
-    fn of(size: u64, window: &[u8]) -> Identity {
+    fn of(size: u64, window: &[u8], etag: Option<&String>) -> Identity {
         Identity {
             size,
             digest: format!("mx64:{:016x}", nodes_core::__private::digest_bytes(window)),
             line_start: window.last().is_none_or(|&b| b == b'\n'),
+            etag: etag.cloned(),
         }
     }
 }
@@ -59,11 +71,12 @@ impl Identity {
 pub(crate) struct Window {
     size: u64,
     bytes: Vec<u8>,
+    etag: Option<String>,
 }
 
 impl Serialize for Window {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        Identity::of(self.size, &self.bytes).serialize(s)
+        Identity::of(self.size, &self.bytes, self.etag.as_ref()).serialize(s)
     }
 }
 
@@ -74,7 +87,7 @@ impl Tail {
 
     /// The file's identity at the offset reached.
     pub(crate) fn identity(&self) -> Identity {
-        Identity::of(self.size, self.window())
+        Identity::of(self.size, self.window(), self.etag.as_ref())
     }
 
     /// The same, to be digested later.
@@ -82,6 +95,7 @@ impl Tail {
         Window {
             size: self.size,
             bytes: self.window().to_vec(),
+            etag: self.etag.clone(),
         }
     }
 }
@@ -133,7 +147,7 @@ fn compression(path: &Path) -> Compression {
 
 /// A reader of the decompressed bytes of `file`.
 fn decompressed(
-    file: File,
+    file: impl Read + Send + 'static,
     kind: Compression,
 ) -> std::result::Result<Box<dyn BufRead + Send>, String> {
     match kind {
@@ -165,32 +179,96 @@ fn decompressed(
 pub(crate) struct Reopen(pub(crate) &'static str, pub(crate) String);
 
 /// Opens `path` at byte `offset` of its (decompressed) content: a seek
-/// to the identity's window before it for a plain file, a decompression
-/// from the start otherwise; the bytes up to `offset` are read through
-/// the [`Tail`].
-pub(crate) fn open_at(path: &Path, offset: u64) -> std::result::Result<Tail, Reopen> {
+/// (a ranged read for an object) to the identity's window before it for a
+/// plain file, a decompression from the start otherwise; the bytes up to
+/// `offset` are read through the [`Tail`]. An object must still have the
+/// ETag `etag` when one is given.
+pub(crate) fn open_at(
+    opener: &Opener,
+    path: &Path,
+    offset: u64,
+    etag: Option<&str>,
+) -> std::result::Result<Tail, Reopen> {
     let open = |e: io::Error| Reopen(PATH, format!("cannot open: {e}"));
-    let mut file = File::open(path).map_err(open)?;
-    let size = file.metadata().map_err(open)?.len();
     let kind = compression(path);
-    if kind == Compression::None && offset > size {
-        return Err(past_the_end(offset, "file", size));
-    }
     let start = match kind {
         Compression::None => offset.saturating_sub(WINDOW as u64),
         _ => 0,
     };
-    file.seek(SeekFrom::Start(start))
-        .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {start}: {e}")))?;
-    let inner = decompressed(file, kind).map_err(|m| Reopen(PATH, m))?;
+    let (raw, size, etag): Raw = if is_remote(path) {
+        remote(opener, path, start, etag)?
+    } else {
+        let _ = etag;
+        let mut file = File::open(path).map_err(open)?;
+        let size = file.metadata().map_err(open)?.len();
+        if kind == Compression::None && offset > size {
+            return Err(past_the_end(offset, "file", size));
+        }
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {start}: {e}")))?;
+        (Box::new(file), size, None)
+    };
+    let inner = decompressed(raw, kind).map_err(|m| Reopen(PATH, m))?;
     let tail = Vec::with_capacity(2 * WINDOW);
-    let mut reader = Tail { inner, tail, size };
+    let mut reader = Tail {
+        inner,
+        tail,
+        size,
+        etag,
+    };
     let skipped = io::copy(&mut (&mut reader).take(offset - start), &mut io::sink())
         .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
     if start + skipped < offset {
         return Err(past_the_end(offset, "decompressed file", start + skipped));
     }
     Ok(reader)
+}
+
+/// A file's bytes from where it was opened, its size and (for an object)
+/// its ETag.
+type Raw = (Box<dyn Read + Send>, u64, Option<String>);
+
+/// Whether `path` names a remote object (`scheme://...`).
+pub(crate) fn is_remote(path: &Path) -> bool {
+    path.to_str()
+        .and_then(|s| s.split_once("://"))
+        .is_some_and(|(scheme, _)| {
+            !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric())
+        })
+}
+
+/// Opens the remote object `path` at byte `start`: its reader, size and
+/// ETag.
+#[cfg(feature = "object-store")]
+fn remote(
+    opener: &Opener,
+    path: &Path,
+    start: u64,
+    etag: Option<&str>,
+) -> std::result::Result<Raw, Reopen> {
+    let url = path.to_str().unwrap_or_default();
+    let object =
+        super::remote::ObjectReader::open(&opener.store, url, start, etag).map_err(|e| {
+            let key = if super::remote::is_changed(&e) {
+                IDENTITY
+            } else {
+                PATH
+            };
+            Reopen(key, format!("cannot open: {e}"))
+        })?;
+    let (size, etag) = (object.size(), object.etag().map(str::to_owned));
+    Ok((Box::new(object), size, etag))
+}
+
+#[cfg(not(feature = "object-store"))]
+fn remote(_: &Opener, path: &Path, _: u64, _: Option<&str>) -> std::result::Result<Raw, Reopen> {
+    Err(Reopen(
+        PATH,
+        format!(
+            "`{}` is a URL, and object store support is not compiled in: enable the `object-store` feature of nodes-std",
+            path.display()
+        ),
+    ))
 }
 
 /// An offset beyond the `len` bytes of `what`.
@@ -207,6 +285,7 @@ fn past_the_end(offset: u64, what: &str, len: u64) -> Reopen {
 /// name is `name` (else the error is `misnamed`'s), and its identity there
 /// is `identity`. The error names the state key at fault.
 pub(crate) fn reopen(
+    opener: &Opener,
     file: &Path,
     name: &str,
     offset: u64,
@@ -216,7 +295,8 @@ pub(crate) fn reopen(
     if file.file_name() != Some(std::ffi::OsStr::new(name)) {
         return Err(Reopen(PATH, misnamed()));
     }
-    let reader = open_at(file, offset)?;
+    let etag = identity.and_then(|i| i.etag.as_deref());
+    let reader = open_at(opener, file, offset, etag)?;
     let now = reader.identity();
     if identity == Some(&now) {
         return Ok(reader);

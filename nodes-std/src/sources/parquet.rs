@@ -3,8 +3,6 @@
 //! resumed at a (row group, row) through the page index.
 
 use std::ffi::OsStr;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +17,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::sources::arrow_row;
-use crate::sources::open::is_zero;
+use crate::sources::open::{Opener, is_zero};
+pub(crate) use crate::sources::parquet_file::Identity;
+use crate::sources::parquet_file::ParquetFile;
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -120,52 +120,12 @@ pub(crate) fn pulled_again<'a, P: ParquetPart>(
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
 
-/// What a state records of the file it is in, checked on restore: the
-/// file's size and an `mx64` digest of its footer (the metadata, which
-/// names every row group, page and statistic), never of the whole file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Identity {
-    size: u64,
-    footer: String,
-}
-
-impl Identity {
-    /// Reads the size and the footer (its length is in the last 8 bytes).
-    pub(crate) fn of(file: &mut File) -> std::io::Result<Identity> {
-        let size = file.seek(SeekFrom::End(0))?;
-        let mut tail = [0u8; 8];
-        if size < 8 {
-            return Err(std::io::Error::other("too short for a Parquet file"));
-        }
-        file.seek(SeekFrom::End(-8))?;
-        file.read_exact(&mut tail)?;
-        if &tail[4..] != b"PAR1" {
-            return Err(std::io::Error::other(
-                "no Parquet footer (`PAR1`) at its end",
-            ));
-        }
-        let length = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
-        let start = size.checked_sub(length + 8).ok_or_else(|| {
-            std::io::Error::other(format!("a footer of {length} bytes in {size}"))
-        })?;
-        file.seek(SeekFrom::Start(start))?;
-        let mut footer = vec![0u8; length as usize];
-        file.read_exact(&mut footer)?;
-        let digest = nodes_core::__private::digest_bytes(&footer);
-        Ok(Identity {
-            size,
-            footer: format!("mx64:{digest:016x}"),
-        })
-    }
-}
-
 /// The open file: its reader's metadata, identity and row groups' sizes.
 struct Open {
     path: PathBuf,
     /// The row groups of it to read.
     groups: std::ops::Range<usize>,
-    file: File,
+    file: ParquetFile,
     metadata: ArrowReaderMetadata,
     identity: Identity,
     /// The source's state from before it yielded this file.
@@ -181,6 +141,8 @@ struct Open {
 struct ParquetReader<S> {
     name: &'static str,
     source: S,
+    /// Where files are opened (and remote ones read).
+    opener: Opener,
     /// Root columns to read (all when empty).
     columns: Vec<String>,
     /// Rows per decoded batch.
@@ -215,6 +177,7 @@ where
         ParquetReader {
             name,
             source,
+            opener: Opener::default(),
             columns: Vec::new(),
             decode_rows,
             open: None,
@@ -243,8 +206,8 @@ where
         if path.file_name().and_then(OsStr::to_str).is_none() {
             return Err(self.bad(path, NOT_UTF8));
         }
-        let mut file = File::open(path).map_err(|e| self.bad(path, e))?;
-        let identity = Identity::of(&mut file).map_err(|e| self.bad(path, e))?;
+        let file = ParquetFile::open(&self.opener, path).map_err(|e| self.bad(path, e))?;
+        let identity = file.identity().map_err(|e| self.bad(path, e))?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let metadata = ArrowReaderMetadata::load(&file, options).map_err(|e| self.bad(path, e))?;
         let schema = metadata.schema();
@@ -491,8 +454,8 @@ where
             .map_err(|e| changed(e.to_string()))?;
         if open.identity != *identity {
             return Err(changed(format!(
-                "it changed since the state was saved (size {} and footer {} then, {} and {} now)",
-                identity.size, identity.footer, open.identity.size, open.identity.footer
+                "it changed since the state was saved ({identity} then, {} now)",
+                open.identity
             )));
         }
         let groups = open.metadata.metadata().row_groups();
@@ -653,6 +616,14 @@ where
         self.inner.columns = columns.into_iter().map(Into::into).collect();
         self
     }
+
+    /// Reads remote files (URLs) through `store` rather than
+    /// [`Store::from_env`](crate::Store::from_env).
+    #[cfg(feature = "object-store")]
+    pub fn store(mut self, store: crate::Store) -> Self {
+        self.inner.opener.store = store;
+        self
+    }
 }
 
 impl<S: Node> ReadParquetBatches<S>
@@ -672,6 +643,14 @@ where
     /// Reads only these columns, as [`ReadParquet::columns`].
     pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
         self.inner.columns = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Reads remote files (URLs) through `store` rather than
+    /// [`Store::from_env`](crate::Store::from_env).
+    #[cfg(feature = "object-store")]
+    pub fn store(mut self, store: crate::Store) -> Self {
+        self.inner.opener.store = store;
         self
     }
 }

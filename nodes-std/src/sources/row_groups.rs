@@ -2,12 +2,13 @@
 //! names, as [`RowGroup`] units to shuffle and shard before reading.
 
 use std::ffi::OsStr;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use parquet::file::metadata::ParquetMetaDataReader;
 
+use crate::sources::open::Opener;
 use crate::sources::parquet::{Identity, NOT_UTF8, RowGroup, pulled_again};
+use crate::sources::parquet_file::ParquetFile;
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -64,8 +65,8 @@ impl<S> NodeName for ParquetRowGroups<S> {
 
 /// The rows of each row group of `path`, and the file's identity.
 fn footer(path: &Path) -> std::result::Result<(Vec<u64>, Identity), String> {
-    let mut file = File::open(path).map_err(|e| e.to_string())?;
-    let identity = Identity::of(&mut file).map_err(|e| e.to_string())?;
+    let file = ParquetFile::open(&Opener::default(), path).map_err(|e| e.to_string())?;
+    let identity = file.identity().map_err(|e| e.to_string())?;
     let metadata = ParquetMetaDataReader::new()
         .parse_and_finish(&file)
         .map_err(|e| e.to_string())?;

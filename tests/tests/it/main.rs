@@ -33,3 +33,5 @@ mod wide;
 mod one_to_many;
 #[cfg(feature = "parquet")]
 mod parquet;
+#[cfg(feature = "object-store")]
+mod remote;

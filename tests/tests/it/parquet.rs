@@ -38,14 +38,14 @@ impl Drop for Dir {
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-struct Row {
-    id: i64,
+pub(crate) struct Row {
+    pub(crate) id: i64,
     text: Option<String>,
     tokens: Vec<i64>,
 }
 
 /// The rows of file `f`: ids `f * 1000 ..`, every fifth text null.
-fn rows(f: i64, n: i64) -> Vec<Row> {
+pub(crate) fn rows(f: i64, n: i64) -> Vec<Row> {
     (0..n)
         .map(|i| {
             let id = f * 1000 + i;
@@ -60,7 +60,7 @@ fn rows(f: i64, n: i64) -> Vec<Row> {
 
 /// Writes `rows` with row groups of `group` rows and pages of 4 rows (so
 /// a restore has pages to pass over).
-fn write(path: &Path, rows: &[Row], group: usize) {
+pub(crate) fn write(path: &Path, rows: &[Row], group: usize) {
     let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id)));
     let texts: ArrayRef = Arc::new(StringArray::from_iter(rows.iter().map(|r| r.text.clone())));
     let tokens: ArrayRef = Arc::new(ListArray::from_iter_primitive::<

@@ -1,0 +1,181 @@
+//! A Parquet file where it lives, on disk or in an object store, read by
+//! ranges through the parquet crate's `ChunkReader`, and its [`Identity`].
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use bytes::Bytes;
+use parquet::file::reader::{ChunkReader, Length};
+use serde::{Deserialize, Serialize};
+
+use crate::sources::open::{Opener, is_remote};
+
+/// What a state records of the file it is in, checked on restore: the
+/// file's size, an `mx64` digest of its footer (the metadata, which names
+/// every row group, page and statistic; never the whole file), and a
+/// remote object's ETag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Identity {
+    size: u64,
+    footer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    etag: Option<String>,
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "size {} and footer {}", self.size, self.footer)?;
+        match &self.etag {
+            Some(etag) => write!(f, " and ETag {etag}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An open Parquet file.
+pub(crate) enum ParquetFile {
+    Local(File),
+    #[cfg(feature = "object-store")]
+    Remote(std::sync::Arc<crate::sources::remote::RemoteFile>),
+}
+
+impl ParquetFile {
+    /// Opens `path`, a local path or a URL.
+    pub(crate) fn open(opener: &Opener, path: &Path) -> io::Result<ParquetFile> {
+        if !is_remote(path) {
+            return Ok(ParquetFile::Local(File::open(path)?));
+        }
+        #[cfg(feature = "object-store")]
+        {
+            let url = path.to_str().unwrap_or_default();
+            let file = crate::sources::remote::RemoteFile::open(&opener.store, url)?;
+            Ok(ParquetFile::Remote(std::sync::Arc::new(file)))
+        }
+        #[cfg(not(feature = "object-store"))]
+        {
+            let _ = opener;
+            Err(io::Error::other(
+                "a URL, and object store support is not compiled in: enable the `object-store` feature of nodes-std",
+            ))
+        }
+    }
+
+    /// Another handle on the same file.
+    pub(crate) fn try_clone(&self) -> io::Result<ParquetFile> {
+        Ok(match self {
+            ParquetFile::Local(file) => ParquetFile::Local(file.try_clone()?),
+            #[cfg(feature = "object-store")]
+            ParquetFile::Remote(file) => ParquetFile::Remote(std::sync::Arc::clone(file)),
+        })
+    }
+
+    /// Reads the size and the footer (its length is in the last 8 bytes).
+    pub(crate) fn identity(&self) -> io::Result<Identity> {
+        let size = self.len();
+        if size < 8 {
+            return Err(io::Error::other("too short for a Parquet file"));
+        }
+        let tail = self.bytes(size - 8, 8)?;
+        if &tail[4..] != b"PAR1" {
+            return Err(io::Error::other("no Parquet footer (`PAR1`) at its end"));
+        }
+        let length = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+        let start = size
+            .checked_sub(length + 8)
+            .ok_or_else(|| io::Error::other(format!("a footer of {length} bytes in {size}")))?;
+        let footer = self.bytes(start, length as usize)?;
+        let digest = nodes_core::__private::digest_bytes(&footer);
+        Ok(Identity {
+            size,
+            footer: format!("mx64:{digest:016x}"),
+            etag: self.etag(),
+        })
+    }
+
+    fn etag(&self) -> Option<String> {
+        match self {
+            ParquetFile::Local(_) => None,
+            #[cfg(feature = "object-store")]
+            ParquetFile::Remote(file) => file.etag().map(str::to_owned),
+        }
+    }
+
+    /// `length` bytes from `start`.
+    fn bytes(&self, start: u64, length: usize) -> io::Result<Bytes> {
+        match self {
+            ParquetFile::Local(file) => {
+                let mut file = file.try_clone()?;
+                file.seek(SeekFrom::Start(start))?;
+                let mut buffer = Vec::new();
+                file.take(length as u64).read_to_end(&mut buffer)?;
+                if buffer.len() != length {
+                    return Err(io::Error::other(format!(
+                        "{length} bytes at {start} asked, {} read: the file is shorter",
+                        buffer.len()
+                    )));
+                }
+                Ok(buffer.into())
+            }
+            #[cfg(feature = "object-store")]
+            ParquetFile::Remote(file) => file.get(start..start + length as u64),
+        }
+    }
+}
+
+impl Length for ParquetFile {
+    fn len(&self) -> u64 {
+        match self {
+            ParquetFile::Local(file) => file.len(),
+            #[cfg(feature = "object-store")]
+            ParquetFile::Remote(file) => file.size(),
+        }
+    }
+}
+
+impl ChunkReader for ParquetFile {
+    type T = Box<dyn Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(match self {
+            ParquetFile::Local(file) => {
+                let mut file = file.try_clone()?;
+                file.seek(SeekFrom::Start(start))?;
+                Box::new(BufReader::new(file))
+            }
+            #[cfg(feature = "object-store")]
+            ParquetFile::Remote(file) => Box::new(Ranges {
+                file: std::sync::Arc::clone(file),
+                at: start,
+                chunk: Bytes::new(),
+            }),
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        Ok(self.bytes(start, length)?)
+    }
+}
+
+/// A remote file read from an offset on, 64 KiB per request.
+#[cfg(feature = "object-store")]
+struct Ranges {
+    file: std::sync::Arc<crate::sources::remote::RemoteFile>,
+    at: u64,
+    chunk: Bytes,
+}
+
+#[cfg(feature = "object-store")]
+impl Read for Ranges {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.chunk.is_empty() && self.at < self.file.size() {
+            let end = self.file.size().min(self.at + (64 << 10));
+            self.chunk = self.file.get(self.at..end)?;
+            self.at = end;
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk.split_to(n));
+        Ok(n)
+    }
+}

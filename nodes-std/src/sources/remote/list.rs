@@ -1,0 +1,71 @@
+//! Listing the objects under a prefix, or that a glob pattern matches, as
+//! a [`Listing`] of names relative to a base URL.
+
+use std::path::PathBuf;
+
+use futures_util::TryStreamExt;
+
+use super::{Attempts, Store, classify};
+use crate::sources::glob::{Listing, Pattern};
+
+/// The objects `pattern` matches (`s3://bucket/dir/**/*.jsonl`), or with
+/// `in_dir` those directly under the prefix `pattern` names, sorted by
+/// name.
+pub(crate) fn list(store: &Store, pattern: &str, in_dir: bool) -> Result<Listing, String> {
+    let (root, key) = split(pattern)?;
+    if root.starts_with("http") {
+        return Err(format!(
+            "`{pattern}`: an http(s) URL names one object and cannot be listed: use `Files::list`"
+        ));
+    }
+    let key = key.trim_end_matches('/');
+    let pattern_key = match (in_dir, key.is_empty()) {
+        (true, true) => "*".to_owned(),
+        (true, false) => format!("{key}/*"),
+        (false, _) => key.to_owned(),
+    };
+    let (base, matcher) = Pattern::parse(&pattern_key).map_err(|m| format!("`{pattern}`: {m}"))?;
+    let base_url = format!("{root}/{base}");
+    let connection = store.connection()?;
+    let (client, prefix) = connection.resolve(&base_url)?;
+    let mut attempts = Attempts::new(connection.retry());
+    let listed = loop {
+        let listing = connection.block_on(client.list(Some(&prefix)).try_collect::<Vec<_>>());
+        match listing {
+            Ok(listed) => break listed,
+            Err(e) => attempts
+                .failed(&format!("listing `{base_url}`"), classify(e))
+                .map_err(|e| e.to_string())?,
+        }
+    };
+    let under = if prefix.as_ref().is_empty() {
+        String::new()
+    } else {
+        format!("{}/", prefix.as_ref())
+    };
+    let mut names: Vec<String> = listed
+        .iter()
+        .filter_map(|meta| meta.location.as_ref().strip_prefix(under.as_str()))
+        .filter(|name| matcher.matches(name))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        return Err(format!("no object matches `{pattern}`"));
+    }
+    Ok(Listing {
+        base: PathBuf::from(base_url.trim_end_matches('/')),
+        names,
+    })
+}
+
+/// `scheme://authority` and the key after it.
+fn split(url: &str) -> Result<(&str, &str), String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("`{url}` is not a URL"))?;
+    let authority = rest.find('/').unwrap_or(rest.len());
+    let root = &url[..scheme.len() + 3 + authority];
+    Ok((root, rest[authority..].trim_start_matches('/')))
+}

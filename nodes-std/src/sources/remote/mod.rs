@@ -1,0 +1,353 @@
+//! Files in object stores and behind HTTP URLs: [`Store`] (where and how
+//! they are read), [`Retry`] (what a transient failure gets), and the
+//! connection a reader owns: an async runtime started at its first remote
+//! file and shut down with it, and one client per bucket.
+
+mod list;
+mod object;
+
+pub(crate) use list::list;
+pub(crate) use object::ObjectReader;
+#[cfg(feature = "parquet")]
+pub(crate) use object::RemoteFile;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use object_store::path::Path as Key;
+use rand::{Rng, SeedableRng};
+
+/// Where remote files are read from, and how: the client options of each
+/// object store (credentials, endpoint, region, ...), and the [`Retry`] of
+/// transient failures.
+///
+/// `s3://bucket/key`, `gs://bucket/key`, `az://container/key` and
+/// `http(s)://host/path` name remote files wherever a path is taken
+/// ([`Files`](crate::Files) constructors and the file readers). Options
+/// come from the standard environment variables of each service
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+/// `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `GOOGLE_SERVICE_ACCOUNT`,
+/// `AZURE_STORAGE_ACCOUNT_NAME`, ...; see the `object_store` crate's
+/// builders) and from [`Store::option`], which wins. Credentials are never
+/// written into a state, an error or a log: a `Store`'s `Debug` shows the
+/// option keys only.
+///
+/// A reader without a store of its own reads with [`Store::from_env`]. Each
+/// reader starts one runtime thread at its first remote file; readers made
+/// per file (inside [`interleave`](crate::NodeExt::interleave)) share one
+/// connection when given clones of one `Store`.
+#[derive(Clone)]
+pub struct Store {
+    options: Vec<(String, String)>,
+    retry: Retry,
+    /// The runtime and clients, made at the first remote read and shared
+    /// by the clones of this store.
+    connection: Arc<OnceLock<Connection>>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Store")
+            .field("option_keys", &keys)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Store {
+    fn default() -> Store {
+        Store::from_env()
+    }
+}
+
+impl Store {
+    /// The options of the environment, with the default [`Retry`].
+    pub fn from_env() -> Store {
+        Store {
+            options: Vec::new(),
+            retry: Retry::default(),
+            connection: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Sets a client option, by the `object_store` crate's name of its
+    /// configuration key for the store a URL names (`"endpoint"`,
+    /// `"allow_http"`, `"region"`, `"access_key_id"`, ... for S3). An
+    /// unknown key is an error at the first file read.
+    pub fn option(mut self, key: impl Into<String>, value: impl Into<String>) -> Store {
+        self.options.push((key.into(), value.into()));
+        self.connection = Arc::new(OnceLock::new());
+        self
+    }
+
+    /// Sets how transient failures are retried.
+    pub fn retry(mut self, retry: Retry) -> Store {
+        self.retry = retry;
+        self.connection = Arc::new(OnceLock::new());
+        self
+    }
+
+    /// The connection, started at the first call.
+    pub(crate) fn connection(&self) -> std::result::Result<&Connection, String> {
+        if let Some(c) = self.connection.get() {
+            return Ok(c);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("nodes-store")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the object store runtime: {e}"))?;
+        let made = Connection {
+            runtime,
+            options: self.options.clone(),
+            retry: self.retry.clone(),
+            clients: Mutex::new(HashMap::new()),
+        };
+        Ok(self.connection.get_or_init(|| made))
+    }
+}
+
+/// How a remote read retries a transient failure (a 5xx or 429 response,
+/// a timeout, a reset connection, a body cut short): up to `attempts`
+/// tries in all, waiting an exponential backoff with jitter between them
+/// (`first`, doubled each time up to `max`, each wait drawn uniformly from
+/// its upper half), then resuming at the byte where the failed read
+/// stopped, so nothing is lost or read twice. A permanent failure (a
+/// missing object, a denied request, an object changed since it was first
+/// read) is not retried.
+///
+/// The waits go through an injected sleep ([`Retry::sleep_with`]) and the
+/// jitter through a seeded RNG, so tests drive both.
+#[derive(Clone)]
+pub struct Retry {
+    attempts: u32,
+    first: Duration,
+    max: Duration,
+    seed: u64,
+    sleep: Arc<dyn Fn(Duration) + Send + Sync>,
+}
+
+impl fmt::Debug for Retry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("attempts", &self.attempts)
+            .field("first", &self.first)
+            .field("max", &self.max)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Retry {
+    /// 10 attempts, waits from 100 ms up to 15 s (about a minute in all),
+    /// real sleeps.
+    fn default() -> Retry {
+        Retry {
+            attempts: 10,
+            first: Duration::from_millis(100),
+            max: Duration::from_secs(15),
+            seed: 0,
+            sleep: Arc::new(std::thread::sleep),
+        }
+    }
+}
+
+impl Retry {
+    /// The default retry.
+    pub fn new() -> Retry {
+        Retry::default()
+    }
+
+    /// Tries a read at most `attempts` times in all (at least 1).
+    pub fn attempts(mut self, attempts: u32) -> Retry {
+        self.attempts = attempts.max(1);
+        self
+    }
+
+    /// Waits `first` before the second attempt, doubling up to `max`.
+    pub fn backoff(mut self, first: Duration, max: Duration) -> Retry {
+        self.first = first;
+        self.max = max.max(first);
+        self
+    }
+
+    /// Seeds the jitter of the waits.
+    pub fn jitter_seed(mut self, seed: u64) -> Retry {
+        self.seed = seed;
+        self
+    }
+
+    /// Waits by calling `sleep` (a test passes one that records the wait
+    /// and returns at once).
+    pub fn sleep_with(mut self, sleep: impl Fn(Duration) + Send + Sync + 'static) -> Retry {
+        self.sleep = Arc::new(sleep);
+        self
+    }
+
+    /// The wait before attempt `attempt + 1` (`attempt` ≥ 1), drawn from
+    /// the upper half of the doubled backoff.
+    fn wait(&self, attempt: u32, rng: &mut rand_chacha::ChaCha8Rng) -> Duration {
+        let doubled = self
+            .first
+            .saturating_mul(1u32 << (attempt - 1).min(20))
+            .min(self.max);
+        doubled.mul_f64(rng.random_range(0.5..=1.0))
+    }
+}
+
+/// What a failure is: worth retrying, or final.
+pub(crate) enum Failure {
+    Transient(String),
+    /// The object is not the one first read (its ETag changed).
+    Changed(String),
+    Permanent(String),
+}
+
+/// Sorts an `object_store` error.
+pub(crate) fn classify(e: object_store::Error) -> Failure {
+    use object_store::Error as E;
+    match e {
+        E::Precondition { .. } | E::NotModified { .. } => Failure::Changed(e.to_string()),
+        E::Generic { .. } | E::JoinError { .. } => Failure::Transient(e.to_string()),
+        other => Failure::Permanent(other.to_string()),
+    }
+}
+
+/// The retry loop's count and jitter for one object.
+pub(crate) struct Attempts {
+    retry: Retry,
+    made: u32,
+    rng: rand_chacha::ChaCha8Rng,
+}
+
+impl Attempts {
+    pub(crate) fn new(retry: &Retry) -> Attempts {
+        Attempts {
+            retry: retry.clone(),
+            made: 0,
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(retry.seed),
+        }
+    }
+
+    /// After a failed attempt: waits and returns `Ok` if another may be
+    /// made, else the final error, naming `what` and the attempts made.
+    pub(crate) fn failed(&mut self, what: &str, failure: Failure) -> std::io::Result<()> {
+        self.made += 1;
+        let message = match failure {
+            Failure::Transient(_) if self.made < self.retry.attempts => {
+                (self.retry.sleep)(self.retry.wait(self.made, &mut self.rng));
+                return Ok(());
+            }
+            Failure::Transient(m) => format!(
+                "{what}: failed after {} attempts (the last: {m})",
+                self.made
+            ),
+            Failure::Changed(m) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{what}: the object changed since it was first read or saved (its ETag no longer matches: {m}); reading on would mix two versions"
+                    ),
+                ));
+            }
+            Failure::Permanent(m) => format!("{what}: {m}"),
+        };
+        Err(std::io::Error::other(message))
+    }
+
+    /// A read made progress: the next failure starts a new count.
+    pub(crate) fn progressed(&mut self) {
+        self.made = 0;
+    }
+}
+
+/// The runtime and clients of a [`Store`].
+pub(crate) struct Connection {
+    runtime: tokio::runtime::Runtime,
+    options: Vec<(String, String)>,
+    retry: Retry,
+    /// One client per `scheme://host`.
+    clients: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    pub(crate) fn retry(&self) -> &Retry {
+        &self.retry
+    }
+
+    /// The client and key of the object `url` names.
+    pub(crate) fn resolve(
+        &self,
+        url: &str,
+    ) -> std::result::Result<(Arc<dyn ObjectStore>, Key), String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let root = format!("{}://{}", parsed.scheme(), parsed.authority());
+        let key = Key::from_url_path(parsed.path())
+            .map_err(|e| format!("`{url}`: not an object key: {e}"))?;
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(&root) {
+            return Ok((Arc::clone(client), key));
+        }
+        let client = self.build(&parsed, &root)?;
+        clients.insert(root, Arc::clone(&client));
+        Ok((client, key))
+    }
+
+    fn build(
+        &self,
+        url: &url::Url,
+        root: &str,
+    ) -> std::result::Result<Arc<dyn ObjectStore>, String> {
+        use object_store::RetryConfig;
+        // The retries are ours (resuming where a body broke); the client's
+        // own would repeat whole requests.
+        let once = RetryConfig {
+            max_retries: 0,
+            ..RetryConfig::default()
+        };
+        let bad = |e: object_store::Error| format!("`{root}`: {e}");
+        macro_rules! configured {
+            ($builder:expr) => {{
+                let mut builder = $builder.with_url(root).with_retry(once);
+                for (k, v) in &self.options {
+                    let key = k
+                        .to_ascii_lowercase()
+                        .parse()
+                        .map_err(|_| format!("`{root}`: unknown store option `{k}`"))?;
+                    builder = builder.with_config(key, v.clone());
+                }
+                Arc::new(builder.build().map_err(bad)?) as Arc<dyn ObjectStore>
+            }};
+        }
+        Ok(match url.scheme() {
+            "s3" | "s3a" => configured!(object_store::aws::AmazonS3Builder::from_env()),
+            "gs" => configured!(object_store::gcp::GoogleCloudStorageBuilder::from_env()),
+            "az" | "azure" | "abfs" | "abfss" => {
+                configured!(object_store::azure::MicrosoftAzureBuilder::from_env())
+            }
+            "http" | "https" => configured!(object_store::http::HttpBuilder::new()),
+            other => return Err(format!("`{root}`: no object store for `{other}://`")),
+        })
+    }
+}
+
+/// Whether a read failed because the object changed (see
+/// [`Attempts::failed`]).
+pub(crate) fn is_changed(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidData
+}
