@@ -1,32 +1,119 @@
 //! One row of an Arrow `RecordBatch` read as a serde type, straight from
 //! the column arrays (no intermediate JSON): a row is a map from column
-//! names to cells; a null cell is `None` (or a unit).
+//! names to cells; a null cell is `None` (or a unit). A batch's top-level
+//! columns are downcast once ([`Rows`]), not once per cell.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Date32Type, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
     UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, PrimitiveArray, RecordBatch};
+use arrow_array::{BooleanArray, LargeStringArray, StringArray};
 use arrow_array::{Decimal128Array, TimestampMicrosecondArray, TimestampMillisecondArray};
 use arrow_array::{TimestampNanosecondArray, TimestampSecondArray};
 use serde::de::value::{Error as DeError, StrDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
-/// Row `row` of `batch`, as a `T`.
-pub(crate) fn row<T: de::DeserializeOwned>(batch: &RecordBatch, row: usize) -> Result<T, DeError> {
-    T::deserialize(Fields {
-        names: batch.schema_ref().fields(),
-        columns: batch.columns(),
-        row,
-    })
+/// The columns of one batch, each downcast to its array type once, to
+/// read its rows from.
+pub(crate) struct Rows {
+    names: arrow_schema::Fields,
+    columns: Vec<Column>,
+}
+
+/// A top-level column: the common types by their array type, others as
+/// they are (read cell by cell through [`Cell`]).
+enum Column {
+    Bool(BooleanArray),
+    I8(PrimitiveArray<Int8Type>),
+    I16(PrimitiveArray<Int16Type>),
+    I32(PrimitiveArray<Int32Type>),
+    I64(PrimitiveArray<Int64Type>),
+    U8(PrimitiveArray<UInt8Type>),
+    U16(PrimitiveArray<UInt16Type>),
+    U32(PrimitiveArray<UInt32Type>),
+    U64(PrimitiveArray<UInt64Type>),
+    F32(PrimitiveArray<Float32Type>),
+    F64(PrimitiveArray<Float64Type>),
+    Str(StringArray),
+    LargeStr(LargeStringArray),
+    Other(ArrayRef),
+}
+
+impl Column {
+    fn of(array: &ArrayRef) -> Column {
+        use arrow_schema::DataType as D;
+        match array.data_type() {
+            D::Boolean => Column::Bool(array.as_boolean().clone()),
+            D::Int8 => Column::I8(array.as_primitive().clone()),
+            D::Int16 => Column::I16(array.as_primitive().clone()),
+            D::Int32 => Column::I32(array.as_primitive().clone()),
+            D::Int64 => Column::I64(array.as_primitive().clone()),
+            D::UInt8 => Column::U8(array.as_primitive().clone()),
+            D::UInt16 => Column::U16(array.as_primitive().clone()),
+            D::UInt32 => Column::U32(array.as_primitive().clone()),
+            D::UInt64 => Column::U64(array.as_primitive().clone()),
+            D::Float32 => Column::F32(array.as_primitive().clone()),
+            D::Float64 => Column::F64(array.as_primitive().clone()),
+            D::Utf8 => Column::Str(array.as_string().clone()),
+            D::LargeUtf8 => Column::LargeStr(array.as_string().clone()),
+            _ => Column::Other(array.clone()),
+        }
+    }
+}
+
+impl Rows {
+    pub(crate) fn of(batch: &RecordBatch) -> Rows {
+        Rows {
+            names: batch.schema_ref().fields().clone(),
+            columns: batch.columns().iter().map(Column::of).collect(),
+        }
+    }
+
+    /// Row `row`, as a `T`.
+    pub(crate) fn row<T: de::DeserializeOwned>(&self, row: usize) -> Result<T, DeError> {
+        T::deserialize(Fields {
+            names: &self.names,
+            columns: Columns::Typed(&self.columns),
+            row,
+        })
+    }
+}
+
+/// The columns a row's cells are in.
+#[derive(Clone, Copy)]
+enum Columns<'a> {
+    Typed(&'a [Column]),
+    Arrays(&'a [ArrayRef]),
+}
+
+impl Columns<'_> {
+    /// Deserialises the cell of column `at`, row `row`.
+    fn cell<'de, V: DeserializeSeed<'de>>(
+        self,
+        at: usize,
+        row: usize,
+        seed: V,
+    ) -> Result<V::Value, DeError> {
+        match self {
+            Columns::Typed(columns) => seed.deserialize(TypedCell {
+                column: &columns[at],
+                row,
+            }),
+            Columns::Arrays(arrays) => seed.deserialize(Cell {
+                array: arrays[at].as_ref(),
+                row,
+            }),
+        }
+    }
 }
 
 /// The cells of one row (of a batch or of a struct column), by name.
 struct Fields<'a> {
     names: &'a arrow_schema::Fields,
-    columns: &'a [ArrayRef],
+    columns: Columns<'a>,
     row: usize,
 }
 
@@ -67,14 +154,13 @@ impl<'de> MapAccess<'de> for FieldsAccess<'_> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
-        let column = &self.fields.columns[self.next];
-        let name = self.fields.names[self.next].name();
+        let at = self.next;
         self.next += 1;
-        seed.deserialize(Cell {
-            array: column.as_ref(),
-            row: self.fields.row,
+        let fields = &self.fields;
+        fields.columns.cell(at, fields.row, seed).map_err(|e| {
+            let name = fields.names[at].name();
+            DeError::custom(format_args!("column `{name}`: {e}"))
         })
-        .map_err(|e| DeError::custom(format_args!("column `{name}`: {e}")))
     }
 }
 
@@ -128,7 +214,7 @@ impl<'de> Deserializer<'de> for Cell<'_> {
             D::FixedSizeList(..) => visitor.visit_seq(Items::of(a.as_fixed_size_list().value(i))),
             D::Struct(fields) => Fields {
                 names: fields,
-                columns: a.as_struct().columns(),
+                columns: Columns::Arrays(a.as_struct().columns()),
                 row: i,
             }
             .deserialize_any(visitor),
@@ -140,6 +226,79 @@ impl<'de> Deserializer<'de> for Cell<'_> {
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         if self.array.is_null(self.row) {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// One cell of a downcast column.
+struct TypedCell<'a> {
+    column: &'a Column,
+    row: usize,
+}
+
+impl TypedCell<'_> {
+    fn is_null(&self) -> bool {
+        let i = self.row;
+        match self.column {
+            Column::Bool(a) => a.is_null(i),
+            Column::I8(a) => a.is_null(i),
+            Column::I16(a) => a.is_null(i),
+            Column::I32(a) => a.is_null(i),
+            Column::I64(a) => a.is_null(i),
+            Column::U8(a) => a.is_null(i),
+            Column::U16(a) => a.is_null(i),
+            Column::U32(a) => a.is_null(i),
+            Column::U64(a) => a.is_null(i),
+            Column::F32(a) => a.is_null(i),
+            Column::F64(a) => a.is_null(i),
+            Column::Str(a) => a.is_null(i),
+            Column::LargeStr(a) => a.is_null(i),
+            Column::Other(a) => a.is_null(i),
+        }
+    }
+}
+
+impl<'de> Deserializer<'de> for TypedCell<'_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.is_null() {
+            return visitor.visit_unit();
+        }
+        let i = self.row;
+        match self.column {
+            Column::Bool(a) => visitor.visit_bool(a.value(i)),
+            Column::I8(a) => visitor.visit_i64(a.value(i).into()),
+            Column::I16(a) => visitor.visit_i64(a.value(i).into()),
+            Column::I32(a) => visitor.visit_i64(a.value(i).into()),
+            Column::I64(a) => visitor.visit_i64(a.value(i)),
+            Column::U8(a) => visitor.visit_u64(a.value(i).into()),
+            Column::U16(a) => visitor.visit_u64(a.value(i).into()),
+            Column::U32(a) => visitor.visit_u64(a.value(i).into()),
+            Column::U64(a) => visitor.visit_u64(a.value(i)),
+            Column::F32(a) => visitor.visit_f64(a.value(i).into()),
+            Column::F64(a) => visitor.visit_f64(a.value(i)),
+            Column::Str(a) => visitor.visit_str(a.value(i)),
+            Column::LargeStr(a) => visitor.visit_str(a.value(i)),
+            Column::Other(a) => Cell {
+                array: a.as_ref(),
+                row: i,
+            }
+            .deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.is_null() {
             visitor.visit_none()
         } else {
             visitor.visit_some(self)

@@ -134,6 +134,8 @@ struct Open {
     reader: Option<ParquetRecordBatchReader>,
     /// Decoded rows not yet handed out: a batch and its first such row.
     decoded: Option<(RecordBatch, usize)>,
+    /// The batch's columns downcast, when rows are read as serde types.
+    rows: Option<arrow_row::Rows>,
 }
 
 /// What [`ReadParquet`] and [`ReadParquetBatches`] share: the source of
@@ -147,6 +149,8 @@ struct ParquetReader<S> {
     columns: Vec<String>,
     /// Rows per decoded batch.
     decode_rows: usize,
+    /// Whether items are rows read as serde types (else batch slices).
+    serde_rows: bool,
     open: Option<Open>,
     /// The row group of the next row.
     row_group: usize,
@@ -173,13 +177,14 @@ impl<S: Node> ParquetReader<S>
 where
     S::Item: ParquetPart,
 {
-    fn new(name: &'static str, source: S, decode_rows: usize) -> Self {
+    fn new(name: &'static str, source: S, decode_rows: usize, serde_rows: bool) -> Self {
         ParquetReader {
             name,
             source,
             opener: Opener::default(),
             columns: Vec::new(),
             decode_rows,
+            serde_rows,
             open: None,
             row_group: 0,
             row: 0,
@@ -237,6 +242,7 @@ where
             before,
             reader: None,
             decoded: None,
+            rows: None,
         })
     }
 
@@ -272,6 +278,12 @@ where
     fn decoded(&self) -> &RecordBatch {
         let decoded = self.open.as_ref().and_then(|o| o.decoded.as_ref());
         &decoded.expect("rows were just returned").0
+    }
+
+    /// The same, downcast for reading rows (`serde_rows`).
+    fn decoded_rows(&self) -> &arrow_row::Rows {
+        let rows = self.open.as_ref().and_then(|o| o.rows.as_ref());
+        rows.expect("rows were just returned")
     }
 
     /// Checks that `open` is the file another rank stopped in at `at`: the
@@ -374,7 +386,10 @@ where
                 continue;
             };
             match reader.next() {
-                Some(Ok(batch)) => open.decoded = Some((batch, 0)),
+                Some(Ok(batch)) => {
+                    open.rows = self.serde_rows.then(|| arrow_row::Rows::of(&batch));
+                    open.decoded = Some((batch, 0));
+                }
                 Some(Err(e)) => {
                     let why = format!("row group {}: {e}", self.row_group);
                     let error = record_error(self.name, &open.path, None, why);
@@ -605,7 +620,7 @@ where
 {
     pub(crate) fn new(source: S) -> Self {
         ReadParquet {
-            inner: ParquetReader::new(Self::NAME, source, DECODE_ROWS),
+            inner: ParquetReader::new(Self::NAME, source, DECODE_ROWS, true),
             row: PhantomData,
         }
     }
@@ -636,7 +651,7 @@ where
             return Err(Error::invalid_argument(Self::NAME, why));
         }
         Ok(ReadParquetBatches {
-            inner: ParquetReader::new(Self::NAME, source, rows),
+            inner: ParquetReader::new(Self::NAME, source, rows, false),
         })
     }
 
@@ -675,7 +690,7 @@ where
             let Some((at, _)) = inner.next_rows(cx, 1)? else {
                 return Ok(None);
             };
-            arrow_row::row(inner.decoded(), at).map(Some).map_err(|e| {
+            inner.decoded_rows().row(at).map(Some).map_err(|e| {
                 let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
                 let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
                 inner.bad(open, at)

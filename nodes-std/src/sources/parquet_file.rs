@@ -106,16 +106,21 @@ impl ParquetFile {
     fn bytes(&self, start: u64, length: usize) -> io::Result<Bytes> {
         match self {
             ParquetFile::Local(file) => {
-                let mut file = file.try_clone()?;
-                file.seek(SeekFrom::Start(start))?;
-                let mut buffer = Vec::new();
-                file.take(length as u64).read_to_end(&mut buffer)?;
-                if buffer.len() != length {
+                let size = file.len();
+                // A damaged footer may ask for more than the file holds:
+                // nothing is allocated for that.
+                if start
+                    .checked_add(length as u64)
+                    .is_none_or(|end| end > size)
+                {
                     return Err(io::Error::other(format!(
-                        "{length} bytes at {start} asked, {} read: the file is shorter",
-                        buffer.len()
+                        "{length} bytes at {start} asked of a file of {size}"
                     )));
                 }
+                let mut file = file.try_clone()?;
+                file.seek(SeekFrom::Start(start))?;
+                let mut buffer = vec![0; length];
+                file.read_exact(&mut buffer)?;
                 Ok(buffer.into())
             }
             #[cfg(feature = "object-store")]
