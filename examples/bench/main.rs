@@ -21,6 +21,9 @@
 //! - `read_jsonl`, `restore_in_file`: the file-reading nodes against a
 //!   hand-written `BufReader` + `serde_json` loop, and a restore at the end
 //!   of a 100 MB file (`files.rs`).
+//! - `read_parquet_rows`, `read_parquet_batches`, `restore_parquet`
+//!   (`parquet.rs`, `--features parquet`) and `read_jsonl_s3`, `restore_s3`
+//!   (`s3.rs`, `--features object-store`, against `NODES_S3_ENDPOINT`).
 //!
 //! Lines that depend on parallel CPU carry `effective_cores` (`cores.rs`),
 //! measured right before and right after the case: on a shared or throttled
@@ -40,7 +43,11 @@ mod cores;
 mod corpus;
 mod elastic;
 mod files;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod realistic;
+#[cfg(feature = "object-store")]
+mod s3;
 mod table;
 
 /// Both sides of every case allocate through mimalloc. With glibc's
@@ -60,12 +67,15 @@ const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [
               seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
               prefetch, weighted_mix, realistic (all realistic_* cases),
               reshard (elastic::reshard of 64 ranks' states into 48)
-              files (read_jsonl and restore_in_file)
+              files (read_jsonl and restore_in_file),
+              parquet (read_parquet_*, restore_parquet; --features parquet),
+              s3 (read_jsonl_s3, restore_s3; --features object-store and
+              NODES_S3_ENDPOINT)
   --markdown  print the README table for a run's JSON lines (FILE, or stdin)
   BENCH_QUICK=1 in the environment runs a tenth of the work";
 
 /// The case groups, in running order.
-const GROUPS: [&str; 9] = [
+const GROUPS: [&str; 11] = [
     "seq_chain",
     "restore_cost",
     "parallel_io",
@@ -75,6 +85,8 @@ const GROUPS: [&str; 9] = [
     "realistic",
     "reshard",
     "files",
+    "parquet",
+    "s3",
 ];
 
 fn main() -> Res<()> {
@@ -102,6 +114,14 @@ fn main() -> Res<()> {
             "weighted_mix" => weighted_mix(3_000_000 / scale)?,
             "reshard" => elastic::run(quick)?,
             "files" => files::run(quick)?,
+            #[cfg(feature = "parquet")]
+            "parquet" => parquet::run(quick)?,
+            #[cfg(feature = "object-store")]
+            "s3" => s3::run(quick)?,
+            #[cfg(not(feature = "parquet"))]
+            "parquet" => without_feature(group),
+            #[cfg(not(feature = "object-store"))]
+            "s3" => without_feature(group),
             _ => realistic::run(quick)?,
         }
     }
@@ -120,6 +140,13 @@ fn main() -> Res<()> {
         })
     );
     Ok(())
+}
+
+/// A group whose cargo feature this build lacks.
+#[cfg(not(all(feature = "parquet", feature = "object-store")))]
+fn without_feature(group: &str) {
+    let skipped = "built without its cargo feature (see --help)";
+    println!("{}", json!({ "group": group, "skipped": skipped }));
 }
 
 fn usage_error(message: &str) -> ! {
