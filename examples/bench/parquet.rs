@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
-use nodes_std::{Files, Running};
 use nodes_std::prelude::*;
+use nodes_std::{Files, Running};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Deserialize;
@@ -44,13 +44,18 @@ fn write(path: &Path, rows: i64, text: usize) -> Res<u64> {
     for start in (0..rows).step_by(chunk) {
         let end = rows.min(start + chunk as i64);
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(start..end));
-        let texts: ArrayRef = Arc::new(StringArray::from_iter_values(
-            (start..end).map(|i| format!("row {i} {}", "lorem ipsum ".repeat(text / 12))),
-        ));
+        let texts: ArrayRef =
+            Arc::new(StringArray::from_iter_values((start..end).map(|i| {
+                format!("row {i} {}", "lorem ipsum ".repeat(text / 12))
+            })));
         let batch = RecordBatch::try_from_iter([("id", ids), ("text", texts)])?;
         let w = match &mut writer {
             Some(w) => w,
-            None => writer.insert(ArrowWriter::try_new(File::create(path)?, batch.schema(), None)?),
+            None => writer.insert(ArrowWriter::try_new(
+                File::create(path)?,
+                batch.schema(),
+                None,
+            )?),
         };
         w.write(&batch)?;
     }
@@ -98,8 +103,16 @@ fn read_rows(path: &Path, rows: u64, bytes: u64) -> Res<()> {
         let (mut n, mut sum) = (0u64, 0u64);
         for batch in hand_reader(path)? {
             let batch = batch?;
-            let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().ok_or("ids")?;
-            let texts = batch.column(1).as_any().downcast_ref::<StringArray>().ok_or("texts")?;
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or("ids")?;
+            let texts = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or("texts")?;
             for i in 0..batch.num_rows() {
                 let row = Row {
                     id: ids.value(i),
@@ -127,7 +140,11 @@ fn read_rows(path: &Path, rows: u64, bytes: u64) -> Res<()> {
 
 fn read_batches(path: &Path, rows: u64, bytes: u64) -> Res<()> {
     let sum_of = |batch: &RecordBatch| -> Res<u64> {
-        let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().ok_or("ids")?;
+        let ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or("ids")?;
         Ok(batch.num_rows() as u64 ^ ids.value(0) as u64)
     };
     let framework = || -> Res<(u64, u64)> {
@@ -178,7 +195,11 @@ fn restore(path: &Path, bytes: u64) -> Res<()> {
     let (took, first) = best_of(5, || {
         let mut fresh = Running::start_from(build()?, &state)?;
         let batch = fresh.next().ok_or("no rows after restore")??;
-        let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().ok_or("ids")?;
+        let ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or("ids")?;
         Ok(ids.value(0))
     })?;
     assert_eq!(first as u64, rows, "restored at the wrong row");

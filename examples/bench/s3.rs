@@ -40,7 +40,10 @@ fn fold(sum: u64, row: &Row) -> u64 {
 pub(crate) fn run(quick: bool) -> Res<()> {
     let Ok(endpoint) = std::env::var("NODES_S3_ENDPOINT") else {
         for case in ["read_jsonl_s3", "restore_s3"] {
-            println!("{}", json!({ "case": case, "skipped": "NODES_S3_ENDPOINT is unset" }));
+            println!(
+                "{}",
+                json!({ "case": case, "skipped": "NODES_S3_ENDPOINT is unset" })
+            );
         }
         return Ok(());
     };
@@ -182,7 +185,11 @@ fn restore(s3: &S3) -> Res<()> {
     let bytes = text.len() as u64;
     s3.put("big.txt", text)?;
     let url = s3.url("big.txt");
-    let build = || -> Res<_> { Ok(Files::list([url.as_str()])?.read_lines().store(s3.store.clone())) };
+    let build = || -> Res<_> {
+        Ok(Files::list([url.as_str()])?
+            .read_lines()
+            .store(s3.store.clone()))
+    };
     // The state right before the last line (not timed).
     let mut running = build()?.start()?;
     for _ in 0..lines - 1 {
@@ -194,13 +201,19 @@ fn restore(s3: &S3) -> Res<()> {
         let mut fresh = Running::start_from(build()?, &state)?;
         Ok(fresh.next().ok_or("no line after restore")??)
     })?;
-    assert!(last.starts_with(&format!("line {:012}", lines - 1)), "restored at the wrong place: {last}");
+    assert!(
+        last.starts_with(&format!("line {:012}", lines - 1)),
+        "restored at the wrong place: {last}"
+    );
     // The one request a restore makes: the object from 4 KiB before the
     // offset (the identity's window) to its end.
     let key = object_store::path::Path::from("big.txt");
     let tail = bytes - last.len() as u64 - 1 - 4096..bytes;
     let (request, _) = best_of(5, || {
-        Ok(s3.runtime.block_on(s3.client.get_range(&key, tail.clone()))?.len())
+        Ok(s3
+            .runtime
+            .block_on(s3.client.get_range(&key, tail.clone()))?
+            .len())
     })?;
     let (restore_s, request_s) = (took.as_secs_f64(), request.as_secs_f64());
     println!(

@@ -263,12 +263,16 @@ where
         let rest = usize::try_from(rows)
             .unwrap_or(usize::MAX)
             .saturating_sub(skip);
-        let selection =
-            RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(rest)]);
+        let builder = builder.with_row_groups(vec![group]).with_projection(mask);
+        // From the row group's start, no selection: the plain decode path.
+        let builder = match skip {
+            0 => builder,
+            _ => builder.with_row_selection(RowSelection::from(vec![
+                RowSelector::skip(skip),
+                RowSelector::select(rest),
+            ])),
+        };
         builder
-            .with_row_groups(vec![group])
-            .with_projection(mask)
-            .with_row_selection(selection)
             .with_batch_size(self.decode_rows)
             .build()
             .map_err(|e| self.bad(&open.path, e))
@@ -708,8 +712,18 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<RecordBatch>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             let rows = self.inner.decode_rows;
-            let slice = self.inner.next_rows(cx, rows)?;
-            Ok(slice.map(|(at, len)| self.inner.decoded().slice(at, len)))
+            let Some((at, len)) = self.inner.next_rows(cx, rows)? else {
+                return Ok(None);
+            };
+            let decoded = self.inner.open.as_mut().map(|o| &mut o.decoded);
+            let decoded = decoded.expect("rows were just returned");
+            match decoded {
+                // A whole decoded batch is handed out as it is.
+                Some((batch, _)) if at == 0 && len == batch.num_rows() => {
+                    Ok(decoded.take().map(|(batch, _)| batch))
+                }
+                _ => Ok(Some(self.inner.decoded().slice(at, len))),
+            }
         })
     }
 }
