@@ -12,31 +12,20 @@
 //! ```
 //!
 //! and the two are mixed 0.8 / 0.2 by a `MultiNodeWeightedSampler`, packed
-//! into chunks of `SEQ_LEN` tokens and batched by 4, for `EPOCHS` epochs.
+//! into chunks of `SEQ_LEN` tokens and batched by 4, for 2 epochs.
 //!
-//! The orchestrator (no arguments) first runs the whole thing uninterrupted,
-//! in-process, for the expected log: one line per batch (epoch, batch, a
-//! digest of its tokens). It then starts itself as a worker,
-//! `--child STATE_FILE LOG_FILE DATA_DIR`, which resumes from `STATE_FILE`
-//! if there is one, "trains" (a short sleep per batch), appends a line per
-//! batch to `LOG_FILE`, and every `CHECKPOINT_EVERY` batches replaces
-//! `STATE_FILE` atomically (a temporary file, then a rename) with the
-//! loader's state and the number of log lines it covers. The orchestrator
-//! kills the worker (`Child::kill`: `SIGKILL` on Unix) after a seeded random
-//! delay, so the kill lands anywhere between two checkpoints, truncates the
-//! log to the lines the last checkpoint covers, and starts a new worker; it
-//! does this `KILLS` times, then lets the last worker finish. It exits
-//! non-zero unless the log equals the uninterrupted run's, line for line.
+//! The harness (`nodes_examples::kill_resume`) runs it uninterrupted for
+//! the expected log, then in worker processes killed with `SIGKILL`
+//! 6 times between checkpoints, and exits non-zero unless the joined
+//! log equals the uninterrupted run's, line for line.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
+use std::time::Duration;
 
-use nodes_std::BoxError;
+use nodes_examples::kill_resume::{self, Res, Run, fnv1a};
 use nodes_std::prelude::*;
-use rand::{Rng as _, SeedableRng as _};
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 const SEED: u64 = 2025;
@@ -49,31 +38,24 @@ const RARE_ID_BASE: u32 = 1_000_000;
 const VOCAB: u32 = 32_000;
 const SEQ_LEN: usize = 64;
 const BATCH: usize = 4;
-const EPOCHS: u64 = 2;
-/// A checkpoint every this many batches.
-const CHECKPOINT_EVERY: u64 = 25;
-/// A "training step": how long the worker sleeps per batch.
-const STEP: Duration = Duration::from_millis(2);
-/// How many times the worker is killed before one is let finish.
-const KILLS: usize = 6;
-/// The delay before a kill is drawn from this range (milliseconds).
-const KILL_DELAY_MS: std::ops::Range<u64> = 120..360;
-
-type Res<T> = std::result::Result<T, BoxError>;
+/// How the run is checkpointed and killed.
+fn run() -> Run {
+    Run {
+        name: "corpus",
+        epochs: 2,
+        checkpoint_every: 25,
+        step: Duration::from_millis(2),
+        kills: 6,
+        kill_delay_ms: 120..360,
+        seed: SEED,
+    }
+}
 
 /// One record of the corpus.
 #[derive(Debug, Serialize, Deserialize)]
 struct Rec {
     id: u32,
     text: String,
-}
-
-/// What the worker saves: the loader's state and how many log lines (batches)
-/// were written when it was taken.
-#[derive(Serialize, Deserialize)]
-struct Checkpoint {
-    loader: State,
-    lines: u64,
 }
 
 /// A small xorshift generator for the corpus text (deterministic, no seed file).
@@ -127,14 +109,6 @@ fn write_corpus(dir: &Path) -> Res<()> {
     Ok(())
 }
 
-fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    let mut hash = nodes_std::Fnv1a64::default();
-    bytes
-        .into_iter()
-        .for_each(|b| std::hash::Hasher::write_u8(&mut hash, b));
-    std::hash::Hasher::finish(&hash)
-}
-
 /// The record id as the first token, then each word's FNV-1a hash mod `VOCAB`.
 fn tokenize(rec: Rec) -> Res<Vec<u32>> {
     let mut tokens = vec![rec.id];
@@ -171,219 +145,14 @@ fn pipeline(dir: &Path) -> Result<impl Node<Item = Vec<Vec<u32>>> + use<>> {
         .batch(BATCH)
 }
 
-/// A batch's log line: epoch, batch number in the epoch, and a digest of its tokens.
-fn log_line(epoch: u64, batch: u64, chunks: &[Vec<u32>]) -> String {
-    let digest = fnv1a(chunks.iter().flat_map(|c| {
-        c.iter()
-            .flat_map(|t| t.to_le_bytes())
-            .chain(u32::MAX.to_le_bytes())
-    }));
-    let tokens: usize = chunks.iter().map(Vec::len).sum();
-    format!("{epoch} {batch} {tokens} {digest:016x}")
-}
-
-/// The uninterrupted run, in this process: the expected log.
-fn reference(data: &Path) -> Res<Vec<String>> {
-    let mut loader = Loader::new(pipeline(data)?);
-    let mut lines = Vec::new();
-    for _ in 0..EPOCHS {
-        let mut epoch = loader.epoch();
-        let index = epoch.index();
-        while let Some(batch) = epoch.next() {
-            lines.push(log_line(index, epoch.num_yielded(), &batch?));
-        }
-    }
-    Ok(lines)
-}
-
-fn read_checkpoint(file: &Path) -> Res<Option<Checkpoint>> {
-    match std::fs::read_to_string(file) {
-        Ok(text) => {
-            Ok(Some(serde_json::from_str(&text).map_err(|e| {
-                format!("{}: not a checkpoint: {e}", file.display())
-            })?))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("reading {}: {e}", file.display()).into()),
-    }
-}
-
-/// The worker: resumes from `state_file` if it exists, trains to the end,
-/// logs every batch, checkpoints every `CHECKPOINT_EVERY` batches.
-fn child(state_file: &Path, log_file: &Path, data: &Path) -> Res<()> {
-    let mut loader = Loader::new(pipeline(data)?);
-    let mut lines = 0;
-    if let Some(checkpoint) = read_checkpoint(state_file)? {
-        loader.load_state_dict(&checkpoint.loader)?;
-        lines = checkpoint.lines;
-    }
-    let mut log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_file)?;
-    let tmp = state_file.with_extension("tmp");
-    loop {
-        let mut epoch = loader.epoch();
-        let index = epoch.index();
-        if index >= EPOCHS {
-            return Ok(());
-        }
-        while let Some(batch) = epoch.next() {
-            let line = log_line(index, epoch.num_yielded(), &batch?);
-            std::thread::sleep(STEP); // the training step
-            // Unbuffered: once written, a line survives a SIGKILL.
-            log.write_all(format!("{line}\n").as_bytes())?;
-            lines += 1;
-            if lines % CHECKPOINT_EVERY == 0 {
-                let checkpoint = Checkpoint {
-                    loader: epoch.state_dict()?,
-                    lines,
-                };
-                std::fs::write(&tmp, serde_json::to_vec(&checkpoint)?)?;
-                std::fs::rename(&tmp, state_file)?;
-            }
-        }
-    }
-}
-
-/// Cuts the log to the lines the last checkpoint covers; returns how many
-/// lines were cut (the batches trained since that checkpoint, lost with the kill).
-fn truncate_log(state_file: &Path, log_file: &Path) -> Res<usize> {
-    let keep = read_checkpoint(state_file)?.map_or(0, |c| c.lines as usize);
-    let text = match std::fs::read_to_string(log_file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e.into()),
-    };
-    // A kill can land mid-write: only whole lines count.
-    let whole: Vec<&str> = text
-        .split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .collect();
-    if whole.len() < keep {
-        return Err(format!(
-            "the checkpoint covers {keep} log lines, the log has {}",
-            whole.len()
-        )
-        .into());
-    }
-    std::fs::write(log_file, whole[..keep].concat())?;
-    Ok(whole.len() - keep)
-}
-
-fn orchestrate(work: &Path) -> Res<()> {
-    let data = work.join("data");
-    write_corpus(&data)?;
-    let started = Instant::now();
-    let expected = reference(&data)?;
-    println!(
-        "uninterrupted run: {} batches over {EPOCHS} epochs ({:.2} s)",
-        expected.len(),
-        started.elapsed().as_secs_f64()
-    );
-    if expected.len() < 10 * CHECKPOINT_EVERY as usize {
-        return Err("the run is too short for the test to mean anything".into());
-    }
-
-    let state_file = work.join("state.json");
-    let log_file = work.join("consumed.log");
-    let exe = std::env::current_exe()?;
-    let spawn = || {
-        Command::new(&exe)
-            .arg("--child")
-            .arg(&state_file)
-            .arg(&log_file)
-            .arg(&data)
-            .spawn()
-    };
-    let mut rng = ChaCha8Rng::seed_from_u64(SEED);
-    let (mut kills, mut lost, mut finished) = (0, 0, false);
-    let started = Instant::now();
-    for _ in 0..KILLS {
-        let mut worker = spawn()?;
-        let delay = Duration::from_millis(rng.random_range(KILL_DELAY_MS));
-        std::thread::sleep(delay);
-        if let Some(status) = worker.try_wait()? {
-            // It finished before the kill: nothing left to interrupt.
-            if !status.success() {
-                return Err(format!("a worker failed: {status}").into());
-            }
-            finished = true;
-            break;
-        }
-        worker.kill()?; // SIGKILL on Unix
-        worker.wait()?;
-        kills += 1;
-        let cut = truncate_log(&state_file, &log_file)?;
-        lost += cut;
-        let at = read_checkpoint(&state_file)?.map_or(0, |c| c.lines);
-        println!(
-            "kill {kills} after {} ms: resuming from the checkpoint at batch {at}, {cut} logged batches after it discarded",
-            delay.as_millis()
-        );
-    }
-    if !finished {
-        let status = spawn()?.wait()?;
-        if !status.success() {
-            return Err(format!("the last worker failed: {status}").into());
-        }
-    }
-    let elapsed = started.elapsed();
-
-    let text = std::fs::read_to_string(&log_file)?;
-    let got: Vec<&str> = text.lines().collect();
-    if let Some(at) = got.iter().zip(&expected).position(|(a, b)| a != b) {
-        return Err(format!(
-            "batch {at} differs from the uninterrupted run: {:?} vs {:?}",
-            got[at], expected[at]
-        )
-        .into());
-    }
-    if got.len() != expected.len() {
-        return Err(format!(
-            "the interrupted run logged {} batches, the uninterrupted one {}",
-            got.len(),
-            expected.len()
-        )
-        .into());
-    }
-    if kills == 0 {
-        return Err("no worker was killed: the test did not test anything".into());
-    }
-    println!(
-        "OK: {kills} kills (SIGKILL), {} batches, a checkpoint every {CHECKPOINT_EVERY} ({} in all), \
-         {lost} batches retrained after kills; the joined log equals the uninterrupted run ({:.2} s)",
-        got.len(),
-        got.len() as u64 / CHECKPOINT_EVERY,
-        elapsed.as_secs_f64()
-    );
-    Ok(())
-}
-
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let result = match args.get(1).map(String::as_str) {
-        Some("--child") => match &args[2..] {
-            [state, log, data] => child(Path::new(state), Path::new(log), Path::new(data)),
-            _ => Err("usage: --child STATE_FILE LOG_FILE DATA_DIR".into()),
-        },
-        Some(other) => Err(format!("unknown argument {other:?}; run with no argument").into()),
-        None => {
-            let work = std::env::temp_dir().join(format!("nodes-corpus-{}", std::process::id()));
-            let result = orchestrate(&work);
-            if result.is_ok() {
-                let _ = std::fs::remove_dir_all(&work);
-            } else {
-                eprintln!("left {} for inspection", work.display());
-            }
-            result
-        }
+    let prepare = |work: &Path| -> Res<Vec<String>> {
+        let data = work.join("data");
+        write_corpus(&data)?;
+        Ok(vec![data.display().to_string()])
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("corpus: FAILED: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    kill_resume::main(&run(), prepare, |args: &[String]| match args {
+        [data] => Ok(pipeline(Path::new(data))?),
+        _ => Err("usage: --child STATE_FILE LOG_FILE DATA_DIR".into()),
+    })
 }
