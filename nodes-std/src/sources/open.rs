@@ -4,9 +4,11 @@
 //! at fault; the file's identity at that offset, which a state saves; and
 //! where to resume a file another rank began ([`Resumed`]).
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +26,10 @@ const WINDOW: usize = 4 << 10;
 
 /// What a state records of the file it is in, checked on restore: the
 /// file's size on disk, an `mx64` digest of the (decompressed) bytes
-/// before the offset (at most [`WINDOW`]), whether the offset starts
-/// a line (is 0 or follows a `\n`), and a remote object's ETag.
+/// before the offset (at most [`WINDOW`], and none before the start of
+/// the zstd frame that holds it), whether the offset starts a line (is 0
+/// or follows a `\n`), a remote object's ETag, and in a zstd file where
+/// that frame starts, which a restore decompresses from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Identity {
@@ -34,6 +38,45 @@ pub(crate) struct Identity {
     pub(crate) line_start: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) frame: Option<Frame>,
+}
+
+/// Where a frame starts: its byte in the file, and the offset of its first
+/// decompressed byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Frame {
+    pub(crate) at: u64,
+    pub(crate) offset: u64,
+}
+
+/// The starts of the frames decoded so far that a reader behind a buffer
+/// may still be in: shared by the zstd decoder, which adds them, and the reader,
+/// which asks which frame holds its offset.
+#[derive(Debug, Default)]
+pub(crate) struct FrameLog(Mutex<VecDeque<Frame>>);
+
+impl FrameLog {
+    #[cfg(feature = "zstd")]
+    pub(crate) fn push(&self, frame: Frame) {
+        let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // A skippable or empty frame before: decompressing from it is
+        // the same, so the earlier start is kept.
+        if log.back().is_none_or(|last| last.offset < frame.offset) {
+            log.push_back(frame);
+        }
+    }
+
+    /// The frame that holds decompressed offset `offset` (the last to
+    /// start at or before it); earlier ones are forgotten.
+    pub(crate) fn holding(&self, offset: u64) -> Option<Frame> {
+        let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        while log.get(1).is_some_and(|next| next.offset <= offset) {
+            log.pop_front();
+        }
+        log.front().copied().filter(|f| f.offset <= offset)
+    }
 }
 
 /// Where the line readers open files: local paths, and URLs through a
@@ -52,15 +95,20 @@ pub(crate) struct Tail {
     tail: Vec<u8>,
     size: u64,
     etag: Option<String>,
+    /// The (decompressed) offset of the next byte.
+    pos: u64,
+    /// A zstd file's frame starts.
+    frames: Option<Arc<FrameLog>>,
 }
 
 impl Identity {
-    fn of(size: u64, window: &[u8], etag: Option<&String>) -> Identity {
+    fn of(size: u64, window: &[u8], etag: Option<&String>, frame: Option<Frame>) -> Identity {
         Identity {
             size,
             digest: format!("mx64:{:016x}", nodes_core::__private::digest_bytes(window)),
             line_start: window.last().is_none_or(|&b| b == b'\n'),
             etag: etag.cloned(),
+            frame,
         }
     }
 }
@@ -72,30 +120,44 @@ pub(crate) struct Window {
     size: u64,
     bytes: Vec<u8>,
     etag: Option<String>,
+    frame: Option<Frame>,
 }
 
 impl Serialize for Window {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        Identity::of(self.size, &self.bytes, self.etag.as_ref()).serialize(s)
+        Identity::of(self.size, &self.bytes, self.etag.as_ref(), self.frame).serialize(s)
     }
 }
 
 impl Tail {
-    fn window(&self) -> &[u8] {
-        &self.tail[self.tail.len().saturating_sub(WINDOW)..]
+    /// The zstd frame that holds the offset reached.
+    fn frame(&self) -> Option<Frame> {
+        self.frames.as_ref().and_then(|log| log.holding(self.pos))
+    }
+
+    /// The bytes before the offset reached that its identity digests: at
+    /// most [`WINDOW`], none before its frame's start (a restore reads
+    /// from there).
+    fn window(&self, frame: Option<Frame>) -> &[u8] {
+        let since = frame.map_or(u64::MAX, |f| self.pos - f.offset);
+        let len = WINDOW.min(usize::try_from(since).unwrap_or(usize::MAX));
+        &self.tail[self.tail.len().saturating_sub(len)..]
     }
 
     /// The file's identity at the offset reached.
     pub(crate) fn identity(&self) -> Identity {
-        Identity::of(self.size, self.window(), self.etag.as_ref())
+        let frame = self.frame();
+        Identity::of(self.size, self.window(frame), self.etag.as_ref(), frame)
     }
 
     /// The same, to be digested later.
     pub(crate) fn deferred_identity(&self) -> Window {
+        let frame = self.frame();
         Window {
             size: self.size,
-            bytes: self.window().to_vec(),
+            bytes: self.window(frame).to_vec(),
             etag: self.etag.clone(),
+            frame,
         }
     }
 }
@@ -125,6 +187,7 @@ impl BufRead for Tail {
             }
             self.tail.extend_from_slice(consumed);
         }
+        self.pos += n as u64;
         self.inner.consume(n);
     }
 }
@@ -145,10 +208,13 @@ fn compression(path: &Path) -> Compression {
     }
 }
 
-/// A reader of the decompressed bytes of `file`.
+/// A reader of the decompressed bytes of `file`, which starts at `start`
+/// (a zstd file's frame starts go to `log`).
 fn decompressed(
     file: impl Read + Send + 'static,
     kind: Compression,
+    start: Frame,
+    log: &Arc<FrameLog>,
 ) -> std::result::Result<Box<dyn BufRead + Send>, String> {
     match kind {
         Compression::None => Ok(Box::new(BufReader::with_capacity(BUFFER, file))),
@@ -164,14 +230,18 @@ fn decompressed(
         ),
         #[cfg(feature = "zstd")]
         Compression::Zstd => {
-            let frames = super::zstd::Frames::new(BufReader::with_capacity(BUFFER, file))?;
+            let source = BufReader::with_capacity(BUFFER, file);
+            let frames = super::zstd::Frames::new(source, start, Arc::clone(log))?;
             Ok(Box::new(BufReader::with_capacity(BUFFER, frames)))
         }
         #[cfg(not(feature = "zstd"))]
-        Compression::Zstd => Err(
-            "a zstd file, and zstd support is not compiled in: enable the `zstd` feature of nodes-std"
-                .to_owned(),
-        ),
+        Compression::Zstd => {
+            let _ = (start, log); // no frames to start from
+            Err(
+                "a zstd file, and zstd support is not compiled in: enable the `zstd` feature of nodes-std"
+                    .to_owned(),
+            )
+        }
     }
 }
 
@@ -180,46 +250,64 @@ pub(crate) struct Reopen(pub(crate) &'static str, pub(crate) String);
 
 /// Opens `path` at byte `offset` of its (decompressed) content: a seek
 /// (a ranged read for an object) to the identity's window before it for a
-/// plain file, a decompression from the start otherwise; the bytes up to
-/// `offset` are read through the [`Tail`]. An object must still have the
-/// ETag `etag` when one is given.
+/// plain file, a decompression from the start of the frame that holds it
+/// for a zstd file whose `saved` identity names that frame, from the
+/// file's start otherwise; the bytes up to `offset` are read through the
+/// [`Tail`]. An object must still have the `saved` ETag.
 pub(crate) fn open_at(
     opener: &Opener,
     path: &Path,
     offset: u64,
-    etag: Option<&str>,
+    saved: Option<&Identity>,
 ) -> std::result::Result<Tail, Reopen> {
     let open = |e: io::Error| Reopen(PATH, format!("cannot open: {e}"));
     let kind = compression(path);
+    let from_start = Frame { at: 0, offset: 0 };
+    let hint = saved.and_then(|i| i.frame).filter(|f| f.offset <= offset);
+    // Where reading starts: a byte of the file, and the decompressed
+    // offset there.
     let start = match kind {
-        Compression::None => offset.saturating_sub(WINDOW as u64),
-        _ => 0,
+        Compression::None => {
+            let at = offset.saturating_sub(WINDOW as u64);
+            Frame { at, offset: at }
+        }
+        Compression::Zstd => hint.unwrap_or(from_start),
+        Compression::Gzip => from_start,
     };
+    let etag = saved.and_then(|i| i.etag.as_deref());
     let (raw, size, etag): Raw = if is_remote(path) {
-        remote(opener, path, start, etag)?
+        remote(opener, path, start.at, etag)?
     } else {
-        let _ = etag;
         let mut file = File::open(path).map_err(open)?;
         let size = file.metadata().map_err(open)?.len();
         if kind == Compression::None && offset > size {
             return Err(past_the_end(offset, "file", size));
         }
-        file.seek(SeekFrom::Start(start))
-            .map_err(|e| Reopen(OFFSET, format!("cannot seek to offset {start}: {e}")))?;
+        file.seek(SeekFrom::Start(start.at))
+            .map_err(|e| Reopen(OFFSET, format!("cannot seek to byte {}: {e}", start.at)))?;
         (Box::new(file), size, None)
     };
-    let inner = decompressed(raw, kind).map_err(|m| Reopen(PATH, m))?;
-    let tail = Vec::with_capacity(2 * WINDOW);
+    let log = Arc::new(FrameLog::default());
+    let inner = decompressed(raw, kind, start, &log).map_err(|m| match start.at {
+        0 => Reopen(PATH, m),
+        at => Reopen(IDENTITY, format!("no zstd frame starts at byte {at}: {m}")),
+    })?;
     let mut reader = Tail {
         inner,
-        tail,
+        tail: Vec::with_capacity(2 * WINDOW),
         size,
         etag,
+        pos: start.offset,
+        frames: (kind == Compression::Zstd).then_some(log),
     };
-    let skipped = io::copy(&mut (&mut reader).take(offset - start), &mut io::sink())
-        .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
-    if start + skipped < offset {
-        return Err(past_the_end(offset, "decompressed file", start + skipped));
+    let skipped = io::copy(
+        &mut (&mut reader).take(offset - start.offset),
+        &mut io::sink(),
+    )
+    .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
+    if start.offset + skipped < offset {
+        let read = start.offset + skipped;
+        return Err(past_the_end(offset, "decompressed file", read));
     }
     Ok(reader)
 }
@@ -295,8 +383,7 @@ pub(crate) fn reopen(
     if file.file_name() != Some(std::ffi::OsStr::new(name)) {
         return Err(Reopen(PATH, misnamed()));
     }
-    let etag = identity.and_then(|i| i.etag.as_deref());
-    let reader = open_at(opener, file, offset, etag)?;
+    let reader = open_at(opener, file, offset, identity)?;
     let now = reader.identity();
     if identity == Some(&now) {
         return Ok(reader);

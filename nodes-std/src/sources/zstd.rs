@@ -1,11 +1,16 @@
 //! The decompressed bytes of a zstd file: every frame in turn, as gzip
-//! reads every member, each frame's content checksum verified.
+//! reads every member, each frame's content checksum verified; and where
+//! each frame starts (a [`FrameLog`]), so that a restore decompresses from
+//! the start of the frame that holds its offset, not from the file's.
 
 use std::fmt;
 use std::io::{self, BufRead, Read};
+use std::sync::Arc;
 
 use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+
+use super::open::{Frame, FrameLog};
 
 /// A damaged zstd file: a frame that cannot be decoded or whose content
 /// checksum does not match, or bytes after a frame that start no frame. Unlike a bad line, it is never
@@ -30,24 +35,58 @@ fn damaged(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, Damaged(message))
 }
 
+/// A source that counts the bytes consumed from it, from `count`.
+struct Counted<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: BufRead> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.count += n as u64;
+        self.inner.consume(n);
+    }
+}
+
 /// Reads the frames of `source` one after the other; skippable frames
 /// (pzstd writes them) are passed over.
 pub(crate) struct Frames<R> {
-    source: R,
+    source: Counted<R>,
     decoder: FrameDecoder,
     /// Frames begun so far (for messages).
     frame: u64,
+    /// Decompressed bytes before the next one returned.
+    produced: u64,
+    log: Arc<FrameLog>,
     done: bool,
 }
 
 impl<R: BufRead> Frames<R> {
     /// Reads the first frame's header: an error unless `source` starts
-    /// with a zstd frame.
-    pub(crate) fn new(source: R) -> Result<Self, String> {
+    /// with a zstd frame. `source` starts at `start` (a frame's start);
+    /// the frames' starts go to `log`.
+    pub(crate) fn new(source: R, start: Frame, log: Arc<FrameLog>) -> Result<Self, String> {
         let mut frames = Frames {
-            source,
+            source: Counted {
+                inner: source,
+                count: start.at,
+            },
             decoder: FrameDecoder::new(),
             frame: 0,
+            produced: start.offset,
+            log,
             done: false,
         };
         frames
@@ -65,6 +104,10 @@ impl<R: BufRead> Frames<R> {
                 return Ok(());
             }
             self.frame += 1;
+            self.log.push(Frame {
+                at: self.source.count,
+                offset: self.produced,
+            });
             match self.decoder.reset(&mut self.source) {
                 Ok(()) => return Ok(()),
                 Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
@@ -113,7 +156,9 @@ impl<R: BufRead> Read for Frames<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while !self.done && !buf.is_empty() {
             if self.decoder.can_collect() > 0 {
-                return self.decoder.read(buf);
+                let n = self.decoder.read(buf)?;
+                self.produced += n as u64;
+                return Ok(n);
             }
             if !self.decoder.is_finished() {
                 self.decoder

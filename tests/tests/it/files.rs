@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use nodes_std::prelude::*;
-use nodes_std::{Files, ParallelOptions, RecordError, testing};
+use nodes_std::{Files, ParallelOptions, RecordError, Running, testing};
 use serde::Deserialize;
 
 use crate::support::corpus::TempDir;
@@ -629,6 +629,51 @@ fn every_zstd_frame_is_read_and_a_resume_in_a_later_frame_is_exact() -> Result<(
         errors[0].contains("a.txt.zst") && errors[0].contains("start no zstd frame"),
         "{errors:?}"
     );
+    Ok(())
+}
+
+/// A state in a zstd file names where the frame that holds its offset
+/// starts; a restore decompresses from there, so earlier frames are not
+/// read at all (here: damaged, which a read from the start would report).
+#[cfg(feature = "zstd")]
+#[test]
+fn a_zstd_restore_decompresses_only_the_frame_that_holds_its_offset() -> Result<()> {
+    let dir = TempDir::new("files-zstd-seek");
+    let parts: Vec<String> = (0..4)
+        .map(|f| (f * 100..f * 100 + 100).map(|i| format!("{i}\n")).collect())
+        .collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let bytes = zstd_frames(&parts);
+    dir.write("a.txt.zst", &bytes);
+    let build = || Files::in_dir(dir.path()).unwrap().read_jsonl::<u32>();
+    let mut running = build().start()?;
+    for _ in 0..250 {
+        running.next().unwrap()?;
+    }
+    let state = running.get_state()?;
+    let frame = state.to_value()["identity"]["frame"].clone();
+    let third = parts[0].len() + parts[1].len();
+    assert_eq!(frame["offset"], serde_json::json!(third), "{frame}");
+    let first_two = parts[..2].iter().map(|p| {
+        ruzstd::encoding::compress_to_vec(p.as_bytes(), ruzstd::encoding::CompressionLevel::Fastest)
+            .len()
+    });
+    // The skippable frame after the first: 4 + 4 + 3 bytes.
+    assert_eq!(
+        frame["at"],
+        serde_json::json!(first_two.sum::<usize>() + 11),
+        "{frame}"
+    );
+    let mut damaged = bytes.clone();
+    damaged[8..16].iter_mut().for_each(|b| *b ^= 0x55);
+    dir.write("a.txt.zst", &damaged);
+    let whole: Vec<Result<u32>> = build().start()?.collect();
+    assert!(
+        !messages(&whole).is_empty(),
+        "the damage is in the first frame"
+    );
+    let rest: Vec<u32> = Running::start_from(build(), &state)?.collect::<Result<_>>()?;
+    assert_eq!(rest, (250..400).collect::<Vec<u32>>());
     Ok(())
 }
 
