@@ -22,7 +22,6 @@
 //! log, then in worker processes killed 5 times between checkpoints, and
 //! exits non-zero unless the joined log equals the uninterrupted run's.
 
-use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -117,18 +116,7 @@ fn parquet(ids: std::ops::Range<u32>) -> Res<Vec<u8>> {
 
 /// Creates `bucket` on the server and uploads the two datasets.
 fn upload(endpoint: &str, bucket: &str) -> Res<()> {
-    // The server creates a bucket on an unsigned PUT.
-    let host = endpoint.trim_start_matches("http://");
-    let mut conn = TcpStream::connect(host)?;
-    write!(
-        conn,
-        "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut reply = String::new();
-    conn.read_to_string(&mut reply)?;
-    if !reply.starts_with("HTTP/1.1 200") {
-        return Err(format!("creating bucket {bucket}: {reply}").into());
-    }
+    nodes_examples::create_bucket(endpoint, bucket)?;
     let client = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_allow_http(true)

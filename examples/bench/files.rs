@@ -27,12 +27,12 @@ use crate::{Res, best_of, best_of_pair, emit, round_to};
 
 /// What both sides deserialise from each line.
 #[derive(Deserialize)]
-struct Row {
+pub(crate) struct Row {
     id: u64,
     text: String,
 }
 
-fn fold(sum: u64, row: &Row) -> u64 {
+pub(crate) fn fold(sum: u64, row: &Row) -> u64 {
     sum.wrapping_mul(31)
         .wrapping_add(row.id ^ row.text.len() as u64)
 }

@@ -12,29 +12,17 @@
 //!   restore makes that one request), so `restore_s - request_s` should
 //!   stay under 10 ms.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::PathBuf;
 
 use nodes_std::prelude::*;
 use nodes_std::{Files, Running, Store};
 use object_store::ObjectStoreExt;
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::corpus::Corpus;
+use crate::files::{Row, fold};
 use crate::{Res, best_of, best_of_pair, emit, round_to};
-
-#[derive(Deserialize)]
-struct Row {
-    id: u64,
-    text: String,
-}
-
-fn fold(sum: u64, row: &Row) -> u64 {
-    sum.wrapping_mul(31)
-        .wrapping_add(row.id ^ row.text.len() as u64)
-}
 
 /// The S3 cases, or a `skipped` line without a server.
 pub(crate) fn run(quick: bool) -> Res<()> {
@@ -48,7 +36,8 @@ pub(crate) fn run(quick: bool) -> Res<()> {
         return Ok(());
     };
     let bucket = format!("nodes-bench-{}", std::process::id());
-    create_bucket(&endpoint, &bucket)?;
+    nodes_examples::create_bucket(&endpoint, &bucket)
+        .map_err(|e| e as Box<dyn std::error::Error>)?;
     let client = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(&endpoint)
         .with_allow_http(true)
@@ -93,22 +82,6 @@ impl S3 {
     fn url(&self, key: &str) -> String {
         format!("s3://{}/{key}", self.bucket)
     }
-}
-
-/// The server creates a bucket on an unsigned PUT.
-fn create_bucket(endpoint: &str, name: &str) -> Res<()> {
-    let host = endpoint.trim_start_matches("http://");
-    let mut conn = TcpStream::connect(host)?;
-    write!(
-        conn,
-        "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut reply = String::new();
-    conn.read_to_string(&mut reply)?;
-    if !reply.starts_with("HTTP/1.1 200") {
-        return Err(format!("creating bucket {name}: {reply}").into());
-    }
-    Ok(())
 }
 
 fn read_jsonl(s3: &S3, quick: bool) -> Res<()> {

@@ -1,7 +1,25 @@
 //! Examples live in this crate's `[[example]]` targets; this library holds
-//! what two of them share: [`kill_resume`], the harness that kills a
+//! what several of them share: [`kill_resume`], the harness that kills a
 //! training worker with `SIGKILL` and checks that its resumed runs join
-//! into the uninterrupted one.
+//! into the uninterrupted one, and [`create_bucket`] on a local S3 server.
+
+/// Creates bucket `name` on the S3 server at `endpoint` (`http://host:port`),
+/// which, like moto, creates one on an unsigned `PUT /name`.
+pub fn create_bucket(endpoint: &str, name: &str) -> kill_resume::Res<()> {
+    use std::io::{Read as _, Write as _};
+    let host = endpoint.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(host)?;
+    write!(
+        conn,
+        "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply)?;
+    if !reply.starts_with("HTTP/1.1 200") {
+        return Err(format!("creating bucket {name}: {reply}").into());
+    }
+    Ok(())
+}
 
 pub mod kill_resume {
     //! A pipeline of token batches run three ways: uninterrupted, in this
