@@ -21,6 +21,10 @@ use serde::forward_to_deserialize_any;
 pub(crate) struct Rows {
     names: arrow_schema::Fields,
     columns: Vec<Column>,
+    /// For the struct the rows are read as, the column of each of its
+    /// fields in order, when its fields are exactly the columns (then a
+    /// row is read as a sequence, no name compared); else `None`.
+    order: std::cell::OnceCell<Option<Vec<usize>>>,
 }
 
 /// A top-level column: the common types by their array type, others as
@@ -69,16 +73,103 @@ impl Rows {
         Rows {
             names: batch.schema_ref().fields().clone(),
             columns: batch.columns().iter().map(Column::of).collect(),
+            order: std::cell::OnceCell::new(),
         }
     }
 
     /// Row `row`, as a `T`.
     pub(crate) fn row<T: de::DeserializeOwned>(&self, row: usize) -> Result<T, DeError> {
-        T::deserialize(Fields {
+        T::deserialize(Row { rows: self, row })
+    }
+
+    fn fields(&self, row: usize) -> Fields<'_> {
+        Fields {
             names: &self.names,
             columns: Columns::Typed(&self.columns),
             row,
+        }
+    }
+
+    /// The column of each of `fields`, if they are exactly the columns.
+    fn order_of(&self, fields: &[&str]) -> Option<Vec<usize>> {
+        if fields.len() != self.names.len() {
+            return None;
+        }
+        let column = |f: &&str| self.names.iter().position(|n| n.name() == f);
+        fields.iter().map(column).collect()
+    }
+}
+
+/// A row of a batch: a map of its cells by column name, or for a struct
+/// whose fields are the columns, the cells in the struct's order.
+struct Row<'a> {
+    rows: &'a Rows,
+    row: usize,
+}
+
+impl<'de> Deserializer<'de> for Row<'_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.rows.fields(self.row).deserialize_any(visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        let rows = self.rows;
+        match rows.order.get_or_init(|| rows.order_of(fields)) {
+            Some(order) => visitor.visit_seq(InOrder {
+                rows,
+                order,
+                row: self.row,
+                next: 0,
+            }),
+            None => rows.fields(self.row).deserialize_any(visitor),
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// The cells of a row in a struct's field order.
+struct InOrder<'a> {
+    rows: &'a Rows,
+    order: &'a [usize],
+    row: usize,
+    next: usize,
+}
+
+impl<'de> SeqAccess<'de> for InOrder<'_> {
+    type Error = DeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DeError> {
+        let Some(&at) = self.order.get(self.next) else {
+            return Ok(None);
+        };
+        self.next += 1;
+        let cell = TypedCell {
+            column: &self.rows.columns[at],
+            row: self.row,
+        };
+        seed.deserialize(cell).map(Some).map_err(|e| {
+            let name = self.rows.names[at].name();
+            DeError::custom(format_args!("column `{name}`: {e}"))
         })
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.order.len() - self.next)
     }
 }
 

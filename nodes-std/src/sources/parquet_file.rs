@@ -119,8 +119,15 @@ impl ParquetFile {
                 }
                 let mut file = file.try_clone()?;
                 file.seek(SeekFrom::Start(start))?;
-                let mut buffer = vec![0; length];
-                file.read_exact(&mut buffer)?;
+                // Checked above: the length is within the file.
+                let mut buffer = Vec::with_capacity(length);
+                file.take(length as u64).read_to_end(&mut buffer)?;
+                if buffer.len() != length {
+                    return Err(io::Error::other(format!(
+                        "{length} bytes at {start} asked, {} read: the file shrank",
+                        buffer.len()
+                    )));
+                }
                 Ok(buffer.into())
             }
             #[cfg(feature = "object-store")]

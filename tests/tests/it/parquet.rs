@@ -527,3 +527,63 @@ fn a_restore_that_pulls_another_file_is_refused_at_path() {
         "{err}"
     );
 }
+
+/// A struct whose fields are the columns is read in its own field order
+/// (renames included); one with fewer fields ignores the others, unless it
+/// denies unknown fields; a cell of the wrong type names its column.
+#[test]
+fn rows_fit_structs_by_column_name_in_any_field_order() {
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Reordered {
+        tokens: Vec<i64>,
+        #[serde(rename = "text")]
+        words: Option<String>,
+        id: i64,
+    }
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Strict {
+        id: i64,
+    }
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct WrongType {
+        tokens: Vec<i64>,
+        text: Option<String>,
+        id: String,
+    }
+    let dir = Dir::new("fit");
+    let expected = corpus(&dir);
+    let first = |items: Vec<Result<()>>| {
+        items
+            .into_iter()
+            .find_map(Result::err)
+            .map(|e| e.to_string())
+    };
+    let got: Vec<Reordered> = Files::in_dir(&dir.0)
+        .unwrap()
+        .read_parquet::<Reordered>()
+        .start()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let want: Vec<Reordered> = expected
+        .iter()
+        .map(|r| Reordered {
+            tokens: r.tokens.clone(),
+            words: r.text.clone(),
+            id: r.id,
+        })
+        .collect();
+    assert_eq!(got, want);
+    let strict = Files::in_dir(&dir.0).unwrap().read_parquet::<Strict>();
+    let err = first(strict.map(|_| ()).start().unwrap().collect()).expect("an unknown column");
+    assert!(err.contains("unknown field `text`"), "{err}");
+    let wrong = Files::in_dir(&dir.0).unwrap().read_parquet::<WrongType>();
+    let err = first(wrong.map(|_| ()).start().unwrap().collect()).expect("a wrong type");
+    assert!(
+        err.contains("column `id`") && err.contains("row 0"),
+        "{err}"
+    );
+}
