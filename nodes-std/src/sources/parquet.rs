@@ -16,6 +16,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::policy::{ERRORS, ErrorBudget, Verdict, is_bad_record};
 use crate::sources::arrow_row;
 use crate::sources::open::{Opener, is_zero};
 pub(crate) use crate::sources::parquet_file::Identity;
@@ -160,6 +161,7 @@ struct ParquetReader<S> {
     resume_at: std::collections::VecDeque<Resumed>,
     /// Items of the open file still to pass over (see [`Resumed::skip`]).
     skip: u64,
+    budget: ErrorBudget,
     flag: ResetFlag,
 }
 
@@ -190,6 +192,7 @@ where
             row: 0,
             resume_at: Default::default(),
             skip: 0,
+            budget: ErrorBudget::new(crate::ErrorPolicy::Deliver),
             flag: ResetFlag::default(),
         }
     }
@@ -197,6 +200,26 @@ where
     /// Between files: the next call pulls the next one.
     fn close(&mut self) {
         (self.open, self.row_group, self.row, self.skip) = (None, 0, 0, 0);
+    }
+
+    /// The next item `one` makes, with bad records under the policy.
+    fn judged<T>(
+        &mut self,
+        cx: &mut Cx,
+        mut one: impl FnMut(&mut Self, &mut Cx) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        loop {
+            if self.budget.ended() {
+                return Ok(None);
+            }
+            match one(self, cx) {
+                Err(e) if is_bad_record(&e) => match self.budget.judge(e, cx) {
+                    Verdict::Deliver(e) | Verdict::DeliverAndEnd(e) => return Err(e),
+                    Verdict::Skip => {}
+                },
+                other => return other,
+            }
+        }
     }
 
     /// A bad record of the open file (or of `path`).
@@ -411,7 +434,7 @@ where
     }
 
     fn checked_fields(&self, state: &State) -> Result<Saved> {
-        let keys = [SOURCE, PATH, ROW_GROUP, ROW, IDENTITY, RESUME_AT];
+        let keys = [SOURCE, PATH, ROW_GROUP, ROW, IDENTITY, ERRORS, RESUME_AT];
         let keys = &keys[..keys.len() - usize::from(!state.contains(RESUME_AT))];
         state.expect_keys(self.name, keys)?;
         let saved = Saved {
@@ -441,6 +464,7 @@ where
 
     fn check_state(&self, state: &State) -> Result<()> {
         let saved = self.checked_fields(state)?;
+        self.budget.load(state)?;
         self.source.check_state(&saved.source)
     }
 
@@ -450,10 +474,13 @@ where
             self.source.reset(None)?;
             self.close();
             self.resume_at.clear();
+            self.budget.clear();
             self.flag.mark();
             return Ok(());
         };
         let saved = self.checked_fields(state)?;
+        let counts = self.budget.load(state)?;
+        self.budget.restore(counts);
         self.close();
         self.resume_at.clone_from(&saved.resume_at);
         let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
@@ -514,6 +541,7 @@ where
         }
         out.insert(ROW_GROUP, self.row_group)?;
         out.insert(ROW, self.row)?;
+        self.budget.save(&mut out)?;
         if !self.resume_at.is_empty() {
             out.insert(RESUME_AT, &self.resume_at)?;
         }
@@ -555,7 +583,8 @@ fn column_names(metadata: &ArrowReaderMetadata) -> Vec<String> {
 /// the row group of the next row and the rows of it already read;
 /// `identity`: `{"size", "footer"}`, the file's size and an `mx64` digest
 /// of its footer (the metadata, which describes every row group and page;
-/// never the whole file). Taking a state reads no file.
+/// never the whole file), and an object's `etag`; `errors`: the error
+/// policy's count this pass. Taking a state reads no file.
 ///
 /// # Restoring
 /// Restore resets the source to `source` and pulls the file again (a
@@ -570,7 +599,8 @@ fn column_names(metadata: &ArrowReaderMetadata) -> Vec<String> {
 /// A file that cannot be opened or is not Parquet, a column it lacks, a
 /// damaged page (the rest of that file is not read), and a row that is not
 /// a `T` are `Err` items naming the file (and row group and row), after
-/// which reading goes on; a state that does not fit is an
+/// which reading goes on (or, under [`on_error`](Self::on_error), are
+/// skipped or end the pass); a state that does not fit is an
 /// [`Error::BadState`] at its key.
 ///
 /// ```
@@ -628,21 +658,6 @@ where
             row: PhantomData,
         }
     }
-
-    /// Reads only these columns (by their top-level names); a file without
-    /// one of them is an `Err` naming the column and the file.
-    pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
-        self.inner.columns = columns.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Reads remote files (URLs) through `store` rather than
-    /// [`Store::from_env`](crate::Store::from_env).
-    #[cfg(feature = "object-store")]
-    pub fn store(mut self, store: crate::Store) -> Self {
-        self.inner.opener.store = store;
-        self
-    }
 }
 
 impl<S: Node> ReadParquetBatches<S>
@@ -657,20 +672,6 @@ where
         Ok(ReadParquetBatches {
             inner: ParquetReader::new(Self::NAME, source, rows, false),
         })
-    }
-
-    /// Reads only these columns, as [`ReadParquet::columns`].
-    pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
-        self.inner.columns = columns.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Reads remote files (URLs) through `store` rather than
-    /// [`Store::from_env`](crate::Store::from_env).
-    #[cfg(feature = "object-store")]
-    pub fn store(mut self, store: crate::Store) -> Self {
-        self.inner.opener.store = store;
-        self
     }
 }
 
@@ -690,14 +691,15 @@ where
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
-            let inner = &mut self.inner;
-            let Some((at, _)) = inner.next_rows(cx, 1)? else {
-                return Ok(None);
-            };
-            inner.decoded_rows().row(at).map(Some).map_err(|e| {
-                let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
-                let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
-                inner.bad(open, at)
+            self.inner.judged(cx, |inner, cx| {
+                let Some((at, _)) = inner.next_rows(cx, 1)? else {
+                    return Ok(None);
+                };
+                inner.decoded_rows().row(at).map(Some).map_err(|e| {
+                    let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
+                    let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
+                    inner.bad(open, at)
+                })
             })
         })
     }
@@ -711,25 +713,53 @@ where
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<RecordBatch>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
-            let rows = self.inner.decode_rows;
-            let Some((at, len)) = self.inner.next_rows(cx, rows)? else {
-                return Ok(None);
-            };
-            let decoded = self.inner.open.as_mut().map(|o| &mut o.decoded);
-            let decoded = decoded.expect("rows were just returned");
-            match decoded {
-                // A whole decoded batch is handed out as it is.
-                Some((batch, _)) if at == 0 && len == batch.num_rows() => {
-                    Ok(decoded.take().map(|(batch, _)| batch))
+            self.inner.judged(cx, |inner, cx| {
+                let Some((at, len)) = inner.next_rows(cx, inner.decode_rows)? else {
+                    return Ok(None);
+                };
+                let decoded = inner.open.as_mut().map(|o| &mut o.decoded);
+                let decoded = decoded.expect("rows were just returned");
+                match decoded {
+                    // A whole decoded batch is handed out as it is.
+                    Some((batch, _)) if at == 0 && len == batch.num_rows() => {
+                        Ok(decoded.take().map(|(batch, _)| batch))
+                    }
+                    _ => Ok(Some(inner.decoded().slice(at, len))),
                 }
-                _ => Ok(Some(self.inner.decoded().slice(at, len))),
-            }
+            })
         })
     }
 }
 
 macro_rules! parquet_stateful {
     ($ty:ident [$($gen:ident)*]) => {
+        impl<S $(, $gen)*> $ty<S $(, $gen)*> {
+            /// Reads only these columns (by their top-level names); a file
+            /// without one of them is an `Err` naming the column and the file.
+            pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
+                self.inner.columns = columns.into_iter().map(Into::into).collect();
+                self
+            }
+
+            /// Sets what happens to a bad record (a file that cannot be
+            /// read, a damaged page, a row that is not the type asked for):
+            /// [`ErrorPolicy::Deliver`](crate::ErrorPolicy::Deliver) (the
+            /// default) hands it on, the others fail or skip as the line
+            /// readers do. Skips are counted in the state (`errors`).
+            pub fn on_error(mut self, policy: crate::ErrorPolicy) -> Self {
+                self.inner.budget = ErrorBudget::new(policy);
+                self
+            }
+
+            /// Reads remote files (URLs) through `store` rather than
+            /// [`Store::from_env`](crate::Store::from_env).
+            #[cfg(feature = "object-store")]
+            pub fn store(mut self, store: crate::Store) -> Self {
+                self.inner.opener.store = store;
+                self
+            }
+        }
+
         impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
         where
             S::Item: ParquetPart,

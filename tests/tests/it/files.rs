@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use nodes_std::prelude::*;
-use nodes_std::{Files, ParallelOptions, RecordError, Running, testing};
+use nodes_std::{Files, ParallelOptions, RecordError, testing};
 use serde::Deserialize;
 
 use crate::support::corpus::TempDir;
@@ -672,7 +672,7 @@ fn a_zstd_restore_decompresses_only_the_frame_that_holds_its_offset() -> Result<
         !messages(&whole).is_empty(),
         "the damage is in the first frame"
     );
-    let rest: Vec<u32> = Running::start_from(build(), &state)?.collect::<Result<_>>()?;
+    let rest: Vec<u32> = nodes_std::Running::start_from(build(), &state)?.collect::<Result<_>>()?;
     assert_eq!(rest, (250..400).collect::<Vec<u32>>());
     Ok(())
 }

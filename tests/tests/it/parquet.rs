@@ -587,3 +587,41 @@ fn rows_fit_structs_by_column_name_in_any_field_order() {
         "{err}"
     );
 }
+
+/// Bad records (a file that is not Parquet, a row that does not fit) under
+/// each error policy, resumed at every cut with the policy's count.
+#[test]
+fn error_policies_skip_or_stop_on_bad_files_and_rows() {
+    use nodes_std::ErrorPolicy;
+    let dir = Dir::new("policy");
+    write(&dir.0.join("a.parquet"), &rows(0, 3), 7);
+    std::fs::write(dir.0.join("b.parquet"), "not parquet").unwrap();
+    write(&dir.0.join("c.parquet"), &rows(2, 2), 7);
+    let build = |policy| read(&dir.0).on_error(policy);
+    let run = |policy| -> Vec<std::result::Result<i64, String>> {
+        let items = build(policy).start().unwrap();
+        items
+            .map(|r| r.map(|row| row.id).map_err(|e| e.to_string()))
+            .collect()
+    };
+    let ok = |items: &[std::result::Result<i64, String>]| -> Vec<i64> {
+        items
+            .iter()
+            .filter_map(|r| r.as_ref().ok().copied())
+            .collect()
+    };
+    let skipped = run(ErrorPolicy::Skip);
+    assert_eq!(skipped, [Ok(0), Ok(1), Ok(2), Ok(2000), Ok(2001)]);
+    let failed = run(ErrorPolicy::Fail);
+    assert_eq!(ok(&failed), [0, 1, 2], "the pass ends at the bad file");
+    assert!(
+        failed[3].as_ref().unwrap_err().contains("b.parquet"),
+        "{failed:?}"
+    );
+    assert_eq!(failed.len(), 4);
+    let at_most = run(ErrorPolicy::SkipAtMost(0));
+    assert_eq!(at_most.len(), 4, "{at_most:?}");
+    for cut in 0..=5 {
+        nodes_std::testing::assert_save_load(|| build(ErrorPolicy::Skip).map(|r: Row| r.id), cut);
+    }
+}
