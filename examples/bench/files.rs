@@ -12,6 +12,10 @@
 //! - `restore_in_gzip_file` (with `--features gzip`): the same at the end of
 //!   the same text gzip-compressed, whose restore decompresses the file up
 //!   to the offset: what that costs (no target).
+//! - `restore_in_zstd_file` (with `--features zstd`): the same text as one
+//!   zstd frame, and as frames of 1 MiB of text: a restore decompresses
+//!   from the start of the frame that holds its offset, so the first costs
+//!   what decompressing 100 MB costs and the second one frame (no target).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -155,6 +159,32 @@ fn restore_in(dir: &std::path::Path) -> Res<()> {
                 "decompressed_mb_per_s": round_to(bytes as f64 / 1e6 / restore_s, 1),
             })
         );
+    }
+    #[cfg(feature = "zstd")]
+    {
+        use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+        let text = std::fs::read(&path)?;
+        for (name, frame) in [("one", text.len()), ("many", 1 << 20)] {
+            let zst = dir.join(format!("big-{name}.txt.zst"));
+            let mut out = BufWriter::new(File::create(&zst)?);
+            for chunk in text.chunks(frame) {
+                out.write_all(&compress_to_vec(chunk, CompressionLevel::Fastest))?;
+            }
+            out.flush()?;
+            drop(out);
+            let restore_s = time_restore_at_end(&zst, lines)?;
+            println!(
+                "{}",
+                json!({
+                    "case": "restore_in_zstd_file",
+                    "file_bytes": bytes,
+                    "compressed_bytes": std::fs::metadata(&zst)?.len(),
+                    "frames": text.len().div_ceil(frame),
+                    "lines": lines,
+                    "restore_s": restore_s,
+                })
+            );
+        }
     }
     Ok(())
 }
