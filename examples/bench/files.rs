@@ -10,8 +10,8 @@
 //!   directory and deleted afterwards), fetching its last line: the restore
 //!   seeks, so this stays flat whatever the file's length; target 1 ms.
 //! - `restore_in_gzip_file` (with `--features gzip`): the same at the end of
-//!   the same text gzip-compressed, whose restore decompresses the file up
-//!   to the offset: what that costs (no target).
+//!   the same text gzip-compressed as one member, whose restore
+//!   decompresses the file up to the offset: what that costs (no target).
 //! - `restore_in_zstd_file` (with `--features zstd`): the same text as one
 //!   zstd frame, and as frames of 1 MiB of text: a restore decompresses
 //!   from the start of the frame that holds its offset, so the first costs

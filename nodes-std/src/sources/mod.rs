@@ -7,6 +7,8 @@
 pub(crate) mod arrow_row;
 pub(crate) mod files;
 pub(crate) mod glob;
+#[cfg(feature = "gzip")]
+pub(crate) mod gzip;
 pub(crate) mod iterable;
 pub(crate) mod lines;
 pub(crate) mod map_style;

@@ -27,9 +27,10 @@ const WINDOW: usize = 4 << 10;
 /// What a state records of the file it is in, checked on restore: the
 /// file's size on disk, an `mx64` digest of the (decompressed) bytes
 /// before the offset (at most [`WINDOW`], and none before the start of
-/// the zstd frame that holds it), whether the offset starts a line (is 0
-/// or follows a `\n`), a remote object's ETag, and in a zstd file where
-/// that frame starts, which a restore decompresses from.
+/// the zstd frame or gzip member that holds it), whether the offset starts
+/// a line (is 0 or follows a `\n`), a remote object's ETag, and in a
+/// compressed file where that frame or member starts, which a restore
+/// decompresses from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Identity {
@@ -58,7 +59,7 @@ pub(crate) struct Frame {
 pub(crate) struct FrameLog(Mutex<VecDeque<Frame>>);
 
 impl FrameLog {
-    #[cfg(feature = "zstd")]
+    #[cfg(any(feature = "gzip", feature = "zstd"))]
     pub(crate) fn push(&self, frame: Frame) {
         let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
         // A skippable or empty frame before: decompressing from it is
@@ -76,6 +77,34 @@ impl FrameLog {
             log.pop_front();
         }
         log.front().copied().filter(|f| f.offset <= offset)
+    }
+}
+
+#[cfg(any(feature = "gzip", feature = "zstd"))]
+/// A source that counts the bytes consumed from it, from `count`.
+pub(crate) struct Counted<R> {
+    pub(crate) inner: R,
+    pub(crate) count: u64,
+}
+
+#[cfg(any(feature = "gzip", feature = "zstd"))]
+impl<R: BufRead> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(any(feature = "gzip", feature = "zstd"))]
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.count += n as u64;
+        self.inner.consume(n);
     }
 }
 
@@ -130,7 +159,7 @@ impl Serialize for Window {
 }
 
 impl Tail {
-    /// The zstd frame that holds the offset reached.
+    /// The zstd frame or gzip member that holds the offset reached.
     fn frame(&self) -> Option<Frame> {
         self.frames.as_ref().and_then(|log| log.holding(self.pos))
     }
@@ -219,15 +248,19 @@ fn decompressed(
     match kind {
         Compression::None => Ok(Box::new(BufReader::with_capacity(BUFFER, file))),
         #[cfg(feature = "gzip")]
-        Compression::Gzip => Ok(Box::new(BufReader::with_capacity(
-            BUFFER,
-            flate2::read::MultiGzDecoder::new(file),
-        ))),
+        Compression::Gzip => {
+            let source = BufReader::with_capacity(BUFFER, file);
+            let members = super::gzip::Members::new(source, start, Arc::clone(log));
+            Ok(Box::new(BufReader::with_capacity(BUFFER, members)))
+        }
         #[cfg(not(feature = "gzip"))]
-        Compression::Gzip => Err(
-            "a gzip file, and gzip support is not compiled in: enable the `gzip` feature of nodes-std"
-                .to_owned(),
-        ),
+        Compression::Gzip => {
+            let _ = (start, log); // no members to start from
+            Err(
+                "a gzip file, and gzip support is not compiled in: enable the `gzip` feature of nodes-std"
+                    .to_owned(),
+            )
+        }
         #[cfg(feature = "zstd")]
         Compression::Zstd => {
             let source = BufReader::with_capacity(BUFFER, file);
@@ -250,9 +283,9 @@ pub(crate) struct Reopen(pub(crate) &'static str, pub(crate) String);
 
 /// Opens `path` at byte `offset` of its (decompressed) content: a seek
 /// (a ranged read for an object) to the identity's window before it for a
-/// plain file, a decompression from the start of the frame that holds it
-/// for a zstd file whose `saved` identity names that frame, from the
-/// file's start otherwise; the bytes up to `offset` are read through the
+/// plain file, a decompression from the start of the frame (zstd) or
+/// member (gzip) that holds it when the `saved` identity names it, from
+/// the file's start otherwise; the bytes up to `offset` are read through the
 /// [`Tail`]. An object must still have the `saved` ETag.
 pub(crate) fn open_at(
     opener: &Opener,
@@ -271,8 +304,7 @@ pub(crate) fn open_at(
             let at = offset.saturating_sub(WINDOW as u64);
             Frame { at, offset: at }
         }
-        Compression::Zstd => hint.unwrap_or(from_start),
-        Compression::Gzip => from_start,
+        Compression::Zstd | Compression::Gzip => hint.unwrap_or(from_start),
     };
     let etag = saved.and_then(|i| i.etag.as_deref());
     let (raw, size, etag): Raw = if is_remote(path) {
@@ -290,7 +322,10 @@ pub(crate) fn open_at(
     let log = Arc::new(FrameLog::default());
     let inner = decompressed(raw, kind, start, &log).map_err(|m| match start.at {
         0 => Reopen(PATH, m),
-        at => Reopen(IDENTITY, format!("no zstd frame starts at byte {at}: {m}")),
+        at => Reopen(
+            IDENTITY,
+            format!("no frame or member starts at byte {at}: {m}"),
+        ),
     })?;
     let mut reader = Tail {
         inner,
@@ -298,7 +333,7 @@ pub(crate) fn open_at(
         size,
         etag,
         pos: start.offset,
-        frames: (kind == Compression::Zstd).then_some(log),
+        frames: (kind != Compression::None).then_some(log),
     };
     let skipped = io::copy(
         &mut (&mut reader).take(offset - start.offset),

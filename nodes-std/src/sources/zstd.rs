@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 
-use super::open::{Frame, FrameLog};
+use super::open::{Counted, Frame, FrameLog};
 
 /// A damaged zstd file: a frame that cannot be decoded or whose content
 /// checksum does not match, or bytes after a frame that start no frame. Unlike a bad line, it is never
@@ -33,31 +33,6 @@ pub(crate) fn is_damaged(error: &io::Error) -> bool {
 
 fn damaged(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, Damaged(message))
-}
-
-/// A source that counts the bytes consumed from it, from `count`.
-struct Counted<R> {
-    inner: R,
-    count: u64,
-}
-
-impl<R: BufRead> Read for Counted<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count += n as u64;
-        Ok(n)
-    }
-}
-
-impl<R: BufRead> BufRead for Counted<R> {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        self.inner.fill_buf()
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.count += n as u64;
-        self.inner.consume(n);
-    }
 }
 
 /// Reads the frames of `source` one after the other; skippable frames

@@ -677,6 +677,56 @@ fn a_zstd_restore_decompresses_only_the_frame_that_holds_its_offset() -> Result<
     Ok(())
 }
 
+/// The same for a gzip file of several members (`cat a.gz b.gz`, bgzip):
+/// a restore decompresses from the member that holds its offset.
+#[cfg(feature = "gzip")]
+#[test]
+fn a_gzip_restore_decompresses_only_the_member_that_holds_its_offset() -> Result<()> {
+    use std::io::Write as _;
+    let dir = TempDir::new("files-gzip-seek");
+    let members: Vec<Vec<u8>> = (0..4u32)
+        .map(|m| {
+            let text: String = (m * 100..m * 100 + 100).map(|i| format!("{i}\n")).collect();
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            enc.write_all(text.as_bytes()).unwrap();
+            enc.finish().unwrap()
+        })
+        .collect();
+    let bytes = members.concat();
+    dir.write("a.txt.gz", &bytes);
+    let build = || Files::in_dir(dir.path()).unwrap().read_jsonl::<u32>();
+    let all: Vec<u32> = build().start()?.collect::<Result<_>>()?;
+    assert_eq!(all, (0..400).collect::<Vec<u32>>(), "every member is read");
+    let mut running = build().start()?;
+    for _ in 0..250 {
+        running.next().unwrap()?;
+    }
+    let state = running.get_state()?;
+    let frame = state.to_value()["identity"]["frame"].clone();
+    let third_text: usize = (0..200u32).map(|i| format!("{i}\n").len()).sum();
+    let third_at = members[0].len() + members[1].len();
+    assert_eq!(
+        frame,
+        serde_json::json!({"at": third_at, "offset": third_text})
+    );
+    // Damage the first member's data: a read from the start fails its CRC.
+    let mut damaged = bytes.clone();
+    damaged[12..20].iter_mut().for_each(|b| *b ^= 0x55);
+    dir.write("a.txt.gz", &damaged);
+    let whole: Vec<Result<u32>> = build().start()?.collect();
+    assert!(
+        !messages(&whole).is_empty(),
+        "the damage is in the first member"
+    );
+    let rest: Vec<u32> = nodes_std::Running::start_from(build(), &state)?.collect::<Result<_>>()?;
+    assert_eq!(rest, (250..400).collect::<Vec<u32>>());
+    for cut in [0, 99, 100, 101, 399, 400] {
+        dir.write("a.txt.gz", &bytes);
+        testing::assert_save_load(build, cut);
+    }
+    Ok(())
+}
+
 /// A zstd frame carries a checksum of its content: a changed byte anywhere
 /// in the file either leaves the lines as they were or gives an error, and
 /// a checksum that fails is an error naming the file under every policy,
