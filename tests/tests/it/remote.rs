@@ -588,3 +588,44 @@ fn a_read_resumes_across_a_server_restart() {
     assert_eq!(*restarted.lock().unwrap(), 1, "the kill cut the read once");
     assert_eq!(got, (0..400_000).collect::<Vec<u64>>());
 }
+
+/// Files in a bucket reshard like local ones: 2 ranks, then 3, then 1,
+/// with begun plain, gzip and zstd objects finished where they stopped;
+/// every record once.
+#[test]
+fn objects_reshard_onto_other_rank_counts_exactly_once() {
+    let Some(endpoint) = endpoint() else { return };
+    let (bucket, dir) = (
+        Bucket::new(&endpoint, "elastic"),
+        TempDir::new("remote-elastic"),
+    );
+    upload(&bucket, &dir);
+    let store = pooled(&endpoint, &Waits::default());
+    let url = bucket.url("data/");
+    let build = |rank: u64, world: u64| -> Box<dyn Node<Item = Vec<String>>> {
+        Files::remote(&store, &url)
+            .unwrap()
+            .shuffle_files(5)
+            .shard(rank, world)
+            .unwrap()
+            .read_jsonl::<Row>()
+            .store(store.clone())
+            .map(|row: Row| vec![row.id.to_string()])
+            .boxed()
+    };
+    let mut delivered = Vec::new();
+    let generation = crate::elastic_files::generation;
+    let two = generation(&build, None, 2, Some(&[30, 70]), &mut delivered, false);
+    let three = generation(
+        &build,
+        Some(&two),
+        3,
+        Some(&[20, 0, 50]),
+        &mut delivered,
+        false,
+    );
+    generation(&build, Some(&three), 1, None, &mut delivered, false);
+    let mut ids: Vec<u64> = delivered.iter().map(|id| id.parse().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..250).collect::<Vec<u64>>());
+}
