@@ -351,3 +351,96 @@ impl Connection {
 pub(crate) fn is_changed(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::InvalidData
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `gs://` and `az://` are not tested against a server: their URLs
+    /// resolve to clients built from a store's options, one per bucket, and
+    /// a missing or unknown setting is an error naming it. No request is
+    /// made.
+    #[test]
+    fn urls_of_every_scheme_resolve_to_configured_clients() {
+        let gcs = Store::from_env().option("skip_signature", "true");
+        let connection = gcs.connection().unwrap();
+        let (a, key) = connection.resolve("gs://bucket/dir/a.jsonl").unwrap();
+        assert_eq!(key.as_ref(), "dir/a.jsonl");
+        let (b, _) = connection.resolve("gs://bucket/b.jsonl").unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one client per bucket");
+        let (c, _) = connection.resolve("gs://other/b.jsonl").unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+
+        let azure = Store::from_env()
+            .option("account_name", "account")
+            .option("skip_signature", "true");
+        let (_, key) = azure
+            .connection()
+            .unwrap()
+            .resolve("az://container/x/b.parquet")
+            .unwrap();
+        assert_eq!(key.as_ref(), "x/b.parquet");
+        if std::env::var_os("AZURE_STORAGE_ACCOUNT_NAME").is_none() {
+            let anonymous = Store::from_env().option("skip_signature", "true");
+            let err = anonymous
+                .connection()
+                .unwrap()
+                .resolve("az://container/b")
+                .err()
+                .unwrap();
+            assert!(
+                err.contains("az://container") && err.contains("Account"),
+                "{err}"
+            );
+        }
+
+        let http = Store::from_env();
+        let connection = http.connection().unwrap();
+        let (_, key) = connection
+            .resolve("https://example.com/data/a.jsonl")
+            .unwrap();
+        assert_eq!(key.as_ref(), "data/a.jsonl");
+        let err = connection.resolve("ftp://host/a").err().unwrap();
+        assert!(err.contains("no object store for `ftp://`"), "{err}");
+
+        let unknown = Store::from_env().option("no_such_option", "1");
+        let err = unknown
+            .connection()
+            .unwrap()
+            .resolve("s3://bucket/a")
+            .err()
+            .unwrap();
+        assert!(
+            err.contains("unknown store option `no_such_option`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn debug_shows_option_keys_never_values() {
+        let store = Store::from_env().option("secret_access_key", "hunter2");
+        let shown = format!("{store:?}");
+        assert!(
+            shown.contains("secret_access_key") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_within_its_bounds_with_seeded_jitter() {
+        let retry = Retry::new().backoff(Duration::from_millis(100), Duration::from_secs(1));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let waits: Vec<Duration> = (1..=6).map(|a| retry.wait(a, &mut rng)).collect();
+        for (attempt, wait) in (1u32..).zip(&waits) {
+            let full =
+                Duration::from_millis(100 * (1 << (attempt - 1))).min(Duration::from_secs(1));
+            assert!(
+                *wait >= full / 2 && *wait <= full,
+                "attempt {attempt}: {wait:?}"
+            );
+        }
+        let mut again = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let same: Vec<Duration> = (1..=6).map(|a| retry.wait(a, &mut again)).collect();
+        assert_eq!(waits, same, "the jitter is seeded");
+    }
+}
