@@ -44,6 +44,8 @@ pub struct ParquetRowGroups<S> {
     /// The file being listed: its path, rows per row group, identity and
     /// the source's state from before it.
     open: Option<(PathBuf, Vec<u64>, Identity, State)>,
+    /// Where files are opened (and remote ones read).
+    opener: Opener,
     next: usize,
     flag: ResetFlag,
 }
@@ -53,9 +55,18 @@ impl<S> ParquetRowGroups<S> {
         ParquetRowGroups {
             source,
             open: None,
+            opener: Opener::default(),
             next: 0,
             flag: ResetFlag::default(),
         }
+    }
+
+    /// Reads remote files' footers (URLs) through `store` rather than
+    /// [`Store::from_env`](crate::Store::from_env).
+    #[cfg(feature = "object-store")]
+    pub fn store(mut self, store: crate::Store) -> Self {
+        self.opener.store = store;
+        self
     }
 }
 
@@ -64,8 +75,8 @@ impl<S> NodeName for ParquetRowGroups<S> {
 }
 
 /// The rows of each row group of `path`, and the file's identity.
-fn footer(path: &Path) -> std::result::Result<(Vec<u64>, Identity), String> {
-    let file = ParquetFile::open(&Opener::default(), path).map_err(|e| e.to_string())?;
+fn footer(opener: &Opener, path: &Path) -> std::result::Result<(Vec<u64>, Identity), String> {
+    let file = ParquetFile::open(opener, path).map_err(|e| e.to_string())?;
     let identity = file.identity().map_err(|e| e.to_string())?;
     let metadata = ParquetMetaDataReader::new()
         .parse_and_finish(&file)
@@ -106,8 +117,8 @@ where
                     return Err(record_error(Self::NAME, path, None, NOT_UTF8.to_owned()));
                 }
                 // A file whose footer cannot be read is a bad record.
-                let (rows, identity) =
-                    footer(path).map_err(|why| record_error(Self::NAME, path, None, why))?;
+                let (rows, identity) = footer(&self.opener, path)
+                    .map_err(|why| record_error(Self::NAME, path, None, why))?;
                 self.open = Some((path.to_path_buf(), rows, identity, before));
             }
         })
@@ -139,8 +150,8 @@ where
         let item = replay.next()?;
         let path = pulled_again(Self::NAME, state, &name, item.as_ref())?.as_ref();
         let at_path = |why: String| Error::bad_state(state.path_of(PATH), why);
-        let (rows, now) =
-            footer(path).map_err(|why| at_path(format!("`{}`: {why}", path.display())))?;
+        let (rows, now) = footer(&self.opener, path)
+            .map_err(|why| at_path(format!("`{}`: {why}", path.display())))?;
         if identity.as_ref() != Some(&now) {
             let why = format!(
                 "{} cannot resume in `{}`: it changed since the state was saved",

@@ -485,6 +485,21 @@ fn parquet_objects_read_resume_and_survive_faults() {
     let failed = faults.iter().filter(|f| !matches!(f, Pass)).count();
     assert_eq!(waits.lock().unwrap().len(), failed);
 
+    // Row groups listed from the objects' footers, dealt to 3 ranks.
+    let mut ids: Vec<i64> = (0..3)
+        .flat_map(|rank| {
+            let groups = Files::remote(&store, &url).unwrap().parquet_row_groups();
+            let shard = groups.store(store.clone()).shard(rank, 3).unwrap();
+            let read = shard.read_parquet::<Row>().store(store.clone());
+            read.start()
+                .unwrap()
+                .map(|r| r.unwrap().id)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, all.iter().map(|r| r.id).collect::<Vec<_>>());
+
     // An object overwritten under a state is refused.
     let mut running = pipeline().start().unwrap();
     for _ in 0..30 {
