@@ -33,6 +33,18 @@ impl<T> LazySlot for Lazy<T> {
     }
 }
 
+/// What a `#[node(tally)]` field must be: an `Arc` of a [`Tally`](crate::Tally).
+pub trait TallyField {
+    /// The tally, for the node's description.
+    fn tally(&self) -> std::sync::Arc<dyn crate::Tally>;
+}
+
+impl<T: crate::Tally + 'static> TallyField for std::sync::Arc<T> {
+    fn tally(&self) -> std::sync::Arc<dyn crate::Tally> {
+        self.clone()
+    }
+}
+
 /// The sub-state under `key` a child field is reset from, if there is a
 /// state (`None`: from the start).
 pub fn sub_state(state: Option<&State>, key: &str) -> Result<Option<State>> {

@@ -1,10 +1,12 @@
 //! [`Description`]: a node's self-portrait, for graphs and fingerprints.
 
 use std::fmt::{self, Display, Write as _};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::param::Param;
+use crate::progress::Tally;
 use crate::resume::Resume;
 
 /// What a node is: its type name, the parameters that affect the order or
@@ -55,6 +57,10 @@ pub struct Description {
     /// DOT renderings only, so it is neither saved nor compared.
     #[serde(skip)]
     roles: Vec<(usize, String)>,
+    /// Live counts of the node's pass, for [`Description::progress`]: not
+    /// saved, shown or compared.
+    #[serde(skip)]
+    pub(crate) tallies: Vec<Arc<dyn Tally>>,
 }
 
 /// Equal names, parameters and children (keys included); roles are
@@ -76,6 +82,7 @@ impl Description {
             children: Vec::new(),
             resume: Resume::Replays,
             roles: Vec::new(),
+            tallies: Vec::new(),
         }
     }
 

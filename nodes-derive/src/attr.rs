@@ -64,18 +64,21 @@ pub(crate) enum Role {
     Param,
     /// Configuration that is neither reset, saved nor described.
     Config,
+    /// A live count of the node's pass, attached to its description.
+    Tally,
 }
 
 impl Role {
     /// Every role with its keyword, in declaration order (`keyword` indexes
     /// it by variant).
-    const ALL: [(Role, &'static str); 6] = [
+    const ALL: [(Role, &'static str); 7] = [
         (Role::Child, "child"),
         (Role::Children, "children"),
         (Role::State, "state"),
         (Role::Lazy, "lazy"),
         (Role::Param, "param"),
         (Role::Config, "config"),
+        (Role::Tally, "tally"),
     ];
 
     pub(crate) fn keyword(self) -> &'static str {
@@ -142,7 +145,7 @@ impl FieldAttrs {
             _ => Err(unknown(
                 meta,
                 "field",
-                "`child`, `children`, `state`, `lazy`, `param`, `config`, `default = ...`, `rename = \"...\"`, `deferred`, `counts_items`",
+                "`child`, `children`, `state`, `lazy`, `param`, `config`, `tally`, `default = ...`, `rename = \"...\"`, `deferred`, `counts_items`",
             )),
         }
     }

@@ -28,7 +28,7 @@ fn check_roles(cx: &mut Ctxt, input: &Input<'_>) {
             // The field without its attributes and doc comment.
             let (vis, ident, ty) = (&field.original.vis, field.ident, field.ty);
             let message = format!(
-                "field `{ident}` has no role; add one of `#[node(child)]`, `#[node(children)]`, `#[node(state)]`, `#[node(lazy)]`, `#[node(param)]`, `#[node(config)]` (`state` is saved and reset, `config` is configuration that is neither saved nor shown)"
+                "field `{ident}` has no role; add one of `#[node(child)]`, `#[node(children)]`, `#[node(state)]`, `#[node(lazy)]`, `#[node(param)]`, `#[node(config)]`, `#[node(tally)]` (`state` is saved and reset, `config` is configuration that is neither saved nor shown)"
             );
             cx.error_spanned_by(quote::quote!(#vis #ident: #ty), message);
         }

@@ -127,6 +127,9 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
                 let field = member.unraw().to_string();
                 describe.push(quote!(__d = __d.param(#field, &self.#member);));
             }
+            Some(Role::Tally) => {
+                describe.push(quote!(__d = __d.with_tally(#p::TallyField::tally(&self.#member));));
+            }
             _ => {}
         }
     }
@@ -257,6 +260,7 @@ fn field_bound(field: &Field<'_>, p: &TokenStream) -> Option<TokenStream> {
         }
         Role::Lazy => quote_spanned!(span=> #p::LazySlot),
         Role::Param => quote_spanned!(span=> #p::Param),
+        Role::Tally => quote_spanned!(span=> #p::TallyField),
         Role::Config => return None,
     };
     Some(quote_spanned!(span=> #ty: #bound))

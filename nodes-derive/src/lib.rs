@@ -42,7 +42,10 @@ use proc_macro::TokenStream;
 ///   never a field that changes as the node runs, which would leak from one
 ///   epoch into the next (`nodes_std::testing::assert_save_load` compares a
 ///   fresh node's epoch 1 with one after a full epoch 0 and names the state
-///   field such a leak made differ).
+///   field such a leak made differ);
+/// - `#[node(tally)]`: an `Arc` of a `Tally`, the node's live count of its
+///   pass, attached to its description for `Epoch::progress` (neither
+///   reset, saved nor compared: the node keeps it current).
 ///
 /// It also implements `NodeName` (`NAME` is the struct's name), which
 /// `describe()` uses and `cx.observe(NodeId::of(self), Self::NAME, ...)`

@@ -120,9 +120,9 @@ pub use crate::transforms::shard::Sharder;
 pub use crate::transforms::shuffle::Shuffler;
 pub use crate::transforms::unbatch::Unbatcher;
 pub use nodes_core::{
-    BoxError, Cx, Description, Epoch, Error, Fnv1a64, Hint, Init, Lazy, Loader, Node, NodeId,
-    NodeName, NodeStats, Param, Replay, ResetFlag, Result, Resume, Running, SizeHint, Snapshot,
-    State, Stateful, Stats, Validate, testing,
+    BoxError, Count, Cx, Description, Epoch, Error, Fnv1a64, Hint, Init, Lazy, Listed, Loader,
+    Node, NodeId, NodeName, NodeStats, Param, Progress, Replay, ResetFlag, Result, Resume, Running,
+    SizeHint, Snapshot, State, Stateful, Stats, Tally, Validate, testing,
 };
 pub use nodes_derive::Node;
 

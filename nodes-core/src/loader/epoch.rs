@@ -104,6 +104,16 @@ impl<N: Node> Epoch<'_, N> {
         (hint.lower, hint.upper)
     }
 
+    /// How far this epoch is through its files: files done of their total,
+    /// bytes read of theirs, summed over the pipeline's file listings and
+    /// readers, local or remote (see [`Progress`](crate::Progress)). Where
+    /// [`remaining`](Epoch::remaining) knows no count (a pass over files),
+    /// this is what a progress bar shows. It walks the pipeline's
+    /// description: call it every so many items, not on every one.
+    pub fn progress(&self) -> crate::Progress {
+        self.loader.root.describe().progress()
+    }
+
     /// How many items this epoch has returned, `Err` items included (counting
     /// those before a restore).
     pub fn num_yielded(&self) -> u64 {

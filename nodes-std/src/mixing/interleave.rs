@@ -2,6 +2,9 @@
 //! node, a block at a time in turn (tf.data's and Grain's `interleave`).
 
 use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use nodes_core::{Count, Tally};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -145,6 +148,59 @@ pub struct Interleave<S: Node, F, N> {
     block_index: usize,
     end_of_input: bool,
     flag: ResetFlag,
+    /// The open inner nodes' descriptions, for progress.
+    inner: Arc<InnerTallies>,
+}
+
+/// What the open inner nodes count, for progress: no description holds
+/// them (they come and go), so this node's tally sums theirs, and keeps
+/// what closed ones finished until the next reset.
+#[derive(Debug, Default)]
+struct InnerTallies(Mutex<Inner>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    open: Vec<(usize, Description)>,
+    retired: Count,
+}
+
+impl InnerTallies {
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn opened(&self, slot: usize, node: &impl Stateful) {
+        self.inner().open.push((slot, node.describe()));
+    }
+
+    fn closed(&self, slot: usize) {
+        let mut inner = self.inner();
+        if let Some(at) = inner.open.iter().position(|(s, _)| *s == slot) {
+            let (_, desc) = inner.open.swap_remove(at);
+            inner.retired = inner.retired + reads_of(&desc);
+        }
+    }
+
+    fn clear(&self) {
+        *self.inner() = Inner::default();
+    }
+}
+
+/// An inner node's reads: a list of its own (one file listed again) is
+/// not part of this pass's list.
+fn reads_of(desc: &Description) -> Count {
+    Count {
+        listed: None,
+        ..desc.count()
+    }
+}
+
+impl Tally for InnerTallies {
+    fn count(&self, _shard: Option<(u64, u64)>) -> Count {
+        let inner = self.inner();
+        let open = inner.open.iter().map(|(_, desc)| reads_of(desc));
+        open.fold(inner.retired, |sum, count| sum + count)
+    }
 }
 
 impl<S: Node + fmt::Debug, F, N> fmt::Debug for Interleave<S, F, N> {
@@ -170,6 +226,7 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             block_index: 0,
             end_of_input: false,
             flag: ResetFlag::default(),
+            inner: Arc::default(),
         })
     }
 
@@ -287,6 +344,7 @@ where
                         Ok(None) => {
                             slot.node.shutdown();
                             self.slots[at] = None;
+                            self.inner.closed(at);
                             // Slots past `cycle_length` are never filled again.
                             while self.slots.len() > self.cycle_length
                                 && matches!(self.slots.last(), Some(None))
@@ -312,6 +370,7 @@ where
                     };
                     let mut node = (self.f)(item.clone());
                     node.reset(None)?;
+                    self.inner.opened(at, &node);
                     // The cycle fills the slots in order.
                     self.slots
                         .resize_with(self.slots.len().max(at + 1), || None);
@@ -366,6 +425,7 @@ where
         for mut slot in self.slots.drain(..).flatten() {
             slot.node.shutdown();
         }
+        self.inner.clear();
         self.cycle_index = 0;
         self.block_index = 0;
         self.end_of_input = false;
@@ -393,6 +453,11 @@ where
             slots[index] = Some(Slot { item, before, node });
         }
         self.source.reset(Some(&decoded.source))?;
+        for (index, slot) in slots.iter().enumerate() {
+            if let Some(slot) = slot {
+                self.inner.opened(index, &slot.node);
+            }
+        }
         self.slots = slots;
         self.cycle_index = decoded.cycle_index;
         self.block_index = decoded.block_index;
@@ -429,6 +494,7 @@ where
             .param("block_length", self.block_length)
             .child(SOURCE, self.source.describe())
             .with_resume(self.resume())
+            .with_tally(self.inner.clone())
     }
 
     /// Its inner nodes are made from items at run time, so no description

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +13,7 @@ use crate::sources::open::is_remote;
 use crate::sources::permute::Permutation;
 use crate::transforms::debug_fields;
 use crate::{Cx, Error, Init, Lazy, Node, NodeId, NodeName, Result, State, Validate};
+use nodes_core::{Count, Listed, Tally};
 
 /// A source node of file paths: the files of a directory
 /// ([`Files::in_dir`]), the files a glob pattern matches ([`Files::glob`]),
@@ -116,6 +117,9 @@ pub struct Files {
     /// The epoch's order, when shuffled.
     #[node(lazy)]
     order: Lazy<Option<Permutation>>,
+    /// Its share of the pass and the files' sizes, for progress.
+    #[node(tally)]
+    tally: Arc<ListTally>,
 }
 
 /// The positions of the epoch's order one rank of `world_size` reads (a
@@ -216,8 +220,13 @@ impl Files {
     }
 
     fn from_listing(listing: std::result::Result<glob::Listing, String>) -> Result<Files> {
-        let glob::Listing { base, names } =
+        let glob::Listing { base, names, sizes } =
             listing.map_err(|m| Error::invalid_argument(Self::NAME, m))?;
+        let tally = ListTally {
+            sizes: sizes.map(Into::into),
+            len: names.len() as u64,
+            place: Mutex::default(),
+        };
         let summary = ListSummary {
             count: names.len() as u64,
             digest: digest(&names),
@@ -235,6 +244,7 @@ impl Files {
             near: Vec::new(),
             plan: None,
             order: Lazy::new(),
+            tally: Arc::new(tally),
         })
     }
 
@@ -389,6 +399,7 @@ impl Node for Files {
             self.near
                 .extend(before.into_iter().chain(self.names.get(index + 1)).cloned());
             self.num_yielded += 1;
+            self.tally.moved(self);
             let path = self.base.join(&name);
             self.path = Some(name);
             Ok(Some(path))
@@ -450,7 +461,85 @@ impl Init for Files {
     fn init(&mut self, _restored: bool) -> Result<()> {
         let order = self.permutation(self.epoch);
         self.order.set(order);
+        self.tally.moved(self);
         Ok(())
+    }
+}
+
+/// `Files`' count of its pass, for [`Epoch::progress`](crate::Epoch::progress):
+/// the list's sizes, and where the pass is, which `Files` updates at every
+/// reset and file.
+#[derive(Debug)]
+struct ListTally {
+    sizes: Option<Arc<[u64]>>,
+    len: u64,
+    place: Mutex<Place>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Place {
+    seed: Option<u64>,
+    epoch: u64,
+    num_yielded: u64,
+    plan: Option<RankPlan>,
+}
+
+impl ListTally {
+    fn moved(&self, files: &Files) {
+        let place = Place {
+            seed: files.seed,
+            epoch: files.epoch,
+            num_yielded: files.num_yielded,
+            plan: files.plan.clone(),
+        };
+        *self.place.lock().unwrap_or_else(PoisonError::into_inner) = place;
+    }
+}
+
+/// Counts the files of this rank: those of a reshard's plan, else every
+/// `world_size`-th from `rank` under a shard, else all; O(their number).
+impl Tally for ListTally {
+    fn count(&self, shard: Option<(u64, u64)>) -> Count {
+        let place = self
+            .place
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let (rank, world_size) = shard.unwrap_or((0, 1));
+        // With a plan, `Files` yields only this rank's positions.
+        let (own, plan) = match place.plan {
+            Some(plan) => (true, plan),
+            None => (
+                false,
+                RankPlan {
+                    plan: Plan::fresh(rank),
+                    world_size,
+                },
+            ),
+        };
+        let order = place
+            .seed
+            .map(|seed| Permutation::new(self.len, seed, place.epoch));
+        let files = plan.len(self.len);
+        let mut listed = Listed {
+            pulled: 0,
+            files,
+            bytes: self.sizes.as_ref().map(|_| (0, 0)),
+        };
+        for i in 0..files {
+            let position = plan.plan.position(i, plan.world_size);
+            let pulled = place.num_yielded > if own { i } else { position };
+            listed.pulled += u64::from(pulled);
+            if let (Some(sizes), Some((done, total))) = (&self.sizes, &mut listed.bytes) {
+                let size = sizes[Files::index_at(order.as_ref(), position)];
+                *total += size;
+                *done += if pulled { size } else { 0 };
+            }
+        }
+        Count {
+            listed: Some(listed),
+            ..Count::default()
+        }
     }
 }
 

@@ -11,11 +11,13 @@ use std::{fs, io};
 
 /// The files of a directory, a glob pattern or a list: the base directory
 /// (the pattern's leading segments without wildcards) and the names relative
-/// to it (`/`-separated; sorted by bytes, but for a list), never none.
+/// to it (`/`-separated; sorted by bytes, but for a list), never none,
+/// and their sizes if every one is known (for progress).
 #[derive(Debug)]
 pub(crate) struct Listing {
     pub(crate) base: PathBuf,
     pub(crate) names: Vec<String>,
+    pub(crate) sizes: Option<Vec<u64>>,
 }
 
 /// One segment of a pattern after its base.
@@ -143,7 +145,18 @@ pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> Result<Listing, Stri
                 .ok_or_else(|| format!("the path {p:?} is not UTF-8: a state stores paths as text"))
         })
         .collect::<Result<Vec<String>, String>>()?;
-    Ok(Listing { base, names })
+    // Sizes for progress only: a file missing now is an error where it is
+    // opened, not here.
+    let sizes = paths
+        .iter()
+        .map(|p| {
+            fs::metadata(p)
+                .ok()
+                .filter(fs::Metadata::is_file)
+                .map(|m| m.len())
+        })
+        .collect();
+    Ok(Listing { base, names, sizes })
 }
 
 /// A pattern over names already listed (an object store's keys).
@@ -185,20 +198,30 @@ fn matches_parts(segments: &[Segment], parts: &[&str]) -> bool {
 /// The files below `base` that match `segments`, sorted, or the error
 /// `empty` when there is none.
 fn walk_from(base: PathBuf, segments: &[Segment], empty: String) -> Result<Listing, String> {
-    let mut names = Vec::new();
-    walk(&base, "", segments, &mut names)
+    let mut files = Vec::new();
+    walk(&base, "", segments, &mut files)
         .map_err(|e| format!("cannot list `{}`: {e}", base.display()))?;
-    names.sort();
-    names.dedup();
-    if names.is_empty() {
+    files.sort();
+    files.dedup_by(|a, b| a.0 == b.0);
+    if files.is_empty() {
         return Err(empty);
     }
-    Ok(Listing { base, names })
+    let (names, sizes) = files.into_iter().unzip();
+    Ok(Listing {
+        base,
+        names,
+        sizes: Some(sizes),
+    })
 }
 
 /// Adds to `out` the files under `dir` (whose name relative to the base is
-/// `rel`) that match `segments`.
-fn walk(dir: &Path, rel: &str, segments: &[Segment], out: &mut Vec<String>) -> io::Result<()> {
+/// `rel`) that match `segments`, with their sizes.
+fn walk(
+    dir: &Path,
+    rel: &str,
+    segments: &[Segment],
+    out: &mut Vec<(String, u64)>,
+) -> io::Result<()> {
     let Some((first, rest)) = segments.split_first() else {
         return Ok(());
     };
@@ -235,7 +258,7 @@ fn walk(dir: &Path, rel: &str, segments: &[Segment], out: &mut Vec<String>) -> i
                 };
                 if rest.is_empty() {
                     if meta.is_file() {
-                        out.push(join(&name));
+                        out.push((join(&name), meta.len()));
                     }
                 } else if meta.is_dir() {
                     walk(&path, &join(&name), rest, out)?;

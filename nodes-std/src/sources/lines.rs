@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 use crate::sources::open::{
-    IDENTITY, Identity, OFFSET, Opener, PATH, Reopen, Resumed, Tail, open_at, reopen,
+    IDENTITY, Identity, OFFSET, Opener, PATH, ReadTally, Reopen, Resumed, Tail, open_at, reopen,
 };
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
@@ -67,6 +67,8 @@ struct LineReader<S, D> {
     unskippable: bool,
     /// How a line becomes an item.
     decode: PhantomData<D>,
+    /// What it has read this pass, for progress.
+    tally: std::sync::Arc<ReadTally>,
 }
 
 /// Reads one line of at most `max` bytes (its `\n` or `\r\n` not counted)
@@ -129,6 +131,7 @@ impl<S, D> LineReader<S, D> {
             flag: ResetFlag::default(),
             unskippable: false,
             decode: PhantomData,
+            tally: Default::default(),
         }
     }
 
@@ -154,6 +157,9 @@ impl<S, D> LineReader<S, D> {
     /// Forgets the current file (ended, or failed): the position is then
     /// 0, as it is whenever no file is open.
     fn close(&mut self) {
+        if self.open.is_some() {
+            self.tally.closed();
+        }
         self.open = None;
         self.path = None;
         self.offset = 0;
@@ -232,6 +238,7 @@ where
                     reader
                 }
             };
+            self.tally.opened(reader.stored());
             self.open = Some((reader, before));
             self.path = Some(path.to_owned());
             // A threaded node above then counts items of one file only.
@@ -394,6 +401,7 @@ impl<S: Node, D> LineReader<S, D> {
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
+            self.tally.restart();
             self.resume_at.clear();
             self.budget.clear();
             self.flag.mark();
@@ -402,6 +410,7 @@ impl<S: Node, D> LineReader<S, D> {
         let saved = self.checked_fields(state)?;
         let counts = self.budget.load(state)?;
         self.close();
+        self.tally.restart();
         let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
         if saved.path.is_some() {
             // Pull the file the state is in again.
@@ -409,6 +418,7 @@ impl<S: Node, D> LineReader<S, D> {
             let file = item.as_ref().map(AsRef::as_ref);
             let reader = self.reopen(state, file, &saved)?;
             self.path = file.map(Path::to_path_buf);
+            self.tally.opened(reader.stored());
             self.open = Some((reader, saved.source));
         }
         self.offset = saved.offset;
@@ -445,6 +455,7 @@ impl<S: Node, D> LineReader<S, D> {
             .with_resume(Resume::ReadsFiles)
             .param("max_line_bytes", self.max_line_bytes as u64)
             .child(SOURCE, self.source.describe())
+            .with_tally(self.tally.clone())
     }
 
     fn shutdown(&mut self) {

@@ -2,13 +2,15 @@
 //! plain file, a decompression from the start for gzip and zstd (chosen by
 //! the extension), with the errors a resume reports against the state key
 //! at fault; the file's identity at that offset, which a state saves; and
-//! where to resume a file another rank began ([`Resumed`]).
+//! where to resume a file another rank began ([`Resumed`]); and a
+//! reader's progress count ([`ReadTally`]).
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -128,6 +130,8 @@ pub(crate) struct Tail {
     pos: u64,
     /// A zstd file's frame starts.
     frames: Option<Arc<FrameLog>>,
+    /// Bytes of the stored file read so far, from its start (for progress).
+    stored: Arc<AtomicU64>,
 }
 
 impl Identity {
@@ -177,6 +181,12 @@ impl Tail {
     pub(crate) fn identity(&self) -> Identity {
         let frame = self.frame();
         Identity::of(self.size, self.window(frame), self.etag.as_ref(), frame)
+    }
+
+    /// The file's size as stored, and the bytes of it read so far (moving
+    /// as the file is read), for a [`ReadTally`].
+    pub(crate) fn stored(&self) -> (u64, Arc<AtomicU64>) {
+        (self.size, Arc::clone(&self.stored))
     }
 
     /// The same, to be digested later.
@@ -320,6 +330,11 @@ pub(crate) fn open_at(
         (Box::new(file), size, None)
     };
     let log = Arc::new(FrameLog::default());
+    let stored = Arc::new(AtomicU64::new(start.at));
+    let raw = Stored {
+        inner: raw,
+        read: Arc::clone(&stored),
+    };
     let inner = decompressed(raw, kind, start, &log).map_err(|m| match start.at {
         0 => Reopen(PATH, m),
         at => Reopen(
@@ -334,6 +349,7 @@ pub(crate) fn open_at(
         etag,
         pos: start.offset,
         frames: (kind != Compression::None).then_some(log),
+        stored,
     };
     let skipped = io::copy(
         &mut (&mut reader).take(offset - start.offset),
@@ -345,6 +361,76 @@ pub(crate) fn open_at(
         return Err(past_the_end(offset, "decompressed file", read));
     }
     Ok(reader)
+}
+
+/// A stored file's bytes, counted into `read` as they are read.
+struct Stored<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Stored<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Relaxed);
+        Ok(n)
+    }
+}
+
+/// A file reader's count of its pass, for [`Epoch::progress`](crate::Epoch::progress):
+/// the files it finished since its reset and the open one's size and bytes
+/// read, which that file's reader moves.
+#[derive(Debug, Default)]
+pub(crate) struct ReadTally(Mutex<Reading>);
+
+#[derive(Debug, Default)]
+struct Reading {
+    finished: u64,
+    finished_bytes: u64,
+    open: Option<(u64, Arc<AtomicU64>)>,
+}
+
+impl ReadTally {
+    fn reading(&self) -> std::sync::MutexGuard<'_, Reading> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A file of `size` bytes opened, `read` of them read so far.
+    pub(crate) fn opened(&self, (size, read): (u64, Arc<AtomicU64>)) {
+        self.reading().open = Some((size, read));
+    }
+
+    /// The open file is done with (ended, or failed).
+    pub(crate) fn closed(&self) {
+        let mut reading = self.reading();
+        if let Some((size, _)) = reading.open.take() {
+            reading.finished += 1;
+            reading.finished_bytes += size;
+        }
+    }
+
+    /// A reset: nothing read yet.
+    pub(crate) fn restart(&self) {
+        *self.reading() = Reading::default();
+    }
+}
+
+impl nodes_core::Tally for ReadTally {
+    fn count(&self, _shard: Option<(u64, u64)>) -> nodes_core::Count {
+        let reading = self.reading();
+        let (open_size, open_read) = reading
+            .open
+            .as_ref()
+            .map_or((0, 0), |(size, read)| (*size, read.load(Relaxed)));
+        nodes_core::Count {
+            finished_files: reading.finished,
+            finished_bytes: reading.finished_bytes,
+            open_files: u64::from(reading.open.is_some()),
+            open_size,
+            open_read,
+            ..nodes_core::Count::default()
+        }
+    }
 }
 
 /// A file's bytes from where it was opened, its size and (for an object)

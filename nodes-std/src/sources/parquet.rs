@@ -5,6 +5,8 @@
 use std::ffi::OsStr;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use arrow_array::RecordBatch;
 use parquet::arrow::ProjectionMask;
@@ -18,9 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{ERRORS, ErrorBudget, Verdict, is_bad_record};
 use crate::sources::arrow_row;
-use crate::sources::open::{Opener, is_zero};
-pub(crate) use crate::sources::parquet_file::Identity;
-use crate::sources::parquet_file::ParquetFile;
+use crate::sources::open::{Opener, ReadTally, is_zero};
+pub(crate) use crate::sources::parquet_file::{Identity, NOT_UTF8, pulled_again};
+use crate::sources::parquet_file::{ParquetFile, read_at};
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -96,28 +98,6 @@ impl ParquetPart for RowGroup {
     }
 }
 
-/// Why a file whose name is not text is not read.
-pub(crate) const NOT_UTF8: &str = "the file name is not UTF-8 (a state stores names as text)";
-
-/// The part a restore pulled again from its source, if its file is the one
-/// named `name` that `state` is in; else a bad state at `state`'s `path`.
-pub(crate) fn pulled_again<'a, P: ParquetPart>(
-    node: &str,
-    state: &State,
-    name: &str,
-    pulled: Option<&'a P>,
-) -> Result<&'a P> {
-    let why = match pulled {
-        Some(part) if part.file().file_name() == Some(OsStr::new(name)) => return Ok(part),
-        Some(part) => format!(
-            "{node} is in `{name}`, but its source, restored, yields `{}`: its state is not from before that file",
-            part.file().display()
-        ),
-        None => format!("{node} is in `{name}`, but its source, restored, yields no file"),
-    };
-    Err(Error::bad_state(state.path_of(PATH), why))
-}
-
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
 
@@ -137,6 +117,19 @@ struct Open {
     decoded: Option<(RecordBatch, usize)>,
     /// The batch's columns downcast, when rows are read as serde types.
     rows: Option<arrow_row::Rows>,
+    /// Its bytes read, for progress (see [`read_at`]).
+    read: Arc<AtomicU64>,
+}
+
+impl Open {
+    /// Moves the count of bytes read to row `row` of row group `group`:
+    /// the file's size and that count, for a [`ReadTally`].
+    fn reached(&self, at: (usize, u64)) -> (u64, Arc<AtomicU64>) {
+        let metadata = self.metadata.metadata();
+        let (size, read) = read_at(&self.identity, metadata, self.groups.clone(), at);
+        self.read.store(read, Relaxed);
+        (size, Arc::clone(&self.read))
+    }
 }
 
 /// What [`ReadParquet`] and [`ReadParquetBatches`] share: the source of
@@ -163,6 +156,8 @@ struct ParquetReader<S> {
     skip: u64,
     budget: ErrorBudget,
     flag: ResetFlag,
+    /// What it has read this pass, for progress.
+    tally: Arc<ReadTally>,
 }
 
 /// The reader's fields of a state.
@@ -194,11 +189,15 @@ where
             skip: 0,
             budget: ErrorBudget::new(crate::ErrorPolicy::Deliver),
             flag: ResetFlag::default(),
+            tally: Arc::default(),
         }
     }
 
     /// Between files: the next call pulls the next one.
     fn close(&mut self) {
+        if self.open.is_some() {
+            self.tally.closed();
+        }
         (self.open, self.row_group, self.row, self.skip) = (None, 0, 0, 0);
     }
 
@@ -266,6 +265,7 @@ where
             reader: None,
             decoded: None,
             rows: None,
+            read: Arc::default(),
         })
     }
 
@@ -371,6 +371,7 @@ where
                     self.resume(&open, &at)?;
                     (self.row_group, self.row, self.skip) = (at.row_group, at.row, at.skip);
                 }
+                self.tally.opened(open.reached((self.row_group, self.row)));
                 self.open = Some(open);
                 // A threaded node above then counts items of one file only.
                 cx.request_snapshot();
@@ -414,6 +415,7 @@ where
             };
             match reader.next() {
                 Some(Ok(batch)) => {
+                    open.reached((self.row_group, self.row + batch.num_rows() as u64));
                     open.rows = self.serde_rows.then(|| arrow_row::Rows::of(&batch));
                     open.decoded = Some((batch, 0));
                 }
@@ -473,6 +475,7 @@ where
         let Some(state) = state else {
             self.source.reset(None)?;
             self.close();
+            self.tally.restart();
             self.resume_at.clear();
             self.budget.clear();
             self.flag.mark();
@@ -482,6 +485,7 @@ where
         let counts = self.budget.load(state)?;
         self.budget.restore(counts);
         self.close();
+        self.tally.restart();
         self.resume_at.clone_from(&saved.resume_at);
         let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
         let (Some(name), Some(identity)) = (&saved.path, &saved.identity) else {
@@ -517,8 +521,9 @@ where
             let why = format!("row {} of a row group of {rows} rows", saved.row);
             return Err(Error::bad_state(state.path_of(ROW), why));
         }
-        self.open = Some(open);
         (self.row_group, self.row) = (saved.row_group, saved.row);
+        self.tally.opened(open.reached((self.row_group, self.row)));
+        self.open = Some(open);
         self.flag.mark();
         Ok(())
     }
@@ -554,6 +559,7 @@ where
             desc = desc.param("columns", self.columns.join(","));
         }
         desc.child(SOURCE, self.source.describe())
+            .with_tally(self.tally.clone())
     }
 }
 

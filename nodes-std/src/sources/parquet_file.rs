@@ -9,7 +9,61 @@ use bytes::Bytes;
 use parquet::file::reader::{ChunkReader, Length};
 use serde::{Deserialize, Serialize};
 
+use std::ffi::OsStr;
+use std::ops::Range;
+
+use parquet::file::metadata::ParquetMetaData;
+
 use crate::sources::open::{Opener, is_remote};
+use crate::sources::parquet::ParquetPart;
+use crate::{Error, Result, State};
+
+/// Why a file whose name is not text is not read.
+pub(crate) const NOT_UTF8: &str = "the file name is not UTF-8 (a state stores names as text)";
+
+/// The part a restore pulled again from its source, if its file is the one
+/// named `name` that `state` is in; else a bad state at `state`'s `path`.
+pub(crate) fn pulled_again<'a, P: ParquetPart>(
+    node: &str,
+    state: &State,
+    name: &str,
+    pulled: Option<&'a P>,
+) -> Result<&'a P> {
+    let why = match pulled {
+        Some(part) if part.file().file_name() == Some(OsStr::new(name)) => return Ok(part),
+        Some(part) => format!(
+            "{node} is in `{name}`, but its source, restored, yields `{}`: its state is not from before that file",
+            part.file().display()
+        ),
+        None => format!("{node} is in `{name}`, but its source, restored, yields no file"),
+    };
+    Err(Error::bad_state(state.path_of("path"), why))
+}
+
+/// How much of a Parquet file is read at row `row` of row group `group`,
+/// for progress, as `(size, read)`: the compressed sizes of the row groups
+/// read (`groups`) before it, and of its rows before `row`, scaled to the
+/// file's size when the whole file is read, else to those row groups'.
+pub(crate) fn read_at(
+    identity: &Identity,
+    metadata: &ParquetMetaData,
+    groups: Range<usize>,
+    (group, row): (usize, u64),
+) -> (u64, u64) {
+    let size_of = |g: usize| u64::try_from(metadata.row_group(g).compressed_size()).unwrap_or(0);
+    let data: u64 = groups.clone().map(size_of).sum();
+    let mut done: u64 = (groups.start..group.min(groups.end)).map(size_of).sum();
+    if groups.contains(&group) {
+        let rows = u64::try_from(metadata.row_group(group).num_rows()).unwrap_or(0);
+        done += size_of(group) * row.min(rows) / rows.max(1);
+    }
+    let size = match groups == (0..metadata.num_row_groups()) {
+        true => identity.size,
+        false => data,
+    };
+    let read = u128::from(done) * u128::from(size) / u128::from(data.max(1));
+    (size, u64::try_from(read).unwrap_or(size))
+}
 
 /// What a state records of the file it is in, checked on restore: the
 /// file's size, an `mx64` digest of its footer (the metadata, which names

@@ -23,6 +23,7 @@ mod hand_written;
 mod integrity;
 mod load;
 mod loader;
+mod progress;
 mod replay_bounds;
 mod size_hint;
 mod state;

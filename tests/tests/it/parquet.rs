@@ -625,3 +625,36 @@ fn error_policies_skip_or_stop_on_bad_files_and_rows() {
         nodes_std::testing::assert_save_load(|| build(ErrorPolicy::Skip).map(|r: Row| r.id), cut);
     }
 }
+
+#[test]
+fn progress_moves_by_row_group_and_ends_at_the_files_sizes() {
+    let dir = Dir::new("progress");
+    corpus(&dir);
+    let sizes: Vec<u64> = (0..3)
+        .map(|f| {
+            std::fs::metadata(dir.0.join(format!("{f}.parquet")))
+                .unwrap()
+                .len()
+        })
+        .collect();
+    let total: u64 = sizes.iter().sum();
+    let mut loader = Loader::new(read(&dir.0));
+    let mut epoch = loader.epoch();
+    let mut within = std::collections::BTreeSet::new();
+    while let Some(row) = epoch.next() {
+        let file = (row.unwrap().id / 1000) as usize;
+        let progress = epoch.progress();
+        let before: u64 = sizes[..file].iter().sum();
+        assert_eq!(progress.files_done, file as u64, "{progress:?}");
+        assert!((before..=before + sizes[file]).contains(&progress.bytes_read));
+        within.insert(progress.bytes_read - before);
+    }
+    // Row groups of 7 rows: the count moves within a file.
+    assert!(within.len() >= 5, "{within:?}");
+    let progress = epoch.progress();
+    assert_eq!((progress.files_done, progress.files_total), (3, Some(3)));
+    assert_eq!(
+        (progress.bytes_read, progress.bytes_total),
+        (total, Some(total))
+    );
+}

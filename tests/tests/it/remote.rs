@@ -199,7 +199,23 @@ fn objects_read_like_the_same_files_on_disk() {
         .shuffle_files(5)
         .read_jsonl::<Row>()
         .store(store.clone());
-    assert_eq!(ids(read.start().unwrap().collect()), expected);
+    let mut loader = Loader::new(read);
+    let mut epoch = loader.epoch();
+    let mut items = Vec::new();
+    while let Some(item) = epoch.next() {
+        // The listing's sizes, and every object's bytes, once read.
+        let progress = epoch.progress();
+        assert!(progress.bytes_read <= progress.bytes_total.unwrap_or(0));
+        items.push(item);
+    }
+    assert_eq!(ids(items), expected);
+    let bytes: u64 = shards().iter().map(|(_, b)| b.len() as u64).sum();
+    let progress = epoch.progress();
+    assert_eq!((progress.files_done, progress.files_total), (4, Some(4)));
+    assert_eq!(
+        (progress.bytes_read, progress.bytes_total),
+        (bytes, Some(bytes))
+    );
 
     let glob = Files::remote(&store, &bucket.url("data/**/*.jsonl")).unwrap();
     let names: Vec<String> = glob.paths().map(|p| p.display().to_string()).collect();

@@ -43,20 +43,23 @@ pub(crate) fn list(store: &Store, pattern: &str, in_dir: bool) -> Result<Listing
     } else {
         format!("{}/", prefix.as_ref())
     };
-    let mut names: Vec<String> = listed
+    let mut objects: Vec<(String, u64)> = listed
         .iter()
-        .filter_map(|meta| meta.location.as_ref().strip_prefix(under.as_str()))
-        .filter(|name| matcher.matches(name))
-        .map(str::to_owned)
+        .filter_map(|meta| {
+            let name = meta.location.as_ref().strip_prefix(under.as_str())?;
+            matcher.matches(name).then(|| (name.to_owned(), meta.size))
+        })
         .collect();
-    names.sort();
-    names.dedup();
-    if names.is_empty() {
+    objects.sort();
+    objects.dedup_by(|a, b| a.0 == b.0);
+    if objects.is_empty() {
         return Err(format!("no object matches `{pattern}`"));
     }
+    let (names, sizes) = objects.into_iter().unzip();
     Ok(Listing {
         base: PathBuf::from(base_url.trim_end_matches('/')),
         names,
+        sizes: Some(sizes),
     })
 }
 
