@@ -27,9 +27,16 @@ pub(crate) struct Rows {
     order: std::cell::OnceCell<Option<Vec<usize>>>,
 }
 
-/// A top-level column: the common types by their array type, others as
-/// they are (read cell by cell through [`Cell`]).
-enum Column {
+/// A top-level column, and whether any of its cells is null (most have
+/// none: their cells then skip the null check).
+struct Column {
+    has_nulls: bool,
+    values: Values,
+}
+
+/// A top-level column's array: the common types by their array type,
+/// others as they are (read cell by cell through [`Cell`]).
+enum Values {
     Bool(BooleanArray),
     I8(PrimitiveArray<Int8Type>),
     I16(PrimitiveArray<Int16Type>),
@@ -49,21 +56,25 @@ enum Column {
 impl Column {
     fn of(array: &ArrayRef) -> Column {
         use arrow_schema::DataType as D;
-        match array.data_type() {
-            D::Boolean => Column::Bool(array.as_boolean().clone()),
-            D::Int8 => Column::I8(array.as_primitive().clone()),
-            D::Int16 => Column::I16(array.as_primitive().clone()),
-            D::Int32 => Column::I32(array.as_primitive().clone()),
-            D::Int64 => Column::I64(array.as_primitive().clone()),
-            D::UInt8 => Column::U8(array.as_primitive().clone()),
-            D::UInt16 => Column::U16(array.as_primitive().clone()),
-            D::UInt32 => Column::U32(array.as_primitive().clone()),
-            D::UInt64 => Column::U64(array.as_primitive().clone()),
-            D::Float32 => Column::F32(array.as_primitive().clone()),
-            D::Float64 => Column::F64(array.as_primitive().clone()),
-            D::Utf8 => Column::Str(array.as_string().clone()),
-            D::LargeUtf8 => Column::LargeStr(array.as_string().clone()),
-            _ => Column::Other(array.clone()),
+        let values = match array.data_type() {
+            D::Boolean => Values::Bool(array.as_boolean().clone()),
+            D::Int8 => Values::I8(array.as_primitive().clone()),
+            D::Int16 => Values::I16(array.as_primitive().clone()),
+            D::Int32 => Values::I32(array.as_primitive().clone()),
+            D::Int64 => Values::I64(array.as_primitive().clone()),
+            D::UInt8 => Values::U8(array.as_primitive().clone()),
+            D::UInt16 => Values::U16(array.as_primitive().clone()),
+            D::UInt32 => Values::U32(array.as_primitive().clone()),
+            D::UInt64 => Values::U64(array.as_primitive().clone()),
+            D::Float32 => Values::F32(array.as_primitive().clone()),
+            D::Float64 => Values::F64(array.as_primitive().clone()),
+            D::Utf8 => Values::Str(array.as_string().clone()),
+            D::LargeUtf8 => Values::LargeStr(array.as_string().clone()),
+            _ => Values::Other(array.clone()),
+        };
+        Column {
+            has_nulls: array.null_count() > 0,
+            values,
         }
     }
 }
@@ -339,21 +350,24 @@ struct TypedCell<'a> {
 impl TypedCell<'_> {
     fn is_null(&self) -> bool {
         let i = self.row;
-        match self.column {
-            Column::Bool(a) => a.is_null(i),
-            Column::I8(a) => a.is_null(i),
-            Column::I16(a) => a.is_null(i),
-            Column::I32(a) => a.is_null(i),
-            Column::I64(a) => a.is_null(i),
-            Column::U8(a) => a.is_null(i),
-            Column::U16(a) => a.is_null(i),
-            Column::U32(a) => a.is_null(i),
-            Column::U64(a) => a.is_null(i),
-            Column::F32(a) => a.is_null(i),
-            Column::F64(a) => a.is_null(i),
-            Column::Str(a) => a.is_null(i),
-            Column::LargeStr(a) => a.is_null(i),
-            Column::Other(a) => a.is_null(i),
+        if !self.column.has_nulls {
+            return false;
+        }
+        match &self.column.values {
+            Values::Bool(a) => a.is_null(i),
+            Values::I8(a) => a.is_null(i),
+            Values::I16(a) => a.is_null(i),
+            Values::I32(a) => a.is_null(i),
+            Values::I64(a) => a.is_null(i),
+            Values::U8(a) => a.is_null(i),
+            Values::U16(a) => a.is_null(i),
+            Values::U32(a) => a.is_null(i),
+            Values::U64(a) => a.is_null(i),
+            Values::F32(a) => a.is_null(i),
+            Values::F64(a) => a.is_null(i),
+            Values::Str(a) => a.is_null(i),
+            Values::LargeStr(a) => a.is_null(i),
+            Values::Other(a) => a.is_null(i),
         }
     }
 }
@@ -366,21 +380,21 @@ impl<'de> Deserializer<'de> for TypedCell<'_> {
             return visitor.visit_unit();
         }
         let i = self.row;
-        match self.column {
-            Column::Bool(a) => visitor.visit_bool(a.value(i)),
-            Column::I8(a) => visitor.visit_i64(a.value(i).into()),
-            Column::I16(a) => visitor.visit_i64(a.value(i).into()),
-            Column::I32(a) => visitor.visit_i64(a.value(i).into()),
-            Column::I64(a) => visitor.visit_i64(a.value(i)),
-            Column::U8(a) => visitor.visit_u64(a.value(i).into()),
-            Column::U16(a) => visitor.visit_u64(a.value(i).into()),
-            Column::U32(a) => visitor.visit_u64(a.value(i).into()),
-            Column::U64(a) => visitor.visit_u64(a.value(i)),
-            Column::F32(a) => visitor.visit_f64(a.value(i).into()),
-            Column::F64(a) => visitor.visit_f64(a.value(i)),
-            Column::Str(a) => visitor.visit_str(a.value(i)),
-            Column::LargeStr(a) => visitor.visit_str(a.value(i)),
-            Column::Other(a) => Cell {
+        match &self.column.values {
+            Values::Bool(a) => visitor.visit_bool(a.value(i)),
+            Values::I8(a) => visitor.visit_i64(a.value(i).into()),
+            Values::I16(a) => visitor.visit_i64(a.value(i).into()),
+            Values::I32(a) => visitor.visit_i64(a.value(i).into()),
+            Values::I64(a) => visitor.visit_i64(a.value(i)),
+            Values::U8(a) => visitor.visit_u64(a.value(i).into()),
+            Values::U16(a) => visitor.visit_u64(a.value(i).into()),
+            Values::U32(a) => visitor.visit_u64(a.value(i).into()),
+            Values::U64(a) => visitor.visit_u64(a.value(i)),
+            Values::F32(a) => visitor.visit_f64(a.value(i).into()),
+            Values::F64(a) => visitor.visit_f64(a.value(i)),
+            Values::Str(a) => visitor.visit_str(a.value(i)),
+            Values::LargeStr(a) => visitor.visit_str(a.value(i)),
+            Values::Other(a) => Cell {
                 array: a.as_ref(),
                 row: i,
             }

@@ -23,6 +23,7 @@ use crate::sources::arrow_row;
 use crate::sources::open::{Opener, ReadTally, is_zero};
 pub(crate) use crate::sources::parquet_file::{Identity, NOT_UTF8, pulled_again};
 use crate::sources::parquet_file::{ParquetFile, read_at};
+pub use crate::sources::parquet_file::{ParquetPart, RowGroup};
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -54,48 +55,6 @@ struct Resumed {
     /// read again and passed over.
     #[serde(default, skip_serializing_if = "is_zero")]
     skip: u64,
-}
-
-/// What [`ReadParquet`] reads of an item of its source: a whole file (any
-/// path), or one row group of one ([`RowGroup`], from
-/// [`NodeExt::parquet_row_groups`](crate::NodeExt::parquet_row_groups)).
-pub trait ParquetPart {
-    /// The file.
-    fn file(&self) -> &Path;
-    /// The one row group to read, if not the whole file.
-    fn row_group(&self) -> Option<usize> {
-        None
-    }
-}
-
-impl<P: AsRef<Path>> ParquetPart for P {
-    fn file(&self) -> &Path {
-        self.as_ref()
-    }
-}
-
-/// One row group of a Parquet file: the unit that
-/// [`parquet_row_groups`](crate::NodeExt::parquet_row_groups) lists, so
-/// that shuffling and sharding by rank work per row group (ranks may
-/// outnumber files).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RowGroup {
-    /// The file.
-    pub path: PathBuf,
-    /// The row group's index in the file.
-    pub index: usize,
-    /// Its rows.
-    pub rows: u64,
-}
-
-impl ParquetPart for RowGroup {
-    fn file(&self) -> &Path {
-        &self.path
-    }
-
-    fn row_group(&self) -> Option<usize> {
-        Some(self.index)
-    }
 }
 
 /// Rows decoded at a time when items are rows.
@@ -202,6 +161,7 @@ where
     }
 
     /// The next item `one` makes, with bad records under the policy.
+    #[inline]
     fn judged<T>(
         &mut self,
         cx: &mut Cx,
@@ -336,6 +296,22 @@ where
             at.row_group, at.row
         );
         Err(self.bad(&open.path, why))
+    }
+
+    /// The next row of the decoded batch, when it holds one and nothing is
+    /// to be passed over: most rows, without the general path.
+    #[inline]
+    fn next_decoded_row(&mut self) -> Option<usize> {
+        if self.skip > 0 {
+            return None;
+        }
+        let (batch, first) = self.open.as_mut()?.decoded.as_mut()?;
+        let at = *first;
+        (at < batch.num_rows()).then(|| {
+            *first += 1;
+            self.row += 1;
+            at
+        })
     }
 
     /// The next item's rows (at most `want`), past the items another rank
@@ -698,8 +674,13 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             self.inner.judged(cx, |inner, cx| {
-                let Some((at, _)) = inner.next_rows(cx, 1)? else {
-                    return Ok(None);
+                inner.flag.check(inner.name)?;
+                let at = match inner.next_decoded_row() {
+                    Some(at) => at,
+                    None => match inner.next_rows(cx, 1)? {
+                        Some((at, _)) => at,
+                        None => return Ok(None),
+                    },
                 };
                 inner.decoded_rows().row(at).map(Some).map_err(|e| {
                     let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);

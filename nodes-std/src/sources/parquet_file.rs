@@ -1,22 +1,63 @@
 //! A Parquet file where it lives, on disk or in an object store, read by
-//! ranges through the parquet crate's `ChunkReader`, and its [`Identity`].
+//! ranges through the parquet crate's `ChunkReader`; its [`Identity`]; the
+//! parts of one a reader reads ([`ParquetPart`], [`RowGroup`]); and how far
+//! a reader is through it, for progress.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
-use std::path::Path;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 use serde::{Deserialize, Serialize};
 
-use std::ffi::OsStr;
-use std::ops::Range;
-
-use parquet::file::metadata::ParquetMetaData;
-
 use crate::sources::open::{Opener, is_remote};
-use crate::sources::parquet::ParquetPart;
 use crate::{Error, Result, State};
+
+/// What [`ReadParquet`](crate::ReadParquet) reads of an item of its
+/// source: a whole file (any path), or one row group of one ([`RowGroup`], from
+/// [`NodeExt::parquet_row_groups`](crate::NodeExt::parquet_row_groups)).
+pub trait ParquetPart {
+    /// The file.
+    fn file(&self) -> &Path;
+    /// The one row group to read, if not the whole file.
+    fn row_group(&self) -> Option<usize> {
+        None
+    }
+}
+
+impl<P: AsRef<Path>> ParquetPart for P {
+    fn file(&self) -> &Path {
+        self.as_ref()
+    }
+}
+
+/// One row group of a Parquet file: the unit that
+/// [`parquet_row_groups`](crate::NodeExt::parquet_row_groups) lists, so
+/// that shuffling and sharding by rank work per row group (ranks may
+/// outnumber files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowGroup {
+    /// The file.
+    pub path: PathBuf,
+    /// The row group's index in the file.
+    pub index: usize,
+    /// Its rows.
+    pub rows: u64,
+}
+
+impl ParquetPart for RowGroup {
+    fn file(&self) -> &Path {
+        &self.path
+    }
+
+    fn row_group(&self) -> Option<usize> {
+        Some(self.index)
+    }
+}
 
 /// Why a file whose name is not text is not read.
 pub(crate) const NOT_UTF8: &str = "the file name is not UTF-8 (a state stores names as text)";
