@@ -45,7 +45,7 @@ pub struct Store {
     retry: Retry,
     /// The runtime and clients, made at the first remote read and shared
     /// by the clones of this store.
-    connection: Arc<OnceLock<Connection>>,
+    connection: Arc<OnceLock<Arc<Connection>>>,
 }
 
 impl fmt::Debug for Store {
@@ -92,7 +92,7 @@ impl Store {
     }
 
     /// The connection, started at the first call.
-    pub(crate) fn connection(&self) -> std::result::Result<&Connection, String> {
+    pub(crate) fn connection(&self) -> std::result::Result<&Arc<Connection>, String> {
         if let Some(c) = self.connection.get() {
             return Ok(c);
         }
@@ -108,7 +108,7 @@ impl Store {
             retry: self.retry.clone(),
             clients: Mutex::new(HashMap::new()),
         };
-        Ok(self.connection.get_or_init(|| made))
+        Ok(self.connection.get_or_init(|| Arc::new(made)))
     }
 }
 

@@ -13,12 +13,12 @@ use futures_util::stream::BoxStream;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
-use super::{Attempts, Failure, Store, classify};
+use super::{Attempts, Connection, Failure, Store, classify};
 
 /// The object a reader reads: where, and what it was when first read.
 struct Object {
-    /// Keeps the runtime and client alive.
-    store: Store,
+    /// Runs its requests (and keeps the runtime alive).
+    connection: Arc<Connection>,
     client: Arc<dyn ObjectStore>,
     key: Key,
     url: String,
@@ -32,7 +32,7 @@ impl Object {
         let connection = store.connection().map_err(io::Error::other)?;
         let (client, key) = connection.resolve(url).map_err(io::Error::other)?;
         Ok(Object {
-            store: store.clone(),
+            connection: Arc::clone(connection),
             client,
             key,
             url: url.to_owned(),
@@ -51,11 +51,7 @@ impl Object {
     }
 
     fn block_on<F: Future>(&self, future: F) -> F::Output {
-        match self.store.connection() {
-            Ok(c) => c.block_on(future),
-            // Made when the object was opened, so never missing here.
-            Err(_) => unreachable!("the store's connection was made at open"),
-        }
+        self.connection.block_on(future)
     }
 
     /// After a failed attempt: `Ok` once it is time for another.
