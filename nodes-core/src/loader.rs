@@ -359,6 +359,7 @@ impl<N: Node> Loader<N> {
         Epoch {
             pending_error: start.err(),
             done: false,
+            progress: std::cell::Cell::default(),
             loader: self,
         }
     }

@@ -18,10 +18,8 @@ use crate::resume::Resume;
 /// The counts are of what the readers have read, which a node reading
 /// ahead (`prefetch`, `par_map`) may have taken before the loader returned
 /// it. Sizes are of the files as stored (compressed bytes for a compressed
-/// file). On one thread the counts only grow; with a reader on another
-/// thread, a count taken while it opens a file may hold that file as done
-/// for that moment (the listing has handed it out, the reader has not yet
-/// opened it).
+/// file). Within an epoch they only grow, and are never ahead of what the
+/// readers have read, even while readers on other threads move.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Files read to their end this pass.
@@ -70,6 +68,9 @@ pub struct Count {
     pub open_size: u64,
     /// The bytes read of them.
     pub open_read: u64,
+    /// Readers between asking their source for a file and opening it: its
+    /// size is not known yet, so the bytes read are not either.
+    pub pulling: u64,
 }
 
 /// A listing's share of one pass (see [`Count::listed`]).
@@ -114,6 +115,7 @@ impl std::ops::Add for Count {
             open_files: self.open_files + other.open_files,
             open_size: self.open_size + other.open_size,
             open_read: self.open_read + other.open_read,
+            pulling: self.pulling + other.pulling,
         }
     }
 }
@@ -122,23 +124,29 @@ impl Count {
     /// The progress these counts make. With a listing, files done are the
     /// files it handed out less those still open, which holds after a
     /// restore (a reader's own counts start at its reset); without one, the
-    /// readers' own counts.
+    /// readers' own counts. Counts read from listings before readers (as
+    /// [`Description::count`] does) are never ahead: a file a reader is
+    /// opening counts as not done, and while one is, the bytes read are
+    /// the readers' own since their reset (a lower bound).
     pub fn progress(self) -> Progress {
         let read_open = self.open_read.min(self.open_size);
+        let own_bytes = self.finished_bytes + read_open;
         let Some(listed) = self.listed else {
             return Progress {
                 files_done: self.finished_files,
                 files_total: None,
-                bytes_read: self.finished_bytes + read_open,
+                bytes_read: own_bytes,
                 bytes_total: None,
             };
         };
         let bytes_read = match listed.bytes {
-            Some((pulled, _)) => pulled.saturating_sub(self.open_size) + read_open,
-            None => self.finished_bytes + read_open,
+            Some((pulled, _)) if self.pulling == 0 => {
+                pulled.saturating_sub(self.open_size) + read_open
+            }
+            _ => own_bytes,
         };
         Progress {
-            files_done: listed.pulled.saturating_sub(self.open_files),
+            files_done: listed.pulled.saturating_sub(self.open_files + self.pulling),
             files_total: Some(listed.files),
             bytes_read,
             bytes_total: listed.bytes.map(|(_, total)| total),
@@ -154,18 +162,22 @@ impl Description {
         self
     }
 
-    /// The sum of the tallies in this subtree (see [`Tally::count`]).
+    /// The sum of the tallies in this subtree (see [`Tally::count`]), each
+    /// node's read after those below it: a listing's before the readers
+    /// it feeds, which may only have moved on since.
     pub fn count(&self) -> Count {
-        let mut total = Count::default();
+        let mut found = Vec::new();
         let mut open = vec![(self, None)];
         while let Some((desc, shard)) = open.pop() {
-            for tally in &desc.tallies {
-                total = total + tally.count(shard);
-            }
+            found.extend(desc.tallies.iter().map(|tally| (tally, shard)));
             let shard = shard_of(desc);
             open.extend(desc.children().map(|(_, child)| (child, shard)));
         }
-        total
+        let counts = found
+            .into_iter()
+            .rev()
+            .map(|(tally, shard)| tally.count(shard));
+        counts.fold(Count::default(), |sum, count| sum + count)
     }
 
     /// How far the described pipeline is through its files (see
@@ -249,6 +261,55 @@ mod tests {
         .progress();
         assert_eq!(progress.files_done, 4);
         assert_eq!(progress.fraction(), None);
+    }
+
+    #[test]
+    fn a_file_being_opened_is_not_done_and_its_bytes_not_counted() {
+        let finished = Count {
+            finished_files: 1,
+            finished_bytes: 40,
+            ..Count::default()
+        };
+        // The listing has handed out the third file, the reader is opening it.
+        let opening = Count {
+            pulling: 1,
+            ..finished
+        };
+        let progress = (listed(3, 5, Some((300, 500))) + opening).progress();
+        assert_eq!((progress.files_done, progress.bytes_read), (2, 40));
+        // Not yet handed out: still not done.
+        let progress = (listed(2, 5, Some((200, 500))) + opening).progress();
+        assert_eq!((progress.files_done, progress.bytes_read), (1, 40));
+    }
+
+    /// Records the order tallies are read in.
+    #[derive(Debug)]
+    struct Logged(&'static str, Arc<Mutex<Vec<&'static str>>>);
+
+    impl Tally for Logged {
+        fn count(&self, _shard: Option<(u64, u64)>) -> Count {
+            self.1.lock().unwrap().push(self.0);
+            Count::default()
+        }
+    }
+
+    #[test]
+    fn listings_are_read_before_the_readers_above_them() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let tally = |name| Arc::new(Logged(name, log.clone()));
+        let reader = |name, files| {
+            Description::new("Reader")
+                .with_tally(tally(name))
+                .child("source", Description::new("Files").with_tally(tally(files)))
+        };
+        let mix = Description::new("Mix")
+            .child("a", reader("reader a", "files a"))
+            .child("b", reader("reader b", "files b"));
+        mix.count();
+        let log = log.lock().unwrap().clone();
+        let at = |name| log.iter().position(|n| *n == name).unwrap();
+        assert!(at("files a") < at("reader a"), "{log:?}");
+        assert!(at("files b") < at("reader b"), "{log:?}");
     }
 
     #[test]

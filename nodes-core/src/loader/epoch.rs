@@ -11,6 +11,9 @@ pub struct Epoch<'a, N: Node> {
     pub(super) loader: &'a mut Loader<N>,
     pub(super) pending_error: Option<Error>,
     pub(super) done: bool,
+    /// The last [`progress`](Epoch::progress) returned: the next is never
+    /// below it.
+    pub(super) progress: std::cell::Cell<crate::Progress>,
 }
 
 impl<N: Node> fmt::Debug for Epoch<'_, N> {
@@ -108,10 +111,20 @@ impl<N: Node> Epoch<'_, N> {
     /// bytes read of theirs, summed over the pipeline's file listings and
     /// readers, local or remote (see [`Progress`](crate::Progress)). Where
     /// [`remaining`](Epoch::remaining) knows no count (a pass over files),
-    /// this is what a progress bar shows. It walks the pipeline's
+    /// this is what a progress bar shows. Its counts only grow: a reading
+    /// taken while a reader on another thread is between files is a lower
+    /// bound, and then the last one stands. It walks the pipeline's
     /// description: call it every so many items, not on every one.
     pub fn progress(&self) -> crate::Progress {
-        self.loader.root.describe().progress()
+        let now = self.loader.root.describe().progress();
+        let last = self.progress.get();
+        let progress = crate::Progress {
+            files_done: now.files_done.max(last.files_done),
+            bytes_read: now.bytes_read.max(last.bytes_read),
+            ..now
+        };
+        self.progress.set(progress);
+        progress
     }
 
     /// How many items this epoch has returned, `Err` items included (counting

@@ -150,6 +150,9 @@ pub struct Interleave<S: Node, F, N> {
     flag: ResetFlag,
     /// The open inner nodes' descriptions, for progress.
     inner: Arc<InnerTallies>,
+    /// An inner node was made and has not yet been pulled (its file not
+    /// yet opened): the tally says so until it is.
+    opening: bool,
 }
 
 /// What the open inner nodes count, for progress: no description holds
@@ -162,6 +165,9 @@ struct InnerTallies(Mutex<Inner>);
 struct Inner {
     open: Vec<(usize, Description)>,
     retired: Count,
+    /// Between pulling an item and the first pull of the inner node made
+    /// from it (see [`Count::pulling`]).
+    pulling: bool,
 }
 
 impl InnerTallies {
@@ -184,6 +190,10 @@ impl InnerTallies {
     fn clear(&self) {
         *self.inner() = Inner::default();
     }
+
+    fn pulling(&self, pulling: bool) {
+        self.inner().pulling = pulling;
+    }
 }
 
 /// An inner node's reads: a list of its own (one file listed again) is
@@ -198,8 +208,12 @@ fn reads_of(desc: &Description) -> Count {
 impl Tally for InnerTallies {
     fn count(&self, _shard: Option<(u64, u64)>) -> Count {
         let inner = self.inner();
+        let pulling = Count {
+            pulling: u64::from(inner.pulling),
+            ..inner.retired
+        };
         let open = inner.open.iter().map(|(_, desc)| reads_of(desc));
-        open.fold(inner.retired, |sum, count| sum + count)
+        open.fold(pulling, |sum, count| sum + count)
     }
 }
 
@@ -227,6 +241,7 @@ impl<S: Node, F, N> Interleave<S, F, N> {
             end_of_input: false,
             flag: ResetFlag::default(),
             inner: Arc::default(),
+            opening: false,
         })
     }
 
@@ -340,6 +355,9 @@ where
                 let at = self.cycle_index;
                 if let Some(Some(slot)) = self.slots.get_mut(at) {
                     let result = slot.node.next(cx);
+                    if std::mem::take(&mut self.opening) {
+                        self.inner.pulling(false);
+                    }
                     match &result {
                         Ok(None) => {
                             slot.node.shutdown();
@@ -364,13 +382,22 @@ where
                     // At the outer node's end the slot stays empty: the next
                     // turn passes it over.
                     let before = self.source.get_state(cx)?;
-                    let Some(item) = self.source.next(cx)? else {
+                    self.inner.pulling(true);
+                    let item = self.source.next(cx);
+                    let node = item.and_then(|item| {
+                        let Some(item) = item else { return Ok(None) };
+                        let mut node = (self.f)(item.clone());
+                        node.reset(None)?;
+                        Ok(Some((item, node)))
+                    });
+                    let Some((item, node)) = node.inspect_err(|_| self.inner.pulling(false))?
+                    else {
+                        self.inner.pulling(false);
                         self.end_of_input = true;
                         continue;
                     };
-                    let mut node = (self.f)(item.clone());
-                    node.reset(None)?;
                     self.inner.opened(at, &node);
+                    self.opening = true;
                     // The cycle fills the slots in order.
                     self.slots
                         .resize_with(self.slots.len().max(at + 1), || None);
@@ -426,6 +453,7 @@ where
             slot.node.shutdown();
         }
         self.inner.clear();
+        self.opening = false;
         self.cycle_index = 0;
         self.block_index = 0;
         self.end_of_input = false;

@@ -217,6 +217,7 @@ where
                 return Err(self.bad_line(self.line, why));
             }
             let before = self.source.get_state(cx)?;
+            let _pulling = self.tally.pulling();
             let Some(item) = self.source.next(cx)? else {
                 return Ok(None);
             };

@@ -388,6 +388,19 @@ struct Reading {
     finished: u64,
     finished_bytes: u64,
     open: Option<(u64, Arc<AtomicU64>)>,
+    /// Between asking the source for a file and opening it.
+    pulling: bool,
+}
+
+/// A reader asking its source for a file: until it opens one (or this is
+/// dropped), its tally says so, and the file the listing hands out does
+/// not count as done.
+pub(crate) struct Pulling(Arc<ReadTally>);
+
+impl Drop for Pulling {
+    fn drop(&mut self) {
+        self.0.reading().pulling = false;
+    }
 }
 
 impl ReadTally {
@@ -395,9 +408,17 @@ impl ReadTally {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// About to ask the source for a file (see [`Pulling`]).
+    pub(crate) fn pulling(self: &Arc<Self>) -> Pulling {
+        self.reading().pulling = true;
+        Pulling(Arc::clone(self))
+    }
+
     /// A file of `size` bytes opened, `read` of them read so far.
     pub(crate) fn opened(&self, (size, read): (u64, Arc<AtomicU64>)) {
-        self.reading().open = Some((size, read));
+        let mut reading = self.reading();
+        reading.open = Some((size, read));
+        reading.pulling = false;
     }
 
     /// The open file is done with (ended, or failed).
@@ -428,6 +449,7 @@ impl nodes_core::Tally for ReadTally {
             open_files: u64::from(reading.open.is_some()),
             open_size,
             open_read,
+            pulling: u64::from(reading.pulling),
             ..nodes_core::Count::default()
         }
     }
@@ -536,4 +558,30 @@ pub(crate) struct Resumed {
 
 pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodes_core::Tally;
+
+    #[test]
+    fn a_reader_between_files_says_so_until_it_opens_one() {
+        let tally = Arc::new(ReadTally::default());
+        let pulling = tally.pulling();
+        assert_eq!(tally.count(None).pulling, 1);
+        tally.opened((10, Arc::new(AtomicU64::new(4))));
+        let count = tally.count(None);
+        assert_eq!(
+            (count.pulling, count.open_files, count.open_read),
+            (0, 1, 4)
+        );
+        drop(pulling);
+        tally.closed();
+        // A pull that found no file ends with its guard.
+        drop(tally.pulling());
+        let count = tally.count(None);
+        assert_eq!((count.pulling, count.open_files), (0, 0));
+        assert_eq!((count.finished_files, count.finished_bytes), (1, 10));
+    }
 }

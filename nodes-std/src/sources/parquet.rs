@@ -335,6 +335,7 @@ where
         loop {
             let Some(open) = &mut self.open else {
                 let before = self.source.get_state(cx)?;
+                let _pulling = self.tally.pulling();
                 let Some(item) = self.source.next(cx)? else {
                     return Ok(None);
                 };
