@@ -208,7 +208,8 @@ impl Files {
 
     /// The files of `paths`, in the order given (duplicates are kept: a file
     /// listed twice is read twice). Nothing is checked on disk here: a
-    /// missing file is an error where a reader opens it. The base of the
+    /// missing file is an error where a reader opens it (their sizes are
+    /// taken, for [`Epoch::progress`](crate::Epoch::progress), where known). The base of the
     /// listing is the paths' common parent: the state names files relative
     /// to it, so the list of the same files moved elsewhere resumes.
     ///
