@@ -470,11 +470,21 @@ impl Init for Files {
 /// `Files`' count of its pass, for [`Epoch::progress`](crate::Epoch::progress):
 /// the list's sizes, and where the pass is, which `Files` updates at every
 /// reset and file.
-#[derive(Debug)]
 struct ListTally {
     sizes: Option<Arc<[u64]>>,
     len: u64,
     place: Mutex<Place>,
+}
+
+/// Not every size: a description's `Debug` shows its tallies.
+impl fmt::Debug for ListTally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListTally")
+            .field("len", &self.len)
+            .field("sized", &self.sizes.is_some())
+            .field("place", &self.place)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default, Clone)]
