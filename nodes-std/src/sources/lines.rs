@@ -157,9 +157,7 @@ impl<S, D> LineReader<S, D> {
     /// Forgets the current file (ended, or failed): the position is then
     /// 0, as it is whenever no file is open.
     fn close(&mut self) {
-        if self.open.is_some() {
-            self.tally.closed();
-        }
+        self.tally.closed();
         self.open = None;
         self.path = None;
         self.offset = 0;

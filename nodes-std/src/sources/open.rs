@@ -421,7 +421,7 @@ impl ReadTally {
         reading.pulling = false;
     }
 
-    /// The open file is done with (ended, or failed).
+    /// The open file, if any, is done with (ended, or failed).
     pub(crate) fn closed(&self) {
         let mut reading = self.reading();
         if let Some((size, _)) = reading.open.take() {

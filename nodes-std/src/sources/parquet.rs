@@ -154,9 +154,7 @@ where
 
     /// Between files: the next call pulls the next one.
     fn close(&mut self) {
-        if self.open.is_some() {
-            self.tally.closed();
-        }
+        self.tally.closed();
         (self.open, self.row_group, self.row, self.skip) = (None, 0, 0, 0);
     }
 
