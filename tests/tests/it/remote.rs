@@ -2,8 +2,9 @@
 //! `NODES_S3_ENDPOINT` (`.ci/run` starts one): listings and reads match the
 //! same files on disk, plain, gzip and zstd; a state at every cut resumes
 //! exactly; an object overwritten under a state is refused by name;
-//! transient failures (503s, bodies cut short) through a loopback proxy
-//! lose and repeat nothing; a permanent one names the object and the
+//! transient failures (503s, bodies cut short, responses that stall until
+//! the retry's injected timer fires) through a loopback proxy lose and
+//! repeat nothing; a permanent one names the object and the
 //! attempts; credentials stay out of errors and `Debug`. Parquet files
 //! read, resume and survive the same faults.
 //!
@@ -14,10 +15,11 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use nodes_std::prelude::*;
-use nodes_std::{Files, Retry, Running, Store, testing};
+use nodes_std::{Files, Retry, Running, Store, Timer, testing};
 use object_store::ObjectStoreExt;
 use serde::Deserialize;
 
@@ -48,17 +50,30 @@ type Waits = Arc<Mutex<Vec<Duration>>>;
 
 /// A store for the server at `endpoint`, retrying without sleeping.
 fn store(endpoint: &str, waits: &Waits) -> Store {
-    // A connection per request, so the proxy sees each one.
-    pooled(endpoint, waits).option("pool_max_idle_per_host", "0")
+    one_per_request(with_retry(endpoint, retry(waits)))
+}
+
+/// `store` with a connection per request, so the proxy sees each one.
+fn one_per_request(store: Store) -> Store {
+    store.option("pool_max_idle_per_host", "0")
 }
 
 /// The same, keeping connections open between requests.
 fn pooled(endpoint: &str, waits: &Waits) -> Store {
+    with_retry(endpoint, retry(waits))
+}
+
+/// 4 attempts, the waits between them recorded in `waits`, not slept.
+fn retry(waits: &Waits) -> Retry {
     let waits = Arc::clone(waits);
-    let retry = Retry::new()
+    Retry::new()
         .attempts(4)
         .jitter_seed(3)
-        .sleep_with(move |d| waits.lock().unwrap().push(d));
+        .sleep_with(move |d| waits.lock().unwrap().push(d))
+}
+
+/// A store for the server at `endpoint` that retries by `retry`.
+fn with_retry(endpoint: &str, retry: Retry) -> Store {
     Store::from_env()
         .option("endpoint", endpoint)
         .option("allow_http", "true")
@@ -296,6 +311,45 @@ enum Fault {
     Unavailable,
     /// Relays the first `n` bytes of the server's answer, then hangs up.
     CutAfter(usize),
+    /// Reads the request and answers nothing until the client hangs up.
+    Stall,
+    /// Relays the first `n` bytes of the server's answer, then sends
+    /// nothing more until the client hangs up.
+    StallAfter(usize),
+}
+
+/// The clock of the retries' timeouts in these tests: only the proxy moves
+/// it. Each connection it stalls fires one timer: the first to wait after
+/// the stall began, which is that request's (a reader makes one request at
+/// a time, and a wait that bytes already sent end does not count).
+#[derive(Default)]
+struct StallClock {
+    /// Stalls not yet timed out, and the timers waiting for one.
+    state: Mutex<(usize, Vec<Waker>)>,
+    /// The timeout each timer was made for.
+    made: Mutex<Vec<Duration>>,
+}
+
+impl StallClock {
+    fn stalled(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.0 += 1;
+        state.1.drain(..).for_each(Waker::wake);
+    }
+
+    fn timer(self: &Arc<Self>, timeout: Duration) -> Timer {
+        self.made.lock().unwrap().push(timeout);
+        let clock = Arc::clone(self);
+        Timer::when(std::future::poll_fn(move |cx| {
+            let mut state = clock.state.lock().unwrap();
+            if state.0 > 0 {
+                state.0 -= 1;
+                return Poll::Ready(());
+            }
+            state.1.push(cx.waker().clone());
+            Poll::Pending
+        }))
+    }
 }
 
 /// A loopback proxy in front of the server that applies one fault per
@@ -303,6 +357,8 @@ enum Fault {
 struct Proxy {
     endpoint: String,
     served: Arc<Mutex<usize>>,
+    /// Moved by the connections it stalls.
+    clock: Arc<StallClock>,
 }
 
 impl Proxy {
@@ -313,28 +369,44 @@ impl Proxy {
         let faults = Arc::new(Mutex::new(std::collections::VecDeque::from(faults)));
         let served = Arc::new(Mutex::new(0));
         let count = Arc::clone(&served);
+        let clock = Arc::new(StallClock::default());
+        let stalls = Arc::clone(&clock);
         // Ends with the test process; a blocked accept holds no lock.
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
                 *count.lock().unwrap() += 1;
                 let fault = faults.lock().unwrap().pop_front();
-                let upstream = upstream.clone();
-                std::thread::spawn(move || relay(client, &upstream, fault));
+                let (upstream, stalls) = (upstream.clone(), Arc::clone(&stalls));
+                std::thread::spawn(move || relay(client, &upstream, fault, &stalls));
             }
         });
-        Proxy { endpoint, served }
+        Proxy {
+            endpoint,
+            served,
+            clock,
+        }
     }
 }
 
 /// Relays one connection, applying `fault`.
-fn relay(mut client: TcpStream, upstream: &str, fault: Option<Fault>) {
-    if let Some(Fault::Unavailable) = fault {
-        read_head(&mut client);
-        let _ = client.write_all(
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        );
-        return;
+fn relay(mut client: TcpStream, upstream: &str, fault: Option<Fault>, clock: &StallClock) {
+    match fault {
+        Some(Fault::Unavailable) => {
+            read_head(&mut client);
+            let _ = client.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            return;
+        }
+        Some(Fault::Stall) => {
+            read_head(&mut client);
+            clock.stalled();
+            // Holds the connection until the client gives up on it.
+            let _ = client.read(&mut [0; 1]);
+            return;
+        }
+        _ => {}
     }
     let Ok(mut server) = TcpStream::connect(upstream) else {
         return;
@@ -349,6 +421,14 @@ fn relay(mut client: TcpStream, upstream: &str, fault: Option<Fault>) {
             let _ = std::io::copy(&mut (&mut server).take(n as u64), &mut client);
             let _ = client.shutdown(std::net::Shutdown::Both);
             let _ = server.shutdown(std::net::Shutdown::Both);
+        }
+        Some(Fault::StallAfter(n)) => {
+            let _ = std::io::copy(&mut (&mut server).take(n as u64), &mut client);
+            clock.stalled();
+            // The relay of the request ends when the client hangs up.
+            let _ = up.join();
+            let _ = server.shutdown(std::net::Shutdown::Both);
+            return;
         }
         _ => {
             let _ = std::io::copy(&mut server, &mut client);
@@ -445,6 +525,62 @@ fn a_permanent_failure_names_the_object_and_the_attempts() {
         items.len(),
         4,
         "a missing object is one error, then the next file: {items:?}"
+    );
+}
+
+#[test]
+fn stalled_responses_time_out_on_the_retry_timer_and_resume() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = Bucket::new(&endpoint, "stalled");
+    let big = rows(0..3000);
+    assert!(big.len() > 100_000, "the stalls stop inside the body");
+    bucket.put("big.jsonl", big.into_bytes());
+    bucket.put("small.jsonl", rows(0..3).into_bytes());
+    let faults = vec![
+        Fault::Stall,
+        Fault::StallAfter(20_000),
+        Fault::Stall,
+        Fault::StallAfter(50_000),
+    ];
+    let proxy = Proxy::start(&endpoint, faults.clone());
+    let waits = Waits::default();
+    let clock = Arc::clone(&proxy.clock);
+    let retry = retry(&waits)
+        .timeout(Duration::from_secs(7))
+        .timer_with(move |timeout| clock.timer(timeout));
+    let store = one_per_request(with_retry(&proxy.endpoint, retry.clone()));
+    let files = Files::list([bucket.url("big.jsonl")]).unwrap();
+    let got = ids(files
+        .read_jsonl::<Row>()
+        .store(store)
+        .start()
+        .unwrap()
+        .collect());
+    let once: Vec<u64> = (0..3000).collect();
+    assert_eq!(got, once, "every row once, in order");
+    assert_eq!(
+        waits.lock().unwrap().len(),
+        faults.len(),
+        "one retry per stall"
+    );
+    let made = proxy.clock.made.lock().unwrap().clone();
+    assert!(
+        made.iter().all(|t| *t == Duration::from_secs(7)),
+        "{made:?}"
+    );
+
+    // A server that never answers is a failure naming the object.
+    let proxy = Proxy::start(&endpoint, vec![Fault::Stall; 4]);
+    let clock = Arc::clone(&proxy.clock);
+    let retry = retry.timer_with(move |timeout| clock.timer(timeout));
+    let store = one_per_request(with_retry(&proxy.endpoint, retry));
+    let files = Files::list([bucket.url("small.jsonl")]).unwrap();
+    let mut loader = files.read_jsonl::<Row>().store(store).start().unwrap();
+    let err = loader.next().unwrap().unwrap_err().to_string();
+    assert!(err.contains(&bucket.url("small.jsonl")), "{err}");
+    assert!(
+        err.contains("after 4 attempts (the last: no response within 7s)"),
+        "{err}"
     );
 }
 

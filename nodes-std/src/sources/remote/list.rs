@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use futures_util::TryStreamExt;
+use futures_util::StreamExt;
 
 use super::{Attempts, Store, classify};
 use crate::sources::glob::{Listing, Pattern};
@@ -30,11 +30,24 @@ pub(crate) fn list(store: &Store, pattern: &str, in_dir: bool) -> Result<Listing
     let (client, prefix) = connection.resolve(&base_url)?;
     let mut attempts = Attempts::new(connection.retry());
     let listed = loop {
-        let listing = connection.block_on(client.list(Some(&prefix)).try_collect::<Vec<_>>());
+        let retry = attempts.retry();
+        let listing = connection.block_on(async {
+            let mut pages = client.list(Some(&prefix));
+            let mut listed = Vec::new();
+            // The timeout is per page: a long listing is not one wait.
+            while let Some(meta) = retry
+                .within(pages.next())
+                .await
+                .ok_or_else(|| retry.timed_out())?
+            {
+                listed.push(meta.map_err(classify)?);
+            }
+            Ok(listed)
+        });
         match listing {
             Ok(listed) => break listed,
-            Err(e) => attempts
-                .failed(&format!("listing `{base_url}`"), classify(e))
+            Err(failure) => attempts
+                .failed(&format!("listing `{base_url}`"), failure)
                 .map_err(|e| e.to_string())?,
         }
     };

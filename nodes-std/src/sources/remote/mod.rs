@@ -13,8 +13,11 @@ pub(crate) use object::RemoteFile;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+use futures_util::future::{Either, select};
 
 use object_store::ObjectStore;
 use object_store::path::Path as Key;
@@ -121,8 +124,12 @@ impl Store {
 /// missing object, a denied request, an object changed since it was first
 /// read) is not retried.
 ///
-/// The waits go through an injected sleep ([`Retry::sleep_with`]) and the
-/// jitter through a seeded RNG, so tests drive both.
+/// An attempt also fails (transiently) when its response, or the next
+/// bytes of its body, has not come within the [`timeout`](Retry::timeout).
+///
+/// The waits go through an injected sleep ([`Retry::sleep_with`]), the
+/// timeouts through an injected timer ([`Retry::timer_with`]) and the
+/// jitter through a seeded RNG, so tests drive all three.
 #[derive(Clone)]
 pub struct Retry {
     attempts: u32,
@@ -130,6 +137,32 @@ pub struct Retry {
     max: Duration,
     seed: u64,
     sleep: Arc<dyn Fn(Duration) + Send + Sync>,
+    timeout: Duration,
+    timer: Arc<dyn Fn(Duration) -> Timer + Send + Sync>,
+}
+
+/// One timeout of a remote read: it fires unless the response (or the
+/// next bytes of a body) comes first. [`Retry::timer_with`] makes one per
+/// wait.
+pub struct Timer(Pin<Box<dyn Future<Output = ()> + Send>>);
+
+impl Timer {
+    /// Fires after `after` of real time (the default timer).
+    pub fn after(after: Duration) -> Timer {
+        // Made at its first poll, on the store's runtime, which drives it.
+        Timer(Box::pin(async move { tokio::time::sleep(after).await }))
+    }
+
+    /// Fires when `fired` completes: a test's own clock.
+    pub fn when(fired: impl Future<Output = ()> + Send + 'static) -> Timer {
+        Timer(Box::pin(fired))
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer").finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for Retry {
@@ -139,13 +172,14 @@ impl fmt::Debug for Retry {
             .field("first", &self.first)
             .field("max", &self.max)
             .field("seed", &self.seed)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl Default for Retry {
     /// 10 attempts, waits from 100 ms up to 15 s (about a minute in all),
-    /// real sleeps.
+    /// a timeout of 30 s, real sleeps and timers.
     fn default() -> Retry {
         Retry {
             attempts: 10,
@@ -153,6 +187,8 @@ impl Default for Retry {
             max: Duration::from_secs(15),
             seed: 0,
             sleep: Arc::new(std::thread::sleep),
+            timeout: Duration::from_secs(30),
+            timer: Arc::new(Timer::after),
         }
     }
 }
@@ -187,6 +223,39 @@ impl Retry {
     pub fn sleep_with(mut self, sleep: impl Fn(Duration) + Send + Sync + 'static) -> Retry {
         self.sleep = Arc::new(sleep);
         self
+    }
+
+    /// Fails an attempt whose response, or the next bytes of whose body,
+    /// has not come within `timeout` (30 s by default): a stalled server is
+    /// then a transient failure, retried, not a read that hangs.
+    pub fn timeout(mut self, timeout: Duration) -> Retry {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Times the timeouts with `timer`, called with the timeout once per
+    /// wait, rather than with the real clock (a test passes one that fires
+    /// when the test says so).
+    pub fn timer_with(
+        mut self,
+        timer: impl Fn(Duration) -> Timer + Send + Sync + 'static,
+    ) -> Retry {
+        self.timer = Arc::new(timer);
+        self
+    }
+
+    /// `future`'s output, or `None` if the timeout fires first.
+    pub(crate) async fn within<F: Future>(&self, future: F) -> Option<F::Output> {
+        let timer = (self.timer)(self.timeout);
+        match select(std::pin::pin!(future), timer.0).await {
+            Either::Left((out, _)) => Some(out),
+            Either::Right(_) => None,
+        }
+    }
+
+    /// The failure of an attempt whose timeout fired.
+    pub(crate) fn timed_out(&self) -> Failure {
+        Failure::Transient(format!("no response within {:?}", self.timeout))
     }
 
     /// The wait before attempt `attempt + 1` (`attempt` ≥ 1), drawn from
@@ -260,6 +329,11 @@ impl Attempts {
         Err(std::io::Error::other(message))
     }
 
+    /// The retry counted.
+    pub(crate) fn retry(&self) -> &Retry {
+        &self.retry
+    }
+
     /// A read made progress: the next failure starts a new count.
     pub(crate) fn progressed(&mut self) {
         self.made = 0;
@@ -321,9 +395,15 @@ impl Connection {
             ..RetryConfig::default()
         };
         let bad = |e: object_store::Error| format!("`{root}`: {e}");
+        // The timeouts are ours too, on the retry's timer: the client's own
+        // run on the real clock, and its total one would cut a long body.
+        let never = "100years";
         macro_rules! configured {
             ($builder:expr) => {{
                 let mut builder = $builder.with_url(root).with_retry(once);
+                for key in ["timeout", "connect_timeout"] {
+                    builder = builder.with_config(key.parse().expect("a client option"), never);
+                }
                 for (k, v) in &self.options {
                     let key = k
                         .to_ascii_lowercase()

@@ -50,8 +50,26 @@ impl Object {
         }
     }
 
-    fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.connection.block_on(future)
+    /// Runs `future` on the runtime, within the retry's timeout.
+    fn run<T>(&self, future: impl Future<Output = object_store::Result<T>>) -> Result<T, Failure> {
+        let retry = self.attempts.retry();
+        match self.connection.block_on(retry.within(future)) {
+            Some(got) => got.map_err(classify),
+            None => Err(retry.timed_out()),
+        }
+    }
+
+    /// The next bytes of `body`, within the retry's timeout; `Ok(None)` at
+    /// its end.
+    fn next_bytes(
+        &self,
+        body: &mut BoxStream<'static, object_store::Result<Bytes>>,
+    ) -> Result<Option<Bytes>, Failure> {
+        let retry = self.attempts.retry();
+        match self.connection.block_on(retry.within(body.next())) {
+            Some(got) => got.transpose().map_err(classify),
+            None => Err(retry.timed_out()),
+        }
     }
 
     /// After a failed attempt: `Ok` once it is time for another.
@@ -117,15 +135,14 @@ impl ObjectReader {
             let range = (self.end > 0).then_some(GetRange::Offset(self.end));
             let object = &self.object;
             let options = object.options(range);
-            let got = object.block_on(object.client.get_opts(&object.key, options));
-            match got {
+            match object.run(object.client.get_opts(&object.key, options)) {
                 Ok(result) => {
                     self.object.saw(&result.meta);
                     self.body = Some(result.into_stream());
                     return Ok(());
                 }
-                Err(e) => {
-                    let failure = self.past_the_end().unwrap_or_else(|| classify(e));
+                Err(failure) => {
+                    let failure = self.past_the_end().unwrap_or(failure);
                     self.object.failed(failure)?;
                 }
             }
@@ -140,7 +157,7 @@ impl ObjectReader {
         if self.end == 0 || object.etag.is_some() {
             return None;
         }
-        let head = object.block_on(object.client.head(&object.key)).ok()?;
+        let head = object.run(object.client.head(&object.key)).ok()?;
         (self.end >= head.size).then(|| {
             Failure::Permanent(format!(
                 "offset {} is past the end of the object ({} bytes)",
@@ -160,18 +177,17 @@ impl Read for ObjectReader {
                 self.request()?;
                 continue;
             };
-            let next = self.object.block_on(body.next());
-            match next {
-                Some(Ok(bytes)) => {
+            match self.object.next_bytes(body) {
+                Ok(Some(bytes)) => {
                     self.end += bytes.len() as u64;
                     self.chunk = bytes;
                     self.object.attempts.progressed();
                 }
-                None if self.end >= self.object.size => {
+                Ok(None) if self.end >= self.object.size => {
                     self.body = None;
                     return Ok(0);
                 }
-                None => {
+                Ok(None) => {
                     self.body = None;
                     let cut = format!(
                         "the response ended at byte {} of {}",
@@ -179,9 +195,9 @@ impl Read for ObjectReader {
                     );
                     self.object.failed(Failure::Transient(cut))?;
                 }
-                Some(Err(e)) => {
+                Err(failure) => {
                     self.body = None;
-                    self.object.failed(classify(e))?;
+                    self.object.failed(failure)?;
                 }
             }
         }
@@ -211,12 +227,12 @@ impl RemoteFile {
                 head: true,
                 ..object.options(None)
             };
-            match object.block_on(object.client.get_opts(&object.key, options)) {
+            match object.run(object.client.get_opts(&object.key, options)) {
                 Ok(result) => {
                     object.saw(&result.meta);
                     break;
                 }
-                Err(e) => object.failed(classify(e))?,
+                Err(failure) => object.failed(failure)?,
             }
         }
         Ok(RemoteFile {
@@ -242,18 +258,14 @@ impl RemoteFile {
         let mut at = range.start;
         while at < range.end {
             let options = object.options(Some(GetRange::Bounded(at..range.end)));
-            let got = object.block_on(async {
-                let mut body = object
-                    .client
-                    .get_opts(&object.key, options)
-                    .await?
-                    .into_stream();
-                while let Some(bytes) = body.next().await {
-                    let bytes = bytes?;
+            let got = object.run(object.client.get_opts(&object.key, options));
+            let got = got.and_then(|response| {
+                let mut body = response.into_stream();
+                while let Some(bytes) = object.next_bytes(&mut body)? {
                     at += bytes.len() as u64;
                     out.extend_from_slice(&bytes);
                 }
-                Ok::<(), object_store::Error>(())
+                Ok(())
             });
             match got {
                 Ok(()) if at >= range.end => break,
@@ -261,7 +273,7 @@ impl RemoteFile {
                     let cut = format!("the response ended at byte {at} of {range:?}");
                     object.failed(Failure::Transient(cut))?;
                 }
-                Err(e) => object.failed(classify(e))?,
+                Err(failure) => object.failed(failure)?,
             }
         }
         object.attempts.progressed();
