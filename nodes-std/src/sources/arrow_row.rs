@@ -161,6 +161,7 @@ struct InOrder<'a> {
 impl<'de> SeqAccess<'de> for InOrder<'_> {
     type Error = DeError;
 
+    #[inline]
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
@@ -348,11 +349,13 @@ struct TypedCell<'a> {
 }
 
 impl TypedCell<'_> {
+    #[inline]
     fn is_null(&self) -> bool {
+        self.column.has_nulls && self.null_in_column()
+    }
+
+    fn null_in_column(&self) -> bool {
         let i = self.row;
-        if !self.column.has_nulls {
-            return false;
-        }
         match &self.column.values {
             Values::Bool(a) => a.is_null(i),
             Values::I8(a) => a.is_null(i),
@@ -375,6 +378,7 @@ impl TypedCell<'_> {
 impl<'de> Deserializer<'de> for TypedCell<'_> {
     type Error = DeError;
 
+    #[inline]
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         if self.is_null() {
             return visitor.visit_unit();
