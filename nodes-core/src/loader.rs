@@ -582,13 +582,8 @@ impl<N: Node> Loader<N> {
     /// [`Stateful::check_state`]: crate::Stateful::check_state
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
         let outcome = self.load_state(state);
-        trace::loader_restored(
-            &self.fingerprint,
-            state,
-            self.epoch_index,
-            self.num_yielded,
-            &outcome,
-        );
+        let position = Some((self.epoch_index, self.num_yielded));
+        trace::restored(|| self.fingerprint.to_string(), state, position, &outcome);
         outcome
     }
 
