@@ -63,29 +63,9 @@ pub fn root_init_error(state: Option<&State>, result: Result<()>) -> Result<()> 
     }
 }
 
-/// Checks that `state` holds a nested state under `key`, without applying it.
-pub fn check_child(state: &State, key: &str) -> Result<()> {
-    state.child(key).map(drop)
-}
-
-/// A collection of child nodes: `Vec<N>` (keyed by index) or an ordered map
-/// (keyed by its keys).
-pub trait Children {
-    /// Resets every child, from the start or from its entry of `state`.
-    fn reset_children(&mut self, state: Option<&State>) -> Result<()>;
-    /// Checks every child's entry of `state` without applying it
-    /// ([`Stateful::check_state`]).
-    fn check_children(&self, state: &State) -> Result<()>;
-    /// Each child's state, keyed as above.
-    fn children_state(&self, cx: &Cx) -> Result<State>;
-    /// Forwards shutdown to every child.
-    fn shutdown_children(&mut self);
-    /// A description grouping the children under their keys.
-    fn describe_children(&self) -> Description;
-}
-
-/// A container of children with the keys their states are saved under:
-/// what [`Children`] needs, written once for `Vec` and `BTreeMap`.
+/// What a `#[node(children)]` field must be: a collection of child nodes,
+/// `Vec<N>` (keyed by index) or an ordered map (keyed by its keys), with
+/// the keys their states are saved under.
 pub trait Keyed {
     /// The children's type.
     type Child: Node;
@@ -120,39 +100,46 @@ impl<K: Ord + std::fmt::Display + Send, N: Node> Keyed for std::collections::BTr
     }
 }
 
-impl<C: Keyed> Children for C {
-    fn reset_children(&mut self, state: Option<&State>) -> Result<()> {
-        if let Some(s) = state {
-            expect_len(s, self.keyed().len())?;
-        }
-        self.keyed_mut()
-            .try_for_each(|(key, child)| child.reset(sub_state(state, &key)?.as_ref()))
+/// Resets every child of `children` (a `#[node(children)]` field), from
+/// the start or from its entry of `state`.
+pub fn reset_children<C: Keyed>(children: &mut C, state: Option<&State>) -> Result<()> {
+    if let Some(s) = state {
+        expect_len(s, children.keyed().len())?;
     }
+    children
+        .keyed_mut()
+        .try_for_each(|(key, child)| child.reset(sub_state(state, &key)?.as_ref()))
+}
 
-    fn check_children(&self, state: &State) -> Result<()> {
-        expect_len(state, self.keyed().len())?;
-        self.keyed()
-            .try_for_each(|(key, child)| child.check_state(&state.child(&key)?))
-    }
+/// Checks every child's entry of `state` without applying it
+/// ([`Stateful::check_state`]).
+pub fn check_children<C: Keyed>(children: &C, state: &State) -> Result<()> {
+    expect_len(state, children.keyed().len())?;
+    children
+        .keyed()
+        .try_for_each(|(key, child)| child.check_state(&state.child(&key)?))
+}
 
-    fn children_state(&self, cx: &Cx) -> Result<State> {
-        let mut out = State::new();
-        for (key, child) in self.keyed() {
-            out.insert_child(key, child.get_state(cx)?);
-        }
-        Ok(out)
+/// Each child's state, under its key.
+pub fn children_state<C: Keyed>(children: &C, cx: &Cx) -> Result<State> {
+    let mut out = State::new();
+    for (key, child) in children.keyed() {
+        out.insert_child(key, child.get_state(cx)?);
     }
+    Ok(out)
+}
 
-    fn shutdown_children(&mut self) {
-        self.keyed_mut().for_each(|(_, child)| child.shutdown());
-    }
+/// Forwards shutdown to every child.
+pub fn shutdown_children<C: Keyed>(children: &mut C) {
+    children.keyed_mut().for_each(|(_, child)| child.shutdown());
+}
 
-    fn describe_children(&self) -> Description {
-        self.keyed()
-            .fold(Description::new(C::NAME), |d, (key, child)| {
-                d.child(key, child.describe())
-            })
-    }
+/// A description grouping the children under their keys.
+pub fn describe_children<C: Keyed>(children: &C) -> Description {
+    let empty = Description::new(C::NAME);
+    children
+        .keyed()
+        .fold(empty, |d, (key, child)| d.child(key, child.describe()))
 }
 
 fn expect_len(state: &State, len: usize) -> Result<()> {

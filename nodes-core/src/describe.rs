@@ -52,11 +52,11 @@ pub struct Description {
     /// follows from the node, not from its configuration).
     #[serde(default, skip_serializing_if = "Resume::is_replays")]
     resume: Resume,
-    /// What each child is to this node, where that is not its key (a
+    /// What this node is to its parent, where that is not its key (a
     /// threaded node's `snapshot` is its `source`): shown by the text and
     /// DOT renderings only, so it is neither saved nor compared.
     #[serde(skip)]
-    roles: Vec<(usize, String)>,
+    role: Option<String>,
     /// Live counts of the node's pass, for [`Description::progress`]: not
     /// saved, shown or compared.
     #[serde(skip)]
@@ -81,7 +81,7 @@ impl Description {
             params: Vec::new(),
             children: Vec::new(),
             resume: Resume::Replays,
-            roles: Vec::new(),
+            role: None,
             tallies: Vec::new(),
         }
     }
@@ -126,25 +126,14 @@ impl Description {
     /// assert_eq!(d, Description::new("Prefetcher").child("snapshot", Description::new("Mapper")));
     /// ```
     pub fn child_as(
-        mut self,
+        self,
         role: impl Into<String>,
         key: impl Into<String>,
-        child: Description,
+        mut child: Description,
     ) -> Self {
         let (role, key) = (role.into(), key.into());
-        if role != key {
-            self.roles.push((self.children.len(), role));
-        }
-        self.children.push((key, child));
-        self
-    }
-
-    /// The role of child `i`: what `child_as` named, else its key.
-    fn role(&self, i: usize) -> &str {
-        self.roles
-            .iter()
-            .find(|(at, _)| *at == i)
-            .map_or(self.children[i].0.as_str(), |(_, role)| role)
+        child.role = Some(role).filter(|role| *role != key);
+        self.child(key, child)
     }
 
     /// The node's type name.
@@ -194,17 +183,15 @@ impl Description {
         out
     }
 
-    fn write_text(&self, out: &mut String, label: Option<(&str, &str)>, depth: usize) {
+    fn write_text(&self, out: &mut String, key: Option<&str>, depth: usize) {
         let indent = "  ".repeat(depth);
-        let _ = match label {
-            Some((role, key)) if role != key => {
-                writeln!(out, "{indent}{role}: {self}  [state: {key}]")
-            }
-            Some((key, _)) => writeln!(out, "{indent}{key}: {self}"),
-            None => writeln!(out, "{indent}{self}"),
+        let _ = match (&self.role, key) {
+            (Some(role), Some(key)) => writeln!(out, "{indent}{role}: {self}  [state: {key}]"),
+            (None, Some(key)) => writeln!(out, "{indent}{key}: {self}"),
+            (_, None) => writeln!(out, "{indent}{self}"),
         };
-        for (i, (key, child)) in self.children.iter().enumerate() {
-            child.write_text(out, Some((self.role(i), key)), depth + 1);
+        for (key, child) in &self.children {
+            child.write_text(out, Some(key), depth + 1);
         }
     }
 }
@@ -238,11 +225,11 @@ impl Description {
         let id = *next_id;
         *next_id += 1;
         let _ = writeln!(out, "  n{id} [label={}];", dot_quote(&self.to_string()));
-        for (i, (key, child)) in self.children.iter().enumerate() {
+        for (key, child) in &self.children {
             let child_id = child.write_dot(out, next_id);
-            let label = match self.role(i) {
-                role if role == key => key.clone(),
-                role => format!("{role} [state: {key}]"),
+            let label = match &child.role {
+                Some(role) => format!("{role} [state: {key}]"),
+                None => key.clone(),
             };
             let _ = writeln!(out, "  n{child_id} -> n{id} [label={}];", dot_quote(&label));
         }

@@ -412,13 +412,6 @@ impl<N: Node> Loader<N> {
         })
     }
 
-    /// The loader's state with `root` as the root's state.
-    fn loader_state(&self, root: State) -> Result<State> {
-        let template = &self.saved_shape().template;
-        let (n, k) = (self.num_yielded, self.epoch_index);
-        loader_state(root, n, k, self.rest_of_epoch, template)
-    }
-
     /// Checks the keys of a loader state, its format, and the types of the
     /// keys nothing else reads.
     fn check_keys(&self, state: &State) -> Result<()> {
@@ -557,10 +550,12 @@ impl<N: Node> Loader<N> {
             self.reset_root()?;
             self.phase = Phase::Positioned { loaded: false };
         }
-        match &self.peeked {
-            Some((_, before)) => self.loader_state(before.clone()),
-            None => self.loader_state(self.root.get_state(&self.cx)?),
-        }
+        let root = match &self.peeked {
+            Some((_, before)) => before.clone(),
+            None => self.root.get_state(&self.cx)?,
+        };
+        let (n, k) = (self.num_yielded, self.epoch_index);
+        loader_state(root, n, k, self.rest_of_epoch, &self.saved_shape().template)
     }
 
     /// Restores a state taken by [`state_dict`](Loader::state_dict). The next
@@ -582,13 +577,8 @@ impl<N: Node> Loader<N> {
     /// [`Stateful::check_state`]: crate::Stateful::check_state
     pub fn load_state_dict(&mut self, state: &State) -> Result<()> {
         let outcome = self.load_state(state);
-        trace::loader_restored(
-            &self.fingerprint,
-            state,
-            self.epoch_index,
-            self.num_yielded,
-            &outcome,
-        );
+        let position = Some((self.epoch_index, self.num_yielded));
+        trace::restored(|| self.fingerprint.to_string(), state, position, &outcome);
         outcome
     }
 

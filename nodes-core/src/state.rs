@@ -661,7 +661,9 @@ impl Fields<'_> {
         let mut fields = Fields(Shared::get_mut(&mut body).expect("a new state is not shared"));
         fill(&mut fields)?;
         if version != 0 {
-            fields.append(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
+            fields
+                .0
+                .push(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
         }
         *fields.0.work.get_mut() = fields.0.len() as u64;
         Ok(State::of(body))
@@ -677,33 +679,26 @@ impl Fields<'_> {
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.append(Key::Borrowed(key), Entry::of(value));
+        self.0.push(Key::Borrowed(key), Entry::of(value));
         Ok(())
-    }
-
-    /// Appends an entry: a body being built has no index, and its work is
-    /// counted once done.
-    #[inline]
-    fn append(&mut self, key: Key, entry: Entry) {
-        self.0.height = self.0.height.max(tree::height_of(&entry));
-        self.0.entries.push((key, entry));
     }
 
     /// Appends `child` under `key`, which this state does not hold yet.
     #[inline]
     pub fn child(&mut self, key: impl Into<Key>, child: State) {
-        self.append(key.into(), Entry::Child(child.body));
+        self.0.push(key.into(), Entry::Child(child.body));
     }
 
     /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
         let entry = deferred::entry(value.snapshot());
-        self.append(Key::Borrowed(key), entry);
+        self.0.push(Key::Borrowed(key), entry);
     }
 
     /// Appends a snapshot shared with other states under `key`.
     pub fn shared(&mut self, key: &'static str, snapshot: &SharedSnapshot) {
-        self.append(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
+        self.0
+            .push(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
     }
 
     /// Ends the state with `tail`'s entries, shared (a write to the state

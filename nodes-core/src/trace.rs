@@ -59,29 +59,31 @@ pub(crate) fn epoch_ended(epoch: u64, items: u64) {
     event!(INFO, epoch, items, "epoch ended");
 }
 
-/// `Loader::load_state_dict` took `state`, or refused it. `fingerprint` is
-/// this pipeline's; the saved one is read from the state.
+/// A pipeline took `state`, or refused it: `Loader::load_state_dict`,
+/// whose `position` (epoch, items) is logged, or a reset outside a loader
+/// (`Running::start_from`, `Running::reset`). `fingerprint` is this
+/// pipeline's, made only when the event is wanted; the saved one is read
+/// from the state.
 #[inline]
-pub(crate) fn loader_restored(
-    fingerprint: &str,
+pub(crate) fn restored(
+    fingerprint: impl Fn() -> String,
     state: &State,
-    epoch: u64,
-    items: u64,
+    position: Option<(u64, u64)>,
     outcome: &Result<()>,
 ) {
     match outcome {
         Ok(()) => event!(
             INFO,
-            fingerprint,
+            fingerprint = %fingerprint(),
             saved_fingerprint = %saved_fingerprint(state),
-            epoch,
-            items,
+            epoch = position.map(|(epoch, _)| epoch),
+            items = position.map(|(_, items)| items),
             outcome = "ok",
             "state restored"
         ),
         Err(error) => event!(
             WARN,
-            fingerprint,
+            fingerprint = %fingerprint(),
             saved_fingerprint = %saved_fingerprint(state),
             outcome = "error",
             error = %error,
@@ -90,35 +92,17 @@ pub(crate) fn loader_restored(
     }
 }
 
-/// A node was reset from a state outside a loader (`Running::start_from`,
-/// `Running::reset`), or refused it; nothing for a reset without one. Its fingerprint is computed only when
-/// the event is wanted.
+/// A node was reset from a state outside a loader, or refused it; nothing
+/// for a reset to the start, which is not a restore.
 #[inline]
 pub(crate) fn node_restored<N: Stateful + ?Sized>(
     node: &N,
     state: Option<&State>,
     outcome: &Result<()>,
 ) {
-    let Some(state) = state else {
-        // A reset to the start: not a restore.
-        return;
-    };
-    match outcome {
-        Ok(()) => event!(
-            INFO,
-            fingerprint = %format_args!("{:016x}", node.describe().fingerprint()),
-            saved_fingerprint = %saved_fingerprint(state),
-            outcome = "ok",
-            "state restored"
-        ),
-        Err(error) => event!(
-            WARN,
-            fingerprint = %format_args!("{:016x}", node.describe().fingerprint()),
-            saved_fingerprint = %saved_fingerprint(state),
-            outcome = "error",
-            error = %error,
-            "restore failed"
-        ),
+    if let Some(state) = state {
+        let fingerprint = || format!("{:016x}", node.describe().fingerprint());
+        restored(fingerprint, state, None, outcome);
     }
 }
 

@@ -108,16 +108,15 @@ fn impl_stateful(input: &Input<'_>, p: &TokenStream) -> TokenStream {
                 shutdown.push(quote!(#p::Stateful::shutdown(&mut self.#member);));
             }
             Some(Role::Children) => {
-                reset.push(quote!(#p::Children::reset_children(&mut self.#member, #sub)?;));
-                check
-                    .push(quote!(#p::Children::check_children(&self.#member, &__s.child(#key)?)?;));
+                reset.push(quote!(#p::reset_children(&mut self.#member, #sub)?;));
+                check.push(quote!(#p::check_children(&self.#member, &__s.child(#key)?)?;));
                 get.push(quote!(
-                    __s.child(#key, #p::Children::children_state(&self.#member, __cx)?);
+                    __s.child(#key, #p::children_state(&self.#member, __cx)?);
                 ));
                 describe.push(quote!(
-                    __d = __d.child(#key, #p::Children::describe_children(&self.#member));
+                    __d = __d.child(#key, #p::describe_children(&self.#member));
                 ));
-                shutdown.push(quote!(#p::Children::shutdown_children(&mut self.#member);));
+                shutdown.push(quote!(#p::shutdown_children(&mut self.#member);));
             }
             Some(Role::State) if f.attrs.deferred.is_set() => {
                 get.push(quote!(__s.deferred(#key, &self.#member);));
@@ -247,7 +246,7 @@ fn field_bound(field: &Field<'_>, p: &TokenStream) -> Option<TokenStream> {
     let p = &respan(p.clone(), span);
     let bound = match field.attrs.role()? {
         Role::Child => quote_spanned!(span=> #p::Node),
-        Role::Children => quote_spanned!(span=> #p::Children),
+        Role::Children => quote_spanned!(span=> #p::Keyed),
         Role::State => {
             let save = if field.attrs.deferred.is_set() {
                 quote_spanned!(span=> #p::Snapshot)
@@ -303,7 +302,7 @@ fn check_own(
     quote! {
         __s.expect_keys(#name, &[#(#keys),*])?;
         #expect_version
-        #(#p::check_child(__s, #children)?;)*
+        #(__s.child(#children)?;)*
         #(#decode)*
         #validate
     }

@@ -42,22 +42,19 @@ pub(super) fn to_value(body: &Body) -> Value {
     let mut stack = vec![(body, body.iter(), Map::new(), "")];
     loop {
         let (owner, entries, members, _) = stack.last_mut().expect("the root is popped last");
-        let value = match entries.next() {
-            Some((key, Entry::Child(child))) => {
-                stack.push((child, child.iter(), Map::new(), key));
-                continue;
+        match entries.next() {
+            Some((key, Entry::Child(child))) => stack.push((child, child.iter(), Map::new(), key)),
+            Some((key, entry)) => {
+                members.insert(key.to_string(), entry.leaf(owner).into_owned());
             }
-            Some((key, entry)) => (key.to_string(), entry.leaf(owner).into_owned()),
             None => {
                 let (_, _, members, key) = stack.pop().expect("checked above");
                 let Some((.., parent, _)) = stack.last_mut() else {
                     return Value::Object(members);
                 };
                 parent.insert(key.to_owned(), Value::Object(members));
-                continue;
             }
-        };
-        members.insert(value.0, value.1);
+        }
     }
 }
 

@@ -120,7 +120,7 @@ where
     let mut loader = Loader::new(factory());
     let initial = roundtrip(loader.state_dict())?;
     // Items that differ are most often a field missing from the state.
-    let hint = &missing_state_hint(&state_keys(&initial));
+    let hint = &missing_state_hint(&initial);
     let runs = (0..4).map(|_| run_epoch_with_cut(&mut loader, midpoint));
     let (epochs, mids, ends): (Vec<_>, Vec<_>, Vec<State>) = runs.collect::<Result<_, _>>()?;
 
@@ -164,8 +164,13 @@ where
     expect(&mut fresh, &epochs[1], what, hint)
 }
 
-/// The state keys a pipeline saved, and what to do if a field is not among them.
-fn missing_state_hint(keys: &[String]) -> String {
+/// The state keys a pipeline saved in its loader state `saved` (their
+/// paths below `root`), and what to do if a field is not among them.
+fn missing_state_hint(saved: &State) -> String {
+    let keys: Vec<String> = leaves(saved, true)
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
     let saved = if keys.is_empty() {
         "the pipeline saved no state keys".to_owned()
     } else {
@@ -174,14 +179,6 @@ fn missing_state_hint(keys: &[String]) -> String {
     format!(
         "{saved}\nhint: a field that changes while the node runs but is not among these keys is neither saved nor reset: in a derived node, mark it `#[node(state)]`; in a hand-written one, save it in `get_state` and restore it in `reset`"
     )
-}
-
-/// The paths (below the loader's `root`) of every leaf of a loader state.
-fn state_keys(state: &State) -> Vec<String> {
-    leaves(state, true)
-        .into_iter()
-        .map(|(key, _)| key)
-        .collect()
 }
 
 /// Every leaf of a loader state below its `root`: its path and value, in
@@ -361,9 +358,10 @@ mod tests {
         let mut state = State::new();
         state.insert_child("root", root);
         state.insert("num_yielded", 1u64).unwrap();
-        assert_eq!(state_keys(&state), ["sum", "source/num_yielded"]);
+        let keys = leaves(&state, true).into_iter().map(|(key, _)| key);
+        assert_eq!(keys.collect::<Vec<_>>(), ["sum", "source/num_yielded"]);
         assert_eq!(
-            missing_state_hint(&[]).lines().next(),
+            missing_state_hint(&State::new()).lines().next(),
             Some("the pipeline saved no state keys")
         );
     }
