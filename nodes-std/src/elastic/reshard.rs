@@ -340,14 +340,11 @@ fn rebuild_files(
     };
     let mut plan = dealt.plans[files.path()].plan(rank, world);
     if *desc.resume() == Resume::ReadsFiles {
-        let (mut positions, mut resume_at) = (Vec::new(), Vec::new());
-        for (position, at) in begun {
-            let Begun::Reader(at) = at else {
-                unreachable!("a reader's cut")
-            };
-            positions.push(position);
-            resume_at.push(at);
-        }
+        let reader = |(position, at)| match at {
+            Begun::Reader(at) => (position, at),
+            Begun::Slot { .. } => unreachable!("a reader's cut"),
+        };
+        let (positions, resume_at): (Vec<u64>, Vec<Value>) = begun.into_iter().map(reader).unzip();
         plan.owed.splice(0..0, positions);
         out = replace_at(out, shard_key, planned(plan)?)?;
         // Between files (see `position_keys`).

@@ -390,9 +390,10 @@ where
                         node.reset(None)?;
                         Ok(Some((item, node)))
                     });
-                    let Some((item, node)) = node.inspect_err(|_| self.inner.pulling(false))?
-                    else {
+                    if !matches!(node, Ok(Some(_))) {
                         self.inner.pulling(false);
+                    }
+                    let Some((item, node)) = node? else {
                         self.end_of_input = true;
                         continue;
                     };

@@ -459,11 +459,12 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// Starts a new pass (the next epoch if the last one had started).
     fn start_pass(&mut self) -> Result<()> {
         self.sources.reset_all()?;
-        self.epoch = epoch_after(self.epoch, self.started);
-        self.num_yielded = 0;
-        self.started = false;
-        self.rng = PassRng::for_pass(self.seed, self.epoch, self.ranks);
-        self.rebuild_table();
+        self.apply(Own {
+            epoch: epoch_after(self.epoch, self.started),
+            num_yielded: 0,
+            started: false,
+            word_pos: 0,
+        });
         Ok(())
     }
 
