@@ -254,10 +254,8 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
         let skip = relative.len() as u64;
         let mut resumed = Vec::new();
         if state.get::<Option<String>>("path")?.is_some() {
-            let mut at = serde_json::Map::new();
-            for key in position_keys(state) {
-                at.insert(key.to_owned(), state.value(key)?);
-            }
+            let at = position_keys(state).map(|key| Ok((key.to_owned(), state.value(key)?)));
+            let mut at: serde_json::Map<String, Value> = at.collect::<Result<_>>()?;
             if skip > 0 {
                 at.insert("skip".to_owned(), skip.into());
             }
@@ -268,11 +266,8 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
             );
             return Err(Error::bad_state(state.path_of("path"), why));
         }
-        resumed.extend(
-            state
-                .get_opt::<Vec<Value>>("resume_at")?
-                .unwrap_or_default(),
-        );
+        let dealt: Option<Vec<Value>> = state.get_opt("resume_at")?;
+        resumed.extend(dealt.into_iter().flatten());
         for at in resumed {
             begun.push((cursor.position(steps), Begun::Reader(at)));
             steps += 1;
