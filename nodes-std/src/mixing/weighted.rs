@@ -208,7 +208,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     {
         let mut sources = Sources::new(NAME, sources)?;
         let n = sources.len();
-        let position: HashMap<&str, usize> = sources.names.iter().map(|n| &**n).zip(0..).collect();
+        let position: HashMap<&str, usize> = sources.names.iter().map(|s| &**s).zip(0..).collect();
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();

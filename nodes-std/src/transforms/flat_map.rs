@@ -80,12 +80,13 @@ pub(crate) fn replayable(source: &impl Stateful, name: &'static str, method: &st
 // *before* the current item rather than the source's current state, which
 // `#[node(child)]` cannot express (the derive always asks the child).
 //
-// The mechanism of the one-to-many nodes ([`FlatMapper`],
-// [`Unbatcher`](crate::Unbatcher)): pull an item, expand it with `f`, yield
-// the elements; remember the source's state from before the item and how
-// many elements were yielded, and restore by re-pulling that one item.
+// It is the mechanism of both one-to-many nodes (an `Unbatcher` holds one
+// under its own name): pull an item, expand it with `f`, yield the
+// elements; remember the source's state from before the item and how many
+// elements were yielded, and restore by re-pulling that one item.
 #[must_use = "nodes do nothing until started"]
 pub struct FlatMapper<S: Node, F, I: IntoIterator> {
+    /// The node's name (`FlatMapper`, or `Unbatcher`).
     name: &'static str,
     /// The state key of the position within the current item's output.
     idx_key: &'static str,
