@@ -8,9 +8,8 @@ use serde_json::Value;
 
 use crate::elastic::Plan;
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
-use crate::elastic::walk::Begun;
 use crate::elastic::walk::{
-    Found, RESHARD, check as check_description, child_at, position_keys, walk,
+    Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys, walk,
 };
 use crate::policy::Counts;
 use crate::sources::files::RankPlan;
@@ -100,9 +99,9 @@ fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
 /// The epochs of an old rank's samplers and file lists, then of its
 /// shufflers, each with its node's name and path.
 fn epochs(old: &Old) -> impl Iterator<Item = (&str, &str, u64)> {
-    let (cuts, buffers) = (old.found.cuts.iter(), old.found.buffers.iter());
+    let (cuts, shuffles) = (old.found.cuts.iter(), old.found.shuffle_epochs.iter());
     let cuts = cuts.map(|c| (c.node, &*c.path, c.epoch));
-    cuts.chain(buffers.map(|b| ("Shuffler", &*b.path, b.epoch)))
+    cuts.chain(shuffles.map(|(path, epoch)| ("Shuffler", &**path, *epoch)))
 }
 
 /// Checks that `olds` are the complete state set of one job, in one epoch,
@@ -176,30 +175,8 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
         let new = deal(&what, &old, world, cut.len, new_world)?;
         plans.insert(cut.path.clone(), new);
     }
-    let mut begun = BTreeMap::new();
-    for s in 0..olds[0].found.begun.len() {
-        let node = olds[0].found.begun[s].0.clone();
-        let files = olds
-            .iter_mut()
-            .flat_map(|o| std::mem::take(&mut o.found.begun[s].1));
-        begun.insert(node, files.collect());
-    }
-    let mut buffers = BTreeMap::new();
-    for s in 0..olds[0].found.buffers.len() {
-        // Moved, not copied: the old ranks' items are needed only here.
-        let path = olds[0].found.buffers[s].path.clone();
-        let items = olds
-            .iter_mut()
-            .flat_map(|o| std::mem::take(&mut o.found.buffers[s].items));
-        buffers.insert(path, items.collect());
-    }
-    for s in 0..olds[0].found.carries.len() {
-        let path = olds[0].found.carries[s].0.clone();
-        let pieces = olds
-            .iter_mut()
-            .flat_map(|o| std::mem::take(&mut o.found.carries[s].1));
-        buffers.insert(path, pieces.collect());
-    }
+    let begun = gather(olds, |found| &mut found.begun);
+    let buffers = gather(olds, |found| &mut found.buffers);
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
         let each = olds.iter().map(|o| o.found.skipped[s].1);
@@ -211,6 +188,26 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
         buffers,
         skipped,
     })
+}
+
+/// Every old rank's list under each path of the lists `lists` picks, joined
+/// in rank order. Moved, not copied: the old ranks' items are needed only
+/// here.
+fn gather<T>(
+    olds: &mut [Old],
+    lists: fn(&mut Found) -> &mut ByPath<T>,
+) -> BTreeMap<String, Vec<T>> {
+    let paths: Vec<String> = lists(&mut olds[0].found)
+        .iter()
+        .map(|l| l.0.clone())
+        .collect();
+    let joined = paths.into_iter().enumerate().map(|(s, path)| {
+        let all = olds
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut lists(&mut o.found)[s].1));
+        (path, all.collect())
+    });
+    joined.collect()
 }
 
 /// `template` (an old rank's state of the node `desc`) rewritten for new
@@ -343,14 +340,11 @@ fn rebuild_files(
     };
     let mut plan = dealt.plans[files.path()].plan(rank, world);
     if *desc.resume() == Resume::ReadsFiles {
-        let (mut positions, mut resume_at) = (Vec::new(), Vec::new());
-        for (position, at) in begun {
-            let Begun::Reader(at) = at else {
-                unreachable!("a reader's cut")
-            };
-            positions.push(position);
-            resume_at.push(at);
-        }
+        let reader = |(position, at)| match at {
+            Begun::Reader(at) => (position, at),
+            Begun::Slot { .. } => unreachable!("a reader's cut"),
+        };
+        let (positions, resume_at): (Vec<u64>, Vec<Value>) = begun.into_iter().map(reader).unzip();
         plan.owed.splice(0..0, positions);
         out = replace_at(out, shard_key, planned(plan)?)?;
         // Between files (see `position_keys`).

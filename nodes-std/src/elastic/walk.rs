@@ -38,16 +38,8 @@ pub(crate) enum Begun {
     Slot { item: Value, inner: State },
 }
 
-/// The items one old rank's `Shuffler` held at the save (pulled, not yet
-/// delivered): they go to the new ranks' shufflers at the same path.
-pub(crate) struct Buffered {
-    /// Where its state is, in the loader state (the same on every rank).
-    pub(crate) path: String,
-    /// The shuffler's epoch.
-    pub(crate) epoch: u64,
-    /// The buffered items, in buffer order, as saved.
-    pub(crate) items: Vec<Value>,
-}
+/// Lists of things found under nodes, by the path of each node's state.
+pub(crate) type ByPath<T> = Vec<(String, Vec<T>)>;
 
 /// What one old rank's state holds that a reshard carries over.
 #[derive(Default)]
@@ -57,12 +49,14 @@ pub(crate) struct Found {
     pub(crate) cuts: Vec<Cut>,
     /// The files each file reader or interleave (by the path of its state)
     /// began and did not finish, with their positions, in description order.
-    pub(crate) begun: Vec<(String, Vec<(u64, Begun)>)>,
-    /// One per `Shuffler`, in description order.
-    pub(crate) buffers: Vec<Buffered>,
-    /// What each `Packer` carried (parts of documents not yet packed), by
-    /// the path of its state, in description order.
-    pub(crate) carries: Vec<(String, Vec<Value>)>,
+    pub(crate) begun: ByPath<(u64, Begun)>,
+    /// The items each `Shuffler` held at the save (pulled, not yet
+    /// delivered, in buffer order) and the pieces each `Packer` carried
+    /// (parts of documents not yet packed), by the path of its state, in
+    /// description order: they go to the new ranks' nodes at the same path.
+    pub(crate) buffers: ByPath<Value>,
+    /// The epoch of each `Shuffler`, by the path of its state.
+    pub(crate) shuffle_epochs: Vec<(String, u64)>,
     /// Bad records skipped this pass under an `ErrorPolicy`, by the path of
     /// the node's state (a `try_map`, `par_map` or `prefetch` whose state
     /// has an `errors` entry).
@@ -260,10 +254,8 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
         let skip = relative.len() as u64;
         let mut resumed = Vec::new();
         if state.get::<Option<String>>("path")?.is_some() {
-            let mut at = serde_json::Map::new();
-            for key in position_keys(state) {
-                at.insert(key.to_owned(), state.value(key)?);
-            }
+            let at = position_keys(state).map(|key| Ok((key.to_owned(), state.value(key)?)));
+            let mut at: serde_json::Map<String, Value> = at.collect::<Result<_>>()?;
             if skip > 0 {
                 at.insert("skip".to_owned(), skip.into());
             }
@@ -274,11 +266,8 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
             );
             return Err(Error::bad_state(state.path_of("path"), why));
         }
-        resumed.extend(
-            state
-                .get_opt::<Vec<Value>>("resume_at")?
-                .unwrap_or_default(),
-        );
+        let dealt: Option<Vec<Value>> = state.get_opt("resume_at")?;
+        resumed.extend(dealt.into_iter().flatten());
         for at in resumed {
             begun.push((cursor.position(steps), Begun::Reader(at)));
             steps += 1;
@@ -385,32 +374,27 @@ pub(crate) fn walk(
             let expanded = relative.iter().flat_map(|&b| b * size..(b + 1) * size);
             (expanded.collect(), threaded_above)
         }
-        Resume::Buffers => {
+        Resume::Buffers | Resume::Carries => {
             // Every item below was pulled: the positions behind the buffered
-            // items and the ones it returned count as consumed alike (a
-            // threaded node above snapshots every item over a shuffle, so
-            // `relative` is empty here; see the threaded core's
-            // `needs_exact_snapshots`). The
-            // buffered items themselves are dealt to the new ranks.
-            let Value::Array(items) = state.value("buffer")? else {
-                let why = "expected the array of buffered items";
-                return Err(Error::bad_state(state.path_of("buffer"), why));
+            // items (or carried pieces) and the ones it returned count as
+            // consumed alike (a threaded node above snapshots every item over
+            // a shuffle, so `relative` is empty here; see the threaded core's
+            // `needs_exact_snapshots`). What it holds is dealt to the new
+            // ranks.
+            let shuffles = *desc.resume() == Resume::Buffers;
+            let (key, what) = match shuffles {
+                true => ("buffer", "buffered items"),
+                false => ("carry", "carried pieces"),
             };
-            out.buffers.push(Buffered {
-                path: state.path().to_owned(),
-                epoch: state.get("epoch")?,
-                items,
-            });
-            (relative.to_vec(), threaded_above)
-        }
-        Resume::Carries => {
-            // Like a shuffle's buffer: what it pulled counts as consumed,
-            // and what it carries is dealt to the new ranks.
-            let Value::Array(pieces) = state.value("carry")? else {
-                let why = "expected the array of carried pieces";
-                return Err(Error::bad_state(state.path_of("carry"), why));
+            let Value::Array(items) = state.value(key)? else {
+                let why = format!("expected the array of {what}");
+                return Err(Error::bad_state(state.path_of(key), why));
             };
-            out.carries.push((state.path().to_owned(), pieces));
+            if shuffles {
+                out.shuffle_epochs
+                    .push((state.path().to_owned(), state.get("epoch")?));
+            }
+            out.buffers.push((state.path().to_owned(), items));
             (relative.to_vec(), threaded_above)
         }
         &Resume::ReadsAhead { in_order } => {

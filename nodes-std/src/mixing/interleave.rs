@@ -260,16 +260,15 @@ impl<S: Node, F, N> Interleave<S, F, N> {
     /// [`elastic`](crate::elastic)) until they end.
     fn advance_to_next_in_cycle(&mut self) {
         self.block_index = 0;
+        self.cycle_index += 1;
         // Past the last slot (the extra ones may just have gone), back to 0.
-        let next = self.cycle_index + 1;
-        self.cycle_index = if next < self.cycle_length.max(self.slots.len()) {
-            next
-        } else {
-            0
-        };
         // Slots never filled are empty: once the outer node has ended,
         // nothing will fill them, so the cycle goes on at slot 0.
-        if self.end_of_input && self.cycle_index >= self.slots.len() {
+        let end = match self.end_of_input {
+            true => self.slots.len(),
+            false => self.cycle_length.max(self.slots.len()),
+        };
+        if self.cycle_index >= end {
             self.cycle_index = 0;
         }
     }
@@ -390,9 +389,10 @@ where
                         node.reset(None)?;
                         Ok(Some((item, node)))
                     });
-                    let Some((item, node)) = node.inspect_err(|_| self.inner.pulling(false))?
-                    else {
+                    if !matches!(node, Ok(Some(_))) {
                         self.inner.pulling(false);
+                    }
+                    let Some((item, node)) = node? else {
                         self.end_of_input = true;
                         continue;
                     };

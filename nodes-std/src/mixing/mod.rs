@@ -32,7 +32,7 @@ macro_rules! stop_criteria_methods {
         /// The node must be reset afterwards.
         pub fn stop_criteria(mut self, stop: StopCriteria) -> Self {
             self.sources.stop = stop;
-            self.sources.flag = ResetFlag::default();
+            self.sources.reconfigured();
             self
         }
 
@@ -70,9 +70,30 @@ macro_rules! sampler_node {
 /// Writes, inside a sampler's `impl Stateful`, what it hands to its
 /// `sources`: `check_state` and `reset` (check the whole state, then apply
 /// it; the sampler's `check`, `start_pass` and `apply` do its own part),
-/// `shutdown`, and `resume` from the stop criterion.
+/// `get_state` (its `save_own` writes its own part), `size_hint` (its
+/// `hint_left` while the pass goes on), `shutdown`, and `resume` from the
+/// stop criterion.
 macro_rules! stateful_by_sources {
     () => {
+        fn get_state(&self, cx: &Cx) -> Result<State> {
+            self.sources.flag.check(NAME)?;
+            cx.check_live(NAME)?;
+            Fields::build(0, |out| {
+                self.save_own(out)?;
+                self.sources.save(out, cx)
+            })
+        }
+
+        fn size_hint(&self) -> Hint {
+            if !self.sources.flag.is_reset() {
+                return Hint::UNKNOWN;
+            }
+            if self.sources.is_over() {
+                return Hint::exact(0);
+            }
+            self.hint_left()
+        }
+
         fn check_state(&self, state: &State) -> Result<()> {
             let checked = self.check(state)?;
             for (node, state) in self.sources.nodes.iter().zip(&checked.states) {
@@ -361,6 +382,13 @@ impl<N: Node> Sources<N> {
             saved: Mutex::new(None),
             checked: Mutex::new(None),
         })
+    }
+
+    /// After a change of configuration: unusable until reset, and a state
+    /// checked before is not checked against the new configuration.
+    pub(crate) fn reconfigured(&mut self) {
+        self.flag = ResetFlag::default();
+        self.take_checked::<()>(None);
     }
 
     /// Reads only the sources that `active` marks (by index).

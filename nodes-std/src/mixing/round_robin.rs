@@ -214,6 +214,41 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
         Ok(checked)
     }
 
+    /// By stop criterion (a turn gives one item or one error, and a source
+    /// that has not ended in this pass gives what its hint says before it
+    /// does):
+    /// - `AllDatasetsExhausted`: exact, the sum over the sources that have
+    ///   not ended yet;
+    /// - `FirstDatasetExhausted`: at most that sum (the pass may end at any
+    ///   source's end);
+    /// - `CycleUntilAllDatasetsExhausted`: at least that sum (each of them
+    ///   must end before the pass does), no upper bound (restarted sources
+    ///   start passes whose length is not known yet);
+    /// - `CycleForever`: at least what the non-empty sources have left.
+    fn hint_left(&self) -> Hint {
+        let sources = &self.sources;
+        let left = sources.hint_sum(&sources.exhausted);
+        let cycling = sources.unbounded_hint();
+        match self.sources.stop {
+            StopCriteria::AllDatasetsExhausted => left,
+            StopCriteria::FirstDatasetExhausted => left.at_most(),
+            // A cycle reads every source again.
+            StopCriteria::CycleUntilAllDatasetsExhausted => Hint {
+                lower: left.lower,
+                ..cycling
+            },
+            StopCriteria::CycleForever => Hint {
+                lower: sources.hint_sum(&sources.empty).lower,
+                ..cycling
+            },
+        }
+    }
+
+    /// Saves the sampler's own part of a state (the cursor).
+    fn save_own(&self, out: &mut Fields<'_>) -> Result<()> {
+        out.field(CURSOR, &self.cursor)
+    }
+
     fn start_pass(&mut self) -> Result<()> {
         self.sources.reset_all()?;
         self.cursor = 0;
@@ -232,15 +267,6 @@ nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
 sampler_node!(MultiNodeRoundRobinSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N, O> {
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.sources.flag.check(NAME)?;
-        cx.check_live(NAME)?;
-        Fields::build(0, |out| {
-            out.field(CURSOR, &self.cursor)?;
-            self.sources.save(out, cx)
-        })
-    }
-
     fn describe(&self) -> Description {
         let d = Description::new(NAME)
             .param("stop_criteria", self.sources.stop)
@@ -249,42 +275,6 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
     }
 
     stateful_by_sources!();
-
-    /// By stop criterion (a turn gives one item or one error, and a source
-    /// that has not ended in this pass gives what its hint says before it
-    /// does):
-    /// - `AllDatasetsExhausted`: exact, the sum over the sources that have
-    ///   not ended yet;
-    /// - `FirstDatasetExhausted`: at most that sum (the pass may end at any
-    ///   source's end);
-    /// - `CycleUntilAllDatasetsExhausted`: at least that sum (each of them
-    ///   must end before the pass does), no upper bound (restarted sources
-    ///   start passes whose length is not known yet);
-    /// - `CycleForever`: at least what the non-empty sources have left.
-    fn size_hint(&self) -> Hint {
-        if !self.sources.flag.is_reset() {
-            return Hint::UNKNOWN;
-        }
-        if self.sources.is_over() {
-            return Hint::exact(0);
-        }
-        let sources = &self.sources;
-        let left = sources.hint_sum(&sources.exhausted);
-        let cycling = sources.unbounded_hint();
-        match self.sources.stop {
-            StopCriteria::AllDatasetsExhausted => left,
-            StopCriteria::FirstDatasetExhausted => left.at_most(),
-            // A cycle reads every source again.
-            StopCriteria::CycleUntilAllDatasetsExhausted => Hint {
-                lower: left.lower,
-                ..cycling
-            },
-            StopCriteria::CycleForever => Hint {
-                lower: sources.hint_sum(&sources.empty).lower,
-                ..cycling
-            },
-        }
-    }
 }
 
 impl<N, O> fmt::Debug for MultiNodeRoundRobinSampler<N, O> {

@@ -208,8 +208,7 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
     {
         let mut sources = Sources::new(NAME, sources)?;
         let n = sources.len();
-        let names = sources.names.iter().map(|name| &**name);
-        let position: HashMap<&str, usize> = names.zip(0..).collect();
+        let position: HashMap<&str, usize> = sources.names.iter().map(|s| &**s).zip(0..).collect();
         let mut by_index: Vec<Option<f64>> = vec![None; n];
         for (name, weight) in weights {
             let name = name.as_ref();
@@ -295,9 +294,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// Sets the seed (default 0). The node must be reset afterwards.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
-        self.sources.flag = ResetFlag::default();
-        // A state checked before is not checked against this seed.
-        self.sources.take_checked::<()>(None);
+        self.sources.reconfigured();
         self
     }
 
@@ -315,9 +312,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// [`Error::InvalidArgument`] if `world_size` is 0 or `rank >= world_size`.
     pub fn rank(mut self, rank: u64, world_size: u64) -> Result<Self> {
         self.ranks = Rank::new(NAME, rank, world_size)?;
-        self.sources.flag = ResetFlag::default();
-        // A state checked before is not checked against this rank.
-        self.sources.take_checked::<()>(None);
+        self.sources.reconfigured();
         Ok(self)
     }
 
@@ -426,14 +421,49 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         }
     }
 
+    /// Only an upper bound, and only when no source restarts
+    /// (`AllDatasetsExhausted`, `FirstDatasetExhausted`): every item comes
+    /// from a source that has not ended in this pass, so at most what they
+    /// have left. No lower bound can be promised: which source a draw picks
+    /// is random, a source of weight 0 is never drawn from, and the pass may
+    /// end at a source's end (or, with a cycling criterion, go on through
+    /// passes of the sources whose lengths are not known yet).
+    fn hint_left(&self) -> Hint {
+        match self.sources.stop {
+            StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
+                self.sources.hint_sum(&self.sources.exhausted).at_most()
+            }
+            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
+                self.sources.unbounded_hint()
+            }
+        }
+    }
+
+    /// Saves the sampler's own part of a state.
+    fn save_own(&self, out: &mut Fields<'_>) -> Result<()> {
+        out.field(EPOCH, &self.epoch)?;
+        out.field(NUM_YIELDED, &self.num_yielded)?;
+        out.field(STARTED, &self.started)?;
+        let rng = SavedRng {
+            seed: self.seed,
+            rank: self.ranks.rank,
+            world_size: self.ranks.world_size,
+            stream: self.rng.stream(),
+            word_pos: self.rng.word_pos(),
+        };
+        out.shared(RNG, &SharedSnapshot::new(rng));
+        Ok(())
+    }
+
     /// Starts a new pass (the next epoch if the last one had started).
     fn start_pass(&mut self) -> Result<()> {
         self.sources.reset_all()?;
-        self.epoch = epoch_after(self.epoch, self.started);
-        self.num_yielded = 0;
-        self.started = false;
-        self.rng = PassRng::for_pass(self.seed, self.epoch, self.ranks);
-        self.rebuild_table();
+        self.apply(Own {
+            epoch: epoch_after(self.epoch, self.started),
+            num_yielded: 0,
+            started: false,
+            word_pos: 0,
+        });
         Ok(())
     }
 
@@ -522,49 +552,6 @@ sampler_node!(MultiNodeWeightedSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
     stateful_by_sources!();
-
-    /// Only an upper bound, and only when no source restarts
-    /// (`AllDatasetsExhausted`, `FirstDatasetExhausted`): every item comes
-    /// from a source that has not ended in this pass, so at most what they
-    /// have left. No lower bound can be promised: which source a draw picks
-    /// is random, a source of weight 0 is never drawn from, and the pass may
-    /// end at a source's end (or, with a cycling criterion, go on through
-    /// passes of the sources whose lengths are not known yet).
-    fn size_hint(&self) -> Hint {
-        if !self.sources.flag.is_reset() {
-            return Hint::UNKNOWN;
-        }
-        if self.sources.is_over() {
-            return Hint::exact(0);
-        }
-        match self.sources.stop {
-            StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
-                self.sources.hint_sum(&self.sources.exhausted).at_most()
-            }
-            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
-                self.sources.unbounded_hint()
-            }
-        }
-    }
-
-    fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.sources.flag.check(NAME)?;
-        cx.check_live(NAME)?;
-        let rng = SavedRng {
-            seed: self.seed,
-            rank: self.ranks.rank,
-            world_size: self.ranks.world_size,
-            stream: self.rng.stream(),
-            word_pos: self.rng.word_pos(),
-        };
-        Fields::build(0, |out| {
-            out.field(EPOCH, &self.epoch)?;
-            out.field(NUM_YIELDED, &self.num_yielded)?;
-            out.field(STARTED, &self.started)?;
-            out.shared(RNG, &SharedSnapshot::new(rng));
-            self.sources.save(out, cx)
-        })
-    }
 
     /// The weights are listed by source name (the order of the sources is
     /// the order of the children), so a reordering is reported as one.

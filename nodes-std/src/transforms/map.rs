@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::policy::{Counts, ErrorPolicy, Verdict, is_bad_record};
+use crate::policy::{Counts, ErrorPolicy, Verdict, is_bad_record, is_item};
 use crate::transforms::debug_fields;
 use crate::{BoxError, Cx, Error, Hint, Node, NodeId, NodeName, Result};
 
@@ -184,20 +184,18 @@ where
                     return Ok(None);
                 }
                 let index = self.num_seen;
-                let error = match self.source.next(cx) {
-                    Ok(Some(item)) => {
-                        // Saturating: a restored state may hold any count.
-                        self.num_seen = index.saturating_add(1);
-                        match (self.f)(item) {
-                            Ok(out) => return Ok(Some(out)),
-                            Err(e) => Error::user(Self::NAME, Some(index), e),
-                        }
-                    }
+                let next = self.source.next(cx);
+                if is_item(&next) {
+                    // Saturating: a restored state may hold any count.
+                    self.num_seen = index.saturating_add(1);
+                }
+                let error = match next {
+                    Ok(Some(item)) => match (self.f)(item) {
+                        Ok(out) => return Ok(Some(out)),
+                        Err(e) => Error::user(Self::NAME, Some(index), e),
+                    },
                     Ok(None) => return Ok(None),
-                    Err(error) if is_bad_record(&error) => {
-                        self.num_seen = index.saturating_add(1);
-                        error
-                    }
+                    Err(error) if is_bad_record(&error) => error,
                     Err(error) => return Err(error),
                 };
                 match self.errors.judge(self.policy, error, cx) {

@@ -84,11 +84,8 @@ impl<S> crate::Validate for Sharder<S> {
     fn validate(&self, state: &State) -> Result<()> {
         let planned: bool = state.get("planned")?;
         let source = state.child("source")?;
-        let plan = match source.contains("plan") {
-            true => source.value("plan")?,
-            false => serde_json::Value::Null,
-        };
-        let world = plan.get("world_size").and_then(serde_json::Value::as_u64);
+        let plan = source.get_opt::<serde_json::Value>("plan")?;
+        let world = plan.and_then(|plan| plan.get("world_size")?.as_u64());
         let why = match (planned, world) {
             (true, None) => {
                 "`planned` is set, but the source holds no plan of a reshard".to_owned()

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use crate::transforms::flat_map::Expander;
-use crate::{Cx, Node, NodeId, Result, Stateful};
+use crate::transforms::flat_map::FlatMapper;
+use crate::{Cx, Node, NodeId, Result, State, Stateful};
 
 const NAME: &str = "Unbatcher";
 const BATCH_IDX: &str = "batch_idx";
@@ -54,7 +54,7 @@ const BATCH_IDX: &str = "batch_idx";
 /// assert_eq!(items, [1, 2, 3]);
 /// # Ok::<(), nodes_std::Error>(())
 /// ```
-// Written by hand (on the shared `Expander`): its state nests, under
+// Written by hand (on the mechanism of `FlatMapper`): its state nests, under
 // `source`, the source's state from *before* the current batch rather than
 // the source's current state, which `#[node(child)]` cannot express.
 #[must_use = "nodes do nothing until started"]
@@ -62,7 +62,7 @@ pub struct Unbatcher<S: Node>
 where
     S::Item: IntoIterator,
 {
-    inner: Expander<S, Identity<S::Item>, S::Item>,
+    inner: FlatMapper<S, Identity<S::Item>, S::Item>,
 }
 
 /// The function an unbatcher expands with: a batch is its own output.
@@ -87,7 +87,7 @@ where
     pub(crate) fn new(source: S) -> Self {
         let identity: Identity<S::Item> = |batch| batch;
         Unbatcher {
-            inner: Expander::new(NAME, BATCH_IDX, ".unbatch()", source, identity),
+            inner: FlatMapper::named(NAME, BATCH_IDX, ".unbatch()", source, identity),
         }
     }
 }
@@ -101,7 +101,7 @@ where
     type Item = <S::Item as IntoIterator>::Item;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<Self::Item>> {
-        cx.observe(NodeId::of(self), NAME, |cx| self.inner.next(cx))
+        cx.observe(NodeId::of(self), NAME, |cx| self.inner.expand_next(cx))
     }
 }
 
@@ -117,5 +117,11 @@ where
     S: Node,
     S::Item: IntoIterator,
 {
-    crate::delegate::delegate_stateful!(inner: reset, check_state, get_state, describe, shutdown, size_hint);
+    crate::delegate::delegate_stateful!(inner: reset, check_state, describe, shutdown, size_hint);
+
+    // Named in full: a `FlatMapper` that is not started has a `get_state`
+    // of its own, the compile-time guard.
+    fn get_state(&self, cx: &Cx) -> Result<State> {
+        Stateful::get_state(&self.inner, cx)
+    }
 }
