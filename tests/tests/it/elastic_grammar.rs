@@ -22,8 +22,10 @@
 //! stage    := map | shuffle(1..=4) | par_map(1..=2) | prefetch(1..=3)
 //! ```
 //!
-//! Each file is plain, gzip (two members) or zstd (two frames) when those
-//! features are on; for `read_parquet`, every file is Parquet (row groups
+//! The files are on disk, or with the `object-store` feature and an S3
+//! server (`NODES_S3_ENDPOINT`) uploaded there and read as `s3://` URLs
+//! (a quarter of the cases). Each file is plain, gzip (two members) or
+//! zstd (two frames) when those features are on; for `read_parquet`, every file is Parquet (row groups
 //! of 2 rows, pages of 1 row) with the `parquet` feature. Filters act on
 //! records (a line's number), before the group, so what the epoch delivers
 //! does not depend on the order. Where a threaded stage stands above a
@@ -46,6 +48,33 @@ use crate::elastic_files::{Corpus, generation};
 use crate::support::watch::config;
 
 type Boxed<T> = Box<dyn Node<Item = T>>;
+
+/// Where the files are read from: `None` from disk, else through this
+/// store from the S3 server.
+#[cfg(feature = "object-store")]
+type Place = Option<nodes_std::Store>;
+#[cfg(not(feature = "object-store"))]
+type Place = Option<NoStore>;
+
+/// Without the feature, no place has a store.
+#[cfg(not(feature = "object-store"))]
+#[derive(Clone, Debug)]
+enum NoStore {}
+
+/// `reader`, reading through the place's store, if it has one.
+macro_rules! placed {
+    ($reader:expr, $place:expr) => {{
+        let reader = $reader;
+        #[cfg(feature = "object-store")]
+        let reader = match $place {
+            Some(store) => reader.store(store.clone()),
+            None => reader,
+        };
+        #[cfg(not(feature = "object-store"))]
+        let _ = $place;
+        reader
+    }};
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Packing {
@@ -120,16 +149,17 @@ impl Shape {
 
 /// The records of the Parquet files `files` names.
 #[cfg(feature = "parquet")]
-fn parquet_lines<S>(files: S) -> Boxed<String>
+fn parquet_lines<S>(files: S, place: &Place) -> Boxed<String>
 where
     S: Node + Send + 'static,
     S::Item: nodes_std::ParquetPart,
 {
-    files.read_parquet::<Line>().map(|l: Line| l.line).boxed()
+    let read = placed!(files.read_parquet::<Line>(), place);
+    read.map(|l: Line| l.line).boxed()
 }
 
 #[cfg(not(feature = "parquet"))]
-fn parquet_lines<S: Node>(_: S) -> Boxed<String> {
+fn parquet_lines<S: Node>(_: S, _: &Place) -> Boxed<String> {
     unreachable!("generated with the parquet feature only")
 }
 
@@ -215,33 +245,44 @@ fn stage(node: Boxed<Vec<String>>, stage: Stage) -> Boxed<Vec<String>> {
 }
 
 /// One source: `files` read as `shape` says, its records staged.
-fn source(shape: &Shape, files: Vec<PathBuf>, rank: u64, world: u64) -> Boxed<Vec<String>> {
+fn source(
+    shape: &Shape,
+    files: Vec<PathBuf>,
+    place: &Place,
+    rank: u64,
+    world: u64,
+) -> Boxed<Vec<String>> {
     let files = Files::list(files)
         .unwrap()
         .shuffle_files(17)
         .shard(rank, world)
         .unwrap();
     let read: Boxed<Vec<String>> = match shape.reader {
-        Reader::Lines => files.read_lines().map(tokens).boxed(),
-        Reader::Jsonl => files.read_jsonl::<String>().map(tokens).boxed(),
-        Reader::Parquet => parquet_lines(files).map(tokens).boxed(),
+        Reader::Lines => placed!(files.read_lines(), place).map(tokens).boxed(),
+        Reader::Jsonl => placed!(files.read_jsonl::<String>(), place)
+            .map(tokens)
+            .boxed(),
+        Reader::Parquet => parquet_lines(files, place).map(tokens).boxed(),
         Reader::Interleave {
             cycle,
             block,
             prefetched,
             parquet,
         } => files
-            .interleave(cycle, block, move |path: PathBuf| {
-                let one = IterableWrapper::new(vec![path]);
-                let one: Boxed<String> = if parquet {
-                    parquet_lines(one)
-                } else {
-                    one.read_jsonl::<String>().boxed()
-                };
-                if prefetched {
-                    one.prefetch(2).unwrap().boxed()
-                } else {
-                    one
+            .interleave(cycle, block, {
+                let place = place.clone();
+                move |path: PathBuf| {
+                    let one = IterableWrapper::new(vec![path]);
+                    let one: Boxed<String> = if parquet {
+                        parquet_lines(one, &place)
+                    } else {
+                        placed!(one.read_jsonl::<String>(), &place).boxed()
+                    };
+                    if prefetched {
+                        one.prefetch(2).unwrap().boxed()
+                    } else {
+                        one
+                    }
                 }
             })
             .unwrap()
@@ -251,7 +292,13 @@ fn source(shape: &Shape, files: Vec<PathBuf>, rank: u64, world: u64) -> Boxed<Ve
     shape.record.iter().fold(read, |node, &s| stage(node, s))
 }
 
-fn build(shape: &Shape, files: &[PathBuf], rank: u64, world: u64) -> Boxed<Vec<String>> {
+fn build(
+    shape: &Shape,
+    files: &[PathBuf],
+    place: &Place,
+    rank: u64,
+    world: u64,
+) -> Boxed<Vec<String>> {
     let half = |parity: usize| {
         files
             .iter()
@@ -262,8 +309,8 @@ fn build(shape: &Shape, files: &[PathBuf], rank: u64, world: u64) -> Boxed<Vec<S
     };
     let sources = || {
         [
-            ("even", source(shape, half(0), rank, world)),
-            ("odd", source(shape, half(1), rank, world)),
+            ("even", source(shape, half(0), place, rank, world)),
+            ("odd", source(shape, half(1), place, rank, world)),
         ]
     };
     // A mix needs a file for each of its sources.
@@ -273,7 +320,7 @@ fn build(shape: &Shape, files: &[PathBuf], rank: u64, world: u64) -> Boxed<Vec<S
         shape.mix
     };
     let mixed: Boxed<Vec<String>> = match mix {
-        Mix::None => source(shape, files.to_vec(), rank, world),
+        Mix::None => source(shape, files.to_vec(), place, rank, world),
         Mix::Weighted => MultiNodeWeightedSampler::new(sources(), [("even", 0.6), ("odd", 0.4)])
             .unwrap()
             .stop_criteria(StopCriteria::AllDatasetsExhausted)
@@ -386,6 +433,46 @@ fn write_parquet(_: &Corpus, _: &[u32]) -> Vec<PathBuf> {
     unreachable!("generated with the parquet feature only")
 }
 
+/// Uploads `paths` to the S3 server, under a prefix of their own, and
+/// returns their URLs and a store that reads them; with `s3` false, or
+/// without the feature, returns them as they are.
+fn placed(paths: Vec<PathBuf>, s3: bool) -> (Vec<PathBuf>, Place) {
+    #[cfg(feature = "object-store")]
+    if s3 {
+        use std::sync::OnceLock;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use crate::remote::{Bucket, endpoint, with_retry};
+
+        static BUCKET: OnceLock<(String, Bucket)> = OnceLock::new();
+        static CASE: AtomicUsize = AtomicUsize::new(0);
+        let (endpoint, bucket) = BUCKET.get_or_init(|| {
+            let endpoint = endpoint().expect("S3 cases are generated with a server only");
+            let bucket = Bucket::new(&endpoint, "grammar");
+            (endpoint, bucket)
+        });
+        let case = CASE.fetch_add(1, Ordering::Relaxed);
+        let urls = paths
+            .iter()
+            .map(|path| {
+                let key = format!("case{case}/{}", path.file_name().unwrap().to_str().unwrap());
+                bucket.put(&key, std::fs::read(path).unwrap());
+                PathBuf::from(bucket.url(&key))
+            })
+            .collect();
+        let store = with_retry(endpoint, nodes_std::Retry::new().attempts(1));
+        return (urls, Some(store));
+    }
+    let _ = s3;
+    (paths, None)
+}
+
+/// Whether to read from the S3 server: with the feature and a server only.
+fn s3() -> impl Strategy<Value = bool> {
+    let server = cfg!(feature = "object-store") && std::env::var_os("NODES_S3_ENDPOINT").is_some();
+    prop::sample::select(vec![false, false, false, server])
+}
+
 /// Every token the epoch delivers, sorted.
 fn expected(shape: &Shape, lines: &[u32]) -> Vec<String> {
     let filtered = shape
@@ -491,6 +578,7 @@ proptest! {
         m in 1u64..=5,
         k in 1u64..=3,
         takes in prop::collection::vec(0usize..10, 9),
+        s3 in s3(),
     ) {
         let corpus = Corpus::empty("grammar");
         let (lines, packing): (Vec<u32>, Vec<Packing>) = files.into_iter().unzip();
@@ -499,7 +587,8 @@ proptest! {
         } else {
             write(&corpus, &lines, &packing)
         };
-        let builder = |rank, world| build(&shape, &paths, rank, world);
+        let (paths, place) = placed(paths, s3);
+        let builder = |rank, world| build(&shape, &paths, &place, rank, world);
         // Only where `reshard` needs it: the other threaded stages reshard
         // through the readers' own skip.
         let settle = shape.needs_settle();

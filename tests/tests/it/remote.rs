@@ -32,7 +32,7 @@ struct Row {
 }
 
 /// The S3 endpoint, or `None` (with a note) when there is none.
-fn endpoint() -> Option<String> {
+pub(crate) fn endpoint() -> Option<String> {
     match std::env::var("NODES_S3_ENDPOINT") {
         Ok(e) => Some(e),
         Err(_) if std::env::var_os("NODES_REQUIRE_S3").is_some() => {
@@ -73,7 +73,7 @@ fn retry(waits: &Waits) -> Retry {
 }
 
 /// A store for the server at `endpoint` that retries by `retry`.
-fn with_retry(endpoint: &str, retry: Retry) -> Store {
+pub(crate) fn with_retry(endpoint: &str, retry: Retry) -> Store {
     Store::from_env()
         .option("endpoint", endpoint)
         .option("allow_http", "true")
@@ -84,14 +84,14 @@ fn with_retry(endpoint: &str, retry: Retry) -> Store {
 }
 
 /// A bucket of the test's own.
-struct Bucket {
+pub(crate) struct Bucket {
     name: String,
     client: object_store::aws::AmazonS3,
     runtime: tokio::runtime::Runtime,
 }
 
 impl Bucket {
-    fn new(endpoint: &str, tag: &str) -> Bucket {
+    pub(crate) fn new(endpoint: &str, tag: &str) -> Bucket {
         let name = format!("nodes-{tag}-{}", std::process::id());
         // The server creates a bucket on an unsigned PUT.
         let host = endpoint.trim_start_matches("http://");
@@ -127,14 +127,14 @@ impl Bucket {
         }
     }
 
-    fn put(&self, key: &str, bytes: Vec<u8>) {
+    pub(crate) fn put(&self, key: &str, bytes: Vec<u8>) {
         let key = object_store::path::Path::from(key);
         self.runtime
             .block_on(self.client.put(&key, bytes.into()))
             .unwrap();
     }
 
-    fn url(&self, key: &str) -> String {
+    pub(crate) fn url(&self, key: &str) -> String {
         format!("s3://{}/{key}", self.name)
     }
 }
