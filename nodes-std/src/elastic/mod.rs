@@ -184,4 +184,4 @@ pub(crate) mod walk;
 pub use self::reshard::{check, load_resharded, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;
 pub(crate) use self::sampler::Plan;
-pub use self::settle::settle;
+pub use self::settle::{load_resharded_with, settle};

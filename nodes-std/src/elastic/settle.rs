@@ -92,6 +92,53 @@ pub fn settle<N: Node>(
     Ok(settled)
 }
 
+/// [`settle`]s the old ranks' states with `build` where they need it, then
+/// loads rank `rank`'s share of them into `loader` as
+/// [`load_resharded`](crate::elastic::load_resharded) does: resuming any
+/// pipeline the reshard accepts on another number of ranks in one call.
+/// Settling costs each new rank the loads `settle` makes (none where no
+/// state needs them); `settle` once offline and `load_resharded` on each
+/// rank spends them once.
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::{Files, elastic};
+///
+/// let dir = std::env::temp_dir().join(format!("nodes-settle-load-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// for f in 0..4 {
+///     std::fs::write(dir.join(format!("{f}.txt")), "1\n2\n3\n4\n5\n6\n")?;
+/// }
+/// let build = |rank, world| -> Result<_> {
+///     let lines = Files::in_dir(&dir)?.shard(rank, world)?.read_lines();
+///     lines.filter(|l: &String| l != "3").prefetch(2)
+/// };
+/// let mut states = Vec::new();
+/// for rank in 0..2 {
+///     let mut loader = Loader::new(build(rank, 2)?);
+///     let mut epoch = loader.epoch();
+///     epoch.next().transpose()?;
+///     states.push(epoch.state_dict()?);
+/// }
+/// let mut loader = Loader::new(build(2, 3)?);
+/// elastic::load_resharded_with(&mut loader, build, &states, 2, 3)?;
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// As [`settle`] and [`load_resharded`](crate::elastic::load_resharded).
+pub fn load_resharded_with<N: Node, M: Node>(
+    loader: &mut Loader<N>,
+    build: impl FnMut(u64, u64) -> Result<M>,
+    old_states: &[State],
+    rank: u64,
+    new_world_size: u64,
+) -> Result<()> {
+    let settled = settle(build, old_states)?;
+    crate::elastic::load_resharded(loader, &settled, rank, new_world_size)
+}
+
 /// Whether a threaded node with a file reader below it delivered items
 /// past its snapshot.
 fn unsettled(desc: &Description, state: &State) -> Result<bool> {

@@ -190,15 +190,17 @@ pub(crate) fn generation(
     delivered: &mut Vec<String>,
     settle: bool,
 ) -> Vec<State> {
-    let settled = old
-        .filter(|_| settle)
-        .map(|old| elastic::settle(|r, w| Ok(build(r, w)), old).unwrap());
-    let old = settled.as_deref().or(old);
     (0..world)
         .map(|rank| {
             let mut loader = Loader::new(build(rank, world));
-            if let Some(old) = old {
-                elastic::load_resharded(&mut loader, old, rank, world).unwrap();
+            match old {
+                // Settled and loaded in one call.
+                Some(old) if settle => {
+                    let build = |r, w| Ok(build(r, w));
+                    elastic::load_resharded_with(&mut loader, build, old, rank, world).unwrap();
+                }
+                Some(old) => elastic::load_resharded(&mut loader, old, rank, world).unwrap(),
+                None => {}
             }
             let mut epoch = loader.epoch();
             assert_eq!(epoch.index(), 0, "rank {rank} of {world} left the epoch");
@@ -460,7 +462,15 @@ fn unsettled_states_are_refused_until_settled() {
         assert_ne!(settled, states, "nothing was replayed");
         for (rank, state) in elastic::reshard(&settled, 3).unwrap().iter().enumerate() {
             let mut loader = Loader::new(build(rank as u64, 3));
-            loader.load_state_dict(state).unwrap();
+            if nested {
+                // The same in one call, from the unsettled states.
+                let settling = |r, w| Ok(build(r, w));
+                elastic::load_resharded_with(&mut loader, settling, &states, rank as u64, 3)
+                    .unwrap();
+                assert_eq!(&stored(&loader.state_dict().unwrap()), state);
+            } else {
+                loader.load_state_dict(state).unwrap();
+            }
             for item in loader.epoch() {
                 delivered.extend(item.unwrap());
             }
