@@ -2,12 +2,14 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use nodes_core::{BoxError, Cx, Error, Node, NodeId, Result, Stateful};
 
 use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
 use crate::threaded::cancel::CancelHandle;
+use crate::threaded::clock::SystemClock;
 use crate::threaded::core::Threaded;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
 use crate::threaded::worker::Stage;
@@ -364,7 +366,7 @@ where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
         let stage = MapStage(Box::new(f), PhantomData);
-        let core = Threaded::new(source, stage, options.resolve()?);
+        let core = Threaded::new(source, stage, options.resolve()?, Arc::new(SystemClock));
         Ok(ParallelMapper { core })
     }
 
@@ -437,7 +439,7 @@ mod tests {
         let plan = ParallelOptions::new(2).resolve().unwrap();
         assert_eq!(plan.snapshots, Snapshots::Paced);
         ParallelMapper {
-            core: Threaded::with_clock(source, stage, plan, Arc::clone(clock) as _),
+            core: Threaded::new(source, stage, plan, Arc::clone(clock) as _),
         }
     }
 

@@ -1,13 +1,15 @@
 //! [`Prefetcher`]: reads ahead of the consumer on a background thread.
 
 use std::fmt;
+use std::sync::Arc;
 
 use nodes_core::{Cx, Node, NodeId, Result, Stateful};
 
 use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
-use crate::threaded::adapt::Policy as AdaptPolicy;
+use crate::threaded::adapt::{Adapt, Policy as AdaptPolicy};
 use crate::threaded::cancel::CancelHandle;
+use crate::threaded::clock::SystemClock;
 use crate::threaded::core::Threaded;
 use crate::threaded::hub::Items;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
@@ -154,7 +156,7 @@ where
 {
     /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
     pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
-        let core = Threaded::new(source, Pass, plan(prefetch_factor)?);
+        let core = Threaded::new(source, Pass, plan(prefetch_factor)?, Arc::new(SystemClock));
         Ok(Prefetcher { core })
     }
 
@@ -198,7 +200,7 @@ where
     /// # Ok::<(), nodes_std::Error>(())
     /// ```
     pub fn inline_when_faster(mut self) -> Self {
-        self.core.set_adapt(Some(AdaptPolicy::Measured));
+        self.core.adapt = Some(Adapt::new(AdaptPolicy::Measured));
         self
     }
 
@@ -208,7 +210,7 @@ where
     /// states exact across it). Not for production use.
     #[doc(hidden)]
     pub fn switch_every(mut self, items: u64) -> Self {
-        self.core.set_adapt(Some(AdaptPolicy::Every(items.max(1))));
+        self.core.adapt = Some(Adapt::new(AdaptPolicy::Every(items.max(1))));
         self
     }
 
@@ -320,7 +322,7 @@ mod tests {
                 x
             })
         };
-        let core = Threaded::with_clock(source, Pass, plan(1).unwrap(), clock);
+        let core = Threaded::new(source, Pass, plan(1).unwrap(), clock);
         hub.set(core.hub()).unwrap();
         let node = Prefetcher { core }.inline_when_faster();
         let got: Vec<u64> = node.start().unwrap().map(|r| r.unwrap()).collect();
