@@ -11,7 +11,6 @@
 //! of pass (join, snapshot the source past its end), shutdown and drop.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use nodes_core::__private::{WorkerCx, trace};
 use nodes_core::{Cx, Description, Error, Hint, Node, Replay, Result, Resume, State};
@@ -97,13 +96,10 @@ impl<N: Node, S, U> Threaded<N, S, U> {
         Arc::clone(&self.hub)
     }
 
-    /// The start of the node's `Debug`: its name and its source as of the
-    /// last reset; the node goes on with what of its plan it shows, under
-    /// its own names.
-    pub(crate) fn debug<'a, 'b>(&self, f: &'a mut fmt::Formatter<'b>) -> fmt::DebugStruct<'a, 'b> {
-        let mut out = f.debug_struct(self.plan.node);
-        out.field("source", &self.source_description.to_string());
-        out
+    /// The source as of the last reset, for the node's `Debug` (which goes
+    /// on with what of its plan it shows, under its own names).
+    pub(crate) fn source(&self) -> String {
+        self.source_description.to_string()
     }
 
     /// The node's description: its source (as of the last reset) keyed by
@@ -460,9 +456,7 @@ where
         puller.skip.clear();
         puller.next_index = 0;
         puller.restart_pacing();
-        self.counted = threaded
-            .then(|| self.source_description.counted_path())
-            .flatten();
+        self.counted = self.source_description.counted_path().filter(|_| threaded);
         puller.counted = self.counted.is_some();
         let steps = saved.map_or(0, |s| s.steps);
         let snapshot = saved.map(|s| &s.snapshot);

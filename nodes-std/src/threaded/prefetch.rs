@@ -11,10 +11,10 @@ use crate::threaded::adapt::{Adapt, Policy as AdaptPolicy};
 use crate::threaded::cancel::CancelHandle;
 use crate::threaded::clock::SystemClock;
 use crate::threaded::core::Threaded;
-use crate::threaded::hub::Items;
+use crate::threaded::hub::{Chunk, Items};
 use crate::threaded::plan::{Layout, Plan, Snapshots};
-use crate::threaded::worker::Stage;
-use crate::transforms::require;
+use crate::threaded::worker::{Sent, Stage};
+use crate::transforms::{debug_fields, require};
 
 const NAME: &str = "Prefetcher";
 
@@ -131,23 +131,17 @@ impl<T> Stage<T, T> for Pass {
         Ok(item)
     }
 
-    /// Hands the pulled items over as they are, and pulls into the spare
+    /// Hands the pulled chunk over as it is, and pulls into the spare
     /// buffer.
-    fn apply_chunk(&self, _: &'static str, items: &mut Items<T>, spare: Items<T>) -> Items<T> {
-        std::mem::replace(items, spare)
+    fn apply_chunk(&self, _: &'static str, pulled: Chunk<T>, spare: Items<T>) -> Sent<T, T> {
+        (pulled, spare)
     }
 }
 
 impl<N: Node> fmt::Debug for Prefetcher<N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = &self.core.plan;
-        self.core
-            .debug(f)
-            .field("prefetch_factor", &plan.max_in_flight)
-            .field("on_error", &plan.policy)
-            .field("inline_when_faster", &self.core.adapt.is_some())
-            .finish_non_exhaustive()
-    }
+    debug_fields!(NAME, finish_non_exhaustive; source = (core.source()),
+        prefetch_factor = (core.plan.max_in_flight), on_error = (core.plan.policy),
+        inline_when_faster = (core.adapt.is_some()));
 }
 
 impl<N: Node + 'static> Prefetcher<N>
