@@ -453,9 +453,10 @@ where
         let puller = &mut *puller;
         puller.done = false;
         puller.broke.set(None);
-        puller.skip.clear();
-        puller.next_index = 0;
         puller.restart_pacing();
+        puller.next_index = saved.map_or(0, |s| s.resume);
+        puller.skip = saved.iter().flat_map(|s| s.ahead.iter().copied()).collect();
+        puller.skip_path = saved.map(|s| s.ahead_path.clone()).unwrap_or_default();
         self.counted = self.source_description.counted_path().filter(|_| threaded);
         puller.counted = self.counted.is_some();
         let steps = saved.map_or(0, |s| s.steps);
@@ -468,21 +469,21 @@ where
             return Err(Error::bad_state(saved.steps_path.clone(), why));
         }
         let snapshot = threaded.then(|| replay.get_state()).transpose()?;
-        if let Some(saved) = saved {
-            // Where the source's end is known, an item delivered ahead past
-            // it is refused now rather than when the pass gets there.
-            let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
-            let end = saved.resume.saturating_add(left);
-            if let Some(i) = saved.ahead.iter().position(|&index| index >= end) {
-                let (path, item) = (format!("{}/{i}", saved.ahead_path), saved.ahead[i]);
-                let why = format!(
-                    "the state says item {item} was delivered, but the source ends before item {end}: the state does not belong to this source"
-                );
-                return Err(Error::bad_state(path, why));
-            }
-            puller.next_index = saved.resume;
-            puller.skip = saved.ahead.iter().copied().collect();
-            puller.skip_path.clone_from(&saved.ahead_path);
+        // Where the source's end is known, an item delivered ahead past it
+        // is refused now rather than when the pass gets there.
+        let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
+        let end = puller.next_index.saturating_add(left);
+        let beyond = puller
+            .skip
+            .iter()
+            .enumerate()
+            .find(|&(_, &item)| item >= end);
+        if let Some((i, item)) = beyond {
+            let path = format!("{}/{i}", puller.skip_path);
+            let why = format!(
+                "the state says item {item} was delivered, but the source ends before item {end}: the state does not belong to this source"
+            );
+            return Err(Error::bad_state(path, why));
         }
         self.source_description = puller.source.describe();
         Ok(snapshot.unwrap_or_default())
@@ -519,12 +520,11 @@ where
     /// The consumer's position in the node's layout, with the error counts
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
+        let node = self.plan.node;
         if let Phase::Idle = self.phase {
-            return Err(Error::NotReset {
-                node: self.plan.node,
-            });
+            return Err(Error::NotReset { node });
         }
-        cx.check_live(self.plan.node)?;
+        cx.check_live(node)?;
         let inline;
         let cursor = if self.at_consumer {
             // Inline, or the source came back to the consumer mid-pass: its
@@ -565,18 +565,13 @@ where
         base: u64,
         low: u64,
     ) -> (Cow<'a, State>, u64) {
-        let unmoved = (Cow::Borrowed(snapshot), base);
-        let Some(path) = &self.counted else {
-            return unmoved;
-        };
         let upto = self.broke.get().map_or(low, |end| low.min(end - 1));
-        if upto <= base {
-            return unmoved;
-        }
-        match count_moved(snapshot, path, upto - base) {
+        let path = self.counted.as_ref().filter(|_| upto > base);
+        match path.and_then(|path| count_moved(snapshot, path, upto - base)) {
             Some(moved) => (Cow::Owned(moved), upto),
-            // Not the promised count: keep the steps (a replay).
-            None => unmoved,
+            // Not counted, nothing to move over, or not the promised count:
+            // keep the steps (a replay).
+            None => (Cow::Borrowed(snapshot), base),
         }
     }
 
