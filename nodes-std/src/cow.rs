@@ -216,11 +216,7 @@ impl<'de, T: Serialize + DeserializeOwned> Deserialize<'de> for CowBuffer<T> {
 }
 
 impl<T> fmt::Debug for CowBuffer<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CowBuffer")
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("CowBuffer", finish_non_exhaustive; len);
 }
 
 #[cfg(test)]

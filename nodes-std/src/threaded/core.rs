@@ -262,28 +262,23 @@ where
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
                 Phase::Idle | Phase::Ready => return Err(Error::NotReset { node }),
             };
-            let error = match delivered {
+            let handed_out = match delivered {
                 None => return self.end_of_data(cx),
-                Some(Ok(value)) => {
-                    self.count_handed_out(cx);
-                    return Ok(Some(value));
-                }
-                Some(Err(error)) if is_bad_record(&error) => error,
+                Some(Ok(value)) => Ok(Some(value)),
+                Some(Err(error)) if is_bad_record(&error) => match self.budget.judge(error, cx) {
+                    Verdict::Deliver(error) => Err(error),
+                    Verdict::DeliverAndEnd(error) => {
+                        // Dropping the pool stops and joins its workers.
+                        self.phase = Phase::Finished;
+                        return Err(error);
+                    }
+                    Verdict::Skip => continue,
+                },
                 // Not a bad record: no policy applies (the pass ends by itself).
                 Some(Err(error)) => return Err(error),
             };
-            match self.budget.judge(error, cx) {
-                Verdict::Deliver(error) => {
-                    self.count_handed_out(cx);
-                    return Err(error);
-                }
-                Verdict::DeliverAndEnd(error) => {
-                    // Dropping the pool stops and joins its workers.
-                    self.phase = Phase::Finished;
-                    return Err(error);
-                }
-                Verdict::Skip => {}
-            }
+            self.count_handed_out(cx);
+            return handed_out;
         }
     }
 
@@ -539,7 +534,6 @@ where
         let (snapshot, base, low, ahead) = cursor.parts();
         let (snapshot, base) = self.counted_forward(snapshot, base, low);
         let layout = self.plan.layout;
-        let ahead = ahead.collect();
         let mut state = snapshot::encode(layout, &snapshot, base, low, ahead, self.max_offset())?;
         // A source that broke ends the pass once its last item was received,
         // even before the consumer asked for the end.

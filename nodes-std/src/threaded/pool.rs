@@ -9,7 +9,7 @@ use std::time::Duration;
 use nodes_core::{Cx, Result, State};
 
 use super::clock::Clock;
-use super::hub::{Chunk, Flow, Hub, Items, Slot};
+use super::hub::{Chunk, Flow, Hub, Slot};
 use super::plan::Plan;
 use super::snapshot::Cursor;
 use super::sync::{Arc, JoinHandle};
@@ -161,8 +161,7 @@ impl<U> Pool<U> {
             if self.end_at.is_some_and(|end| cursor.low() >= end) {
                 return Ok(None);
             }
-            let done = std::mem::take(&mut self.current.items);
-            self.current = self.receive(cursor.low(), done, cx, clock)?;
+            self.current = self.receive(cursor.low(), cx, clock)?;
             self.position = 0;
         };
         if snapshot.is_some() {
@@ -174,15 +173,11 @@ impl<U> Pool<U> {
         Ok(Some(value))
     }
 
-    /// Blocks until the chunk whose turn it is arrives (in order) or any
+    /// Leaves the emptied buffer of the current chunk for the workers, and
+    /// blocks until the chunk whose turn it is arrives (in order) or any
     /// chunk arrives (out of order).
-    fn receive(
-        &mut self,
-        low: u64,
-        mut done: Items<U>,
-        cx: &mut Cx,
-        clock: Option<&dyn Clock>,
-    ) -> Result<Chunk<U>> {
+    fn receive(&mut self, low: u64, cx: &mut Cx, clock: Option<&dyn Clock>) -> Result<Chunk<U>> {
+        let mut done = std::mem::take(&mut self.current.items);
         if cx.stats_enabled() {
             cx.record_queue_depth(self.hub.queued());
         }
@@ -190,9 +185,9 @@ impl<U> Pool<U> {
             if let Some(chunk) = self.reorder.remove(&low) {
                 return Ok(chunk);
             }
-            let started = clock.map(|c| c.now());
+            let started = clock.map(|clock| (clock, clock.now()));
             let received = self.hub.receive(std::mem::take(&mut done), self.spin, low);
-            if let (Some(clock), Some(started)) = (clock, started) {
+            if let Some((clock, started)) = started {
                 let waited = clock.now() - started;
                 self.waited += waited;
                 if cx.timing() {

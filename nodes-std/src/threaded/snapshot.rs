@@ -164,7 +164,7 @@ pub(crate) fn encode(
     snapshot: &State,
     base: u64,
     low: u64,
-    ahead: Vec<u64>,
+    ahead: impl Iterator<Item = u64>,
     max_offset: u64,
 ) -> Result<State> {
     let mut state = State::new();
@@ -175,7 +175,7 @@ pub(crate) fn encode(
     }
     state.insert(SNAPSHOT_INDEX, base)?;
     state.insert(STEPS, low - base)?;
-    let ahead: Vec<u64> = ahead.into_iter().map(|i| i - base).collect();
+    let ahead: Vec<u64> = ahead.map(|i| i - base).collect();
     // Out of order, how far items run ahead of a slow one depends on timing:
     // the bound covers the offsets actually written.
     let max_offset = max_offset.max(ahead.last().copied().unwrap_or(0));
@@ -292,7 +292,7 @@ impl Cursor {
     #[cfg(test)]
     pub(crate) fn to_state(&self) -> Result<State> {
         let (snapshot, base, low, ahead) = self.parts();
-        encode(Layout::Indexed, snapshot, base, low, ahead.collect(), 100)
+        encode(Layout::Indexed, snapshot, base, low, ahead, 100)
     }
 }
 
