@@ -489,7 +489,7 @@ where
         let plan = self.run;
         self.hub
             .open(plan.window_for(plan.first_chunk()), plan.max_in_flight);
-        let mut pool = Pool::new(Arc::clone(&self.hub), &plan);
+        let mut pool = Pool::new(Arc::clone(&self.hub), plan);
         for i in 0..plan.workers {
             let worker = Worker {
                 puller: Arc::clone(&self.puller),

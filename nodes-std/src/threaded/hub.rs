@@ -363,7 +363,6 @@ impl<U> Hub<U> {
         let mut inner = lock(&self.inner);
         inner.cancelled = true;
         self.changed();
-        drop(inner);
         self.ready.notify_all();
     }
 

@@ -29,10 +29,9 @@ pub(crate) struct Pool<U> {
     end_at: Option<u64>,
     /// Out of order: errors waiting for every item before them.
     pub(crate) deferred: BTreeMap<u64, (Result<U>, Option<State>)>,
-    /// Whether the consumer polls for a while before it blocks.
-    spin: bool,
-    /// Deliver in source order (else in arrival order).
-    in_order: bool,
+    /// Whether the consumer polls before it blocks, and delivers in source
+    /// order (else in arrival order).
+    plan: Plan,
     /// The workers were halted and joined for the source to come back to
     /// the consumer: what they read ahead is still handed out.
     handing_back: bool,
@@ -42,7 +41,7 @@ pub(crate) struct Pool<U> {
 
 impl<U> Pool<U> {
     /// A pool for a pass, whose workers are added to `workers`.
-    pub(crate) fn new(hub: Arc<Hub<U>>, plan: &Plan) -> Self {
+    pub(crate) fn new(hub: Arc<Hub<U>>, plan: Plan) -> Self {
         Pool {
             hub,
             workers: Vec::new(),
@@ -51,8 +50,7 @@ impl<U> Pool<U> {
             position: 0,
             end_at: None,
             deferred: BTreeMap::new(),
-            spin: plan.spin,
-            in_order: plan.in_order,
+            plan,
             handing_back: false,
             waited: Duration::ZERO,
         }
@@ -148,7 +146,7 @@ impl<U> Pool<U> {
                 let snapshots = &mut self.current.snapshots;
                 let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
                 let snapshot = snapshot.map(|(_, state)| state);
-                if !self.in_order && value.is_err() && index > cursor.low() {
+                if !self.plan.in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: only a
                     // snapshot taken after it, adopted once everything
                     // before it was delivered, resumes such a source.
@@ -186,7 +184,9 @@ impl<U> Pool<U> {
                 return Ok(chunk);
             }
             let started = clock.map(|clock| (clock, clock.now()));
-            let received = self.hub.receive(std::mem::take(&mut done), self.spin, low);
+            let received = self
+                .hub
+                .receive(std::mem::take(&mut done), self.plan.spin, low);
             if let Some((clock, started)) = started {
                 let waited = clock.now() - started;
                 self.waited += waited;
@@ -195,7 +195,7 @@ impl<U> Pool<U> {
                 }
             }
             let chunk = received?;
-            if !self.in_order || chunk.first_index() == low {
+            if !self.plan.in_order || chunk.first_index() == low {
                 return Ok(chunk);
             }
             self.reorder.insert(chunk.first_index(), chunk);

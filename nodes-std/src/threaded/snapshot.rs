@@ -245,13 +245,11 @@ impl Cursor {
     /// [`deliver`](Self::deliver) out of order, or with a snapshot to adopt.
     #[inline(never)]
     fn deliver_slow(&mut self, index: u64, snapshot: Option<State>) {
-        if index == self.low {
-            self.low += 1;
-            while self.ahead.remove(&self.low) {
-                self.low += 1;
-            }
-        } else if index > self.low {
+        if index >= self.low {
             self.ahead.insert(index);
+        }
+        while self.ahead.remove(&self.low) {
+            self.low += 1;
         }
         // A snapshot is taken after its item: one before the adopted one
         // changes nothing.
@@ -266,12 +264,10 @@ impl Cursor {
             }
             self.pending.insert(index + 1, snapshot);
         }
-        // Adopt the newest snapshot that everything before it was delivered for.
-        while let Some(entry) = self.pending.first_entry() {
-            if *entry.key() > self.low {
-                break;
-            }
-            let (base, snapshot) = entry.remove_entry();
+        // Adopt the newest snapshot that everything before it was delivered
+        // for (the older ones go).
+        let adoptable = self.pending.extract_if(..=self.low, |_, _| true);
+        if let Some((base, snapshot)) = adoptable.last() {
             self.snapshot = snapshot;
             self.base = base;
         }
