@@ -231,27 +231,20 @@ where
         }
         let node = self.plan.node;
         loop {
-            if let Phase::Ready = self.phase {
-                if self.wants(Mode::Inline) {
-                    // The source stands where the consumer does (a reset
-                    // put it there), and it was faster here last pass.
-                    self.phase = Phase::Inline;
-                    self.at_consumer = true;
-                } else {
-                    self.phase = Phase::Running(Box::new(self.spawn_pool(cx)?));
-                }
-            }
-            if let Phase::Running(pool) = &self.phase
-                && pool.handed_back()
-            {
-                // Everything the reader read ahead is out: go on inline,
-                // unless the consumer meanwhile wants the reader back.
+            let handed_back = matches!(&self.phase, Phase::Running(pool) if pool.handed_back());
+            if handed_back || (matches!(self.phase, Phase::Ready) && self.wants(Mode::Inline)) {
+                // The source stands where the consumer does: everything the
+                // reader read ahead is out, or a reset put it there (and it
+                // was faster here last pass). Go on inline.
                 self.phase = Phase::Inline;
                 self.at_consumer = true;
-                if self.wants(Mode::Threaded) {
-                    self.go_threaded(cx);
-                }
-                continue;
+            }
+            if handed_back && self.wants(Mode::Threaded) {
+                // The consumer meanwhile wants the reader back.
+                self.go_threaded(cx);
+            }
+            if let Phase::Ready = self.phase {
+                self.phase = Phase::Running(Box::new(self.spawn_pool(cx)?));
             }
             let timed = self.adapt.is_some() || cx.timing();
             let clock = timed.then_some(&*self.clock);
