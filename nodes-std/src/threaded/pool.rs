@@ -23,7 +23,7 @@ pub(crate) struct Pool<U> {
     /// The chunk being handed out (what is left of it).
     pub(crate) current: Chunk<U>,
     /// Items of `current` handed out; their credits go back to the hub
-    /// with the chunk's last item.
+    /// with the chunk's last item (and the count starts over).
     position: usize,
     /// The end of the pass, once a worker reported it.
     end_at: Option<u64>,
@@ -84,12 +84,7 @@ impl<U> Pool<U> {
 
     /// Upper bound on the items pulled and not yet handed out.
     pub(crate) fn ahead(&self) -> usize {
-        let unreleased = if self.current.items.is_empty() {
-            0
-        } else {
-            self.position
-        };
-        self.hub.in_flight().saturating_sub(unreleased)
+        self.hub.in_flight().saturating_sub(self.position)
     }
 
     /// The front item of the current chunk if it can be handed out without
@@ -103,23 +98,26 @@ impl<U> Pool<U> {
         if !self.deferred.is_empty() || next_snapshot.is_some_and(|(at, _)| *at == self.position) {
             return None;
         }
-        let (index, Ok(value)) = self.pop_current()? else {
+        let (index, Ok(value), _) = self.pop_current()? else {
             return None;
         };
         Some((index, value))
     }
 
-    /// Hands out the front item of the current chunk. The chunk's credits
-    /// go back with its last item: one lock per chunk, and the workers see
-    /// the window free as soon as the consumer holds none of its items.
+    /// Hands out the front item of the current chunk, with the source state
+    /// taken after it if one was. The chunk's credits go back with its last
+    /// item: one lock per chunk, and the workers see the window free as soon
+    /// as the consumer holds none of its items.
     #[inline]
-    fn pop_current(&mut self) -> Option<(u64, Slot<U>)> {
-        let item = self.current.items.pop_front()?;
+    fn pop_current(&mut self) -> Option<(u64, Slot<U>, Option<State>)> {
+        let (index, slot) = self.current.items.pop_front()?;
         self.position += 1;
+        let snapshots = &mut self.current.snapshots;
+        let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
         if self.current.items.is_empty() {
-            self.hub.release(self.position);
+            self.hub.release(std::mem::take(&mut self.position));
         }
-        Some(item)
+        Some((index, slot, snapshot.map(|(_, state)| state)))
     }
 
     /// The next item in delivery order, recorded in `cursor`; `None` at the
@@ -141,11 +139,8 @@ impl<U> Pool<U> {
                 let (index, (value, snapshot)) = waiting.remove_entry();
                 break (index, value, snapshot);
             }
-            if let Some((index, value)) = self.pop_current() {
+            if let Some((index, value, snapshot)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
-                let snapshots = &mut self.current.snapshots;
-                let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
-                let snapshot = snapshot.map(|(_, state)| state);
                 if !self.plan.in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: only a
                     // snapshot taken after it, adopted once everything
@@ -160,7 +155,6 @@ impl<U> Pool<U> {
                 return Ok(None);
             }
             self.current = self.receive(cursor.low(), cx, clock)?;
-            self.position = 0;
         };
         if snapshot.is_some() {
             // A threaded node above snapshots here too, so the items it
