@@ -118,13 +118,11 @@ impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
                     size = (size / 2).max(1);
                 }
             }
-            match hub.send(chunk) {
-                Ok(returned) => spare = returned,
-                Err(_closed) => return,
-            }
-            if last {
-                return;
-            }
+            spare = match hub.send(chunk) {
+                Ok(returned) if !last => returned,
+                // The pass is closed, or this chunk ends it.
+                _ => return,
+            };
         }
     }
 }
