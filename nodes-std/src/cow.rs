@@ -111,13 +111,14 @@ impl<T: Serialize> CowBuffer<T> {
     pub(crate) fn swap_remove(&mut self, index: usize) -> T {
         assert!(index < self.len, "swap_remove index {index} out of bounds");
         let chunks = Arc::make_mut(&mut self.chunks);
-        let last_chunk = chunks.len() - 1;
-        let last = items_mut(&mut chunks[last_chunk]).pop();
-        let last = last.expect("the last chunk is never empty");
-        if (self.len - 1).is_multiple_of(CHUNK) {
+        let last_chunk = chunks.last_mut().expect("a buffer with items has chunks");
+        let last = items_mut(last_chunk)
+            .pop()
+            .expect("the last chunk is never empty");
+        self.len -= 1;
+        if self.len.is_multiple_of(CHUNK) {
             chunks.pop();
         }
-        self.len -= 1;
         if index == self.len {
             return last;
         }
@@ -216,11 +217,7 @@ impl<'de, T: Serialize + DeserializeOwned> Deserialize<'de> for CowBuffer<T> {
 }
 
 impl<T> fmt::Debug for CowBuffer<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CowBuffer")
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
+    crate::transforms::debug_fields!("CowBuffer", finish_non_exhaustive; len);
 }
 
 #[cfg(test)]

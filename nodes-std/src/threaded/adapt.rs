@@ -136,7 +136,8 @@ impl Adapt {
         }
     }
 
-    /// A new pass: the measurements so far stay, the window starts over.
+    /// A new pass: the measurements so far stay, the window (and with it
+    /// the stride) starts over at the next look.
     pub(crate) fn new_pass(&mut self) {
         self.window = None;
         self.countdown = 1;
@@ -222,9 +223,7 @@ impl Adapt {
     fn switch(&mut self, mode: Mode) -> Mode {
         self.mode = mode;
         if self.policy == Policy::Measured {
-            self.window = None;
-            self.stride = 1;
-            self.countdown = 1;
+            self.new_pass();
         }
         mode
     }

@@ -1,12 +1,11 @@
 //! The clock the threaded core's timing decisions read, injected so that
 //! tests drive time instead of waiting for it.
 
-use std::fmt;
 use std::time::Instant;
 
 /// Where a node reads the time. Production uses [`SystemClock`]; tests use
 /// [`ManualClock`], which moves only when told to.
-pub(crate) trait Clock: Send + Sync + fmt::Debug {
+pub(crate) trait Clock: Send + Sync {
     /// The time now.
     fn now(&self) -> Instant;
 }
@@ -16,7 +15,6 @@ pub(crate) trait Clock: Send + Sync + fmt::Debug {
 pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
-    #[inline]
     fn now(&self) -> Instant {
         Instant::now()
     }

@@ -11,23 +11,22 @@
 //! of pass (join, snapshot the source past its end), shutdown and drop.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use nodes_core::__private::{WorkerCx, trace};
-use nodes_core::{Cx, Description, Error, Hint, Node, Replay, ResetFlag, Result, Resume, State};
+use nodes_core::{Cx, Description, Error, Hint, Node, Replay, Result, Resume, State};
 
-use super::adapt::{Adapt, Mode, Policy as AdaptPolicy};
+use super::adapt::{Adapt, Mode};
 use super::cancel::CancelHandle;
-use super::clock::{Clock, SystemClock};
+use super::clock::Clock;
 use super::hub::{Flow, Hub, Sender};
 use super::panic::{catch, guard};
 use super::plan::{Layout, Plan, Snapshots};
 use super::pool::Pool;
-use super::puller::{Broke, Pulled, Puller};
+use super::puller::{Broke, Puller};
 use super::snapshot::{self, Cursor, MAX_PACED_STEPS, Saved};
 use super::sync::{Arc, Mutex, lock, spawn};
 use super::worker::{Stage, Worker};
-use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
+use crate::policy::{Counts, ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 
 /// Where the node stands.
 enum Phase<U> {
@@ -50,6 +49,9 @@ enum Phase<U> {
 /// A source pulled on the caller's thread or on workers, with the
 /// consumer's position and the error policy. See the module docs.
 pub(crate) struct Threaded<N: Node, S, U> {
+    /// Declared first, so that dropping the node drops the pool first,
+    /// which stops and joins the workers before anything they share goes.
+    phase: Phase<U>,
     /// The plan as built.
     pub(crate) plan: Plan,
     /// The plan as run over this source (see [`Plan::over`]).
@@ -59,8 +61,6 @@ pub(crate) struct Threaded<N: Node, S, U> {
     hub: Arc<Hub<U>>,
     /// The source's description, refreshed whenever the source is at home.
     source_description: Description,
-    flag: ResetFlag,
-    phase: Phase<U>,
     /// What the consumer received (with workers; inline the source's own
     /// state is exact).
     cursor: Cursor,
@@ -72,7 +72,8 @@ pub(crate) struct Threaded<N: Node, S, U> {
     /// item not delivered to one past the last delivered ahead (0 without).
     restored_span: u64,
     /// Whether the source may run on the consumer's thread for a while, and
-    /// when (one worker only; see `adapt.rs`).
+    /// when (one worker in order only; see `adapt.rs`). Set before the
+    /// first reset.
     pub(crate) adapt: Option<Adapt>,
     /// The source stands where the consumer does: no workers, or the source
     /// came back to the consumer mid-pass (`cursor` is then stale until the
@@ -95,13 +96,10 @@ impl<N: Node, S, U> Threaded<N, S, U> {
         Arc::clone(&self.hub)
     }
 
-    /// The start of the node's `Debug`: its name and its source as of the
-    /// last reset; the node goes on with what of its plan it shows, under
-    /// its own names.
-    pub(crate) fn debug<'a, 'b>(&self, f: &'a mut fmt::Formatter<'b>) -> fmt::DebugStruct<'a, 'b> {
-        let mut out = f.debug_struct(self.plan.node);
-        out.field("source", &self.source_description.to_string());
-        out
+    /// The source as of the last reset, for the node's `Debug` (which goes
+    /// on with what of its plan it shows, under its own names).
+    pub(crate) fn source(&self) -> String {
+        self.source_description.to_string()
     }
 
     /// The node's description: its source (as of the last reset) keyed by
@@ -115,9 +113,8 @@ impl<N: Node, S, U> Threaded<N, S, U> {
             description = description.param("in_order", self.plan.in_order);
         }
         let source = self.source_description.clone();
-        description
-            .child_as("source", snapshot::SNAPSHOT, source)
-            .with_resume(self.resume())
+        let description = description.child_as("source", snapshot::SNAPSHOT, source);
+        description.with_resume(self.resume())
     }
 
     /// Reads ahead; out of order only on workers, without them items come
@@ -136,18 +133,9 @@ where
     S: Stage<N::Item, U>,
     U: Send + 'static,
 {
-    /// A node over `source` that was not reset yet.
-    pub(crate) fn new(source: N, stage: S, plan: Plan) -> Self {
-        Self::with_clock(source, stage, plan, std::sync::Arc::new(SystemClock))
-    }
-
-    /// [`new`](Self::new) reading the time from `clock`.
-    pub(crate) fn with_clock(
-        source: N,
-        stage: S,
-        plan: Plan,
-        clock: std::sync::Arc<dyn Clock>,
-    ) -> Self {
+    /// A node over `source` that was not reset yet, reading the time from
+    /// `clock` (a [`SystemClock`](super::clock::SystemClock) but in tests).
+    pub(crate) fn new(source: N, stage: S, plan: Plan, clock: std::sync::Arc<dyn Clock>) -> Self {
         let source_description = source.describe();
         // Taken when the node is built: a tree does not change shape.
         let run = plan.over(&source_description);
@@ -161,7 +149,6 @@ where
             puller: Arc::new(Mutex::new(puller)),
             stage: std::sync::Arc::new(stage),
             hub: Arc::new(Hub::new(plan.node)),
-            flag: ResetFlag::default(),
             phase: Phase::Idle,
             cursor: Cursor::new(State::new(), 0, []),
             ended: false,
@@ -171,14 +158,6 @@ where
             at_consumer: false,
             clock,
         }
-    }
-
-    /// Lets the source run on the consumer's thread while that is faster
-    /// (`Some`; one worker, in order), or keeps it on the worker (`None`,
-    /// the default). A builder step: before the first reset.
-    pub(crate) fn set_adapt(&mut self, policy: Option<AdaptPolicy>) {
-        debug_assert!(self.plan.workers == 1 && self.plan.in_order);
-        self.adapt = policy.map(Adapt::new);
     }
 
     /// Sets the error policy (a builder step: before the first reset).
@@ -251,29 +230,21 @@ where
             return Ok(Some(value));
         }
         let node = self.plan.node;
-        self.flag.check(node)?;
         loop {
-            if let Phase::Ready = self.phase {
-                if self.adapt_mode() == Some(Mode::Inline) {
-                    // The source stands where the consumer does (a reset
-                    // put it there), and it was faster here last pass.
-                    self.phase = Phase::Inline;
-                    self.at_consumer = true;
-                } else {
-                    self.phase = Phase::Running(Box::new(self.spawn_pool(cx)?));
-                }
-            }
-            if let Phase::Running(pool) = &self.phase
-                && pool.handed_back()
-            {
-                // Everything the reader read ahead is out: go on inline,
-                // unless the consumer meanwhile wants the reader back.
+            let handed_back = matches!(&self.phase, Phase::Running(pool) if pool.handed_back());
+            if handed_back || (matches!(self.phase, Phase::Ready) && self.wants(Mode::Inline)) {
+                // The source stands where the consumer does: everything the
+                // reader read ahead is out, or a reset put it there (and it
+                // was faster here last pass). Go on inline.
                 self.phase = Phase::Inline;
                 self.at_consumer = true;
-                if self.adapt_mode() == Some(Mode::Threaded) {
-                    self.go_threaded(cx);
-                }
-                continue;
+            }
+            if handed_back && self.wants(Mode::Threaded) {
+                // The consumer meanwhile wants the reader back.
+                self.go_threaded(cx);
+            }
+            if let Phase::Ready = self.phase {
+                self.phase = Phase::Running(Box::new(self.spawn_pool(cx)?));
             }
             let timed = self.adapt.is_some() || cx.timing();
             let clock = timed.then_some(&*self.clock);
@@ -284,28 +255,23 @@ where
                 Phase::ShutDown => return Err(Error::ShutDown { node }),
                 Phase::Idle | Phase::Ready => return Err(Error::NotReset { node }),
             };
-            let error = match delivered {
+            let handed_out = match delivered {
                 None => return self.end_of_data(cx),
-                Some(Ok(value)) => {
-                    self.count_handed_out(cx);
-                    return Ok(Some(value));
-                }
-                Some(Err(error)) if is_bad_record(&error) => error,
+                Some(Ok(value)) => Ok(Some(value)),
+                Some(Err(error)) if is_bad_record(&error) => match self.budget.judge(error, cx) {
+                    Verdict::Deliver(error) => Err(error),
+                    Verdict::DeliverAndEnd(error) => {
+                        // Dropping the pool stops and joins its workers.
+                        self.phase = Phase::Finished;
+                        return Err(error);
+                    }
+                    Verdict::Skip => continue,
+                },
                 // Not a bad record: no policy applies (the pass ends by itself).
                 Some(Err(error)) => return Err(error),
             };
-            match self.budget.judge(error, cx) {
-                Verdict::Deliver(error) => {
-                    self.count_handed_out(cx);
-                    return Err(error);
-                }
-                Verdict::DeliverAndEnd(error) => {
-                    // Dropping the pool stops and joins its workers.
-                    self.phase = Phase::Finished;
-                    return Err(error);
-                }
-                Verdict::Skip => {}
-            }
+            self.count_handed_out(cx);
+            return handed_out;
         }
     }
 
@@ -314,16 +280,10 @@ where
         let node = self.plan.node;
         let (index, item) = {
             let mut puller = lock(&self.puller);
-            loop {
-                if puller.done {
-                    return None;
-                }
-                match puller.pull_one(cx) {
-                    Pulled::Item(index, item) => break (index, item),
-                    Pulled::Skipped(_) => {}
-                    Pulled::End(last) => break last?,
-                }
+            if puller.done {
+                return None;
             }
+            puller.pull_one(cx)?
         };
         Some(
             item.map_err(|error| *error)
@@ -331,18 +291,16 @@ where
         )
     }
 
-    /// Where the adaptation wants the source now (`None`: not adaptive).
-    fn adapt_mode(&self) -> Option<Mode> {
-        self.adapt.as_ref().map(|adapt| adapt.mode)
+    /// Whether the adaptation wants the source in `mode` now.
+    fn wants(&self, mode: Mode) -> bool {
+        self.adapt.as_ref().is_some_and(|adapt| adapt.mode == mode)
     }
 
     /// Counts an item handed out, and switches between the reader and the
     /// consumer's thread when the adaptation says so (see `adapt.rs`).
     #[inline]
     fn count_handed_out(&mut self, cx: &Cx) {
-        if let Some(adapt) = &mut self.adapt
-            && adapt.tick()
-        {
+        if self.adapt.as_mut().is_some_and(Adapt::tick) {
             self.adapt_look(cx);
         }
     }
@@ -371,12 +329,11 @@ where
     /// reader from a snapshot of it. A source whose state cannot be taken
     /// stays inline (its `get_state` reports the failure to the consumer).
     fn go_threaded(&mut self, cx: &Cx) {
-        let node = self.plan.node;
         let mut puller = lock(&self.puller);
         if puller.done {
             return;
         }
-        let Ok(snapshot) = catch(node, None, || puller.source.get_state(cx)) else {
+        let Ok(snapshot) = catch(self.plan.node, None, || puller.source.get_state(cx)) else {
             return;
         };
         puller.restart_pacing();
@@ -409,18 +366,19 @@ where
         Ok(None)
     }
 
+    /// Decodes and checks a saved state, without applying anything: the
+    /// position and the error counts kept beside it.
+    fn decode(&self, state: &State) -> Result<(Saved, Counts)> {
+        let limit = self.plan.replay_limit();
+        let saved = Saved::decode(self.plan.node, state, self.plan.layout, limit)?;
+        let counts = state.contains(ERRORS).then(|| self.budget.load(state));
+        Ok((saved, counts.transpose()?.unwrap_or_default()))
+    }
+
     /// Checks a saved state as `reset` would take it, the source's part
     /// included, without applying anything.
     pub(crate) fn check_state(&self, state: &State) -> Result<()> {
-        let saved = Saved::decode(
-            self.plan.node,
-            state,
-            self.plan.layout,
-            self.plan.replay_limit(),
-        )?;
-        if state.contains(ERRORS) {
-            self.budget.load(state)?;
-        }
+        let (saved, _) = self.decode(state)?;
         lock(&self.puller).source.check_state(&saved.snapshot)
     }
 
@@ -428,18 +386,14 @@ where
     pub(crate) fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let node = self.plan.node;
         // Validate everything before touching anything.
-        let limit = self.plan.replay_limit();
-        let saved = state.map(|s| Saved::decode(node, s, self.plan.layout, limit));
-        let saved = saved.transpose()?;
-        let counts = state.filter(|s| s.contains(ERRORS));
-        let counts = counts.map(|s| self.budget.load(s)).transpose()?;
+        let (saved, counts) = state.map(|s| self.decode(s)).transpose()?.unzip();
         // A new pass after one the consumer did not finish starts from where
         // the consumer stood, not from where the workers got to.
-        let rewind = saved.is_none() && self.flag.is_reset() && !self.ended && !self.at_consumer;
+        let was_reset = !matches!(self.phase, Phase::Idle);
+        let rewind = saved.is_none() && was_reset && !self.ended && !self.at_consumer;
         // Unusable until this reset succeeds.
-        self.flag = ResetFlag::default();
-        self.ended = false;
         self.phase = Phase::Idle;
+        self.ended = false;
         self.at_consumer = self.run.workers == 0;
         if let Some(adapt) = &mut self.adapt {
             adapt.new_pass();
@@ -474,7 +428,6 @@ where
         } else {
             Phase::Ready
         };
-        self.flag.mark();
         Ok(())
     }
 
@@ -488,12 +441,11 @@ where
         let puller = &mut *puller;
         puller.done = false;
         puller.broke.set(None);
-        puller.skip.clear();
-        puller.next_index = 0;
         puller.restart_pacing();
-        self.counted = threaded
-            .then(|| self.source_description.counted_path())
-            .flatten();
+        puller.next_index = saved.map_or(0, |s| s.resume);
+        puller.skip = saved.iter().flat_map(|s| s.ahead.iter().copied()).collect();
+        puller.skip_path = saved.map(|s| s.ahead_path.clone()).unwrap_or_default();
+        self.counted = self.source_description.counted_path().filter(|_| threaded);
         puller.counted = self.counted.is_some();
         let steps = saved.map_or(0, |s| s.steps);
         let snapshot = saved.map(|s| &s.snapshot);
@@ -505,21 +457,21 @@ where
             return Err(Error::bad_state(saved.steps_path.clone(), why));
         }
         let snapshot = threaded.then(|| replay.get_state()).transpose()?;
-        if let Some(saved) = saved {
-            // Where the source's end is known, an item delivered ahead past
-            // it is refused now rather than when the pass gets there.
-            let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
-            let end = saved.resume.saturating_add(left);
-            if let Some(i) = saved.ahead.iter().position(|&index| index >= end) {
-                let (path, item) = (format!("{}/{i}", saved.ahead_path), saved.ahead[i]);
-                let why = format!(
-                    "the state says item {item} was delivered, but the source ends before item {end}: the state does not belong to this source"
-                );
-                return Err(Error::bad_state(path, why));
-            }
-            puller.next_index = saved.resume;
-            puller.skip = saved.ahead.iter().copied().collect();
-            puller.skip_path.clone_from(&saved.ahead_path);
+        // Where the source's end is known, an item delivered ahead past it
+        // is refused now rather than when the pass gets there.
+        let left = puller.source.size_hint().upper.unwrap_or(u64::MAX);
+        let end = puller.next_index.saturating_add(left);
+        let beyond = puller
+            .skip
+            .iter()
+            .enumerate()
+            .find(|&(_, &item)| item >= end);
+        if let Some((i, item)) = beyond {
+            let path = format!("{}/{i}", puller.skip_path);
+            let why = format!(
+                "the state says item {item} was delivered, but the source ends before item {end}: the state does not belong to this source"
+            );
+            return Err(Error::bad_state(path, why));
         }
         self.source_description = puller.source.describe();
         Ok(snapshot.unwrap_or_default())
@@ -530,7 +482,7 @@ where
         let plan = self.run;
         self.hub
             .open(plan.window_for(plan.first_chunk()), plan.max_in_flight);
-        let mut pool = Pool::new(Arc::clone(&self.hub), &plan);
+        let mut pool = Pool::new(Arc::clone(&self.hub), plan);
         for i in 0..plan.workers {
             let worker = Worker {
                 puller: Arc::clone(&self.puller),
@@ -556,25 +508,24 @@ where
     /// The consumer's position in the node's layout, with the error counts
     /// when the policy keeps any.
     pub(crate) fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(self.plan.node)?;
-        cx.check_live(self.plan.node)?;
-        let (snapshot, base, low, ahead) = if self.at_consumer {
+        let node = self.plan.node;
+        if let Phase::Idle = self.phase {
+            return Err(Error::NotReset { node });
+        }
+        cx.check_live(node)?;
+        let inline;
+        let cursor = if self.at_consumer {
             // Inline, or the source came back to the consumer mid-pass: its
-            // own state is exact. Skipped items right at the front count as
-            // received steps.
+            // own state is exact.
             let puller = lock(&self.puller);
-            let mut low = puller.next_index;
-            while puller.skip.contains(&low) {
-                low += 1;
-            }
-            let source = Cow::Owned(puller.source.get_state(cx)?);
-            let ahead: Vec<u64> = puller.skip.range(low..).copied().collect();
-            (source, puller.next_index, low, ahead)
+            let skip = puller.skip.iter().copied();
+            inline = Cursor::new(puller.source.get_state(cx)?, puller.next_index, skip);
+            &inline
         } else {
-            let (snapshot, base, low, ahead) = self.cursor.parts();
-            let (snapshot, base) = self.counted_forward(snapshot, base, low);
-            (snapshot, base, low, ahead.collect())
+            &self.cursor
         };
+        let (snapshot, base, low, ahead) = cursor.parts();
+        let (snapshot, base) = self.counted_forward(snapshot, base, low);
         let layout = self.plan.layout;
         let mut state = snapshot::encode(layout, &snapshot, base, low, ahead, self.max_offset())?;
         // A source that broke ends the pass once its last item was received,
@@ -601,18 +552,13 @@ where
         base: u64,
         low: u64,
     ) -> (Cow<'a, State>, u64) {
-        let unmoved = (Cow::Borrowed(snapshot), base);
-        let Some(path) = &self.counted else {
-            return unmoved;
-        };
         let upto = self.broke.get().map_or(low, |end| low.min(end - 1));
-        if upto <= base {
-            return unmoved;
-        }
-        match count_moved(snapshot, path, upto - base) {
+        let path = self.counted.as_ref().filter(|_| upto > base);
+        match path.and_then(|path| count_moved(snapshot, path, upto - base)) {
             Some(moved) => (Cow::Owned(moved), upto),
-            // Not the promised count: keep the steps (a replay).
-            None => unmoved,
+            // Not counted, nothing to move over, or not the promised count:
+            // keep the steps (a replay).
+            None => (Cow::Borrowed(snapshot), base),
         }
     }
 
@@ -658,13 +604,6 @@ fn count_moved(state: &State, path: &[String], by: u64) -> Option<State> {
         moved.insert_child(key.clone(), count_moved(&child, below, by)?);
     }
     Some(moved)
-}
-
-impl<N: Node, S, U> Drop for Threaded<N, S, U> {
-    fn drop(&mut self) {
-        // Dropping the pool stops and joins its workers.
-        self.phase = Phase::Idle;
-    }
 }
 
 #[cfg(test)]

@@ -264,14 +264,11 @@ impl<U> Hub<U> {
     pub(crate) fn release(&self, n: usize) {
         if n > 0 && self.credits.fetch_add(n, Ordering::AcqRel) & SLEEPY != 0 {
             let mut inner = lock(&self.inner);
-            let idle = inner.sleepers == 0;
-            if idle || read(&self.credits) & COUNT >= inner.wanted {
+            if inner.sleepers == 0 || read(&self.credits) & COUNT >= inner.wanted {
                 // A worker that still lacks credits raises it again.
                 self.credits.fetch_and(!SLEEPY, Ordering::AcqRel);
                 inner.wanted = usize::MAX;
-                if !idle {
-                    self.room.notify_all();
-                }
+                self.room.notify_all();
             }
         }
     }
@@ -366,7 +363,6 @@ impl<U> Hub<U> {
         let mut inner = lock(&self.inner);
         inner.cancelled = true;
         self.changed();
-        drop(inner);
         self.ready.notify_all();
     }
 

@@ -2,16 +2,18 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use nodes_core::{BoxError, Cx, Error, Node, NodeId, Result, Stateful};
 
 use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
 use crate::threaded::cancel::CancelHandle;
+use crate::threaded::clock::SystemClock;
 use crate::threaded::core::Threaded;
 use crate::threaded::plan::{Layout, Plan, Snapshots};
 use crate::threaded::worker::Stage;
-use crate::transforms::require;
+use crate::transforms::{debug_fields, require};
 
 const NAME: &str = "ParallelMapper";
 
@@ -166,31 +168,26 @@ impl ParallelOptions {
         // cheap (the window then starts small and follows them).
         let two_chunks_each =
             |chunk: usize| self.num_workers.saturating_mul(2).saturating_mul(chunk);
-        let per_hand_over = self.prebatch.unwrap_or(DEFAULT_CHUNK_ROOM);
-        let max_in_flight = self
-            .max_concurrent
-            .unwrap_or(two_chunks_each(per_hand_over))
-            .max(1);
+        let default = two_chunks_each(self.prebatch.unwrap_or(DEFAULT_CHUNK_ROOM));
+        let max_in_flight = self.max_concurrent.unwrap_or(default).max(1);
         // A bound the user chose holds from the first item.
         let min_in_flight = match (self.max_concurrent, self.prebatch) {
             (None, None) => two_chunks_each(START_CHUNK_ROOM).min(max_in_flight),
             _ => max_in_flight,
         };
+        // Each worker may hold an equal share of the credits at once.
+        let share = (max_in_flight / self.num_workers.max(1)).max(1);
+        let every = |n| Snapshots::Every(n as u64);
         Ok(Plan {
             node: NAME,
             thread_name: "nodes-par-map",
             workers: self.num_workers,
             in_order: self.in_order,
             max_in_flight,
-            // Each worker may hold an equal share of the credits at once.
-            max_chunk: self
-                .prebatch
-                .unwrap_or((max_in_flight / self.num_workers.max(1)).max(1)),
+            max_chunk: self.prebatch.unwrap_or(share),
             adaptive_chunks: self.prebatch.is_none(),
             min_in_flight,
-            snapshots: self
-                .snapshot_frequency
-                .map_or(Snapshots::Paced, |n| Snapshots::Every(n as u64)),
+            snapshots: self.snapshot_frequency.map_or(Snapshots::Paced, every),
             layout: Layout::Indexed,
             policy: self.on_error,
             spin: false,
@@ -341,17 +338,10 @@ impl<T: 'static, U: 'static> Stage<T, U> for MapStage<T, U> {
 }
 
 impl<N: Node, U> fmt::Debug for ParallelMapper<N, U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = &self.core.plan;
-        self.core
-            .debug(f)
-            .field("num_workers", &plan.workers)
-            .field("in_order", &plan.in_order)
-            .field("max_concurrent", &plan.max_in_flight)
-            .field("snapshots", &plan.snapshots)
-            .field("on_error", &plan.policy)
-            .finish_non_exhaustive()
-    }
+    debug_fields!(NAME, finish_non_exhaustive; source = (core.source()),
+        num_workers = (core.plan.workers), in_order = (core.plan.in_order),
+        max_concurrent = (core.plan.max_in_flight), snapshots = (core.plan.snapshots),
+        on_error = (core.plan.policy));
 }
 
 impl<N: Node + 'static, U: Send + 'static> ParallelMapper<N, U>
@@ -364,7 +354,7 @@ where
         F: Fn(N::Item) -> std::result::Result<U, BoxError> + Send + Sync + 'static,
     {
         let stage = MapStage(Box::new(f), PhantomData);
-        let core = Threaded::new(source, stage, options.resolve()?);
+        let core = Threaded::new(source, stage, options.resolve()?, Arc::new(SystemClock));
         Ok(ParallelMapper { core })
     }
 
@@ -437,7 +427,7 @@ mod tests {
         let plan = ParallelOptions::new(2).resolve().unwrap();
         assert_eq!(plan.snapshots, Snapshots::Paced);
         ParallelMapper {
-            core: Threaded::with_clock(source, stage, plan, Arc::clone(clock) as _),
+            core: Threaded::new(source, stage, plan, Arc::clone(clock) as _),
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use nodes_core::{Cx, Result, State};
 
 use super::clock::Clock;
-use super::hub::{Chunk, Flow, Hub, Items, Slot};
+use super::hub::{Chunk, Flow, Hub, Slot};
 use super::plan::Plan;
 use super::snapshot::Cursor;
 use super::sync::{Arc, JoinHandle};
@@ -23,16 +23,15 @@ pub(crate) struct Pool<U> {
     /// The chunk being handed out (what is left of it).
     pub(crate) current: Chunk<U>,
     /// Items of `current` handed out; their credits go back to the hub
-    /// with the chunk's last item.
+    /// with the chunk's last item (and the count starts over).
     position: usize,
     /// The end of the pass, once a worker reported it.
     end_at: Option<u64>,
     /// Out of order: errors waiting for every item before them.
     pub(crate) deferred: BTreeMap<u64, (Result<U>, Option<State>)>,
-    /// Whether the consumer polls for a while before it blocks.
-    spin: bool,
-    /// Deliver in source order (else in arrival order).
-    in_order: bool,
+    /// Whether the consumer polls before it blocks, and delivers in source
+    /// order (else in arrival order).
+    plan: Plan,
     /// The workers were halted and joined for the source to come back to
     /// the consumer: what they read ahead is still handed out.
     handing_back: bool,
@@ -42,7 +41,7 @@ pub(crate) struct Pool<U> {
 
 impl<U> Pool<U> {
     /// A pool for a pass, whose workers are added to `workers`.
-    pub(crate) fn new(hub: Arc<Hub<U>>, plan: &Plan) -> Self {
+    pub(crate) fn new(hub: Arc<Hub<U>>, plan: Plan) -> Self {
         Pool {
             hub,
             workers: Vec::new(),
@@ -51,8 +50,7 @@ impl<U> Pool<U> {
             position: 0,
             end_at: None,
             deferred: BTreeMap::new(),
-            spin: plan.spin,
-            in_order: plan.in_order,
+            plan,
             handing_back: false,
             waited: Duration::ZERO,
         }
@@ -86,12 +84,7 @@ impl<U> Pool<U> {
 
     /// Upper bound on the items pulled and not yet handed out.
     pub(crate) fn ahead(&self) -> usize {
-        let unreleased = if self.current.items.is_empty() {
-            0
-        } else {
-            self.position
-        };
-        self.hub.in_flight().saturating_sub(unreleased)
+        self.hub.in_flight().saturating_sub(self.position)
     }
 
     /// The front item of the current chunk if it can be handed out without
@@ -105,23 +98,26 @@ impl<U> Pool<U> {
         if !self.deferred.is_empty() || next_snapshot.is_some_and(|(at, _)| *at == self.position) {
             return None;
         }
-        let (index, Ok(value)) = self.pop_current()? else {
+        let (index, Ok(value), _) = self.pop_current()? else {
             return None;
         };
         Some((index, value))
     }
 
-    /// Hands out the front item of the current chunk. The chunk's credits
-    /// go back with its last item: one lock per chunk, and the workers see
-    /// the window free as soon as the consumer holds none of its items.
+    /// Hands out the front item of the current chunk, with the source state
+    /// taken after it if one was. The chunk's credits go back with its last
+    /// item: one lock per chunk, and the workers see the window free as soon
+    /// as the consumer holds none of its items.
     #[inline]
-    fn pop_current(&mut self) -> Option<(u64, Slot<U>)> {
-        let item = self.current.items.pop_front()?;
+    fn pop_current(&mut self) -> Option<(u64, Slot<U>, Option<State>)> {
+        let (index, slot) = self.current.items.pop_front()?;
         self.position += 1;
+        let snapshots = &mut self.current.snapshots;
+        let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
         if self.current.items.is_empty() {
-            self.hub.release(self.position);
+            self.hub.release(std::mem::take(&mut self.position));
         }
-        Some(item)
+        Some((index, slot, snapshot.map(|(_, state)| state)))
     }
 
     /// The next item in delivery order, recorded in `cursor`; `None` at the
@@ -143,12 +139,9 @@ impl<U> Pool<U> {
                 let (index, (value, snapshot)) = waiting.remove_entry();
                 break (index, value, snapshot);
             }
-            if let Some((index, value)) = self.pop_current() {
+            if let Some((index, value, snapshot)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
-                let snapshots = &mut self.current.snapshots;
-                let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
-                let snapshot = snapshot.map(|(_, state)| state);
-                if !self.in_order && value.is_err() && index > cursor.low() {
+                if !self.plan.in_order && value.is_err() && index > cursor.low() {
                     // Out of order, an error waits for its turn: only a
                     // snapshot taken after it, adopted once everything
                     // before it was delivered, resumes such a source.
@@ -161,9 +154,7 @@ impl<U> Pool<U> {
             if self.end_at.is_some_and(|end| cursor.low() >= end) {
                 return Ok(None);
             }
-            let done = std::mem::take(&mut self.current.items);
-            self.current = self.receive(cursor.low(), done, cx, clock)?;
-            self.position = 0;
+            self.current = self.receive(cursor.low(), cx, clock)?;
         };
         if snapshot.is_some() {
             // A threaded node above snapshots here too, so the items it
@@ -174,15 +165,11 @@ impl<U> Pool<U> {
         Ok(Some(value))
     }
 
-    /// Blocks until the chunk whose turn it is arrives (in order) or any
+    /// Leaves the emptied buffer of the current chunk for the workers, and
+    /// blocks until the chunk whose turn it is arrives (in order) or any
     /// chunk arrives (out of order).
-    fn receive(
-        &mut self,
-        low: u64,
-        mut done: Items<U>,
-        cx: &mut Cx,
-        clock: Option<&dyn Clock>,
-    ) -> Result<Chunk<U>> {
+    fn receive(&mut self, low: u64, cx: &mut Cx, clock: Option<&dyn Clock>) -> Result<Chunk<U>> {
+        let mut done = std::mem::take(&mut self.current.items);
         if cx.stats_enabled() {
             cx.record_queue_depth(self.hub.queued());
         }
@@ -190,9 +177,11 @@ impl<U> Pool<U> {
             if let Some(chunk) = self.reorder.remove(&low) {
                 return Ok(chunk);
             }
-            let started = clock.map(|c| c.now());
-            let received = self.hub.receive(std::mem::take(&mut done), self.spin, low);
-            if let (Some(clock), Some(started)) = (clock, started) {
+            let started = clock.map(|clock| (clock, clock.now()));
+            let received = self
+                .hub
+                .receive(std::mem::take(&mut done), self.plan.spin, low);
+            if let Some((clock, started)) = started {
                 let waited = clock.now() - started;
                 self.waited += waited;
                 if cx.timing() {
@@ -200,7 +189,7 @@ impl<U> Pool<U> {
                 }
             }
             let chunk = received?;
-            if !self.in_order || chunk.first_index() == low {
+            if !self.plan.in_order || chunk.first_index() == low {
                 return Ok(chunk);
             }
             self.reorder.insert(chunk.first_index(), chunk);

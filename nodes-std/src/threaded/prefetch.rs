@@ -1,18 +1,20 @@
 //! [`Prefetcher`]: reads ahead of the consumer on a background thread.
 
 use std::fmt;
+use std::sync::Arc;
 
 use nodes_core::{Cx, Node, NodeId, Result, Stateful};
 
 use crate::delegate::delegate_stateful;
 use crate::policy::ErrorPolicy;
-use crate::threaded::adapt::Policy as AdaptPolicy;
+use crate::threaded::adapt::{Adapt, Policy as AdaptPolicy};
 use crate::threaded::cancel::CancelHandle;
+use crate::threaded::clock::SystemClock;
 use crate::threaded::core::Threaded;
-use crate::threaded::hub::Items;
+use crate::threaded::hub::{Chunk, Items};
 use crate::threaded::plan::{Layout, Plan, Snapshots};
-use crate::threaded::worker::Stage;
-use crate::transforms::require;
+use crate::threaded::worker::{Sent, Stage};
+use crate::transforms::{debug_fields, require};
 
 const NAME: &str = "Prefetcher";
 
@@ -129,23 +131,17 @@ impl<T> Stage<T, T> for Pass {
         Ok(item)
     }
 
-    /// Hands the pulled items over as they are, and pulls into the spare
+    /// Hands the pulled chunk over as it is, and pulls into the spare
     /// buffer.
-    fn apply_chunk(&self, _: &'static str, items: &mut Items<T>, spare: Items<T>) -> Items<T> {
-        std::mem::replace(items, spare)
+    fn apply_chunk(&self, _: &'static str, pulled: Chunk<T>, spare: Items<T>) -> Sent<T, T> {
+        (pulled, spare)
     }
 }
 
 impl<N: Node> fmt::Debug for Prefetcher<N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plan = &self.core.plan;
-        self.core
-            .debug(f)
-            .field("prefetch_factor", &plan.max_in_flight)
-            .field("on_error", &plan.policy)
-            .field("inline_when_faster", &self.core.adapt.is_some())
-            .finish_non_exhaustive()
-    }
+    debug_fields!(NAME, finish_non_exhaustive; source = (core.source()),
+        prefetch_factor = (core.plan.max_in_flight), on_error = (core.plan.policy),
+        inline_when_faster = (core.adapt.is_some()));
 }
 
 impl<N: Node + 'static> Prefetcher<N>
@@ -154,7 +150,7 @@ where
 {
     /// See [`NodeExt::prefetch`](crate::NodeExt::prefetch).
     pub(crate) fn new(source: N, prefetch_factor: usize) -> Result<Self> {
-        let core = Threaded::new(source, Pass, plan(prefetch_factor)?);
+        let core = Threaded::new(source, Pass, plan(prefetch_factor)?, Arc::new(SystemClock));
         Ok(Prefetcher { core })
     }
 
@@ -198,7 +194,7 @@ where
     /// # Ok::<(), nodes_std::Error>(())
     /// ```
     pub fn inline_when_faster(mut self) -> Self {
-        self.core.set_adapt(Some(AdaptPolicy::Measured));
+        self.core.adapt = Some(Adapt::new(AdaptPolicy::Measured));
         self
     }
 
@@ -208,7 +204,7 @@ where
     /// states exact across it). Not for production use.
     #[doc(hidden)]
     pub fn switch_every(mut self, items: u64) -> Self {
-        self.core.set_adapt(Some(AdaptPolicy::Every(items.max(1))));
+        self.core.adapt = Some(Adapt::new(AdaptPolicy::Every(items.max(1))));
         self
     }
 
@@ -320,7 +316,7 @@ mod tests {
                 x
             })
         };
-        let core = Threaded::with_clock(source, Pass, plan(1).unwrap(), clock);
+        let core = Threaded::new(source, Pass, plan(1).unwrap(), clock);
         hub.set(core.hub()).unwrap();
         let node = Prefetcher { core }.inline_when_faster();
         let got: Vec<u64> = node.start().unwrap().map(|r| r.unwrap()).collect();

@@ -90,17 +90,6 @@ impl Broke {
     }
 }
 
-/// What one pull from the source gave.
-pub(crate) enum Pulled<T> {
-    /// An item (a value or a bad record) to hand out.
-    Item(u64, Slot<T>),
-    /// An item delivered before the restore: passed over.
-    Skipped(u64),
-    /// The pass ends, after this item if there is one (the failure that
-    /// ended it, or a restored state that does not fit the source).
-    End(Option<(u64, Slot<T>)>),
-}
-
 impl<N: Node> Puller<N> {
     /// A puller of `source` run as `plan` says.
     pub(crate) fn new(source: N, plan: &Plan, clock: std::sync::Arc<dyn Clock>) -> Self {
@@ -161,8 +150,7 @@ impl<N: Node> Puller<N> {
         stopping: impl Fn() -> bool,
         buffer: Items<N::Item>,
     ) -> Chunk<N::Item> {
-        let snapshots = self.snapshots;
-        let paced = snapshots == Snapshots::Paced;
+        let paced = self.snapshots == Snapshots::Paced;
         // A chunk of one is handed over at once, and a quick source's
         // chunk is checked only when full.
         let started = (limit > 1 && !self.quick).then(|| self.clock.now());
@@ -172,13 +160,8 @@ impl<N: Node> Puller<N> {
             let pulled = self.pull_one(cx);
             self.requested |= cx.take_snapshot_request();
             let (index, item) = match pulled {
-                Pulled::Item(index, item) => (index, item),
-                Pulled::Skipped(index) => {
-                    self.missed |=
-                        matches!(snapshots, Snapshots::Every(n) if (index + 1).is_multiple_of(n));
-                    continue;
-                }
-                Pulled::End(last) => {
+                Some(pulled) if !self.done => pulled,
+                last => {
                     chunk.end = Some(last.as_ref().map_or(self.next_index, |(i, _)| i + 1));
                     chunk.items.extend(last);
                     return chunk;
@@ -200,14 +183,14 @@ impl<N: Node> Puller<N> {
             let due = bad_record
                 || self.requested
                 || !self.counted
-                    && match snapshots {
+                    && match self.snapshots {
                         Snapshots::Every(every) => self.missed || (index + 1).is_multiple_of(every),
                         Snapshots::Paced => {
                             self.since_snapshot >= MAX_PACED_STEPS
                                 || now.is_some_and(|now| self.pace_due(now))
                         }
                     };
-            if due && !self.snapshot(cx, &mut chunk, paced) {
+            if due && !self.snapshot(cx, &mut chunk) {
                 return chunk;
             }
             // Checking at powers of two keeps the clock off the per-item
@@ -218,7 +201,7 @@ impl<N: Node> Puller<N> {
             {
                 self.quick = false;
                 if paced && self.pace_due(self.clock.now()) {
-                    self.snapshot(cx, &mut chunk, true);
+                    self.snapshot(cx, &mut chunk);
                 }
                 return chunk;
             }
@@ -230,61 +213,67 @@ impl<N: Node> Puller<N> {
         now.saturating_duration_since(self.last_snapshot) >= self.pace
     }
 
-    /// Pulls the next item from the source. An `Err` from the source is an
-    /// item; a panic in it, or an error that is not a bad record, ends the
-    /// pass after that item.
+    /// Pulls the next item from the source, passing over restored skips.
+    /// An `Err` from the source is an item; a panic in it, or an error that
+    /// is not a bad record, ends the pass after that item. Once the pass
+    /// ends, `done` is set and the last item (the failure that ended it, or
+    /// a restored state that does not fit the source) is returned if there
+    /// is one.
     #[inline]
-    pub(crate) fn pull_one(&mut self, cx: &mut Cx) -> Pulled<N::Item> {
-        let index = self.next_index;
-        let item = match guard(self.node, Some(index), || self.source.next(cx)) {
-            Ok(Ok(Some(item))) => Ok(item),
-            Ok(Ok(None)) => {
-                self.done = true;
-                let beyond = self.skip.first().copied();
-                self.skip.clear();
-                return Pulled::End(beyond.map(|beyond| {
-                    let error = Error::bad_state(
-                        self.skip_path.clone(),
-                        format!(
-                            "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
-                        ),
-                    );
-                    (index, Err(Box::new(error)))
-                }));
+    pub(crate) fn pull_one(&mut self, cx: &mut Cx) -> Option<(u64, Slot<N::Item>)> {
+        loop {
+            let index = self.next_index;
+            let item = match guard(self.node, Some(index), || self.source.next(cx)) {
+                Ok(Ok(Some(item))) => Ok(item),
+                Ok(Ok(None)) => {
+                    self.done = true;
+                    let beyond = self.skip.first().copied();
+                    self.skip.clear();
+                    return beyond.map(|beyond| {
+                        let error = Error::bad_state(
+                            self.skip_path.clone(),
+                            format!(
+                                "the restored state says item {beyond} was delivered, but the source ended after {index} items: the state does not belong to this source"
+                            ),
+                        );
+                        (index, Err(Box::new(error)))
+                    });
+                }
+                // A source that panicked is in no known state: deliver the
+                // panic and end the pass.
+                Err(panicked) => return Some(self.broke_at(index, panicked)),
+                // A bad record from the source is one item.
+                Ok(Err(e)) if is_bad_record(&e) => Err(Box::new(e)),
+                // Any other error says the source cannot go on: deliver it
+                // and end the pass (it would otherwise be pulled forever).
+                Ok(Err(e)) => return Some(self.broke_at(index, e)),
+            };
+            self.next_index += 1;
+            self.since_snapshot += 1;
+            if !self.skip.remove(&index) {
+                return Some((index, item));
             }
-            // A source that panicked is in no known state: deliver the
-            // panic and end the pass.
-            Err(panicked) => return self.broke_at(index, panicked),
-            // A bad record from the source is one item.
-            Ok(Err(e)) if is_bad_record(&e) => Err(Box::new(e)),
-            // Any other error says the source cannot go on: deliver it and
-            // end the pass (it would otherwise be pulled forever).
-            Ok(Err(e)) => return self.broke_at(index, e),
-        };
-        self.next_index += 1;
-        self.since_snapshot += 1;
-        if !self.skip.is_empty() && self.skip.remove(&index) {
-            return Pulled::Skipped(index);
+            self.missed |=
+                matches!(self.snapshots, Snapshots::Every(n) if (index + 1).is_multiple_of(n));
         }
-        Pulled::Item(index, item)
     }
 
     /// The pass ends with `error` at `index`.
-    fn broke_at(&mut self, index: u64, error: Error) -> Pulled<N::Item> {
+    fn broke_at(&mut self, index: u64, error: Error) -> (u64, Slot<N::Item>) {
         self.done = true;
         self.broke.set(Some(index + 1));
         self.next_index += 1;
-        Pulled::End(Some((index, Err(Box::new(error)))))
+        (index, Err(Box::new(error)))
     }
 
     /// Records the source's state after the chunk's last item. A source
     /// whose `get_state` fails cannot be resumed: the failure is delivered
-    /// in place of that item and the pass ends (`false`). Only `paced`
+    /// in place of that item and the pass ends (`false`). Only paced
     /// snapshots read the clock.
-    fn snapshot<T>(&mut self, cx: &Cx, chunk: &mut Chunk<T>, paced: bool) -> bool {
+    fn snapshot<T>(&mut self, cx: &Cx, chunk: &mut Chunk<T>) -> bool {
         let at = chunk.items.len() - 1;
         let index = chunk.items[at].0;
-        let started = paced.then(|| self.clock.now());
+        let started = (self.snapshots == Snapshots::Paced).then(|| self.clock.now());
         match catch(self.node, Some(index), || self.source.get_state(cx)) {
             Ok(state) => {
                 chunk.snapshots.push_back((at, state));

@@ -117,29 +117,21 @@ impl Saved {
             keys.push(ERRORS);
         }
         state.expect_keys(node, &keys)?;
-        let recorded = indexed.then(|| state.get(MAX_OFFSET)).transpose()?;
-        let snapshot_index = indexed
-            .then(|| state.get(SNAPSHOT_INDEX))
-            .transpose()?
-            .unwrap_or(0);
-        let steps: u64 = state.get(STEPS)?;
-        check_bound(steps, recorded, limit, state.path_of(STEPS), STEPS)?;
+        let get = |key| indexed.then(|| state.get::<u64>(key)).transpose();
+        let recorded = get(MAX_OFFSET)?;
+        let snapshot_index = get(SNAPSHOT_INDEX)?.unwrap_or(0);
+        let (steps, steps_path) = (state.get(STEPS)?, state.path_of(STEPS));
+        check_bound(steps, recorded, limit, steps_path.clone(), STEPS)?;
         let offsets: Option<Vec<u64>> = indexed.then(|| state.get(DELIVERED_AHEAD)).transpose()?;
         let snapshot = state.child(SNAPSHOT)?;
-        check_index(
-            Some(snapshot_index),
-            state.path_of(SNAPSHOT_INDEX),
-            "snapshot_index",
-        )?;
-        let resume = check_index(
-            snapshot_index.checked_add(steps),
-            state.path_of(STEPS),
-            "snapshot_index + steps_since_snapshot",
-        )?;
-        let mut ahead = Vec::new();
-        let mut previous = steps;
+        let index_path = state.path_of(SNAPSHOT_INDEX);
+        check_index(Some(snapshot_index), index_path, "snapshot_index")?;
+        let what = "snapshot_index + steps_since_snapshot";
+        let resume = check_index(snapshot_index.checked_add(steps), steps_path.clone(), what)?;
+        let (mut ahead, mut previous) = (Vec::new(), steps);
+        let ahead_path = state.path_of(DELIVERED_AHEAD);
         for (i, &offset) in offsets.iter().flatten().enumerate() {
-            let path = format!("{}/{i}", state.path_of(DELIVERED_AHEAD));
+            let path = format!("{ahead_path}/{i}");
             if offset <= previous {
                 let why = format!(
                     "offsets must be ascending and greater than {STEPS} ({steps}), found {offset} after {previous}"
@@ -148,19 +140,16 @@ impl Saved {
             }
             check_bound(offset, recorded, limit, path.clone(), "offset")?;
             previous = offset;
-            ahead.push(check_index(
-                snapshot_index.checked_add(offset),
-                path,
-                "snapshot_index + offset",
-            )?);
+            let index = snapshot_index.checked_add(offset);
+            ahead.push(check_index(index, path, "snapshot_index + offset")?);
         }
         Ok(Saved {
             snapshot,
             resume,
             steps,
             ahead,
-            steps_path: state.path_of(STEPS),
-            ahead_path: state.path_of(DELIVERED_AHEAD),
+            steps_path,
+            ahead_path,
         })
     }
 }
@@ -175,7 +164,7 @@ pub(crate) fn encode(
     snapshot: &State,
     base: u64,
     low: u64,
-    ahead: Vec<u64>,
+    ahead: impl Iterator<Item = u64>,
     max_offset: u64,
 ) -> Result<State> {
     let mut state = State::new();
@@ -186,7 +175,7 @@ pub(crate) fn encode(
     }
     state.insert(SNAPSHOT_INDEX, base)?;
     state.insert(STEPS, low - base)?;
-    let ahead: Vec<u64> = ahead.into_iter().map(|i| i - base).collect();
+    let ahead: Vec<u64> = ahead.map(|i| i - base).collect();
     // Out of order, how far items run ahead of a slow one depends on timing:
     // the bound covers the offsets actually written.
     let max_offset = max_offset.max(ahead.last().copied().unwrap_or(0));
@@ -217,15 +206,19 @@ pub(crate) struct Cursor {
 
 impl Cursor {
     /// A cursor standing right after `snapshot`, which was taken before item
-    /// `base`; `skip` are indices above `base` that count as delivered.
+    /// `base`; `skip` are indices from `base` on that count as delivered.
     pub(crate) fn new(snapshot: State, base: u64, skip: impl IntoIterator<Item = u64>) -> Self {
-        Cursor {
+        let mut cursor = Cursor {
             snapshot,
             base,
             low: base,
-            ahead: skip.into_iter().filter(|&i| i > base).collect(),
+            ahead: skip.into_iter().filter(|&i| i >= base).collect(),
             pending: BTreeMap::new(),
+        };
+        while cursor.ahead.remove(&cursor.low) {
+            cursor.low += 1;
         }
+        cursor
     }
 
     /// The first index not delivered yet: the next one in order.
@@ -252,13 +245,11 @@ impl Cursor {
     /// [`deliver`](Self::deliver) out of order, or with a snapshot to adopt.
     #[inline(never)]
     fn deliver_slow(&mut self, index: u64, snapshot: Option<State>) {
-        if index == self.low {
-            self.low += 1;
-            while self.ahead.remove(&self.low) {
-                self.low += 1;
-            }
-        } else if index > self.low {
+        if index >= self.low {
             self.ahead.insert(index);
+        }
+        while self.ahead.remove(&self.low) {
+            self.low += 1;
         }
         // A snapshot is taken after its item: one before the adopted one
         // changes nothing.
@@ -273,12 +264,10 @@ impl Cursor {
             }
             self.pending.insert(index + 1, snapshot);
         }
-        // Adopt the newest snapshot that everything before it was delivered for.
-        while let Some(entry) = self.pending.first_entry() {
-            if *entry.key() > self.low {
-                break;
-            }
-            let (base, snapshot) = entry.remove_entry();
+        // Adopt the newest snapshot that everything before it was delivered
+        // for (the older ones go).
+        let adoptable = self.pending.extract_if(..=self.low, |_, _| true);
+        if let Some((base, snapshot)) = adoptable.last() {
             self.snapshot = snapshot;
             self.base = base;
         }
@@ -299,7 +288,7 @@ impl Cursor {
     #[cfg(test)]
     pub(crate) fn to_state(&self) -> Result<State> {
         let (snapshot, base, low, ahead) = self.parts();
-        encode(Layout::Indexed, snapshot, base, low, ahead.collect(), 100)
+        encode(Layout::Indexed, snapshot, base, low, ahead, 100)
     }
 }
 

@@ -65,13 +65,7 @@ pub(crate) fn spawn(
 /// since with more threads than cores a polling thread takes turns from
 /// the ones doing the work (the caller also says no when its source runs
 /// threads of its own). Never under loom, whose threads only switch at
-/// the primitives.
+/// the primitives. Asked once per node built (it may read cgroup files).
 pub(crate) fn may_spin(workers: usize) -> bool {
-    !cfg!(loom) && workers < cores()
-}
-
-/// The cores this process may use (read once: it may read cgroup files).
-fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+    !cfg!(loom) && workers < std::thread::available_parallelism().map_or(1, usize::from)
 }

@@ -14,6 +14,9 @@ use super::plan::Plan;
 use super::puller::Puller;
 use super::sync::{Arc, Mutex, lock};
 
+/// A chunk ready to send, and the emptied buffer of the chunk it came from.
+pub(crate) type Sent<T, U> = (Chunk<U>, Items<T>);
+
 /// The work applied to every item on the worker (or the caller's) thread.
 pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     /// Processes the item at `index` (its position in the pass). Panics are
@@ -23,18 +26,29 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
     /// Whether `apply` may turn an item into an error.
     const FALLIBLE: bool = true;
 
-    /// Runs the stage over a pulled chunk's `items`, leaving them an emptied
-    /// buffer to pull into next; errors stay items, and a panic is caught
-    /// as an error of `node`. `spare` is an emptied buffer the consumer
-    /// gave back, to fill.
-    fn apply_chunk(&self, node: &'static str, items: &mut Items<T>, spare: Items<U>) -> Items<U> {
-        let mut out = spare;
+    /// Runs the stage over a pulled chunk, filling `out` (an emptied buffer
+    /// the consumer gave back), and returns the chunk to send with the
+    /// pulled chunk's emptied buffer, to pull into next. Errors stay items,
+    /// and a panic is caught as an error of `node`.
+    fn apply_chunk(&self, node: &'static str, pulled: Chunk<T>, mut out: Items<U>) -> Sent<T, U> {
+        let Chunk {
+            mut items,
+            snapshots,
+            end,
+        } = pulled;
         out.clear();
         out.extend(items.drain(..).map(|(index, item)| {
             let apply = |item| catch(node, Some(index), || self.apply(index, item));
             (index, item.and_then(|item| apply(item).map_err(Box::new)))
         }));
-        out
+        (
+            Chunk {
+                items: out,
+                snapshots,
+                end,
+            },
+            items,
+        )
     }
 }
 
@@ -60,67 +74,55 @@ pub(crate) struct Worker<N, S, U> {
 impl<N: Node, S: Stage<N::Item, U>, U> Worker<N, S, U> {
     /// The worker's loop (see the module docs).
     pub(crate) fn run(mut self, mut cx: WorkerCx) {
-        let hub = &self.sender.hub;
-        let node = self.plan.node;
-        let spin = self.plan.spin;
-        let (adaptive, max) = (self.plan.adaptive_chunks, self.plan.max_chunk);
-        let mut size = self.plan.first_chunk();
-        let mut buffer = VecDeque::new();
-        let mut spare = VecDeque::new();
+        let (hub, plan) = (&self.sender.hub, self.plan);
+        let mut size = plan.first_chunk();
+        let (mut buffer, mut spare) = (VecDeque::new(), VecDeque::new());
         loop {
-            let granted = hub.acquire(size, spin);
+            let granted = hub.acquire(size, plan.spin);
             if granted == 0 {
                 return;
             }
             // A chunk's cost is what the source and the stage spent on it,
             // not the wait for the lock.
-            let (mut pulled, started) = {
+            let (pulled, started) = {
                 let mut puller = lock(&self.puller);
                 if puller.done || hub.stopping() {
-                    drop(puller);
                     hub.release(granted);
                     return;
                 }
-                let started = adaptive.then(|| self.clock.now());
+                let started = plan.adaptive_chunks.then(|| self.clock.now());
                 let buffer = std::mem::take(&mut buffer);
                 let pulled =
                     cx.with(|cx| puller.pull_chunk(cx, granted, || hub.stopping(), buffer));
                 (pulled, started)
             };
             hub.release(granted - pulled.items.len().min(granted));
-            let last = pulled.end.is_some();
             if let Some((first, _)) = pulled.items.front() {
                 // Were this thread to die now, the consumer is told at the
                 // chunk's first item, the one it waits for in order.
                 self.sender.index = *first;
             }
             let out = std::mem::take(&mut spare);
-            let items = self.stage.apply_chunk(node, &mut pulled.items, out);
-            let chunk = Chunk {
-                items,
-                snapshots: std::mem::take(&mut pulled.snapshots),
-                end: pulled.end,
-            };
-            buffer = pulled.items;
+            let (chunk, emptied) = self.stage.apply_chunk(plan.node, pulled, out);
+            buffer = emptied;
+            let last = chunk.end.is_some();
             // A short chunk (credits ran low, end of data) says little.
             if let Some(started) = started
                 && chunk.items.len() >= size
             {
                 let took = self.clock.now() - started;
-                if took < CHEAP_CHUNK && size < max {
-                    size = size.saturating_mul(2).min(max);
-                    hub.grow(self.plan.window_for(size));
+                if took < CHEAP_CHUNK && size < plan.max_chunk {
+                    size = size.saturating_mul(2).min(plan.max_chunk);
+                    hub.grow(plan.window_for(size));
                 } else if took > DEAR_CHUNK {
                     size = (size / 2).max(1);
                 }
             }
-            match hub.send(chunk) {
-                Ok(returned) => spare = returned,
-                Err(_closed) => return,
-            }
-            if last {
-                return;
-            }
+            spare = match hub.send(chunk) {
+                Ok(returned) if !last => returned,
+                // The pass is closed, or this chunk ends it.
+                _ => return,
+            };
         }
     }
 }
