@@ -46,6 +46,7 @@ use rand::{Rng, SeedableRng};
 pub struct Store {
     options: Vec<(String, String)>,
     retry: Retry,
+    read_ahead: ReadAhead,
     /// The runtime and clients, made at the first remote read and shared
     /// by the clones of this store.
     connection: Arc<OnceLock<Arc<Connection>>>,
@@ -57,6 +58,7 @@ impl fmt::Debug for Store {
         f.debug_struct("Store")
             .field("option_keys", &keys)
             .field("retry", &self.retry)
+            .field("read_ahead", &self.read_ahead)
             .finish_non_exhaustive()
     }
 }
@@ -73,6 +75,7 @@ impl Store {
         Store {
             options: Vec::new(),
             retry: Retry::default(),
+            read_ahead: ReadAhead::default(),
             connection: Arc::new(OnceLock::new()),
         }
     }
@@ -94,6 +97,21 @@ impl Store {
         self
     }
 
+    /// Sets how far a line reader reads ahead of where it is: up to
+    /// `requests` ranged GETs of `bytes` each (at least 1), made at once
+    /// and received while the reader parses, the first right after the
+    /// response that opened the object. At most `requests × bytes` bytes
+    /// wait in memory per reader. `0` requests streams each object in one
+    /// response instead. The default is 2 requests of 8 MiB.
+    pub fn read_ahead(mut self, requests: usize, bytes: u64) -> Store {
+        self.read_ahead = ReadAhead {
+            requests,
+            bytes: bytes.max(1),
+        };
+        self.connection = Arc::new(OnceLock::new());
+        self
+    }
+
     /// The connection, started at the first call.
     pub(crate) fn connection(&self) -> std::result::Result<&Arc<Connection>, String> {
         if let Some(c) = self.connection.get() {
@@ -109,6 +127,7 @@ impl Store {
             runtime,
             options: self.options.clone(),
             retry: self.retry.clone(),
+            read_ahead: self.read_ahead,
             clients: Mutex::new(HashMap::new()),
         };
         Ok(self.connection.get_or_init(|| Arc::new(made)))
@@ -340,11 +359,28 @@ impl Attempts {
     }
 }
 
+/// How far a reader reads ahead (see [`Store::read_ahead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadAhead {
+    pub(crate) requests: usize,
+    pub(crate) bytes: u64,
+}
+
+impl Default for ReadAhead {
+    fn default() -> ReadAhead {
+        ReadAhead {
+            requests: 2,
+            bytes: 8 << 20,
+        }
+    }
+}
+
 /// The runtime and clients of a [`Store`].
 pub(crate) struct Connection {
     runtime: tokio::runtime::Runtime,
     options: Vec<(String, String)>,
     retry: Retry,
+    read_ahead: ReadAhead,
     /// One client per `scheme://host`.
     clients: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
 }
@@ -362,6 +398,19 @@ impl Connection {
 
     pub(crate) fn retry(&self) -> &Retry {
         &self.retry
+    }
+
+    pub(crate) fn read_ahead(&self) -> ReadAhead {
+        self.read_ahead
+    }
+
+    /// Runs `future` on the runtime's thread, while the caller goes on.
+    pub(crate) fn spawn<F>(&self, future: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runtime.spawn(future)
     }
 
     /// The client and key of the object `url` names.

@@ -4,7 +4,9 @@
 //! with the ETag the first one saw, and a transient failure resumes at the
 //! byte where it broke (see [`Retry`](super::Retry)).
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,6 +14,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use tokio::task::JoinHandle;
 
 use super::{Attempts, Connection, Failure, Store, classify};
 
@@ -72,6 +75,38 @@ impl Object {
         }
     }
 
+    /// Receives `range` on the runtime, while the reader goes on.
+    fn fetch(&self, range: Range<u64>) -> JoinHandle<Fetched> {
+        let (client, key) = (Arc::clone(&self.client), self.key.clone());
+        let retry = self.attempts.retry().clone();
+        let options = self.options(Some(GetRange::Bounded(range.clone())));
+        self.connection.spawn(async move {
+            let mut parts = Vec::new();
+            let mut body = match retry.within(client.get_opts(&key, options)).await {
+                Some(Ok(response)) => response.into_stream(),
+                Some(Err(e)) => return (parts, Some(classify(e))),
+                None => return (parts, Some(retry.timed_out())),
+            };
+            let mut got = 0;
+            loop {
+                match retry.within(body.next()).await {
+                    Some(Some(Ok(bytes))) => {
+                        got += bytes.len() as u64;
+                        parts.push(bytes);
+                    }
+                    Some(None) => break,
+                    Some(Some(Err(e))) => return (parts, Some(classify(e))),
+                    None => return (parts, Some(retry.timed_out())),
+                }
+            }
+            let cut = (got < range.end - range.start).then(|| {
+                let at = range.start + got;
+                Failure::Transient(format!("the response ended at byte {at} of {range:?}"))
+            });
+            (parts, cut)
+        })
+    }
+
     /// After a failed attempt: `Ok` once it is time for another.
     fn failed(&mut self, failure: Failure) -> io::Result<()> {
         self.attempts.failed(&self.url, failure)
@@ -87,17 +122,34 @@ impl Object {
     }
 }
 
-/// A remote object's bytes from an offset to its end: one ranged GET whose
-/// body streams while the reader parses (the HTTP client receives it on the
-/// runtime's thread, bounded by its buffers), and a new GET from the byte
-/// reached after a transient failure.
+/// A remote object's bytes from an offset to its end. The response that
+/// opens it streams while the reader parses (the HTTP client receives it
+/// on the runtime's thread); past its first [`read_ahead`] bytes, ranged
+/// GETs of that size run ahead of the reader, a bounded number at once
+/// (see [`Store::read_ahead`]). A failed response, streamed or ranged, is
+/// asked again from the byte it reached.
+///
+/// [`read_ahead`]: super::ReadAhead
 pub(crate) struct ObjectReader {
     object: Object,
+    /// A response streaming from `end`, up to `stream_end`.
     body: Option<BoxStream<'static, object_store::Result<Bytes>>>,
+    /// Where the streamed bytes stop: the object's end, or where the ranges
+    /// read ahead take over.
+    stream_end: u64,
+    /// The received bytes of the last range read ahead, to read next.
+    parts: VecDeque<Bytes>,
+    /// The ranges read ahead, in order, each received on the runtime.
+    ahead: VecDeque<(Range<u64>, JoinHandle<Fetched>)>,
+    /// Where the next range read ahead starts.
+    queued: u64,
     chunk: Bytes,
     /// The object's offset just past `chunk`.
     end: u64,
 }
+
+/// What a range read ahead received, and the failure that cut it short.
+type Fetched = (Vec<Bytes>, Option<Failure>);
 
 impl ObjectReader {
     /// Opens `url` at byte `start`, requiring its ETag to be `etag` when
@@ -111,10 +163,21 @@ impl ObjectReader {
         let mut reader = ObjectReader {
             object: Object::new(store, url, etag)?,
             body: None,
+            stream_end: u64::MAX,
+            parts: VecDeque::new(),
+            ahead: VecDeque::new(),
+            queued: 0,
             chunk: Bytes::new(),
             end: start,
         };
         reader.request()?;
+        let ahead = reader.object.connection.read_ahead();
+        let size = reader.object.size;
+        reader.stream_end = match ahead.requests {
+            0 => size,
+            _ => size.min(start.saturating_add(ahead.bytes)),
+        };
+        reader.queued = reader.stream_end;
         Ok(reader)
     }
 
@@ -128,11 +191,15 @@ impl ObjectReader {
         self.object.etag.as_deref()
     }
 
-    /// Requests the object from `end` on, retrying transient failures.
+    /// Requests the object from `end` up to `stream_end`, retrying
+    /// transient failures.
     fn request(&mut self) -> io::Result<()> {
         loop {
             // No range from 0: an empty object has no satisfiable range.
-            let range = (self.end > 0).then_some(GetRange::Offset(self.end));
+            let range = match self.stream_end {
+                end if end < self.object.size => Some(GetRange::Bounded(self.end..end)),
+                _ => (self.end > 0).then_some(GetRange::Offset(self.end)),
+            };
             let object = &self.object;
             let options = object.options(range);
             match object.run(object.client.get_opts(&object.key, options)) {
@@ -165,45 +232,97 @@ impl ObjectReader {
             ))
         })
     }
+
+    /// Starts ranges ahead until as many run as the store allows.
+    fn read_ahead(&mut self) {
+        let ahead = self.object.connection.read_ahead();
+        while self.ahead.len() < ahead.requests && self.queued < self.object.size {
+            let range = self.queued..self.object.size.min(self.queued + ahead.bytes);
+            self.queued = range.end;
+            let task = self.object.fetch(range.clone());
+            self.ahead.push_back((range, task));
+        }
+    }
+
+    /// Puts the next bytes in `chunk`; `false` at the object's end.
+    fn fill(&mut self) -> io::Result<bool> {
+        loop {
+            if let Some(part) = self.parts.pop_front() {
+                self.end += part.len() as u64;
+                self.chunk = part;
+                return Ok(true);
+            }
+            if self.end < self.stream_end.min(self.object.size) {
+                let Some(body) = &mut self.body else {
+                    self.request()?;
+                    continue;
+                };
+                match self.object.next_bytes(body) {
+                    Ok(Some(mut bytes)) => {
+                        bytes.truncate((self.stream_end - self.end).min(bytes.len() as u64) as usize);
+                        self.end += bytes.len() as u64;
+                        self.chunk = bytes;
+                        self.object.attempts.progressed();
+                        self.read_ahead();
+                        return Ok(true);
+                    }
+                    Ok(None) => {
+                        self.body = None;
+                        let cut = format!(
+                            "the response ended at byte {} of {}",
+                            self.end, self.object.size
+                        );
+                        self.object.failed(Failure::Transient(cut))?;
+                    }
+                    Err(failure) => {
+                        self.body = None;
+                        self.object.failed(failure)?;
+                    }
+                }
+                continue;
+            }
+            // The streamed bytes are read: the rest of a response that
+            // streamed past them is not.
+            self.body = None;
+            let Some((range, task)) = self.ahead.pop_front() else {
+                return Ok(false);
+            };
+            let joined = self.object.connection.block_on(task);
+            let (parts, failure) = joined.unwrap_or_else(|e| {
+                (
+                    Vec::new(),
+                    Some(Failure::Transient(format!("a read ahead failed: {e}"))),
+                )
+            });
+            // What the range did not receive streams next, after its parts.
+            self.stream_end = range.end;
+            self.parts.extend(parts);
+            match failure {
+                Some(failure) => self.object.failed(failure)?,
+                None => self.object.attempts.progressed(),
+            }
+            self.read_ahead();
+        }
+    }
 }
 
 impl Read for ObjectReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.chunk.is_empty() {
-            let Some(body) = &mut self.body else {
-                if self.end >= self.object.size {
-                    return Ok(0);
-                }
-                self.request()?;
-                continue;
-            };
-            match self.object.next_bytes(body) {
-                Ok(Some(bytes)) => {
-                    self.end += bytes.len() as u64;
-                    self.chunk = bytes;
-                    self.object.attempts.progressed();
-                }
-                Ok(None) if self.end >= self.object.size => {
-                    self.body = None;
-                    return Ok(0);
-                }
-                Ok(None) => {
-                    self.body = None;
-                    let cut = format!(
-                        "the response ended at byte {} of {}",
-                        self.end, self.object.size
-                    );
-                    self.object.failed(Failure::Transient(cut))?;
-                }
-                Err(failure) => {
-                    self.body = None;
-                    self.object.failed(failure)?;
-                }
-            }
+        if self.chunk.is_empty() && !self.fill()? {
+            return Ok(0);
         }
         let n = buf.len().min(self.chunk.len());
         buf[..n].copy_from_slice(&self.chunk.split_to(n));
         Ok(n)
+    }
+}
+
+impl Drop for ObjectReader {
+    fn drop(&mut self) {
+        // Ranges read ahead for nobody stop, rather than finish unread.
+        for (_, task) in &self.ahead {
+            task.abort();
+        }
     }
 }
 
