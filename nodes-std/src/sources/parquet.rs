@@ -162,11 +162,8 @@ where
             .iter()
             .find(|c| schema.column_with_name(c).is_none())
         {
-            let why = format!(
-                "no column `{missing}` (it has {:?})",
-                column_names(&metadata)
-            );
-            return Err(self.bad(path, why));
+            let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+            return Err(self.bad(path, format!("no column `{missing}` (it has {names:?})")));
         }
         let count = metadata.metadata().num_row_groups();
         let groups = match part.row_group() {
@@ -218,18 +215,6 @@ where
             .with_batch_size(self.decode_rows)
             .build()
             .map_err(|e| self.bad(&open.path, e))
-    }
-
-    /// The batch the rows [`advance`](Self::advance) returned are in.
-    fn decoded(&self) -> &RecordBatch {
-        let decoded = self.open.as_ref().and_then(|o| o.decoded.as_ref());
-        &decoded.expect("rows were just returned").0
-    }
-
-    /// The same, downcast for reading rows (`serde_rows`).
-    fn decoded_rows(&self) -> &arrow_row::Rows {
-        let rows = self.open.as_ref().and_then(|o| o.rows.as_ref());
-        rows.expect("rows were just returned")
     }
 
     /// Checks that `open` is the file another rank stopped in at `at`: the
@@ -287,7 +272,7 @@ where
     }
 
     /// The next rows of the current row group (at most `want`): their range
-    /// in the decoded batch ([`decoded`](Self::decoded)). Moves the
+    /// in the decoded batch (`Open::decoded`). Moves the
     /// position past them.
     fn advance(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(usize, usize)>> {
         self.files.flag.check(self.files.name)?;
@@ -467,15 +452,6 @@ where
     }
 }
 
-fn column_names(metadata: &ArrowReaderMetadata) -> Vec<String> {
-    metadata
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect()
-}
-
 /// This struct is created by [`NodeExt::read_parquet`](crate::NodeExt::read_parquet).
 /// See its documentation for more.
 ///
@@ -610,7 +586,10 @@ where
                         None => return Ok(None),
                     },
                 };
-                inner.decoded_rows().row(at).map(Some).map_err(|e| {
+                // The decoded batch's rows, downcast (`serde_rows`).
+                let rows = inner.open.as_ref().and_then(|o| o.rows.as_ref());
+                let rows = rows.expect("rows were just returned");
+                rows.row(at).map(Some).map_err(|e| {
                     let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
                     let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
                     inner.bad(open, at)
@@ -632,14 +611,14 @@ where
                 let Some((at, len)) = inner.next_rows(cx, inner.decode_rows)? else {
                     return Ok(None);
                 };
-                let decoded = inner.open.as_mut().map(|o| &mut o.decoded);
-                let decoded = decoded.expect("rows were just returned");
+                let open = inner.open.as_mut().expect("rows were just returned");
+                let decoded = &mut open.decoded;
                 match decoded {
                     // A whole decoded batch is handed out as it is.
                     Some((batch, _)) if at == 0 && len == batch.num_rows() => {
                         Ok(decoded.take().map(|(batch, _)| batch))
                     }
-                    _ => Ok(Some(inner.decoded().slice(at, len))),
+                    _ => Ok(decoded.as_ref().map(|(batch, _)| batch.slice(at, len))),
                 }
             })
         })

@@ -167,15 +167,7 @@ impl<S: Node, R> FileSource<S, R> {
         R: Serialize,
     {
         self.flag.check(self.name)?;
-        cx.check_live(self.name)?;
-        let source = match open {
-            Some((before, _)) => before.clone(),
-            None => self.source.get_state(cx)?,
-        };
-        let mut out = State::new();
-        out.insert_child(SOURCE, source);
-        let name = open.and_then(|(_, path)| path.file_name());
-        out.insert(PATH, name.and_then(OsStr::to_str))?;
+        let mut out = file_state(self.name, &self.source, cx, open)?;
         fields(&mut out)?;
         self.budget.save(&mut out)?;
         if !self.resume_at.is_empty() {
@@ -195,6 +187,27 @@ impl<S: Node, R> FileSource<S, R> {
         // The file stays open: a state taken now still needs its identity.
         self.source.shutdown();
     }
+}
+
+/// The start of the state of `node`, a reader of the files of `source`:
+/// the source's state (from `before` the open file, else its current one)
+/// and the open file's name.
+pub(crate) fn file_state<S: Node>(
+    node: &'static str,
+    source: &S,
+    cx: &Cx,
+    open: Option<(&State, &Path)>,
+) -> Result<State> {
+    cx.check_live(node)?;
+    let source = match open {
+        Some((before, _)) => before.clone(),
+        None => source.get_state(cx)?,
+    };
+    let mut out = State::new();
+    out.insert_child(SOURCE, source);
+    let name = open.and_then(|(_, path)| path.file_name());
+    out.insert(PATH, name.and_then(OsStr::to_str))?;
+    Ok(out)
 }
 
 /// The builder methods every file reader has, over its `inner.files`, and
