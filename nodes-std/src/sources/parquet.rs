@@ -323,10 +323,8 @@ where
             }
             let Some(reader) = &mut open.reader else {
                 let open = self.open.as_ref().expect("open above");
-                let reader = self.reader(open, self.row_group, self.row);
-                let open = self.open.as_mut().expect("open above");
-                match reader {
-                    Ok(reader) => open.reader = Some(reader),
+                match self.reader(open, self.row_group, self.row) {
+                    Ok(reader) => self.open.as_mut().expect("open above").reader = Some(reader),
                     Err(e) => {
                         self.close();
                         return Err(e);
