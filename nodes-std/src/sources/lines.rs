@@ -1,7 +1,6 @@
 //! [`ReadLines`] and [`ReadJsonl`]: the lines, or the JSON records, of each
 //! file of a node of paths, restored by seeking to a byte offset.
 
-use std::ffi::OsStr;
 use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::marker::PhantomData;
@@ -9,16 +8,13 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
-use crate::policy::{ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
+use crate::policy::{ErrorPolicy, is_bad_record};
 use crate::sources::open::{
-    IDENTITY, Identity, OFFSET, Opener, PATH, ReadTally, Reopen, Resumed, Tail, open_at, reopen,
+    IDENTITY, Identity, OFFSET, PATH, Reopen, Resumed, Tail, open_at, reopen,
 };
+use crate::sources::reader::{FileSource, Saved, file_reader_builders};
 use crate::sources::record::record_error;
-use crate::transforms::flat_map::replayable;
-use crate::{
-    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, Resume, State,
-    Stateful,
-};
+use crate::{Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
 
 /// The longest line read by default: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
@@ -31,20 +27,13 @@ trait Decode {
     fn decode(line: &[u8]) -> std::result::Result<Option<Self::Item>, String>;
 }
 
-/// The state keys.
-const SOURCE: &str = "source";
+/// The state key of the lines read.
 const LINE: &str = "line";
-/// Where to resume the next files pulled (see [`Resumed`]).
-const RESUME_AT: &str = "resume_at";
 
 /// What [`ReadLines`] and [`ReadJsonl`] share: the source of paths, the
 /// open file and the position in it.
 struct LineReader<S, D> {
-    /// The node's name, for its state, description and errors.
-    name: &'static str,
-    source: S,
-    /// Where files are opened (and remote ones read).
-    opener: Opener,
+    files: FileSource<S, Resumed>,
     /// The file being read, and its source's state from before it was
     /// pulled, which the state saves: a restore pulls the file again.
     open: Option<(Tail, State)>,
@@ -54,21 +43,10 @@ struct LineReader<S, D> {
     offset: u64,
     /// Lines of the current file consumed.
     line: u64,
-    /// Files to open at a saved place rather than at their start.
-    resume_at: std::collections::VecDeque<Resumed>,
-    /// Items of the open file still to pass over (see [`Resumed::skip`]).
-    skip: u64,
-    budget: ErrorBudget,
     max_line_bytes: usize,
     buf: Vec<u8>,
-    flag: ResetFlag,
-    /// Set with an error no policy may skip (a damaged compressed file):
-    /// lines already delivered from it may be wrong.
-    unskippable: bool,
     /// How a line becomes an item.
     decode: PhantomData<D>,
-    /// What it has read this pass, for progress.
-    tally: std::sync::Arc<ReadTally>,
 }
 
 /// Reads one line of at most `max` bytes (its `\n` or `\r\n` not counted)
@@ -103,35 +81,21 @@ fn read_line(
     Ok(Some((n + rest, false)))
 }
 
-/// A reader's own fields of a state (see [`ReadLines`]' `# State`).
-struct Saved {
-    source: State,
-    path: Option<String>,
-    offset: u64,
-    line: u64,
-    identity: Option<Identity>,
-    resume_at: std::collections::VecDeque<Resumed>,
-}
+/// A reader's own fields of a state (see [`ReadLines`]' `# State`): the
+/// position is the offset and the line.
+type Fields = Saved<Resumed, Identity, (u64, u64)>;
 
 impl<S, D> LineReader<S, D> {
     fn new(name: &'static str, source: S) -> Self {
         LineReader {
-            name,
-            source,
-            opener: Opener::default(),
+            files: FileSource::new(name, source),
             open: None,
             path: None,
             offset: 0,
             line: 0,
-            resume_at: Default::default(),
-            skip: 0,
-            budget: ErrorBudget::new(ErrorPolicy::Deliver),
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             buf: Vec::new(),
-            flag: ResetFlag::default(),
-            unskippable: false,
             decode: PhantomData,
-            tally: Default::default(),
         }
     }
 
@@ -139,25 +103,25 @@ impl<S, D> LineReader<S, D> {
     where
         S: fmt::Debug,
     {
-        f.debug_struct(self.name)
-            .field("source", &self.source)
+        f.debug_struct(self.files.name)
+            .field("source", &self.files.source)
             .field("path", &self.path)
             .field("offset", &self.offset)
             .field("line", &self.line)
-            .field("on_error", &self.budget.policy())
+            .field("on_error", &self.files.budget.policy())
             .finish_non_exhaustive()
     }
 
     /// A bad record at `line` of the current file.
     fn bad_line(&self, line: u64, message: String) -> Error {
         let path = self.path.as_deref().unwrap_or(Path::new(""));
-        record_error(self.name, path, Some(line), message)
+        record_error(self.files.name, path, Some(line), message)
     }
 
     /// Forgets the current file (ended, or failed): the position is then
     /// 0, as it is whenever no file is open.
     fn close(&mut self) {
-        self.tally.closed();
+        self.files.tally.closed();
         self.open = None;
         self.path = None;
         self.offset = 0;
@@ -173,7 +137,7 @@ where
     /// Puts the next line in `buf`: `Ok(Some(()))`, or `Ok(None)` at the end
     /// of the pass, or an error (a bad record or one from the source).
     fn advance(&mut self, cx: &mut Cx) -> Result<Option<()>> {
-        let name = self.name;
+        let name = self.files.name;
         loop {
             if let Some((reader, _)) = &mut self.open {
                 match read_line(reader, &mut self.buf, self.max_line_bytes) {
@@ -193,7 +157,7 @@ where
                         let path = self.path.take().unwrap_or_default();
                         let err = Error::user(name, None, format!("{}: {e}", path.display()));
                         self.close();
-                        self.unskippable = true;
+                        self.files.unskippable = true;
                         return Err(err);
                     }
                     Err(e) => {
@@ -205,18 +169,16 @@ where
                     }
                 }
             }
-            if self.skip > 0 {
+            if self.files.skip > 0 {
                 // The file was shorter than what another rank read of it.
-                self.unskippable = true;
+                self.files.unskippable = true;
                 let why = format!(
                     "the file ended {} items before where another rank stopped reading it",
-                    self.skip
+                    self.files.skip
                 );
                 return Err(self.bad_line(self.line, why));
             }
-            let before = self.source.get_state(cx)?;
-            let _pulling = self.tally.pulling();
-            let Some(item) = self.source.next(cx)? else {
+            let Some((item, before, _pulling)) = self.files.pull(cx)? else {
                 return Ok(None);
             };
             let path = item.as_ref();
@@ -225,19 +187,19 @@ where
                 return Err(record_error(name, path, None, message.to_owned()));
             }
             // No file was open, so `offset` and `line` are 0 (see `close`).
-            let reader = match self.resume_at.pop_front() {
-                None => open_at(&self.opener, path, 0, None)
+            let reader = match self.files.resume_at.pop_front() {
+                None => open_at(&self.files.opener, path, 0, None)
                     .map_err(|Reopen(_, message)| record_error(name, path, None, message))?,
                 Some(at) => {
                     let reader = self.open_resumed(path, &at).inspect_err(|_| {
                         // Its saved lines cannot be told from others: no skip.
-                        self.unskippable = true;
+                        self.files.unskippable = true;
                     })?;
-                    (self.offset, self.line, self.skip) = (at.offset, at.line, at.skip);
+                    (self.offset, self.line, self.files.skip) = (at.offset, at.line, at.skip);
                     reader
                 }
             };
-            self.tally.opened(reader.stored());
+            self.files.tally.opened(reader.stored());
             self.open = Some((reader, before));
             self.path = Some(path.to_owned());
             // A threaded node above then counts items of one file only.
@@ -248,14 +210,14 @@ where
     /// Opens `path` where another rank stopped reading it, if it is that
     /// file: the same name, and the same identity at the offset.
     fn open_resumed(&self, path: &Path, at: &Resumed) -> Result<Tail> {
+        let name = self.files.name;
         let fail = |why: String| {
             let why = format!(
-                "{} cannot resume in `{}` where another rank stopped (offset {}): {why}",
-                self.name,
+                "{name} cannot resume in `{}` where another rank stopped (offset {}): {why}",
                 path.display(),
                 at.offset
             );
-            record_error(self.name, path, None, why)
+            record_error(name, path, None, why)
         };
         let misnamed = || {
             format!(
@@ -263,12 +225,13 @@ where
                 at.path
             )
         };
+        let identity = Some(&at.identity);
         reopen(
-            &self.opener,
+            &self.files.opener,
             path,
             &at.path,
             at.offset,
-            Some(&at.identity),
+            identity,
             misnamed,
         )
         .map_err(|Reopen(_, why)| fail(why))
@@ -276,13 +239,14 @@ where
 
     /// The next item decoded by `D`, under the error policy.
     fn next_item(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
-        self.flag.check(self.name)?;
+        self.files.flag.check(self.files.name)?;
         loop {
             let item = self.next_one(cx);
+            let skip = &mut self.files.skip;
             match item {
                 // Another rank delivered it (see `Resumed::skip`).
-                Ok(Some(_)) if self.skip > 0 => self.skip -= 1,
-                Err(e) if self.skip > 0 && is_bad_record(&e) => self.skip -= 1,
+                Ok(Some(_)) if *skip > 0 => *skip -= 1,
+                Err(e) if *skip > 0 && is_bad_record(&e) => *skip -= 1,
                 item => return item,
             }
         }
@@ -290,33 +254,31 @@ where
 
     /// The next item, whatever `skip` says.
     fn next_one(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
-        loop {
-            if self.budget.ended() {
-                return Ok(None);
-            }
-            let error = match self.advance(cx) {
-                Ok(Some(())) => match D::decode(&self.buf) {
-                    Ok(Some(item)) => return Ok(Some(item)),
-                    Ok(None) => continue,
-                    Err(message) => self.bad_line(self.line, message),
-                },
-                Ok(None) => return Ok(None),
-                Err(error) if std::mem::take(&mut self.unskippable) => return Err(error),
-                Err(error) if is_bad_record(&error) => error,
-                Err(error) => return Err(error),
-            };
-            match self.budget.judge(error, cx) {
-                Verdict::Deliver(error) | Verdict::DeliverAndEnd(error) => return Err(error),
-                Verdict::Skip => {}
+        while !self.files.budget.ended() {
+            let made = self.decoded(cx);
+            if let Some(item) = self.files.judge(made, cx) {
+                return item;
             }
         }
+        Ok(None)
+    }
+
+    /// The next line that is a record, decoded.
+    fn decoded(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
+        while self.advance(cx)?.is_some() {
+            match D::decode(&self.buf) {
+                Ok(None) => {}
+                item => return item.map_err(|message| self.bad_line(self.line, message)),
+            }
+        }
+        Ok(None)
     }
 }
 
 impl<S: Node, D> LineReader<S, D> {
     /// The reader's own fields of `state`, checked.
-    fn checked_fields(&self, state: &State) -> Result<Saved> {
-        let name = self.name;
+    fn checked_fields(&self, state: &State) -> Result<Fields> {
+        let name = self.files.name;
         if !state.contains(IDENTITY) {
             return Err(Error::bad_state(
                 state.path_of(IDENTITY),
@@ -325,20 +287,8 @@ impl<S: Node, D> LineReader<S, D> {
                 ),
             ));
         }
-        let keys = [SOURCE, PATH, OFFSET, LINE, IDENTITY, ERRORS, RESUME_AT];
-        state.expect_keys(
-            name,
-            &keys[..keys.len() - usize::from(!state.contains(RESUME_AT))],
-        )?;
-        let saved = Saved {
-            source: state.child(SOURCE)?,
-            path: state.get(PATH)?,
-            offset: state.get(OFFSET)?,
-            line: state.get(LINE)?,
-            identity: state.get(IDENTITY)?,
-            resume_at: state.get_opt(RESUME_AT)?.unwrap_or_default(),
-        };
-        let (offset, line) = (saved.offset, saved.line);
+        let saved: Fields = self.files.fields(state, [OFFSET, LINE])?;
+        let (offset, line) = saved.at;
         let stray = offset != 0 || line != 0 || saved.identity.is_some();
         match &saved.path {
             // Which of the fields is wrong cannot be told: name the node's
@@ -365,15 +315,15 @@ impl<S: Node, D> LineReader<S, D> {
     /// restore pulls it again.
     fn check_state(&self, state: &State) -> Result<()> {
         let saved = self.checked_fields(state)?;
-        self.budget.load(state)?;
-        self.source.check_state(&saved.source)
+        self.files.budget.load(state)?;
+        self.files.source.check_state(&saved.source)
     }
 
     /// Reopens `file`, the file the source yields again, at the saved
     /// offset, if it is still the file (by name and identity) the state
     /// was taken in.
-    fn reopen(&self, state: &State, file: Option<&Path>, saved: &Saved) -> Result<Tail> {
-        let (name, path) = (self.name, saved.path.as_deref().unwrap_or_default());
+    fn reopen(&self, state: &State, file: Option<&Path>, saved: &Fields) -> Result<Tail> {
+        let (name, path) = (self.files.name, saved.path.as_deref().unwrap_or_default());
         let Some(file) = file else {
             let why = format!("{name} is in `{path}`, but its source, restored, yields no file");
             return Err(Error::bad_state(state.path_of(PATH), why));
@@ -388,78 +338,54 @@ impl<S: Node, D> LineReader<S, D> {
                 "the state is in a file named `{path}`: its source's state is not from before that file"
             )
         };
-        let identity = saved.identity.as_ref();
-        reopen(&self.opener, file, path, saved.offset, identity, misnamed).map_err(reopen_error)
+        let (opener, identity) = (&self.files.opener, saved.identity.as_ref());
+        reopen(opener, file, path, saved.at.0, identity, misnamed).map_err(reopen_error)
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()>
     where
         S::Item: AsRef<Path>,
     {
-        replayable(&self.source, self.name, self.name)?;
+        self.files.replayable()?;
         let Some(state) = state else {
-            self.source.reset(None)?;
             self.close();
-            self.tally.restart();
-            self.resume_at.clear();
-            self.budget.clear();
-            self.flag.mark();
-            return Ok(());
+            return self.files.restart();
         };
-        let saved = self.checked_fields(state)?;
-        let counts = self.budget.load(state)?;
+        let mut saved = self.checked_fields(state)?;
+        let counts = self.files.budget.load(state)?;
         self.close();
-        self.tally.restart();
-        let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
+        let resume_at = std::mem::take(&mut saved.resume_at);
+        let mut replay = self.files.restore(counts, &saved.source, resume_at)?;
         if saved.path.is_some() {
             // Pull the file the state is in again.
             let item = replay.next()?;
             let file = item.as_ref().map(AsRef::as_ref);
             let reader = self.reopen(state, file, &saved)?;
             self.path = file.map(Path::to_path_buf);
-            self.tally.opened(reader.stored());
+            self.files.tally.opened(reader.stored());
             self.open = Some((reader, saved.source));
         }
-        self.offset = saved.offset;
-        self.line = saved.line;
-        self.resume_at = saved.resume_at;
-        self.budget.restore(counts);
-        self.flag.mark();
+        (self.offset, self.line) = saved.at;
+        self.files.flag.mark();
         Ok(())
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(self.name)?;
-        cx.check_live(self.name)?;
-        let (source, identity) = match &self.open {
-            Some((reader, before)) => (before.clone(), Some(reader.deferred_identity())),
-            None => (self.source.get_state(cx)?, None),
-        };
-        let mut out = State::new();
-        out.insert_child(SOURCE, source);
-        let name = self.path.as_deref().and_then(Path::file_name);
-        out.insert(PATH, name.and_then(OsStr::to_str))?;
-        out.insert(OFFSET, self.offset)?;
-        out.insert(LINE, self.line)?;
-        out.insert_deferred(IDENTITY, std::sync::Arc::new(identity));
-        self.budget.save(&mut out)?;
-        if !self.resume_at.is_empty() {
-            out.insert(RESUME_AT, &self.resume_at)?;
-        }
-        Ok(out)
+        let open = self.open.as_ref();
+        let before = open.map(|(_, before)| before).zip(self.path.as_deref());
+        self.files.save(cx, before, |out| {
+            out.insert(OFFSET, self.offset)?;
+            out.insert(LINE, self.line)?;
+            let identity = open.map(|(reader, _)| reader.deferred_identity());
+            out.insert_deferred(IDENTITY, std::sync::Arc::new(identity));
+            Ok(())
+        })
     }
 
     fn describe(&self) -> Description {
-        Description::new(self.name)
-            .with_resume(Resume::ReadsFiles)
-            .param("max_line_bytes", self.max_line_bytes as u64)
-            .child(SOURCE, self.source.describe())
-            .with_tally(self.tally.clone())
-    }
-
-    fn shutdown(&mut self) {
-        // The file stays open: a state taken now still needs its identity.
-        self.source.shutdown();
+        let max_line_bytes = self.max_line_bytes as u64;
+        self.files
+            .describe(|desc| desc.param("max_line_bytes", max_line_bytes))
     }
 }
 
@@ -519,13 +445,6 @@ macro_rules! reader_node {
                 }
             }
 
-            /// Sets what happens to a bad record (see the type's `# Errors`).
-            /// The default is [`ErrorPolicy::Deliver`].
-            pub fn on_error(mut self, policy: ErrorPolicy) -> Self {
-                self.inner.budget = ErrorBudget::new(policy);
-                self
-            }
-
             /// Sets the longest line read, in bytes (without its end of
             /// line); a longer line is a bad record, skipped without holding
             /// it in memory. The default is [`DEFAULT_MAX_LINE_BYTES`] (16
@@ -541,25 +460,17 @@ macro_rules! reader_node {
 
             /// The policy for bad records.
             pub fn error_policy(&self) -> ErrorPolicy {
-                self.inner.budget.policy()
-            }
-
-            /// Reads remote files (URLs) through `store` rather than
-            /// [`Store::from_env`](crate::Store::from_env).
-            #[cfg(feature = "object-store")]
-            pub fn store(mut self, store: crate::Store) -> Self {
-                self.inner.opener.store = store;
-                self
+                self.inner.files.budget.policy()
             }
         }
+
+        file_reader_builders!($ty [$($gen),*]);
 
         impl<S: fmt::Debug $(, $gen)*> fmt::Debug for $ty<S $(, $gen)*> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 self.inner.debug(f)
             }
         }
-
-        nodes_core::__started_guards!(impl[S $(, $gen)*] $ty<S $(, $gen)*>);
 
         impl<S $(, $gen)*> NodeName for $ty<S $(, $gen)*> {
             const NAME: &'static str = $name;
@@ -582,7 +493,11 @@ macro_rules! reader_node {
         where
             S::Item: AsRef<Path>,
         {
-            crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe, shutdown);
+            crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe);
+
+            fn shutdown(&mut self) {
+                self.inner.files.shutdown();
+            }
         }
     };
 }

@@ -18,6 +18,7 @@ pub(crate) mod parquet;
 #[cfg(feature = "parquet")]
 pub(crate) mod parquet_file;
 pub(crate) mod permute;
+pub(crate) mod reader;
 pub(crate) mod record;
 #[cfg(feature = "object-store")]
 pub(crate) mod remote;

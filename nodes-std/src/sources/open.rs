@@ -255,6 +255,8 @@ fn decompressed(
     start: Frame,
     log: &Arc<FrameLog>,
 ) -> std::result::Result<Box<dyn BufRead + Send>, String> {
+    #[cfg(not(any(feature = "gzip", feature = "zstd")))]
+    let _ = (start, log); // no frames or members to start from
     match kind {
         Compression::None => Ok(Box::new(BufReader::with_capacity(BUFFER, file))),
         #[cfg(feature = "gzip")]
@@ -264,13 +266,7 @@ fn decompressed(
             Ok(Box::new(BufReader::with_capacity(BUFFER, members)))
         }
         #[cfg(not(feature = "gzip"))]
-        Compression::Gzip => {
-            let _ = (start, log); // no members to start from
-            Err(
-                "a gzip file, and gzip support is not compiled in: enable the `gzip` feature of nodes-std"
-                    .to_owned(),
-            )
-        }
+        Compression::Gzip => Err(not_compiled_in("gzip")),
         #[cfg(feature = "zstd")]
         Compression::Zstd => {
             let source = BufReader::with_capacity(BUFFER, file);
@@ -278,14 +274,16 @@ fn decompressed(
             Ok(Box::new(BufReader::with_capacity(BUFFER, frames)))
         }
         #[cfg(not(feature = "zstd"))]
-        Compression::Zstd => {
-            let _ = (start, log); // no frames to start from
-            Err(
-                "a zstd file, and zstd support is not compiled in: enable the `zstd` feature of nodes-std"
-                    .to_owned(),
-            )
-        }
+        Compression::Zstd => Err(not_compiled_in("zstd")),
     }
+}
+
+/// Why a `kind` file cannot be read: its feature is off.
+#[cfg(not(all(feature = "gzip", feature = "zstd")))]
+fn not_compiled_in(kind: &str) -> String {
+    format!(
+        "a {kind} file, and {kind} support is not compiled in: enable the `{kind}` feature of nodes-std"
+    )
 }
 
 /// Why a saved position cannot be reopened: the key it is about, and what.

@@ -18,27 +18,18 @@ use parquet::file::metadata::PageIndexPolicy;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{ERRORS, ErrorBudget, Verdict, is_bad_record};
 use crate::sources::arrow_row;
-use crate::sources::open::{Opener, ReadTally, is_zero};
+use crate::sources::open::{IDENTITY, is_zero};
 pub(crate) use crate::sources::parquet_file::{Identity, NOT_UTF8, pulled_again};
 use crate::sources::parquet_file::{ParquetFile, read_at};
 pub use crate::sources::parquet_file::{ParquetPart, RowGroup};
+use crate::sources::reader::{FileSource, Saved, file_reader_builders};
 use crate::sources::record::record_error;
-use crate::transforms::flat_map::replayable;
-use crate::{
-    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, Resume, State,
-    Stateful,
-};
+use crate::{Cx, Description, Error, Node, NodeId, NodeName, Result, State, Stateful};
 
-/// The state keys.
-const SOURCE: &str = "source";
-const PATH: &str = "path";
+/// The state keys of the position.
 const ROW_GROUP: &str = "row_group";
 const ROW: &str = "row";
-const IDENTITY: &str = "identity";
-/// Where to resume the next files pulled (see [`Resumed`]).
-const RESUME_AT: &str = "resume_at";
 
 /// A file another rank began, to be read from where it stopped: the next
 /// file pulled must have this name and identity (see
@@ -94,10 +85,7 @@ impl Open {
 /// What [`ReadParquet`] and [`ReadParquetBatches`] share: the source of
 /// paths, the open file and the position in it.
 struct ParquetReader<S> {
-    name: &'static str,
-    source: S,
-    /// Where files are opened (and remote ones read).
-    opener: Opener,
+    files: FileSource<S, Resumed>,
     /// Root columns to read (all when empty).
     columns: Vec<String>,
     /// Rows per decoded batch.
@@ -109,25 +97,10 @@ struct ParquetReader<S> {
     row_group: usize,
     /// Rows of that row group already handed out.
     row: u64,
-    /// Files to open where another rank stopped, rather than at their start.
-    resume_at: std::collections::VecDeque<Resumed>,
-    /// Items of the open file still to pass over (see [`Resumed::skip`]).
-    skip: u64,
-    budget: ErrorBudget,
-    flag: ResetFlag,
-    /// What it has read this pass, for progress.
-    tally: Arc<ReadTally>,
 }
 
-/// The reader's fields of a state.
-struct Saved {
-    source: State,
-    path: Option<String>,
-    row_group: usize,
-    row: u64,
-    identity: Option<Identity>,
-    resume_at: std::collections::VecDeque<Resumed>,
-}
+/// The reader's fields of a state: the position is the row group and row.
+type Fields = Saved<Resumed, Identity, (usize, u64)>;
 
 impl<S: Node> ParquetReader<S>
 where
@@ -135,27 +108,20 @@ where
 {
     fn new(name: &'static str, source: S, decode_rows: usize, serde_rows: bool) -> Self {
         ParquetReader {
-            name,
-            source,
-            opener: Opener::default(),
+            files: FileSource::new(name, source),
             columns: Vec::new(),
             decode_rows,
             serde_rows,
             open: None,
             row_group: 0,
             row: 0,
-            resume_at: Default::default(),
-            skip: 0,
-            budget: ErrorBudget::new(crate::ErrorPolicy::Deliver),
-            flag: ResetFlag::default(),
-            tally: Arc::default(),
         }
     }
 
     /// Between files: the next call pulls the next one.
     fn close(&mut self) {
-        self.tally.closed();
-        (self.open, self.row_group, self.row, self.skip) = (None, 0, 0, 0);
+        self.files.tally.closed();
+        (self.open, self.row_group, self.row, self.files.skip) = (None, 0, 0, 0);
     }
 
     /// The next item `one` makes, with bad records under the policy.
@@ -165,23 +131,18 @@ where
         cx: &mut Cx,
         mut one: impl FnMut(&mut Self, &mut Cx) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
-        loop {
-            if self.budget.ended() {
-                return Ok(None);
-            }
-            match one(self, cx) {
-                Err(e) if is_bad_record(&e) => match self.budget.judge(e, cx) {
-                    Verdict::Deliver(e) | Verdict::DeliverAndEnd(e) => return Err(e),
-                    Verdict::Skip => {}
-                },
-                other => return other,
+        while !self.files.budget.ended() {
+            let made = one(self, cx);
+            if let Some(item) = self.files.judge(made, cx) {
+                return item;
             }
         }
+        Ok(None)
     }
 
     /// A bad record of the open file (or of `path`).
     fn bad(&self, path: &Path, why: impl std::fmt::Display) -> Error {
-        record_error(self.name, path, None, why.to_string())
+        record_error(self.files.name, path, None, why.to_string())
     }
 
     /// Opens the part's file at its first row: reads its footer and page
@@ -191,7 +152,7 @@ where
         if path.file_name().and_then(OsStr::to_str).is_none() {
             return Err(self.bad(path, NOT_UTF8));
         }
-        let file = ParquetFile::open(&self.opener, path).map_err(|e| self.bad(path, e))?;
+        let file = ParquetFile::open(&self.files.opener, path).map_err(|e| self.bad(path, e))?;
         let identity = file.identity().map_err(|e| self.bad(path, e))?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let metadata = ArrowReaderMetadata::load(&file, options).map_err(|e| self.bad(path, e))?;
@@ -201,11 +162,8 @@ where
             .iter()
             .find(|c| schema.column_with_name(c).is_none())
         {
-            let why = format!(
-                "no column `{missing}` (it has {:?})",
-                column_names(&metadata)
-            );
-            return Err(self.bad(path, why));
+            let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+            return Err(self.bad(path, format!("no column `{missing}` (it has {names:?})")));
         }
         let count = metadata.metadata().num_row_groups();
         let groups = match part.row_group() {
@@ -259,18 +217,6 @@ where
             .map_err(|e| self.bad(&open.path, e))
     }
 
-    /// The batch the rows [`advance`](Self::advance) returned are in.
-    fn decoded(&self) -> &RecordBatch {
-        let decoded = self.open.as_ref().and_then(|o| o.decoded.as_ref());
-        &decoded.expect("rows were just returned").0
-    }
-
-    /// The same, downcast for reading rows (`serde_rows`).
-    fn decoded_rows(&self) -> &arrow_row::Rows {
-        let rows = self.open.as_ref().and_then(|o| o.rows.as_ref());
-        rows.expect("rows were just returned")
-    }
-
     /// Checks that `open` is the file another rank stopped in at `at`: the
     /// same name and identity, and a row it holds.
     fn resume(&self, open: &Open, at: &Resumed) -> Result<()> {
@@ -300,7 +246,7 @@ where
     /// to be passed over: most rows, without the general path.
     #[inline]
     fn next_decoded_row(&mut self) -> Option<usize> {
-        if self.skip > 0 {
+        if self.files.skip > 0 {
             return None;
         }
         let (batch, first) = self.open.as_mut()?.decoded.as_mut()?;
@@ -318,35 +264,35 @@ where
         loop {
             // A resumed file sets `skip` when it opens, before its first rows.
             let rows = self.advance(cx, want)?;
-            if rows.is_none() || self.skip == 0 {
+            if rows.is_none() || self.files.skip == 0 {
                 return Ok(rows);
             }
-            self.skip -= 1;
+            self.files.skip -= 1;
         }
     }
 
     /// The next rows of the current row group (at most `want`): their range
-    /// in the decoded batch ([`decoded`](Self::decoded)). Moves the
+    /// in the decoded batch (`Open::decoded`). Moves the
     /// position past them.
     fn advance(&mut self, cx: &mut Cx, want: usize) -> Result<Option<(usize, usize)>> {
-        self.flag.check(self.name)?;
+        self.files.flag.check(self.files.name)?;
         loop {
             let Some(open) = &mut self.open else {
-                let before = self.source.get_state(cx)?;
-                let _pulling = self.tally.pulling();
-                let Some(item) = self.source.next(cx)? else {
+                let Some((item, before, _pulling)) = self.files.pull(cx)? else {
                     return Ok(None);
                 };
                 // An unreadable file is a bad record; the next call moves on
                 // (a file another rank began, with its place).
-                let resumed = self.resume_at.pop_front();
+                let resumed = self.files.resume_at.pop_front();
                 let open = self.open(&item, before)?;
                 (self.row_group, self.row) = (open.groups.start, 0);
                 if let Some(at) = resumed {
                     self.resume(&open, &at)?;
-                    (self.row_group, self.row, self.skip) = (at.row_group, at.row, at.skip);
+                    (self.row_group, self.row, self.files.skip) = (at.row_group, at.row, at.skip);
                 }
-                self.tally.opened(open.reached((self.row_group, self.row)));
+                self.files
+                    .tally
+                    .opened(open.reached((self.row_group, self.row)));
                 self.open = Some(open);
                 // A threaded node above then counts items of one file only.
                 cx.request_snapshot();
@@ -363,12 +309,12 @@ where
                 open.decoded = None;
             }
             if self.row_group >= open.groups.end {
-                if self.skip > 0 {
+                if self.files.skip > 0 {
                     let why = format!(
                         "the file ended {} items before where another rank stopped reading it",
-                        self.skip
+                        self.files.skip
                     );
-                    let error = record_error(self.name, &open.path, None, why);
+                    let error = record_error(self.files.name, &open.path, None, why);
                     self.close();
                     return Err(error);
                 }
@@ -377,10 +323,8 @@ where
             }
             let Some(reader) = &mut open.reader else {
                 let open = self.open.as_ref().expect("open above");
-                let reader = self.reader(open, self.row_group, self.row);
-                let open = self.open.as_mut().expect("open above");
-                match reader {
-                    Ok(reader) => open.reader = Some(reader),
+                match self.reader(open, self.row_group, self.row) {
+                    Ok(reader) => self.open.as_mut().expect("open above").reader = Some(reader),
                     Err(e) => {
                         self.close();
                         return Err(e);
@@ -396,7 +340,7 @@ where
                 }
                 Some(Err(e)) => {
                     let why = format!("row group {}: {e}", self.row_group);
-                    let error = record_error(self.name, &open.path, None, why);
+                    let error = record_error(self.files.name, &open.path, None, why);
                     // The rest of a damaged file is not read.
                     self.close();
                     return Err(error);
@@ -410,30 +354,18 @@ where
         }
     }
 
-    fn checked_fields(&self, state: &State) -> Result<Saved> {
-        let keys = [SOURCE, PATH, ROW_GROUP, ROW, IDENTITY, ERRORS, RESUME_AT];
-        let keys = &keys[..keys.len() - usize::from(!state.contains(RESUME_AT))];
-        state.expect_keys(self.name, keys)?;
-        let saved = Saved {
-            source: state.child(SOURCE)?,
-            path: state.get(PATH)?,
-            row_group: state.get(ROW_GROUP)?,
-            row: state.get(ROW)?,
-            identity: state.get(IDENTITY)?,
-            resume_at: state.get_opt(RESUME_AT)?.unwrap_or_default(),
-        };
-        let stray = saved.row_group != 0 || saved.row != 0 || saved.identity.is_some();
+    fn checked_fields(&self, state: &State) -> Result<Fields> {
+        let name = self.files.name;
+        let saved: Fields = self.files.fields(state, [ROW_GROUP, ROW])?;
+        let stray = saved.at != (0, 0) || saved.identity.is_some();
         match &saved.path {
             None if stray => Err(Error::bad_state(
                 state.path().to_owned(),
-                format!(
-                    "{}: a row group, row or identity without a file (`path` is null)",
-                    self.name
-                ),
+                format!("{name}: a row group, row or identity without a file (`path` is null)"),
             )),
             Some(_) if saved.identity.is_none() => Err(Error::bad_state(
                 state.path_of(IDENTITY),
-                format!("{}: a file without an identity", self.name),
+                format!("{name}: a file without an identity"),
             )),
             _ => Ok(saved),
         }
@@ -441,37 +373,33 @@ where
 
     fn check_state(&self, state: &State) -> Result<()> {
         let saved = self.checked_fields(state)?;
-        self.budget.load(state)?;
-        self.source.check_state(&saved.source)
+        self.files.budget.load(state)?;
+        self.files.source.check_state(&saved.source)
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        replayable(&self.source, self.name, self.name)?;
+        self.files.replayable()?;
         let Some(state) = state else {
-            self.source.reset(None)?;
             self.close();
-            self.tally.restart();
-            self.resume_at.clear();
-            self.budget.clear();
-            self.flag.mark();
-            return Ok(());
+            return self.files.restart();
         };
         let saved = self.checked_fields(state)?;
-        let counts = self.budget.load(state)?;
-        self.budget.restore(counts);
+        let counts = self.files.budget.load(state)?;
         self.close();
-        self.tally.restart();
-        self.resume_at.clone_from(&saved.resume_at);
-        let mut replay = Replay::reset(&mut self.source, Some(&saved.source))?;
+        let mut replay = self.files.restore(counts, &saved.source, saved.resume_at)?;
         let (Some(name), Some(identity)) = (&saved.path, &saved.identity) else {
-            self.flag.mark();
+            self.files.flag.mark();
             return Ok(());
         };
         let item = replay.next()?;
-        let part = pulled_again(self.name, state, name, item.as_ref())?;
+        let part = pulled_again(self.files.name, state, name, item.as_ref())?;
         let path = part.file();
         let changed = |why: String| {
-            let why = format!("{} cannot resume in `{}`: {why}", self.name, path.display());
+            let why = format!(
+                "{} cannot resume in `{}`: {why}",
+                self.files.name,
+                path.display()
+            );
             Error::bad_state(state.path_of(IDENTITY), why)
         };
         let open = self
@@ -484,67 +412,42 @@ where
             )));
         }
         let groups = open.metadata.metadata().row_groups();
-        let rows = groups.get(saved.row_group).map(|g| g.num_rows() as u64);
-        let (read, g) = (&open.groups, saved.row_group);
-        if g < read.start || g > read.end || g == read.end && saved.row > 0 {
+        let (g, row) = saved.at;
+        let rows = groups.get(g).map(|g| g.num_rows() as u64);
+        let read = &open.groups;
+        if g < read.start || g > read.end || g == read.end && row > 0 {
             let why = format!("row group {g}, where it reads row groups {read:?}");
             return Err(Error::bad_state(state.path_of(ROW_GROUP), why));
         }
         if let Some(rows) = rows
-            && saved.row > rows
+            && row > rows
         {
-            let why = format!("row {} of a row group of {rows} rows", saved.row);
+            let why = format!("row {row} of a row group of {rows} rows");
             return Err(Error::bad_state(state.path_of(ROW), why));
         }
-        (self.row_group, self.row) = (saved.row_group, saved.row);
-        self.tally.opened(open.reached((self.row_group, self.row)));
+        (self.row_group, self.row) = saved.at;
+        self.files.tally.opened(open.reached(saved.at));
         self.open = Some(open);
-        self.flag.mark();
+        self.files.flag.mark();
         Ok(())
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(self.name)?;
-        cx.check_live(self.name)?;
-        let mut out = State::new();
-        match &self.open {
-            Some(open) => {
-                out.insert_child(SOURCE, open.before.clone());
-                out.insert(PATH, open.path.file_name().and_then(OsStr::to_str))?;
-                out.insert(IDENTITY, Some(&open.identity))?;
-            }
-            None => {
-                out.insert_child(SOURCE, self.source.get_state(cx)?);
-                out.insert(PATH, None::<String>)?;
-                out.insert(IDENTITY, None::<Identity>)?;
-            }
-        }
-        out.insert(ROW_GROUP, self.row_group)?;
-        out.insert(ROW, self.row)?;
-        self.budget.save(&mut out)?;
-        if !self.resume_at.is_empty() {
-            out.insert(RESUME_AT, &self.resume_at)?;
-        }
-        Ok(out)
+        let open = self.open.as_ref();
+        let before = open.map(|o| (&o.before, o.path.as_path()));
+        self.files.save(cx, before, |out| {
+            out.insert(IDENTITY, open.map(|o| &o.identity))?;
+            out.insert(ROW_GROUP, self.row_group)?;
+            out.insert(ROW, self.row)
+        })
     }
 
     fn describe(&self) -> Description {
-        let mut desc = Description::new(self.name).with_resume(Resume::ReadsFiles);
-        if !self.columns.is_empty() {
-            desc = desc.param("columns", self.columns.join(","));
-        }
-        desc.child(SOURCE, self.source.describe())
-            .with_tally(self.tally.clone())
+        self.files.describe(|desc| match self.columns.is_empty() {
+            true => desc,
+            false => desc.param("columns", self.columns.join(",")),
+        })
     }
-}
-
-fn column_names(metadata: &ArrowReaderMetadata) -> Vec<String> {
-    metadata
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect()
 }
 
 /// This struct is created by [`NodeExt::read_parquet`](crate::NodeExt::read_parquet).
@@ -673,7 +576,7 @@ where
     fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
             self.inner.judged(cx, |inner, cx| {
-                inner.flag.check(inner.name)?;
+                inner.files.flag.check(inner.files.name)?;
                 let at = match inner.next_decoded_row() {
                     Some(at) => at,
                     None => match inner.next_rows(cx, 1)? {
@@ -681,7 +584,10 @@ where
                         None => return Ok(None),
                     },
                 };
-                inner.decoded_rows().row(at).map(Some).map_err(|e| {
+                // The decoded batch's rows, downcast (`serde_rows`).
+                let rows = inner.open.as_ref().and_then(|o| o.rows.as_ref());
+                let rows = rows.expect("rows were just returned");
+                rows.row(at).map(Some).map_err(|e| {
                     let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
                     let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
                     inner.bad(open, at)
@@ -703,14 +609,14 @@ where
                 let Some((at, len)) = inner.next_rows(cx, inner.decode_rows)? else {
                     return Ok(None);
                 };
-                let decoded = inner.open.as_mut().map(|o| &mut o.decoded);
-                let decoded = decoded.expect("rows were just returned");
+                let open = inner.open.as_mut().expect("rows were just returned");
+                let decoded = &mut open.decoded;
                 match decoded {
                     // A whole decoded batch is handed out as it is.
                     Some((batch, _)) if at == 0 && len == batch.num_rows() => {
                         Ok(decoded.take().map(|(batch, _)| batch))
                     }
-                    _ => Ok(Some(inner.decoded().slice(at, len))),
+                    _ => Ok(decoded.as_ref().map(|(batch, _)| batch.slice(at, len))),
                 }
             })
         })
@@ -718,7 +624,7 @@ where
 }
 
 macro_rules! parquet_stateful {
-    ($ty:ident [$($gen:ident)*]) => {
+    ($ty:ident [$($gen:ident),*]) => {
         impl<S $(, $gen)*> $ty<S $(, $gen)*> {
             /// Reads only these columns (by their top-level names); a file
             /// without one of them is an `Err` naming the column and the file.
@@ -726,37 +632,20 @@ macro_rules! parquet_stateful {
                 self.inner.columns = columns.into_iter().map(Into::into).collect();
                 self
             }
-
-            /// Sets what happens to a bad record (a file that cannot be
-            /// read, a damaged page, a row that is not the type asked for):
-            /// [`ErrorPolicy::Deliver`](crate::ErrorPolicy::Deliver) (the
-            /// default) hands it on, the others fail or skip as the line
-            /// readers do. Skips are counted in the state (`errors`).
-            pub fn on_error(mut self, policy: crate::ErrorPolicy) -> Self {
-                self.inner.budget = ErrorBudget::new(policy);
-                self
-            }
-
-            /// Reads remote files (URLs) through `store` rather than
-            /// [`Store::from_env`](crate::Store::from_env).
-            #[cfg(feature = "object-store")]
-            pub fn store(mut self, store: crate::Store) -> Self {
-                self.inner.opener.store = store;
-                self
-            }
         }
+
+        file_reader_builders!($ty [$($gen),*]);
 
         impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
         where
             S::Item: ParquetPart,
         {
             crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe);
+
             fn shutdown(&mut self) {
-                self.inner.source.shutdown();
+                self.inner.files.shutdown();
             }
         }
-
-        nodes_core::__started_guards!(impl[S $(, $gen)*] $ty<S $(, $gen)*>);
 
         impl<S $(, $gen)*> std::fmt::Debug for $ty<S $(, $gen)*> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -9,6 +9,7 @@ use parquet::file::metadata::ParquetMetaDataReader;
 use crate::sources::open::Opener;
 use crate::sources::parquet::{Identity, NOT_UTF8, RowGroup, pulled_again};
 use crate::sources::parquet_file::ParquetFile;
+use crate::sources::reader::file_state;
 use crate::sources::record::record_error;
 use crate::transforms::flat_map::replayable;
 use crate::{
@@ -171,20 +172,10 @@ where
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
         self.flag.check(Self::NAME)?;
-        cx.check_live(Self::NAME)?;
-        let mut out = State::new();
-        match &self.open {
-            Some((path, _, identity, before)) => {
-                out.insert_child(SOURCE, before.clone());
-                out.insert(PATH, path.file_name().and_then(OsStr::to_str))?;
-                out.insert(IDENTITY, Some(identity))?;
-            }
-            None => {
-                out.insert_child(SOURCE, self.source.get_state(cx)?);
-                out.insert(PATH, None::<String>)?;
-                out.insert(IDENTITY, None::<Identity>)?;
-            }
-        }
+        let open = self.open.as_ref();
+        let before = open.map(|(path, _, _, before)| (before, path.as_path()));
+        let mut out = file_state(Self::NAME, &self.source, cx, before)?;
+        out.insert(IDENTITY, open.map(|(_, _, identity, _)| identity))?;
         out.insert(NEXT, self.next)?;
         Ok(out)
     }
