@@ -100,8 +100,9 @@ impl Store {
     /// Sets how far a line reader reads ahead of where it is: up to
     /// `requests` ranged GETs of `bytes` each (at least 1), made at once
     /// and received while the reader parses, the first right after the
-    /// response that opened the object. At most `requests × bytes` bytes
-    /// wait in memory per reader. `0` requests streams each object in one
+    /// response that opened the object. At most `(requests + 1) × bytes`
+    /// bytes wait in memory per reader (the ranges running, and the one
+    /// being read). `0` requests streams each object in one
     /// response instead. The default is 2 requests of 8 MiB.
     pub fn read_ahead(mut self, requests: usize, bytes: u64) -> Store {
         self.read_ahead = ReadAhead {
