@@ -102,7 +102,7 @@ pub use crate::sources::map_style::{Dataset, Lookup, MapStyleWrapper};
 pub use crate::sources::parquet::{ParquetPart, ReadParquet, ReadParquetBatches, RowGroup};
 pub use crate::sources::record::RecordError;
 #[cfg(feature = "object-store")]
-pub use crate::sources::remote::{Retry, Store, Timer};
+pub use crate::sources::remote::{MAX_READ_AHEAD, Retry, Store, Timer};
 #[cfg(feature = "parquet")]
 pub use crate::sources::row_groups::ParquetRowGroups;
 pub use crate::sources::sampler_wrapper::{

@@ -549,7 +549,9 @@ fn ranges_read_ahead_lose_and_repeat_nothing() {
     ];
     let proxy = Proxy::start(&endpoint, faults.clone());
     let waits = Waits::default();
-    let store = store(&proxy.endpoint, &waits).read_ahead(3, 8 << 10);
+    let store = store(&proxy.endpoint, &waits)
+        .read_ahead(3, 8 << 10)
+        .unwrap();
     let pipeline = || {
         let files = Files::list([bucket.url("big.jsonl")]).unwrap();
         files.read_jsonl::<Row>().store(store.clone())
@@ -592,7 +594,9 @@ fn stalled_responses_time_out_on_the_retry_timer_and_resume() {
         .timeout(Duration::from_secs(7))
         .timer_with(move |timeout| clock.timer(timeout));
     // One request at a time: a stall times out the one request waiting.
-    let store = one_per_request(with_retry(&proxy.endpoint, retry.clone())).read_ahead(0, 1);
+    let store = one_per_request(with_retry(&proxy.endpoint, retry.clone()))
+        .read_ahead(0, 1)
+        .unwrap();
     let files = Files::list([bucket.url("big.jsonl")]).unwrap();
     let got = ids(files
         .read_jsonl::<Row>()

@@ -98,19 +98,27 @@ impl Store {
     }
 
     /// Sets how far a line reader reads ahead of where it is: up to
-    /// `requests` ranged GETs of `bytes` each (at least 1), made at once
-    /// and received while the reader parses, the first right after the
-    /// response that opened the object. At most `(requests + 1) × bytes`
-    /// bytes wait in memory per reader (the ranges running, and the one
-    /// being read). `0` requests streams each object in one
-    /// response instead. The default is 2 requests of 8 MiB.
-    pub fn read_ahead(mut self, requests: usize, bytes: u64) -> Store {
-        self.read_ahead = ReadAhead {
-            requests,
-            bytes: bytes.max(1),
+    /// `requests` ranged GETs of `bytes` each, made at once and received
+    /// while the reader parses, the first right after the response that
+    /// opened the object. At most `(requests + 1) × bytes` bytes wait in
+    /// memory per reader (the ranges running, and the one being read).
+    /// `0` requests streams each object in one response instead. The
+    /// default is 2 requests of 8 MiB.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for more
+    /// than [`MAX_READ_AHEAD`] requests, or ranges of 0 bytes.
+    pub fn read_ahead(mut self, requests: usize, bytes: u64) -> crate::Result<Store> {
+        let why = if requests > MAX_READ_AHEAD {
+            format!("read_ahead: at most {MAX_READ_AHEAD} requests at once, found {requests}")
+        } else if bytes == 0 {
+            "read_ahead: ranges of at least 1 byte, found 0".to_owned()
+        } else {
+            self.read_ahead = ReadAhead { requests, bytes };
+            self.connection = Arc::new(OnceLock::new());
+            return Ok(self);
         };
-        self.connection = Arc::new(OnceLock::new());
-        self
+        Err(crate::Error::invalid_argument("Store", why))
     }
 
     /// The connection, started at the first call.
@@ -360,6 +368,10 @@ impl Attempts {
     }
 }
 
+/// The most ranged requests a reader runs ahead at once
+/// ([`Store::read_ahead`]): more would only queue at the store.
+pub const MAX_READ_AHEAD: usize = 64;
+
 /// How far a reader reads ahead (see [`Store::read_ahead`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ReadAhead {
@@ -544,6 +556,21 @@ mod tests {
             err.contains("unknown store option `no_such_option`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn read_ahead_refuses_what_it_cannot_bound() {
+        let err = Store::from_env().read_ahead(MAX_READ_AHEAD + 1, 1 << 20);
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains("at most 64 requests at once, found 65"),
+            "{err}"
+        );
+        let err = Store::from_env().read_ahead(2, 0).unwrap_err().to_string();
+        assert!(err.contains("at least 1 byte"), "{err}");
+        let store = Store::from_env().read_ahead(MAX_READ_AHEAD, 1).unwrap();
+        assert!(format!("{store:?}").contains("requests: 64"));
+        assert!(Store::from_env().read_ahead(0, 1).is_ok());
     }
 
     #[test]
