@@ -77,10 +77,16 @@ impl Object {
 
     /// Receives `range` on the runtime, while the reader goes on.
     fn fetch(&self, range: Range<u64>) -> JoinHandle<Fetched> {
+        self.connection.spawn(self.receive(range))
+    }
+
+    /// Receives `range` in one request (no retry), each wait within the
+    /// retry's timeout: what came, and the failure that cut it short.
+    fn receive(&self, range: Range<u64>) -> impl Future<Output = Fetched> + Send + 'static {
         let (client, key) = (Arc::clone(&self.client), self.key.clone());
         let retry = self.attempts.retry().clone();
         let options = self.options(Some(GetRange::Bounded(range.clone())));
-        self.connection.spawn(async move {
+        async move {
             let mut parts = Vec::new();
             let mut body = match retry.within(client.get_opts(&key, options)).await {
                 Some(Ok(response)) => response.into_stream(),
@@ -104,7 +110,7 @@ impl Object {
                 Failure::Transient(format!("the response ended at byte {at} of {range:?}"))
             });
             (parts, cut)
-        })
+        }
     }
 
     /// After a failed attempt: `Ok` once it is time for another.
@@ -376,23 +382,14 @@ impl RemoteFile {
         let mut out = bytes::BytesMut::new();
         let mut at = range.start;
         while at < range.end {
-            let options = object.options(Some(GetRange::Bounded(at..range.end)));
-            let got = object.run(object.client.get_opts(&object.key, options));
-            let got = got.and_then(|response| {
-                let mut body = response.into_stream();
-                while let Some(bytes) = object.next_bytes(&mut body)? {
-                    at += bytes.len() as u64;
-                    out.extend_from_slice(&bytes);
-                }
-                Ok(())
-            });
-            match got {
-                Ok(()) if at >= range.end => break,
-                Ok(()) => {
-                    let cut = format!("the response ended at byte {at} of {range:?}");
-                    object.failed(Failure::Transient(cut))?;
-                }
-                Err(failure) => object.failed(failure)?,
+            let (parts, failure) = object.connection.block_on(object.receive(at..range.end));
+            for part in parts {
+                at += part.len() as u64;
+                out.extend_from_slice(&part);
+            }
+            match failure {
+                None => break,
+                Some(failure) => object.failed(failure)?,
             }
         }
         object.attempts.progressed();
