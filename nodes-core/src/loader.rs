@@ -354,14 +354,39 @@ impl<N: Node> Loader<N> {
     /// failure to start (to reset the root) is the epoch's first and only
     /// item.
     pub fn epoch(&mut self) -> Epoch<'_, N> {
-        let start = self.begin_epoch();
-        trace::epoch_started(self.epoch_index, self.num_yielded, &start);
+        let start = self.start_epoch();
         Epoch {
             pending_error: start.err(),
             done: false,
             progress: std::cell::Cell::default(),
             loader: self,
         }
+    }
+
+    /// The first half of [`epoch`](Loader::epoch), for a caller that
+    /// cannot hold its borrow (a language binding's iterator): starts the
+    /// next epoch, or resumes a loaded state. Then
+    /// [`next_in_epoch`](Loader::next_in_epoch) returns its items.
+    pub fn start_epoch(&mut self) -> Result<()> {
+        let start = self.begin_epoch();
+        trace::epoch_started(self.epoch_index, self.num_yielded, &start);
+        start
+    }
+
+    /// The next item of the epoch [`start_epoch`](Loader::start_epoch)
+    /// started, counted as [`Epoch`] counts it; `None` at its end (and
+    /// again after it).
+    pub fn next_in_epoch(&mut self) -> Option<Result<N::Item>> {
+        // Checked before taken: `take` would copy the whole option (an
+        // item and a state) on every item, to find it empty.
+        let item = if self.peeked.is_some() {
+            self.peeked.take().map(|(item, _)| item)
+        } else {
+            self.root.next(&mut self.cx).transpose()
+        }?;
+        // An `Err` is one item: counted, and the epoch goes on after it.
+        self.num_yielded = self.num_yielded.saturating_add(1);
+        Some(item)
     }
 
     fn begin_epoch(&mut self) -> Result<()> {

@@ -148,20 +148,12 @@ impl<N: Node> Iterator for Epoch<'_, N> {
         if self.done {
             return None;
         }
-        let loader = &mut *self.loader;
-        let item = if loader.peeked.is_some() {
-            loader.peeked.take().map(|(item, _)| item)
-        } else {
-            loader.root.next(&mut loader.cx).transpose()
-        };
-        let Some(item) = item else {
+        let item = self.loader.next_in_epoch();
+        if item.is_none() {
             self.done = true;
-            trace::epoch_ended(loader.epoch_index, loader.num_yielded);
-            return None;
-        };
-        // An `Err` is one item: counted, and the epoch goes on after it.
-        loader.num_yielded = loader.num_yielded.saturating_add(1);
-        Some(item)
+            trace::epoch_ended(self.loader.epoch_index, self.loader.num_yielded);
+        }
+        item
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

@@ -1,0 +1,95 @@
+"""``ParallelMapper`` and ``Mapper``: a callable over every item."""
+
+from typing import Any, Callable, Optional, TypeVar
+
+from nodes_rs import _native
+from nodes_rs.torchdata.base_node import BaseNode, NativeNode, native_source
+
+T = TypeVar("T")
+X = TypeVar("X")
+
+
+class _Default(int):
+    """An int default that can be told from the same value passed explicitly."""
+
+
+# torchdata snapshots a threaded node's source after every item; the Rust
+# nodes pace their snapshots by the source's work instead, unless a
+# frequency is passed explicitly.
+DEFAULT_SNAPSHOT_FREQUENCY = _Default(1)
+
+
+def explicit(value: int) -> Optional[int]:
+    """``value`` if the caller passed it, ``None`` for the default."""
+    return None if isinstance(value, _Default) else int(value)
+
+
+class ParallelMapper(NativeNode[T]):
+    """``map_fn`` over every item, on ``num_workers`` threads (inline for 0).
+
+    In order by default. Like torchdata, an exception from ``map_fn`` reaches
+    the caller as itself and ends the pass. ``method="process"`` is not
+    available yet (raises ``NotImplementedError``).
+    """
+
+    def __init__(
+        self,
+        source: BaseNode[X],
+        map_fn: Callable[[X], T],
+        num_workers: int,
+        in_order: bool = True,
+        method: str = "thread",
+        multiprocessing_context: Optional[str] = None,
+        max_concurrent: Optional[int] = None,
+        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+        prebatch: Optional[int] = None,
+    ) -> None:
+        super().__init__()
+        if method not in ("thread", "process"):
+            raise ValueError(f"method must be 'thread' or 'process', not {method!r}")
+        if method == "process":
+            raise NotImplementedError("ParallelMapper(method='process') is not available yet")
+        if max_concurrent is not None and num_workers > 0 and max_concurrent > num_workers:
+            raise ValueError(f"max_concurrent={max_concurrent} should be <= num_workers={num_workers}!")
+        if max_concurrent is not None and max_concurrent <= 0:
+            raise ValueError(f"max_concurrent={max_concurrent} must be a positive integer!")
+        if prebatch is not None and prebatch <= 0:
+            raise ValueError(f"prebatch={prebatch} must be a positive integer!")
+        self.source = source
+        self.map_fn = map_fn
+        self.num_workers = num_workers
+        self.in_order = in_order
+        fn: Callable[[Any], Any] = map_fn
+        if prebatch is not None:
+            fn = _each(map_fn)
+            source = _batched(source, prebatch)
+        if num_workers <= 0:
+            native = _native.map(native_source(source), fn)
+        else:
+            native = _native.par_map(
+                native_source(source),
+                fn,
+                num_workers,
+                in_order,
+                max_concurrent,
+                explicit(snapshot_frequency),
+            )
+        self._native = _native.unbatch(native) if prebatch is not None else native
+
+
+def _each(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda batch: [fn(x) for x in batch]
+
+
+def _batched(source: BaseNode[Any], n: int) -> Any:
+    from nodes_rs.torchdata.batch import Batcher
+
+    return Batcher(source, n, drop_last=False)
+
+
+def Mapper(source: BaseNode[X], map_fn: Callable[[X], T]) -> "ParallelMapper[T]":
+    """``map_fn`` over every item, on the caller's thread."""
+    return ParallelMapper(source, map_fn, num_workers=0)
+
+
+__all__ = ["Mapper", "ParallelMapper"]

@@ -1,0 +1,1 @@
+"""Mixes of several sources: by weight, or in turn."""

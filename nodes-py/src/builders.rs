@@ -1,0 +1,231 @@
+//! The functions that build native nodes over Python items: each takes its
+//! source (a native pipeline, which it takes, or a Python node, which it
+//! wraps) and returns a new [`Pipeline`].
+
+use std::collections::HashMap;
+
+use nodes_std::prelude::*;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::convert::{Obj, to_py_err};
+use crate::handle::{BoxNode, Pipeline, source};
+use crate::python_nodes::{Epochs, PyFilter, PySource};
+
+/// Calls a Python callable on one item, attached for that call.
+fn call(f: &Obj, item: Obj) -> PyResult<Obj> {
+    Python::attach(|py| f.call1(py, (item,)))
+}
+
+fn built(node: impl Node<Item = Obj> + 'static) -> Pipeline {
+    Pipeline::new(Box::new(node))
+}
+
+fn checked<N: Node<Item = Obj> + 'static>(node: nodes_std::Result<N>) -> PyResult<Pipeline> {
+    node.map(built).map_err(to_py_err)
+}
+
+/// A source over a Python iterable (torchdata's `IterableWrapper`).
+#[pyfunction]
+pub(crate) fn iterable(iterable: Obj) -> Pipeline {
+    built(PySource::new("IterableWrapper", iterable, Epochs::None))
+}
+
+/// A source over a sampler whose epoch it counts (torchdata's
+/// `SamplerWrapper`): `set_epoch(epoch)` at each pass, the epoch moving
+/// on by `epoch_updater` (default: one) after a pass that started.
+#[pyfunction]
+#[pyo3(signature = (sampler, initial_epoch=0, epoch_updater=None))]
+pub(crate) fn sampler(sampler: Obj, initial_epoch: i64, epoch_updater: Option<Obj>) -> Pipeline {
+    let epochs = Epochs::Counted {
+        epoch: initial_epoch,
+        started: false,
+        updater: epoch_updater,
+    };
+    built(PySource::new("SamplerWrapper", sampler, epochs))
+}
+
+/// Each item through `f` (a raised exception is the item's error).
+#[pyfunction]
+pub(crate) fn map(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pipeline> {
+    let node = source(source_node, "Mapper")?;
+    Ok(built(node.try_map(move |item| call(&f, item))))
+}
+
+/// Each item through `f` on `num_workers` threads.
+#[pyfunction]
+#[pyo3(signature = (source_node, f, num_workers, in_order=true, max_concurrent=None, snapshot_frequency=None))]
+pub(crate) fn par_map(
+    source_node: &Bound<'_, PyAny>,
+    f: Obj,
+    num_workers: usize,
+    in_order: bool,
+    max_concurrent: Option<usize>,
+    snapshot_frequency: Option<usize>,
+) -> PyResult<Pipeline> {
+    let node = source(source_node, "ParallelMapper")?;
+    let mut options = ParallelOptions::new(num_workers).in_order(in_order);
+    if let Some(n) = max_concurrent {
+        options = options.max_concurrent(n);
+    }
+    if let Some(n) = snapshot_frequency {
+        options = options.snapshot_frequency(n);
+    }
+    let mapped = node.par_map(move |item| call(&f, item).map_err(Into::into), options);
+    checked(mapped)
+}
+
+/// The items for which `f` returns a true value.
+#[pyfunction]
+pub(crate) fn filter(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pipeline> {
+    let node = source(source_node, "Filter")?;
+    Ok(built(PyFilter::new(node, f)))
+}
+
+/// Lists of `batch_size` items; a shorter last one unless `drop_last`.
+#[pyfunction]
+#[pyo3(signature = (source_node, batch_size, drop_last=true))]
+pub(crate) fn batch(
+    source_node: &Bound<'_, PyAny>,
+    batch_size: usize,
+    drop_last: bool,
+) -> PyResult<Pipeline> {
+    let node = source(source_node, "Batcher")?;
+    let batches = if drop_last {
+        node.batch_exact(batch_size)
+    } else {
+        node.batch(batch_size)
+    };
+    let lists = batches.map_err(to_py_err)?.try_map(|items: Vec<Obj>| {
+        Python::attach(|py| PyList::new(py, items).map(|list| list.into_any().unbind()))
+    });
+    Ok(built(lists))
+}
+
+/// The elements of each item (an iterable), in order.
+#[pyfunction]
+pub(crate) fn unbatch(source_node: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
+    let node = source(source_node, "Unbatcher")?;
+    let lists = node.try_map(|item: Obj| {
+        Python::attach(|py| {
+            item.bind(py)
+                .try_iter()?
+                .map(|element| element.map(Bound::unbind))
+                .collect::<PyResult<Vec<Obj>>>()
+        })
+    });
+    Ok(built(lists.unbatch()))
+}
+
+/// The first `n` items.
+#[pyfunction]
+pub(crate) fn header(source_node: &Bound<'_, PyAny>, n: u64) -> PyResult<Pipeline> {
+    Ok(built(source(source_node, "Header")?.header(n)))
+}
+
+/// The source again and again (at most `max_cycles` passes).
+#[pyfunction]
+#[pyo3(signature = (source_node, max_cycles=None))]
+pub(crate) fn cycle(source_node: &Bound<'_, PyAny>, max_cycles: Option<u64>) -> PyResult<Pipeline> {
+    let node = source(source_node, "Cycler")?;
+    match max_cycles {
+        None => Ok(built(node.cycle())),
+        Some(n) => checked(node.cycle_n(n)),
+    }
+}
+
+/// Reads up to `prefetch_factor` items ahead on a thread of its own.
+#[pyfunction]
+pub(crate) fn prefetch(
+    source_node: &Bound<'_, PyAny>,
+    prefetch_factor: usize,
+) -> PyResult<Pipeline> {
+    checked(source(source_node, "Prefetcher")?.prefetch(prefetch_factor))
+}
+
+/// The stop criterion named as torchdata names it.
+fn stop_criteria(name: &str) -> PyResult<StopCriteria> {
+    StopCriteria::ALL
+        .into_iter()
+        .find(|c| c.as_str() == name)
+        .ok_or_else(|| {
+            let names: Vec<_> = StopCriteria::ALL.iter().map(|c| c.as_str()).collect();
+            PyValueError::new_err(format!(
+                "unknown stop criterion {name:?}: expected one of {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// The named sources of a mix, each taken into `parent`.
+fn sources(nodes: &Bound<'_, PyDict>, parent: &str) -> PyResult<Vec<(String, BoxNode)>> {
+    nodes
+        .iter()
+        .map(|(name, node)| Ok((name.extract::<String>()?, source(&node, parent)?)))
+        .collect()
+}
+
+/// Items of the named sources, drawn by weight with a seeded generator.
+#[pyfunction]
+#[pyo3(signature = (source_nodes, weights, stop_criteria_name, rank=None, world_size=None, seed=0, tag_output=false))]
+pub(crate) fn weighted(
+    source_nodes: &Bound<'_, PyDict>,
+    weights: HashMap<String, f64>,
+    stop_criteria_name: &str,
+    rank: Option<u64>,
+    world_size: Option<u64>,
+    seed: u64,
+    tag_output: bool,
+) -> PyResult<Pipeline> {
+    let stop = stop_criteria(stop_criteria_name)?;
+    let nodes = sources(source_nodes, "MultiNodeWeightedSampler")?;
+    let mut mix = MultiNodeWeightedSampler::new(nodes, weights)
+        .map_err(to_py_err)?
+        .stop_criteria(stop)
+        .seed(seed);
+    if let (Some(rank), Some(world_size)) = (rank, world_size) {
+        mix = mix.rank(rank, world_size).map_err(to_py_err)?;
+    }
+    if tag_output {
+        // torchdata adds the key to a dict item, and wraps any other item.
+        return Ok(built(mix.tagged().try_map(|t| tag(t, true))));
+    }
+    Ok(built(mix))
+}
+
+/// A mix's item with its source's name, as torchdata's `tag_output` gives
+/// it: `{"dataset_key": name, "data": item}`, or for a dict item when
+/// `into_dicts`, the dict itself with the `dataset_key` key added.
+fn tag(tagged: Tagged<Obj>, into_dicts: bool) -> PyResult<Obj> {
+    Python::attach(|py| {
+        let item = tagged.item.bind(py);
+        if into_dicts && let Ok(dict) = item.cast::<PyDict>() {
+            dict.set_item("dataset_key", &*tagged.source)?;
+            return Ok(tagged.item);
+        }
+        let wrapped = PyDict::new(py);
+        wrapped.set_item("dataset_key", &*tagged.source)?;
+        wrapped.set_item("data", item)?;
+        Ok(wrapped.into_any().unbind())
+    })
+}
+
+/// Items of the named sources in turn.
+#[pyfunction]
+#[pyo3(signature = (source_nodes, stop_criteria_name, tag_output=false))]
+pub(crate) fn round_robin(
+    source_nodes: &Bound<'_, PyDict>,
+    stop_criteria_name: &str,
+    tag_output: bool,
+) -> PyResult<Pipeline> {
+    let stop = stop_criteria(stop_criteria_name)?;
+    let nodes = sources(source_nodes, "MultiNodeRoundRobinSampler")?;
+    let mix = MultiNodeRoundRobinSampler::new(nodes)
+        .map_err(to_py_err)?
+        .stop_criteria(stop);
+    if tag_output {
+        return Ok(built(mix.tagged().try_map(|t| tag(t, false))));
+    }
+    Ok(built(mix))
+}

@@ -1,0 +1,209 @@
+//! [`Pipeline`]: a Rust pipeline of Python items as one Python object,
+//! which either runs on its own or is taken into a parent.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use nodes_std::Running;
+use nodes_std::prelude::*;
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+use pyo3::prelude::*;
+
+use crate::convert::{Obj, state_from_py, state_to_py, to_py_err};
+use crate::python_nodes::PyNode;
+
+/// A pipeline of Python items, type-erased.
+pub(crate) type BoxNode = Box<dyn Node<Item = Obj>>;
+
+/// Where a [`Pipeline`]'s node is.
+enum Slot {
+    /// Built and never reset: a parent may still take it.
+    Built(BoxNode),
+    /// Reset, so iterated on its own. After an error reached Python the
+    /// pass has ended (`ended`) until the next reset, as in torchdata.
+    Started {
+        running: Running<BoxNode>,
+        ended: bool,
+    },
+    /// Taken into the parent named here.
+    Taken(String),
+}
+
+/// A Rust pipeline whose items are Python objects.
+///
+/// `next`, `reset` and `get_state` run with the GIL released: only the
+/// Python callables and nodes inside take it, each for its own call.
+#[pyclass(frozen, module = "nodes_rs._native")]
+pub(crate) struct Pipeline {
+    slot: Mutex<Slot>,
+}
+
+impl Pipeline {
+    pub(crate) fn new(node: BoxNode) -> Pipeline {
+        Pipeline {
+            slot: Mutex::new(Slot::Built(node)),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        // A panic cannot leave a slot half-written: each arm replaces it whole.
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the node into `parent`: it is the parent's from now on.
+    pub(crate) fn take(&self, parent: &str) -> PyResult<BoxNode> {
+        let mut slot = self.lock();
+        match std::mem::replace(&mut *slot, Slot::Taken(parent.to_owned())) {
+            Slot::Built(node) => Ok(node),
+            other => {
+                let why = match &other {
+                    Slot::Taken(owner) => format!("it is already the source of {owner}"),
+                    _ => "it was already reset or iterated on its own: build the whole \
+                          pipeline before iterating it"
+                        .to_owned(),
+                };
+                *slot = other;
+                Err(PyRuntimeError::new_err(format!(
+                    "this node cannot become the source of {parent}: {why}"
+                )))
+            }
+        }
+    }
+
+    /// Runs `f` on the started pipeline (starting it from its beginning if
+    /// it was never reset), with the GIL released.
+    fn with_running<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Running<BoxNode>, &mut bool) -> nodes_std::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut slot = self.lock();
+            if let Slot::Built(_) = &*slot {
+                let Slot::Built(node) = std::mem::replace(&mut *slot, Slot::Taken(String::new()))
+                else {
+                    unreachable!("matched above");
+                };
+                match Running::start(node) {
+                    Ok(running) => {
+                        *slot = Slot::Started {
+                            running,
+                            ended: false,
+                        }
+                    }
+                    Err(e) => {
+                        *slot = Slot::Taken("a failed start".into());
+                        return Err(e);
+                    }
+                }
+            }
+            match &mut *slot {
+                Slot::Started { running, ended } => f(running, ended),
+                Slot::Taken(owner) => Err(Error::invalid_argument(
+                    "Pipeline",
+                    format!("this node is the source of {owner}: iterate that one"),
+                )),
+                Slot::Built(_) => unreachable!("started above"),
+            }
+        })
+        .map_err(to_py_err)
+    }
+}
+
+#[pymethods]
+impl Pipeline {
+    /// The next item; `StopIteration` at the end of the pass.
+    fn next(&self, py: Python<'_>) -> PyResult<Obj> {
+        let item = self.with_running(py, |running, ended| {
+            if *ended {
+                return Ok(None);
+            }
+            running.try_next().inspect_err(|_| *ended = true)
+        })?;
+        item.ok_or_else(|| PyStopIteration::new_err(()))
+    }
+
+    /// Starts a new pass (`None`) or resumes from a state dict.
+    #[pyo3(signature = (initial_state=None))]
+    fn reset(&self, py: Python<'_>, initial_state: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let state = state_from_py(initial_state, "the pipeline")?;
+        py.detach(|| {
+            let mut slot = self.lock();
+            match std::mem::replace(&mut *slot, Slot::Taken(String::new())) {
+                Slot::Built(node) => match start(node, state.as_ref()) {
+                    Ok(running) => {
+                        *slot = Slot::Started {
+                            running,
+                            ended: false,
+                        };
+                        Ok(())
+                    }
+                    Err(e) => {
+                        *slot = Slot::Taken("a failed reset".into());
+                        Err(e)
+                    }
+                },
+                Slot::Started { mut running, .. } => {
+                    let outcome = running.reset(state.as_ref());
+                    *slot = Slot::Started {
+                        running,
+                        ended: false,
+                    };
+                    outcome
+                }
+                taken => {
+                    *slot = taken;
+                    Err(Error::invalid_argument(
+                        "Pipeline",
+                        "this node belongs to a parent",
+                    ))
+                }
+            }
+        })
+        .map_err(to_py_err)
+    }
+
+    /// The state dict of the position after the last item returned.
+    fn get_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let state = self.with_running(py, |running, _| running.get_state())?;
+        state_to_py(py, &state)
+    }
+
+    /// The pipeline's shape: node names, parameters and children.
+    fn describe(&self) -> String {
+        match &*self.lock() {
+            Slot::Built(node) => node.describe().to_string(),
+            Slot::Started { running, .. } => running.node().describe().to_string(),
+            Slot::Taken(owner) => format!("(the source of {owner})"),
+        }
+    }
+
+    /// Stops the pipeline's worker threads; a reset starts them again.
+    fn shutdown(&self, py: Python<'_>) {
+        py.detach(|| {
+            if let Slot::Started { running, .. } = &mut *self.lock() {
+                running.shutdown();
+            }
+        });
+    }
+}
+
+fn start(node: BoxNode, state: Option<&State>) -> nodes_std::Result<Running<BoxNode>> {
+    match state {
+        Some(state) => Running::start_from(node, state),
+        None => Running::start(node),
+    }
+}
+
+/// The node of a source argument: a native pipeline is taken into
+/// `parent`; a Python `BaseNode` subclass is wrapped.
+pub(crate) fn source(obj: &Bound<'_, PyAny>, parent: &str) -> PyResult<BoxNode> {
+    if let Ok(pipeline) = obj.cast::<Pipeline>() {
+        return pipeline.get().take(parent);
+    }
+    if let Ok(native) = obj.getattr("_native")
+        && let Ok(pipeline) = native.cast::<Pipeline>()
+    {
+        return pipeline.get().take(parent);
+    }
+    Ok(Box::new(PyNode::new(obj)?))
+}
