@@ -7,22 +7,25 @@ use std::collections::HashMap;
 use nodes_std::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
-use crate::convert::{Obj, to_py_err};
+use crate::convert::{Obj, attached, to_py_err};
 use crate::handle::{BoxNode, Pipeline, source};
+use crate::item::Item;
 use crate::python_nodes::{Epochs, PyFilter, PySource};
 
 /// Calls a Python callable on one item, attached for that call.
-fn call(f: &Obj, item: Obj) -> PyResult<Obj> {
-    Python::attach(|py| f.call1(py, (item,)))
+pub(crate) fn call(f: &Obj, item: Item) -> PyResult<Item> {
+    attached(|py| f.call1(py, (item.into_py(py)?,)).map(Item::Py))
 }
 
-fn built(node: impl Node<Item = Obj> + 'static) -> Pipeline {
+pub(crate) fn built(node: impl Node<Item = Item> + 'static) -> Pipeline {
     Pipeline::new(Box::new(node))
 }
 
-fn checked<N: Node<Item = Obj> + 'static>(node: nodes_std::Result<N>) -> PyResult<Pipeline> {
+pub(crate) fn checked<N: Node<Item = Item> + 'static>(
+    node: nodes_std::Result<N>,
+) -> PyResult<Pipeline> {
     node.map(built).map_err(to_py_err)
 }
 
@@ -44,6 +47,13 @@ pub(crate) fn sampler(sampler: Obj, initial_epoch: i64, epoch_updater: Option<Ob
         updater: epoch_updater,
     };
     built(PySource::new("SamplerWrapper", sampler, epochs))
+}
+
+/// A Python `BaseNode` subclass as a native pipeline, to chain native
+/// stages onto.
+#[pyfunction]
+pub(crate) fn python_node(node: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
+    Ok(built(crate::python_nodes::PyNode::new(node)?))
 }
 
 /// Each item through `f` (a raised exception is the item's error).
@@ -97,25 +107,14 @@ pub(crate) fn batch(
     } else {
         node.batch(batch_size)
     };
-    let lists = batches.map_err(to_py_err)?.try_map(|items: Vec<Obj>| {
-        Python::attach(|py| PyList::new(py, items).map(|list| list.into_any().unbind()))
-    });
-    Ok(built(lists))
+    Ok(built(batches.map_err(to_py_err)?.map(Item::List)))
 }
 
 /// The elements of each item (an iterable), in order.
 #[pyfunction]
 pub(crate) fn unbatch(source_node: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
     let node = source(source_node, "Unbatcher")?;
-    let lists = node.try_map(|item: Obj| {
-        Python::attach(|py| {
-            item.bind(py)
-                .try_iter()?
-                .map(|element| element.map(Bound::unbind))
-                .collect::<PyResult<Vec<Obj>>>()
-        })
-    });
-    Ok(built(lists.unbatch()))
+    Ok(built(node.try_map(Item::into_elements).unbatch()))
 }
 
 /// The first `n` items.
@@ -197,17 +196,18 @@ pub(crate) fn weighted(
 /// A mix's item with its source's name, as torchdata's `tag_output` gives
 /// it: `{"dataset_key": name, "data": item}`, or for a dict item when
 /// `into_dicts`, the dict itself with the `dataset_key` key added.
-fn tag(tagged: Tagged<Obj>, into_dicts: bool) -> PyResult<Obj> {
-    Python::attach(|py| {
-        let item = tagged.item.bind(py);
+fn tag(tagged: Tagged<Item>, into_dicts: bool) -> PyResult<Item> {
+    attached(|py| {
+        let item = tagged.item.into_py(py)?;
+        let item = item.bind(py);
         if into_dicts && let Ok(dict) = item.cast::<PyDict>() {
             dict.set_item("dataset_key", &*tagged.source)?;
-            return Ok(tagged.item);
+            return Ok(Item::Py(item.clone().unbind()));
         }
         let wrapped = PyDict::new(py);
         wrapped.set_item("dataset_key", &*tagged.source)?;
         wrapped.set_item("data", item)?;
-        Ok(wrapped.into_any().unbind())
+        Ok(Item::Py(wrapped.into_any().unbind()))
     })
 }
 

@@ -17,6 +17,16 @@ pyo3::create_exception!(
 /// A Python item as the Rust nodes carry it.
 pub(crate) type Obj = Py<PyAny>;
 
+/// Runs `f` attached to the interpreter; once the interpreter is shutting
+/// down, an error instead of a wait that would never end.
+pub(crate) fn attached<R>(f: impl for<'py> FnOnce(Python<'py>) -> PyResult<R>) -> PyResult<R> {
+    Python::try_attach(f).unwrap_or_else(|| {
+        Err(NodesError::new_err(
+            "the Python interpreter is shutting down",
+        ))
+    })
+}
+
 /// The JSON value of `obj`, which must be JSON-representable: `node`
 /// and the key path name the first value that is not.
 pub(crate) fn to_value(obj: &Bound<'_, PyAny>, node: &str, path: &str) -> PyResult<Value> {

@@ -9,10 +9,11 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
 use pyo3::prelude::*;
 
 use crate::convert::{Obj, state_from_py, state_to_py, to_py_err};
+use crate::item::Item;
 use crate::python_nodes::PyNode;
 
-/// A pipeline of Python items, type-erased.
-pub(crate) type BoxNode = Box<dyn Node<Item = Obj>>;
+/// A pipeline of the bindings' items, type-erased.
+pub(crate) type BoxNode = Box<dyn Node<Item = Item>>;
 
 /// Where a [`Pipeline`]'s node is.
 enum Slot {
@@ -23,6 +24,8 @@ enum Slot {
     Started {
         running: Running<BoxNode>,
         ended: bool,
+        /// The process that started it (and its threads).
+        pid: u32,
     },
     /// Taken into the parent named here.
     Taken(String),
@@ -88,6 +91,7 @@ impl Pipeline {
                         *slot = Slot::Started {
                             running,
                             ended: false,
+                            pid: std::process::id(),
                         }
                     }
                     Err(e) => {
@@ -97,7 +101,8 @@ impl Pipeline {
                 }
             }
             match &mut *slot {
-                Slot::Started { running, ended } => f(running, ended),
+                Slot::Started { pid, .. } if *pid != std::process::id() => Err(forked(*pid)),
+                Slot::Started { running, ended, .. } => f(running, ended),
                 Slot::Taken(owner) => Err(Error::invalid_argument(
                     "Pipeline",
                     format!("this node is the source of {owner}: iterate that one"),
@@ -106,6 +111,48 @@ impl Pipeline {
             }
         })
         .map_err(to_py_err)
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        let slot = std::mem::replace(
+            self.slot.get_mut().unwrap_or_else(PoisonError::into_inner),
+            Slot::Taken(String::new()),
+        );
+        match slot {
+            // A forked child has none of its parent's threads to join.
+            Slot::Started { pid, .. } if pid != std::process::id() => std::mem::forget(slot),
+            slot => release_while(slot),
+        }
+    }
+}
+
+/// The error for a pipeline used in a process forked after it started.
+pub(crate) fn forked(pid: u32) -> Error {
+    Error::invalid_argument(
+        "Pipeline",
+        format!(
+            "this pipeline started its threads in process {pid}, and this process ({}) is a fork \
+             of it, which has none of them: build the pipeline in the process that iterates it \
+             (or start worker processes with the spawn or forkserver method)",
+            std::process::id()
+        ),
+    )
+}
+
+/// Drops `owned` (a pipeline, maybe with worker threads to join) without
+/// holding the GIL, which those threads may be waiting for. While the
+/// interpreter shuts down they can never get it: then `owned` is leaked
+/// instead of joined.
+pub(crate) fn release_while<T: Send>(owned: T) {
+    let mut owned = Some(owned);
+    Python::try_attach(|py| {
+        let owned = owned.take();
+        py.detach(move || drop(owned));
+    });
+    if let Some(owned) = owned {
+        std::mem::forget(owned);
     }
 }
 
@@ -119,7 +166,10 @@ impl Pipeline {
             }
             running.try_next().inspect_err(|_| *ended = true)
         })?;
-        item.ok_or_else(|| PyStopIteration::new_err(()))
+        match item {
+            Some(item) => item.into_py(py),
+            None => Err(PyStopIteration::new_err(())),
+        }
     }
 
     /// Starts a new pass (`None`) or resumes from a state dict.
@@ -134,6 +184,7 @@ impl Pipeline {
                         *slot = Slot::Started {
                             running,
                             ended: false,
+                            pid: std::process::id(),
                         };
                         Ok(())
                     }
@@ -142,11 +193,15 @@ impl Pipeline {
                         Err(e)
                     }
                 },
-                Slot::Started { mut running, .. } => {
+                Slot::Started { pid, .. } if pid != std::process::id() => Err(forked(pid)),
+                Slot::Started {
+                    mut running, pid, ..
+                } => {
                     let outcome = running.reset(state.as_ref());
                     *slot = Slot::Started {
                         running,
                         ended: false,
+                        pid,
                     };
                     outcome
                 }
@@ -180,7 +235,9 @@ impl Pipeline {
     /// Stops the pipeline's worker threads; a reset starts them again.
     fn shutdown(&self, py: Python<'_>) {
         py.detach(|| {
-            if let Slot::Started { running, .. } = &mut *self.lock() {
+            if let Slot::Started { running, pid, .. } = &mut *self.lock()
+                && *pid == std::process::id()
+            {
                 running.shutdown();
             }
         });

@@ -4,8 +4,11 @@
 
 mod builders;
 mod convert;
+mod elastic;
 mod handle;
+mod item;
 mod loader;
+mod native;
 mod python_nodes;
 
 use pyo3::prelude::*;
@@ -18,6 +21,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::PyLoader>()?;
     m.add_function(wrap_pyfunction!(builders::iterable, m)?)?;
     m.add_function(wrap_pyfunction!(builders::sampler, m)?)?;
+    m.add_function(wrap_pyfunction!(builders::python_node, m)?)?;
     m.add_function(wrap_pyfunction!(builders::map, m)?)?;
     m.add_function(wrap_pyfunction!(builders::par_map, m)?)?;
     m.add_function(wrap_pyfunction!(builders::filter, m)?)?;
@@ -28,5 +32,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builders::prefetch, m)?)?;
     m.add_function(wrap_pyfunction!(builders::weighted, m)?)?;
     m.add_function(wrap_pyfunction!(builders::round_robin, m)?)?;
+    m.add_function(wrap_pyfunction!(native::read_files, m)?)?;
+    m.add_function(wrap_pyfunction!(native::tokenize, m)?)?;
+    m.add_function(wrap_pyfunction!(native::shuffle, m)?)?;
+    m.add_function(wrap_pyfunction!(native::pack, m)?)?;
+    m.add_function(wrap_pyfunction!(native::flat_map, m)?)?;
+    m.add_function(wrap_pyfunction!(native::filter_map, m)?)?;
+    m.add_function(wrap_pyfunction!(native::shard, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::reshard, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::reshard_rank, m)?)?;
     Ok(())
 }

@@ -15,13 +15,16 @@ use crate::handle::{BoxNode, source};
 struct Epochs {
     loader: Loader<BoxNode>,
     ended: bool,
+    /// The process that first ran the pipeline (and started its threads).
+    pid: Option<u32>,
 }
 
 /// Epochs over a pipeline (torchdata's `Loader`), with the GIL released
 /// while the pipeline runs.
 #[pyclass(frozen, name = "Loader", module = "nodes_rs._native")]
 pub(crate) struct PyLoader {
-    epochs: Mutex<Epochs>,
+    /// Emptied only when dropped.
+    epochs: Mutex<Option<Epochs>>,
 }
 
 impl PyLoader {
@@ -30,8 +33,32 @@ impl PyLoader {
         py: Python<'_>,
         f: impl FnOnce(&mut Epochs) -> Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| f(&mut self.epochs.lock().unwrap_or_else(PoisonError::into_inner)))
-            .map_err(to_py_err)
+        py.detach(|| match &mut *self.lock() {
+            Some(epochs) => match *epochs.pid.get_or_insert_with(std::process::id) {
+                pid if pid != std::process::id() => Err(crate::handle::forked(pid)),
+                _ => f(epochs),
+            },
+            None => unreachable!("a loader is emptied only when dropped"),
+        })
+        .map_err(to_py_err)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Epochs>> {
+        self.epochs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for PyLoader {
+    fn drop(&mut self) {
+        let epochs = self
+            .epochs
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        match epochs.take() {
+            // A forked child has none of its parent's threads to join.
+            Some(e) if e.pid.is_some_and(|pid| pid != std::process::id()) => std::mem::forget(e),
+            epochs => crate::handle::release_while(epochs),
+        }
     }
 }
 
@@ -42,10 +69,11 @@ impl PyLoader {
     fn new(root: &Bound<'_, PyAny>, restart_on_stop_iteration: bool) -> PyResult<PyLoader> {
         let loader = Loader::new(source(root, "Loader")?).restart_on_end(restart_on_stop_iteration);
         Ok(PyLoader {
-            epochs: Mutex::new(Epochs {
+            epochs: Mutex::new(Some(Epochs {
                 loader,
                 ended: false,
-            }),
+                pid: None,
+            })),
         })
     }
 
@@ -75,7 +103,10 @@ impl PyLoader {
                 Some(Ok(item)) => Ok(Some(item)),
             }
         })?;
-        item.ok_or_else(|| PyStopIteration::new_err(()))
+        match item {
+            Some(item) => item.into_py(py),
+            None => Err(PyStopIteration::new_err(())),
+        }
     }
 
     /// The state to resume from: after the last item returned.
@@ -88,6 +119,36 @@ impl PyLoader {
     fn load_state_dict(&self, py: Python<'_>, state_dict: &Bound<'_, PyAny>) -> PyResult<()> {
         let state = state_from_py(Some(state_dict), "Loader")?.unwrap_or_default();
         self.run(py, |e| e.loader.load_state_dict(&state))
+    }
+
+    /// Loads this loader's share, as rank `rank` of `world_size`, of the rest
+    /// of the epoch that the ranks of a job of any size saved as `old_states`
+    /// (in rank order).
+    fn load_resharded(
+        &self,
+        py: Python<'_>,
+        old_states: Vec<Bound<'_, PyAny>>,
+        rank: u64,
+        world_size: u64,
+    ) -> PyResult<()> {
+        let mut olds = Vec::with_capacity(old_states.len());
+        for (i, state) in old_states.iter().enumerate() {
+            let name = format!("the state of old rank {i}");
+            olds.push(state_from_py(Some(state), &name)?.unwrap_or_default());
+        }
+        self.run(py, |e| {
+            nodes_std::elastic::load_resharded(&mut e.loader, &olds, rank, world_size)
+        })
+    }
+
+    /// Refuses, naming the node, a pipeline whose state cannot be resharded.
+    fn check_elastic(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |e| nodes_std::elastic::check(e.loader.describe()))
+    }
+
+    /// The pipeline's shape: each node, its parameters and its sources.
+    fn describe(&self, py: Python<'_>) -> PyResult<String> {
+        self.run(py, |e| Ok(e.loader.describe().to_string()))
     }
 
     /// Stops the pipeline's worker threads.

@@ -8,7 +8,8 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::types::PyIterator;
 
-use crate::convert::{Obj, state_from_py, state_to_py, to_value};
+use crate::convert::{Obj, attached, state_from_py, state_to_py, to_value};
+use crate::item::Item;
 
 /// The name a Python source or node reports in errors.
 const PYTHON_NODE: &str = "Python node";
@@ -127,23 +128,23 @@ impl PySource {
 }
 
 impl Node for PySource {
-    type Item = Obj;
+    type Item = Item;
 
-    fn next(&mut self, _cx: &mut Cx) -> Result<Option<Obj>> {
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<Item>> {
         let Some(iter) = &self.iter else {
             return Err(Error::NotReset { node: self.name });
         };
         if let Epochs::Counted { started, .. } = &mut self.epochs {
             *started = true;
         }
-        let item = Python::attach(|py| {
+        let item = attached(|py| {
             let item = iter.bind(py).clone().next().transpose();
             item.map(|item| item.map(Bound::unbind))
         });
         match item {
             Ok(Some(item)) => {
                 self.yielded += 1;
-                Ok(Some(item))
+                Ok(Some(Item::Py(item)))
             }
             Ok(None) => Ok(None),
             Err(e) => Err(raised(self.name, Some(self.yielded), e)),
@@ -154,7 +155,7 @@ impl Node for PySource {
 impl Stateful for PySource {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
         let name = self.name;
-        Python::attach(|py| self.restart(py, state)).unwrap_or_else(|e| Err(raised(name, None, e)))
+        attached(|py| self.restart(py, state)).unwrap_or_else(|e| Err(raised(name, None, e)))
     }
 
     fn get_state(&self, _cx: &Cx) -> Result<State> {
@@ -162,7 +163,7 @@ impl Stateful for PySource {
         if let Epochs::Counted { epoch, .. } = &self.epochs {
             state.insert("epoch", *epoch)?;
         }
-        Python::attach(|py| {
+        attached(|py| {
             let iterable = self.iterable.bind(py);
             if is_stateful(iterable) {
                 let inner = iterable.call_method0("state_dict")?;
@@ -206,20 +207,21 @@ impl PyNode {
 }
 
 impl Node for PyNode {
-    type Item = Obj;
+    type Item = Item;
 
-    fn next(&mut self, _cx: &mut Cx) -> Result<Option<Obj>> {
-        Python::attach(|py| match self.node.bind(py).call_method0("__next__") {
-            Ok(item) => Ok(Some(item.unbind())),
+    fn next(&mut self, _cx: &mut Cx) -> Result<Option<Item>> {
+        let next = attached(|py| match self.node.bind(py).call_method0("__next__") {
+            Ok(item) => Ok(Some(Item::Py(item.unbind()))),
             Err(e) if e.is_instance_of::<PyStopIteration>(py) => Ok(None),
-            Err(e) => Err(raised(PYTHON_NODE, None, e)),
-        })
+            Err(e) => Err(e),
+        });
+        next.map_err(|e| raised(PYTHON_NODE, None, e))
     }
 }
 
 impl Stateful for PyNode {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        Python::attach(|py| {
+        attached(|py| {
             let state = state.map(|s| state_to_py(py, s)).transpose()?;
             self.node.bind(py).call_method1("reset", (state,)).map(drop)
         })
@@ -227,7 +229,7 @@ impl Stateful for PyNode {
     }
 
     fn get_state(&self, _cx: &Cx) -> Result<State> {
-        Python::attach(|py| {
+        attached(|py| {
             let state = self.node.bind(py).call_method0("state_dict")?;
             let value = to_value(&state, &self.class, "")?;
             State::from_value(value).map_err(crate::convert::to_py_err)
@@ -240,7 +242,8 @@ impl Stateful for PyNode {
     }
 
     fn shutdown(&mut self) {
-        Python::attach(|py| {
+        // Nothing to stop once the interpreter is shutting down.
+        Python::try_attach(|py| {
             let node = self.node.bind(py);
             if node.hasattr("shutdown").unwrap_or(false) {
                 let _ = node.call_method0("shutdown");
@@ -275,15 +278,15 @@ impl PyFilter {
 }
 
 impl Node for PyFilter {
-    type Item = Obj;
+    type Item = Item;
 
-    fn next(&mut self, cx: &mut Cx) -> Result<Option<Obj>> {
+    fn next(&mut self, cx: &mut Cx) -> Result<Option<Item>> {
         loop {
             let Some(item) = self.source.next(cx)? else {
                 return Ok(None);
             };
-            let keep = Python::attach(|py| {
-                let verdict = self.predicate.call1(py, (item.clone_ref(py),))?;
+            let keep = attached(|py| {
+                let verdict = self.predicate.call1(py, (item.to_py(py)?,))?;
                 verdict.is_truthy(py)
             });
             match keep {

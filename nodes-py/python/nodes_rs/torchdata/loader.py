@@ -1,6 +1,6 @@
 """``Loader``: epochs over a pipeline, with checkpoints at any point."""
 
-from typing import Any, Dict, Generic, Iterator, Optional, TypeVar
+from typing import Any, Dict, Generic, Iterator, List, Optional, TypeVar
 
 from nodes_rs import _native
 from nodes_rs.torchdata.base_node import BaseNode, native_source
@@ -38,6 +38,21 @@ class Loader(Generic[T]):
         """Loads a state: the next ``iter(loader)`` resumes from it. A state of
         another pipeline, or a damaged one, is a ``ValueError`` now."""
         self._native.load_state_dict(state_dict)
+
+    def load_resharded(self, states: List[Dict[str, Any]], rank: int, world_size: int) -> None:
+        """Loads this loader's share, as rank ``rank`` of ``world_size``, of the
+        rest of the epoch that a job's ranks (any number) saved as ``states``."""
+        self._native.load_resharded(states, rank, world_size)
+
+    def check_elastic(self) -> None:
+        """Raises ``ValueError`` naming the node if this pipeline's states
+        cannot be resharded to another number of ranks."""
+        self._native.check_elastic()
+
+    def describe(self) -> str:
+        """The pipeline's shape: each node, its parameters and its sources."""
+        text: str = self._native.describe()
+        return text
 
     def shutdown(self) -> None:
         """Stops the pipeline's worker threads."""

@@ -1,0 +1,65 @@
+"""Threads and processes: interpreter exit with live pipelines, and a
+pipeline used in a forked child."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import nodes_rs.torchdata as tn
+
+LIVE_AT_EXIT = textwrap.dedent(
+    """
+    import threading
+    import nodes_rs.torchdata as tn
+
+    never = threading.Event()
+
+    def slow(x):
+        if x == 50:
+            never.wait()  # a worker stays inside Python until the end
+        return x
+
+    mapped = tn.ParallelMapper(tn.IterableWrapper(range(10**6)), slow, num_workers=2)
+    loader = tn.Loader(tn.Prefetcher(tn.Batcher(mapped, 4), 8))
+    it = iter(loader)
+    print(next(it), next(it), flush=True)
+    # Falls off the end with the loader live and a worker blocked.
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_interpreter_exit_with_a_live_pipeline_neither_hangs_nor_crashes() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LIVE_AT_EXIT], capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0, 1, 2, 3] [4, 5, 6, 7]"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.timeout(120)
+def test_a_pipeline_used_in_a_forked_child_raises_naming_fork() -> None:
+    node = tn.Prefetcher(tn.IterableWrapper(range(100)), 4)
+    assert next(node) == 0
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what using the parent's pipeline did
+        os.close(read)
+        try:
+            next(node)
+            message = "no error"
+        except Exception as e:  # noqa: BLE001 - the child reports any error
+            message = f"{type(e).__name__}: {e}"
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "fork" in message and "ValueError" in message, message
+    assert next(node) == 1  # the parent's pipeline goes on

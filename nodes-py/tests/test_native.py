@@ -1,0 +1,206 @@
+"""The Rust-native stages from Python: files, readers, tokenize, shuffle,
+pack, batch, mixes; exact resume and elastic resharding through them."""
+
+import collections
+import json
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import numpy as np
+import pytest
+
+import nodes_rs as nr
+import nodes_rs.torchdata as tn
+from conftest import save_load_round_trip
+
+
+def fnv1a(word: str) -> int:
+    h = 0xCBF29CE484222325
+    for byte in word.encode():
+        h = ((h ^ byte) * 0x100000001B3) % 2**64
+    return h
+
+
+def write_corpus(root: Path, files: int, records: int) -> Dict[int, str]:
+    """JSONL files of records ``{"id", "text"}``; returns text by id."""
+    texts = {}
+    for f in range(files):
+        with open(root / f"part{f:02}.jsonl", "w") as out:
+            for i in range(records):
+                rid = f * 1000 + i
+                texts[rid] = " ".join(f"w{(rid * 7 + j) % 13}" for j in range(i % 5 + 1))
+                out.write(json.dumps({"id": rid, "text": texts[rid]}) + "\n")
+    return texts
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Dict[int, str]:
+    return write_corpus(tmp_path, files=5, records=40)
+
+
+def test_records_are_dicts_in_file_order(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    records = list(nr.Files.in_dir(str(tmp_path)).read_jsonl())
+    assert [r["id"] for r in records] == sorted(corpus)
+    assert all(r["text"] == corpus[r["id"]] for r in records)
+
+
+def test_lines_are_strings(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    lines = list(nr.Files.glob(str(tmp_path / "part00.jsonl")).read_lines())
+    assert [json.loads(line)["id"] for line in lines] == list(range(40))
+
+
+def test_tokenize_words_and_bytes(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    files = nr.Files.list([str(tmp_path / "part01.jsonl")])
+    words = list(files.read_jsonl().tokenize(vocab_size=97))
+    texts = [corpus[1000 + i] for i in range(40)]
+    assert [t.tolist() for t in words] == [[fnv1a(w) % 97 for w in t.split()] for t in texts]
+    files = nr.Files.list([str(tmp_path / "part01.jsonl")])
+    raw = list(files.read_jsonl().tokenize(tokenizer="bytes"))
+    assert [t.tolist() for t in raw] == [list(t.encode()) for t in texts]
+    assert all(t.dtype == np.uint32 for t in raw)
+
+
+def test_packed_batches_are_one_array_each(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    texts = [corpus[i] for i in sorted(corpus)]
+    stream = [b for t in texts for b in t.encode()]
+    batches = list(
+        nr.Files.in_dir(str(tmp_path)).read_jsonl().tokenize(tokenizer="bytes").pack(16, exact=True).batch(4, drop_last=True)
+    )
+    assert all(isinstance(b, np.ndarray) and b.shape == (4, 16) and b.dtype == np.uint32 for b in batches)
+    rows = len(stream) // 16 // 4 * 4
+    assert np.concatenate(batches).reshape(-1).tolist() == stream[: rows * 16]
+
+
+def test_a_shuffle_is_seeded_and_loses_nothing(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    def ids(seed: int) -> List[int]:
+        return [r["id"] for r in nr.Files.in_dir(str(tmp_path)).read_jsonl().shuffle(16, seed)]
+
+    assert sorted(ids(1)) == sorted(corpus)
+    assert ids(1) == ids(1)
+    assert ids(1) != ids(2)
+
+
+@pytest.mark.parametrize("midpoint", [0, 3, 11])
+def test_a_packed_file_pipeline_resumes_exactly(tmp_path: Path, corpus: Dict[int, str], midpoint: int) -> None:
+    def make() -> nr.Pipeline:
+        files = nr.Files.in_dir(str(tmp_path)).shuffle_files(seed=4)
+        tokens = files.interleave("jsonl", cycle_length=2).tokenize(vocab_size=50).shuffle(8, seed=9)
+        return tokens.pack(12).batch(3).map(lambda b: b.tolist())
+
+    save_load_round_trip(make, midpoint)
+
+
+def test_a_weighted_mix_of_files_resumes_exactly(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    def make() -> nr.Pipeline:
+        a = nr.Files.list([str(tmp_path / f"part0{i}.jsonl") for i in range(3)]).read_jsonl()
+        b = nr.Files.list([str(tmp_path / f"part0{i}.jsonl") for i in range(3, 5)]).read_jsonl()
+        return nr.weighted({"a": a, "b": b}, {"a": 0.8, "b": 0.2}, seed=3).map(lambda r: r["id"])
+
+    everything = list(make())
+    assert sorted(everything) == sorted(corpus)
+    save_load_round_trip(make, 25)
+
+
+def test_skip_drops_bad_records_and_deliver_raises_them(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"id": 1}\nnot json\n{"id": 2}\n')
+    kept = list(nr.Files.in_dir(str(tmp_path)).read_jsonl(on_error="skip"))
+    assert [r["id"] for r in kept] == [1, 2]
+    with pytest.raises(nr.NodesError, match="a.jsonl:2"):
+        list(nr.Files.in_dir(str(tmp_path)).read_jsonl())
+    with pytest.raises(nr.NodesError):
+        list(nr.Files.in_dir(str(tmp_path)).read_jsonl(on_error="skip", max_errors=0))
+    with pytest.raises(ValueError, match="unknown on_error"):
+        nr.Files.in_dir(str(tmp_path)).read_jsonl(on_error="ignore")
+
+
+def test_two_ranks_resume_on_three_exactly_once(tmp_path: Path) -> None:
+    write_corpus(tmp_path, files=7, records=30)
+
+    def loader(rank: int, world: int) -> nr.Loader[Any]:
+        files = nr.Files.in_dir(str(tmp_path)).shuffle_files(seed=5).shard(rank, world)
+        return nr.Loader(files.read_jsonl().shuffle(8, seed=2).batch(4))
+
+    seen: List[int] = []
+    states = []
+    for rank in range(2):
+        old = loader(rank, 2)
+        it = iter(old)
+        for _ in range(5 + 2 * rank):
+            seen += [r["id"] for r in next(it)]
+        states.append(old.state_dict())
+    loader(0, 3).check_elastic()
+    for rank in range(3):
+        new = loader(rank, 3)
+        new.load_resharded(states, rank, 3)
+        seen += [r["id"] for batch in new for r in batch]
+    counts = collections.Counter(seen)
+    assert len(counts) == 210 and max(counts.values()) == 1
+    again = nr.reshard(states, 3)
+    assert len(again) == 3
+
+
+def test_a_python_node_between_native_stages(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    class Upper(tn.BaseNode[Dict[str, Any]]):
+        def __init__(self, source: tn.BaseNode[Dict[str, Any]]) -> None:
+            super().__init__()
+            self.source = source
+
+        def reset(self, initial_state: Optional[Dict[str, Any]] = None) -> None:
+            super().reset(initial_state)
+            self.source.reset(initial_state["source"] if initial_state else None)
+
+        def next(self) -> Dict[str, Any]:
+            record: Dict[str, Any] = next(self.source)
+            return {"id": record["id"], "text": record["text"].upper()}
+
+        def get_state(self) -> Dict[str, Any]:
+            return {"source": self.source.state_dict()}
+
+    def make() -> nr.Pipeline:
+        records = nr.Files.in_dir(str(tmp_path)).read_jsonl()
+        return nr.source(Upper(records)).tokenize(tokenizer="bytes").map(lambda t: t.tolist())
+
+    first = next(iter(make()))
+    assert first == list(corpus[0].upper().encode())
+    save_load_round_trip(make, 9)
+
+
+def test_a_python_state_that_is_not_json_is_named(tmp_path: Path) -> None:
+    class Opaque(tn.BaseNode[int]):
+        def reset(self, initial_state: Optional[Dict[str, Any]] = None) -> None:
+            super().reset(initial_state)
+
+        def next(self) -> int:
+            return 1
+
+        def get_state(self) -> Dict[str, Any]:
+            return {"position": {"file": object()}}
+
+    loader = nr.Loader(tn.Header(Opaque(), 3))
+    next(iter(loader))
+    with pytest.raises(ValueError, match=r"Opaque.*object.*/position/file"):
+        loader.state_dict()
+
+
+@pytest.mark.timeout(120)
+def test_native_stages_release_the_gil() -> None:
+    """The source waits, on the prefetch thread, for an event only a second
+    Python thread sets; that thread can run only while the consumer, blocked
+    in the native ``next``, does not hold the GIL."""
+    started, release = threading.Event(), threading.Event()
+
+    class Gated:
+        def __iter__(self) -> Iterator[int]:
+            started.set()
+            release.wait()
+            yield 7
+
+    def opener() -> None:
+        started.wait()
+        release.set()
+
+    helper = threading.Thread(target=opener)
+    helper.start()
+    assert next(tn.Prefetcher(tn.IterableWrapper(Gated()), 1)) == 7
+    helper.join()
