@@ -65,7 +65,7 @@ pub(crate) fn map(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pipeline> 
 
 /// Each item through `f` on `num_workers` threads.
 #[pyfunction]
-#[pyo3(signature = (source_node, f, num_workers, in_order=true, max_concurrent=None, snapshot_frequency=None))]
+#[pyo3(signature = (source_node, f, num_workers, in_order=true, max_concurrent=None, snapshot_frequency=None, prebatch=None))]
 pub(crate) fn par_map(
     source_node: &Bound<'_, PyAny>,
     f: Obj,
@@ -73,6 +73,7 @@ pub(crate) fn par_map(
     in_order: bool,
     max_concurrent: Option<usize>,
     snapshot_frequency: Option<usize>,
+    prebatch: Option<usize>,
 ) -> PyResult<Pipeline> {
     let node = source(source_node, "ParallelMapper")?;
     let mut options = ParallelOptions::new(num_workers).in_order(in_order);
@@ -81,6 +82,9 @@ pub(crate) fn par_map(
     }
     if let Some(n) = snapshot_frequency {
         options = options.snapshot_frequency(n);
+    }
+    if let Some(k) = prebatch {
+        options = options.prebatch(k);
     }
     let mapped = node.par_map(move |item| call(&f, item).map_err(Into::into), options);
     checked(mapped)

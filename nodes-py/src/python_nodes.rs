@@ -71,6 +71,7 @@ impl PySource {
         let stateful = is_stateful(iterable);
         self.yielded = 0;
         let mut skip = 0;
+        let mut own_state = None;
         if let Some(state) = state {
             let num_yielded: u64 = match state.get("num_yielded") {
                 Ok(n) => n,
@@ -84,11 +85,10 @@ impl PySource {
                 }
             }
             if stateful {
-                let inner = match state.child("iterable") {
-                    Ok(inner) => inner,
+                match state.child("iterable") {
+                    Ok(inner) => own_state = Some(inner),
                     Err(e) => return Ok(Err(e)),
-                };
-                iterable.call_method1("load_state_dict", (state_to_py(py, &inner)?,))?;
+                }
             } else {
                 skip = num_yielded;
             }
@@ -105,10 +105,15 @@ impl PySource {
         }
         if let Epochs::Counted { epoch, started, .. } = &mut self.epochs {
             *started = false;
-            // A restored stateful sampler stands where its own state says.
-            if (state.is_none() || !stateful) && iterable.hasattr("set_epoch")? {
+            // Also before a stateful sampler's own state is loaded (below):
+            // torchdata skips it there (its issue #1513), leaving the
+            // sampler in the epoch it was built with.
+            if iterable.hasattr("set_epoch")? {
                 iterable.call_method1("set_epoch", (*epoch,))?;
             }
+        }
+        if let Some(own_state) = own_state {
+            iterable.call_method1("load_state_dict", (state_to_py(py, &own_state)?,))?;
         }
         let iter = iterable.try_iter()?;
         for done in 0..skip {

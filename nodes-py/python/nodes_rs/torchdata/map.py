@@ -59,22 +59,26 @@ class ParallelMapper(NativeNode[T]):
         self.map_fn = map_fn
         self.num_workers = num_workers
         self.in_order = in_order
-        fn: Callable[[Any], Any] = map_fn
-        if prebatch is not None:
-            fn = _each(map_fn)
-            source = _batched(source, prebatch)
         if num_workers <= 0:
-            native = _native.map(native_source(source), fn)
+            fn = _each(map_fn) if prebatch is not None else map_fn
+            mapped = _native.map(native_source(_batched(source, prebatch) if prebatch else source), fn)
+            self._native = _native.unbatch(mapped) if prebatch is not None else mapped
         else:
-            native = _native.par_map(
+            self._native = _native.par_map(
                 native_source(source),
-                fn,
+                map_fn,
                 num_workers,
                 in_order,
                 max_concurrent,
-                explicit(snapshot_frequency),
+                _frequency(explicit(snapshot_frequency)),
+                prebatch,
             )
-        self._native = _native.unbatch(native) if prebatch is not None else native
+
+
+def _frequency(snapshot_frequency: Optional[int]) -> Optional[int]:
+    """torchdata's 0 (a snapshot only at the start of a pass) as the Rust
+    nodes say it: a frequency no pass reaches."""
+    return 2**32 if snapshot_frequency == 0 else snapshot_frequency
 
 
 def _each(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
