@@ -239,3 +239,23 @@ def test_an_exception_in_map_fn_reaches_the_caller_as_itself_and_ends_the_pass()
     node.reset()
     with pytest.raises(Boom):
         list(node)
+
+
+def test_cycler_under_a_prefetcher_reads_ahead_within_bounds() -> None:
+    node = tn.Prefetcher(tn.Cycler(tn.IterableWrapper(range(5))), 3)
+    assert [next(node) for _ in range(12)] == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]
+
+
+def test_a_state_of_another_max_cycles_is_refused_by_the_loader() -> None:
+    """torchdata adopts the saved ``max_cycles`` over the constructor's; here a
+    state belongs to its pipeline's configuration, and a Loader refuses it."""
+    loader = tn.Loader(tn.Cycler(tn.IterableWrapper(range(3)), max_cycles=2))
+    it = iter(loader)
+    [next(it) for _ in range(4)]
+    saved = loader.state_dict()
+    other = tn.Loader(tn.Cycler(tn.IterableWrapper(range(3)), max_cycles=5))
+    with pytest.raises(ValueError, match=r"max_cycles=Some\(2\).*max_cycles=Some\(5\)"):
+        other.load_state_dict(saved)
+    same = tn.Loader(tn.Cycler(tn.IterableWrapper(range(3)), max_cycles=2))
+    same.load_state_dict(saved)
+    assert list(same) == [1, 2]
