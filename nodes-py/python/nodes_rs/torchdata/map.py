@@ -1,5 +1,8 @@
 """``ParallelMapper`` and ``Mapper``: a callable over every item."""
 
+import multiprocessing
+import threading
+import weakref
 from typing import Any, Callable, Optional, TypeVar
 
 from nodes_rs import _native
@@ -28,8 +31,11 @@ class ParallelMapper(NativeNode[T]):
     """``map_fn`` over every item, on ``num_workers`` threads (inline for 0).
 
     In order by default. Like torchdata, an exception from ``map_fn`` reaches
-    the caller as itself and ends the pass. ``method="process"`` is not
-    available yet (raises ``NotImplementedError``).
+    the caller as itself and ends the pass. ``method="process"`` runs
+    ``map_fn`` in ``num_workers`` worker processes (started by
+    ``multiprocessing_context``: ``"spawn"``, ``"forkserver"``, or the
+    platform's default), so ``map_fn`` and the items must pickle; order,
+    errors and states are the same as with threads.
     """
 
     def __init__(
@@ -47,8 +53,6 @@ class ParallelMapper(NativeNode[T]):
         super().__init__()
         if method not in ("thread", "process"):
             raise ValueError(f"method must be 'thread' or 'process', not {method!r}")
-        if method == "process":
-            raise NotImplementedError("ParallelMapper(method='process') is not available yet")
         if max_concurrent is not None and num_workers > 0 and max_concurrent > num_workers:
             raise ValueError(f"max_concurrent={max_concurrent} should be <= num_workers={num_workers}!")
         if max_concurrent is not None and max_concurrent <= 0:
@@ -59,6 +63,10 @@ class ParallelMapper(NativeNode[T]):
         self.map_fn = map_fn
         self.num_workers = num_workers
         self.in_order = in_order
+        self._processes: Optional[ProcessMap] = None
+        if method == "process" and num_workers > 0:
+            self._processes = ProcessMap(map_fn, num_workers, multiprocessing_context)
+            map_fn = self._processes
         if num_workers <= 0:
             fn = _each(map_fn) if prebatch is not None else map_fn
             mapped = _native.map(native_source(_batched(source, prebatch) if prebatch else source), fn)
@@ -73,6 +81,44 @@ class ParallelMapper(NativeNode[T]):
                 _frequency(explicit(snapshot_frequency)),
                 prebatch,
             )
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self._processes is not None:
+            self._processes.shutdown()
+
+
+class ProcessMap:
+    """``map_fn`` run in a pool of worker processes: each call waits (without
+    the GIL) for one worker to map one item. The pool starts at the first
+    call, in the process that iterates, and stops with the node."""
+
+    def __init__(self, map_fn: Callable[[Any], Any], processes: int, context: Optional[str]) -> None:
+        self.map_fn = map_fn
+        self.processes = processes
+        self.context = context
+        self._pool: Optional[Any] = None
+        self._lock = threading.Lock()
+        self._finalizer: Optional["weakref.finalize[Any, Any]"] = None
+
+    def __call__(self, item: Any) -> Any:
+        return self.pool().apply(self.map_fn, (item,))
+
+    def pool(self) -> Any:
+        with self._lock:
+            if self._pool is None:
+                pool = multiprocessing.get_context(self.context).Pool(self.processes)
+                self._pool = pool
+                self._finalizer = weakref.finalize(self, pool.terminate)
+            return self._pool
+
+    def shutdown(self) -> None:
+        """Stops the worker processes; the next call starts new ones."""
+        with self._lock:
+            if self._finalizer is not None:
+                self._finalizer()
+            self._pool = None
+            self._finalizer = None
 
 
 def _frequency(snapshot_frequency: Optional[int]) -> Optional[int]:
