@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 
+use nodes_std::CancelHandle;
 use nodes_std::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert::{Obj, attached, to_py_err};
-use crate::handle::{BoxNode, Pipeline, source};
+use crate::handle::{BoxNode, Pipeline, cancels_of, source};
 use crate::item::Item;
 use crate::python_nodes::{Epochs, PyFilter, PySource};
 
@@ -60,7 +61,7 @@ pub(crate) fn python_node(node: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
 #[pyfunction]
 pub(crate) fn map(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pipeline> {
     let node = source(source_node, "Mapper")?;
-    Ok(built(node.try_map(move |item| call(&f, item))))
+    Ok(built(node.try_map(move |item| call(&f, item))).with_cancels(cancels_of(source_node)))
 }
 
 /// Each item through `f` on `num_workers` threads.
@@ -86,15 +87,18 @@ pub(crate) fn par_map(
     if let Some(k) = prebatch {
         options = options.prebatch(k);
     }
-    let mapped = node.par_map(move |item| call(&f, item).map_err(Into::into), options);
-    checked(mapped)
+    let mapped = node
+        .par_map(move |item| call(&f, item).map_err(Into::into), options)
+        .map_err(to_py_err)?;
+    let own = mapped.cancel_handle();
+    Ok(built(mapped).with_cancels(cancels_of(source_node).into_iter().chain([own])))
 }
 
 /// The items for which `f` returns a true value.
 #[pyfunction]
 pub(crate) fn filter(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pipeline> {
     let node = source(source_node, "Filter")?;
-    Ok(built(PyFilter::new(node, f)))
+    Ok(built(PyFilter::new(node, f)).with_cancels(cancels_of(source_node)))
 }
 
 /// Lists of `batch_size` items; a shorter last one unless `drop_last`.
@@ -111,20 +115,23 @@ pub(crate) fn batch(
     } else {
         node.batch(batch_size)
     };
-    Ok(built(batches.map_err(to_py_err)?.map(Item::List)))
+    let batches = built(batches.map_err(to_py_err)?.map(Item::List));
+    Ok(batches.with_cancels(cancels_of(source_node)))
 }
 
 /// The elements of each item (an iterable), in order.
 #[pyfunction]
 pub(crate) fn unbatch(source_node: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
     let node = source(source_node, "Unbatcher")?;
-    Ok(built(node.try_map(Item::into_elements).unbatch()))
+    let elements = built(node.try_map(Item::into_elements).unbatch());
+    Ok(elements.with_cancels(cancels_of(source_node)))
 }
 
 /// The first `n` items.
 #[pyfunction]
 pub(crate) fn header(source_node: &Bound<'_, PyAny>, n: u64) -> PyResult<Pipeline> {
-    Ok(built(source(source_node, "Header")?.header(n)))
+    let first = built(source(source_node, "Header")?.header(n));
+    Ok(first.with_cancels(cancels_of(source_node)))
 }
 
 /// The source again and again (at most `max_cycles` passes).
@@ -132,10 +139,11 @@ pub(crate) fn header(source_node: &Bound<'_, PyAny>, n: u64) -> PyResult<Pipelin
 #[pyo3(signature = (source_node, max_cycles=None))]
 pub(crate) fn cycle(source_node: &Bound<'_, PyAny>, max_cycles: Option<u64>) -> PyResult<Pipeline> {
     let node = source(source_node, "Cycler")?;
-    match max_cycles {
-        None => Ok(built(node.cycle())),
-        Some(n) => checked(node.cycle_n(n)),
-    }
+    let cycled = match max_cycles {
+        None => built(node.cycle()),
+        Some(n) => checked(node.cycle_n(n))?,
+    };
+    Ok(cycled.with_cancels(cancels_of(source_node)))
 }
 
 /// Reads up to `prefetch_factor` items ahead on a thread of its own.
@@ -144,7 +152,11 @@ pub(crate) fn prefetch(
     source_node: &Bound<'_, PyAny>,
     prefetch_factor: usize,
 ) -> PyResult<Pipeline> {
-    checked(source(source_node, "Prefetcher")?.prefetch(prefetch_factor))
+    let prefetched = source(source_node, "Prefetcher")?
+        .prefetch(prefetch_factor)
+        .map_err(to_py_err)?;
+    let own = prefetched.cancel_handle();
+    Ok(built(prefetched).with_cancels(cancels_of(source_node).into_iter().chain([own])))
 }
 
 /// The stop criterion named as torchdata names it.
@@ -161,12 +173,19 @@ fn stop_criteria(name: &str) -> PyResult<StopCriteria> {
         })
 }
 
-/// The named sources of a mix, each taken into `parent`.
-fn sources(nodes: &Bound<'_, PyDict>, parent: &str) -> PyResult<Vec<(String, BoxNode)>> {
-    nodes
-        .iter()
-        .map(|(name, node)| Ok((name.extract::<String>()?, source(&node, parent)?)))
-        .collect()
+/// A mix's source and its name.
+type Named = (String, BoxNode);
+
+/// The named sources of a mix, each taken into `parent`, and their
+/// cancel handles.
+fn sources(nodes: &Bound<'_, PyDict>, parent: &str) -> PyResult<(Vec<Named>, Vec<CancelHandle>)> {
+    let mut cancels = Vec::new();
+    let mut named = Vec::new();
+    for (name, node) in nodes.iter() {
+        cancels.extend(cancels_of(&node));
+        named.push((name.extract::<String>()?, source(&node, parent)?));
+    }
+    Ok((named, cancels))
 }
 
 /// Items of the named sources, drawn by weight with a seeded generator.
@@ -182,7 +201,7 @@ pub(crate) fn weighted(
     tag_output: bool,
 ) -> PyResult<Pipeline> {
     let stop = stop_criteria(stop_criteria_name)?;
-    let nodes = sources(source_nodes, "MultiNodeWeightedSampler")?;
+    let (nodes, cancels) = sources(source_nodes, "MultiNodeWeightedSampler")?;
     let mut mix = MultiNodeWeightedSampler::new(nodes, weights)
         .map_err(to_py_err)?
         .stop_criteria(stop)
@@ -192,9 +211,10 @@ pub(crate) fn weighted(
     }
     if tag_output {
         // torchdata adds the key to a dict item, and wraps any other item.
-        return Ok(built(mix.tagged().try_map(|t| tag(t, true))));
+        let tagged = built(mix.tagged().try_map(|t| tag(t, true)));
+        return Ok(tagged.with_cancels(cancels));
     }
-    Ok(built(mix))
+    Ok(built(mix).with_cancels(cancels))
 }
 
 /// A mix's item with its source's name, as torchdata's `tag_output` gives
@@ -224,12 +244,13 @@ pub(crate) fn round_robin(
     tag_output: bool,
 ) -> PyResult<Pipeline> {
     let stop = stop_criteria(stop_criteria_name)?;
-    let nodes = sources(source_nodes, "MultiNodeRoundRobinSampler")?;
+    let (nodes, cancels) = sources(source_nodes, "MultiNodeRoundRobinSampler")?;
     let mix = MultiNodeRoundRobinSampler::new(nodes)
         .map_err(to_py_err)?
         .stop_criteria(stop);
     if tag_output {
-        return Ok(built(mix.tagged().try_map(|t| tag(t, false))));
+        let tagged = built(mix.tagged().try_map(|t| tag(t, false)));
+        return Ok(tagged.with_cancels(cancels));
     }
-    Ok(built(mix))
+    Ok(built(mix).with_cancels(cancels))
 }

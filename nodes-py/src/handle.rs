@@ -1,14 +1,15 @@
 //! [`Pipeline`]: a Rust pipeline of Python items as one Python object,
 //! which either runs on its own or is taken into a parent.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use nodes_std::Running;
 use nodes_std::prelude::*;
+use nodes_std::{CancelHandle, Running};
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
 use pyo3::prelude::*;
 
 use crate::convert::{Obj, state_from_py, state_to_py, to_py_err};
+use crate::interrupt::Waits;
 use crate::item::Item;
 use crate::python_nodes::PyNode;
 
@@ -38,13 +39,29 @@ enum Slot {
 #[pyclass(frozen, module = "nodes_rs._native")]
 pub(crate) struct Pipeline {
     slot: Mutex<Slot>,
+    /// Wake a consumer blocked on the pipeline's threaded nodes (Ctrl-C).
+    cancels: Vec<CancelHandle>,
+    /// The module's registry of waits, once looked up.
+    waits: OnceLock<Arc<Waits>>,
 }
 
 impl Pipeline {
     pub(crate) fn new(node: BoxNode) -> Pipeline {
         Pipeline {
             slot: Mutex::new(Slot::Built(node)),
+            cancels: Vec::new(),
+            waits: OnceLock::new(),
         }
+    }
+
+    /// The same pipeline, cancelled also through `cancels`: those of its
+    /// sources, and its own node's if it is threaded.
+    pub(crate) fn with_cancels(
+        mut self,
+        cancels: impl IntoIterator<Item = CancelHandle>,
+    ) -> Pipeline {
+        self.cancels.extend(cancels);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Slot> {
@@ -158,17 +175,23 @@ pub(crate) fn release_while<T: Send>(owned: T) {
 
 #[pymethods]
 impl Pipeline {
-    /// The next item; `StopIteration` at the end of the pass.
+    /// The next item; `StopIteration` at the end of the pass;
+    /// `KeyboardInterrupt` if Ctrl-C interrupts its wait for the workers.
     fn next(&self, py: Python<'_>) -> PyResult<Obj> {
-        let item = self.with_running(py, |running, ended| {
-            if *ended {
-                return Ok(None);
+        loop {
+            let _waiting = match self.cancels.is_empty() {
+                true => None,
+                false => Some(Waits::of_module(py, &self.waits)?.enter(&self.cancels)),
+            };
+            let step = self.with_running(py, |running, ended| {
+                if *ended {
+                    return Ok(Step::End);
+                }
+                Step::of(running.try_next(), ended)
+            })?;
+            if let Some(item) = step.into_item(py)? {
+                return Ok(item);
             }
-            running.try_next().inspect_err(|_| *ended = true)
-        })?;
-        match item {
-            Some(item) => item.into_py(py),
-            None => Err(PyStopIteration::new_err(())),
         }
     }
 
@@ -249,6 +272,61 @@ fn start(node: BoxNode, state: Option<&State>) -> nodes_std::Result<Running<BoxN
         Some(state) => Running::start_from(node, state),
         None => Running::start(node),
     }
+}
+
+/// What one pull from a pipeline gave.
+pub(crate) enum Step {
+    Item(Item),
+    End,
+    /// A cancel handle cut the wait short (see [`Waits`]).
+    Cancelled,
+}
+
+impl Step {
+    /// The step a pull gave; an error ends the pass (`ended`), as in
+    /// torchdata, except a cancelled wait, after which the pass goes on.
+    pub(crate) fn of(
+        pulled: nodes_std::Result<Option<Item>>,
+        ended: &mut bool,
+    ) -> nodes_std::Result<Step> {
+        match pulled {
+            Ok(Some(item)) => Ok(Step::Item(item)),
+            Ok(None) => Ok(Step::End),
+            Err(Error::Cancelled { .. }) => Ok(Step::Cancelled),
+            Err(e) => {
+                *ended = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// The item for Python: `StopIteration` at the end; after a cancelled
+    /// wait, the signal's exception (`KeyboardInterrupt`), or `None` to
+    /// pull again when no signal is pending (the cancel was meant for a
+    /// wait that had already ended).
+    pub(crate) fn into_item(self, py: Python<'_>) -> PyResult<Option<Obj>> {
+        match self {
+            Step::Item(item) => item.into_py(py).map(Some),
+            Step::End => Err(PyStopIteration::new_err(())),
+            Step::Cancelled => py.check_signals().map(|()| None),
+        }
+    }
+}
+
+/// The cancel handles of a source argument's threaded nodes.
+pub(crate) fn cancels_of(obj: &Bound<'_, PyAny>) -> Vec<CancelHandle> {
+    let pipeline = match obj.cast::<Pipeline>() {
+        Ok(pipeline) => pipeline.clone(),
+        Err(_) => match obj
+            .getattr("_native")
+            .ok()
+            .and_then(|n| n.cast_into::<Pipeline>().ok())
+        {
+            Some(pipeline) => pipeline,
+            None => return Vec::new(),
+        },
+    };
+    pipeline.get().cancels.clone()
 }
 
 /// The node of a source argument: a native pipeline is taken into

@@ -6,6 +6,7 @@ mod builders;
 mod convert;
 mod elastic;
 mod handle;
+mod interrupt;
 mod item;
 mod loader;
 mod native;
@@ -18,6 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("NodesError", m.py().get_type::<convert::NodesError>())?;
     m.add_class::<handle::Pipeline>()?;
+    m.add("_interrupts", interrupt::Interrupts::default())?;
     m.add_class::<loader::PyLoader>()?;
     m.add_function(wrap_pyfunction!(builders::iterable, m)?)?;
     m.add_function(wrap_pyfunction!(builders::sampler, m)?)?;

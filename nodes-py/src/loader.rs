@@ -1,14 +1,15 @@
 //! [`PyLoader`]: epochs over a pipeline, with checkpoints at any point
 //! (the Rust `Loader`, driven from Python one item at a time).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use nodes_std::CancelHandle;
 use nodes_std::prelude::*;
-use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 
 use crate::convert::{Obj, state_from_py, state_to_py, to_py_err};
-use crate::handle::{BoxNode, source};
+use crate::handle::{BoxNode, Step, cancels_of, source};
+use crate::interrupt::Waits;
 
 /// The loader and whether its epoch has ended (an error ends it too, as
 /// in torchdata: the next `start_epoch` goes on).
@@ -25,6 +26,10 @@ struct Epochs {
 pub(crate) struct PyLoader {
     /// Emptied only when dropped.
     epochs: Mutex<Option<Epochs>>,
+    /// Wake a consumer blocked on the root's threaded nodes (Ctrl-C).
+    cancels: Vec<CancelHandle>,
+    /// The module's registry of waits, once looked up.
+    waits: OnceLock<Arc<Waits>>,
 }
 
 impl PyLoader {
@@ -67,8 +72,11 @@ impl PyLoader {
     #[new]
     #[pyo3(signature = (root, restart_on_stop_iteration=true))]
     fn new(root: &Bound<'_, PyAny>, restart_on_stop_iteration: bool) -> PyResult<PyLoader> {
+        let cancels = cancels_of(root);
         let loader = Loader::new(source(root, "Loader")?).restart_on_end(restart_on_stop_iteration);
         Ok(PyLoader {
+            cancels,
+            waits: OnceLock::new(),
             epochs: Mutex::new(Some(Epochs {
                 loader,
                 ended: false,
@@ -85,27 +93,27 @@ impl PyLoader {
         })
     }
 
-    /// The epoch's next item; `StopIteration` at its end.
+    /// The epoch's next item; `StopIteration` at its end;
+    /// `KeyboardInterrupt` if Ctrl-C interrupts its wait for the workers.
     fn next(&self, py: Python<'_>) -> PyResult<Obj> {
-        let item = self.run(py, |e| {
-            if e.ended {
-                return Ok(None);
-            }
-            match e.loader.next_in_epoch() {
-                None => {
-                    e.ended = true;
-                    Ok(None)
+        loop {
+            let _waiting = match self.cancels.is_empty() {
+                true => None,
+                false => Some(Waits::of_module(py, &self.waits)?.enter(&self.cancels)),
+            };
+            let step = self.run(py, |e| {
+                if e.ended {
+                    return Ok(Step::End);
                 }
-                Some(Err(error)) => {
+                let step = Step::of(e.loader.next_in_epoch().transpose(), &mut e.ended);
+                if let Ok(Step::End) = step {
                     e.ended = true;
-                    Err(error)
                 }
-                Some(Ok(item)) => Ok(Some(item)),
+                step
+            })?;
+            if let Some(item) = step.into_item(py)? {
+                return Ok(item);
             }
-        })?;
-        match item {
-            Some(item) => item.into_py(py),
-            None => Err(PyStopIteration::new_err(())),
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::builders::{built, call, checked};
 use crate::convert::{Obj, attached, to_py_err};
-use crate::handle::{BoxNode, Pipeline, source};
+use crate::handle::{BoxNode, Pipeline, cancels_of, source};
 use crate::item::Item;
 
 /// The error policy named in Python: `deliver`, `fail` or `skip` (with
@@ -192,7 +192,8 @@ pub(crate) fn tokenize(
             text.bytes().map(u32::from).collect()
         };
         Ok(Item::Tokens(tokens))
-    })))
+    }))
+    .with_cancels(cancels_of(source_node)))
 }
 
 /// The text of a Python item: a `str`, or the string at `field` of a dict.
@@ -216,7 +217,8 @@ pub(crate) fn shuffle(
     buffer_size: usize,
     seed: u64,
 ) -> PyResult<Pipeline> {
-    checked(source(source_node, "shuffle")?.shuffle(buffer_size, seed))
+    let shuffled = checked(source(source_node, "shuffle")?.shuffle(buffer_size, seed))?;
+    Ok(shuffled.with_cancels(cancels_of(source_node)))
 }
 
 /// Token sequences packed into rows of `seq_len` (the short last row kept,
@@ -234,7 +236,8 @@ pub(crate) fn pack(
     } else {
         tokens.pack(seq_len)
     };
-    checked(packed.map(|p| p.map(Item::Tokens)))
+    let packed = checked(packed.map(|p| p.map(Item::Tokens)))?;
+    Ok(packed.with_cancels(cancels_of(source_node)))
 }
 
 /// The elements of the iterable `f` returns for each item.
@@ -242,7 +245,7 @@ pub(crate) fn pack(
 pub(crate) fn flat_map(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pipeline> {
     let node = source(source_node, "flat_map")?;
     let expanded = node.try_map(move |item| call(&f, item)?.into_elements());
-    Ok(built(expanded.unbatch()))
+    Ok(built(expanded.unbatch()).with_cancels(cancels_of(source_node)))
 }
 
 /// What `f` returns for each item, `None` dropping the item.
@@ -256,7 +259,7 @@ pub(crate) fn filter_map(source_node: &Bound<'_, PyAny>, f: Obj) -> PyResult<Pip
             other => Some(other),
         })
     });
-    Ok(built(mapped.filter_map(|item| item)))
+    Ok(built(mapped.filter_map(|item| item)).with_cancels(cancels_of(source_node)))
 }
 
 /// Every `world_size`-th item, from `rank`.
@@ -266,5 +269,6 @@ pub(crate) fn shard(
     rank: u64,
     world_size: u64,
 ) -> PyResult<Pipeline> {
-    checked(source(source_node, "shard")?.shard(rank, world_size))
+    let sharded = checked(source(source_node, "shard")?.shard(rank, world_size))?;
+    Ok(sharded.with_cancels(cancels_of(source_node)))
 }

@@ -63,3 +63,42 @@ def test_a_pipeline_used_in_a_forked_child_raises_naming_fork() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     assert "fork" in message and "ValueError" in message, message
     assert next(node) == 1  # the parent's pipeline goes on
+
+
+CTRL_C_WHILE_WAITING = textwrap.dedent(
+    """
+    import os, signal, threading
+    import nodes_rs.torchdata as tn
+
+    took_first, never = threading.Event(), threading.Event()
+
+    class Stalls:
+        # Item 0 at once; item 1 never. The prefetch thread sends SIGINT
+        # once the consumer has taken item 0 and goes for item 1, and it can
+        # run Python only while the consumer, inside next(), has released
+        # the GIL: the signal arrives while the consumer waits in Rust.
+        def __iter__(self):
+            yield 0
+            took_first.wait()
+            os.kill(os.getpid(), signal.SIGINT)
+            never.wait()
+
+    node = tn.Prefetcher(tn.IterableWrapper(Stalls()), 1)
+    assert next(node) == 0
+    try:
+        took_first.set()
+        next(node)
+        print("no interrupt")
+    except KeyboardInterrupt:
+        print("interrupted")
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_interrupts_a_next_that_waits_for_workers() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_WAITING], capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "interrupted"
