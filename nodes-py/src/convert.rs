@@ -109,9 +109,12 @@ pub(crate) fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, 
     })
 }
 
-/// A state as a Python dict.
+/// A state as a Python dict. The state is written out with the GIL
+/// released: a shuffle buffer's Python items are written by the thread that
+/// holds the buffer, which takes the GIL for them.
 pub(crate) fn state_to_py<'py>(py: Python<'py>, state: &State) -> PyResult<Bound<'py, PyAny>> {
-    to_py(py, &state.to_value())
+    let value = py.detach(|| state.to_value());
+    to_py(py, &value)
 }
 
 /// A Python dict (or `None`) as a state; `node` names the owner in errors.

@@ -70,23 +70,30 @@ impl Pipeline {
     }
 
     /// Takes the node into `parent`: it is the parent's from now on.
-    pub(crate) fn take(&self, parent: &str) -> PyResult<BoxNode> {
-        let mut slot = self.lock();
-        match std::mem::replace(&mut *slot, Slot::Taken(parent.to_owned())) {
-            Slot::Built(node) => Ok(node),
-            other => {
-                let why = match &other {
-                    Slot::Taken(owner) => format!("it is already the source of {owner}"),
-                    _ => "it was already reset or iterated on its own: build the whole \
-                          pipeline before iterating it"
-                        .to_owned(),
-                };
-                *slot = other;
-                Err(PyRuntimeError::new_err(format!(
-                    "this node cannot become the source of {parent}: {why}"
-                )))
+    pub(crate) fn take(&self, py: Python<'_>, parent: &str) -> PyResult<BoxNode> {
+        // Without the GIL: another thread may hold the slot while its
+        // pipeline calls Python.
+        let taken = py.detach(|| {
+            let mut slot = self.lock();
+            match std::mem::replace(&mut *slot, Slot::Taken(parent.to_owned())) {
+                Slot::Built(node) => Ok(node),
+                other => {
+                    let why = match &other {
+                        Slot::Taken(owner) => format!("it is already the source of {owner}"),
+                        _ => "it was already reset or iterated on its own: build the whole \
+                              pipeline before iterating it"
+                            .to_owned(),
+                    };
+                    *slot = other;
+                    Err(why)
+                }
             }
-        }
+        });
+        taken.map_err(|why| {
+            PyRuntimeError::new_err(format!(
+                "this node cannot become the source of {parent}: {why}"
+            ))
+        })
     }
 
     /// Runs `f` on the started pipeline (starting it from its beginning if
@@ -247,12 +254,14 @@ impl Pipeline {
     }
 
     /// The pipeline's shape: node names, parameters and children.
-    fn describe(&self) -> String {
-        match &*self.lock() {
+    fn describe(&self, py: Python<'_>) -> String {
+        // Without the GIL: another thread may hold the slot while its
+        // pipeline calls Python.
+        py.detach(|| match &*self.lock() {
             Slot::Built(node) => node.describe().to_string(),
             Slot::Started { running, .. } => running.node().describe().to_string(),
             Slot::Taken(owner) => format!("(the source of {owner})"),
-        }
+        })
     }
 
     /// Stops the pipeline's worker threads; a reset starts them again.
@@ -333,12 +342,12 @@ pub(crate) fn cancels_of(obj: &Bound<'_, PyAny>) -> Vec<CancelHandle> {
 /// `parent`; a Python `BaseNode` subclass is wrapped.
 pub(crate) fn source(obj: &Bound<'_, PyAny>, parent: &str) -> PyResult<BoxNode> {
     if let Ok(pipeline) = obj.cast::<Pipeline>() {
-        return pipeline.get().take(parent);
+        return pipeline.get().take(obj.py(), parent);
     }
     if let Ok(native) = obj.getattr("_native")
         && let Ok(pipeline) = native.cast::<Pipeline>()
     {
-        return pipeline.get().take(parent);
+        return pipeline.get().take(obj.py(), parent);
     }
     Ok(Box::new(PyNode::new(obj)?))
 }
