@@ -18,6 +18,8 @@
 //! - `realistic*`: a generated JSONL corpus read, parsed, tokenized,
 //!   shuffled, mixed and batched, against a hand-written program doing the
 //!   same work with the same algorithms (`realistic.rs`).
+//! - `realistic_packed`: the corpus packed for training by stock nodes
+//!   alone; the Rust side of the Python bench (`nodes-py/bench/bench.py`).
 //! - `read_jsonl`, `restore_in_file`: the file-reading nodes against a
 //!   hand-written `BufReader` + `serde_json` loop, and a restore at the end
 //!   of a 100 MB file (`files.rs`).
@@ -43,6 +45,7 @@ mod cores;
 mod corpus;
 mod elastic;
 mod files;
+mod packed;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod realistic;
@@ -66,6 +69,7 @@ const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [
   --only      run these groups only: seq_chain (with state_every_batch and
               seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
               prefetch, weighted_mix, realistic (all realistic_* cases),
+              packed (realistic_packed: the Python bench's Rust side),
               reshard (elastic::reshard of 64 ranks' states into 48)
               files (read_jsonl and restore_in_file),
               parquet (read_parquet_*, restore_parquet; --features parquet),
@@ -75,7 +79,7 @@ const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [
   BENCH_QUICK=1 in the environment runs a tenth of the work";
 
 /// The case groups, in running order.
-const GROUPS: [&str; 11] = [
+const GROUPS: [&str; 12] = [
     "seq_chain",
     "restore_cost",
     "parallel_io",
@@ -83,6 +87,7 @@ const GROUPS: [&str; 11] = [
     "prefetch",
     "weighted_mix",
     "realistic",
+    "packed",
     "reshard",
     "files",
     "parquet",
@@ -113,6 +118,7 @@ fn main() -> Res<()> {
             "prefetch" => prefetch(1_000_000 / scale)?,
             "weighted_mix" => weighted_mix(3_000_000 / scale)?,
             "reshard" => elastic::run(quick)?,
+            "packed" => packed::run(quick)?,
             "files" => files::run(quick)?,
             #[cfg(feature = "parquet")]
             "parquet" => parquet::run(quick)?,

@@ -7,10 +7,14 @@ use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
-use serde::de::Error as _;
+use std::borrow::Cow;
+
+use pyo3::exceptions::PyValueError;
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::convert::{Obj, attached, to_py, to_value};
 
@@ -23,8 +27,12 @@ pub(crate) enum Item {
     Py(#[serde(with = "as_json")] Obj),
     /// A line of text.
     Text(String),
-    /// A JSON record.
-    Json(Value),
+    /// A JSON record (boxed: items move through buffers, and a record is
+    /// several times the size of the other kinds).
+    Json(Box<Value>),
+    /// A JSON record as read: its validated text, parsed when a stage or
+    /// Python needs it (saved in a state as the JSON value).
+    Raw(#[serde(with = "raw_as_value")] Box<RawValue>),
     /// A sequence of token ids: a numpy `uint32` array in Python.
     Tokens(Vec<u32>),
     /// A batch: a Python list, or one 2-D `uint32` array when every element
@@ -38,6 +46,7 @@ impl Clone for Item {
             Item::Py(obj) => Python::attach(|py| Item::Py(obj.clone_ref(py))),
             Item::Text(s) => Item::Text(s.clone()),
             Item::Json(v) => Item::Json(v.clone()),
+            Item::Raw(raw) => Item::Raw(raw.clone()),
             Item::Tokens(t) => Item::Tokens(t.clone()),
             Item::List(items) => Item::List(items.clone()),
         }
@@ -72,6 +81,7 @@ impl Item {
             },
             Item::Text(text) => PyString::new(py, &text).into_any().unbind(),
             Item::Json(value) => to_py(py, &value)?.unbind(),
+            Item::Raw(raw) => to_py(py, &parsed(&raw)?)?.unbind(),
         })
     }
 
@@ -81,6 +91,7 @@ impl Item {
             Item::Py(obj) => Ok(obj.clone_ref(py)),
             Item::Text(text) => Ok(PyString::new(py, text).into_any().unbind()),
             Item::Json(value) => Ok(to_py(py, value)?.unbind()),
+            Item::Raw(raw) => Ok(to_py(py, &parsed(raw)?)?.unbind()),
             other => other.clone().into_py(py),
         }
     }
@@ -128,10 +139,80 @@ impl Item {
         match self {
             Item::Py(_) => "Python object",
             Item::Text(_) => "line of text",
-            Item::Json(_) => "JSON record",
+            Item::Json(_) | Item::Raw(_) => "JSON record",
             Item::Tokens(_) => "token sequence",
             Item::List(_) => "batch",
         }
+    }
+}
+
+/// The value of a record's text (valid JSON: its reader checked it).
+fn parsed(raw: &RawValue) -> PyResult<Value> {
+    serde_json::from_str(raw.get()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The string at `field` of a record's text, borrowed where it has no
+/// escapes, without building the rest of the record.
+pub(crate) fn field_of<'a>(raw: &'a RawValue, field: &str) -> Result<Option<Cow<'a, str>>, String> {
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    FieldOf(field)
+        .deserialize(&mut de)
+        .map_err(|e| e.to_string())
+}
+
+/// Finds one field of a JSON object, skipping the others.
+struct FieldOf<'f>(&'f str);
+
+impl<'de> DeserializeSeed<'de> for FieldOf<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldOf<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a JSON object with a string at {:?}", self.0)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if key == self.0 && found.is_none() {
+                found = Some(map.next_value::<BorrowedText<'de>>()?.0);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A JSON string, borrowed from the input where it has no escapes.
+struct BorrowedText<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for BorrowedText<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(s))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(s.to_owned()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(s))
+            }
+        }
+        deserializer.deserialize_str(Text).map(BorrowedText)
     }
 }
 
@@ -145,6 +226,26 @@ fn same_length_tokens(items: &[Item]) -> Option<usize> {
         .iter()
         .all(|item| matches!(item, Item::Tokens(t) if t.len() == len))
         .then_some(len)
+}
+
+/// A record's text in a state, as its JSON value.
+mod raw_as_value {
+    use super::*;
+
+    pub(super) fn serialize<S: Serializer>(
+        raw: &RawValue,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let value: Value = serde_json::from_str(raw.get()).map_err(S::Error::custom)?;
+        value.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Box<RawValue>, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        serde_json::value::to_raw_value(&value).map_err(D::Error::custom)
+    }
 }
 
 /// A Python object in a state, as the JSON value it is equal to.

@@ -9,11 +9,12 @@ use nodes_std::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::builders::{built, call, checked};
 use crate::convert::{Obj, attached, to_py_err};
 use crate::handle::{BoxNode, Pipeline, cancels_of, source};
-use crate::item::Item;
+use crate::item::{Item, field_of};
 
 /// The error policy named in Python: `deliver`, `fail` or `skip` (with
 /// `max_errors`, skip at most that many).
@@ -131,12 +132,15 @@ impl Reader {
     fn read(self, files: Box<dyn Node<Item = PathBuf>>, policy: ErrorPolicy) -> BoxNode {
         match self {
             Reader::Lines => Box::new(files.read_lines().on_error(policy).map(Item::Text)),
-            Reader::Jsonl => Box::new(files.read_jsonl::<Value>().on_error(policy).map(Item::Json)),
+            Reader::Jsonl => {
+                let records = files.read_jsonl::<Box<RawValue>>().on_error(policy);
+                Box::new(records.map(Item::Raw))
+            }
             Reader::Parquet => Box::new(
                 files
                     .read_parquet::<Value>()
                     .on_error(policy)
-                    .map(Item::Json),
+                    .map(|row| Item::Json(Box::new(row))),
             ),
         }
     }
@@ -172,9 +176,17 @@ pub(crate) fn tokenize(
     let node = source(source_node, "tokenize")?;
     Ok(built(node.try_map(move |item: Item| {
         let python_text;
+        let raw_text;
         let text = match &item {
+            Item::Raw(raw) => match field_of(raw, &field)? {
+                Some(text) => {
+                    raw_text = text;
+                    &*raw_text
+                }
+                None => return Err(format!("the record has no string field {field:?}")),
+            },
             Item::Text(line) => line.as_str(),
-            Item::Json(Value::Object(record)) => match record.get(&field) {
+            Item::Json(record) => match record.get(&field) {
                 Some(Value::String(text)) => text.as_str(),
                 _ => return Err(format!("the record has no string field {field:?}")),
             },

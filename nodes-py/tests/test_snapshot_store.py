@@ -49,3 +49,18 @@ def test_a_dead_worker_without_a_snapshot() -> None:
     worker.join()
     with pytest.raises(RuntimeError, match=r"thread.is_alive\(\)=False"):
         store.get_initial_snapshot(worker, timeout=10)
+
+
+def test_no_snapshot_within_the_timeout() -> None:
+    """A zero timeout: the live worker has appended nothing, so the wait ends
+    at once (no clock is waited on)."""
+    store = QueueSnapshotStore()
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)
+    worker.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"Failed to get initial snapshot.*is_alive\(\)=True"):
+            store.get_initial_snapshot(worker, timeout=0)
+    finally:
+        release.set()
+        worker.join()

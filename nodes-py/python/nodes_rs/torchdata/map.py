@@ -109,16 +109,24 @@ class ProcessMap:
             if self._pool is None:
                 pool = multiprocessing.get_context(self.context).Pool(self.processes)
                 self._pool = pool
-                self._finalizer = weakref.finalize(self, pool.terminate)
+                self._finalizer = weakref.finalize(self, _terminate_apart, pool)
             return self._pool
 
     def shutdown(self) -> None:
         """Stops the worker processes; the next call starts new ones."""
         with self._lock:
-            if self._finalizer is not None:
-                self._finalizer()
+            if self._finalizer is not None and self._finalizer.detach() is not None:
+                assert self._pool is not None
+                self._pool.terminate()  # here, on the caller's thread: it waits
             self._pool = None
             self._finalizer = None
+
+
+def _terminate_apart(pool: Any) -> None:
+    """Terminates ``pool`` on a thread of its own: a finalizer runs wherever
+    the garbage collector does (maybe on a pipeline's worker thread), and a
+    pool's termination waits on its own threads and queues."""
+    threading.Thread(target=pool.terminate, name="nodes-pool-reaper", daemon=True).start()
 
 
 def _frequency(snapshot_frequency: Optional[int]) -> Optional[int]:
