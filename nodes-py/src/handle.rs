@@ -258,8 +258,8 @@ impl Pipeline {
         // Without the GIL: another thread may hold the slot while its
         // pipeline calls Python.
         py.detach(|| match &*self.lock() {
-            Slot::Built(node) => node.describe().to_string(),
-            Slot::Started { running, .. } => running.node().describe().to_string(),
+            Slot::Built(node) => node.describe().render_text(),
+            Slot::Started { running, .. } => running.node().describe().render_text(),
             Slot::Taken(owner) => format!("(the source of {owner})"),
         })
     }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use nodes_std::CancelHandle;
 use nodes_std::prelude::*;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::convert::{Obj, state_from_py, state_to_py, to_py_err};
 use crate::handle::{BoxNode, Step, cancels_of, source};
@@ -70,10 +71,18 @@ impl Drop for PyLoader {
 #[pymethods]
 impl PyLoader {
     #[new]
-    #[pyo3(signature = (root, restart_on_stop_iteration=true))]
-    fn new(root: &Bound<'_, PyAny>, restart_on_stop_iteration: bool) -> PyResult<PyLoader> {
+    #[pyo3(signature = (root, restart_on_stop_iteration=true, record_stats=false))]
+    fn new(
+        root: &Bound<'_, PyAny>,
+        restart_on_stop_iteration: bool,
+        record_stats: bool,
+    ) -> PyResult<PyLoader> {
         let cancels = cancels_of(root);
-        let loader = Loader::new(source(root, "Loader")?).restart_on_end(restart_on_stop_iteration);
+        let mut loader =
+            Loader::new(source(root, "Loader")?).restart_on_end(restart_on_stop_iteration);
+        if record_stats {
+            loader = loader.record_stats();
+        }
         Ok(PyLoader {
             cancels,
             waits: OnceLock::new(),
@@ -154,9 +163,33 @@ impl PyLoader {
         self.run(py, |e| nodes_std::elastic::check(e.loader.describe()))
     }
 
+    /// Per-node statistics (items, calls, time in the node and blocked,
+    /// queue depths, records skipped), or `None` unless the loader was
+    /// made with `record_stats`.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Vec<Bound<'py, PyDict>>>> {
+        let Some(stats) = self.run(py, |e| Ok(e.loader.stats()))? else {
+            return Ok(None);
+        };
+        let rows = stats.nodes.iter().map(|n| {
+            let row = PyDict::new(py);
+            row.set_item("node", &n.node)?;
+            row.set_item("name", n.name)?;
+            row.set_item("items", n.items)?;
+            row.set_item("calls", n.calls)?;
+            row.set_item("timed_calls", n.timed_calls)?;
+            row.set_item("self_time_s", n.self_time.as_secs_f64())?;
+            row.set_item("blocked_s", n.blocked.as_secs_f64())?;
+            row.set_item("max_queue_depth", n.max_queue_depth)?;
+            row.set_item("mean_queue_depth", n.mean_queue_depth())?;
+            row.set_item("skipped", n.skipped)?;
+            Ok(row)
+        });
+        rows.collect::<PyResult<Vec<_>>>().map(Some)
+    }
+
     /// The pipeline's shape: each node, its parameters and its sources.
     fn describe(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, |e| Ok(e.loader.describe().to_string()))
+        self.run(py, |e| Ok(e.loader.describe().render_text()))
     }
 
     /// Stops the pipeline's worker threads.

@@ -204,3 +204,16 @@ def test_native_stages_release_the_gil() -> None:
     helper.start()
     assert next(tn.Prefetcher(tn.IterableWrapper(Gated()), 1)) == 7
     helper.join()
+
+
+def test_describe_and_stats(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    pipeline = nr.Files.in_dir(str(tmp_path)).read_jsonl(on_error="skip").tokenize().batch(16)
+    loader = nr.Loader(pipeline, record_stats=True)
+    assert "ReadJsonl" in loader.describe()
+    batches = list(loader)
+    rows = loader.stats()
+    assert rows is not None
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["ReadJsonl"]["items"] == len(corpus)
+    assert by_name["Batcher"]["items"] == len(batches)
+    assert nr.Loader(nr.Files.in_dir(str(tmp_path)).read_jsonl()).stats() is None

@@ -17,10 +17,12 @@ class Loader(Generic[T]):
     against the pipeline's shape and a checksum when loaded.
     """
 
-    def __init__(self, root: BaseNode[T], restart_on_stop_iteration: bool = True) -> None:
+    def __init__(
+        self, root: BaseNode[T], restart_on_stop_iteration: bool = True, *, record_stats: bool = False
+    ) -> None:
         self.root = root
         self.restart_on_stop_iteration = restart_on_stop_iteration
-        self._native = _native.Loader(native_source(root), restart_on_stop_iteration)
+        self._native = _native.Loader(native_source(root), restart_on_stop_iteration, record_stats)
         self._iterator: Optional[LoaderIterator[T]] = None
 
     def __iter__(self) -> "LoaderIterator[T]":
@@ -48,6 +50,13 @@ class Loader(Generic[T]):
         """Raises ``ValueError`` naming the node if this pipeline's states
         cannot be resharded to another number of ranks."""
         self._native.check_elastic()
+
+    def stats(self) -> Optional[List[Dict[str, Any]]]:
+        """Per-node statistics, a dict per node (``node``, ``name``, ``items``,
+        ``calls``, ``self_time_s``, ``blocked_s``, queue depths, ``skipped``),
+        or ``None`` unless the loader was made with ``record_stats=True``."""
+        rows: Optional[List[Dict[str, Any]]] = self._native.stats()
+        return rows
 
     def describe(self) -> str:
         """The pipeline's shape: each node, its parameters and its sources."""
