@@ -30,6 +30,8 @@ enum Slot {
     },
     /// Taken into the parent named here.
     Taken(String),
+    /// Its start failed (the error went to the caller): its node is gone.
+    Failed,
 }
 
 /// A Rust pipeline whose items are Python objects.
@@ -80,6 +82,7 @@ impl Pipeline {
                 other => {
                     let why = match &other {
                         Slot::Taken(owner) => format!("it is already the source of {owner}"),
+                        Slot::Failed => FAILED.to_owned(),
                         _ => "it was already reset or iterated on its own: build the whole \
                               pipeline before iterating it"
                             .to_owned(),
@@ -119,7 +122,7 @@ impl Pipeline {
                         }
                     }
                     Err(e) => {
-                        *slot = Slot::Taken("a failed start".into());
+                        *slot = Slot::Failed;
                         return Err(e);
                     }
                 }
@@ -131,6 +134,7 @@ impl Pipeline {
                     "Pipeline",
                     format!("this node is the source of {owner}: iterate that one"),
                 )),
+                Slot::Failed => Err(Error::invalid_argument("Pipeline", FAILED)),
                 Slot::Built(_) => unreachable!("started above"),
             }
         })
@@ -151,6 +155,9 @@ impl Drop for Pipeline {
         }
     }
 }
+
+/// Why a pipeline whose start failed cannot be used.
+const FAILED: &str = "this pipeline failed to start (its error was raised then): build it again";
 
 /// The error for a pipeline used in a process forked after it started.
 pub(crate) fn forked(pid: u32) -> Error {
@@ -219,11 +226,15 @@ impl Pipeline {
                         Ok(())
                     }
                     Err(e) => {
-                        *slot = Slot::Taken("a failed reset".into());
+                        *slot = Slot::Failed;
                         Err(e)
                     }
                 },
-                Slot::Started { pid, .. } if pid != std::process::id() => Err(forked(pid)),
+                started @ Slot::Started { pid, .. } if pid != std::process::id() => {
+                    // Put back, not dropped: a fork has none of its threads to join.
+                    *slot = started;
+                    Err(forked(pid))
+                }
                 Slot::Started {
                     mut running, pid, ..
                 } => {
@@ -234,6 +245,10 @@ impl Pipeline {
                         pid,
                     };
                     outcome
+                }
+                Slot::Failed => {
+                    *slot = Slot::Failed;
+                    Err(Error::invalid_argument("Pipeline", FAILED))
                 }
                 taken => {
                     *slot = taken;
@@ -261,6 +276,7 @@ impl Pipeline {
             Slot::Built(node) => node.describe().render_text(),
             Slot::Started { running, .. } => running.node().describe().render_text(),
             Slot::Taken(owner) => format!("(the source of {owner})"),
+            Slot::Failed => "(failed to start)".to_owned(),
         })
     }
 

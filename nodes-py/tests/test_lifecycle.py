@@ -49,11 +49,14 @@ def test_a_pipeline_used_in_a_forked_child_raises_naming_fork() -> None:
     pid = os.fork()
     if pid == 0:  # the child: report what using the parent's pipeline did
         os.close(read)
-        try:
-            next(node)
-            message = "no error"
-        except Exception as e:  # noqa: BLE001 - the child reports any error
-            message = f"{type(e).__name__}: {e}"
+        messages = []
+        for use in (lambda: next(node), lambda: node.reset(), lambda: node.state_dict()):
+            try:
+                use()
+                messages.append("no error")
+            except Exception as e:  # noqa: BLE001 - the child reports any error
+                messages.append(f"{type(e).__name__}: {e}")
+        message = "\n".join(messages)
         os.write(write, message.encode())
         os._exit(0)
     os.close(write)
@@ -61,7 +64,8 @@ def test_a_pipeline_used_in_a_forked_child_raises_naming_fork() -> None:
         message = pipe.read()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert "fork" in message and "ValueError" in message, message
+    lines = message.splitlines()
+    assert len(lines) == 3 and all("fork" in m and "ValueError" in m for m in lines), message
     assert next(node) == 1  # the parent's pipeline goes on
 
 

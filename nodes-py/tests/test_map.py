@@ -148,8 +148,11 @@ class FailsToStart(tn.BaseNode[int]):
 
 
 def test_an_error_in_reset_reaches_the_caller() -> None:
+    node = tn.Prefetcher(FailsToStart(), 2)
     with pytest.raises(ValueError, match="Iter Init Error"):
-        list(tn.Prefetcher(FailsToStart(), 2))
+        list(node)
+    with pytest.raises(ValueError, match="failed to start"):
+        node.reset()
 
 
 @pytest.mark.parametrize("midpoint", [0, 7, 32])
