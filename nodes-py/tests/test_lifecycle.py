@@ -106,3 +106,19 @@ def test_ctrl_c_interrupts_a_next_that_waits_for_workers() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "interrupted"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+def test_importing_the_package_starts_no_thread() -> None:
+    """Counts the process's threads (every OS thread, Rust's too) after the
+    imports, in a fresh interpreter."""
+    program = textwrap.dedent(
+        """
+        import os
+        import nodes_rs, nodes_rs.torchdata, nodes_rs.torchdata.samplers.multi_node_round_robin_sampler
+        print(len(os.listdir("/proc/self/task")))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
