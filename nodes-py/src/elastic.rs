@@ -7,7 +7,9 @@ use pyo3::prelude::*;
 
 use crate::convert::{state_from_py, state_to_py, to_py_err};
 
-fn states(old_states: &[Bound<'_, PyAny>]) -> PyResult<Vec<State>> {
+/// The old ranks' states (dicts, in rank order), each named by its rank in
+/// errors.
+pub(crate) fn states(old_states: &[Bound<'_, PyAny>]) -> PyResult<Vec<State>> {
     old_states
         .iter()
         .enumerate()

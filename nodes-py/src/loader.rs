@@ -148,11 +148,7 @@ impl PyLoader {
         rank: u64,
         world_size: u64,
     ) -> PyResult<()> {
-        let mut olds = Vec::with_capacity(old_states.len());
-        for (i, state) in old_states.iter().enumerate() {
-            let name = format!("the state of old rank {i}");
-            olds.push(state_from_py(Some(state), &name)?.unwrap_or_default());
-        }
+        let olds = crate::elastic::states(&old_states)?;
         self.run(py, |e| {
             nodes_std::elastic::load_resharded(&mut e.loader, &olds, rank, world_size)
         })
