@@ -542,6 +542,66 @@ pub trait NodeExt: Node + Sized {
         ReadJsonl::new(self)
     }
 
+    /// [`read_jsonl`](NodeExt::read_jsonl), each line's `T` made by
+    /// `decode` from the line's `serde_json` deserializer: through a serde
+    /// [`DeserializeSeed`](serde::de::DeserializeSeed), say, that carries
+    /// what is known only at run time (the one field of a record the caller
+    /// wants) into the one pass over the line. The reader checks that
+    /// nothing but whitespace follows the value.
+    ///
+    /// ```
+    /// use nodes_std::prelude::*;
+    /// use nodes_std::Files;
+    /// use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+    ///
+    /// /// The number of fields of a record, up to a limit known at run time.
+    /// struct FieldsUpTo(usize);
+    ///
+    /// impl<'de> DeserializeSeed<'de> for FieldsUpTo {
+    ///     type Value = usize;
+    ///     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+    ///         d.deserialize_map(self)
+    ///     }
+    /// }
+    ///
+    /// impl<'de> Visitor<'de> for FieldsUpTo {
+    ///     type Value = usize;
+    ///     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         f.write_str("an object")
+    ///     }
+    ///     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<usize, A::Error> {
+    ///         let mut n = 0;
+    ///         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+    ///             n += 1;
+    ///         }
+    ///         Ok(n.min(self.0))
+    ///     }
+    /// }
+    ///
+    /// let dir = std::env::temp_dir().join(format!("nodes-doc-jsonl-with-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::write(dir.join("a.jsonl"), "{\"a\": 1}\n{\"a\": 1, \"b\": 2, \"c\": 3}\n")?;
+    /// let limit = 2;
+    /// let counts: Vec<usize> = Files::in_dir(&dir)?
+    ///     .read_jsonl_with(move |line| FieldsUpTo(limit).deserialize(line))
+    ///     .start()?
+    ///     .collect::<Result<_>>()?;
+    /// assert_eq!(counts, [1, 2]);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn read_jsonl_with<T, F>(self, decode: F) -> ReadJsonl<Self, T, F>
+    where
+        Self::Item: AsRef<std::path::Path>,
+        F: for<'a> Fn(
+                &mut serde_json::Deserializer<serde_json::de::StrRead<'a>>,
+            ) -> serde_json::Result<T>
+            + Send,
+        T: Send,
+    {
+        ReadJsonl::with(self, decode)
+    }
+
     /// Lists the row groups of the Parquet files this node names, in turn
     /// (from their footers), as [`RowGroup`](crate::RowGroup)s: shuffled or
     /// sharded by rank before [`read_parquet`](NodeExt::read_parquet), the

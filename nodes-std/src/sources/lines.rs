@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
+use serde_json::de::StrRead;
 
 use crate::policy::{ErrorPolicy, is_bad_record};
 use crate::sources::open::{
@@ -24,7 +25,7 @@ trait Decode {
     type Item;
     /// The item, `Ok(None)` for a line that is not a record, `Err` with what
     /// is wrong.
-    fn decode(line: &[u8]) -> std::result::Result<Option<Self::Item>, String>;
+    fn decode(&self, line: &[u8]) -> std::result::Result<Option<Self::Item>, String>;
 }
 
 /// The state key of the lines read.
@@ -46,7 +47,7 @@ struct LineReader<S, D> {
     max_line_bytes: usize,
     buf: Vec<u8>,
     /// How a line becomes an item.
-    decode: PhantomData<D>,
+    decode: D,
 }
 
 /// Reads one line of at most `max` bytes (its `\n` or `\r\n` not counted)
@@ -86,7 +87,7 @@ fn read_line(
 type Fields = Saved<Resumed, Identity, (u64, u64)>;
 
 impl<S, D> LineReader<S, D> {
-    fn new(name: &'static str, source: S) -> Self {
+    fn new(name: &'static str, source: S, decode: D) -> Self {
         LineReader {
             files: FileSource::new(name, source),
             open: None,
@@ -95,7 +96,7 @@ impl<S, D> LineReader<S, D> {
             line: 0,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             buf: Vec::new(),
-            decode: PhantomData,
+            decode,
         }
     }
 
@@ -266,7 +267,7 @@ where
     /// The next line that is a record, decoded.
     fn decoded(&mut self, cx: &mut Cx) -> Result<Option<D::Item>> {
         while self.advance(cx)?.is_some() {
-            match D::decode(&self.buf) {
+            match self.decode.decode(&self.buf) {
                 Ok(None) => {}
                 item => return item.map_err(|message| self.bad_line(self.line, message)),
             }
@@ -395,7 +396,7 @@ struct Text;
 impl Decode for Text {
     type Item = String;
 
-    fn decode(line: &[u8]) -> std::result::Result<Option<String>, String> {
+    fn decode(&self, line: &[u8]) -> std::result::Result<Option<String>, String> {
         utf8(line).map(|text| Some(text.to_owned()))
     }
 }
@@ -406,45 +407,56 @@ fn utf8(line: &[u8]) -> std::result::Result<&str, String> {
         .map_err(|e| format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()))
 }
 
-/// The lines of a file, as JSON values of type `T`.
-struct Json<T>(PhantomData<fn() -> T>);
+/// The lines of a file, as JSON values made by `F` from the line's
+/// deserializer ([`Typed`] for a `T`).
+struct Json<F>(F);
 
-impl<T: DeserializeOwned> Decode for Json<T> {
+/// Deserialises a `T`.
+type Typed<T> = for<'a> fn(&mut serde_json::Deserializer<StrRead<'a>>) -> serde_json::Result<T>;
+
+fn typed<T: DeserializeOwned>(
+    json: &mut serde_json::Deserializer<StrRead<'_>>,
+) -> serde_json::Result<T> {
+    T::deserialize(json)
+}
+
+impl<F, T> Decode for Json<F>
+where
+    F: for<'a> Fn(&mut serde_json::Deserializer<StrRead<'a>>) -> serde_json::Result<T>,
+{
     type Item = T;
 
-    fn decode(line: &[u8]) -> std::result::Result<Option<T>, String> {
+    fn decode(&self, line: &[u8]) -> std::result::Result<Option<T>, String> {
         let text = utf8(line)?;
         if text.trim().is_empty() {
             return Ok(None);
         }
-        serde_json::from_str(text).map_err(|e| {
-            // serde_json's position is in a one-line input: keep the column.
-            let message = e.to_string();
-            let message = match message.rsplit_once(" at line ") {
-                Some((what, _)) => what.to_owned(),
-                None => message,
-            };
-            let what = match e.classify() {
-                serde_json::error::Category::Data => "JSON that does not fit the record type",
-                _ => "invalid JSON",
-            };
-            match e.column() {
-                0 => format!("{what}: {message}"),
-                column => format!("{what} at column {column}: {message}"),
-            }
-        })
+        let mut json = serde_json::Deserializer::from_str(text);
+        let record = (self.0)(&mut json);
+        record
+            .and_then(|record| json.end().map(|()| Some(record)))
+            .map_err(|e| {
+                // serde_json's position is in a one-line input: keep the column.
+                let message = e.to_string();
+                let message = match message.rsplit_once(" at line ") {
+                    Some((what, _)) => what.to_owned(),
+                    None => message,
+                };
+                let what = match e.classify() {
+                    serde_json::error::Category::Data => "JSON that does not fit the record type",
+                    _ => "invalid JSON",
+                };
+                match e.column() {
+                    0 => format!("{what}: {message}"),
+                    column => format!("{what} at column {column}: {message}"),
+                }
+            })
     }
 }
 
 macro_rules! reader_node {
-    ($ty:ident [$($gen:ident),*] $item:ty, $name:literal) => {
+    ($ty:ident [$($gen:ident),*] $item:ty, $name:literal, $($bound:tt)*) => {
         impl<S $(, $gen)*> $ty<S $(, $gen)*> {
-            pub(crate) fn new(source: S) -> Self {
-                $ty {
-                    inner: LineReader::new($name, source),
-                }
-            }
-
             /// Sets the longest line read, in bytes (without its end of
             /// line); a longer line is a bad record, skipped without holding
             /// it in memory. The default is [`DEFAULT_MAX_LINE_BYTES`] (16
@@ -480,7 +492,7 @@ macro_rules! reader_node {
         where
             S: Node,
             S::Item: AsRef<Path>,
-            $($gen: DeserializeOwned + Send,)*
+            $($bound)*
         {
             type Item = $item;
 
@@ -492,6 +504,7 @@ macro_rules! reader_node {
         impl<S: Node $(, $gen)*> Stateful for $ty<S $(, $gen)*>
         where
             S::Item: AsRef<Path>,
+            $($bound)*
         {
             crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe);
 
@@ -595,13 +608,22 @@ pub struct ReadLines<S> {
     inner: LineReader<S, Text>,
 }
 
-reader_node!(ReadLines [] String, "ReadLines");
+reader_node!(ReadLines [] String, "ReadLines",);
+
+impl<S> ReadLines<S> {
+    pub(crate) fn new(source: S) -> Self {
+        ReadLines {
+            inner: LineReader::new("ReadLines", source, Text),
+        }
+    }
+}
 
 /// This struct is created by [`NodeExt::read_jsonl`](crate::NodeExt::read_jsonl).
 /// See its documentation for more.
 ///
 /// The records of each JSON-lines file its source names, in turn: each line
-/// is one JSON value, deserialised as a `T` with `serde_json`; blank lines
+/// is one JSON value, deserialised as a `T` with `serde_json` (or by a
+/// function `F`: [`read_jsonl_with`](crate::NodeExt::read_jsonl_with)); blank lines
 /// are not records (they are skipped, and counted in the line numbers).
 /// Files are read as by [`ReadLines`] (one line in memory at a time,
 /// compressed files by extension).
@@ -643,11 +665,30 @@ reader_node!(ReadLines [] String, "ReadLines");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "nodes do nothing until started"]
-pub struct ReadJsonl<S, T> {
-    inner: LineReader<S, Json<T>>,
+pub struct ReadJsonl<S, T, F = Typed<T>> {
+    inner: LineReader<S, Json<F>>,
+    item: PhantomData<fn() -> T>,
 }
 
-reader_node!(ReadJsonl [T] T, "ReadJsonl");
+reader_node!(ReadJsonl [T, F] T, "ReadJsonl",
+    T: Send,
+    F: for<'a> Fn(&mut serde_json::Deserializer<StrRead<'a>>) -> serde_json::Result<T> + Send,
+);
+
+impl<S, T: DeserializeOwned> ReadJsonl<S, T> {
+    pub(crate) fn new(source: S) -> Self {
+        ReadJsonl::with(source, typed::<T>)
+    }
+}
+
+impl<S, T, F> ReadJsonl<S, T, F> {
+    pub(crate) fn with(source: S, decode: F) -> Self {
+        ReadJsonl {
+            inner: LineReader::new("ReadJsonl", source, Json(decode)),
+            item: PhantomData,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -683,15 +724,24 @@ mod tests {
 
     #[test]
     fn json_errors_give_the_column() {
-        let err = Json::<Vec<u32>>::decode(b"[1,").unwrap_err();
+        let err = Json(typed::<Vec<u32>>).decode(b"[1,").unwrap_err();
         assert!(err.starts_with("invalid JSON at column 3: "), "{err}");
-        let err = Json::<u32>::decode(b"[1]").unwrap_err();
+        let err = Json(typed::<u32>).decode(b"[1]").unwrap_err();
         assert!(
             err.starts_with("JSON that does not fit the record type"),
             "{err}"
         );
-        assert_eq!(Json::<u32>::decode(b"  ").unwrap(), None);
-        assert_eq!(Json::<u32>::decode(b"7").unwrap(), Some(7));
-        assert!(Text::decode(b"a\xffb").unwrap_err().contains("byte 1"));
+        assert_eq!(Json(typed::<u32>).decode(b"  ").unwrap(), None);
+        assert_eq!(Json(typed::<u32>).decode(b"7").unwrap(), Some(7));
+        // `null` is a record like any other: not a line to skip.
+        let null = Json(typed::<serde_json::Value>).decode(b"null");
+        assert_eq!(null.unwrap(), Some(serde_json::Value::Null));
+        let err = Json(typed::<u32>).decode(b"null").unwrap_err();
+        assert!(err.starts_with("JSON that does not fit"), "{err}");
+        assert_eq!(
+            Json(typed::<u32>).decode(b"7 8").unwrap_err(),
+            "invalid JSON at column 3: trailing characters"
+        );
+        assert!(Text.decode(b"a\xffb").unwrap_err().contains("byte 1"));
     }
 }
