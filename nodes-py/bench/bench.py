@@ -9,7 +9,10 @@
 - ``python_packed_py_tokenize``: the same with tokenize a Python callable,
   against a plain Python loop doing the same work (json, the same
   tokenizer, a shuffle buffer, a weighted choice, packing, numpy batches);
-  and against torchdata.nodes when it is installed.
+  and the same pipeline written as a torchdata.nodes program (its shuffle
+  buffer and packer are ``BaseNode`` subclasses, as a torchdata user writes
+  them), run on ``nodes_rs.torchdata`` and, when it is installed, on
+  torchdata.nodes.
 
 Usage: python bench.py BENCH_BINARY [--quick]
 (BENCH_BINARY: ``target/release/examples/bench``; build the package with
@@ -61,8 +64,12 @@ def rust_side(binary: str, files: Tuple[Path, Path]) -> Dict[str, Any]:
 
 def native_pipeline(files: Tuple[Path, Path], tokenize: Any = None) -> nr.Pipeline:
     def source(path: Path, seed: int) -> nr.Pipeline:
-        records = nr.Files.list([str(path)]).read_jsonl()
-        tokens = records.map(tokenize) if tokenize else records.tokenize(vocab_size=VOCAB)
+        files = nr.Files.list([str(path)])
+        if tokenize:
+            tokens = files.read_jsonl().map(tokenize)
+        else:
+            # Only the text is tokenized: read it alone, in one pass over each line.
+            tokens = files.read_jsonl(field="text").tokenize(vocab_size=VOCAB)
         return tokens.shuffle(SHUFFLE, seed)
 
     mix = nr.weighted({"common": source(files[0], 11), "rare": source(files[1], 12)}, {"common": 0.8, "rare": 0.2}, seed=13)
@@ -127,6 +134,83 @@ def plain_python(files: Tuple[Path, Path]) -> Iterator[Any]:
         yield rows
 
 
+def torchdata_program(td: Any, files: Tuple[Path, Path]) -> Any:
+    """The pipeline as a torchdata.nodes user writes it, for the module
+    ``td`` (``torchdata.nodes`` or ``nodes_rs.torchdata``: same names)."""
+
+    class Lines:
+        def __init__(self, path: Path) -> None:
+            self.path = path
+
+        def __iter__(self) -> Iterator[str]:
+            with open(self.path) as lines:
+                yield from lines
+
+    class Shuffle(td.BaseNode):  # type: ignore[misc]
+        def __init__(self, source: Any, seed: int) -> None:
+            super().__init__()
+            self.source, self.seed = source, seed
+
+        def reset(self, initial_state: Any = None) -> None:
+            super().reset(initial_state)
+            self.source.reset(None if initial_state is None else initial_state["source"])
+            self.rng = random.Random(self.seed)
+            self.buffer: List[Any] = [] if initial_state is None else initial_state["buffer"]
+            if initial_state is not None:
+                version, internal, gauss = initial_state["rng"]
+                self.rng.setstate((version, tuple(internal), gauss))
+
+        def next(self) -> Any:
+            while len(self.buffer) < SHUFFLE:
+                try:
+                    self.buffer.append(next(self.source))
+                except StopIteration:
+                    break
+            if not self.buffer:
+                raise StopIteration
+            return self.buffer.pop(self.rng.randrange(len(self.buffer)))
+
+        def get_state(self) -> Dict[str, Any]:
+            return {"source": self.source.state_dict(), "buffer": list(self.buffer), "rng": self.rng.getstate()}
+
+    class Pack(td.BaseNode):  # type: ignore[misc]
+        def __init__(self, source: Any) -> None:
+            super().__init__()
+            self.source = source
+
+        def reset(self, initial_state: Any = None) -> None:
+            super().reset(initial_state)
+            self.source.reset(None if initial_state is None else initial_state["source"])
+            self.pending: List[int] = [] if initial_state is None else initial_state["pending"]
+
+        def next(self) -> List[int]:
+            while len(self.pending) < SEQ_LEN:
+                try:
+                    self.pending.extend(next(self.source))
+                except StopIteration:
+                    if not self.pending:
+                        raise
+                    break
+            row, self.pending = self.pending[:SEQ_LEN], self.pending[SEQ_LEN:]
+            return row
+
+        def get_state(self) -> Dict[str, Any]:
+            return {"source": self.source.state_dict(), "pending": list(self.pending)}
+
+    def source(path: Path, seed: int) -> Any:
+        lines = td.IterableWrapper(Lines(path))
+        return Shuffle(td.Mapper(lines, lambda line: py_tokenize(json.loads(line))), seed)
+
+    mix = td.MultiNodeWeightedSampler(
+        {"common": source(files[0], 11), "rare": source(files[1], 12)},
+        {"common": 0.8, "rare": 0.2},
+        stop_criteria=td.StopCriteria.ALL_DATASETS_EXHAUSTED,
+        seed=13,
+    )
+    batches = td.Mapper(td.Batcher(Pack(mix), BATCH), lambda rows: np.array(rows, dtype=np.uint32) if len(rows[-1]) == SEQ_LEN else rows)
+    return td.Loader(batches)
+
+
 def emit(line: Dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 
@@ -168,10 +252,17 @@ def main() -> None:
             "target": None,
             "baseline": "a plain Python loop: json, the same tokenizer, shuffle buffer, weighted choice, packing, numpy",
         }
+        import nodes_rs.torchdata as mirror
+
+        program, _ = timed(lambda: torchdata_program(mirror, files), records)
+        line["torchdata_program_on_nodes_rs_per_s"] = round(program)
         if importlib.util.find_spec("torchdata") is None:
             line["torchdata"] = "not installed: no comparison"
         else:
-            line["torchdata"] = "installed, but no torchdata pipeline is written here yet"
+            torchdata_nodes = importlib.import_module("torchdata.nodes")
+            upstream, _ = timed(lambda: torchdata_program(torchdata_nodes, files), records)
+            line["torchdata_per_s"] = round(upstream)
+            line["ratio_vs_torchdata"] = round(with_callable / upstream, 3)
         emit(line)
 
 

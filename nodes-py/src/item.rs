@@ -160,6 +160,24 @@ pub(crate) fn field_of<'a>(raw: &'a RawValue, field: &str) -> Result<Option<Cow<
         .map_err(|e| e.to_string())
 }
 
+/// The string at one field of a JSON record, as [`Item::Text`], read in the
+/// reader's one pass over the line; a record without it is a bad record.
+pub(crate) struct TextField<'f>(pub(crate) &'f str);
+
+impl<'de> DeserializeSeed<'de> for TextField<'_> {
+    type Value = Item;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Item, D::Error> {
+        match FieldOf(self.0).deserialize(deserializer)? {
+            Some(text) => Ok(Item::Text(text.into_owned())),
+            None => Err(D::Error::custom(format!(
+                "the record has no string field {:?}",
+                self.0
+            ))),
+        }
+    }
+}
+
 /// Finds one field of a JSON object, skipping the others.
 struct FieldOf<'f>(&'f str);
 

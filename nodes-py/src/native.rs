@@ -8,13 +8,14 @@ use nodes_std::Fnv1a64;
 use nodes_std::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::builders::{built, call, checked};
 use crate::convert::{Obj, attached, to_py_err};
 use crate::handle::{BoxNode, Pipeline, cancels_of, source};
-use crate::item::{Item, field_of};
+use crate::item::{Item, TextField, field_of};
 
 /// The error policy named in Python: `deliver`, `fail` or `skip` (with
 /// `max_errors`, skip at most that many).
@@ -68,9 +69,10 @@ pub(crate) enum Sharding {
 /// The records of the files, read by `reader` (`lines`, `jsonl` or
 /// `parquet`), rank-sharded by file when `shard` is given; with
 /// `cycle_length` set, `cycle_length` files are read at a time,
-/// `block_length` records from each in turn.
+/// `block_length` records from each in turn. With `field`, a JSON record
+/// is the text at that field, parsed in the one pass over the line.
 #[pyfunction]
-#[pyo3(signature = (kind, paths, reader, shuffle_seed=None, shard=None, on_error="deliver", max_errors=None, cycle_length=None, block_length=1))]
+#[pyo3(signature = (kind, paths, reader, shuffle_seed=None, shard=None, on_error="deliver", max_errors=None, cycle_length=None, block_length=1, field=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn read_files(
     kind: &str,
@@ -82,6 +84,7 @@ pub(crate) fn read_files(
     max_errors: Option<u64>,
     cycle_length: Option<usize>,
     block_length: usize,
+    field: Option<String>,
 ) -> PyResult<Pipeline> {
     let policy = policy(on_error, max_errors)?;
     let files = files(kind, paths, shuffle_seed)?;
@@ -99,31 +102,39 @@ pub(crate) fn read_files(
             )));
         }
     };
-    let reader = Reader::named(reader)?;
+    let reader = Reader::named(reader, field)?;
     match cycle_length {
         None => Ok(Pipeline::new(reader.read(files, policy))),
         Some(cycle_length) => {
-            let one_file = move |path| reader.read(Box::new(IterableWrapper::new([path])), policy);
+            let one_file = move |path| {
+                reader
+                    .clone()
+                    .read(Box::new(IterableWrapper::new([path])), policy)
+            };
             checked(files.interleave(cycle_length, block_length, one_file))
         }
     }
 }
 
 /// How a file's records are read.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Reader {
     Lines,
-    Jsonl,
+    /// Whole records, or the text at one field of each.
+    Jsonl(Option<String>),
     Parquet,
 }
 
 impl Reader {
-    fn named(name: &str) -> PyResult<Reader> {
-        match name {
-            "lines" => Ok(Reader::Lines),
-            "jsonl" => Ok(Reader::Jsonl),
-            "parquet" => Ok(Reader::Parquet),
-            other => Err(PyValueError::new_err(format!(
+    fn named(name: &str, field: Option<String>) -> PyResult<Reader> {
+        match (name, field) {
+            ("lines", None) => Ok(Reader::Lines),
+            ("jsonl", field) => Ok(Reader::Jsonl(field)),
+            ("parquet", None) => Ok(Reader::Parquet),
+            ("lines" | "parquet", Some(_)) => Err(PyValueError::new_err(format!(
+                "field goes with the \"jsonl\" reader, not {name:?}"
+            ))),
+            (other, _) => Err(PyValueError::new_err(format!(
                 "unknown reader {other:?}: expected \"lines\", \"jsonl\" or \"parquet\""
             ))),
         }
@@ -132,9 +143,13 @@ impl Reader {
     fn read(self, files: Box<dyn Node<Item = PathBuf>>, policy: ErrorPolicy) -> BoxNode {
         match self {
             Reader::Lines => Box::new(files.read_lines().on_error(policy).map(Item::Text)),
-            Reader::Jsonl => {
+            Reader::Jsonl(None) => {
                 let records = files.read_jsonl::<Box<RawValue>>().on_error(policy);
                 Box::new(records.map(Item::Raw))
+            }
+            Reader::Jsonl(Some(field)) => {
+                let text = files.read_jsonl_with(move |line| TextField(&field).deserialize(line));
+                Box::new(text.on_error(policy))
             }
             Reader::Parquet => Box::new(
                 files

@@ -61,6 +61,27 @@ def test_tokenize_words_and_bytes(tmp_path: Path, corpus: Dict[int, str]) -> Non
     assert all(t.dtype == np.uint32 for t in raw)
 
 
+def test_a_field_of_each_record_is_read_in_one_pass(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    texts = list(nr.Files.in_dir(str(tmp_path)).read_jsonl(field="text"))
+    assert texts == [corpus[i] for i in sorted(corpus)]
+    whole = nr.Files.in_dir(str(tmp_path)).read_jsonl().tokenize(vocab_size=31)
+    fields = nr.Files.in_dir(str(tmp_path)).read_jsonl(field="text").tokenize(vocab_size=31)
+    assert [t.tolist() for t in fields] == [t.tolist() for t in whole]
+    interleaved = nr.Files.in_dir(str(tmp_path)).interleave("jsonl", cycle_length=3, field="text")
+    assert sorted(interleaved) == sorted(corpus.values())
+    save_load_round_trip(lambda: nr.Files.in_dir(str(tmp_path)).read_jsonl(field="text").shuffle(6, seed=1), 17)
+    with pytest.raises(ValueError, match="field goes with the \"jsonl\" reader"):
+        nr.Files.in_dir(str(tmp_path)).interleave("lines", field="text")
+
+
+def test_a_record_without_the_field_is_a_bad_record(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n{"id": 2}\n{"text": 7}\n[1]\n{"text": "y\\u00e9"}\n')
+    kept = list(nr.Files.in_dir(str(tmp_path)).read_jsonl(on_error="skip", field="text"))
+    assert kept == ["x", "y\u00e9"]
+    with pytest.raises(nr.NodesError, match='a.jsonl:2: .*no string field "text"'):
+        list(nr.Files.in_dir(str(tmp_path)).read_jsonl(field="text"))
+
+
 def test_packed_batches_are_one_array_each(tmp_path: Path, corpus: Dict[int, str]) -> None:
     texts = [corpus[i] for i in sorted(corpus)]
     stream = [b for t in texts for b in t.encode()]

@@ -155,9 +155,13 @@ class Files:
         the pass (``"fail"``) or skips it (``"skip"``, at most ``max_errors``)."""
         return self._read("lines", on_error, max_errors)
 
-    def read_jsonl(self, on_error: str = "deliver", max_errors: Optional[int] = None) -> Pipeline:
-        """The JSON records of each file (dicts in Python), one per line."""
-        return self._read("jsonl", on_error, max_errors)
+    def read_jsonl(
+        self, on_error: str = "deliver", max_errors: Optional[int] = None, field: Optional[str] = None
+    ) -> Pipeline:
+        """The JSON records of each file (dicts in Python), one per line; with
+        ``field``, the string at that field of each record, parsed in one pass
+        (a record without it is a bad record)."""
+        return self._read("jsonl", on_error, max_errors, field=field)
 
     def read_parquet(self, on_error: str = "deliver", max_errors: Optional[int] = None) -> Pipeline:
         """The rows of each Parquet file, as dicts."""
@@ -170,11 +174,13 @@ class Files:
         block_length: int = 1,
         on_error: str = "deliver",
         max_errors: Optional[int] = None,
+        field: Optional[str] = None,
     ) -> Pipeline:
         """``cycle_length`` files read at a time, ``block_length`` records from
-        each in turn, by ``reader`` (``"lines"``, ``"jsonl"``, ``"parquet"``)."""
+        each in turn, by ``reader`` (``"lines"``, ``"jsonl"``, ``"parquet"``;
+        ``field`` as for ``read_jsonl``)."""
         return self._read(
-            reader, on_error, max_errors, cycle_length=cycle_length, block_length=block_length
+            reader, on_error, max_errors, cycle_length=cycle_length, block_length=block_length, field=field
         )
 
 
