@@ -113,19 +113,9 @@ impl Pipeline {
                 else {
                     unreachable!("matched above");
                 };
-                match Running::start(node) {
-                    Ok(running) => {
-                        *slot = Slot::Started {
-                            running,
-                            ended: false,
-                            pid: std::process::id(),
-                        }
-                    }
-                    Err(e) => {
-                        *slot = Slot::Failed;
-                        return Err(e);
-                    }
-                }
+                let outcome;
+                (*slot, outcome) = start(node, None);
+                outcome?;
             }
             match &mut *slot {
                 Slot::Started { pid, .. } if *pid != std::process::id() => Err(forked(*pid)),
@@ -216,20 +206,11 @@ impl Pipeline {
         py.detach(|| {
             let mut slot = self.lock();
             match std::mem::replace(&mut *slot, Slot::Taken(String::new())) {
-                Slot::Built(node) => match start(node, state.as_ref()) {
-                    Ok(running) => {
-                        *slot = Slot::Started {
-                            running,
-                            ended: false,
-                            pid: std::process::id(),
-                        };
-                        Ok(())
-                    }
-                    Err(e) => {
-                        *slot = Slot::Failed;
-                        Err(e)
-                    }
-                },
+                Slot::Built(node) => {
+                    let outcome;
+                    (*slot, outcome) = start(node, state.as_ref());
+                    outcome
+                }
                 started @ Slot::Started { pid, .. } if pid != std::process::id() => {
                     // Put back, not dropped: a fork has none of its threads to join.
                     *slot = started;
@@ -292,10 +273,24 @@ impl Pipeline {
     }
 }
 
-fn start(node: BoxNode, state: Option<&State>) -> nodes_std::Result<Running<BoxNode>> {
-    match state {
+/// The slot of `node` started (from `state` when given): `Started` in this
+/// process, or `Failed` beside the error.
+fn start(node: BoxNode, state: Option<&State>) -> (Slot, nodes_std::Result<()>) {
+    let running = match state {
         Some(state) => Running::start_from(node, state),
         None => Running::start(node),
+    };
+    match running {
+        Ok(running) => {
+            let pid = std::process::id();
+            let started = Slot::Started {
+                running,
+                ended: false,
+                pid,
+            };
+            (started, Ok(()))
+        }
+        Err(e) => (Slot::Failed, Err(e)),
     }
 }
 
