@@ -2,6 +2,7 @@
 pack, batch, mixes; exact resume and elastic resharding through them."""
 
 import collections
+import gzip
 import json
 import threading
 from pathlib import Path
@@ -80,6 +81,31 @@ def test_a_record_without_the_field_is_a_bad_record(tmp_path: Path) -> None:
     assert kept == ["x", "y\u00e9"]
     with pytest.raises(nr.NodesError, match='a.jsonl:2: .*no string field "text"'):
         list(nr.Files.in_dir(str(tmp_path)).read_jsonl(field="text"))
+
+
+def zstd_frames(data: bytes, frame_bytes: int) -> bytes:
+    """``data`` as zstd frames of raw (stored) blocks, ``frame_bytes`` of it
+    per frame: valid zstd that needs no compressor module."""
+    out = b""
+    for start in range(0, len(data), frame_bytes):
+        chunk = data[start : start + frame_bytes]
+        # Magic; no flags; a 1 MiB window; one last raw block of len(chunk).
+        out += (0xFD2FB528).to_bytes(4, "little") + bytes([0, 0x50])
+        out += ((len(chunk) << 3) | 1).to_bytes(3, "little") + chunk
+    return out
+
+
+def test_gzip_and_zstd_files_read_and_resume(tmp_path: Path) -> None:
+    texts = write_corpus(tmp_path, files=3, records=30)
+    for f, ext in [(0, ".gz"), (1, ".zst")]:
+        plain = tmp_path / f"part{f:02}.jsonl"
+        data = plain.read_bytes()
+        packed = gzip.compress(data) if ext == ".gz" else zstd_frames(data, 300)
+        (tmp_path / f"part{f:02}.jsonl{ext}").write_bytes(packed)
+        plain.unlink()
+    records = list(nr.Files.in_dir(str(tmp_path)).read_jsonl())
+    assert [r["id"] for r in records] == sorted(texts)
+    save_load_round_trip(lambda: nr.Files.in_dir(str(tmp_path)).read_jsonl(field="text"), 44)
 
 
 def test_packed_batches_are_one_array_each(tmp_path: Path, corpus: Dict[int, str]) -> None:
