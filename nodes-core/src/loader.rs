@@ -2,13 +2,13 @@
 
 use std::fmt;
 
+use crate::describe::Description;
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
 use crate::state::{CHECKSUM_KEY, State};
 use crate::stats::Stats;
 use crate::trace;
-use crate::{describe::Description, resume::Resume};
 
 mod epoch;
 pub use self::epoch::Epoch;
@@ -542,18 +542,17 @@ impl<N: Node> Loader<N> {
         // path of its state under `root`.
         let in_state = format!("{}{}", state.path_of(ROOT), path.trim_end_matches('/'));
         let at = if path == "/" { "its root" } else { &path };
-        // A pipeline that can change its number of ranks names how, since
-        // a state of another world size differs in its ranks' parameters.
-        let elastic =
-            |d: &Description| matches!(d.resume(), Resume::Redistributable | Resume::ListsFiles);
-        let reshard = if self.shape.subtree().any(elastic) {
-            "if it is from a job of another world size, load it with `nodes_std::elastic::load_resharded`; "
-        } else {
-            ""
+        // A state of another world size differs in its ranks' parameters:
+        // say so, and how such a state is loaded.
+        let sizes = crate::describe::first_differing_node(&saved, &self.shape, "")
+            .map(|(_, a, b)| (a.get_param("world_size"), b.get_param("world_size")));
+        let hint = match sizes {
+            Some((Some(then), Some(now))) if then != now => format!(
+                "it is from a job of {then} ranks, this one has {now}: reshard it with `nodes_std::elastic::load_resharded`"
+            ),
+            _ => "load with `Loader::check_shape(false)` to accept a deliberate change".to_owned(),
         };
-        let why = format!(
-            "the pipeline differs at {at}: {message} ({reshard}load with `Loader::check_shape(false)` to accept a deliberate change)"
-        );
+        let why = format!("the pipeline differs at {at}: {message} ({hint})");
         Err(Error::bad_state(in_state, why))
     }
 

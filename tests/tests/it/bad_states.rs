@@ -799,6 +799,9 @@ fn a_state_of_another_shape_is_rejected_at_a_path_in_the_state() {
         Some(&json!({"source": {"num_yielded": 0}}))
     );
     assert!(err.to_string().contains("differs at /snapshot"), "{err}");
+    // Not a change of world size: no reshard is suggested.
+    assert!(err.to_string().contains("check_shape(false)"), "{err}");
+    assert!(!err.to_string().contains("resharded"), "{err}");
 }
 
 /// Regression: counters restored from a state were incremented with `+= 1`,

@@ -684,6 +684,11 @@ fn one_call_reshards_and_loads_and_a_plain_load_names_it() {
     let err = plain_load.load_state_dict(&states[1]).unwrap_err();
     assert!(matches!(err, Error::BadState { .. }), "{err}");
     assert!(err.to_string().contains("elastic::load_resharded"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("from a job of 4 ranks, this one has 3"),
+        "{err}"
+    );
     let resharded = elastic::reshard(&states, 3).unwrap();
     for rank in 0..3u64 {
         let mut loader = Loader::new(job.build(rank, 3).unwrap());
