@@ -590,7 +590,12 @@ fn stalled_responses_time_out_on_the_retry_timer_and_resume() {
     let proxy = Proxy::start(&endpoint, faults.clone());
     let waits = Waits::default();
     let clock = Arc::clone(&proxy.clock);
+    // One attempt more than there are stalls: under load, a stall can time
+    // out its request before the bytes relayed ahead of it arrive, and that
+    // attempt then fails without progress (the next starts from the byte
+    // reached all the same).
     let retry = retry(&waits)
+        .attempts(5)
         .timeout(Duration::from_secs(7))
         .timer_with(move |timeout| clock.timer(timeout));
     // One request at a time: a stall times out the one request waiting.
@@ -620,7 +625,9 @@ fn stalled_responses_time_out_on_the_retry_timer_and_resume() {
     // A server that never answers is a failure naming the object.
     let proxy = Proxy::start(&endpoint, vec![Fault::Stall; 4]);
     let clock = Arc::clone(&proxy.clock);
-    let retry = retry.timer_with(move |timeout| clock.timer(timeout));
+    let retry = retry
+        .attempts(4)
+        .timer_with(move |timeout| clock.timer(timeout));
     let store = one_per_request(with_retry(&proxy.endpoint, retry));
     let files = Files::list([bucket.url("small.jsonl")]).unwrap();
     let mut loader = files.read_jsonl::<Row>().store(store).start().unwrap();
