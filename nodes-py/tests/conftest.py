@@ -1,9 +1,10 @@
 """Fixtures shared by the tests: sources that make resets and positions
 visible in their items, and the save/load round trip every node must pass."""
 
+import collections
 import json
 import pickle
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import nodes_rs.torchdata as tn
 
@@ -100,3 +101,25 @@ def save_load_round_trip(make: Callable[[], tn.BaseNode[Any]], midpoint: int) ->
     again = tn.Loader(make())
     again.load_state_dict(pickle.loads(pickle.dumps(json.loads(json.dumps(mid0)))))
     assert list(again) == epoch0[midpoint:]
+
+
+def ids_over_two_then_three_ranks(
+    loader: Callable[[int, int], Any], batches: Callable[[int], int]
+) -> "Tuple[collections.Counter[int], List[Dict[str, Any]]]":
+    """Runs ``loader(rank, 2)`` for ``batches(rank)`` batches of records on
+    each of two ranks, reshards their states onto three and runs those to
+    the end of the epoch: how often each record's ``id`` came, and the two
+    ranks' states."""
+    seen: List[int] = []
+    states = []
+    for rank in range(2):
+        old = loader(rank, 2)
+        it = iter(old)
+        for _ in range(batches(rank)):
+            seen += [r["id"] for r in next(it)]
+        states.append(old.state_dict())
+    for rank in range(3):
+        new = loader(rank, 3)
+        new.load_resharded(states, rank, 3)
+        seen += [r["id"] for batch in new for r in batch]
+    return collections.Counter(seen), states

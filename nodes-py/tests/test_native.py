@@ -1,7 +1,6 @@
 """The Rust-native stages from Python: files, readers, tokenize, shuffle,
 pack, batch, mixes; exact resume and elastic resharding through them."""
 
-import collections
 import gzip
 import json
 import threading
@@ -13,7 +12,7 @@ import pytest
 
 import nodes_rs as nr
 import nodes_rs.torchdata as tn
-from conftest import save_load_round_trip
+from conftest import ids_over_two_then_three_ranks, save_load_round_trip
 
 
 def fnv1a(word: str) -> int:
@@ -168,20 +167,8 @@ def test_two_ranks_resume_on_three_exactly_once(tmp_path: Path) -> None:
         files = nr.Files.in_dir(str(tmp_path)).shuffle_files(seed=5).shard(rank, world)
         return nr.Loader(files.read_jsonl().shuffle(8, seed=2).batch(4))
 
-    seen: List[int] = []
-    states = []
-    for rank in range(2):
-        old = loader(rank, 2)
-        it = iter(old)
-        for _ in range(5 + 2 * rank):
-            seen += [r["id"] for r in next(it)]
-        states.append(old.state_dict())
     loader(0, 3).check_elastic()
-    for rank in range(3):
-        new = loader(rank, 3)
-        new.load_resharded(states, rank, 3)
-        seen += [r["id"] for batch in new for r in batch]
-    counts = collections.Counter(seen)
+    counts, states = ids_over_two_then_three_ranks(loader, lambda rank: 5 + 2 * rank)
     assert len(counts) == 210 and max(counts.values()) == 1
     again = nr.reshard(states, 3)
     assert len(again) == 3

@@ -3,7 +3,6 @@ behind ``Files``, over Parquet written by pyarrow and over objects of the S3
 server ``.ci/run`` starts (``NODES_S3_ENDPOINT``). Without that variable the
 S3 tests print a note and skip, unless ``NODES_REQUIRE_S3`` is set."""
 
-import collections
 import gzip
 import json
 import os
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
 import nodes_rs as nr
-from conftest import save_load_round_trip
+from conftest import ids_over_two_then_three_ranks, save_load_round_trip
 
 
 def rows_of(file: int, count: int) -> List[Dict[str, Any]]:
@@ -87,19 +86,7 @@ def test_parquet_on_two_ranks_resumes_on_three_exactly_once(tmp_path: Path) -> N
         files = nr.Files.in_dir(str(tmp_path)).shuffle_files(seed=5).shard(rank, world)
         return nr.Loader(files.read_parquet().shuffle(8, seed=2).batch(4))
 
-    seen: List[int] = []
-    states = []
-    for rank in range(2):
-        old = loader(rank, 2)
-        it = iter(old)
-        for _ in range(4 + 3 * rank):
-            seen += [r["id"] for r in next(it)]
-        states.append(old.state_dict())
-    for rank in range(3):
-        new = loader(rank, 3)
-        new.load_resharded(states, rank, 3)
-        seen += [r["id"] for batch in new for r in batch]
-    counts = collections.Counter(seen)
+    counts, _ = ids_over_two_then_three_ranks(loader, lambda rank: 4 + 3 * rank)
     assert len(counts) == 210 and max(counts.values()) == 1
 
 
