@@ -1,7 +1,7 @@
 """The Python bench: JSON lines, each case against a baseline in the same run.
 
 - ``python_packed``: the realistic corpus packed for training, every stage
-  native (``Files`` → ``read_jsonl`` → ``tokenize`` → ``shuffle(256)`` →
+  native (``Files`` → ``read_jsonl(field="text")`` → ``tokenize`` → ``shuffle(256)`` →
   weighted mix 0.8/0.2 → ``pack(512)`` → ``batch(8)``), iterated from Python
   as ``for batch in loader`` (numpy batches), against the same pipeline in
   the Rust bench (``realistic_packed``) over the same files, in this run.
