@@ -548,7 +548,7 @@ impl<N: Node> Loader<N> {
             .map(|(_, a, b)| (a.get_param("world_size"), b.get_param("world_size")));
         let hint = match sizes {
             Some((Some(then), Some(now))) if then != now => format!(
-                "it is from a job of {then} ranks, this one has {now}: reshard it with `nodes_std::elastic::load_resharded`"
+                "it is from a job of {then} ranks, this one has {now}: reshard it with `nodes_std::elastic::load_resharded` (from Python, `Loader.load_resharded`)"
             ),
             _ => "load with `Loader::check_shape(false)` to accept a deliberate change".to_owned(),
         };

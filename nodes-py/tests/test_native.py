@@ -169,6 +169,9 @@ def test_two_ranks_resume_on_three_exactly_once(tmp_path: Path) -> None:
 
     loader(0, 3).check_elastic()
     counts, states = ids_over_two_then_three_ranks(loader, lambda rank: 5 + 2 * rank)
+    # Loaded plainly, another world size's state is refused, naming the call.
+    with pytest.raises(ValueError, match="from a job of 2 ranks, this one has 3.*Loader.load_resharded"):
+        loader(0, 3).load_state_dict(states[0])
     assert len(counts) == 210 and max(counts.values()) == 1
     again = nr.reshard(states, 3)
     assert len(again) == 3
