@@ -550,7 +550,7 @@ impl<N: Node> Loader<N> {
             Some((Some(then), Some(now))) if then != now => format!(
                 "it is from a job of {then} ranks, this one has {now}: reshard it with `nodes_std::elastic::load_resharded` (from Python, `Loader.load_resharded`)"
             ),
-            _ => "load with `Loader::check_shape(false)` to accept a deliberate change".to_owned(),
+            _ => "load with `Loader::check_shape(false)` (from Python, `Loader(..., check_shape=False)`) to accept a deliberate change".to_owned(),
         };
         let why = format!("the pipeline differs at {at}: {message} ({hint})");
         Err(Error::bad_state(in_state, why))

@@ -71,15 +71,17 @@ impl Drop for PyLoader {
 #[pymethods]
 impl PyLoader {
     #[new]
-    #[pyo3(signature = (root, restart_on_stop_iteration=true, record_stats=false))]
+    #[pyo3(signature = (root, restart_on_stop_iteration=true, record_stats=false, check_shape=true))]
     fn new(
         root: &Bound<'_, PyAny>,
         restart_on_stop_iteration: bool,
         record_stats: bool,
+        check_shape: bool,
     ) -> PyResult<PyLoader> {
         let cancels = cancels_of(root);
-        let mut loader =
-            Loader::new(source(root, "Loader")?).restart_on_end(restart_on_stop_iteration);
+        let mut loader = Loader::new(source(root, "Loader")?)
+            .restart_on_end(restart_on_stop_iteration)
+            .check_shape(check_shape);
         if record_stats {
             loader = loader.record_stats();
         }

@@ -177,6 +177,23 @@ def test_two_ranks_resume_on_three_exactly_once(tmp_path: Path) -> None:
     assert len(again) == 3
 
 
+def test_a_changed_pipeline_is_refused_unless_check_shape_is_off(tmp_path: Path, corpus: Dict[int, str]) -> None:
+    def loader(batch_size: int, **options: Any) -> nr.Loader[Any]:
+        return nr.Loader(nr.Files.in_dir(str(tmp_path)).read_jsonl().batch(batch_size), **options)
+
+    old = loader(4)
+    it = iter(old)
+    first = [r["id"] for _ in range(5) for r in next(it)]
+    state = old.state_dict()
+    with pytest.raises(ValueError, match="Batcher.*check_shape=False"):
+        loader(5).load_state_dict(state)
+    # A new batch size, deliberately: the records go on where they stopped.
+    new = loader(5, check_shape=False)
+    new.load_state_dict(state)
+    rest = [r["id"] for batch in new for r in batch]
+    assert first + rest == sorted(corpus)
+
+
 def test_a_python_node_between_native_stages(tmp_path: Path, corpus: Dict[int, str]) -> None:
     class Upper(tn.BaseNode[Dict[str, Any]]):
         def __init__(self, source: tn.BaseNode[Dict[str, Any]]) -> None:

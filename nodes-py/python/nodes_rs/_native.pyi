@@ -20,7 +20,11 @@ class Loader:
     """Epochs over a pipeline, with checkpoints at any point."""
 
     def __init__(
-        self, root: Any, restart_on_stop_iteration: bool = True, record_stats: bool = False
+        self,
+        root: Any,
+        restart_on_stop_iteration: bool = True,
+        record_stats: bool = False,
+        check_shape: bool = True,
     ) -> None: ...
     def stats(self) -> Optional[List[Dict[str, Any]]]: ...
     def start_epoch(self) -> None: ...

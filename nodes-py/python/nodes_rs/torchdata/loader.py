@@ -14,15 +14,22 @@ class Loader(Generic[T]):
     an epoch starts the next one, unless ``restart_on_stop_iteration`` is
     false). ``state_dict()`` works at any point. The root runs in Rust with
     the GIL released; states are plain dicts (JSON and pickle), checked
-    against the pipeline's shape and a checksum when loaded.
+    against the pipeline's shape and a checksum when loaded. With
+    ``check_shape=False`` a state of a deliberately changed pipeline (a new
+    batch size, say) loads where it still fits.
     """
 
     def __init__(
-        self, root: BaseNode[T], restart_on_stop_iteration: bool = True, *, record_stats: bool = False
+        self,
+        root: BaseNode[T],
+        restart_on_stop_iteration: bool = True,
+        *,
+        record_stats: bool = False,
+        check_shape: bool = True,
     ) -> None:
         self.root = root
         self.restart_on_stop_iteration = restart_on_stop_iteration
-        self._native = _native.Loader(native_source(root), restart_on_stop_iteration, record_stats)
+        self._native = _native.Loader(native_source(root), restart_on_stop_iteration, record_stats, check_shape)
         self._iterator: Optional[LoaderIterator[T]] = None
 
     def __iter__(self) -> "LoaderIterator[T]":
