@@ -277,16 +277,23 @@ impl Description {
     /// Where `self` (the pipeline a state came from) and `other` (the pipeline
     /// it is offered to) first differ, as `(path, message)`; `None` if they
     /// have the same shape.
+    #[cfg(test)]
     pub(crate) fn first_difference(&self, other: &Description) -> Option<(String, String)> {
         let (path, a, b) = first_differing_node(self, other, "")?;
-        if (&a.name, &a.params) != (&b.name, &b.params) {
-            return Some((path, format!("state is from {a}, pipeline has {b}")));
-        }
-        let keys = |d: &Description| d.children().map(|(k, _)| k).collect::<Vec<_>>().join(", ");
-        let (mine, theirs) = (keys(a), keys(b));
-        let why = format!("{a} has children [{mine}] in the state, [{theirs}] in the pipeline");
-        Some((path, why))
+        Some((path, difference(a, b)))
     }
+}
+
+/// How `a` (a node of the pipeline a state came from) differs from `b` (the
+/// node at the same place in the pipeline it is offered to), as
+/// [`first_differing_node`] found them.
+pub(crate) fn difference(a: &Description, b: &Description) -> String {
+    if (&a.name, &a.params) != (&b.name, &b.params) {
+        return format!("state is from {a}, pipeline has {b}");
+    }
+    let keys = |d: &Description| d.children().map(|(k, _)| k).collect::<Vec<_>>().join(", ");
+    let (mine, theirs) = (keys(a), keys(b));
+    format!("{a} has children [{mine}] in the state, [{theirs}] in the pipeline")
 }
 
 /// The first node (depth first) where `a` and `b` differ in name, parameters

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::describe::Description;
+use crate::describe::{Description, difference, first_differing_node};
 use crate::error::{Error, Result};
 use crate::node::{Cx, Node};
 use crate::running::reset_with_rollback;
@@ -533,7 +533,7 @@ impl<N: Node> Loader<N> {
             return Err(Error::bad_state(state.path_of(PIPELINE), why));
         }
         let saved: Description = state.get(PIPELINE)?;
-        let Some((path, message)) = saved.first_difference(&self.shape) else {
+        let Some((path, then, now)) = first_differing_node(&saved, &self.shape, "") else {
             let why = "the fingerprint does not match the pipeline description saved with it, which matches this pipeline";
             return Err(Error::bad_state(state.path_of(FINGERPRINT), why));
         };
@@ -544,14 +544,14 @@ impl<N: Node> Loader<N> {
         let at = if path == "/" { "its root" } else { &path };
         // A state of another world size differs in its ranks' parameters:
         // say so, and how such a state is loaded.
-        let sizes = crate::describe::first_differing_node(&saved, &self.shape, "")
-            .map(|(_, a, b)| (a.get_param("world_size"), b.get_param("world_size")));
+        let sizes = (then.get_param("world_size"), now.get_param("world_size"));
         let hint = match sizes {
-            Some((Some(then), Some(now))) if then != now => format!(
+            (Some(then), Some(now)) if then != now => format!(
                 "it is from a job of {then} ranks, this one has {now}: reshard it with `nodes_std::elastic::load_resharded` (from Python, `Loader.load_resharded`)"
             ),
             _ => "load with `Loader::check_shape(false)` (from Python, `Loader(..., check_shape=False)`) to accept a deliberate change".to_owned(),
         };
+        let message = difference(then, now);
         let why = format!("the pipeline differs at {at}: {message} ({hint})");
         Err(Error::bad_state(in_state, why))
     }
