@@ -10,14 +10,13 @@
 //! checksum of the batches (`sum`) that the Python side reproduces.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use nodes_std::prelude::*;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::corpus::{Corpus, VOCAB_SIZE, fnv1a};
-use crate::{Res, round_to};
+use crate::{Res, best_of, round_to};
 
 const SEQ_LEN: usize = 512;
 const BATCH: usize = 8;
@@ -77,11 +76,8 @@ pub(crate) fn run(quick: bool) -> Res<()> {
             (paths, Some(corpus), records)
         }
     };
-    let mut best = f64::INFINITY;
-    let (mut batches, mut tokens, mut sum) = (0u64, 0u64, 0u64);
-    for _ in 0..RUNS {
-        let start = Instant::now();
-        (batches, tokens, sum) = (0, 0, 0);
+    let (took, (batches, tokens, sum)) = best_of(RUNS, || {
+        let (mut batches, mut tokens, mut sum) = (0u64, 0u64, 0u64);
         for batch in pipeline(&files)?.start()? {
             let batch = batch?;
             batches += 1;
@@ -92,8 +88,9 @@ pub(crate) fn run(quick: bool) -> Res<()> {
                     .fold(sum, |s, &t| s.wrapping_mul(31).wrapping_add(u64::from(t)));
             }
         }
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+        Ok((batches, tokens, sum))
+    })?;
+    let best = took.as_secs_f64();
     println!(
         "{}",
         json!({
