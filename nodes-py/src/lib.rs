@@ -46,5 +46,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(native::shard, m)?)?;
     m.add_function(wrap_pyfunction!(elastic::reshard, m)?)?;
     m.add_function(wrap_pyfunction!(elastic::reshard_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(elastic::new_batch_size, m)?)?;
     Ok(())
 }

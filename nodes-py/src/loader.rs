@@ -142,17 +142,21 @@ impl PyLoader {
 
     /// Loads this loader's share, as rank `rank` of `world_size`, of the rest
     /// of the epoch that the ranks of a job of any size saved as `old_states`
-    /// (in rank order).
+    /// (in rank order); `batch_sizes` as for `reshard`.
+    #[pyo3(signature = (old_states, rank, world_size, batch_sizes = "per_rank"))]
     fn load_resharded(
         &self,
         py: Python<'_>,
         old_states: Vec<Bound<'_, PyAny>>,
         rank: u64,
         world_size: u64,
+        batch_sizes: &str,
     ) -> PyResult<()> {
         let olds = crate::elastic::states(&old_states)?;
+        let sizes = crate::elastic::batch_sizes(batch_sizes)?;
         self.run(py, |e| {
-            nodes_std::elastic::load_resharded(&mut e.loader, &olds, rank, world_size)
+            let reshard = nodes_std::elastic::Reshard::new(&olds).batch_sizes(sizes);
+            reshard.load(&mut e.loader, rank, world_size)
         })
     }
 

@@ -1,6 +1,7 @@
 """The Rust-native stages from Python: files, readers, tokenize, shuffle,
 pack, batch, mixes; exact resume and elastic resharding through them."""
 
+import collections
 import gzip
 import json
 import threading
@@ -175,6 +176,42 @@ def test_two_ranks_resume_on_three_exactly_once(tmp_path: Path) -> None:
     assert len(counts) == 210 and max(counts.values()) == 1
     again = nr.reshard(states, 3)
     assert len(again) == 3
+
+
+def test_a_reshard_can_keep_the_global_batch(tmp_path: Path) -> None:
+    write_corpus(tmp_path, files=7, records=30)
+
+    def loader(rank: int, world: int, batch_size: int) -> nr.Loader[Any]:
+        files = nr.Files.in_dir(str(tmp_path)).shuffle_files(seed=5).shard(rank, world)
+        return nr.Loader(files.read_jsonl().shuffle(8, seed=2).batch(batch_size))
+
+    # Two ranks of 6: a global batch of 12.
+    seen: List[int] = []
+    states = []
+    for rank in range(2):
+        old = loader(rank, 2, 6)
+        it = iter(old)
+        for _ in range(rank + 2):
+            seen += [r["id"] for r in next(it)]
+        states.append(old.state_dict())
+    assert nr.new_batch_size(states, 0, 3) == 6
+    with pytest.raises(ValueError, match="12 items does not divide among 5 ranks: 4 or 6 ranks do"):
+        nr.reshard(states, 5, batch_sizes="keep_global")
+    with pytest.raises(ValueError, match="unknown batch_sizes"):
+        nr.reshard(states, 3, batch_sizes="global")
+    sizes = [nr.new_batch_size(states, rank, 5, batch_sizes="keep_global_uneven") for rank in range(5)]
+    assert sizes == [3, 3, 2, 2, 2]
+    # Three ranks of 4 keep it, to the end of the epoch.
+    for rank in range(3):
+        size = nr.new_batch_size(states, rank, 3, batch_sizes="keep_global")
+        assert size is not None and size == 4
+        new = loader(rank, 3, size)
+        new.load_resharded(states, rank, 3, batch_sizes="keep_global")
+        batches = list(new)
+        assert all(len(b) == 4 for b in batches[:-1])
+        seen += [r["id"] for batch in batches for r in batch]
+    counts = collections.Counter(seen)
+    assert len(counts) == 210 and max(counts.values()) == 1
 
 
 def test_a_changed_pipeline_is_refused_unless_check_shape_is_off(tmp_path: Path, corpus: Dict[int, str]) -> None:

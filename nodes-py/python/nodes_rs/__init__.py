@@ -9,7 +9,7 @@
 """
 
 from nodes_rs._native import NodesError, __version__
-from nodes_rs.pipeline import Files, Pipeline, reshard, round_robin, source, weighted
+from nodes_rs.pipeline import Files, Pipeline, new_batch_size, reshard, round_robin, source, weighted
 from nodes_rs.torchdata.loader import Loader
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "NodesError",
     "Pipeline",
     "__version__",
+    "new_batch_size",
     "reshard",
     "round_robin",
     "source",

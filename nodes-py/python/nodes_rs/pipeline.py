@@ -205,12 +205,31 @@ def round_robin(
     return Pipeline(_native.round_robin(natives, stop_criteria))
 
 
-def reshard(states: List[Dict[str, Any]], new_world_size: int) -> List[Dict[str, Any]]:
+def reshard(
+    states: List[Dict[str, Any]], new_world_size: int, batch_sizes: str = "per_rank"
+) -> List[Dict[str, Any]]:
     """The loader states of a job's ``len(states)`` ranks (in rank order),
     dealt to ``new_world_size`` ranks: every record of the rest of the epoch
-    goes to exactly one new rank."""
-    out: List[Dict[str, Any]] = _native.reshard(states, new_world_size)
+    goes to exactly one new rank.
+
+    ``batch_sizes``: ``"per_rank"`` (each new rank batches as old rank 0
+    did), ``"keep_global"`` (the job's global batch, the sum of the old
+    ranks' batch sizes, is divided among the new ranks; a ``ValueError``
+    names the nearest rank counts that divide it when ``new_world_size``
+    does not) or ``"keep_global_uneven"`` (divided as evenly as it goes).
+    ``new_batch_size`` tells each new rank its size."""
+    out: List[Dict[str, Any]] = _native.reshard(states, new_world_size, batch_sizes)
     return out
 
 
-__all__ = ["Files", "Pipeline", "reshard", "round_robin", "source", "weighted"]
+def new_batch_size(
+    states: List[Dict[str, Any]], rank: int, new_world_size: int, batch_sizes: str = "per_rank"
+) -> Optional[int]:
+    """The size of the outermost ``batch`` that new rank ``rank`` builds its
+    pipeline with, after a reshard of ``states`` with ``batch_sizes``
+    (``None`` for a pipeline without one)."""
+    size: Optional[int] = _native.new_batch_size(states, rank, new_world_size, batch_sizes)
+    return size
+
+
+__all__ = ["Files", "Pipeline", "new_batch_size", "reshard", "round_robin", "source", "weighted"]

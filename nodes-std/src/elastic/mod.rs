@@ -161,8 +161,13 @@
 //! job would have drawn without the reshard (the buffers are regrouped and
 //! the generators move to new streams); the epochs after are ordinary.
 //!
-//! `batch(n)` stays a per-rank batch of `n`: the job's global batch is `n ×
-//! world_size`, and changes with the number of ranks.
+//! `batch(n)` stays a per-rank batch of `n` by default: the job's global
+//! batch is `n × world_size`, and changes with the number of ranks.
+//! [`Reshard::batch_sizes`] keeps the global batch instead
+//! ([`BatchSizes::KeepGlobal`], or [`BatchSizes::KeepGlobalUneven`] where the
+//! new number of ranks does not divide it), and
+//! [`Reshard::new_batch_size`] tells each new rank what to build its
+//! pipeline with.
 //!
 //! # What is refused
 //!
@@ -175,13 +180,15 @@
 //! other pipelines, of jobs of different sizes, of different epochs, or of
 //! different runs.
 
+mod batches;
 mod plan;
 mod reshard;
 mod sampler;
 mod settle;
 pub(crate) mod walk;
 
-pub use self::reshard::{check, load_resharded, reshard, reshard_rank};
+pub use self::batches::BatchSizes;
+pub use self::reshard::{Reshard, check, load_resharded, reshard, reshard_rank};
 pub use self::sampler::ElasticSampler;
 pub(crate) use self::sampler::Plan;
 pub use self::settle::{load_resharded_with, settle};

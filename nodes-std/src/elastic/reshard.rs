@@ -7,6 +7,7 @@ use nodes_core::{Description, Error, Loader, Node, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::Plan;
+use crate::elastic::batches::{self, BatchSizes};
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
     Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys, walk,
@@ -78,22 +79,42 @@ fn read(i: usize, state: &State) -> Result<Old> {
 }
 
 /// The description with the weighted mixes' and the shards' rank and world
-/// size replaced (the only parameters of a supported pipeline that differ
-/// between ranks).
-fn for_rank(desc: &Description, rank: u64, world_size: u64) -> Description {
+/// size replaced, and the batch nodes' sizes by the next of `batch_sizes`
+/// (the only parameters of a supported pipeline that differ between
+/// ranks).
+fn for_rank(
+    desc: &Description,
+    rank: u64,
+    world_size: u64,
+    batch_sizes: &mut dyn Iterator<Item = u64>,
+) -> Description {
     let ranked = matches!(desc.resume(), Resume::Mixes { .. } | Resume::Shards);
-    let mut out = Description::new(desc.name()).with_resume(desc.resume().clone());
+    let mut resume = desc.resume().clone();
+    let mut batch_size = None;
+    if let Resume::Groups(size) = &mut resume {
+        *size = batch_sizes.next().unwrap_or(*size);
+        batch_size = Some(*size);
+    }
+    let mut out = Description::new(desc.name()).with_resume(resume);
     for (key, value) in desc.params() {
-        out = match key {
-            "rank" if ranked => out.param(key, rank),
-            "world_size" if ranked => out.param(key, world_size),
+        out = match (key, batch_size) {
+            ("rank", _) if ranked => out.param(key, rank),
+            ("world_size", _) if ranked => out.param(key, world_size),
+            ("batch_size", Some(size)) => out.param(key, size),
             _ => out.param(key, value),
         };
     }
     for (key, child) in desc.children() {
-        out = out.child(key, for_rank(child, rank, world_size));
+        out = out.child(key, for_rank(child, rank, world_size, batch_sizes));
     }
     out
+}
+
+/// The shape every old rank's pipeline must share: the description of
+/// rank 0 of 1, batch sizes left out (ranks resharded with
+/// [`BatchSizes::KeepGlobalUneven`] batch unevenly).
+fn shape(desc: &Description) -> Description {
+    for_rank(desc, 0, 1, &mut std::iter::repeat(0))
 }
 
 /// The epochs of an old rank's samplers and file lists, then of its
@@ -131,11 +152,10 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
             olds.len()
         )));
     }
-    let shape = for_rank(&olds[0].pipeline, 0, 1);
+    let first = shape(&olds[0].pipeline);
     for o in &olds[1..] {
         // The same comparison as `==`, telling where they differ.
-        let other = for_rank(&o.pipeline, 0, 1);
-        if let Some((at, a, b)) = first_differing_node(&shape, &other, "") {
+        if let Some((at, a, b)) = first_differing_node(&first, &shape(&o.pipeline), "") {
             let rank = o.rank;
             return Err(invalid(format!(
                 "the state of rank {rank} is from another pipeline than rank 0's (at {at}: rank 0 has {a}, rank {rank} {b})"
@@ -398,23 +418,180 @@ fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
     Ok(state)
 }
 
-/// Reads and checks the old states, and deals the rest of the epoch.
-fn prepare(old_states: &[State], new_world: u64) -> Result<(Vec<Old>, Dealt)> {
+/// Reads the old states and checks that they are one job's, in rank order.
+fn read_set(old_states: &[State], new_world: u64) -> Result<Vec<Old>> {
     crate::rank::Rank::new(RESHARD, 0, new_world)?;
     if old_states.is_empty() {
         return Err(invalid("no states given".to_owned()));
     }
     let olds = old_states.iter().enumerate().map(|(i, s)| read(i, s));
-    let mut olds = check_set(olds.collect::<Result<_>>()?)?;
-    let dealt = deal_all(&mut olds, new_world)?;
-    Ok((olds, dealt))
+    check_set(olds.collect::<Result<_>>()?)
 }
 
-fn state_for(olds: &[Old], dealt: &Dealt, rank: u64, world: u64) -> Result<State> {
-    let template = &olds[0];
-    let root = rebuild(&template.pipeline, &template.root, rank, world, dealt)?;
-    let pipeline = for_rank(&template.pipeline, rank, world);
-    nodes_core::__private::loader_state(root, 0, template.epoch_index, &pipeline)
+/// The old ranks, read and checked, and the rest of the epoch dealt.
+struct Prepared {
+    olds: Vec<Old>,
+    dealt: Dealt,
+    /// The global batch of every batch node (see [`batches::globals`]).
+    globals: Vec<u64>,
+}
+
+impl Prepared {
+    fn new(old_states: &[State], new_world: u64) -> Result<Prepared> {
+        let mut olds = read_set(old_states, new_world)?;
+        let dealt = deal_all(&mut olds, new_world)?;
+        let globals = batches::globals(olds.iter().map(|o| &o.pipeline));
+        Ok(Prepared {
+            olds,
+            dealt,
+            globals,
+        })
+    }
+
+    fn state_for(&self, sizes: BatchSizes, rank: u64, world: u64) -> Result<State> {
+        let template = &self.olds[0];
+        let new = new_batch_sizes(sizes, &template.pipeline, &self.globals, rank, world)?;
+        let root = rebuild(&template.pipeline, &template.root, rank, world, &self.dealt)?;
+        let pipeline = for_rank(&template.pipeline, rank, world, &mut new.into_iter());
+        nodes_core::__private::loader_state(root, 0, template.epoch_index, &pipeline)
+    }
+}
+
+/// The size of every batch node of `pipeline` (old rank 0's) on new rank
+/// `rank` of `world`, in subtree order.
+fn new_batch_sizes(
+    sizes: BatchSizes,
+    pipeline: &Description,
+    globals: &[u64],
+    rank: u64,
+    world: u64,
+) -> Result<Vec<u64>> {
+    let firsts = batches::globals([pipeline]);
+    let each = globals.iter().zip(firsts);
+    each.map(|(&global, first)| sizes.new_size(global, first, rank, world))
+        .collect()
+}
+
+/// A reshard with its options: [`reshard`], [`reshard_rank`] and
+/// [`load_resharded`] are this one with the defaults.
+///
+/// ```
+/// use nodes_std::prelude::*;
+/// use nodes_std::{ElasticSampler, elastic};
+/// use nodes_std::elastic::{BatchSizes, Reshard};
+///
+/// let build = |rank, world, batch_size| -> Result<_> {
+///     let sampler = ElasticSampler::new(SequentialSampler::new(24), rank, world)?;
+///     MapStyleWrapper::new((0..24).collect::<Vec<u32>>(), sampler).batch(batch_size)
+/// };
+/// // Two ranks of 6: a global batch of 12.
+/// let mut states = Vec::new();
+/// for rank in 0..2 {
+///     let mut loader = Loader::new(build(rank, 2, 6)?);
+///     states.push(loader.state_dict()?);
+/// }
+/// // Three ranks of 4 keep it.
+/// let reshard = Reshard::new(&states).batch_sizes(BatchSizes::KeepGlobal);
+/// assert_eq!(reshard.new_batch_size(0, 3)?, Some(4));
+/// let mut loader = Loader::new(build(0, 3, 4)?);
+/// reshard.load(&mut loader, 0, 3)?;
+/// let batches: Vec<Vec<u32>> = loader.epoch().collect::<Result<_>>()?;
+/// assert_eq!(batches, [vec![0, 3, 6, 9], vec![12, 15, 18, 21]]);
+/// // Five ranks cannot each batch 12 / 5 items.
+/// let err = reshard.new_batch_size(0, 5).unwrap_err().to_string();
+/// assert!(err.contains("4 or 6 ranks do"), "{err}");
+/// # Ok::<(), nodes_std::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a reshard does nothing until asked for states"]
+pub struct Reshard<'s> {
+    old_states: &'s [State],
+    batch_sizes: BatchSizes,
+}
+
+impl<'s> Reshard<'s> {
+    /// A reshard of the loader states of every rank of a job, in any order.
+    pub fn new(old_states: &'s [State]) -> Self {
+        Reshard {
+            old_states,
+            batch_sizes: BatchSizes::PerRank,
+        }
+    }
+
+    /// Sets what happens to the size of every `batch` (see [`BatchSizes`];
+    /// [`BatchSizes::PerRank`] by default).
+    pub fn batch_sizes(mut self, batch_sizes: BatchSizes) -> Self {
+        self.batch_sizes = batch_sizes;
+        self
+    }
+
+    /// The states of `new_world_size` ranks that read the rest of the
+    /// epoch exactly once between them; state `m` is for rank `m`. See
+    /// [`reshard`].
+    ///
+    /// # Errors
+    /// As [`reshard`], and [`Error::InvalidArgument`] for batch sizes the
+    /// new ranks cannot keep (see [`BatchSizes`]).
+    pub fn states(&self, new_world_size: u64) -> Result<Vec<State>> {
+        // It holds every new rank's state; `rank_state` writes one of any world.
+        if new_world_size > 1 << 20 {
+            return Err(invalid(format!(
+                "new_world_size {new_world_size} is more than the 2^20 states `reshard` writes at once: call `reshard_rank` on each new rank"
+            )));
+        }
+        let prepared = Prepared::new(self.old_states, new_world_size)?;
+        (0..new_world_size)
+            .map(|m| prepared.state_for(self.batch_sizes, m, new_world_size))
+            .collect()
+    }
+
+    /// The state of one new rank: `states(new_world_size)[rank]`, for a
+    /// rank that combines the old states itself. See [`reshard_rank`].
+    ///
+    /// # Errors
+    /// As [`reshard_rank`], and [`Error::InvalidArgument`] for batch sizes
+    /// the new ranks cannot keep (see [`BatchSizes`]).
+    pub fn rank_state(&self, rank: u64, new_world_size: u64) -> Result<State> {
+        crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
+        let prepared = Prepared::new(self.old_states, new_world_size)?;
+        prepared.state_for(self.batch_sizes, rank, new_world_size)
+    }
+
+    /// Loads rank `rank`'s state ([`rank_state`](Self::rank_state)) into
+    /// `loader`, built for that rank with its
+    /// [`new_batch_size`](Self::new_batch_size). See [`load_resharded`].
+    ///
+    /// # Errors
+    /// As [`rank_state`](Self::rank_state), and as
+    /// [`Loader::load_state_dict`].
+    pub fn load<N: Node>(
+        &self,
+        loader: &mut Loader<N>,
+        rank: u64,
+        new_world_size: u64,
+    ) -> Result<()> {
+        loader.load_state_dict(&self.rank_state(rank, new_world_size)?)
+    }
+
+    /// The size of the outermost `batch` on new rank `rank` of
+    /// `new_world_size` (`None` for a pipeline without one): what to build
+    /// that rank's pipeline with. Reads the old states, and deals nothing.
+    ///
+    /// # Errors
+    /// As [`rank_state`](Self::rank_state).
+    pub fn new_batch_size(&self, rank: u64, new_world_size: u64) -> Result<Option<usize>> {
+        crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
+        let olds = read_set(self.old_states, new_world_size)?;
+        let globals = batches::globals(olds.iter().map(|o| &o.pipeline));
+        let sizes = new_batch_sizes(
+            self.batch_sizes,
+            &olds[0].pipeline,
+            &globals,
+            rank,
+            new_world_size,
+        )?;
+        Ok(sizes.first().map(|&size| size as usize))
+    }
 }
 
 /// Checks, before any state is taken, that a pipeline can change its number
@@ -471,16 +648,7 @@ pub fn check(pipeline: &Description) -> Result<()> {
 /// [`reshard_rank`] on each rank). A state that does not parse as
 /// a loader state is an [`Error::BadState`] at its path.
 pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
-    // It holds every new rank's state; `reshard_rank` writes one of any world.
-    if new_world_size > 1 << 20 {
-        return Err(invalid(format!(
-            "new_world_size {new_world_size} is more than the 2^20 states `reshard` writes at once: call `reshard_rank` on each new rank"
-        )));
-    }
-    let (olds, dealt) = prepare(old_states, new_world_size)?;
-    (0..new_world_size)
-        .map(|m| state_for(&olds, &dealt, m, new_world_size))
-        .collect()
+    Reshard::new(old_states).states(new_world_size)
 }
 
 /// The state of one new rank: `reshard(old_states, new_world_size)[rank]`,
@@ -491,9 +659,7 @@ pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> 
 /// As [`reshard`] (but for the 2^20 ranks), and [`Error::InvalidArgument`]
 /// if `rank >= new_world_size` or the new ranks' positions would pass 2^64.
 pub fn reshard_rank(old_states: &[State], rank: u64, new_world_size: u64) -> Result<State> {
-    crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
-    let (olds, dealt) = prepare(old_states, new_world_size)?;
-    state_for(&olds, &dealt, rank, new_world_size)
+    Reshard::new(old_states).rank_state(rank, new_world_size)
 }
 
 /// Reshards and loads in one call: `loader`, built for rank `rank` of
@@ -530,5 +696,5 @@ pub fn load_resharded<N: Node>(
     rank: u64,
     new_world_size: u64,
 ) -> Result<()> {
-    loader.load_state_dict(&reshard_rank(old_states, rank, new_world_size)?)
+    Reshard::new(old_states).load(loader, rank, new_world_size)
 }

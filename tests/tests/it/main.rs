@@ -13,6 +13,7 @@ mod derive;
 mod describe;
 mod edited_states;
 mod elastic;
+mod elastic_batches;
 mod elastic_files;
 mod elastic_grammar;
 mod exactly_once;

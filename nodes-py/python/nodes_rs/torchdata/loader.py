@@ -48,10 +48,13 @@ class Loader(Generic[T]):
         another pipeline, or a damaged one, is a ``ValueError`` now."""
         self._native.load_state_dict(state_dict)
 
-    def load_resharded(self, states: List[Dict[str, Any]], rank: int, world_size: int) -> None:
+    def load_resharded(
+        self, states: List[Dict[str, Any]], rank: int, world_size: int, batch_sizes: str = "per_rank"
+    ) -> None:
         """Loads this loader's share, as rank ``rank`` of ``world_size``, of the
-        rest of the epoch that a job's ranks (any number) saved as ``states``."""
-        self._native.load_resharded(states, rank, world_size)
+        rest of the epoch that a job's ranks (any number) saved as ``states``;
+        ``batch_sizes`` as for ``nodes_rs.reshard``."""
+        self._native.load_resharded(states, rank, world_size, batch_sizes)
 
     def check_elastic(self) -> None:
         """Raises ``ValueError`` naming the node if this pipeline's states
