@@ -2,11 +2,16 @@
 //! (`nodes_std::elastic::reshard`), after unequal per-rank progress. Its cost
 //! is linear in the positions past the job's common prefix, not in the
 //! epoch's length; the baseline is parsing the 64 JSON checkpoints it reads.
+//!
+//! `reshard_stream`: the same over a streaming pipeline of 10,000 files
+//! (shuffled, sharded, read by lines, shuffled in a 256-item buffer,
+//! tokenized, packed, batched), every rank mid-file with a full shuffle
+//! buffer and a partial pack; target 50 ms, JSON parsing excluded.
 
 use std::hint::black_box;
 
 use nodes_std::prelude::*;
-use nodes_std::{BoxError, ElasticSampler, elastic};
+use nodes_std::{BoxError, ElasticSampler, Files, elastic};
 use serde_json::json;
 
 use crate::{Res, best_of, round_to};
@@ -51,7 +56,101 @@ fn checkpoints(world: u64, steps: impl Fn(u64) -> u64) -> Res<Vec<String>> {
         .collect()
 }
 
+/// The streaming pipeline of `reshard_stream` over the files in `dir`.
+fn streaming(
+    dir: &std::path::Path,
+    rank: u64,
+    world: u64,
+) -> Result<impl Node<Item = Vec<Vec<u32>>> + use<>> {
+    let files = Files::in_dir(dir)?.shuffle_files(7).shard(rank, world)?;
+    let tokens = files.read_lines().shuffle(256, 3)?.map(|line: String| {
+        line.split(' ')
+            .map(|w| w.len() as u32)
+            .collect::<Vec<u32>>()
+    });
+    tokens.pack(100)?.batch(4)
+}
+
+/// `reshard_stream`: 64 ranks' states of [`streaming`] over `files` files
+/// of 64 lines, resharded into 48.
+fn reshard_stream(files: usize) -> Res<()> {
+    let (old, new) = (64u64, 48u64);
+    let dir =
+        std::env::temp_dir().join(format!("nodes-bench-reshard-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = (|| -> Res<()> {
+        for f in 0..files {
+            let text: String = (0..64)
+                .map(|l| format!("{f} {l} the quick brown fox\n"))
+                .collect();
+            std::fs::write(dir.join(format!("{f:05}.txt")), text)?;
+        }
+        let mut states = Vec::new();
+        for rank in 0..old {
+            let mut loader = Loader::new(streaming(&dir, rank, old)?);
+            let mut epoch = loader.epoch();
+            // Ranks a few batches apart, each past the buffer's first fill,
+            // mid-file (files of 64 lines) with a pack begun.
+            let mut steps = 1 + rank % 5;
+            let mut state = None;
+            for _ in 0..100 {
+                for _ in 0..steps {
+                    black_box(epoch.next().transpose()?);
+                }
+                let saved = State::from_json(&epoch.state_dict()?.to_json()?)?;
+                if mid_everything(&saved) {
+                    state = Some(saved);
+                    break;
+                }
+                steps = 1;
+            }
+            let state = state.ok_or("no state mid-file with a full buffer and a partial pack")?;
+            states.push(state);
+        }
+        let (took, out) = best_of(5, || Ok(elastic::reshard(&states, new)?))?;
+        assert_eq!(out.len(), new as usize);
+        let ms = took.as_secs_f64() * 1e3;
+        println!(
+            "{}",
+            json!({
+                "case": "reshard_stream",
+                "variant": format!("N={old} M={new} files={files} shuffle=256 pack=100"),
+                "items": files * 64,
+                "reshard_ms": round_to(ms, 3),
+                "framework_per_s": (1.0 / took.as_secs_f64()).round(),
+                "baseline_per_s": null,
+                "ratio": null,
+                "target": null,
+                "target_ms": STREAM_TARGET_MS,
+                "met": ms <= STREAM_TARGET_MS,
+            })
+        );
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Whether a state of [`streaming`] has a full shuffle buffer (all but the
+/// item just returned), a partial pack and a file begun.
+fn mid_everything(state: &State) -> bool {
+    let json = state.to_value();
+    let len = |at: &str| {
+        json.pointer(at)
+            .and_then(|v| v.as_array())
+            .map_or(0, Vec::len)
+    };
+    let reading = json.pointer("/root/source/source/source/source/path");
+    len("/root/source/source/source/buffer") >= 255
+        && len("/root/source/carry") > 0
+        && reading.is_some_and(|p| !p.is_null())
+}
+
+/// The longest acceptable `reshard_stream`.
+const STREAM_TARGET_MS: f64 = 50.0;
+
 pub(crate) fn run(quick: bool) -> Res<()> {
+    reshard_stream(if quick { 1_000 } else { 10_000 })?;
     let (old, new) = (64u64, 48u64);
     // Ranks of a data-parallel job move in step, a few batches apart (plus
     // the par_map's read-ahead); the wide variant spreads them over 400.

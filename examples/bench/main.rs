@@ -20,6 +20,8 @@
 //!   same work with the same algorithms (`realistic.rs`).
 //! - `realistic_packed`: the corpus packed for training by stock nodes
 //!   alone; the Rust side of the Python bench (`nodes-py/bench/bench.py`).
+//! - `reshard`, `reshard_stream`: `elastic::reshard` of 64 ranks' states
+//!   into 48, of a map-style and of a streaming file pipeline (`elastic.rs`).
 //! - `read_jsonl`, `restore_in_file`: the file-reading nodes against a
 //!   hand-written `BufReader` + `serde_json` loop, and a restore at the end
 //!   of a 100 MB file (`files.rs`).
@@ -70,7 +72,8 @@ const USAGE: &str = "usage: bench [--only GROUP[,GROUP...]] | bench --markdown [
               seq_chain_stats), restore_cost, parallel_io, parallel_cpu,
               prefetch, weighted_mix, realistic (all realistic_* cases),
               packed (realistic_packed: the Python bench's Rust side),
-              reshard (elastic::reshard of 64 ranks' states into 48)
+              reshard (elastic::reshard of 64 ranks' states into 48, of a
+              map-style and of a streaming pipeline: reshard_stream),
               files (read_jsonl and restore_in_file),
               parquet (read_parquet_*, restore_parquet; --features parquet),
               s3 (read_jsonl_s3, restore_s3; --features object-store and

@@ -168,6 +168,10 @@ fn figures(case: &str, line: &Value) -> (String, String) {
             format!("{} ms per reshard", line["reshard_ms"]),
             format!("{} ms parsing the states", line["parse_ms"]),
         ),
+        "reshard_stream" => (
+            format!("{} ms per reshard", line["reshard_ms"]),
+            "– (JSON parsing excluded)".into(),
+        ),
         "realistic_state" => (
             format!("{}, {} per state", rate("framework_per_s"), ns("state_ns")),
             format!("{} (no states)", rate("baseline_per_s")),
@@ -204,7 +208,7 @@ fn target(case: &str, line: &Value) -> String {
         ("restore_cost", Some(t)) => {
             format!("≥ {t:?} and ≤ {} µs", line["target_restore_us"])
         }
-        ("reshard", None) if line["target_ms"].is_number() => {
+        ("reshard" | "reshard_stream", None) if line["target_ms"].is_number() => {
             format!("≤ {} ms", line["target_ms"])
         }
         (_, Some(t)) => format!("≥ {t:?}"),
