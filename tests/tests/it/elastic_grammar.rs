@@ -568,7 +568,7 @@ fn shape() -> impl Strategy<Value = Shape> {
 }
 
 proptest! {
-    #![proptest_config(config(256, 0x0e1a_571c))]
+    #![proptest_config(config(512, 0x0e1a_571c))]
 
     #[test]
     fn every_pipeline_of_the_grammar_reshards_exactly_once(

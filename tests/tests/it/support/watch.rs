@@ -20,9 +20,11 @@ pub(crate) fn scale() -> u32 {
     }
 }
 
-/// `cases` scaled by [`scale`].
+/// `cases` scaled by [`scale`], or `PROPTEST_CASES` where that is more.
 pub(crate) fn cases(cases: u32) -> u32 {
-    cases.saturating_mul(scale())
+    let asked = std::env::var("PROPTEST_CASES").ok();
+    let asked = asked.and_then(|v| v.trim().parse::<u32>().ok());
+    cases.saturating_mul(scale()).max(asked.unwrap_or(0))
 }
 
 pub(crate) use nodes_std::testing::{watchdog, with_watchdog};
