@@ -376,6 +376,7 @@ impl<N: Node> Loader<N> {
     /// The next item of the epoch [`start_epoch`](Loader::start_epoch)
     /// started, counted as [`Epoch`] counts it; `None` at its end (and
     /// again after it).
+    #[inline]
     pub fn next_in_epoch(&mut self) -> Option<Result<N::Item>> {
         // Checked before taken: `take` would copy the whole option (an
         // item and a state) on every item, to find it empty.
