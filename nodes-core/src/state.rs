@@ -256,6 +256,15 @@ impl Body {
         self.entries.push((key, entry));
     }
 
+    /// Appends an entry to a body being built by [`Fields`]: no tail, no
+    /// index and no count yet (`Fields::build` sets it at the end).
+    #[inline]
+    fn push_built(&mut self, key: Key, entry: Entry) {
+        debug_assert!(self.tail.is_none() && self.index.get().is_none());
+        self.height = self.height.max(tree::height_of(&entry));
+        self.entries.push((key, entry));
+    }
+
     /// Copies the shared tail in, before a write.
     fn own_tail(&mut self) {
         if let Some(tail) = self.tail.take() {
@@ -663,7 +672,7 @@ impl Fields<'_> {
         if version != 0 {
             fields
                 .0
-                .push(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
+                .push_built(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
         }
         *fields.0.work.get_mut() = fields.0.len() as u64;
         Ok(State::of(body))
@@ -679,26 +688,26 @@ impl Fields<'_> {
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.0.push(Key::Borrowed(key), Entry::of(value));
+        self.0.push_built(Key::Borrowed(key), Entry::of(value));
         Ok(())
     }
 
     /// Appends `child` under `key`, which this state does not hold yet.
     #[inline]
     pub fn child(&mut self, key: impl Into<Key>, child: State) {
-        self.0.push(key.into(), Entry::Child(child.body));
+        self.0.push_built(key.into(), Entry::Child(child.body));
     }
 
     /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
         let entry = deferred::entry(value.snapshot());
-        self.0.push(Key::Borrowed(key), entry);
+        self.0.push_built(Key::Borrowed(key), entry);
     }
 
     /// Appends a snapshot shared with other states under `key`.
     pub fn shared(&mut self, key: &'static str, snapshot: &SharedSnapshot) {
         self.0
-            .push(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
+            .push_built(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
     }
 
     /// Ends the state with `tail`'s entries, shared (a write to the state
