@@ -53,10 +53,24 @@ fn sizes(pipeline: &Description) -> impl Iterator<Item = u64> + '_ {
 }
 
 impl BatchSizes {
+    /// The size of every `batch` node of `pipeline` (old rank 0's) on new
+    /// rank `rank` of `world`, in subtree order, given their [`globals`].
+    pub(crate) fn for_rank(
+        self,
+        pipeline: &Description,
+        globals: &[u64],
+        rank: u64,
+        world: u64,
+    ) -> Result<Vec<u64>> {
+        let each = globals.iter().zip(sizes(pipeline));
+        each.map(|(&global, first)| self.new_size(global, first, rank, world))
+            .collect()
+    }
+
     /// The batch size of new rank `rank` of `world` for a `batch` node
     /// whose global batch is `global` and whose size on old rank 0 was
     /// `first`.
-    pub(crate) fn new_size(self, global: u64, first: u64, rank: u64, world: u64) -> Result<u64> {
+    fn new_size(self, global: u64, first: u64, rank: u64, world: u64) -> Result<u64> {
         let invalid = |why: String| Err(Error::invalid_argument(RESHARD, why));
         match self {
             BatchSizes::PerRank => Ok(first),

@@ -450,26 +450,11 @@ impl Prepared {
 
     fn state_for(&self, sizes: BatchSizes, rank: u64, world: u64) -> Result<State> {
         let template = &self.olds[0];
-        let new = new_batch_sizes(sizes, &template.pipeline, &self.globals, rank, world)?;
+        let new = sizes.for_rank(&template.pipeline, &self.globals, rank, world)?;
         let root = rebuild(&template.pipeline, &template.root, rank, world, &self.dealt)?;
         let pipeline = for_rank(&template.pipeline, rank, world, &mut new.into_iter());
         nodes_core::__private::loader_state(root, 0, template.epoch_index, &pipeline)
     }
-}
-
-/// The size of every batch node of `pipeline` (old rank 0's) on new rank
-/// `rank` of `world`, in subtree order.
-fn new_batch_sizes(
-    sizes: BatchSizes,
-    pipeline: &Description,
-    globals: &[u64],
-    rank: u64,
-    world: u64,
-) -> Result<Vec<u64>> {
-    let firsts = batches::globals([pipeline]);
-    let each = globals.iter().zip(firsts);
-    each.map(|(&global, first)| sizes.new_size(global, first, rank, world))
-        .collect()
 }
 
 /// A reshard with its options: [`reshard`], [`reshard_rank`] and
@@ -583,13 +568,8 @@ impl<'s> Reshard<'s> {
         crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
         let olds = read_set(self.old_states, new_world_size)?;
         let globals = batches::globals(olds.iter().map(|o| &o.pipeline));
-        let sizes = new_batch_sizes(
-            self.batch_sizes,
-            &olds[0].pipeline,
-            &globals,
-            rank,
-            new_world_size,
-        )?;
+        let sizes =
+            (self.batch_sizes).for_rank(&olds[0].pipeline, &globals, rank, new_world_size)?;
         Ok(sizes.first().map(|&size| size as usize))
     }
 }
