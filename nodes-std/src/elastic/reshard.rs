@@ -568,8 +568,9 @@ impl<'s> Reshard<'s> {
         crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
         let olds = read_set(self.old_states, new_world_size)?;
         let globals = batches::globals(olds.iter().map(|o| &o.pipeline));
-        let sizes =
-            (self.batch_sizes).for_rank(&olds[0].pipeline, &globals, rank, new_world_size)?;
+        let sizes = self
+            .batch_sizes
+            .for_rank(&olds[0].pipeline, &globals, rank, new_world_size)?;
         Ok(sizes.first().map(|&size| size as usize))
     }
 }
