@@ -47,7 +47,7 @@ pub(crate) struct Identity {
 
 /// Where a frame starts: its byte in the file, and the offset of its first
 /// decompressed byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Frame {
     pub(crate) at: u64,
@@ -134,18 +134,6 @@ pub(crate) struct Tail {
     stored: Arc<AtomicU64>,
 }
 
-impl Identity {
-    fn of(size: u64, window: &[u8], etag: Option<&String>, frame: Option<Frame>) -> Identity {
-        Identity {
-            size,
-            digest: format!("mx64:{:016x}", nodes_core::__private::digest_bytes(window)),
-            line_start: window.last().is_none_or(|&b| b == b'\n'),
-            etag: etag.cloned(),
-            frame,
-        }
-    }
-}
-
 /// The bytes of an [`Identity`], copied when a state is taken and digested
 /// only if the state is serialised or read: a state taken every batch
 /// copies 4 KiB instead of hashing them. Serialises as the identity.
@@ -156,31 +144,31 @@ pub(crate) struct Window {
     frame: Option<Frame>,
 }
 
+impl Window {
+    fn identity(&self) -> Identity {
+        Identity {
+            size: self.size,
+            digest: format!(
+                "mx64:{:016x}",
+                nodes_core::__private::digest_bytes(&self.bytes)
+            ),
+            line_start: self.bytes.last().is_none_or(|&b| b == b'\n'),
+            etag: self.etag.clone(),
+            frame: self.frame,
+        }
+    }
+}
+
 impl Serialize for Window {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        Identity::of(self.size, &self.bytes, self.etag.as_ref(), self.frame).serialize(s)
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.identity().serialize(s)
     }
 }
 
 impl Tail {
-    /// The zstd frame or gzip member that holds the offset reached.
-    fn frame(&self) -> Option<Frame> {
-        self.frames.as_ref().and_then(|log| log.holding(self.pos))
-    }
-
-    /// The bytes before the offset reached that its identity digests: at
-    /// most [`WINDOW`], none before its frame's start (a restore reads
-    /// from there).
-    fn window(&self, frame: Option<Frame>) -> &[u8] {
-        let since = frame.map_or(u64::MAX, |f| self.pos - f.offset);
-        let len = WINDOW.min(usize::try_from(since).unwrap_or(usize::MAX));
-        &self.tail[self.tail.len().saturating_sub(len)..]
-    }
-
     /// The file's identity at the offset reached.
     pub(crate) fn identity(&self) -> Identity {
-        let frame = self.frame();
-        Identity::of(self.size, self.window(frame), self.etag.as_ref(), frame)
+        self.deferred_identity().identity()
     }
 
     /// The file's size as stored, and the bytes of it read so far (moving
@@ -189,12 +177,17 @@ impl Tail {
         (self.size, Arc::clone(&self.stored))
     }
 
-    /// The same, to be digested later.
+    /// The same, to be digested later: the bytes before the offset reached
+    /// that its identity digests are at most [`WINDOW`], none before the
+    /// start of the zstd frame or gzip member that holds it (a restore reads
+    /// from there).
     pub(crate) fn deferred_identity(&self) -> Window {
-        let frame = self.frame();
+        let frame = self.frames.as_ref().and_then(|log| log.holding(self.pos));
+        let since = frame.map_or(u64::MAX, |f| self.pos - f.offset);
+        let len = WINDOW.min(usize::try_from(since).unwrap_or(usize::MAX));
         Window {
             size: self.size,
-            bytes: self.window(frame).to_vec(),
+            bytes: self.tail[self.tail.len().saturating_sub(len)..].to_vec(),
             etag: self.etag.clone(),
             frame,
         }
@@ -254,14 +247,14 @@ fn decompressed(
     kind: Compression,
     start: Frame,
     log: &Arc<FrameLog>,
-) -> std::result::Result<Box<dyn BufRead + Send>, String> {
+) -> Result<Box<dyn BufRead + Send>, String> {
     #[cfg(not(any(feature = "gzip", feature = "zstd")))]
     let _ = (start, log); // no frames or members to start from
+    let source = BufReader::with_capacity(BUFFER, file);
     match kind {
-        Compression::None => Ok(Box::new(BufReader::with_capacity(BUFFER, file))),
+        Compression::None => Ok(Box::new(source)),
         #[cfg(feature = "gzip")]
         Compression::Gzip => {
-            let source = BufReader::with_capacity(BUFFER, file);
             let members = super::gzip::Members::new(source, start, Arc::clone(log));
             Ok(Box::new(BufReader::with_capacity(BUFFER, members)))
         }
@@ -269,7 +262,6 @@ fn decompressed(
         Compression::Gzip => Err(not_compiled_in("gzip")),
         #[cfg(feature = "zstd")]
         Compression::Zstd => {
-            let source = BufReader::with_capacity(BUFFER, file);
             let frames = super::zstd::Frames::new(source, start, Arc::clone(log))?;
             Ok(Box::new(BufReader::with_capacity(BUFFER, frames)))
         }
@@ -303,8 +295,6 @@ pub(crate) fn open_at(
 ) -> std::result::Result<Tail, Reopen> {
     let open = |e: io::Error| Reopen(PATH, format!("cannot open: {e}"));
     let kind = compression(path);
-    let from_start = Frame { at: 0, offset: 0 };
-    let hint = saved.and_then(|i| i.frame).filter(|f| f.offset <= offset);
     // Where reading starts: a byte of the file, and the decompressed
     // offset there.
     let start = match kind {
@@ -312,7 +302,10 @@ pub(crate) fn open_at(
             let at = offset.saturating_sub(WINDOW as u64);
             Frame { at, offset: at }
         }
-        Compression::Zstd | Compression::Gzip => hint.unwrap_or(from_start),
+        Compression::Zstd | Compression::Gzip => saved
+            .and_then(|i| i.frame)
+            .filter(|f| f.offset <= offset)
+            .unwrap_or_default(),
     };
     let etag = saved.and_then(|i| i.etag.as_deref());
     let (raw, size, etag): Raw = if is_remote(path) {
@@ -329,10 +322,7 @@ pub(crate) fn open_at(
     };
     let log = Arc::new(FrameLog::default());
     let stored = Arc::new(AtomicU64::new(start.at));
-    let raw = Stored {
-        inner: raw,
-        read: Arc::clone(&stored),
-    };
+    let raw = Stored(raw, Arc::clone(&stored));
     let inner = decompressed(raw, kind, start, &log).map_err(|m| match start.at {
         0 => Reopen(PATH, m),
         at => Reopen(
@@ -349,28 +339,22 @@ pub(crate) fn open_at(
         frames: (kind != Compression::None).then_some(log),
         stored,
     };
-    let skipped = io::copy(
-        &mut (&mut reader).take(offset - start.offset),
-        &mut io::sink(),
-    )
-    .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
-    if start.offset + skipped < offset {
-        let read = start.offset + skipped;
-        return Err(past_the_end(offset, "decompressed file", read));
+    let mut skip = (&mut reader).take(offset - start.offset);
+    io::copy(&mut skip, &mut io::sink())
+        .map_err(|e| Reopen(OFFSET, format!("cannot read up to offset {offset}: {e}")))?;
+    match reader.pos {
+        read if read < offset => Err(past_the_end(offset, "decompressed file", read)),
+        _ => Ok(reader),
     }
-    Ok(reader)
 }
 
-/// A stored file's bytes, counted into `read` as they are read.
-struct Stored<R> {
-    inner: R,
-    read: Arc<AtomicU64>,
-}
+/// A stored file's bytes, counted into the second field as they are read.
+struct Stored<R>(R, Arc<AtomicU64>);
 
 impl<R: Read> Read for Stored<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read.fetch_add(n as u64, Relaxed);
+        let n = self.0.read(buf)?;
+        self.1.fetch_add(n as u64, Relaxed);
         Ok(n)
     }
 }
@@ -469,28 +453,19 @@ pub(crate) fn is_remote(path: &Path) -> bool {
 /// Opens the remote object `path` at byte `start`: its reader, size and
 /// ETag.
 #[cfg(feature = "object-store")]
-fn remote(
-    opener: &Opener,
-    path: &Path,
-    start: u64,
-    etag: Option<&str>,
-) -> std::result::Result<Raw, Reopen> {
+fn remote(opener: &Opener, path: &Path, start: u64, etag: Option<&str>) -> Result<Raw, Reopen> {
+    use super::remote::{ObjectReader, is_changed};
     let url = path.to_str().unwrap_or_default();
-    let object =
-        super::remote::ObjectReader::open(&opener.store, url, start, etag).map_err(|e| {
-            let key = if super::remote::is_changed(&e) {
-                IDENTITY
-            } else {
-                PATH
-            };
-            Reopen(key, format!("cannot open: {e}"))
-        })?;
+    let object = ObjectReader::open(&opener.store, url, start, etag).map_err(|e| {
+        let key = if is_changed(&e) { IDENTITY } else { PATH };
+        Reopen(key, format!("cannot open: {e}"))
+    })?;
     let (size, etag) = (object.size(), object.etag().map(str::to_owned));
     Ok((Box::new(object), size, etag))
 }
 
 #[cfg(not(feature = "object-store"))]
-fn remote(_: &Opener, path: &Path, _: u64, _: Option<&str>) -> std::result::Result<Raw, Reopen> {
+fn remote(_: &Opener, path: &Path, _: u64, _: Option<&str>) -> Result<Raw, Reopen> {
     Err(Reopen(
         PATH,
         format!(

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 
-use super::{Attempts, Store, classify};
+use super::{Attempts, Store};
 use crate::sources::glob::{Listing, Pattern};
 
 /// The objects `pattern` matches (`s3://bucket/dir/**/*.jsonl`), or with
@@ -18,51 +18,41 @@ pub(crate) fn list(store: &Store, pattern: &str, in_dir: bool) -> Result<Listing
             "`{pattern}`: an http(s) URL names one object and cannot be listed: use `Files::list`"
         ));
     }
-    let key = key.trim_end_matches('/');
-    let pattern_key = match (in_dir, key.is_empty()) {
-        (true, true) => "*".to_owned(),
-        (true, false) => format!("{key}/*"),
-        (false, _) => key.to_owned(),
+    let pattern_key = match key.trim_end_matches('/') {
+        key if !in_dir => key.to_owned(),
+        "" => "*".to_owned(),
+        key => format!("{key}/*"),
     };
     let (base, matcher) = Pattern::parse(&pattern_key).map_err(|m| format!("`{pattern}`: {m}"))?;
     let base_url = format!("{root}/{base}");
     let connection = store.connection()?;
     let (client, prefix) = connection.resolve(&base_url)?;
-    let mut attempts = Attempts::new(connection.retry());
-    let listed = loop {
-        let retry = attempts.retry();
-        let listing = connection.block_on(async {
+    let under = match prefix.as_ref() {
+        "" => String::new(),
+        prefix => format!("{prefix}/"),
+    };
+    let mut attempts = Attempts::new(&store.retry);
+    let mut objects = loop {
+        let retry = &attempts.retry;
+        let listing = connection.runtime.block_on(async {
             let mut pages = client.list(Some(&prefix));
-            let mut listed = Vec::new();
+            let mut objects = Vec::new();
             // The timeout is per page: a long listing is not one wait.
-            while let Some(meta) = retry
-                .within(pages.next())
-                .await
-                .ok_or_else(|| retry.timed_out())?
-            {
-                listed.push(meta.map_err(classify)?);
+            while let Some(meta) = retry.within(pages.next().map(Option::transpose)).await? {
+                let name = meta.location.as_ref().strip_prefix(under.as_str());
+                if let Some(name) = name.filter(|name| matcher.matches(name)) {
+                    objects.push((name.to_owned(), meta.size));
+                }
             }
-            Ok(listed)
+            Ok(objects)
         });
         match listing {
-            Ok(listed) => break listed,
+            Ok(objects) => break objects,
             Err(failure) => attempts
                 .failed(&format!("listing `{base_url}`"), failure)
                 .map_err(|e| e.to_string())?,
         }
     };
-    let under = if prefix.as_ref().is_empty() {
-        String::new()
-    } else {
-        format!("{}/", prefix.as_ref())
-    };
-    let mut objects: Vec<(String, u64)> = listed
-        .iter()
-        .filter_map(|meta| {
-            let name = meta.location.as_ref().strip_prefix(under.as_str())?;
-            matcher.matches(name).then(|| (name.to_owned(), meta.size))
-        })
-        .collect();
     objects.sort();
     objects.dedup_by(|a, b| a.0 == b.0);
     if objects.is_empty() {

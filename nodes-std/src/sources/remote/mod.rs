@@ -13,6 +13,7 @@ pub(crate) use object::RemoteFile;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -48,7 +49,7 @@ pub struct Store {
     retry: Retry,
     read_ahead: ReadAhead,
     /// The runtime and clients, made at the first remote read and shared
-    /// by the clones of this store.
+    /// by the clones of this store (a store changed since has its own).
     connection: Arc<OnceLock<Arc<Connection>>>,
 }
 
@@ -75,8 +76,11 @@ impl Store {
         Store {
             options: Vec::new(),
             retry: Retry::default(),
-            read_ahead: ReadAhead::default(),
-            connection: Arc::new(OnceLock::new()),
+            read_ahead: ReadAhead {
+                requests: 2,
+                bytes: 8 << 20,
+            },
+            connection: Arc::default(),
         }
     }
 
@@ -86,14 +90,14 @@ impl Store {
     /// unknown key is an error at the first file read.
     pub fn option(mut self, key: impl Into<String>, value: impl Into<String>) -> Store {
         self.options.push((key.into(), value.into()));
-        self.connection = Arc::new(OnceLock::new());
+        self.connection = Arc::default();
         self
     }
 
     /// Sets how transient failures are retried.
     pub fn retry(mut self, retry: Retry) -> Store {
         self.retry = retry;
-        self.connection = Arc::new(OnceLock::new());
+        self.connection = Arc::default();
         self
     }
 
@@ -115,14 +119,14 @@ impl Store {
             "read_ahead: ranges of at least 1 byte, found 0".to_owned()
         } else {
             self.read_ahead = ReadAhead { requests, bytes };
-            self.connection = Arc::new(OnceLock::new());
+            self.connection = Arc::default();
             return Ok(self);
         };
         Err(crate::Error::invalid_argument("Store", why))
     }
 
     /// The connection, started at the first call.
-    pub(crate) fn connection(&self) -> std::result::Result<&Arc<Connection>, String> {
+    pub(crate) fn connection(&self) -> Result<&Arc<Connection>, String> {
         if let Some(c) = self.connection.get() {
             return Ok(c);
         }
@@ -132,14 +136,13 @@ impl Store {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the object store runtime: {e}"))?;
-        let made = Connection {
-            runtime,
-            options: self.options.clone(),
-            retry: self.retry.clone(),
-            read_ahead: self.read_ahead,
-            clients: Mutex::new(HashMap::new()),
-        };
-        Ok(self.connection.get_or_init(|| Arc::new(made)))
+        Ok(self.connection.get_or_init(|| {
+            Arc::new(Connection {
+                runtime,
+                options: self.options.clone(),
+                clients: Mutex::default(),
+            })
+        }))
     }
 }
 
@@ -272,28 +275,26 @@ impl Retry {
         self
     }
 
-    /// `future`'s output, or `None` if the timeout fires first.
-    pub(crate) async fn within<F: Future>(&self, future: F) -> Option<F::Output> {
-        let timer = (self.timer)(self.timeout);
-        match select(std::pin::pin!(future), timer.0).await {
-            Either::Left((out, _)) => Some(out),
-            Either::Right(_) => None,
+    /// `future`'s output, its error sorted, or a transient failure if the
+    /// timeout fires first.
+    pub(crate) async fn within<T>(
+        &self,
+        future: impl Future<Output = object_store::Result<T>>,
+    ) -> Result<T, Failure> {
+        match select(std::pin::pin!(future), (self.timer)(self.timeout).0).await {
+            Either::Left((out, _)) => out.map_err(classify),
+            Either::Right(_) => Err(Failure::Transient(format!(
+                "no response within {:?}",
+                self.timeout
+            ))),
         }
-    }
-
-    /// The failure of an attempt whose timeout fired.
-    pub(crate) fn timed_out(&self) -> Failure {
-        Failure::Transient(format!("no response within {:?}", self.timeout))
     }
 
     /// The wait before attempt `attempt + 1` (`attempt` ≥ 1), drawn from
     /// the upper half of the doubled backoff.
     fn wait(&self, attempt: u32, rng: &mut rand_chacha::ChaCha8Rng) -> Duration {
-        let doubled = self
-            .first
-            .saturating_mul(1u32 << (attempt - 1).min(20))
-            .min(self.max);
-        doubled.mul_f64(rng.random_range(0.5..=1.0))
+        let doubled = self.first.saturating_mul(1u32 << (attempt - 1).min(20));
+        doubled.min(self.max).mul_f64(rng.random_range(0.5..=1.0))
     }
 }
 
@@ -306,7 +307,7 @@ pub(crate) enum Failure {
 }
 
 /// Sorts an `object_store` error.
-pub(crate) fn classify(e: object_store::Error) -> Failure {
+fn classify(e: object_store::Error) -> Failure {
     use object_store::Error as E;
     match e {
         E::Precondition { .. } | E::NotModified { .. } => Failure::Changed(e.to_string()),
@@ -317,7 +318,7 @@ pub(crate) fn classify(e: object_store::Error) -> Failure {
 
 /// The retry loop's count and jitter for one object.
 pub(crate) struct Attempts {
-    retry: Retry,
+    pub(crate) retry: Retry,
     made: u32,
     rng: rand_chacha::ChaCha8Rng,
 }
@@ -333,33 +334,25 @@ impl Attempts {
 
     /// After a failed attempt: waits and returns `Ok` if another may be
     /// made, else the final error, naming `what` and the attempts made.
-    pub(crate) fn failed(&mut self, what: &str, failure: Failure) -> std::io::Result<()> {
+    pub(crate) fn failed(&mut self, what: &str, failure: Failure) -> io::Result<()> {
         self.made += 1;
-        let message = match failure {
-            Failure::Transient(_) if self.made < self.retry.attempts => {
-                (self.retry.sleep)(self.retry.wait(self.made, &mut self.rng));
+        let made = self.made;
+        Err(match failure {
+            Failure::Transient(_) if made < self.retry.attempts => {
+                (self.retry.sleep)(self.retry.wait(made, &mut self.rng));
                 return Ok(());
             }
-            Failure::Transient(m) => format!(
-                "{what}: failed after {} attempts (the last: {m})",
-                self.made
+            Failure::Transient(m) => io::Error::other(format!(
+                "{what}: failed after {made} attempts (the last: {m})"
+            )),
+            Failure::Changed(m) => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{what}: the object changed since it was first read or saved (its ETag no longer matches: {m}); reading on would mix two versions"
+                ),
             ),
-            Failure::Changed(m) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!(
-                        "{what}: the object changed since it was first read or saved (its ETag no longer matches: {m}); reading on would mix two versions"
-                    ),
-                ));
-            }
-            Failure::Permanent(m) => format!("{what}: {m}"),
-        };
-        Err(std::io::Error::other(message))
-    }
-
-    /// The retry counted.
-    pub(crate) fn retry(&self) -> &Retry {
-        &self.retry
+            Failure::Permanent(m) => io::Error::other(format!("{what}: {m}")),
+        })
     }
 
     /// A read made progress: the next failure starts a new count.
@@ -373,64 +366,23 @@ impl Attempts {
 pub const MAX_READ_AHEAD: usize = 64;
 
 /// How far a reader reads ahead (see [`Store::read_ahead`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadAhead {
     pub(crate) requests: usize,
     pub(crate) bytes: u64,
 }
 
-impl Default for ReadAhead {
-    fn default() -> ReadAhead {
-        ReadAhead {
-            requests: 2,
-            bytes: 8 << 20,
-        }
-    }
-}
-
 /// The runtime and clients of a [`Store`].
 pub(crate) struct Connection {
-    runtime: tokio::runtime::Runtime,
+    pub(crate) runtime: tokio::runtime::Runtime,
     options: Vec<(String, String)>,
-    retry: Retry,
-    read_ahead: ReadAhead,
     /// One client per `scheme://host`.
     clients: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
 }
 
-impl fmt::Debug for Connection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Connection").finish_non_exhaustive()
-    }
-}
-
 impl Connection {
-    pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.runtime.block_on(future)
-    }
-
-    pub(crate) fn retry(&self) -> &Retry {
-        &self.retry
-    }
-
-    pub(crate) fn read_ahead(&self) -> ReadAhead {
-        self.read_ahead
-    }
-
-    /// Runs `future` on the runtime's thread, while the caller goes on.
-    pub(crate) fn spawn<F>(&self, future: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.runtime.spawn(future)
-    }
-
     /// The client and key of the object `url` names.
-    pub(crate) fn resolve(
-        &self,
-        url: &str,
-    ) -> std::result::Result<(Arc<dyn ObjectStore>, Key), String> {
+    pub(crate) fn resolve(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, Key), String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
         let root = format!("{}://{}", parsed.scheme(), parsed.authority());
         let key = Key::from_url_path(parsed.path())
@@ -444,27 +396,22 @@ impl Connection {
         Ok((client, key))
     }
 
-    fn build(
-        &self,
-        url: &url::Url,
-        root: &str,
-    ) -> std::result::Result<Arc<dyn ObjectStore>, String> {
-        use object_store::RetryConfig;
+    fn build(&self, url: &url::Url, root: &str) -> Result<Arc<dyn ObjectStore>, String> {
         // The retries are ours (resuming where a body broke); the client's
         // own would repeat whole requests.
-        let once = RetryConfig {
+        let once = object_store::RetryConfig {
             max_retries: 0,
-            ..RetryConfig::default()
+            ..Default::default()
         };
-        let bad = |e: object_store::Error| format!("`{root}`: {e}");
-        // The timeouts are ours too, on the retry's timer: the client's own
-        // run on the real clock, and its total one would cut a long body.
-        let never = "100years";
         macro_rules! configured {
             ($builder:expr) => {{
                 let mut builder = $builder.with_url(root).with_retry(once);
+                // The timeouts are ours too, on the retry's timer: the
+                // client's own run on the real clock, and its total one
+                // would cut a long body.
                 for key in ["timeout", "connect_timeout"] {
-                    builder = builder.with_config(key.parse().expect("a client option"), never);
+                    builder =
+                        builder.with_config(key.parse().expect("a client option"), "100years");
                 }
                 for (k, v) in &self.options {
                     let key = k
@@ -473,7 +420,8 @@ impl Connection {
                         .map_err(|_| format!("`{root}`: unknown store option `{k}`"))?;
                     builder = builder.with_config(key, v.clone());
                 }
-                Arc::new(builder.build().map_err(bad)?) as Arc<dyn ObjectStore>
+                let client = builder.build().map_err(|e| format!("`{root}`: {e}"))?;
+                Arc::new(client) as Arc<dyn ObjectStore>
             }};
         }
         Ok(match url.scheme() {
@@ -490,8 +438,8 @@ impl Connection {
 
 /// Whether a read failed because the object changed (see
 /// [`Attempts::failed`]).
-pub(crate) fn is_changed(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::InvalidData
+pub(crate) fn is_changed(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::InvalidData
 }
 
 #[cfg(test)]

@@ -10,13 +10,13 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use futures_util::{FutureExt, StreamExt};
 use object_store::path::Path as Key;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
 use tokio::task::JoinHandle;
 
-use super::{Attempts, Connection, Failure, Store, classify};
+use super::{Attempts, Connection, Failure, ReadAhead, Store};
 
 /// The object a reader reads: where, and what it was when first read.
 struct Object {
@@ -41,7 +41,7 @@ impl Object {
             url: url.to_owned(),
             size: 0,
             etag: etag.map(str::to_owned),
-            attempts: Attempts::new(connection.retry()),
+            attempts: Attempts::new(&store.retry),
         })
     }
 
@@ -55,76 +55,75 @@ impl Object {
 
     /// Runs `future` on the runtime, within the retry's timeout.
     fn run<T>(&self, future: impl Future<Output = object_store::Result<T>>) -> Result<T, Failure> {
-        let retry = self.attempts.retry();
-        match self.connection.block_on(retry.within(future)) {
-            Some(got) => got.map_err(classify),
-            None => Err(retry.timed_out()),
+        let within = self.attempts.retry.within(future);
+        self.connection.runtime.block_on(within)
+    }
+
+    /// Sends `options` until a response comes, retrying transient failures,
+    /// and notes its size and ETag: the first response's are the object's;
+    /// a later one is under `If-Match`, so they agree. `at` is the first
+    /// byte asked for.
+    fn get(&mut self, options: GetOptions, at: u64) -> io::Result<GetResult> {
+        loop {
+            match self.run(self.client.get_opts(&self.key, options.clone())) {
+                Ok(result) => {
+                    self.size = result.meta.size;
+                    if self.etag.is_none() {
+                        self.etag = result.meta.e_tag.clone();
+                    }
+                    return Ok(result);
+                }
+                Err(failure) => {
+                    let failure = self.past_the_end(at).unwrap_or(failure);
+                    self.failed(failure)?;
+                }
+            }
         }
     }
 
-    /// The next bytes of `body`, within the retry's timeout; `Ok(None)` at
-    /// its end.
-    fn next_bytes(
-        &self,
-        body: &mut BoxStream<'static, object_store::Result<Bytes>>,
-    ) -> Result<Option<Bytes>, Failure> {
-        let retry = self.attempts.retry();
-        match self.connection.block_on(retry.within(body.next())) {
-            Some(got) => got.transpose().map_err(classify),
-            None => Err(retry.timed_out()),
+    /// A first request from past the object's end (a restore into a
+    /// shorter object without an ETag) fails without saying so: a HEAD
+    /// tells it apart from a transient failure.
+    fn past_the_end(&self, at: u64) -> Option<Failure> {
+        if at == 0 || self.etag.is_some() {
+            return None;
         }
-    }
-
-    /// Receives `range` on the runtime, while the reader goes on.
-    fn fetch(&self, range: Range<u64>) -> JoinHandle<Fetched> {
-        self.connection.spawn(self.receive(range))
+        let size = self.run(self.client.head(&self.key)).ok()?.size;
+        let past = format!("offset {at} is past the end of the object ({size} bytes)");
+        (at >= size).then_some(Failure::Permanent(past))
     }
 
     /// Receives `range` in one request (no retry), each wait within the
     /// retry's timeout: what came, and the failure that cut it short.
     fn receive(&self, range: Range<u64>) -> impl Future<Output = Fetched> + Send + 'static {
         let (client, key) = (Arc::clone(&self.client), self.key.clone());
-        let retry = self.attempts.retry().clone();
+        let retry = self.attempts.retry.clone();
         let options = self.options(Some(GetRange::Bounded(range.clone())));
         async move {
             let mut parts = Vec::new();
-            let mut body = match retry.within(client.get_opts(&key, options)).await {
-                Some(Ok(response)) => response.into_stream(),
-                Some(Err(e)) => return (parts, Some(classify(e))),
-                None => return (parts, Some(retry.timed_out())),
-            };
             let mut got = 0;
-            loop {
-                match retry.within(body.next()).await {
-                    Some(Some(Ok(bytes))) => {
-                        got += bytes.len() as u64;
-                        parts.push(bytes);
-                    }
-                    Some(None) => break,
-                    Some(Some(Err(e))) => return (parts, Some(classify(e))),
-                    None => return (parts, Some(retry.timed_out())),
+            let failed = async {
+                let response = retry.within(client.get_opts(&key, options)).await?;
+                let mut body = response.into_stream();
+                while let Some(bytes) = retry.within(body.next().map(Option::transpose)).await? {
+                    got += bytes.len() as u64;
+                    parts.push(bytes);
                 }
-            }
-            let cut = (got < range.end - range.start).then(|| {
-                let at = range.start + got;
-                Failure::Transient(format!("the response ended at byte {at} of {range:?}"))
+                Ok::<(), Failure>(())
+            };
+            let failure = failed.await.err().or_else(|| {
+                (got < range.end - range.start).then(|| {
+                    let at = range.start + got;
+                    Failure::Transient(format!("the response ended at byte {at} of {range:?}"))
+                })
             });
-            (parts, cut)
+            (parts, failure)
         }
     }
 
     /// After a failed attempt: `Ok` once it is time for another.
     fn failed(&mut self, failure: Failure) -> io::Result<()> {
         self.attempts.failed(&self.url, failure)
-    }
-
-    /// Notes the size and ETag of a response: the first one's are the
-    /// object's; a later one is under `If-Match`, so they agree.
-    fn saw(&mut self, meta: &object_store::ObjectMeta) {
-        self.size = meta.size;
-        if self.etag.is_none() {
-            self.etag = meta.e_tag.clone();
-        }
     }
 }
 
@@ -138,17 +137,16 @@ impl Object {
 /// [`read_ahead`]: super::ReadAhead
 pub(crate) struct ObjectReader {
     object: Object,
+    read_ahead: ReadAhead,
     /// A response streaming from `end`, up to `stream_end`.
     body: Option<BoxStream<'static, object_store::Result<Bytes>>>,
     /// Where the streamed bytes stop: the object's end, or where the ranges
     /// read ahead take over.
     stream_end: u64,
-    /// The received bytes of the last range read ahead, to read next.
+    /// The received bytes, to read next.
     parts: VecDeque<Bytes>,
     /// The ranges read ahead, in order, each received on the runtime.
     ahead: VecDeque<(Range<u64>, JoinHandle<Fetched>)>,
-    /// Where the next range read ahead starts.
-    queued: u64,
     chunk: Bytes,
     /// The object's offset just past `chunk`.
     end: u64,
@@ -168,22 +166,20 @@ impl ObjectReader {
     ) -> io::Result<ObjectReader> {
         let mut reader = ObjectReader {
             object: Object::new(store, url, etag)?,
+            read_ahead: store.read_ahead,
             body: None,
             stream_end: u64::MAX,
             parts: VecDeque::new(),
             ahead: VecDeque::new(),
-            queued: 0,
             chunk: Bytes::new(),
             end: start,
         };
         reader.request()?;
-        let ahead = reader.object.connection.read_ahead();
         let size = reader.object.size;
-        reader.stream_end = match ahead.requests {
+        reader.stream_end = match reader.read_ahead.requests {
             0 => size,
-            _ => size.min(start.saturating_add(ahead.bytes)),
+            _ => size.min(start.saturating_add(reader.read_ahead.bytes)),
         };
-        reader.queued = reader.stream_end;
         Ok(reader)
     }
 
@@ -200,53 +196,27 @@ impl ObjectReader {
     /// Requests the object from `end` up to `stream_end`, retrying
     /// transient failures.
     fn request(&mut self) -> io::Result<()> {
-        loop {
-            // No range from 0: an empty object has no satisfiable range.
-            let range = match self.stream_end {
-                end if end < self.object.size => Some(GetRange::Bounded(self.end..end)),
-                _ => (self.end > 0).then_some(GetRange::Offset(self.end)),
-            };
-            let object = &self.object;
-            let options = object.options(range);
-            match object.run(object.client.get_opts(&object.key, options)) {
-                Ok(result) => {
-                    self.object.saw(&result.meta);
-                    self.body = Some(result.into_stream());
-                    return Ok(());
-                }
-                Err(failure) => {
-                    let failure = self.past_the_end().unwrap_or(failure);
-                    self.object.failed(failure)?;
-                }
-            }
-        }
+        // No range from 0: an empty object has no satisfiable range.
+        let range = match self.stream_end {
+            end if end < self.object.size => Some(GetRange::Bounded(self.end..end)),
+            _ => (self.end > 0).then_some(GetRange::Offset(self.end)),
+        };
+        let options = self.object.options(range);
+        self.body = Some(self.object.get(options, self.end)?.into_stream());
+        Ok(())
     }
 
-    /// A first request from past the object's end (a restore into a
-    /// shorter object without an ETag) fails without saying so: a HEAD
-    /// tells it apart from a transient failure.
-    fn past_the_end(&self) -> Option<Failure> {
-        let object = &self.object;
-        if self.end == 0 || object.etag.is_some() {
-            return None;
-        }
-        let head = object.run(object.client.head(&object.key)).ok()?;
-        (self.end >= head.size).then(|| {
-            Failure::Permanent(format!(
-                "offset {} is past the end of the object ({} bytes)",
-                self.end, head.size
-            ))
-        })
-    }
-
-    /// Starts ranges ahead until as many run as the store allows.
+    /// Starts ranges ahead until as many run as the store allows: the first
+    /// where the streamed bytes stop, each next one after the last.
     fn read_ahead(&mut self) {
-        let ahead = self.object.connection.read_ahead();
-        while self.ahead.len() < ahead.requests && self.queued < self.object.size {
-            let range = self.queued..self.object.size.min(self.queued + ahead.bytes);
-            self.queued = range.end;
-            let task = self.object.fetch(range.clone());
-            self.ahead.push_back((range, task));
+        let ReadAhead { requests, bytes } = self.read_ahead;
+        let mut next = self.ahead.back().map_or(self.stream_end, |(r, _)| r.end);
+        while self.ahead.len() < requests && next < self.object.size {
+            let range = next..self.object.size.min(next + bytes);
+            next = range.end;
+            let runtime = &self.object.connection.runtime;
+            self.ahead
+                .push_back((range.clone(), runtime.spawn(self.object.receive(range))));
         }
     }
 
@@ -263,28 +233,22 @@ impl ObjectReader {
                     self.request()?;
                     continue;
                 };
-                match self.object.next_bytes(body) {
+                let failure = match self.object.run(body.next().map(Option::transpose)) {
                     Ok(Some(mut bytes)) => {
                         bytes.truncate((self.stream_end - self.end).min(bytes.len() as u64) as usize);
-                        self.end += bytes.len() as u64;
-                        self.chunk = bytes;
+                        self.parts.push_back(bytes);
                         self.object.attempts.progressed();
                         self.read_ahead();
-                        return Ok(true);
+                        continue;
                     }
-                    Ok(None) => {
-                        self.body = None;
-                        let cut = format!(
-                            "the response ended at byte {} of {}",
-                            self.end, self.object.size
-                        );
-                        self.object.failed(Failure::Transient(cut))?;
-                    }
-                    Err(failure) => {
-                        self.body = None;
-                        self.object.failed(failure)?;
-                    }
-                }
+                    Ok(None) => Failure::Transient(format!(
+                        "the response ended at byte {} of {}",
+                        self.end, self.object.size
+                    )),
+                    Err(failure) => failure,
+                };
+                self.body = None;
+                self.object.failed(failure)?;
                 continue;
             }
             // The streamed bytes are read: the rest of a response that
@@ -293,12 +257,10 @@ impl ObjectReader {
             let Some((range, task)) = self.ahead.pop_front() else {
                 return Ok(false);
             };
-            let joined = self.object.connection.block_on(task);
+            let joined = self.object.connection.runtime.block_on(task);
             let (parts, failure) = joined.unwrap_or_else(|e| {
-                (
-                    Vec::new(),
-                    Some(Failure::Transient(format!("a read ahead failed: {e}"))),
-                )
+                let failure = Failure::Transient(format!("a read ahead failed: {e}"));
+                (Vec::new(), Some(failure))
             });
             // What the range did not receive streams next, after its parts.
             self.stream_end = range.end;
@@ -347,19 +309,9 @@ impl RemoteFile {
     /// Opens `url` (a HEAD: its size and ETag).
     pub(crate) fn open(store: &Store, url: &str) -> io::Result<RemoteFile> {
         let mut object = Object::new(store, url, None)?;
-        loop {
-            let options = GetOptions {
-                head: true,
-                ..object.options(None)
-            };
-            match object.run(object.client.get_opts(&object.key, options)) {
-                Ok(result) => {
-                    object.saw(&result.meta);
-                    break;
-                }
-                Err(failure) => object.failed(failure)?,
-            }
-        }
+        let mut head = object.options(None);
+        head.head = true;
+        object.get(head, 0)?;
         Ok(RemoteFile {
             size: object.size,
             etag: object.etag.clone(),
@@ -382,14 +334,17 @@ impl RemoteFile {
         let mut out = bytes::BytesMut::new();
         let mut at = range.start;
         while at < range.end {
-            let (parts, failure) = object.connection.block_on(object.receive(at..range.end));
+            let (parts, failure) = object
+                .connection
+                .runtime
+                .block_on(object.receive(at..range.end));
             for part in parts {
                 at += part.len() as u64;
                 out.extend_from_slice(&part);
             }
             match failure {
-                None => break,
                 Some(failure) => object.failed(failure)?,
+                None => break,
             }
         }
         object.attempts.progressed();
