@@ -145,13 +145,12 @@ pub(crate) struct Window {
 }
 
 impl Window {
+    /// The identity whose bytes these are.
     fn identity(&self) -> Identity {
+        let digest = nodes_core::__private::digest_bytes(&self.bytes);
         Identity {
             size: self.size,
-            digest: format!(
-                "mx64:{:016x}",
-                nodes_core::__private::digest_bytes(&self.bytes)
-            ),
+            digest: format!("mx64:{digest:016x}"),
             line_start: self.bytes.last().is_none_or(|&b| b == b'\n'),
             etag: self.etag.clone(),
             frame: self.frame,
@@ -171,16 +170,10 @@ impl Tail {
         self.deferred_identity().identity()
     }
 
-    /// The file's size as stored, and the bytes of it read so far (moving
-    /// as the file is read), for a [`ReadTally`].
-    pub(crate) fn stored(&self) -> (u64, Arc<AtomicU64>) {
-        (self.size, Arc::clone(&self.stored))
-    }
-
-    /// The same, to be digested later: the bytes before the offset reached
-    /// that its identity digests are at most [`WINDOW`], none before the
-    /// start of the zstd frame or gzip member that holds it (a restore reads
-    /// from there).
+    /// The file's identity at the offset reached, to be digested later: the
+    /// bytes before the offset, at most [`WINDOW`] and none before the start
+    /// of the zstd frame or gzip member that holds it (a restore reads from
+    /// there).
     pub(crate) fn deferred_identity(&self) -> Window {
         let frame = self.frames.as_ref().and_then(|log| log.holding(self.pos));
         let since = frame.map_or(u64::MAX, |f| self.pos - f.offset);
@@ -191,6 +184,12 @@ impl Tail {
             etag: self.etag.clone(),
             frame,
         }
+    }
+
+    /// The file's size as stored, and the bytes of it read so far (moving
+    /// as the file is read), for a [`ReadTally`].
+    pub(crate) fn stored(&self) -> (u64, Arc<AtomicU64>) {
+        (self.size, Arc::clone(&self.stored))
     }
 }
 

@@ -101,22 +101,21 @@ impl Object {
         let options = self.options(Some(GetRange::Bounded(range.clone())));
         async move {
             let mut parts = Vec::new();
-            let mut got = 0;
-            let failed = async {
+            let mut at = range.start;
+            let received = async {
                 let response = retry.within(client.get_opts(&key, options)).await?;
                 let mut body = response.into_stream();
                 while let Some(bytes) = retry.within(body.next().map(Option::transpose)).await? {
-                    got += bytes.len() as u64;
+                    at += bytes.len() as u64;
                     parts.push(bytes);
                 }
-                Ok::<(), Failure>(())
+                if at < range.end {
+                    let cut = format!("the response ended at byte {at} of {range:?}");
+                    return Err(Failure::Transient(cut));
+                }
+                Ok(())
             };
-            let failure = failed.await.err().or_else(|| {
-                (got < range.end - range.start).then(|| {
-                    let at = range.start + got;
-                    Failure::Transient(format!("the response ended at byte {at} of {range:?}"))
-                })
-            });
+            let failure = received.await.err();
             (parts, failure)
         }
     }
