@@ -223,6 +223,10 @@ impl ObjectReader {
     fn fill(&mut self) -> io::Result<bool> {
         loop {
             if let Some(part) = self.parts.pop_front() {
+                // An empty chunk handed to `read` would end the object early.
+                if part.is_empty() {
+                    continue;
+                }
                 self.end += part.len() as u64;
                 self.chunk = part;
                 return Ok(true);
