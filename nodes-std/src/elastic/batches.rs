@@ -44,6 +44,21 @@ pub(crate) fn globals<'a>(pipelines: impl IntoIterator<Item = &'a Description>) 
     sums
 }
 
+/// Whether the old ranks' batch sizes (their `pipelines`, in rank order)
+/// are each node's global batch dealt as [`BatchSizes::KeepGlobalUneven`]
+/// deals it (equal sizes are): a job a reshard wrote, rather than ranks
+/// built with sizes of their own.
+pub(crate) fn dealt_evenly(pipelines: &[&Description]) -> bool {
+    let globals = globals(pipelines.iter().copied());
+    let world = pipelines.len() as u64;
+    pipelines.iter().zip(0..).all(|(pipeline, rank)| {
+        let dealt = globals
+            .iter()
+            .map(|&g| g / world + u64::from(rank < g % world));
+        sizes(pipeline).eq(dealt)
+    })
+}
+
 /// The size of every `batch` node of `pipeline`, in subtree order.
 fn sizes(pipeline: &Description) -> impl Iterator<Item = u64> + '_ {
     pipeline.subtree().filter_map(|d| match d.resume() {
@@ -141,5 +156,8 @@ mod tests {
         };
         let ranks = [pipeline(5, 2), pipeline(4, 2), pipeline(4, 2)];
         assert_eq!(globals(&ranks), [13, 6]);
+        assert!(dealt_evenly(&ranks.iter().collect::<Vec<_>>()));
+        let odd = [pipeline(4, 2), pipeline(5, 2), pipeline(4, 2)];
+        assert!(!dealt_evenly(&odd.iter().collect::<Vec<_>>()));
     }
 }

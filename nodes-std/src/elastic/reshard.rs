@@ -111,10 +111,13 @@ fn for_rank(
 }
 
 /// The shape every old rank's pipeline must share: the description of
-/// rank 0 of 1, batch sizes left out (ranks resharded with
-/// [`BatchSizes::KeepGlobalUneven`] batch unevenly).
-fn shape(desc: &Description) -> Description {
-    for_rank(desc, 0, 1, &mut std::iter::repeat(0))
+/// rank 0 of 1, batch sizes left out where the ranks' sizes are `dealt`
+/// (ranks resharded with [`BatchSizes::KeepGlobalUneven`] batch unevenly).
+fn shape(desc: &Description, dealt: bool) -> Description {
+    match dealt {
+        true => for_rank(desc, 0, 1, &mut std::iter::repeat(0)),
+        false => for_rank(desc, 0, 1, &mut std::iter::empty()),
+    }
 }
 
 /// The epochs of an old rank's samplers and file lists, then of its
@@ -152,10 +155,13 @@ fn check_set(mut olds: Vec<Old>) -> Result<Vec<Old>> {
             olds.len()
         )));
     }
-    let first = shape(&olds[0].pipeline);
+    let pipelines: Vec<&Description> = olds.iter().map(|o| &o.pipeline).collect();
+    let dealt = batches::dealt_evenly(&pipelines);
+    let first = shape(&olds[0].pipeline, dealt);
     for o in &olds[1..] {
         // The same comparison as `==`, telling where they differ.
-        if let Some((at, a, b)) = first_differing_node(&first, &shape(&o.pipeline), "") {
+        let other = shape(&o.pipeline, dealt);
+        if let Some((at, a, b)) = first_differing_node(&first, &other, "") {
             let rank = o.rank;
             return Err(invalid(format!(
                 "the state of rank {rank} is from another pipeline than rank 0's (at {at}: rank 0 has {a}, rank {rank} {b})"
