@@ -171,28 +171,24 @@ struct Inner {
 }
 
 impl InnerTallies {
-    fn inner(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn opened(&self, slot: usize, node: &impl Stateful) {
-        self.inner().open.push((slot, node.describe()));
+        self.lock().open.push((slot, node.describe()));
     }
 
     fn closed(&self, slot: usize) {
-        let mut inner = self.inner();
+        let mut inner = self.lock();
         if let Some(at) = inner.open.iter().position(|(s, _)| *s == slot) {
             let (_, desc) = inner.open.swap_remove(at);
             inner.retired = inner.retired + reads_of(&desc);
         }
     }
 
-    fn clear(&self) {
-        *self.inner() = Inner::default();
-    }
-
     fn pulling(&self, pulling: bool) {
-        self.inner().pulling = pulling;
+        self.lock().pulling = pulling;
     }
 }
 
@@ -207,7 +203,7 @@ fn reads_of(desc: &Description) -> Count {
 
 impl Tally for InnerTallies {
     fn count(&self, _shard: Option<(u64, u64)>) -> Count {
-        let inner = self.inner();
+        let inner = self.lock();
         let pulling = Count {
             pulling: u64::from(inner.pulling),
             ..inner.retired
@@ -270,14 +266,6 @@ impl<S: Node, F, N> Interleave<S, F, N> {
         };
         if self.cycle_index >= end {
             self.cycle_index = 0;
-        }
-    }
-
-    /// One more item was taken from the current slot.
-    fn advance_position(&mut self) {
-        self.block_index += 1;
-        if self.block_index >= self.block_length {
-            self.advance_to_next_in_cycle();
         }
     }
 
@@ -363,17 +351,18 @@ where
                             self.slots[at] = None;
                             self.inner.closed(at);
                             // Slots past `cycle_length` are never filled again.
-                            while self.slots.len() > self.cycle_length
-                                && matches!(self.slots.last(), Some(None))
-                            {
-                                self.slots.pop();
-                            }
+                            let used = self.slots.iter().rposition(Option::is_some);
+                            let used = used.map_or(0, |last| last + 1);
+                            self.slots.truncate(used.max(self.cycle_length));
                             self.advance_to_next_in_cycle();
                         }
                         Err(error) if !is_bad_record(error) => return result,
                         // An item, or a bad record in its place.
                         _ => {
-                            self.advance_position();
+                            self.block_index += 1;
+                            if self.block_index >= self.block_length {
+                                self.advance_to_next_in_cycle();
+                            }
                             return result;
                         }
                     }
@@ -382,8 +371,7 @@ where
                     // turn passes it over.
                     let before = self.source.get_state(cx)?;
                     self.inner.pulling(true);
-                    let item = self.source.next(cx);
-                    let node = item.and_then(|item| {
+                    let node = self.source.next(cx).and_then(|item| {
                         let Some(item) = item else { return Ok(None) };
                         let mut node = (self.f)(item.clone());
                         node.reset(None)?;
@@ -452,7 +440,7 @@ where
         for mut slot in self.slots.drain(..).flatten() {
             slot.node.shutdown();
         }
-        self.inner.clear();
+        *self.inner.lock() = Inner::default();
         self.opening = false;
         self.cycle_index = 0;
         self.block_index = 0;
@@ -465,6 +453,8 @@ where
         // Built aside: if an inner node refuses its state, this node stays
         // consistent (no slot open) until the next reset.
         let mut slots: Vec<_> = (0..decoded.slots_used).map(|_| None).collect();
+        // The open slots' tallies, shown once the whole state is applied.
+        let mut opened = Vec::new();
         let replays = self.source.describe().varying_order().is_none();
         for (index, saved, before, inner) in decoded.open {
             let item = if replays {
@@ -478,14 +468,11 @@ where
             };
             let mut node = (self.f)(item.clone());
             node.reset(Some(&inner))?;
+            opened.push((index, node.describe()));
             slots[index] = Some(Slot { item, before, node });
         }
         self.source.reset(Some(&decoded.source))?;
-        for (index, slot) in slots.iter().enumerate() {
-            if let Some(slot) = slot {
-                self.inner.opened(index, &slot.node);
-            }
-        }
+        self.inner.lock().open = opened;
         self.slots = slots;
         self.cycle_index = decoded.cycle_index;
         self.block_index = decoded.block_index;

@@ -43,11 +43,31 @@ macro_rules! stop_criteria_methods {
     };
 }
 
-/// Writes `Node` and `NodeName` for the sampler `$sampler<N, O>`: the item
-/// of the source its `next_indexed` picks, plain or tagged with the
-/// source's name as `O` says.
+/// Writes a sampler's `tagged`, inside its `impl<N: Node> $sampler<N, Plain>`:
+/// the same sampler, its `$field`s (all but the mode) moved over.
+macro_rules! tagged_method {
+    ($sampler:ident { $($field:ident),* $(,)? }) => {
+        /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
+        /// (torchdata's `tag_output=True`). The state is unchanged.
+        pub fn tagged(self) -> $sampler<N, WithSource> {
+            $sampler {
+                $($field: self.$field,)*
+                _mode: PhantomData,
+            }
+        }
+    };
+}
+
+/// Writes `Node`, `NodeName` and the "start it first" guards for the
+/// sampler `$sampler<N, O>`: its item is that of the source its
+/// `next_indexed` picks, plain or tagged with the source's name as `O` says.
 macro_rules! sampler_node {
     ($sampler:ident) => {
+        // A concrete sampler that was only constructed has no
+        // `next`/`get_state`: calling them is a compile error that says to
+        // start the pipeline.
+        nodes_core::__started_guards!(impl[N, O] $sampler<N, O>);
+
         impl<N: Node, O: OutputMode<N::Item>> Node for $sampler<N, O> {
             type Item = O::Output;
 
@@ -69,7 +89,7 @@ macro_rules! sampler_node {
 
 /// Writes, inside a sampler's `impl Stateful`, what it hands to its
 /// `sources`: `check_state` and `reset` (check the whole state, then apply
-/// it; the sampler's `check`, `start_pass` and `apply` do its own part),
+/// it; the sampler's `check`, `fresh` and `apply` do its own part),
 /// `get_state` (its `save_own` writes its own part), `size_hint` (its
 /// `hint_left` while the pass goes on), `shutdown`, and `resume` from the
 /// stop criterion.
@@ -109,14 +129,14 @@ macro_rules! stateful_by_sources {
             // Decoded by `check_state` already, if that checked this very
             // state (and dropped, unused, otherwise).
             let kept = self.sources.take_checked(state);
-            match state {
-                None => self.start_pass()?,
+            let own = match state {
+                None => self.sources.reset_all().map(|()| self.fresh())?,
                 Some(state) => {
                     let checked = kept.map_or_else(|| self.check(state), Ok)?;
-                    let own = self.sources.restore(checked)?;
-                    self.apply(own);
+                    self.sources.restore(checked)?
                 }
-            }
+            };
+            self.apply(own);
             self.sources.flag.mark();
             Ok(())
         }
@@ -149,6 +169,8 @@ use std::sync::{Arc, Mutex};
 use nodes_core::__private::{Fields, SharedSnapshot};
 use nodes_core::{Cx, Description, Error, Hint, Node, ResetFlag, Result, Resume, State};
 use serde_json::Value;
+
+use crate::transforms::require;
 
 pub use self::round_robin::MultiNodeRoundRobinSampler;
 pub use self::stop::StopCriteria;
@@ -225,10 +247,8 @@ impl<T> OutputMode<T> for WithSource {
     type Output = Tagged<T>;
     const TAGGED: bool = true;
     fn output(source: &Arc<str>, item: T) -> Tagged<T> {
-        Tagged {
-            source: Arc::clone(source),
-            item,
-        }
+        let source = Arc::clone(source);
+        Tagged { source, item }
     }
 }
 
@@ -241,6 +261,8 @@ pub(crate) const EMPTY: &str = "datasets_empty";
 /// The named sources of a sampler, their per-pass flags, indexed by
 /// position (the hot path never compares names), and when the pass ends.
 pub(crate) struct Sources<N> {
+    /// The sampler's name, for its errors.
+    node: &'static str,
     pub(crate) names: Vec<Arc<str>>,
     /// What the description calls each source (`dataset <name>`), which
     /// its statistics are shown under too.
@@ -275,29 +297,16 @@ pub(crate) struct Sources<N> {
 /// names and the two flag maps.
 type SavedFlags = ([Vec<bool>; 2], [SharedSnapshot; 3]);
 
-/// A flag per source, saved as a map from each source's name to its flag.
-/// Deferred (see `State::insert_deferred`): taking a state costs a
-/// reference count, and a change of flags (a source ends) a copy of the
-/// flags, not a map of as many keys as there are sources; the map is
-/// written when the state is read or serialised.
-struct FlagMap {
-    names: Arc<SourceNames>,
-    flags: Vec<bool>,
-}
+/// A flag per source (the second field), saved as a map from each source's
+/// name (the first) to its flag. Deferred (see `State::insert_deferred`):
+/// taking a state costs a reference count, and a change of flags (a source
+/// ends) a copy of the flags, not a map of as many keys as there are
+/// sources; the map is written when the state is read or serialised.
+struct FlagMap(Arc<Vec<Arc<str>>>, Vec<bool>);
 
 impl serde::Serialize for FlagMap {
     fn serialize<S: serde::Serializer>(&self, out: S) -> std::result::Result<S::Ok, S::Error> {
-        out.collect_map(self.names.0.iter().map(|name| &**name).zip(&self.flags))
-    }
-}
-
-/// The sources' names as `dataset_keys` saves them: a list of strings,
-/// sharing the sampler's names rather than copying them.
-struct SourceNames(Vec<Arc<str>>);
-
-impl serde::Serialize for SourceNames {
-    fn serialize<S: serde::Serializer>(&self, out: S) -> std::result::Result<S::Ok, S::Error> {
-        out.collect_seq(self.0.iter().map(|name| &**name))
+        out.collect_map(self.0.iter().zip(&self.1))
     }
 }
 
@@ -335,13 +344,14 @@ impl<N: Node> Sources<N> {
         left.fold(Hint::exact(0), |sum, (node, _)| sum.then(node.size_hint()))
     }
 
-    /// No bounds (sources that restart start passes whose length is not
-    /// known yet), failing if any source may.
-    pub(crate) fn unbounded_hint(&self) -> Hint {
+    /// At least `lower`, and no upper bound (sources that restart start
+    /// passes whose length is not known yet), failing if any source may.
+    pub(crate) fn unbounded_hint(&self, lower: u64) -> Hint {
         let may_fail = self.nodes.iter().any(|node| node.size_hint().may_fail);
         Hint {
+            lower,
+            upper: None,
             may_fail,
-            ..Hint::UNKNOWN
         }
     }
 
@@ -359,16 +369,12 @@ impl<N: Node> Sources<N> {
             let why = format!("source name {name:?} appears more than once");
             return Err(Error::invalid_argument(node, why));
         }
-        if nodes.is_empty() {
-            let why = "at least one source is required";
-            return Err(Error::invalid_argument(node, why));
-        }
+        require(!nodes.is_empty(), node, "at least one source is required")?;
         let len = nodes.len();
+        let role = |name: &Arc<str>| Arc::from(format!("dataset {name}"));
         Ok(Sources {
-            roles: names
-                .iter()
-                .map(|n| format!("dataset {n}").into())
-                .collect(),
+            node,
+            roles: names.iter().map(role).collect(),
             names,
             nodes,
             stop: StopCriteria::default(),
@@ -421,10 +427,8 @@ impl<N: Node> Sources<N> {
     /// returns its first item (none: it is marked empty). An error while
     /// restarting is returned; the source stays marked as ended.
     pub(crate) fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
-        if !self.exhausted[i] {
-            self.exhausted[i] = true;
-            self.num_exhausted += usize::from(self.active[i]);
-        }
+        self.num_exhausted += usize::from(self.active[i] && !self.exhausted[i]);
+        self.exhausted[i] = true;
         if !self.stop.restarts() || self.is_over() {
             return Ok(None);
         }
@@ -489,18 +493,13 @@ impl<N: Node> Sources<N> {
     /// Decodes and checks the per-source keys of `state` (names and order,
     /// flags, nested states) without touching anything, after the sampler's
     /// own part `own`.
-    pub(crate) fn decode<T>(
-        &self,
-        node: &'static str,
-        state: &State,
-        own: T,
-    ) -> Result<Checked<T>> {
+    pub(crate) fn decode<T>(&self, state: &State, own: T) -> Result<Checked<T>> {
+        let node = self.node;
         // Compared in place: a wide sampler's names are not copied.
         let keys = state.value_ref(DATASET_KEYS)?;
         let theirs = keys.as_array().map(|keys| keys.iter().map(Value::as_str));
         let ours = self.names.iter().map(|name| Some(&**name));
-        let same = theirs.is_some_and(|theirs| theirs.eq(ours));
-        if !same {
+        if !theirs.is_some_and(|theirs| theirs.eq(ours)) {
             let keys: Vec<String> = state.get(DATASET_KEYS)?;
             let why = format!(
                 "mismatch between the dataset keys: the state has [{}], {node} has [{}] (names and order must match)",
@@ -513,15 +512,11 @@ impl<N: Node> Sources<N> {
         let flags = |key: &str| -> Result<Vec<bool>> {
             let map = state.child(key)?;
             map.expect_keys(node, &names)?;
-            let flag = |name: &&str| match map.value_ref(name)?.as_bool() {
-                Some(flag) => Ok(flag),
-                // Read in place; `get` for what is not a bool (its error).
-                None => map.get::<bool>(name),
-            };
+            // Read in place; `get` for what is not a bool (its error).
+            let flag = |n: &&str| map.value_ref(n)?.as_bool().map_or_else(|| map.get(n), Ok);
             names.iter().map(flag).collect()
         };
-        let exhausted = flags(EXHAUSTED)?;
-        let empty = flags(EMPTY)?;
+        let [exhausted, empty] = [flags(EXHAUSTED)?, flags(EMPTY)?];
         if let Some(i) = (0..self.len()).find(|&i| empty[i] && !exhausted[i]) {
             let why = "a source marked empty must also be marked exhausted";
             return Err(Error::bad_state(state.child(EMPTY)?.path_of(names[i]), why));
@@ -576,15 +571,9 @@ impl<N: Node> Sources<N> {
         let (_, [names, exhausted, empty]) = match &mut *saved {
             Some(kept) if kept.0.iter().eq(flags) => kept,
             slot => {
-                let names = Arc::new(SourceNames(self.names.clone()));
-                let map = |flags: &Vec<bool>| {
-                    let names = Arc::clone(&names);
-                    SharedSnapshot::new(FlagMap {
-                        names,
-                        flags: flags.clone(),
-                    })
-                };
-                let [exhausted, empty] = flags.map(map);
+                let names = Arc::new(self.names.clone());
+                let map = |flags: &Vec<bool>| FlagMap(Arc::clone(&names), flags.clone());
+                let [exhausted, empty] = flags.map(|flags| SharedSnapshot::new(map(flags)));
                 let kept = [SharedSnapshot::new(names), exhausted, empty];
                 slot.insert((flags.map(Vec::clone), kept))
             }
@@ -607,12 +596,11 @@ impl<N: Node> Sources<N> {
     /// Adds the sources as children, in source order, labelled by their
     /// names and keyed by where their states live:
     /// `dataset_node_states/<name>`.
-    pub(crate) fn describe_into(&self, mut description: Description) -> Description {
+    pub(crate) fn describe_into(&self, mut d: Description) -> Description {
         for ((name, role), node) in self.names.iter().zip(&self.roles).zip(&self.nodes) {
-            description =
-                description.child_as(&**role, format!("{NODE_STATES}/{name}"), node.describe());
+            d = d.child_as(&**role, format!("{NODE_STATES}/{name}"), node.describe());
         }
-        description
+        d
     }
 }
 
@@ -621,19 +609,15 @@ impl<N> Sources<N> {
         self.nodes.len()
     }
 
-    /// Ends a sampler's `Debug`: the sources' flags, then the sampler's
-    /// reset flag.
-    pub(crate) fn finish_debug(&self, out: &mut fmt::DebugStruct<'_, '_>) -> fmt::Result {
-        // The flags as `name: exhausted/empty` pairs.
+    /// The sources' flags for a sampler's `Debug`, as `name: status` pairs
+    /// (`active`, `exhausted` or `empty`).
+    pub(crate) fn debug_flags(&self) -> impl fmt::Debug {
         let status = |i: usize| match (self.exhausted[i], self.empty[i]) {
             (_, true) => "empty",
             (true, false) => "exhausted",
             (false, false) => "active",
         };
-        let sources = self.names.iter().enumerate().map(|(i, n)| (n, status(i)));
-        let sources = fmt::from_fn(|f| f.debug_map().entries(sources.clone()).finish());
-        out.field("sources", &sources)
-            .field("flag", &self.flag)
-            .finish_non_exhaustive()
+        let sources = (0..self.len()).map(move |i| (&self.names[i], status(i)));
+        fmt::from_fn(move |f| f.debug_map().entries(sources.clone()).finish())
     }
 }

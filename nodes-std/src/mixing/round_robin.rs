@@ -8,6 +8,7 @@ use nodes_core::{Cx, Description, Error, Hint, Node, NodeId, ResetFlag, Result, 
 
 use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
+use crate::transforms::debug_fields;
 
 const NAME: &str = "MultiNodeRoundRobinSampler";
 
@@ -149,15 +150,7 @@ impl<N: Node> MultiNodeRoundRobinSampler<N, Plain> {
         Self::new(numbered.map(|(i, node)| (format!("ds_{i}"), node)))
     }
 
-    /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
-    /// (torchdata's `tag_output=True`). The state is unchanged.
-    pub fn tagged(self) -> MultiNodeRoundRobinSampler<N, WithSource> {
-        MultiNodeRoundRobinSampler {
-            sources: self.sources,
-            cursor: self.cursor,
-            _mode: PhantomData,
-        }
-    }
+    tagged_method!(MultiNodeRoundRobinSampler { sources, cursor });
 }
 
 impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
@@ -175,10 +168,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     /// The next item with the index of its source.
     fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
         self.sources.flag.check(NAME)?;
-        loop {
-            if self.sources.is_over() {
-                return Ok(None);
-            }
+        while !self.sources.is_over() {
             let i = self.cursor;
             if !self.sources.is_live(i) {
                 self.advance();
@@ -198,6 +188,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
                 return Ok(Some((i, item)));
             }
         }
+        Ok(None)
     }
 
     /// Checks the sampler's own part of `state` (the cursor) and decodes
@@ -205,7 +196,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     fn check(&self, state: &State) -> Result<Checked<usize>> {
         state.expect_keys(NAME, &KEYS)?;
         let cursor: usize = state.get(CURSOR)?;
-        let checked = self.sources.decode(NAME, state, cursor)?;
+        let checked = self.sources.decode(state, cursor)?;
         let n = self.sources.len();
         if cursor >= n {
             let why = format!("index {cursor} is out of range for {n} sources");
@@ -228,19 +219,14 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     fn hint_left(&self) -> Hint {
         let sources = &self.sources;
         let left = sources.hint_sum(&sources.exhausted);
-        let cycling = sources.unbounded_hint();
-        match self.sources.stop {
+        match sources.stop {
             StopCriteria::AllDatasetsExhausted => left,
             StopCriteria::FirstDatasetExhausted => left.at_most(),
             // A cycle reads every source again.
-            StopCriteria::CycleUntilAllDatasetsExhausted => Hint {
-                lower: left.lower,
-                ..cycling
-            },
-            StopCriteria::CycleForever => Hint {
-                lower: sources.hint_sum(&sources.empty).lower,
-                ..cycling
-            },
+            StopCriteria::CycleUntilAllDatasetsExhausted => sources.unbounded_hint(left.lower),
+            StopCriteria::CycleForever => {
+                sources.unbounded_hint(sources.hint_sum(&sources.empty).lower)
+            }
         }
     }
 
@@ -249,20 +235,15 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
         out.field(CURSOR, &self.cursor)
     }
 
-    fn start_pass(&mut self) -> Result<()> {
-        self.sources.reset_all()?;
-        self.cursor = 0;
-        Ok(())
+    /// A new pass starts at the first source.
+    fn fresh(&self) -> usize {
+        0
     }
 
     fn apply(&mut self, cursor: usize) {
         self.cursor = cursor;
     }
 }
-
-// A concrete sampler that was only constructed has no `next`/`get_state`:
-// calling them is a compile error that says to start the pipeline.
-nodes_core::__started_guards!(impl[N, O] MultiNodeRoundRobinSampler<N, O>);
 
 sampler_node!(MultiNodeRoundRobinSampler);
 
@@ -278,11 +259,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeRoundRobinSampler<N,
 }
 
 impl<N, O> fmt::Debug for MultiNodeRoundRobinSampler<N, O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = f.debug_struct(NAME);
-        out.field("stop_criteria", &self.sources.stop)
-            .field("output", &std::any::type_name::<O>())
-            .field("current_dataset_index", &self.cursor);
-        self.sources.finish_debug(&mut out)
-    }
+    debug_fields!(NAME, finish_non_exhaustive;
+        stop_criteria = (sources.stop), output = { std::any::type_name::<O>() },
+        current_dataset_index = (cursor), sources = (sources.debug_flags()), flag = (sources.flag));
 }

@@ -6,12 +6,13 @@ use std::marker::PhantomData;
 
 use nodes_core::__private::{Fields, SharedSnapshot};
 use nodes_core::Hint;
-use nodes_core::{Cx, Description, Error, Node, NodeId, Param, ResetFlag, Result, State, Stateful};
+use nodes_core::{Cx, Description, Error, Node, NodeId, ResetFlag, Result, State, Stateful};
 
 use super::{Checked, DATASET_KEYS, EMPTY, EXHAUSTED, NODE_STATES};
 use super::{OutputMode, Plain, Sources, StopCriteria, WithSource};
 use crate::rank::Rank;
 use crate::seed::{PassRng, epoch_after};
+use crate::transforms::{debug_fields, require};
 
 const NAME: &str = "MultiNodeWeightedSampler";
 
@@ -30,10 +31,7 @@ const KEYS: [&str; 8] = [
     NODE_STATES,
 ];
 
-const RNG_RANK: &str = "rank";
-const RNG_WORLD_SIZE: &str = "world_size";
-const RNG_WORD_POS: &str = "word_pos";
-const RNG_KEYS: [&str; 5] = ["seed", RNG_RANK, RNG_WORLD_SIZE, "stream", RNG_WORD_POS];
+const RNG_KEYS: [&str; 5] = ["seed", "rank", "world_size", "stream", "word_pos"];
 
 /// The generator as saved under [`RNG`], in the order of [`RNG_KEYS`]: a
 /// deferred entry, so that taking a state copies five numbers and the JSON
@@ -239,14 +237,10 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
         }
         let weights: Vec<f64> = by_index.into_iter().flatten().collect();
         let active: Vec<bool> = weights.iter().map(|&w| w > 0.0).collect();
-        if !active.contains(&true) {
-            let why = "at least one weight must be positive (all weights are zero)";
-            return Err(Error::invalid_argument(NAME, why));
-        }
-        if !weights.iter().sum::<f64>().is_finite() {
-            let why = "the weights must have a finite sum";
-            return Err(Error::invalid_argument(NAME, why));
-        }
+        let why = "at least one weight must be positive (all weights are zero)";
+        require(active.contains(&true), NAME, why)?;
+        let finite = weights.iter().sum::<f64>().is_finite();
+        require(finite, NAME, "the weights must have a finite sum")?;
         // Only the sources with a positive weight are drawn from and count
         // for the stop criterion.
         sources.set_active(active);
@@ -268,23 +262,9 @@ impl<N: Node> MultiNodeWeightedSampler<N, Plain> {
         })
     }
 
-    /// Yields [`Tagged`](crate::Tagged) items naming the source of each item
-    /// (torchdata's `tag_output=True`). The state is unchanged.
-    pub fn tagged(self) -> MultiNodeWeightedSampler<N, WithSource> {
-        MultiNodeWeightedSampler {
-            sources: self.sources,
-            weights: self.weights,
-            seed: self.seed,
-            ranks: self.ranks,
-            epoch: self.epoch,
-            num_yielded: self.num_yielded,
-            started: self.started,
-            rng: self.rng,
-            cumulative: self.cumulative,
-            last_live: self.last_live,
-            over: self.over,
-            _mode: PhantomData,
-        }
+    tagged_method! {
+        MultiNodeWeightedSampler { sources, weights, seed, ranks, epoch, num_yielded, started, rng,
+            cumulative, last_live, over }
     }
 }
 
@@ -363,9 +343,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         // Sources after the last live one add nothing to the running sums.
         let cumulative = &self.cumulative[..=last];
         let total = cumulative[last];
-        // The top 53 bits as a uniform f64 in [0, 1).
-        let unit = self.rng.unit();
-        let x = unit * total;
+        // The top 53 bits as a uniform f64 in [0, 1), scaled.
+        let x = self.rng.unit() * total;
         // The first source whose running sum exceeds `x`, i.e. the number of
         // sums at or below it (they are sorted). Counted without branches:
         // the source drawn is random, so a branch on it would mispredict.
@@ -400,13 +379,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     fn next_indexed(&mut self, cx: &mut Cx) -> Result<Option<(usize, N::Item)>> {
         self.sources.flag.check(NAME)?;
         self.started = true;
-        loop {
-            if self.over {
-                return Ok(None);
-            }
-            let Some(i) = self.draw() else {
-                return Ok(None);
-            };
+        while !self.over {
+            let Some(i) = self.draw() else { break };
             // An error is this draw's item: the draw stays spent.
             let item = match self.sources.pull(i, cx)? {
                 Some(item) => item,
@@ -419,6 +393,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             self.num_yielded = self.num_yielded.saturating_add(1);
             return Ok(Some((i, item)));
         }
+        Ok(None)
     }
 
     /// Only an upper bound, and only when no source restarts
@@ -429,13 +404,10 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// end at a source's end (or, with a cycling criterion, go on through
     /// passes of the sources whose lengths are not known yet).
     fn hint_left(&self) -> Hint {
-        match self.sources.stop {
-            StopCriteria::AllDatasetsExhausted | StopCriteria::FirstDatasetExhausted => {
-                self.sources.hint_sum(&self.sources.exhausted).at_most()
-            }
-            StopCriteria::CycleUntilAllDatasetsExhausted | StopCriteria::CycleForever => {
-                self.sources.unbounded_hint()
-            }
+        if self.sources.stop.restarts() {
+            self.sources.unbounded_hint(0)
+        } else {
+            self.sources.hint_sum(&self.sources.exhausted).at_most()
         }
     }
 
@@ -455,16 +427,15 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         Ok(())
     }
 
-    /// Starts a new pass (the next epoch if the last one had started).
-    fn start_pass(&mut self) -> Result<()> {
-        self.sources.reset_all()?;
-        self.apply(Own {
+    /// The own part of a new pass (the next epoch if the last one had
+    /// started).
+    fn fresh(&self) -> Own {
+        Own {
             epoch: epoch_after(self.epoch, self.started),
             num_yielded: 0,
             started: false,
             word_pos: 0,
-        });
-        Ok(())
+        }
     }
 
     /// Applies the sampler's own part of a checked state.
@@ -487,8 +458,8 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         let rng = state.child(RNG)?;
         rng.expect_keys(NAME, &RNG_KEYS)?;
         for (key, ours, what) in [
-            (RNG_RANK, self.ranks.rank, "rank"),
-            (RNG_WORLD_SIZE, self.ranks.world_size, "world size"),
+            ("rank", self.ranks.rank, "rank"),
+            ("world_size", self.ranks.world_size, "world size"),
         ] {
             let theirs: u64 = rng.get(key)?;
             if theirs != ours {
@@ -506,7 +477,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             let why = format!(
                 "generator position {word_pos} cannot follow {num_yielded} items (each takes a two-word draw) in a pass started: {started}"
             );
-            return Err(Error::bad_state(rng.path_of(RNG_WORD_POS), why));
+            return Err(Error::bad_state(rng.path_of("word_pos"), why));
         }
         let own = Own {
             epoch,
@@ -514,7 +485,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             started,
             word_pos,
         };
-        let checked = self.sources.decode(NAME, state, own)?;
+        let checked = self.sources.decode(state, own)?;
         // Sources that count their items returned every item of the pass
         // between them, or fewer if one ended and restarted.
         if let Some((sum, all)) = checked.counted(&self.sources.nodes)?
@@ -544,10 +515,6 @@ struct Own {
     word_pos: u64,
 }
 
-// A concrete sampler that was only constructed has no `next`/`get_state`:
-// calling them is a compile error that says to start the pipeline.
-nodes_core::__started_guards!(impl[N, O] MultiNodeWeightedSampler<N, O>);
-
 sampler_node!(MultiNodeWeightedSampler);
 
 impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O> {
@@ -558,10 +525,7 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
     fn describe(&self) -> Description {
         let mut weights = self.named_weights();
         weights.sort_by(|a, b| a.0.cmp(b.0));
-        let weights: Vec<String> = weights
-            .iter()
-            .map(|(n, w)| format!("{n}: {}", w.to_param_string()))
-            .collect();
+        let weights: Vec<String> = weights.iter().map(|(n, w)| format!("{n}: {w}")).collect();
         let d = Description::new(NAME)
             .param("weights", format!("{{{}}}", weights.join(", ")))
             .param("stop_criteria", self.sources.stop)
@@ -574,16 +538,8 @@ impl<N: Node, O: OutputMode<N::Item>> Stateful for MultiNodeWeightedSampler<N, O
 }
 
 impl<N, O> fmt::Debug for MultiNodeWeightedSampler<N, O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = f.debug_struct(NAME);
-        out.field("weights", &self.named_weights())
-            .field("stop_criteria", &self.sources.stop)
-            .field("seed", &self.seed)
-            .field("rank", &self.ranks.rank)
-            .field("world_size", &self.ranks.world_size)
-            .field("output", &std::any::type_name::<O>())
-            .field("epoch", &self.epoch)
-            .field("num_yielded", &self.num_yielded);
-        self.sources.finish_debug(&mut out)
-    }
+    debug_fields!(NAME, finish_non_exhaustive;
+        weights = (named_weights()), stop_criteria = (sources.stop), seed, rank = (ranks.rank),
+        world_size = (ranks.world_size), output = { std::any::type_name::<O>() }, epoch,
+        num_yielded, sources = (sources.debug_flags()), flag = (sources.flag));
 }
