@@ -252,15 +252,14 @@ impl Body {
             index.insert(key.clone(), self.entries.len());
         }
         *self.work.get_mut() += 1;
-        self.height = self.height.max(tree::height_of(&entry));
-        self.entries.push((key, entry));
+        self.append(key, entry);
     }
 
-    /// Appends an entry to a body being built by [`Fields`]: no tail, no
-    /// index and no count yet (`Fields::build` sets it at the end).
+    /// Puts the entry last, with its height. Alone, for a body being built
+    /// by [`Fields`]: no tail or index yet, and `Fields::build` sets the
+    /// count at the end.
     #[inline]
-    fn push_built(&mut self, key: Key, entry: Entry) {
-        debug_assert!(self.tail.is_none() && self.index.get().is_none());
+    fn append(&mut self, key: Key, entry: Entry) {
         self.height = self.height.max(tree::height_of(&entry));
         self.entries.push((key, entry));
     }
@@ -670,12 +669,17 @@ impl Fields<'_> {
         let mut fields = Fields(Shared::get_mut(&mut body).expect("a new state is not shared"));
         fill(&mut fields)?;
         if version != 0 {
-            fields
-                .0
-                .push_built(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
+            fields.append(Key::Borrowed(VERSION_KEY), Entry::Number(version.into()));
         }
         *fields.0.work.get_mut() = fields.0.len() as u64;
         Ok(State::of(body))
+    }
+
+    /// Puts an entry last: nothing is appended after [`share_tail`](Self::share_tail).
+    #[inline]
+    fn append(&mut self, key: Key, entry: Entry) {
+        debug_assert!(self.0.tail.is_none() && self.0.index.get().is_none());
+        self.0.append(key, entry);
     }
 
     /// Room for `keys` more keys.
@@ -688,26 +692,25 @@ impl Fields<'_> {
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let value = serde_json::to_value(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.0.push_built(Key::Borrowed(key), Entry::of(value));
+        self.append(Key::Borrowed(key), Entry::of(value));
         Ok(())
     }
 
     /// Appends `child` under `key`, which this state does not hold yet.
     #[inline]
     pub fn child(&mut self, key: impl Into<Key>, child: State) {
-        self.0.push_built(key.into(), Entry::Child(child.body));
+        self.append(key.into(), Entry::Child(child.body));
     }
 
     /// Appends a `#[node(state, deferred)]` field's snapshot under `key`.
     pub fn deferred<T: Snapshot>(&mut self, key: &'static str, value: &T) {
         let entry = deferred::entry(value.snapshot());
-        self.0.push_built(Key::Borrowed(key), entry);
+        self.append(Key::Borrowed(key), entry);
     }
 
     /// Appends a snapshot shared with other states under `key`.
     pub fn shared(&mut self, key: &'static str, snapshot: &SharedSnapshot) {
-        self.0
-            .push_built(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
+        self.append(Key::Borrowed(key), Entry::Deferred(Arc::clone(&snapshot.0)));
     }
 
     /// Ends the state with `tail`'s entries, shared (a write to the state
