@@ -88,6 +88,12 @@ pub enum Resume {
     /// saves the open file's name, offset and identity (`read_lines`,
     /// `read_jsonl`).
     ReadsFiles,
+    /// Returns the elements of a collection made from each item of its
+    /// single child, and saves the child's state from before the current
+    /// item (`source`), how many of its elements it returned and, part way
+    /// through an item, the child's current state (`after`) (a
+    /// `FlatMapper`, an `Unbatcher`).
+    Expands,
 }
 
 impl Resume {

@@ -10,7 +10,8 @@ use crate::elastic::Plan;
 use crate::elastic::batches::{self, BatchSizes};
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
-    Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys, walk,
+    Begun, ByPath, FilesAt, Found, Pending, RESHARD, check as check_description, child_at,
+    position_keys, walk,
 };
 use crate::policy::Counts;
 use crate::sources::files::RankPlan;
@@ -29,6 +30,9 @@ struct Dealt {
     buffers: BTreeMap<String, Vec<Value>>,
     /// The bad records every old rank skipped this pass, summed.
     skipped: BTreeMap<String, u64>,
+    /// The items every old rank's `flat_map`s and `unbatch`es were part
+    /// way through, in the order they are dealt.
+    pending: BTreeMap<String, Vec<Pending>>,
 }
 
 /// One old rank's loader state, read.
@@ -203,6 +207,7 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
     }
     let begun = gather(olds, |found| &mut found.begun);
     let buffers = gather(olds, |found| &mut found.buffers);
+    let pending = gather(olds, |found| &mut found.pending);
     let mut skipped = BTreeMap::new();
     for (s, (path, _)) in olds[0].found.skipped.iter().enumerate() {
         let each = olds.iter().map(|o| o.found.skipped[s].1);
@@ -213,6 +218,7 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
         begun,
         buffers,
         skipped,
+        pending,
     })
 }
 
@@ -247,6 +253,9 @@ fn rebuild(
     world: u64,
     dealt: &Dealt,
 ) -> Result<State> {
+    if *desc.resume() == Resume::Expands {
+        return rebuild_expands(desc, template, rank, world, dealt);
+    }
     let mut out = template.clone();
     if *desc.resume() == Resume::Redistributable {
         let plan = dealt.plans[template.path()].plan(rank, world);
@@ -345,25 +354,7 @@ fn rebuild_files(
     let (files_key, _) = shard.children().next().expect("checked by the walk");
     let shard_state = child_at(&out, shard_key)?;
     let files = child_at(&shard_state, files_key)?;
-    // The shard's state over a `Files` at `plan` that yielded nothing yet.
-    let planned = |plan: Plan| -> Result<State> {
-        let mut files = files.clone();
-        files.insert(
-            "plan",
-            RankPlan {
-                plan,
-                world_size: world,
-            },
-        )?;
-        files.insert("num_yielded", 0u64)?;
-        files.insert("started", true)?;
-        files.insert("path", None::<String>)?;
-        files.insert("near", Vec::<String>::new())?;
-        let mut shard_state = replace_at(shard_state.clone(), files_key, files)?;
-        shard_state.insert("seen", 0u64)?;
-        shard_state.insert("planned", true)?;
-        Ok(shard_state)
-    };
+    let planned = |plan: Plan| planned(&shard_state, files_key, plan, world);
     let mut plan = dealt.plans[files.path()].plan(rank, world);
     if *desc.resume() == Resume::ReadsFiles {
         let reader = |(position, at)| match at {
@@ -412,6 +403,135 @@ fn rebuild_files(
     out.insert("slots_used", used)?;
     out.insert_child("slots", slots);
     Ok(out)
+}
+
+/// `shard_state` (a shard's, over a `Files` under `files_key`) made to
+/// yield the files at the positions of `plan` (for a rank of `world`),
+/// none of them yielded yet.
+fn planned(shard_state: &State, files_key: &str, plan: Plan, world: u64) -> Result<State> {
+    let mut files = child_at(shard_state, files_key)?;
+    let world_size = world;
+    files.insert("plan", RankPlan { plan, world_size })?;
+    files.insert("num_yielded", 0u64)?;
+    files.insert("started", true)?;
+    files.insert("path", None::<String>)?;
+    files.insert("near", Vec::<String>::new())?;
+    let mut shard_state = replace_at(shard_state.clone(), files_key, files)?;
+    shard_state.insert("seen", 0u64)?;
+    shard_state.insert("planned", true)?;
+    Ok(shard_state)
+}
+
+/// A `flat_map`'s or `unbatch`'s state (`template`, old rank 0's) for new
+/// rank `rank` of `world`: its source rebuilt from where it stood after
+/// the item it was part way through, no item begun, and the pending items
+/// dealt to this rank.
+fn rebuild_expands(
+    desc: &Description,
+    template: &State,
+    rank: u64,
+    world: u64,
+    dealt: &Dealt,
+) -> Result<State> {
+    let (key, child) = desc.children().next().expect("checked by the walk");
+    let idx_key = template
+        .keys()
+        .find(|k| !matches!(*k, "source" | "after" | "pending"));
+    let idx_key = idx_key.expect("checked by the walk").to_owned();
+    // Where the walk read the source (at the source's path).
+    let mut at_source = template.clone();
+    if template.contains("after") {
+        at_source.insert_child(key.to_owned(), template.child("after")?);
+    }
+    let source = rebuild(child, &child_at(&at_source, key)?, rank, world, dealt)?;
+    let mut out = replace_at(State::new(), key, source)?;
+    out.insert(idx_key, 0u64)?;
+    let mine = share(&dealt.pending[template.path()], rank, world);
+    if !mine.is_empty() {
+        let mut list = State::new();
+        for (i, item) in mine.iter().enumerate() {
+            let mut entry = State::new();
+            entry.insert_child("source", rewind(item, rank, world)?);
+            entry.insert("skip", item.skip)?;
+            list.insert_child(i.to_string(), entry);
+        }
+        out.insert_child("pending", list);
+    }
+    Ok(out)
+}
+
+/// The state of a pending item's source for new rank `rank` of `world`:
+/// the old rank's, with each sampler and file list below reading only the
+/// positions the item came from.
+fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
+    let mut state = item.before.clone();
+    for rewind in &item.rewinds {
+        let node = match rewind.at.as_str() {
+            "" => state.clone(),
+            at => child_at(&state, at)?,
+        };
+        let plan = Plan {
+            id: 0,
+            owed: rewind.positions.clone(),
+            tail: rewind.len,
+        };
+        let new = match &rewind.files {
+            None => {
+                let mut sampler = node;
+                sampler.insert("num_yielded", 0u64)?;
+                sampler.insert("started", true)?;
+                sampler.insert("rank", rank)?;
+                sampler.insert("world_size", world)?;
+                sampler.insert("plan", &plan)?;
+                sampler
+            }
+            Some(files) => rewind_files(node, files, plan, &rewind.slots, world)?,
+        };
+        state = match rewind.at.as_str() {
+            "" => new,
+            at => replace_at(state, at, new)?,
+        };
+    }
+    Ok(state)
+}
+
+/// A reader's or interleave's state (`node`) made to read the files at the
+/// positions of `plan`: an interleave's open slots each pull their file
+/// (at `slots`) again, a reader resumes only the files it reads.
+fn rewind_files(
+    node: State,
+    files: &FilesAt,
+    plan: Plan,
+    slots: &[u64],
+    world: u64,
+) -> Result<State> {
+    let (shard_key, files_key) = (files.shard_key.as_str(), files.files_key.as_str());
+    let len = plan.tail;
+    let count = plan.owed.len();
+    let outer = planned(&child_at(&node, shard_key)?, files_key, plan, world)?;
+    let mut node = replace_at(node, shard_key, outer)?;
+    if files.interleaves {
+        let old = node.child("slots")?;
+        let mut new = State::new();
+        for (key, &position) in old.keys().zip(slots) {
+            let one = Plan {
+                id: 0,
+                owed: vec![position],
+                tail: len,
+            };
+            let slot = old.child(key)?;
+            let source = planned(&slot.child("source")?, files_key, one, world)?;
+            new.insert_child(key.to_owned(), replace_at(slot, "source", source)?);
+        }
+        node.insert_child("slots", new);
+    } else if node.contains("resume_at") {
+        // Where files another rank began resume: those it reads after its open one.
+        let open = node.get::<Option<String>>("path")?.is_some();
+        let mut resume_at: Vec<Value> = node.get("resume_at")?;
+        resume_at.truncate(count.saturating_sub(usize::from(open)));
+        node.insert("resume_at", resume_at)?;
+    }
+    Ok(node)
 }
 
 /// `state` with the child under `key` (`a` or `a/b`) replaced.

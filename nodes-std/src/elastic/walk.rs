@@ -25,6 +25,50 @@ pub(crate) struct Cut {
     pub(crate) len: u64,
     /// The rank, its plan and what it consumed of it.
     pub(crate) old: OldRank,
+    /// The sampler's, reader's or interleave's state path, and for files
+    /// where the `Files` is below it.
+    pub(crate) node_path: String,
+    pub(crate) files: Option<FilesAt>,
+    /// The first step of the plan this state reads (a reader's open file),
+    /// and the step past the last one it read from (its open file).
+    pub(crate) from: u64,
+    pub(crate) through: u64,
+}
+
+/// An item an old rank's `flat_map` (or `unbatch`) was part way through:
+/// `before`, a state of its source that yields the item first once the
+/// `rewinds` make it one of a new rank's pipeline, and the elements
+/// already returned.
+#[derive(Clone)]
+pub(crate) struct Pending {
+    pub(crate) before: State,
+    pub(crate) skip: u64,
+    pub(crate) rewinds: Vec<Rewind>,
+}
+
+/// Where the `Files` below a file reader or an interleave is: the shard's
+/// key in the node's state, and the `Files`' in the shard's.
+#[derive(Clone)]
+pub(crate) struct FilesAt {
+    pub(crate) shard_key: String,
+    pub(crate) files_key: String,
+    pub(crate) interleaves: bool,
+}
+
+/// A sampler, file reader or interleave below a pending item's state, made
+/// to read only the positions of its plan that the item came from.
+#[derive(Clone)]
+pub(crate) struct Rewind {
+    /// Its state's path, relative to the pending state's.
+    pub(crate) at: String,
+    /// For a reader or an interleave, where its `Files` is.
+    pub(crate) files: Option<FilesAt>,
+    /// The positions to read, in order.
+    pub(crate) positions: Vec<u64>,
+    /// The positions of an interleave's open slots, in slot order.
+    pub(crate) slots: Vec<u64>,
+    /// The length of the epoch's order.
+    pub(crate) len: u64,
 }
 
 /// A file one old rank began, to be finished by a new rank.
@@ -61,6 +105,12 @@ pub(crate) struct Found {
     /// the node's state (a `try_map`, `par_map` or `prefetch` whose state
     /// has an `errors` entry).
     pub(crate) skipped: Vec<(String, u64)>,
+    /// The items each `flat_map` or `unbatch` (by the path of its state)
+    /// was part way through, or was dealt by an earlier reshard.
+    pub(crate) pending: ByPath<Pending>,
+    /// Only the cursors are wanted: items a threaded node delivered past
+    /// its snapshot are not counted (a pending item's state replays them).
+    cursors_only: bool,
 }
 
 /// The error for the node `name` whose state is at `path`.
@@ -90,6 +140,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::ReadsAhead { .. }
         | Resume::ReadsFiles
         | Resume::Interleaves
+        | Resume::Expands
         | Resume::Mixes { each_once: true } => None,
         Resume::ListsFiles | Resume::Shards => Some(
             "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines`, `read_jsonl` or `read_parquet` right above",
@@ -119,6 +170,10 @@ pub(crate) fn check(desc: &Description, path: &str, out_of_order: bool) -> Resul
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
+    let mixes = |d: &Description| matches!(d.resume(), Resume::Mixes { .. });
+    if *desc.resume() == Resume::Expands && desc.subtree().any(mixes) {
+        return Err(refuse(path, desc.name(), OVER_MIX));
+    }
     let out_of_order = out_of_order || *desc.resume() == Resume::ReadsAhead { in_order: false };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
@@ -137,7 +192,10 @@ pub(crate) fn reads_files(desc: &Description) -> bool {
 /// What a threaded node above delivered past its snapshot, where no count
 /// of lines tells what it was: [`settle`](crate::elastic::settle) replays
 /// it into the state.
-const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix or interleave): pass the states through `elastic::settle` first, which replays them into the states";
+const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
+
+/// Why a `flat_map` over a mix is refused.
+const OVER_MIX: &str = "it stands above a mix, whose draws follow a stream of its rank's own, so the item it was part way through cannot be drawn again on another rank: flat_map the mix's sources instead";
 
 /// The shard and the `Files` below a file reader or an interleave, with
 /// their keys, if the node can be resharded (`out_of_order`: under an
@@ -248,12 +306,13 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
     let cursor = FileCursor::read(shard, &shard_state, &files)?;
     let mut begun = Vec::new();
     let mut steps = cursor.steps;
+    let open = reader && state.get::<Option<String>>("path")?.is_some();
     if reader {
         // The open file (the step after the source's saved state), then the
         // files a previous reshard dealt here, the steps after it.
         let skip = relative.len() as u64;
         let mut resumed = Vec::new();
-        if state.get::<Option<String>>("path")?.is_some() {
+        if open {
             let at = position_keys(state).map(|key| Ok((key.to_owned(), state.value(key)?)));
             let mut at: serde_json::Map<String, Value> = at.collect::<Result<_>>()?;
             if skip > 0 {
@@ -290,6 +349,14 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
         epoch: files.get("epoch")?,
         world_size: cursor.world_size,
         len: files.child("files")?.get("count")?,
+        node_path: state.path().to_owned(),
+        files: Some(FilesAt {
+            shard_key: shard_key.to_owned(),
+            files_key: files_key.to_owned(),
+            interleaves: !reader,
+        }),
+        from: cursor.steps,
+        through: cursor.steps + u64::from(open),
         old: OldRank {
             rank: cursor.rank,
             consumed: Consumed::new(steps, &[]),
@@ -347,20 +414,26 @@ pub(crate) fn walk(
         Resume::ReadsFiles | Resume::Interleaves => return walk_files(desc, state, relative, out),
         Resume::Redistributable => {
             let num_yielded: u64 = state.get("num_yielded")?;
+            let consumed = Consumed::new(num_yielded, relative);
             out.cuts.push(Cut {
                 node: "ElasticSampler",
                 path: state.path().to_owned(),
                 epoch: state.get("epoch")?,
                 world_size: state.get("world_size")?,
                 len: state.get("len")?,
+                node_path: state.path().to_owned(),
+                files: None,
+                from: num_yielded,
+                through: consumed.prefix,
                 old: OldRank {
                     rank: state.get("rank")?,
                     plan: state.get("plan")?,
-                    consumed: Consumed::new(num_yielded, relative),
+                    consumed,
                 },
             });
             return Ok(());
         }
+        Resume::Expands => return walk_expands(desc, state, relative, threaded_above, out),
         Resume::ForwardsCount | Resume::OneToOne | Resume::Drops => {
             push_skipped(state, out)?;
             (relative.to_vec(), threaded_above)
@@ -397,6 +470,7 @@ pub(crate) fn walk(
             out.buffers.push((state.path().to_owned(), items));
             (relative.to_vec(), threaded_above)
         }
+        Resume::ReadsAhead { .. } if out.cursors_only => (Vec::new(), false),
         &Resume::ReadsAhead { in_order } => {
             push_skipped(state, out)?;
             let steps: u64 = state.get("steps_since_snapshot")?;
@@ -427,4 +501,105 @@ pub(crate) fn walk(
         return Err(refuse(state.path(), name, why));
     };
     walk(child, &child_at(state, key)?, &relative, threaded, out)
+}
+
+/// Records one old rank's `flat_map` or `unbatch`: its source as it stands
+/// after the item it is part way through (which counts as consumed), that
+/// item as a [`Pending`], and the pending items an earlier reshard dealt it.
+fn walk_expands(
+    desc: &Description,
+    state: &State,
+    relative: &[u64],
+    threaded_above: bool,
+    out: &mut Found,
+) -> Result<()> {
+    let name = desc.name();
+    if !relative.is_empty() {
+        return Err(refuse(state.path(), name, UNSETTLED));
+    }
+    let Some((key, child)) = desc.children().next() else {
+        let why = "expected one child in its description";
+        return Err(refuse(state.path(), name, why));
+    };
+    let mut pending = Vec::new();
+    if state.contains("pending") {
+        let list = state.child("pending")?;
+        for entry in list.keys() {
+            let entry = list.child(entry)?;
+            let before = entry.child("source")?;
+            pending.push(rewound(child, before, entry.get("skip")?, None)?);
+        }
+    }
+    let idx_key = state
+        .keys()
+        .find(|k| !matches!(*k, "source" | "after" | "pending"));
+    let idx: u64 = match idx_key {
+        Some(key) => state.get(key)?,
+        None => return Err(Error::bad_state(state.path().to_owned(), "no position key")),
+    };
+    let before = child_at(state, key)?;
+    if out.cursors_only {
+        // Below another pending item: its state restores from `before`.
+        if !pending.is_empty() {
+            let why = "it holds items an earlier reshard dealt, below an item another flat_map or unbatch is part way through";
+            return Err(refuse(state.path(), name, why));
+        }
+        return walk(child, &before, &[], false, out);
+    }
+    let first = out.cuts.len();
+    if idx == 0 {
+        walk(child, &before, &[], threaded_above, out)?;
+    } else {
+        // The source after the item, at the source's path (where the new
+        // ranks' states are written).
+        let mut at_source = state.clone();
+        at_source.insert_child(key.to_owned(), state.child("after")?);
+        let after = child_at(&at_source, key)?;
+        walk(child, &after, &[], threaded_above, out)?;
+        let item = rewound(child, before, idx, Some(&out.cuts[first..]))?;
+        pending.push(item);
+    }
+    out.pending.push((state.path().to_owned(), pending));
+    Ok(())
+}
+
+/// The pending item whose source state is `before`, with `skip` elements
+/// returned: each source below reads from where `before` stands to where
+/// `after` (the cuts of the state after the item) stands, or, for an item
+/// an earlier reshard dealt, to the end of its plan.
+fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) -> Result<Pending> {
+    let mut found = Found {
+        cursors_only: true,
+        ..Found::default()
+    };
+    walk(desc, &before, &[], false, &mut found)?;
+    let base = before.path();
+    let mut rewinds = Vec::new();
+    for (i, cut) in found.cuts.iter().enumerate() {
+        let (plan, world) = (&cut.old.plan, cut.world_size);
+        let end = match after {
+            Some(cuts) => cuts[i].through,
+            None => plan.len(cut.len, world),
+        };
+        let slots = found
+            .begun
+            .iter()
+            .filter(|(path, _)| *path == cut.node_path)
+            .flat_map(|(_, begun)| begun.iter())
+            .filter(|(_, b)| matches!(b, Begun::Slot { .. }))
+            .map(|&(position, _)| position);
+        let at = cut.node_path.strip_prefix(base).unwrap_or(&cut.node_path);
+        rewinds.push(Rewind {
+            at: at.trim_start_matches('/').to_owned(),
+            files: cut.files.clone(),
+            positions: (cut.from..end).map(|s| plan.position(s, world)).collect(),
+            slots: slots.collect(),
+            len: cut.len,
+        });
+    }
+    Ok(Pending {
+        before,
+        skip,
+        rewinds,
+    })
 }

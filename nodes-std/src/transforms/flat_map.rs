@@ -2,15 +2,22 @@
 //! and the one-to-many mechanism it shares with
 //! [`Unbatcher`](crate::Unbatcher).
 
+use std::collections::VecDeque;
 use std::fmt;
 
 use crate::{
-    Cx, Description, Error, Hint, Node, NodeId, Replay, ResetFlag, Result, State, Stateful,
+    Cx, Description, Error, Hint, Node, NodeId, Replay, ResetFlag, Result, Resume, State, Stateful,
 };
 
 const NAME: &str = "FlatMapper";
 const SOURCE: &str = "source";
 const OUTPUT_IDX: &str = "output_idx";
+/// The source's current state, saved part way through an item.
+const AFTER: &str = "after";
+/// Items another rank was part way through (see [`Pending`]).
+const PENDING: &str = "pending";
+/// Keys of one pending item.
+const SKIP: &str = "skip";
 
 /// Refuses, for node `name` (made by `method`) that restores by pulling
 /// its current source item again, a `source` whose order varies.
@@ -66,6 +73,15 @@ pub(crate) fn replayable(source: &impl Stateful, name: &'static str, method: &st
 /// so is an `output_idx` above 0 where the source has no item left. Errors
 /// from the source while re-pulling come out of `reset`.
 ///
+/// # Changing the number of ranks
+/// Part way through an item, the state also holds `after`, the source's
+/// state after that item, so that [`elastic::reshard`](crate::elastic::reshard)
+/// can tell which records the item came from. A resharded state may hold
+/// `pending`: items old ranks were part way through, each as a state of
+/// the source that yields it first (`source`) and the elements already
+/// returned (`skip`). Restore re-makes each (one reset and one pull of the
+/// source per item), and they are returned first.
+///
 /// ```
 /// use nodes_std::prelude::*;
 ///
@@ -99,7 +115,27 @@ pub struct FlatMapper<S: Node, F, I: IntoIterator> {
     current: Option<(I::IntoIter, State)>,
     /// Elements of the current item's output returned so far.
     idx: u64,
+    /// Items an old rank was part way through, dealt here by a reshard:
+    /// returned before anything else.
+    pending: VecDeque<Pending<I::IntoIter>>,
     flag: ResetFlag,
+}
+
+/// An item another rank was part way through: the rest of its output,
+/// the source state it is pulled from first and the elements returned.
+struct Pending<O> {
+    output: O,
+    source: State,
+    skip: u64,
+}
+
+/// A restored state: the source's state from before the current item, the
+/// position in its output, and the pending items' source states, skips and
+/// the paths of their skips.
+struct Read {
+    before: State,
+    idx: u64,
+    pending: Vec<(State, u64, String)>,
 }
 
 /// The node's `Debug`: its name, its source and the position in the
@@ -135,6 +171,7 @@ impl<S: Node, F, I: IntoIterator> FlatMapper<S, F, I> {
             f,
             current: None,
             idx: 0,
+            pending: VecDeque::new(),
             flag: ResetFlag::default(),
         }
     }
@@ -146,6 +183,11 @@ impl<S: Node, F, I: IntoIterator> FlatMapper<S, F, I> {
         F: FnMut(S::Item) -> I,
     {
         self.flag.check(self.name)?;
+        if !self.pending.is_empty()
+            && let Some(item) = self.next_pending()
+        {
+            return Ok(Some(item));
+        }
         loop {
             if let Some((output, _)) = &mut self.current
                 && let Some(item) = output.next()
@@ -165,10 +207,80 @@ impl<S: Node, F, I: IntoIterator> FlatMapper<S, F, I> {
         }
     }
 
-    /// The source's state and the position that `state` holds, checked.
-    fn read(&self, state: &State) -> Result<(State, u64)> {
-        state.expect_keys(self.name, &[SOURCE, self.idx_key])?;
-        Ok((state.child(SOURCE)?, state.get(self.idx_key)?))
+    /// The next element of the pending items, dropping those done.
+    #[cold]
+    fn next_pending(&mut self) -> Option<I::Item> {
+        while let Some(front) = self.pending.front_mut() {
+            if let Some(item) = front.output.next() {
+                front.skip += 1;
+                return Some(item);
+            }
+            self.pending.pop_front();
+        }
+        None
+    }
+
+    /// What `state` holds, checked: `after` only part way through an item.
+    fn read(&self, state: &State) -> Result<Read> {
+        let (after, pending) = (state.contains(AFTER), state.contains(PENDING));
+        let idx_key = self.idx_key;
+        let keys: &[&str] = match (after, pending) {
+            (false, false) => &[SOURCE, idx_key],
+            (true, false) => &[SOURCE, idx_key, AFTER],
+            (false, true) => &[SOURCE, idx_key, PENDING],
+            (true, true) => &[SOURCE, idx_key, AFTER, PENDING],
+        };
+        state.expect_keys(self.name, keys)?;
+        let idx: u64 = state.get(idx_key)?;
+        if after && idx == 0 {
+            let why = format!("`{AFTER}` without an item part way through (`{idx_key}` is 0)");
+            return Err(Error::bad_state(state.path_of(AFTER), why));
+        }
+        let mut items = Vec::new();
+        if pending {
+            let list = state.child(PENDING)?;
+            for (i, key) in list.keys().enumerate() {
+                let entry = list.child(key)?;
+                if key != i.to_string() {
+                    let why = format!("expected the pending items numbered from 0, found `{key}`");
+                    return Err(Error::bad_state(entry.path().to_owned(), why));
+                }
+                entry.expect_keys(self.name, &[SOURCE, SKIP])?;
+                items.push((entry.child(SOURCE)?, entry.get(SKIP)?, entry.path_of(SKIP)));
+            }
+        }
+        Ok(Read {
+            before: state.child(SOURCE)?,
+            idx,
+            pending: items,
+        })
+    }
+
+    /// Pulls the item `source` (a state of the source) yields first again
+    /// and skips `skip` elements of its output; `at` is where errors point.
+    fn remake(&mut self, source: &State, skip: u64, at: String) -> Result<I::IntoIter>
+    where
+        F: FnMut(S::Item) -> I,
+    {
+        let name = self.name;
+        let mut replay = Replay::reset(&mut self.source, Some(source))?;
+        let Some(item) = replay.next()? else {
+            let why = format!(
+                "{name} is {skip} elements into an item's output, but the source has none left"
+            );
+            return Err(Error::bad_state(at, why));
+        };
+        let mut output = (self.f)(item).into_iter();
+        let landed = skip == 0
+            || usize::try_from(skip - 1)
+                .ok()
+                .and_then(|n| output.nth(n))
+                .is_some();
+        if !landed {
+            let why = format!("{name} cannot skip {skip} elements: the output is shorter");
+            return Err(Error::bad_state(at, why));
+        }
+        Ok(output)
     }
 }
 
@@ -200,7 +312,11 @@ where
     I: IntoIterator,
 {
     fn check_state(&self, state: &State) -> Result<()> {
-        self.source.check_state(&self.read(state)?.0)
+        let read = self.read(state)?;
+        for (source, ..) in &read.pending {
+            self.source.check_state(source)?;
+        }
+        self.source.check_state(&read.before)
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
@@ -208,32 +324,28 @@ where
         let restore = state.map(|s| self.read(s)).transpose()?;
         self.current = None;
         self.idx = 0;
-        let (Some(state), Some((before, idx))) = (state, restore) else {
+        self.pending.clear();
+        let (Some(state), Some(read)) = (state, restore) else {
             self.source.reset(None)?;
             self.flag.mark();
             return Ok(());
         };
-        let name = self.name;
-        let mut replay = Replay::reset(&mut self.source, Some(&before))?;
+        for (source, skip, at) in read.pending {
+            let output = self.remake(&source, skip, at)?;
+            self.pending.push_back(Pending {
+                output,
+                source,
+                skip,
+            });
+        }
+        let Read { before, idx, .. } = read;
         if idx > 0 {
             // Pull the item the state stands in again.
-            let Some(item) = replay.next()? else {
-                let why = format!(
-                    "{name} is {idx} elements into an item's output, but the source has none left"
-                );
-                return Err(Error::bad_state(state.path_of(self.idx_key), why));
-            };
-            let mut output = (self.f)(item).into_iter();
-            let landed = usize::try_from(idx - 1)
-                .ok()
-                .and_then(|n| output.nth(n))
-                .is_some();
-            if !landed {
-                let why = format!("{name} cannot skip {idx} elements: the output is shorter");
-                return Err(Error::bad_state(state.path_of(self.idx_key), why));
-            }
+            let output = self.remake(&before, idx, state.path_of(self.idx_key))?;
             self.current = Some((output, before));
             self.idx = idx;
+        } else {
+            self.source.reset(Some(&before))?;
         }
         self.flag.mark();
         Ok(())
@@ -251,11 +363,27 @@ where
         let mut out = State::new();
         out.insert_child(SOURCE, before);
         out.insert(self.idx_key, self.idx)?;
+        if self.idx > 0 {
+            // The source has not moved since it yielded the current item.
+            out.insert_child(AFTER, self.source.get_state(cx)?);
+        }
+        if !self.pending.is_empty() {
+            let mut list = State::new();
+            for (i, p) in self.pending.iter().enumerate() {
+                let mut entry = State::new();
+                entry.insert_child(SOURCE, p.source.clone());
+                entry.insert(SKIP, p.skip)?;
+                list.insert_child(i.to_string(), entry);
+            }
+            out.insert_child(PENDING, list);
+        }
         Ok(out)
     }
 
     fn describe(&self) -> Description {
-        Description::new(self.name).child(SOURCE, self.source.describe())
+        Description::new(self.name)
+            .with_resume(Resume::Expands)
+            .child(SOURCE, self.source.describe())
     }
 
     fn shutdown(&mut self) {
@@ -266,9 +394,13 @@ where
     /// and no upper bound while the source may still yield: an item may
     /// expand to any number of elements.
     fn size_hint(&self) -> Hint {
+        let pending = self.pending.iter().fold(Hint::exact(0), |hint, p| {
+            hint.then(Hint::from_iterator(p.output.size_hint()))
+        });
         let current = self.current.as_ref().map_or(Hint::exact(0), |(output, _)| {
             Hint::from_iterator(output.size_hint())
         });
+        let current = pending.then(current);
         // The expansion itself cannot fail: only the source's errors come.
         let source = self.source.size_hint();
         Hint {

@@ -100,6 +100,18 @@ enum Kind {
     ShuffleMix { buffer: usize, round_robin: bool },
     /// map-style -> batch -> shuffle -> prefetch: whole batches buffered
     ShuffleOverBatch { buffer: usize },
+    /// map-style -> filter -> flat_map (three items each) -> batch
+    FlatMap,
+    /// map-style -> par_map in order -> flat_map -> prefetch -> batch: a
+    /// threaded node on each side of the flat_map
+    FlatMapParMap { workers: usize },
+    /// map-style -> batch(3) -> shuffle -> unbatch -> batch
+    Unbatch { buffer: usize },
+}
+
+/// An item's three elements, for the flat_maps.
+fn three(x: u32) -> [u32; 3] {
+    [3 * x, 3 * x + 1, 3 * x + 2]
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -249,6 +261,19 @@ impl Job {
                 .shuffle(buffer, seed ^ 3)?
                 .prefetch(2)?
                 .boxed(),
+            Kind::FlatMap => one()?.filter(keep).flat_map(three).batch(batch)?.boxed(),
+            Kind::FlatMapParMap { workers } => one()?
+                .par_map(uneven, ParallelOptions::new(workers))?
+                .flat_map(three)
+                .prefetch(2)?
+                .batch(batch)?
+                .boxed(),
+            Kind::Unbatch { buffer } => one()?
+                .batch(3)?
+                .shuffle(buffer, seed ^ 3)?
+                .unbatch()
+                .batch(batch)?
+                .boxed(),
         })
     }
 
@@ -271,8 +296,12 @@ impl Job {
                 | Kind::MixBelow { .. }
                 | Kind::ShuffleOverFilter { .. }
                 | Kind::ShuffleOverParMap { .. }
+                | Kind::FlatMap
         ) {
             all.retain(keep);
+        }
+        if matches!(self.kind, Kind::FlatMap | Kind::FlatMapParMap { .. }) {
+            all = all.into_iter().flat_map(three).collect();
         }
         all.sort_unstable();
         all
@@ -403,6 +432,9 @@ fn kind() -> impl Strategy<Value = Kind> {
             round_robin
         }),
         (1usize..6).prop_map(|buffer| Kind::ShuffleOverBatch { buffer }),
+        Just(Kind::FlatMap),
+        (0usize..3).prop_map(|workers| Kind::FlatMapParMap { workers }),
+        (1usize..4).prop_map(|buffer| Kind::Unbatch { buffer }),
     ]
 }
 

@@ -42,6 +42,18 @@ enum Above {
     Interleave,
     /// `interleave(3, 1, …)` with a `prefetch` in the function.
     InterleavePrefetched,
+    /// Each line's three tokens through a `flat_map`, one item each.
+    FlatMap,
+    /// The same over a `filter`: the item part way through may come from a
+    /// file after the one the state before it was in.
+    FlatMapFiltered,
+    /// The same over a `shuffle`.
+    FlatMapShuffled,
+    /// The same over an in-order `par_map`, and over an interleave.
+    FlatMapParMap,
+    FlatMapInterleaved,
+    /// `batch(3)` → `unbatch()`.
+    Unbatch,
 }
 
 /// A directory of `lines.len()` files; file `f` holds `lines[f]` lines
@@ -112,7 +124,22 @@ fn build(dir: &Path, above: Above, rank: u64, world: u64) -> Box<dyn Node<Item =
     };
     let lines = read(Files::in_dir(dir).unwrap(), rank, world);
     let one = |l: String| vec![l];
+    let split = |l: String| tokens(l).into_iter().map(|t| vec![t]).collect::<Vec<_>>();
     match above {
+        Above::FlatMap => lines.flat_map(split).boxed(),
+        Above::FlatMapFiltered => lines.filter(|l: &String| kept(l)).flat_map(split).boxed(),
+        Above::FlatMapShuffled => lines.shuffle(3, 5).unwrap().flat_map(split).boxed(),
+        Above::FlatMapParMap => lines
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap()
+            .flat_map(split)
+            .boxed(),
+        Above::FlatMapInterleaved => sharded()
+            .interleave(2, 2, one_file)
+            .unwrap()
+            .flat_map(split)
+            .boxed(),
+        Above::Unbatch => lines.batch(3).unwrap().unbatch().map(one).boxed(),
         Above::Nothing => lines.map(one).boxed(),
         Above::Filter => lines.filter(|l: &String| kept(l)).map(one).boxed(),
         Above::FilterMap => lines.filter_map(|l| kept(&l).then(|| vec![l])).boxed(),
@@ -215,14 +242,24 @@ pub(crate) fn generation(
 
 /// Every line (or token) the epoch delivers, sorted.
 fn expected(lines: &[u32], above: Above) -> Vec<String> {
-    let filtered = matches!(above, Above::Filter | Above::FilterMap);
+    let filtered = matches!(
+        above,
+        Above::Filter | Above::FilterMap | Above::FlatMapFiltered
+    );
     let mut all: Vec<String> = lines
         .iter()
         .enumerate()
         .flat_map(|(f, &n)| (0..n).map(move |l| format!("{f}:{l}")))
         .filter(|line| !filtered || kept(line))
         .flat_map(|line| match above {
-            Above::Pack | Above::PackExact | Above::Interleave => tokens(line),
+            Above::Pack
+            | Above::PackExact
+            | Above::Interleave
+            | Above::FlatMap
+            | Above::FlatMapFiltered
+            | Above::FlatMapShuffled
+            | Above::FlatMapParMap
+            | Above::FlatMapInterleaved => tokens(line),
             _ => vec![line],
         })
         .collect();
@@ -280,6 +317,12 @@ fn above() -> impl Strategy<Value = Above> {
         Just(Above::Mix),
         Just(Above::Interleave),
         Just(Above::InterleavePrefetched),
+        Just(Above::FlatMap),
+        Just(Above::FlatMapFiltered),
+        Just(Above::FlatMapShuffled),
+        Just(Above::FlatMapParMap),
+        Just(Above::FlatMapInterleaved),
+        Just(Above::Unbatch),
     ]
 }
 
@@ -351,7 +394,7 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
 /// `check` accepts the pipeline, with a `par_map` or `prefetch` above an
 /// interleave of files or above a filter over a reader too, and names what
 /// it cannot reshard: an out-of-order `par_map` above a reader, a
-/// `flat_map`, a mix that restarts its sources.
+/// `flat_map` over a mix, a mix that restarts its sources.
 #[test]
 fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     let corpus = Corpus::new("check", &[2, 2]);
@@ -389,15 +432,20 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     elastic::check(&interleave().prefetch(2).unwrap().describe()).unwrap();
     let over_filter = sharded().filter(|l: &String| kept(l)).prefetch(2).unwrap();
     elastic::check(&over_filter.describe()).unwrap();
-    // A flat_map cannot say which records its half-expanded item came from.
+    // A flat_map reshards (its state says where the item it is part way
+    // through came from), but not over a mix: the mix's draws are its rank's.
     let split = sharded().flat_map(|l: String| l.chars().collect::<Vec<_>>());
-    let err = elastic::check(&split.describe()).unwrap_err().to_string();
+    elastic::check(&split.describe()).unwrap();
+    let mixed = MultiNodeWeightedSampler::new(
+        [("a", sharded()), ("b", sharded())],
+        [("a", 0.5), ("b", 0.5)],
+    )
+    .unwrap()
+    .stop_criteria(StopCriteria::AllDatasetsExhausted)
+    .flat_map(|l: String| l.chars().collect::<Vec<_>>());
+    let err = elastic::check(&mixed.describe()).unwrap_err().to_string();
     assert!(
-        err.contains("FlatMapper at /root cannot be resharded"),
-        "{err}"
-    );
-    assert!(
-        err.contains("or Files under shard read by read_lines"),
+        err.contains("FlatMapper at /root cannot be resharded: it stands above a mix"),
         "{err}"
     );
     // A mix that restarts its sources (a CYCLE_* stop criterion, the
