@@ -11,7 +11,7 @@ use crate::elastic::batches::{self, BatchSizes};
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
     Begun, ByPath, FilesAt, Found, Pending, RESHARD, check as check_description, child_at,
-    position_keys, walk,
+    expansion_key, position_keys, replace_at, walk,
 };
 use crate::policy::Counts;
 use crate::sources::files::RankPlan;
@@ -434,10 +434,7 @@ fn rebuild_expands(
     dealt: &Dealt,
 ) -> Result<State> {
     let (key, child) = desc.children().next().expect("checked by the walk");
-    let idx_key = template
-        .keys()
-        .find(|k| !matches!(*k, "source" | "after" | "pending"));
-    let idx_key = idx_key.expect("checked by the walk").to_owned();
+    let idx_key = expansion_key(template)?.to_owned();
     // Where the walk read the source (at the source's path).
     let mut at_source = template.clone();
     if template.contains("after") {
@@ -466,10 +463,7 @@ fn rebuild_expands(
 fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
     let mut state = item.before.clone();
     for rewind in &item.rewinds {
-        let node = match rewind.at.as_str() {
-            "" => state.clone(),
-            at => child_at(&state, at)?,
-        };
+        let node = child_at(&state, &rewind.at)?;
         let plan = Plan {
             id: 0,
             owed: rewind.positions.clone(),
@@ -487,10 +481,18 @@ fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
             }
             Some(files) => rewind_files(node, files, plan, &rewind.slots, world)?,
         };
-        state = match rewind.at.as_str() {
-            "" => new,
-            at => replace_at(state, at, new)?,
-        };
+        state = replace_at(state, &rewind.at, new)?;
+    }
+    for (at, items) in &item.nested {
+        let mut node = child_at(&state, at)?;
+        let (old, mut new) = (node.child("pending")?, State::new());
+        for (key, nested) in old.keys().zip(items) {
+            let mut entry = old.child(key)?;
+            entry.insert_child("source", rewind(nested, rank, world)?);
+            new.insert_child(key.to_owned(), entry);
+        }
+        node.insert_child("pending", new);
+        state = replace_at(state, at, node)?;
     }
     Ok(state)
 }
@@ -532,16 +534,6 @@ fn rewind_files(
         node.insert("resume_at", resume_at)?;
     }
     Ok(node)
-}
-
-/// `state` with the child under `key` (`a` or `a/b`) replaced.
-fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
-    let (head, child) = match key.split_once('/') {
-        None => (key, child),
-        Some((head, rest)) => (head, replace_at(state.child(head)?, rest, child)?),
-    };
-    state.insert_child(head.to_owned(), child);
-    Ok(state)
 }
 
 /// Reads the old states and checks that they are one job's, in rank order.

@@ -44,6 +44,9 @@ pub(crate) struct Pending {
     pub(crate) before: State,
     pub(crate) skip: u64,
     pub(crate) rewinds: Vec<Rewind>,
+    /// The pending items of the `flat_map`s below, by the path of their
+    /// state relative to `before`'s.
+    pub(crate) nested: ByPath<Pending>,
 }
 
 /// Where the `Files` below a file reader or an interleave is: the shard's
@@ -120,10 +123,24 @@ fn refuse(path: &str, name: &str, why: &str) -> Error {
     Error::invalid_argument(RESHARD, message)
 }
 
-/// The state of the child under `key` (`a` or `a/b`).
+/// The state of the child under `key` (`a` or `a/b`; `state` for `""`).
 pub(crate) fn child_at(state: &State, key: &str) -> Result<State> {
-    key.split('/')
-        .try_fold(state.clone(), |at, part| at.child(part))
+    let mut parts = key.split('/').filter(|part| !part.is_empty());
+    parts.try_fold(state.clone(), |at, part| at.child(part))
+}
+
+/// `state` with the child under `key` (`a` or `a/b`) replaced (`child`
+/// itself for `""`).
+pub(crate) fn replace_at(mut state: State, key: &str, child: State) -> Result<State> {
+    if key.is_empty() {
+        return Ok(child);
+    }
+    let (head, child) = match key.split_once('/') {
+        None => (key, child),
+        Some((head, rest)) => (head, replace_at(state.child(head)?, rest, child)?),
+    };
+    state.insert_child(head.to_owned(), child);
+    Ok(state)
 }
 
 /// Why a node of this description cannot be resharded, if it cannot,
@@ -530,20 +547,12 @@ fn walk_expands(
             pending.push(rewound(child, before, entry.get("skip")?, None)?);
         }
     }
-    let idx_key = state
-        .keys()
-        .find(|k| !matches!(*k, "source" | "after" | "pending"));
-    let idx: u64 = match idx_key {
-        Some(key) => state.get(key)?,
-        None => return Err(Error::bad_state(state.path().to_owned(), "no position key")),
-    };
+    let idx: u64 = state.get(expansion_key(state)?)?;
     let before = child_at(state, key)?;
     if out.cursors_only {
-        // Below another pending item: its state restores from `before`.
-        if !pending.is_empty() {
-            let why = "it holds items an earlier reshard dealt, below an item another flat_map or unbatch is part way through";
-            return Err(refuse(state.path(), name, why));
-        }
+        // Below another pending item, whose state restores this one's
+        // pending items and then `before`.
+        out.pending.push((state.path().to_owned(), pending));
         return walk(child, &before, &[], false, out);
     }
     let first = out.cuts.len();
@@ -573,7 +582,15 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
         ..Found::default()
     };
     walk(desc, &before, &[], false, &mut found)?;
-    let base = before.path();
+    let base = before.path().to_owned();
+    let before = without_after(desc, before)?;
+    let relative = |path: &str| {
+        let at = path.strip_prefix(&base).unwrap_or(path);
+        at.trim_start_matches('/').to_owned()
+    };
+    let nested = found.pending.iter().filter(|(_, items)| !items.is_empty());
+    let nested = nested.map(|(path, items)| (relative(path), items.clone()));
+    let nested = nested.collect();
     let mut rewinds = Vec::new();
     for (i, cut) in found.cuts.iter().enumerate() {
         let (plan, world) = (&cut.old.plan, cut.world_size);
@@ -588,9 +605,8 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
             .flat_map(|(_, begun)| begun.iter())
             .filter(|(_, b)| matches!(b, Begun::Slot { .. }))
             .map(|&(position, _)| position);
-        let at = cut.node_path.strip_prefix(base).unwrap_or(&cut.node_path);
         rewinds.push(Rewind {
-            at: at.trim_start_matches('/').to_owned(),
+            at: relative(&cut.node_path),
             files: cut.files.clone(),
             positions: (cut.from..end).map(|s| plan.position(s, world)).collect(),
             slots: slots.collect(),
@@ -601,5 +617,43 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
         before,
         skip,
         rewinds,
+        nested,
     })
+}
+
+/// The key of a `flat_map`'s (`output_idx`) or `unbatch`'s (`batch_idx`)
+/// position in the current item: the one key of its state that is not
+/// `source`, `after` or `pending`.
+pub(crate) fn expansion_key(state: &State) -> Result<&str> {
+    let mut keys = state.keys();
+    let key = keys.find(|k| !matches!(*k, "source" | "after" | "pending"));
+    key.ok_or_else(|| {
+        let why = "expected the position in the current item";
+        Error::bad_state(state.path().to_owned(), why)
+    })
+}
+
+/// `state` (of `desc`) with the `after` of every `flat_map` or `unbatch`
+/// in it left out: a pending item's source restores the states before
+/// their items, whose sources the reshard rewinds, and only those.
+fn without_after(desc: &Description, state: State) -> Result<State> {
+    let mut state = state;
+    if *desc.resume() == Resume::Expands && state.contains("after") {
+        let key = expansion_key(&state)?.to_owned();
+        let mut bare = State::new();
+        bare.insert_child("source", state.child("source")?);
+        let position = state.value(&key)?;
+        bare.insert(key, position)?;
+        if state.contains("pending") {
+            bare.insert_child("pending", state.child("pending")?);
+        }
+        state = bare;
+    }
+    for (key, child) in desc.children() {
+        if child.subtree().any(|d| *d.resume() == Resume::Expands) {
+            let below = without_after(child, child_at(&state, key)?)?;
+            state = replace_at(state, key, below)?;
+        }
+    }
+    Ok(state)
 }

@@ -135,6 +135,7 @@ struct Pending<O> {
 struct Read {
     before: State,
     idx: u64,
+    after: Option<State>,
     pending: Vec<(State, u64, String)>,
 }
 
@@ -252,6 +253,7 @@ impl<S: Node, F, I: IntoIterator> FlatMapper<S, F, I> {
         Ok(Read {
             before: state.child(SOURCE)?,
             idx,
+            after: after.then(|| state.child(AFTER)).transpose()?,
             pending: items,
         })
     }
@@ -316,6 +318,9 @@ where
         for (source, ..) in &read.pending {
             self.source.check_state(source)?;
         }
+        if let Some(after) = &read.after {
+            self.source.check_state(after)?;
+        }
         self.source.check_state(&read.before)
     }
 
@@ -338,10 +343,18 @@ where
                 skip,
             });
         }
-        let Read { before, idx, .. } = read;
+        let Read {
+            before, idx, after, ..
+        } = read;
         if idx > 0 {
             // Pull the item the state stands in again.
             let output = self.remake(&before, idx, state.path_of(self.idx_key))?;
+            if let Some(after) = after {
+                // Where the pull left the source, restored as such: a
+                // threaded node below then snapshots there, which is what
+                // `elastic::settle` needs of it.
+                self.source.reset(Some(&after))?;
+            }
             self.current = Some((output, before));
             self.idx = idx;
         } else {

@@ -16,11 +16,15 @@
 //! reader   := read_lines | read_jsonl | read_parquet
 //!           | interleave(1..=3, 1..=2, (read_jsonl | read_parquet) [prefetch(2)])
 //! record   := map | filter | filter_map | shuffle(1..=4) | try_map
-//!           | par_map(1..=2) | prefetch(1..=3)
+//!           | par_map(1..=2) | prefetch(1..=3) | flat_map | unbatch
 //! group    := none | batch(1..=3) + concat | pack(4) | pack_exact(4)
 //!           | pack(4).with_segments()
 //! stage    := map | shuffle(1..=4) | par_map(1..=2) | prefetch(1..=3)
+//!           | flat_map | unbatch                  (not above a mix)
 //! ```
+//!
+//! A `flat_map` splits a record into one record per token; an `unbatch`
+//! does the same (each token then made a record of its own).
 //!
 //! The files are on disk, or with the `object-store` feature and an S3
 //! server (`NODES_S3_ENDPOINT`) uploaded there and read as `s3://` URLs
@@ -179,6 +183,8 @@ enum Stage {
     Shuffle(usize),
     ParMap(usize),
     Prefetch(usize),
+    FlatMap,
+    Unbatch,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -241,6 +247,10 @@ fn stage(node: Boxed<Vec<String>>, stage: Stage) -> Boxed<Vec<String>> {
             .unwrap()
             .boxed(),
         Stage::Prefetch(n) => node.prefetch(n).unwrap().boxed(),
+        Stage::FlatMap => node
+            .flat_map(|r: Vec<String>| r.into_iter().map(|t| vec![t]).collect::<Vec<_>>())
+            .boxed(),
+        Stage::Unbatch => node.unbatch().map(|t: String| vec![t]).boxed(),
     }
 }
 
@@ -513,6 +523,8 @@ fn record() -> impl Strategy<Value = Stage> {
         Just(Stage::FilterMap),
         Just(Stage::TryMap),
         (1usize..=4).prop_map(Stage::Shuffle),
+        Just(Stage::FlatMap),
+        Just(Stage::Unbatch),
     ];
     let threaded = prop_oneof![
         (1usize..=2).prop_map(Stage::ParMap),
@@ -526,10 +538,13 @@ fn after() -> impl Strategy<Value = Stage> {
         (1usize..=2).prop_map(Stage::ParMap),
         (1usize..=3).prop_map(Stage::Prefetch),
     ];
-    prop_oneof![
-        2 => prop_oneof![Just(Stage::Map), (1usize..=4).prop_map(Stage::Shuffle)],
-        1 => threaded,
-    ]
+    let plain = prop_oneof![
+        Just(Stage::Map),
+        (1usize..=4).prop_map(Stage::Shuffle),
+        Just(Stage::FlatMap),
+        Just(Stage::Unbatch),
+    ];
+    prop_oneof![2 => plain, 1 => threaded]
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -558,12 +573,22 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::collection::vec(record(), 0..=3),
         prop::collection::vec(after(), 0..=2),
     );
-    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, after))| Shape {
-        reader,
-        record,
-        mix,
-        group,
-        after,
+    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, mut after))| {
+        if !matches!(mix, Mix::None) {
+            // A flat_map above a mix is refused (`elastic_files` tests it).
+            for stage in &mut after {
+                if matches!(stage, Stage::FlatMap | Stage::Unbatch) {
+                    *stage = Stage::Map;
+                }
+            }
+        }
+        Shape {
+            reader,
+            record,
+            mix,
+            group,
+            after,
+        }
     })
 }
 
