@@ -26,7 +26,9 @@ const BATCH_IDX: &str = "batch_idx";
 /// O(1) in the position, plus re-producing one batch.
 ///
 /// Pulling a batch also takes the source's state (to remember where the
-/// batch began): one `get_state` of the source per batch.
+/// batch began): one `get_state` of the source per batch. Part way
+/// through a batch, and after a reshard, the state also holds `after` and
+/// `pending`, as a [`FlatMapper`](crate::FlatMapper)'s does.
 ///
 /// # Errors
 /// An error from the source is returned in place of the batch it stands for;
