@@ -74,7 +74,7 @@ fn flat_map_resumes_exactly_at_every_cut() {
 }
 
 #[test]
-fn flat_map_state_stands_before_the_item_with_the_position_in_its_output() {
+fn flat_map_state_stands_before_the_item_with_the_position_in_its_output_and_after_it() {
     let mut running = IterableWrapper::new(0..6u32)
         .flat_map(copies)
         .start()
@@ -85,7 +85,7 @@ fn flat_map_state_stands_before_the_item_with_the_position_in_its_output() {
     let state = running.get_state().unwrap();
     assert_eq!(
         state.to_json().unwrap(),
-        r#"{"source":{"num_yielded":2},"output_idx":1}"#
+        r#"{"source":{"num_yielded":2},"output_idx":1,"after":{"num_yielded":3}}"#
     );
     let rest: Vec<u32> = IterableWrapper::new(0..6u32)
         .flat_map(copies)
