@@ -165,8 +165,8 @@
 //! state after the item too (`after`): the reshard reads the positions
 //! from it, and deals the item to one new rank as a *pending* item (the
 //! old rank's state from before it, made to read only the records the item
-//! came from), which that rank pulls again at restore, passing over what
-//! was returned.
+//! came from; a weighted mix there draws on the old rank's stream again),
+//! which that rank pulls again at restore, passing over what was returned.
 //!
 //! `batch(n)` stays a per-rank batch of `n` by default: the job's global
 //! batch is `n × world_size`, and changes with the number of ranks.
@@ -180,9 +180,8 @@
 //!
 //! Pipelines whose position is not a function of global indices or files: an
 //! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
-//! [`ElasticSampler`]), a `Cycler`, `header`, `zip`, `shard` (but over `Files` read as above);
-//! and a `flat_map` or `unbatch` over a mix (the item it is part way
-//! through came from draws on its rank's own stream). The error names the node and its path in the state; [`check`] gives it
+//! [`ElasticSampler`]), a `Cycler`, `header`, `zip`, `shard` (but over `Files` read as above).
+//! The error names the node and its path in the state; [`check`] gives it
 //! from a pipeline's description, before training. So
 //! are incomplete state sets (a rank missing or given twice), states of
 //! other pipelines, of jobs of different sizes, of different epochs, or of

@@ -443,7 +443,8 @@ fn rebuild_expands(
     let source = rebuild(child, &child_at(&at_source, key)?, rank, world, dealt)?;
     let mut out = replace_at(State::new(), key, source)?;
     out.insert(idx_key, 0u64)?;
-    let mine = share(&dealt.pending[template.path()], rank, world);
+    let all = dealt.pending.get(template.path());
+    let mine = share(all.map_or(&[][..], Vec::as_slice), rank, world);
     if !mine.is_empty() {
         let mut list = State::new();
         for (i, item) in mine.iter().enumerate() {
@@ -482,6 +483,14 @@ fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
             Some(files) => rewind_files(node, files, plan, &rewind.slots, world)?,
         };
         state = replace_at(state, &rewind.at, new)?;
+    }
+    for at in &item.replays {
+        // The old rank's draws, on its stream (its rank stays in the state).
+        let mut mix = child_at(&state, at)?;
+        let mut rng = mix.child("rng")?;
+        rng.insert(crate::mixing::weighted::REPLAY, true)?;
+        mix.insert_child("rng", rng);
+        state = replace_at(state, at, mix)?;
     }
     for (at, items) in &item.nested {
         let mut node = child_at(&state, at)?;

@@ -47,6 +47,9 @@ pub(crate) struct Pending {
     /// The pending items of the `flat_map`s below, by the path of their
     /// state relative to `before`'s.
     pub(crate) nested: ByPath<Pending>,
+    /// The weighted mixes below, by the path of their state relative to
+    /// `before`'s: they draw again on the old rank's stream.
+    pub(crate) replays: Vec<String>,
 }
 
 /// Where the `Files` below a file reader or an interleave is: the shard's
@@ -114,6 +117,8 @@ pub(crate) struct Found {
     /// Only the cursors are wanted: items a threaded node delivered past
     /// its snapshot are not counted (a pending item's state replays them).
     cursors_only: bool,
+    /// With `cursors_only`, the paths of the weighted mixes' states.
+    weighted: Vec<String>,
 }
 
 /// The error for the node `name` whose state is at `path`.
@@ -187,10 +192,6 @@ pub(crate) fn check(desc: &Description, path: &str, out_of_order: bool) -> Resul
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let mixes = |d: &Description| matches!(d.resume(), Resume::Mixes { .. });
-    if *desc.resume() == Resume::Expands && desc.subtree().any(mixes) {
-        return Err(refuse(path, desc.name(), OVER_MIX));
-    }
     let out_of_order = out_of_order || *desc.resume() == Resume::ReadsAhead { in_order: false };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
@@ -210,9 +211,6 @@ pub(crate) fn reads_files(desc: &Description) -> bool {
 /// of lines tells what it was: [`settle`](crate::elastic::settle) replays
 /// it into the state.
 const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
-
-/// Why a `flat_map` over a mix is refused.
-const OVER_MIX: &str = "it stands above a mix, whose draws follow a stream of its rank's own, so the item it was part way through cannot be drawn again on another rank: flat_map the mix's sources instead";
 
 /// The shard and the `Files` below a file reader or an interleave, with
 /// their keys, if the node can be resharded (`out_of_order`: under an
@@ -506,6 +504,9 @@ pub(crate) fn walk(
         }
         // The mixes (`refusal` let only these through).
         _ => {
+            if out.cursors_only && state.contains("rng") {
+                out.weighted.push(state.path().to_owned());
+            }
             for (key, child) in desc.children() {
                 walk(child, &child_at(state, key)?, relative, threaded_above, out)?;
             }
@@ -591,11 +592,16 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
     let nested = found.pending.iter().filter(|(_, items)| !items.is_empty());
     let nested = nested.map(|(path, items)| (relative(path), items.clone()));
     let nested = nested.collect();
+    let replays = found.weighted.iter().map(|path| relative(path)).collect();
     let mut rewinds = Vec::new();
     for (i, cut) in found.cuts.iter().enumerate() {
         let (plan, world) = (&cut.old.plan, cut.world_size);
-        let end = match after {
-            Some(cuts) => cuts[i].through,
+        let end = match after.map(|cuts| cuts.get(i)) {
+            Some(Some(after)) => after.through,
+            Some(None) => {
+                let why = "the source's state after the item has fewer sources than before it";
+                return Err(Error::bad_state(base, why));
+            }
             None => plan.len(cut.len, world),
         };
         let slots = found
@@ -618,6 +624,7 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
         skip,
         rewinds,
         nested,
+        replays,
     })
 }
 

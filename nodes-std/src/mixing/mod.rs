@@ -158,7 +158,7 @@ macro_rules! stateful_by_sources {
 pub(crate) mod interleave;
 mod round_robin;
 mod stop;
-mod weighted;
+pub(crate) mod weighted;
 pub(crate) mod zip;
 
 use std::any::Any;

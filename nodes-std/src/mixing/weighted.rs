@@ -32,6 +32,12 @@ const KEYS: [&str; 8] = [
 ];
 
 const RNG_KEYS: [&str; 5] = ["seed", "rank", "world_size", "stream", "word_pos"];
+/// The key `elastic::reshard` adds to the generator of a state that replays
+/// another rank's draws (the source state of a `flat_map`'s pending item):
+/// the saved rank and world size then name the stream, whatever this
+/// sampler's own.
+pub(crate) const REPLAY: &str = "replay";
+const REPLAY_KEYS: [&str; 6] = ["seed", "rank", "world_size", "stream", "word_pos", REPLAY];
 
 /// The generator as saved under [`RNG`], in the order of [`RNG_KEYS`]: a
 /// deferred entry, so that taking a state copies five numbers and the JSON
@@ -102,7 +108,9 @@ struct SavedRng {
 /// `word_pos` is the generator's position in its stream (in 32-bit words, two
 /// per draw): restoring jumps straight there, in constant time however many
 /// items were drawn, and restores each source from its own state. Tagging
-/// does not change the state.
+/// does not change the state. A state written by `elastic::reshard` for a
+/// `flat_map`'s pending item may add `"replay": true` to `rng`: its `rank`
+/// and `world_size` then name the old rank whose draws it makes again.
 ///
 /// # Errors
 ///
@@ -435,6 +443,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             num_yielded: 0,
             started: false,
             word_pos: 0,
+            ranks: self.ranks,
         }
     }
 
@@ -443,7 +452,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         self.epoch = own.epoch;
         self.num_yielded = own.num_yielded;
         self.started = own.started;
-        self.rng = PassRng::for_pass(self.seed, own.epoch, self.ranks);
+        self.rng = PassRng::for_pass(self.seed, own.epoch, own.ranks);
         self.rng.seek(own.word_pos);
         self.rebuild_table();
     }
@@ -456,10 +465,18 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         let started: bool = state.get(STARTED)?;
         let rng = state.child(RNG)?;
-        rng.expect_keys(NAME, &RNG_KEYS)?;
+        let replay = rng.contains(REPLAY) && rng.get::<bool>(REPLAY)?;
+        rng.expect_keys(NAME, if replay { &REPLAY_KEYS } else { &RNG_KEYS })?;
+        let ranks = if replay {
+            let (rank, world_size) = (rng.get("rank")?, rng.get("world_size")?);
+            let bad = |e: Error| Error::bad_state(rng.path_of("rank"), e.to_string());
+            Rank::new(NAME, rank, world_size).map_err(bad)?
+        } else {
+            self.ranks
+        };
         for (key, ours, what) in [
-            ("rank", self.ranks.rank, "rank"),
-            ("world_size", self.ranks.world_size, "world size"),
+            ("rank", ranks.rank, "rank"),
+            ("world_size", ranks.world_size, "world size"),
         ] {
             let theirs: u64 = rng.get(key)?;
             if theirs != ours {
@@ -469,7 +486,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
                 return Err(Error::bad_state(rng.path_of(key), why));
             }
         }
-        let stream = PassRng::pass_stream(epoch, self.ranks);
+        let stream = PassRng::pass_stream(epoch, ranks);
         let word_pos = PassRng::check_saved(NAME, &rng, self.seed, stream)?;
         // Every draw is one `u64` (two words), at least one per item; a pass
         // that has not started has drawn nothing.
@@ -484,6 +501,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
             num_yielded,
             started,
             word_pos,
+            ranks,
         };
         let checked = self.sources.decode(state, own)?;
         // Sources that count their items returned every item of the pass
@@ -513,6 +531,9 @@ struct Own {
     num_yielded: u64,
     started: bool,
     word_pos: u64,
+    /// Whose stream it draws from: this sampler's rank, or the one a
+    /// replayed state names.
+    ranks: Rank,
 }
 
 sampler_node!(MultiNodeWeightedSampler);

@@ -393,8 +393,8 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
 
 /// `check` accepts the pipeline, with a `par_map` or `prefetch` above an
 /// interleave of files or above a filter over a reader too, and names what
-/// it cannot reshard: an out-of-order `par_map` above a reader, a
-/// `flat_map` over a mix, a mix that restarts its sources.
+/// it cannot reshard: an out-of-order `par_map` above a reader, a mix that
+/// restarts its sources.
 #[test]
 fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     let corpus = Corpus::new("check", &[2, 2]);
@@ -432,22 +432,10 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     elastic::check(&interleave().prefetch(2).unwrap().describe()).unwrap();
     let over_filter = sharded().filter(|l: &String| kept(l)).prefetch(2).unwrap();
     elastic::check(&over_filter.describe()).unwrap();
-    // A flat_map reshards (its state says where the item it is part way
-    // through came from), but not over a mix: the mix's draws are its rank's.
+    // A flat_map reshards, over a mix too: its state says where the item it
+    // is part way through came from.
     let split = sharded().flat_map(|l: String| l.chars().collect::<Vec<_>>());
     elastic::check(&split.describe()).unwrap();
-    let mixed = MultiNodeWeightedSampler::new(
-        [("a", sharded()), ("b", sharded())],
-        [("a", 0.5), ("b", 0.5)],
-    )
-    .unwrap()
-    .stop_criteria(StopCriteria::AllDatasetsExhausted)
-    .flat_map(|l: String| l.chars().collect::<Vec<_>>());
-    let err = elastic::check(&mixed.describe()).unwrap_err().to_string();
-    assert!(
-        err.contains("FlatMapper at /root cannot be resharded: it stands above a mix"),
-        "{err}"
-    );
     // A mix that restarts its sources (a CYCLE_* stop criterion, the
     // default) leaves the old ranks in different passes of a source.
     let cycling = MultiNodeWeightedSampler::new(

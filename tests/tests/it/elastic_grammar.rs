@@ -20,7 +20,7 @@
 //! group    := none | batch(1..=3) + concat | pack(4) | pack_exact(4)
 //!           | pack(4).with_segments()
 //! stage    := map | shuffle(1..=4) | par_map(1..=2) | prefetch(1..=3)
-//!           | flat_map | unbatch                  (not above a mix)
+//!           | flat_map | unbatch
 //! ```
 //!
 //! A `flat_map` splits a record into one record per token; an `unbatch`
@@ -573,22 +573,12 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::collection::vec(record(), 0..=3),
         prop::collection::vec(after(), 0..=2),
     );
-    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, mut after))| {
-        if !matches!(mix, Mix::None) {
-            // A flat_map above a mix is refused (`elastic_files` tests it).
-            for stage in &mut after {
-                if matches!(stage, Stage::FlatMap | Stage::Unbatch) {
-                    *stage = Stage::Map;
-                }
-            }
-        }
-        Shape {
-            reader,
-            record,
-            mix,
-            group,
-            after,
-        }
+    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, after))| Shape {
+        reader,
+        record,
+        mix,
+        group,
+        after,
     })
 }
 
