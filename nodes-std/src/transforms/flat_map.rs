@@ -233,6 +233,8 @@ impl<S: Node, F, I: IntoIterator> FlatMapper<S, F, I> {
         };
         state.expect_keys(self.name, keys)?;
         let idx: u64 = state.get(idx_key)?;
+        // Only part way through an item (where a restore needs it only to
+        // settle a threaded node below: a state without it loads).
         if after && idx == 0 {
             let why = format!("`{AFTER}` without an item part way through (`{idx_key}` is 0)");
             return Err(Error::bad_state(state.path_of(AFTER), why));
@@ -350,8 +352,9 @@ where
             // Pull the item the state stands in again.
             let output = self.remake(&before, idx, state.path_of(self.idx_key))?;
             if let Some(after) = after {
-                // Where the pull left the source, restored as such: a
-                // threaded node below then snapshots there, which is what
+                // Where the pull left the source, restored as such: so it
+                // is checked in full (a reshard reads positions from it),
+                // and a threaded node below snapshots there, which is what
                 // `elastic::settle` needs of it.
                 self.source.reset(Some(&after))?;
             }

@@ -22,7 +22,7 @@ fn fours() -> impl Node<Item = u32> {
 }
 
 #[test]
-fn unbatch_state_is_source_before_batch_plus_index() {
+fn unbatch_state_is_source_before_batch_plus_index_and_after_it() {
     let mut running = fours().start().unwrap();
     for _ in 0..5 {
         running.next();
@@ -30,7 +30,7 @@ fn unbatch_state_is_source_before_batch_plus_index() {
     let state = running.get_state().unwrap();
     assert_eq!(
         state.to_json().unwrap(),
-        r#"{"source":{"source":{"num_yielded":4},"pending_errors":[]},"batch_idx":1}"#
+        r#"{"source":{"source":{"num_yielded":4},"pending_errors":[]},"batch_idx":1,"after":{"source":{"num_yielded":8},"pending_errors":[]}}"#
     );
     let rest: Vec<u32> = fours()
         .start_from(&state)

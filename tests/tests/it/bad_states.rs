@@ -258,8 +258,15 @@ fn mutate(real: &State, other: &State, other_same_shape: bool, m: &Mutation) -> 
             // reads as one whose inner node ended): only the loader's
             // checksum tells them apart, and `Running::reset` has none.
             // The writer's version is informational: a state without it loads.
+            // A flat_map's or unbatch's `after` only settles a threaded
+            // node below on restore: a state without it loads.
+            let after_item = key == "after"
+                && original
+                    .pointer(parent)
+                    .is_some_and(|p| p.get("output_idx").or(p.get("batch_idx")).is_some());
             let verdict = if matches!(original.pointer(parent), Some(Value::Array(_)))
                 || in_open_slots(&original, parent)
+                || after_item
                 || at == "/version"
             {
                 Verdict::MayPass
