@@ -188,6 +188,7 @@
 //! different runs.
 
 mod batches;
+mod pending;
 mod plan;
 mod reshard;
 mod sampler;

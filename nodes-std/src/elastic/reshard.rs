@@ -8,13 +8,13 @@ use serde_json::Value;
 
 use crate::elastic::Plan;
 use crate::elastic::batches::{self, BatchSizes};
+use crate::elastic::pending::{Pending, expansion_key, planned, rewind};
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
-    Begun, ByPath, FilesAt, Found, Pending, RESHARD, check as check_description, child_at,
-    expansion_key, position_keys, replace_at, walk,
+    Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys, replace_at,
+    walk,
 };
 use crate::policy::Counts;
-use crate::sources::files::RankPlan;
 
 /// What the new ranks' states are written from, besides the template (old
 /// rank 0's state), each by the path of a node's state.
@@ -405,23 +405,6 @@ fn rebuild_files(
     Ok(out)
 }
 
-/// `shard_state` (a shard's, over a `Files` under `files_key`) made to
-/// yield the files at the positions of `plan` (for a rank of `world`),
-/// none of them yielded yet.
-fn planned(shard_state: &State, files_key: &str, plan: Plan, world: u64) -> Result<State> {
-    let mut files = child_at(shard_state, files_key)?;
-    let world_size = world;
-    files.insert("plan", RankPlan { plan, world_size })?;
-    files.insert("num_yielded", 0u64)?;
-    files.insert("started", true)?;
-    files.insert("path", None::<String>)?;
-    files.insert("near", Vec::<String>::new())?;
-    let mut shard_state = replace_at(shard_state.clone(), files_key, files)?;
-    shard_state.insert("seen", 0u64)?;
-    shard_state.insert("planned", true)?;
-    Ok(shard_state)
-}
-
 /// A `flat_map`'s or `unbatch`'s state (`template`, old rank 0's) for new
 /// rank `rank` of `world`: its source rebuilt from where it stood after
 /// the item it was part way through, no item begun, and the pending items
@@ -456,93 +439,6 @@ fn rebuild_expands(
         out.insert_child("pending", list);
     }
     Ok(out)
-}
-
-/// The state of a pending item's source for new rank `rank` of `world`:
-/// the old rank's, with each sampler and file list below reading only the
-/// positions the item came from.
-fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
-    let mut state = item.before.clone();
-    for rewind in &item.rewinds {
-        let node = child_at(&state, &rewind.at)?;
-        let plan = Plan {
-            id: 0,
-            owed: rewind.positions.clone(),
-            tail: rewind.len,
-        };
-        let new = match &rewind.files {
-            None => {
-                let mut sampler = node;
-                sampler.insert("num_yielded", 0u64)?;
-                sampler.insert("started", true)?;
-                sampler.insert("rank", rank)?;
-                sampler.insert("world_size", world)?;
-                sampler.insert("plan", &plan)?;
-                sampler
-            }
-            Some(files) => rewind_files(node, files, plan, &rewind.slots, world)?,
-        };
-        state = replace_at(state, &rewind.at, new)?;
-    }
-    for at in &item.replays {
-        // The old rank's draws, on its stream (its rank stays in the state).
-        let mut mix = child_at(&state, at)?;
-        let mut rng = mix.child("rng")?;
-        rng.insert(crate::mixing::weighted::REPLAY, true)?;
-        mix.insert_child("rng", rng);
-        state = replace_at(state, at, mix)?;
-    }
-    for (at, items) in &item.nested {
-        let mut node = child_at(&state, at)?;
-        let (old, mut new) = (node.child("pending")?, State::new());
-        for (key, nested) in old.keys().zip(items) {
-            let mut entry = old.child(key)?;
-            entry.insert_child("source", rewind(nested, rank, world)?);
-            new.insert_child(key.to_owned(), entry);
-        }
-        node.insert_child("pending", new);
-        state = replace_at(state, at, node)?;
-    }
-    Ok(state)
-}
-
-/// A reader's or interleave's state (`node`) made to read the files at the
-/// positions of `plan`: an interleave's open slots each pull their file
-/// (at `slots`) again, a reader resumes only the files it reads.
-fn rewind_files(
-    node: State,
-    files: &FilesAt,
-    plan: Plan,
-    slots: &[u64],
-    world: u64,
-) -> Result<State> {
-    let (shard_key, files_key) = (files.shard_key.as_str(), files.files_key.as_str());
-    let len = plan.tail;
-    let count = plan.owed.len();
-    let outer = planned(&child_at(&node, shard_key)?, files_key, plan, world)?;
-    let mut node = replace_at(node, shard_key, outer)?;
-    if files.interleaves {
-        let old = node.child("slots")?;
-        let mut new = State::new();
-        for (key, &position) in old.keys().zip(slots) {
-            let one = Plan {
-                id: 0,
-                owed: vec![position],
-                tail: len,
-            };
-            let slot = old.child(key)?;
-            let source = planned(&slot.child("source")?, files_key, one, world)?;
-            new.insert_child(key.to_owned(), replace_at(slot, "source", source)?);
-        }
-        node.insert_child("slots", new);
-    } else if node.contains("resume_at") {
-        // Where files another rank began resume: those it reads after its open one.
-        let open = node.get::<Option<String>>("path")?.is_some();
-        let mut resume_at: Vec<Value> = node.get("resume_at")?;
-        resume_at.truncate(count.saturating_sub(usize::from(open)));
-        node.insert("resume_at", resume_at)?;
-    }
-    Ok(node)
 }
 
 /// Reads the old states and checks that they are one job's, in rank order.

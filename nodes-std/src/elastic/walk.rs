@@ -8,6 +8,7 @@ use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::Plan;
+use crate::elastic::pending::{FilesAt, Pending, walk_expands};
 use crate::elastic::plan::{Consumed, OldRank};
 use crate::sources::files::RankPlan;
 
@@ -33,48 +34,6 @@ pub(crate) struct Cut {
     /// and the step past the last one it read from (its open file).
     pub(crate) from: u64,
     pub(crate) through: u64,
-}
-
-/// An item an old rank's `flat_map` (or `unbatch`) was part way through:
-/// `before`, a state of its source that yields the item first once the
-/// `rewinds` make it one of a new rank's pipeline, and the elements
-/// already returned.
-#[derive(Clone)]
-pub(crate) struct Pending {
-    pub(crate) before: State,
-    pub(crate) skip: u64,
-    pub(crate) rewinds: Vec<Rewind>,
-    /// The pending items of the `flat_map`s below, by the path of their
-    /// state relative to `before`'s.
-    pub(crate) nested: ByPath<Pending>,
-    /// The weighted mixes below, by the path of their state relative to
-    /// `before`'s: they draw again on the old rank's stream.
-    pub(crate) replays: Vec<String>,
-}
-
-/// Where the `Files` below a file reader or an interleave is: the shard's
-/// key in the node's state, and the `Files`' in the shard's.
-#[derive(Clone)]
-pub(crate) struct FilesAt {
-    pub(crate) shard_key: String,
-    pub(crate) files_key: String,
-    pub(crate) interleaves: bool,
-}
-
-/// A sampler, file reader or interleave below a pending item's state, made
-/// to read only the positions of its plan that the item came from.
-#[derive(Clone)]
-pub(crate) struct Rewind {
-    /// Its state's path, relative to the pending state's.
-    pub(crate) at: String,
-    /// For a reader or an interleave, where its `Files` is.
-    pub(crate) files: Option<FilesAt>,
-    /// The positions to read, in order.
-    pub(crate) positions: Vec<u64>,
-    /// The positions of an interleave's open slots, in slot order.
-    pub(crate) slots: Vec<u64>,
-    /// The length of the epoch's order.
-    pub(crate) len: u64,
 }
 
 /// A file one old rank began, to be finished by a new rank.
@@ -116,13 +75,13 @@ pub(crate) struct Found {
     pub(crate) pending: ByPath<Pending>,
     /// Only the cursors are wanted: items a threaded node delivered past
     /// its snapshot are not counted (a pending item's state replays them).
-    cursors_only: bool,
+    pub(super) cursors_only: bool,
     /// With `cursors_only`, the paths of the weighted mixes' states.
-    weighted: Vec<String>,
+    pub(super) weighted: Vec<String>,
 }
 
 /// The error for the node `name` whose state is at `path`.
-fn refuse(path: &str, name: &str, why: &str) -> Error {
+pub(super) fn refuse(path: &str, name: &str, why: &str) -> Error {
     let path = if path.is_empty() { "/" } else { path };
     let message = format!("{name} at {path} cannot be resharded: {why}");
     Error::invalid_argument(RESHARD, message)
@@ -210,7 +169,7 @@ pub(crate) fn reads_files(desc: &Description) -> bool {
 /// What a threaded node above delivered past its snapshot, where no count
 /// of lines tells what it was: [`settle`](crate::elastic::settle) replays
 /// it into the state.
-const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
+pub(super) const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
 
 /// The shard and the `Files` below a file reader or an interleave, with
 /// their keys, if the node can be resharded (`out_of_order`: under an
@@ -519,148 +478,4 @@ pub(crate) fn walk(
         return Err(refuse(state.path(), name, why));
     };
     walk(child, &child_at(state, key)?, &relative, threaded, out)
-}
-
-/// Records one old rank's `flat_map` or `unbatch`: its source as it stands
-/// after the item it is part way through (which counts as consumed), that
-/// item as a [`Pending`], and the pending items an earlier reshard dealt it.
-fn walk_expands(
-    desc: &Description,
-    state: &State,
-    relative: &[u64],
-    threaded_above: bool,
-    out: &mut Found,
-) -> Result<()> {
-    let name = desc.name();
-    if !relative.is_empty() {
-        return Err(refuse(state.path(), name, UNSETTLED));
-    }
-    let Some((key, child)) = desc.children().next() else {
-        let why = "expected one child in its description";
-        return Err(refuse(state.path(), name, why));
-    };
-    let mut pending = Vec::new();
-    if state.contains("pending") {
-        let list = state.child("pending")?;
-        for entry in list.keys() {
-            let entry = list.child(entry)?;
-            let before = entry.child("source")?;
-            pending.push(rewound(child, before, entry.get("skip")?, None)?);
-        }
-    }
-    let idx: u64 = state.get(expansion_key(state)?)?;
-    let before = child_at(state, key)?;
-    if out.cursors_only {
-        // Below another pending item, whose state restores this one's
-        // pending items and then `before`.
-        out.pending.push((state.path().to_owned(), pending));
-        return walk(child, &before, &[], false, out);
-    }
-    let first = out.cuts.len();
-    if idx == 0 {
-        walk(child, &before, &[], threaded_above, out)?;
-    } else {
-        // The source after the item, at the source's path (where the new
-        // ranks' states are written).
-        let mut at_source = state.clone();
-        at_source.insert_child(key.to_owned(), state.child("after")?);
-        let after = child_at(&at_source, key)?;
-        walk(child, &after, &[], threaded_above, out)?;
-        let item = rewound(child, before, idx, Some(&out.cuts[first..]))?;
-        pending.push(item);
-    }
-    out.pending.push((state.path().to_owned(), pending));
-    Ok(())
-}
-
-/// The pending item whose source state is `before`, with `skip` elements
-/// returned: each source below reads from where `before` stands to where
-/// `after` (the cuts of the state after the item) stands, or, for an item
-/// an earlier reshard dealt, to the end of its plan.
-fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) -> Result<Pending> {
-    let mut found = Found {
-        cursors_only: true,
-        ..Found::default()
-    };
-    walk(desc, &before, &[], false, &mut found)?;
-    let base = before.path().to_owned();
-    let before = without_after(desc, before)?;
-    let relative = |path: &str| {
-        let at = path.strip_prefix(&base).unwrap_or(path);
-        at.trim_start_matches('/').to_owned()
-    };
-    let nested = found.pending.iter().filter(|(_, items)| !items.is_empty());
-    let nested = nested.map(|(path, items)| (relative(path), items.clone()));
-    let nested = nested.collect();
-    let replays = found.weighted.iter().map(|path| relative(path)).collect();
-    let mut rewinds = Vec::new();
-    for (i, cut) in found.cuts.iter().enumerate() {
-        let (plan, world) = (&cut.old.plan, cut.world_size);
-        let end = match after.map(|cuts| cuts.get(i)) {
-            Some(Some(after)) => after.through,
-            Some(None) => {
-                let why = "the source's state after the item has fewer sources than before it";
-                return Err(Error::bad_state(base, why));
-            }
-            None => plan.len(cut.len, world),
-        };
-        let slots = found
-            .begun
-            .iter()
-            .filter(|(path, _)| *path == cut.node_path)
-            .flat_map(|(_, begun)| begun.iter())
-            .filter(|(_, b)| matches!(b, Begun::Slot { .. }))
-            .map(|&(position, _)| position);
-        rewinds.push(Rewind {
-            at: relative(&cut.node_path),
-            files: cut.files.clone(),
-            positions: (cut.from..end).map(|s| plan.position(s, world)).collect(),
-            slots: slots.collect(),
-            len: cut.len,
-        });
-    }
-    Ok(Pending {
-        before,
-        skip,
-        rewinds,
-        nested,
-        replays,
-    })
-}
-
-/// The key of a `flat_map`'s (`output_idx`) or `unbatch`'s (`batch_idx`)
-/// position in the current item: the one key of its state that is not
-/// `source`, `after` or `pending`.
-pub(crate) fn expansion_key(state: &State) -> Result<&str> {
-    let mut keys = state.keys();
-    let key = keys.find(|k| !matches!(*k, "source" | "after" | "pending"));
-    key.ok_or_else(|| {
-        let why = "expected the position in the current item";
-        Error::bad_state(state.path().to_owned(), why)
-    })
-}
-
-/// `state` (of `desc`) with the `after` of every `flat_map` or `unbatch`
-/// in it left out: a pending item's source restores the states before
-/// their items, whose sources the reshard rewinds, and only those.
-fn without_after(desc: &Description, state: State) -> Result<State> {
-    let mut state = state;
-    if *desc.resume() == Resume::Expands && state.contains("after") {
-        let key = expansion_key(&state)?.to_owned();
-        let mut bare = State::new();
-        bare.insert_child("source", state.child("source")?);
-        let position = state.value(&key)?;
-        bare.insert(key, position)?;
-        if state.contains("pending") {
-            bare.insert_child("pending", state.child("pending")?);
-        }
-        state = bare;
-    }
-    for (key, child) in desc.children() {
-        if child.subtree().any(|d| *d.resume() == Resume::Expands) {
-            let below = without_after(child, child_at(&state, key)?)?;
-            state = replace_at(state, key, below)?;
-        }
-    }
-    Ok(state)
 }
