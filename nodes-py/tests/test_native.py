@@ -178,6 +178,22 @@ def test_two_ranks_resume_on_three_exactly_once(tmp_path: Path) -> None:
     assert len(again) == 3
 
 
+def test_a_flat_map_part_way_through_a_record_reshards_exactly_once(tmp_path: Path) -> None:
+    write_corpus(tmp_path, files=7, records=30)
+
+    def split(record: Dict[str, Any]) -> List[Dict[str, Any]]:
+        return [{"id": 3 * record["id"] + part} for part in range(3)]
+
+    def loader(rank: int, world: int) -> nr.Loader[Any]:
+        files = nr.Files.in_dir(str(tmp_path)).shuffle_files(seed=5).shard(rank, world)
+        return nr.Loader(files.read_jsonl().flat_map(split).batch(4))
+
+    loader(0, 3).check_elastic()
+    # 5 and 7 batches of 4 stop part way through a record's three parts.
+    counts, _ = ids_over_two_then_three_ranks(loader, lambda rank: 5 + 2 * rank)
+    assert len(counts) == 630 and max(counts.values()) == 1
+
+
 def test_a_reshard_can_keep_the_global_batch(tmp_path: Path) -> None:
     write_corpus(tmp_path, files=7, records=30)
 
