@@ -7,8 +7,9 @@
 //!    travel in the states to the new ranks.
 //! 2. Streaming, the pipeline of LLM pretraining: two datasets of JSONL
 //!    files, each `Files` → `shuffle_files` → `shard` →
-//!    `interleave(read_jsonl)` → tokenize → `pack`, mixed by weight, batched
-//!    and prefetched. Each rank is a worker process that checkpoints every
+//!    `interleave(read_jsonl)` → tokenize → `flat_map` into chunks of at
+//!    most 5 tokens → `pack`, mixed by weight, batched and prefetched (a
+//!    rank may save part way through a record's chunks). Each rank is a worker process that checkpoints every
 //!    few batches and is killed with `SIGKILL` after a few checkpoints;
 //!    the next generation of ranks resumes from the last checkpoints of the
 //!    killed ones (`elastic::load_resharded_with`, which first settles
@@ -208,6 +209,8 @@ const RECORDS_PER_FILE: u32 = 60;
 const SEQ_LEN: usize = 32;
 /// A worker checkpoints every this many batches.
 const CHECKPOINT_EVERY: u64 = 2;
+/// Records are split into chunks of at most this many tokens.
+const CHUNK: usize = 5;
 
 /// A record of the corpus, with where it is.
 #[derive(Serialize, Deserialize)]
@@ -265,7 +268,13 @@ fn streaming(
             .interleave(2, 3, |path: PathBuf| {
                 IterableWrapper::new(vec![path]).read_jsonl::<Record>()
             })?
-            .map(tokenize)
+            .flat_map(|record: Record| {
+                let tokens = tokenize(record);
+                tokens
+                    .chunks(CHUNK)
+                    .map(<[u64]>::to_vec)
+                    .collect::<Vec<_>>()
+            })
             .pack(SEQ_LEN)
     };
     let (books, web) = (DATASETS[0], DATASETS[1]);
