@@ -373,6 +373,46 @@ fn same_seed_and_state_same_sequence() {
     }
 }
 
+/// A state marked `replay` (as `elastic::reshard` writes for a `flat_map`'s
+/// pending item) draws on the rank it names, whatever the sampler's own; an
+/// unmarked one of another rank, or a marked one naming no rank, is refused
+/// at its path.
+#[test]
+fn a_replayed_state_draws_on_the_rank_it_names() {
+    let build = |rank: u64, world: u64| {
+        sampler(
+            &[9, 9, 9],
+            &[0.2, 0.3, 0.5],
+            StopCriteria::AllDatasetsExhausted,
+            5,
+        )
+        .rank(rank, world)
+        .unwrap()
+    };
+    let mut run = build(1, 2).start().unwrap();
+    run.by_ref().take(4).for_each(drop);
+    let state = json(&run.get_state().unwrap());
+    let rest: Vec<u64> = run.collect::<Result<_>>().unwrap();
+    let with_rng = |rng: serde_json::Value| {
+        let mut value = state.to_value();
+        value["rng"] = rng;
+        State::from_value(value).unwrap()
+    };
+    let mut rng = state.value("rng").unwrap();
+    rng["replay"] = true.into();
+    let replayed: Vec<u64> = build(0, 3)
+        .start_from(&with_rng(rng.clone()))
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(replayed, rest);
+    let err = build(0, 3).start_from(&state).unwrap_err();
+    assert_eq!(err.state_path(), Some("/rng/rank"), "{err}");
+    rng["rank"] = 2.into();
+    let err = build(0, 3).start_from(&with_rng(rng)).unwrap_err();
+    assert_eq!(err.state_path(), Some("/rng/rank"), "{err}");
+}
+
 #[test]
 fn epochs_seeds_and_ranks_give_other_sequences() {
     let build = |seed: u64, rank: u64| {

@@ -152,6 +152,51 @@ fn flat_map_rejects_a_position_past_the_output() {
     assert!(err.to_string().contains("none left"), "{err}");
 }
 
+/// Pending items (what a reshard deals: another rank's item part way
+/// through) come first, from the source state each names; a malformed list
+/// is refused at its path.
+#[test]
+fn flat_map_returns_pending_items_first_and_refuses_a_malformed_list() {
+    let start = |json: &str| {
+        let state = State::from_json(json).unwrap();
+        IterableWrapper::new(0..6u32)
+            .flat_map(copies)
+            .start_from(&state)
+    };
+    // Item 3 (three 30s), one returned; then item 2 (two 20s), none; then
+    // the node's own position: item 5 next.
+    let pending =
+        r#"{"0":{"source":{"num_yielded":3},"skip":1},"1":{"source":{"num_yielded":2},"skip":0}}"#;
+    let json = format!(r#"{{"source":{{"num_yielded":5}},"output_idx":0,"pending":{pending}}}"#);
+    let items: Vec<u32> = start(&json).unwrap().collect::<Result<_>>().unwrap();
+    assert_eq!(items, [30, 30, 20, 20, 50]);
+    let cases = [
+        (
+            r#"{"1":{"source":{"num_yielded":3},"skip":1}}"#,
+            "/pending/1",
+        ),
+        (
+            r#"{"0":{"source":{"num_yielded":3},"skip":4}}"#,
+            "/pending/0/skip",
+        ),
+        (
+            r#"{"0":{"source":{"num_yielded":6},"skip":1}}"#,
+            "/pending/0/skip",
+        ),
+        (r#"{"0":{"source":{"num_yielded":3}}}"#, "/pending/0/skip"),
+    ];
+    for (pending, path) in cases {
+        let json =
+            format!(r#"{{"source":{{"num_yielded":5}},"output_idx":0,"pending":{pending}}}"#);
+        let err = start(&json).unwrap_err();
+        assert_eq!(err.state_path(), Some(path), "{pending}: {err}");
+    }
+    // `after` belongs to an item part way through only.
+    let err = start(r#"{"source":{"num_yielded":5},"output_idx":0,"after":{"num_yielded":5}}"#)
+        .unwrap_err();
+    assert_eq!(err.state_path(), Some("/after"), "{err}");
+}
+
 // ---------------------------------------------------------------------------
 // filter_map
 
