@@ -7,9 +7,7 @@ use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::Plan;
-use crate::elastic::walk::{
-    Begun, ByPath, Cut, Found, UNSETTLED, child_at, refuse, replace_at, walk,
-};
+use crate::elastic::walk::{Begun, ByPath, Cut, Found, child_at, refuse, replace_at, walk};
 use crate::sources::files::RankPlan;
 
 /// An item an old rank's `flat_map` (or `unbatch`) was part way through:
@@ -60,14 +58,10 @@ pub(crate) struct Rewind {
 pub(super) fn walk_expands(
     desc: &Description,
     state: &State,
-    relative: &[u64],
     threaded_above: bool,
     out: &mut Found,
 ) -> Result<()> {
     let name = desc.name();
-    if !relative.is_empty() {
-        return Err(refuse(state.path(), name, UNSETTLED));
-    }
     let Some((key, child)) = desc.children().next() else {
         let why = "expected one child in its description";
         return Err(refuse(state.path(), name, why));
@@ -90,15 +84,8 @@ pub(super) fn walk_expands(
         return walk(child, &before, &[], false, out);
     }
     let first = out.cuts.len();
-    if idx == 0 {
-        walk(child, &before, &[], threaded_above, out)?;
-    } else {
-        // The source after the item, at the source's path (where the new
-        // ranks' states are written).
-        let mut at_source = state.clone();
-        at_source.insert_child(key.to_owned(), state.child("after")?);
-        let after = child_at(&at_source, key)?;
-        walk(child, &after, &[], threaded_above, out)?;
+    walk(child, &walked_source(state, key)?, &[], threaded_above, out)?;
+    if idx > 0 {
         let item = rewound(child, before, idx, Some(&out.cuts[first..]))?;
         pending.push(item);
     }
@@ -159,6 +146,36 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
         nested,
         replays,
     })
+}
+
+/// The state a reshard reads a `flat_map`'s or `unbatch`'s source from,
+/// at the source's path `key` (where the new ranks' states are written):
+/// part way through an item, the state after it (`after`), else `source`.
+pub(super) fn walked_source(state: &State, key: &str) -> Result<State> {
+    let idx: u64 = state.get(expansion_key(state)?)?;
+    if idx == 0 {
+        return child_at(state, key);
+    }
+    let mut at_source = state.clone();
+    at_source.insert_child(key.to_owned(), state.child("after")?);
+    child_at(&at_source, key)
+}
+
+/// A sampler's state (`state`, an `ElasticSampler`'s) made to read `plan`
+/// as rank `rank` of `world`, nothing read yet.
+pub(super) fn planned_sampler(
+    mut state: State,
+    plan: &Plan,
+    rank: u64,
+    world: u64,
+) -> Result<State> {
+    state.insert("num_yielded", 0u64)?;
+    // Started: a rank with nothing left moves on to the next epoch.
+    state.insert("started", true)?;
+    state.insert("rank", rank)?;
+    state.insert("world_size", world)?;
+    state.insert("plan", plan)?;
+    Ok(state)
 }
 
 /// The key of a `flat_map`'s (`output_idx`) or `unbatch`'s (`batch_idx`)
@@ -233,15 +250,7 @@ pub(super) fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
             tail: rewind.len,
         };
         let new = match &rewind.files {
-            None => {
-                let mut sampler = node;
-                sampler.insert("num_yielded", 0u64)?;
-                sampler.insert("started", true)?;
-                sampler.insert("rank", rank)?;
-                sampler.insert("world_size", world)?;
-                sampler.insert("plan", &plan)?;
-                sampler
-            }
+            None => planned_sampler(node, &plan, rank, world)?,
             Some(files) => rewind_files(node, files, plan, &rewind.slots, world)?,
         };
         state = replace_at(state, &rewind.at, new)?;

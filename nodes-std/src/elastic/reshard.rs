@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::elastic::Plan;
 use crate::elastic::batches::{self, BatchSizes};
-use crate::elastic::pending::{Pending, expansion_key, planned, rewind};
+use crate::elastic::pending::{
+    Pending, expansion_key, planned, planned_sampler, rewind, walked_source,
+};
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
     Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys, replace_at,
@@ -259,13 +261,7 @@ fn rebuild(
     let mut out = template.clone();
     if *desc.resume() == Resume::Redistributable {
         let plan = dealt.plans[template.path()].plan(rank, world);
-        out.insert("num_yielded", 0u64)?;
-        // Started: a rank with nothing left moves on to the next epoch.
-        out.insert("started", true)?;
-        out.insert("rank", rank)?;
-        out.insert("world_size", world)?;
-        out.insert("plan", &plan)?;
-        return Ok(out);
+        return planned_sampler(out, &plan, rank, world);
     }
     if let Some(begun) = dealt.begun.get(template.path()) {
         out = rebuild_files(desc, out, share(begun, rank, world), rank, world, dealt)?;
@@ -418,12 +414,7 @@ fn rebuild_expands(
 ) -> Result<State> {
     let (key, child) = desc.children().next().expect("checked by the walk");
     let idx_key = expansion_key(template)?.to_owned();
-    // Where the walk read the source (at the source's path).
-    let mut at_source = template.clone();
-    if template.contains("after") {
-        at_source.insert_child(key.to_owned(), template.child("after")?);
-    }
-    let source = rebuild(child, &child_at(&at_source, key)?, rank, world, dealt)?;
+    let source = rebuild(child, &walked_source(template, key)?, rank, world, dealt)?;
     let mut out = replace_at(State::new(), key, source)?;
     out.insert(idx_key, 0u64)?;
     let all = dealt.pending.get(template.path());

@@ -169,7 +169,7 @@ pub(crate) fn reads_files(desc: &Description) -> bool {
 /// What a threaded node above delivered past its snapshot, where no count
 /// of lines tells what it was: [`settle`](crate::elastic::settle) replays
 /// it into the state.
-pub(super) const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
+const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
 
 /// The shard and the `Files` below a file reader or an interleave, with
 /// their keys, if the node can be resharded (`out_of_order`: under an
@@ -407,7 +407,9 @@ pub(crate) fn walk(
             });
             return Ok(());
         }
-        Resume::Expands => return walk_expands(desc, state, relative, threaded_above, out),
+        // A threaded node above that delivered items past its snapshot was
+        // refused above (a flat_map's items count no positions).
+        Resume::Expands => return walk_expands(desc, state, threaded_above, out),
         Resume::ForwardsCount | Resume::OneToOne | Resume::Drops => {
             push_skipped(state, out)?;
             (relative.to_vec(), threaded_above)
