@@ -1,7 +1,7 @@
 //! [`State`]: a node's checkpoint, a JSON object whose entries are shared
 //! copy-on-write, and its accessors. The walks that must not recurse live in
-//! `tree.rs`; parsing, paths, the checksum and deferred entries each have a
-//! file of their own.
+//! `tree.rs`; parsing, paths, the checksum, deferred entries and turning a
+//! field's value into an entry each have a file of their own.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 
 mod checksum;
 mod deferred;
+mod encode;
 mod parse;
 mod path;
 mod tree;
@@ -93,8 +94,8 @@ struct Body {
     /// every state of a loader's pipeline has (see [`Fields::share_tail`]).
     tail: Option<Shared<Body>>,
     /// The position of each key, for wide states (built on first lookup);
-    /// boxed, so that a body stays under 256 bytes, which building it moves
-    /// into place without a call to `memcpy`.
+    /// boxed, since most bodies never build one and each new body is
+    /// copied into its allocation.
     #[allow(clippy::box_collection)]
     index: OnceLock<Box<HashMap<Key, usize>>>,
     /// Entries visited, written or copied in this body, nested states
@@ -257,8 +258,9 @@ impl Body {
 
     /// Puts the entry last, with its height. Alone, for a body being built
     /// by [`Fields`]: no tail or index yet, and `Fields::build` sets the
-    /// count at the end.
-    #[inline]
+    /// count at the end. Always inlined, so that the entry is written
+    /// straight into its slot rather than assembled on the stack and copied.
+    #[inline(always)]
     fn append(&mut self, key: Key, entry: Entry) {
         self.height = self.height.max(tree::height_of(&entry));
         self.entries.push((key, entry));
@@ -453,9 +455,9 @@ impl State {
     /// Stores `value` under `key`, replacing what was there.
     pub fn insert(&mut self, key: impl Into<Key>, value: impl Serialize) -> Result<()> {
         let key = key.into();
-        let value = serde_json::to_value(value)
+        let entry = encode::entry_of(&value)
             .map_err(|e| Error::bad_state(self.path_of(&key), format!("cannot serialise: {e}")))?;
-        self.body_mut().put(key, Entry::of(value));
+        self.body_mut().put(key, entry);
         Ok(())
     }
 
@@ -676,7 +678,7 @@ impl Fields<'_> {
     }
 
     /// Puts an entry last: nothing is appended after [`share_tail`](Self::share_tail).
-    #[inline]
+    #[inline(always)]
     fn append(&mut self, key: Key, entry: Entry) {
         debug_assert!(self.0.tail.is_none() && self.0.index.get().is_none());
         self.0.append(key, entry);
@@ -690,9 +692,9 @@ impl Fields<'_> {
     /// Appends `value` under `key`, which this state does not hold yet.
     #[inline]
     pub fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
-        let value = serde_json::to_value(value)
+        let entry = encode::entry_of(value)
             .map_err(|e| Error::bad_state(format!("/{key}"), format!("cannot serialise: {e}")))?;
-        self.append(Key::Borrowed(key), Entry::of(value));
+        self.append(Key::Borrowed(key), entry);
         Ok(())
     }
 
