@@ -296,7 +296,8 @@ impl Cx {
     /// Asks the threaded node (`par_map`, `prefetch`) pulling this item, if
     /// any, to record its source's state right after it: a file reader
     /// does when it opens a file, so that the items a threaded node counts
-    /// past its snapshot all come from one file (which is what lets
+    /// past its snapshot all come from one file (out of order, the items
+    /// after this one wait for every item before it; this is what lets
     /// [`elastic`](https://docs.rs/nodes-std/latest/nodes_std/elastic/)
     /// resume them on another rank). Nothing happens without such a node.
     #[doc(hidden)]

@@ -120,8 +120,11 @@
 //! `shard(rank, world_size)`, read by `read_parquet` (a begun file resumes
 //! at its row group and row) or by `read_lines` or `read_jsonl` (plain,
 //! gzip or zstd) right above, with the same nodes above the reader as above
-//! a `MapStyleWrapper` (an out-of-order `par_map` right above the reader
-//! excepted: it delivers lines past a gap). A file's position in the
+//! a `MapStyleWrapper`. An out-of-order `par_map` right above the reader
+//! (maps and batches may stand between, nothing threaded above it)
+//! delivers a file's items only after those of the files before it, so
+//! the lines it delivered past a gap are in one file, and the new rank that
+//! finishes the file passes over them. A file's position in the
 //! epoch's order is dealt like a sampler's position; a file a rank began
 //! is a consumed position whose rest is dealt whole, in old rank order, the
 //! `j`-th to new rank `j mod M`, which reads it first: from its saved

@@ -13,10 +13,11 @@ use crate::elastic::pending::{
 };
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
-    Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys, replace_at,
-    walk,
+    Above, Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys,
+    replace_at, walk,
 };
 use crate::policy::Counts;
+use crate::sources::reader::{AHEAD, SKIP};
 
 /// What the new ranks' states are written from, besides the template (old
 /// rank 0's state), each by the path of a node's state.
@@ -368,6 +369,10 @@ fn rebuild_files(
                 _ => out.insert(key, 0u64)?,
             }
         }
+        // Items to pass over were in the file the old rank had open.
+        if out.contains(SKIP) || out.contains(AHEAD) {
+            out = without(&out, &[SKIP, AHEAD])?;
+        }
         // Empty on a rank that got none: its next state leaves the key out.
         out.insert("resume_at", resume_at)?;
         return Ok(out);
@@ -398,6 +403,18 @@ fn rebuild_files(
     out.insert("end_of_input", false)?;
     out.insert("slots_used", used)?;
     out.insert_child("slots", slots);
+    Ok(out)
+}
+
+/// `state` without the keys `left_out`.
+fn without(state: &State, left_out: &[&str]) -> Result<State> {
+    let mut out = State::new();
+    for key in state.keys().filter(|key| !left_out.contains(key)) {
+        match state.child(key) {
+            Ok(child) => out.insert_child(key.to_owned(), child),
+            Err(_) => out.insert(key.to_owned(), state.value_ref(key)?)?,
+        }
+    }
     Ok(out)
 }
 
@@ -617,7 +634,7 @@ impl<'s> Reshard<'s> {
 /// [`ElasticSampler`](crate::ElasticSampler) or a [`Files`](crate::Files)
 /// read through a shard.
 pub fn check(pipeline: &Description) -> Result<()> {
-    if check_description(pipeline, "/root", false)? == 0 {
+    if check_description(pipeline, "/root", Above::InOrder)? == 0 {
         return Err(invalid(format!(
             "the pipeline has no ElasticSampler and no Files read through a shard: {NO_SOURCE}"
         )));

@@ -11,6 +11,7 @@ use crate::elastic::Plan;
 use crate::elastic::pending::{FilesAt, Pending, walk_expands};
 use crate::elastic::plan::{Consumed, OldRank};
 use crate::sources::files::RankPlan;
+use crate::sources::reader::{AHEAD, SKIP};
 
 pub(crate) const RESHARD: &str = "reshard";
 
@@ -138,24 +139,44 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
     }
 }
 
+/// What stands above a node, for [`check`]: nothing threaded; a threaded
+/// node, in order; an out-of-order `par_map` with only nodes that count
+/// their child's items in between, and nothing threaded above it (a file
+/// reader below can pass over what it delivered ahead of a gap); or one
+/// where no state of the files below shows the gap.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Above {
+    InOrder,
+    Threaded,
+    OutOfOrder,
+    GapHidden,
+}
+
 /// Checks a pipeline's description against [`refusal`]: `path` is where
-/// the node's state is; `out_of_order`: an out-of-order `par_map` stands
-/// above.
-pub(crate) fn check(desc: &Description, path: &str, out_of_order: bool) -> Result<usize> {
+/// the node's state is; `above`: what stands above it.
+pub(crate) fn check(desc: &Description, path: &str, above: Above) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
     if matches!(desc.resume(), Resume::ReadsFiles | Resume::Interleaves) {
-        let below = files_below(desc, out_of_order);
+        let reader = *desc.resume() == Resume::ReadsFiles;
+        let gap = above == Above::GapHidden || !reader && above == Above::OutOfOrder;
+        let below = files_below(desc, gap);
         return below
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let out_of_order = out_of_order || *desc.resume() == Resume::ReadsAhead { in_order: false };
+    let above = match (desc.resume(), above) {
+        (Resume::ReadsAhead { in_order: false }, Above::InOrder) => Above::OutOfOrder,
+        (Resume::ReadsAhead { in_order: false }, _) => Above::GapHidden,
+        (Resume::ReadsAhead { in_order: true }, Above::InOrder) => Above::Threaded,
+        (resume, Above::OutOfOrder) if !resume.counts_positions() => Above::GapHidden,
+        (_, above) => above,
+    };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
         let at = nodes_core::__private::pointer_join(path, key);
-        samplers += check(child, &at, out_of_order)?;
+        samplers += check(child, &at, above)?;
     }
     Ok(samplers)
 }
@@ -172,15 +193,15 @@ pub(crate) fn reads_files(desc: &Description) -> bool {
 const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
 
 /// The shard and the `Files` below a file reader or an interleave, with
-/// their keys, if the node can be resharded (`out_of_order`: under an
-/// out-of-order `par_map`).
+/// their keys, if the node can be resharded (`gap`: an out-of-order
+/// `par_map` above delivers items past a gap that no state below shows).
 fn files_below(
     desc: &Description,
-    out_of_order: bool,
+    gap: bool,
 ) -> std::result::Result<[(&str, &Description); 2], &'static str> {
-    if out_of_order {
+    if gap {
         return Err(
-            "an out-of-order par_map above a file reader delivers lines past a gap that no state of the reader shows: use an in-order par_map",
+            "an out-of-order par_map above delivers items past a gap that no state shows here (it stands above an interleave, a filter, try_map, shuffle, pack, mix or flat_map, or below another threaded node): use an in-order par_map, or put the out-of-order one right above the file reader (maps and batches may stand between) with no threaded node above it",
         );
     }
     fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {
@@ -258,22 +279,50 @@ impl FileCursor {
 /// `path` and `identity` are null and the rest 0. A begun file's resume
 /// point is these keys, and `skip`.
 pub(crate) fn position_keys(state: &State) -> impl Iterator<Item = &str> {
-    state
-        .keys()
-        .filter(|k| !matches!(*k, "source" | "errors" | "resume_at"))
+    let other = |k: &str| matches!(k, "source" | "errors" | "resume_at" | SKIP | AHEAD);
+    state.keys().filter(move |k| !other(k))
+}
+
+/// The items past a reader's position that were delivered, by their count
+/// among the items it reads from there: those it was still to pass over
+/// itself (the next `skip`, then `ahead`) and those a threaded node above
+/// delivered (`relative`, counted among the items the reader makes, which
+/// leave out the ones it passes over). Returned as the count of the first
+/// ones and the rest, in the form of a reader's state.
+pub(crate) fn delivered_items(skip: u64, ahead: &[u64], relative: &[u64]) -> (u64, Vec<u64>) {
+    let mut own = ahead.iter().copied().peekable();
+    let mut all = Vec::with_capacity(ahead.len() + relative.len());
+    // The next item read, and its count among the items made.
+    let (mut read, mut made) = (skip, 0);
+    for &wanted in relative {
+        loop {
+            if own.next_if_eq(&read).is_some() {
+                all.push(read);
+            } else if made == wanted {
+                break;
+            } else {
+                made += 1;
+            }
+            read += 1;
+        }
+        all.push(read);
+        (read, made) = (read + 1, made + 1);
+    }
+    all.extend(own);
+    let first = all.iter().zip(skip..).take_while(|(a, i)| *a == i).count();
+    (skip + first as u64, all.split_off(first))
 }
 
 /// Records one old rank's file reader or interleave of files: what its
 /// `Files` yielded to this rank, and the files it began and did not finish.
 /// `relative`: the items a threaded node above delivered past `state`.
 fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Found) -> Result<()> {
-    let in_order = relative.iter().zip(0..).all(|(&r, i)| r == i);
     let reader = *desc.resume() == Resume::ReadsFiles;
     if !reader && !relative.is_empty() {
         return Err(refuse(state.path(), desc.name(), UNSETTLED));
     }
     let [(shard_key, shard), (files_key, _)] =
-        files_below(desc, !in_order).map_err(|why| refuse(state.path(), desc.name(), why))?;
+        files_below(desc, false).map_err(|why| refuse(state.path(), desc.name(), why))?;
     push_skipped(state, out)?;
     let shard_state = child_at(state, shard_key)?;
     let files = child_at(&shard_state, files_key)?;
@@ -284,18 +333,24 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
     if reader {
         // The open file (the step after the source's saved state), then the
         // files a previous reshard dealt here, the steps after it.
-        let skip = relative.len() as u64;
+        let own: Vec<u64> = state.get_opt(AHEAD)?.unwrap_or_default();
+        let own_skip = state.get_opt(SKIP)?.unwrap_or(0);
+        let (skip, ahead) = delivered_items(own_skip, &own, relative);
         let mut resumed = Vec::new();
         if open {
             let at = position_keys(state).map(|key| Ok((key.to_owned(), state.value(key)?)));
             let mut at: serde_json::Map<String, Value> = at.collect::<Result<_>>()?;
             if skip > 0 {
-                at.insert("skip".to_owned(), skip.into());
+                at.insert(SKIP.to_owned(), skip.into());
+            }
+            if !ahead.is_empty() {
+                at.insert(AHEAD.to_owned(), ahead.into());
             }
             resumed.push(Value::Object(at));
-        } else if skip > 0 {
+        } else if skip > 0 || !ahead.is_empty() {
+            let n = skip + ahead.len() as u64;
             let why = format!(
-                "a threaded node above delivered {skip} items past this state, which has no file open to read them from"
+                "{n} items past this state were delivered, but it has no file open to read them from"
             );
             return Err(Error::bad_state(state.path_of("path"), why));
         }
@@ -480,4 +535,49 @@ pub(crate) fn walk(
         return Err(refuse(state.path(), name, why));
     };
     walk(child, &child_at(state, key)?, &relative, threaded, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delivered_items;
+
+    /// The items a reader reads from its position: `skip` and `ahead` it
+    /// passes over, the rest it makes, and of those `relative` (by their
+    /// count among the made ones) were delivered above.
+    fn by_hand(skip: u64, ahead: &[u64], relative: &[u64], len: u64) -> Vec<u64> {
+        let passed = |i: u64| i < skip || ahead.contains(&i);
+        let made: Vec<u64> = (0..len).filter(|&i| !passed(i)).collect();
+        let mut all: Vec<u64> = (0..len).filter(|&i| passed(i)).collect();
+        all.extend(relative.iter().map(|&r| made[r as usize]));
+        all.sort_unstable();
+        all
+    }
+
+    #[test]
+    fn delivered_items_count_what_the_reader_passes_over_and_what_was_delivered_above() {
+        let cases: [(u64, &[u64], &[u64]); 7] = [
+            (0, &[], &[]),
+            (0, &[], &[0, 1, 2]),
+            (2, &[4], &[0, 1, 3]),
+            (0, &[1, 3], &[0, 2]),
+            (3, &[], &[1, 4]),
+            (0, &[0, 5], &[0, 1, 2, 3]),
+            (1, &[2, 3, 9], &[2, 6]),
+        ];
+        for (skip, ahead, relative) in cases {
+            let all = by_hand(skip, ahead, relative, 20);
+            let (first, rest) = delivered_items(skip, ahead, relative);
+            let mut got: Vec<u64> = (0..first).collect();
+            got.extend(&rest);
+            assert_eq!(
+                got, all,
+                "skip {skip}, ahead {ahead:?}, relative {relative:?}"
+            );
+            assert!(
+                rest.first().is_none_or(|&r| r > first),
+                "{rest:?} after {first}"
+            );
+        }
+        assert_eq!(delivered_items(2, &[4], &[0, 1, 3]), (5, vec![6]));
+    }
 }

@@ -170,13 +170,10 @@ where
                     }
                 }
             }
-            if self.files.skip > 0 {
+            if self.files.passing() {
                 // The file was shorter than what another rank read of it.
                 self.files.unskippable = true;
-                let why = format!(
-                    "the file ended {} items before where another rank stopped reading it",
-                    self.files.skip
-                );
+                let why = self.files.ended_early();
                 return Err(self.bad_line(self.line, why));
             }
             let Some((item, before, _pulling)) = self.files.pull(cx)? else {
@@ -196,7 +193,8 @@ where
                         // Its saved lines cannot be told from others: no skip.
                         self.files.unskippable = true;
                     })?;
-                    (self.offset, self.line, self.files.skip) = (at.offset, at.line, at.skip);
+                    (self.offset, self.line) = (at.offset, at.line);
+                    self.files.pass_over(at.skip, &at.ahead);
                     reader
                 }
             };
@@ -243,12 +241,13 @@ where
         self.files.flag.check(self.files.name)?;
         loop {
             let item = self.next_one(cx);
-            let skip = &mut self.files.skip;
-            match item {
-                // Another rank delivered it (see `Resumed::skip`).
-                Ok(Some(_)) if *skip > 0 => *skip -= 1,
-                Err(e) if *skip > 0 && is_bad_record(&e) => *skip -= 1,
-                item => return item,
+            let made = match &item {
+                Ok(made) => made.is_some(),
+                Err(e) => is_bad_record(e),
+            };
+            // Another rank delivered it (see `Resumed::skip`).
+            if !(made && self.files.passes()) {
+                return item;
             }
         }
     }
@@ -365,6 +364,7 @@ impl<S: Node, D> LineReader<S, D> {
             self.path = file.map(Path::to_path_buf);
             self.files.tally.opened(reader.stored());
             self.open = Some((reader, saved.source));
+            self.files.pass_over(saved.passing.0, &saved.passing.1);
         }
         (self.offset, self.line) = saved.at;
         self.files.flag.mark();
@@ -541,9 +541,13 @@ macro_rules! reader_node {
 /// "digest", "line_start"}`, the file's size on disk, a digest of
 /// the (at most 4 KiB of) decompressed bytes before `offset`, and whether
 /// `offset` is 0 or follows a `\n`; `errors`: the error policy's counts
-/// (see [`TryMapper`](crate::TryMapper)). Taking a state reads no file (the
-/// digest's bytes are kept as the file is read); the source's state is
-/// taken once per file, when the file is pulled.
+/// (see [`TryMapper`](crate::TryMapper)). After an
+/// [`elastic`](crate::elastic) reshard, `resume_at` lists the files another
+/// rank began, and `skip` and `ahead` (only while there are some) the
+/// items of the open file it delivered, to pass over: the next `skip`, then
+/// those at `ahead` (by their count from the offset). Taking a state reads
+/// no file (the digest's bytes are kept as the file is read); the source's
+/// state is taken once per file, when the file is pulled.
 ///
 /// # Restoring
 /// Restore resets the source to `source` and pulls the file again (as

@@ -526,10 +526,20 @@ pub(crate) struct Resumed {
     /// read again and passed over.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) skip: u64,
+    /// Later items it delivered ahead of a gap (an out-of-order
+    /// `par_map`), by their count from the offset: passed over too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ahead: Vec<u64>,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+impl crate::sources::reader::Passing for Resumed {
+    fn passing(&self) -> (u64, &[u64]) {
+        (self.skip, &self.ahead)
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,10 @@ struct Resumed {
     /// read again and passed over.
     #[serde(default, skip_serializing_if = "is_zero")]
     skip: u64,
+    /// Later items it delivered ahead of a gap, by their count from that
+    /// row: passed over too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ahead: Vec<u64>,
 }
 
 /// Rows decoded at a time when items are rows.
@@ -121,7 +125,8 @@ where
     /// Between files: the next call pulls the next one.
     fn close(&mut self) {
         self.files.tally.closed();
-        (self.open, self.row_group, self.row, self.files.skip) = (None, 0, 0, 0);
+        (self.open, self.row_group, self.row) = (None, 0, 0);
+        self.files.pass_over(0, &[]);
     }
 
     /// The next item `one` makes, with bad records under the policy.
@@ -246,7 +251,7 @@ where
     /// to be passed over: most rows, without the general path.
     #[inline]
     fn next_decoded_row(&mut self) -> Option<usize> {
-        if self.files.skip > 0 {
+        if self.files.passing() {
             return None;
         }
         let (batch, first) = self.open.as_mut()?.decoded.as_mut()?;
@@ -264,10 +269,9 @@ where
         loop {
             // A resumed file sets `skip` when it opens, before its first rows.
             let rows = self.advance(cx, want)?;
-            if rows.is_none() || self.files.skip == 0 {
+            if rows.is_none() || !self.files.passes() {
                 return Ok(rows);
             }
-            self.files.skip -= 1;
         }
     }
 
@@ -288,7 +292,8 @@ where
                 (self.row_group, self.row) = (open.groups.start, 0);
                 if let Some(at) = resumed {
                     self.resume(&open, &at)?;
-                    (self.row_group, self.row, self.files.skip) = (at.row_group, at.row, at.skip);
+                    (self.row_group, self.row) = (at.row_group, at.row);
+                    self.files.pass_over(at.skip, &at.ahead);
                 }
                 self.files
                     .tally
@@ -309,11 +314,8 @@ where
                 open.decoded = None;
             }
             if self.row_group >= open.groups.end {
-                if self.files.skip > 0 {
-                    let why = format!(
-                        "the file ended {} items before where another rank stopped reading it",
-                        self.files.skip
-                    );
+                if self.files.passing() {
+                    let why = self.files.ended_early();
                     let error = record_error(self.files.name, &open.path, None, why);
                     self.close();
                     return Err(error);
@@ -428,6 +430,7 @@ where
         (self.row_group, self.row) = saved.at;
         self.files.tally.opened(open.reached(saved.at));
         self.open = Some(open);
+        self.files.pass_over(saved.passing.0, &saved.passing.1);
         self.files.flag.mark();
         Ok(())
     }
@@ -468,7 +471,9 @@ where
 /// `identity`: `{"size", "footer"}`, the file's size and an `mx64` digest
 /// of its footer (the metadata, which describes every row group and page;
 /// never the whole file), and an object's `etag`; `errors`: the error
-/// policy's count this pass. Taking a state reads no file.
+/// policy's count this pass; after an [`elastic`](crate::elastic) reshard,
+/// `resume_at`, `skip` and `ahead` as [`ReadLines`](crate::ReadLines)'.
+/// Taking a state reads no file.
 ///
 /// # Restoring
 /// Restore resets the source to `source` and pulls the file again (a
@@ -661,3 +666,9 @@ macro_rules! parquet_stateful {
 
 parquet_stateful!(ReadParquet[T]);
 parquet_stateful!(ReadParquetBatches []);
+
+impl crate::sources::reader::Passing for Resumed {
+    fn passing(&self) -> (u64, &[u64]) {
+        (self.skip, &self.ahead)
+    }
+}

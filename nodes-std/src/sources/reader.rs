@@ -15,12 +15,38 @@ use serde::de::DeserializeOwned;
 use crate::policy::{Counts, ERRORS, ErrorBudget, ErrorPolicy, Verdict, is_bad_record};
 use crate::sources::open::{IDENTITY, Opener, PATH, Pulling, ReadTally};
 use crate::transforms::flat_map::replayable;
-use crate::{Cx, Description, Node, Replay, ResetFlag, Result, Resume, State};
+use crate::{Cx, Description, Error, Node, Replay, ResetFlag, Result, Resume, State};
 
 /// The state key of the source's state.
 const SOURCE: &str = "source";
 /// The state key of the files to resume (see [`Resumed`](super::open::Resumed)).
 const RESUME_AT: &str = "resume_at";
+/// The state keys of the open file's items to pass over: how many next,
+/// then which (by their count from the reader's position).
+pub(crate) const SKIP: &str = "skip";
+pub(crate) const AHEAD: &str = "ahead";
+
+/// A file another rank began, as a reader's state lists it.
+pub(crate) trait Passing {
+    /// Its items to pass over: how many first, then which.
+    fn passing(&self) -> (u64, &[u64]);
+}
+
+/// Why `ahead` (items to pass over after the first `skip`) is malformed.
+pub(crate) fn bad_ahead(skip: u64, ahead: &[u64]) -> Option<String> {
+    let first = ahead.first().filter(|&&a| a < skip);
+    let unordered = ahead.windows(2).find(|w| w[0] >= w[1]);
+    match (first, unordered) {
+        (Some(a), _) => Some(format!(
+            "item {a} is among the first {skip}, passed over already"
+        )),
+        (_, Some(w)) => Some(format!(
+            "items {} and {} are not in ascending order",
+            w[0], w[1]
+        )),
+        _ => None,
+    }
+}
 
 /// A file reader's source of paths and what goes with it, whatever the
 /// format; `R` says where a file another rank began resumes.
@@ -32,9 +58,13 @@ pub(crate) struct FileSource<S, R> {
     pub(crate) opener: Opener,
     /// Files to open where another rank stopped, rather than at their start.
     pub(crate) resume_at: VecDeque<R>,
-    /// Items of the open file still to pass over (see
-    /// [`Resumed::skip`](super::open::Resumed::skip)).
+    /// Items of the open file still to pass over, because another rank
+    /// delivered them: the next `skip` items, then those `ahead` names (by
+    /// their count among the items made since the file was resumed, `read`;
+    /// see [`Resumed::skip`](super::open::Resumed::skip)).
     pub(crate) skip: u64,
+    pub(crate) ahead: VecDeque<u64>,
+    pub(crate) read: u64,
     pub(crate) budget: ErrorBudget,
     /// Set with an error no policy may skip (see [`judge`](Self::judge)).
     pub(crate) unskippable: bool,
@@ -51,6 +81,8 @@ pub(crate) struct Saved<R, I, P> {
     pub(crate) at: P,
     pub(crate) identity: Option<I>,
     pub(crate) resume_at: VecDeque<R>,
+    /// The items of the file to pass over: how many first, then which.
+    pub(crate) passing: (u64, Vec<u64>),
 }
 
 impl<S, R> FileSource<S, R> {
@@ -61,11 +93,52 @@ impl<S, R> FileSource<S, R> {
             opener: Opener::default(),
             resume_at: VecDeque::new(),
             skip: 0,
+            ahead: VecDeque::new(),
+            read: 0,
             budget: ErrorBudget::new(ErrorPolicy::Deliver),
             unskippable: false,
             flag: ResetFlag::default(),
             tally: Arc::default(),
         }
+    }
+
+    /// Passes over the next `skip` items of the file just resumed, and then
+    /// those at `ahead` (ascending, each at least `skip`, counted from the
+    /// same place).
+    pub(crate) fn pass_over(&mut self, skip: u64, ahead: &[u64]) {
+        (self.skip, self.read) = (skip, 0);
+        self.ahead = ahead.iter().copied().collect();
+    }
+
+    /// Whether items of the open file remain to be passed over.
+    #[inline]
+    pub(crate) fn passing(&self) -> bool {
+        self.skip > 0 || !self.ahead.is_empty()
+    }
+
+    /// Counts the item just made; whether it is one to pass over.
+    #[inline]
+    pub(crate) fn passes(&mut self) -> bool {
+        if !self.passing() {
+            return false;
+        }
+        let at = self.read;
+        self.read += 1;
+        if self.skip > 0 {
+            self.skip -= 1;
+            return true;
+        }
+        let passed = self.ahead.front() == Some(&at);
+        if passed {
+            self.ahead.pop_front();
+        }
+        passed
+    }
+
+    /// Why the open file ended while items remained to be passed over.
+    pub(crate) fn ended_early(&self) -> String {
+        let left = self.skip + self.ahead.len() as u64;
+        format!("the file ended before {left} items another rank had delivered from it")
     }
 
     /// What `made` comes to under the error policy: `None` for a bad record
@@ -107,7 +180,7 @@ impl<S: Node, R> FileSource<S, R> {
         self.source.reset(None)?;
         self.tally.restart();
         self.resume_at.clear();
-        self.skip = 0;
+        self.pass_over(0, &[]);
         self.budget.clear();
         self.flag.mark();
         Ok(())
@@ -121,20 +194,44 @@ impl<S: Node, R> FileSource<S, R> {
         at: [&str; 2],
     ) -> Result<Saved<R, I, (A, B)>>
     where
-        R: DeserializeOwned,
+        R: DeserializeOwned + Passing,
         I: DeserializeOwned,
         A: DeserializeOwned,
         B: DeserializeOwned,
     {
-        let keys = [SOURCE, PATH, at[0], at[1], IDENTITY, ERRORS, RESUME_AT];
-        let keys = &keys[..keys.len() - usize::from(!state.contains(RESUME_AT))];
-        state.expect_keys(self.name, keys)?;
+        let keys = [SOURCE, PATH, at[0], at[1], IDENTITY, ERRORS];
+        let optional = [RESUME_AT, SKIP, AHEAD]
+            .into_iter()
+            .filter(|k| state.contains(k));
+        state.expect_keys(
+            self.name,
+            &keys.into_iter().chain(optional).collect::<Vec<_>>(),
+        )?;
+        let skip = state.get_opt(SKIP)?.unwrap_or(0);
+        let ahead: Vec<u64> = state.get_opt(AHEAD)?.unwrap_or_default();
+        let path: Option<String> = state.get(PATH)?;
+        if let Some(why) = bad_ahead(skip, &ahead) {
+            return Err(Error::bad_state(state.path_of(AHEAD), why));
+        }
+        if path.is_none() && (skip > 0 || !ahead.is_empty()) {
+            let why = format!("{}: items to pass over without a file", self.name);
+            return Err(Error::bad_state(state.path().to_owned(), why));
+        }
+        let resume_at: VecDeque<R> = state.get_opt(RESUME_AT)?.unwrap_or_default();
+        for (i, file) in resume_at.iter().enumerate() {
+            let (skip, ahead) = file.passing();
+            if let Some(why) = bad_ahead(skip, ahead) {
+                let at = format!("{}/{i}/{AHEAD}", state.path_of(RESUME_AT));
+                return Err(Error::bad_state(at, why));
+            }
+        }
         Ok(Saved {
             source: state.child(SOURCE)?,
-            path: state.get(PATH)?,
+            path,
             at: (state.get(at[0])?, state.get(at[1])?),
             identity: state.get(IDENTITY)?,
-            resume_at: state.get_opt(RESUME_AT)?.unwrap_or_default(),
+            resume_at,
+            passing: (skip, ahead),
         })
     }
 
@@ -150,7 +247,7 @@ impl<S: Node, R> FileSource<S, R> {
         self.budget.restore(counts);
         self.tally.restart();
         self.resume_at = resume_at;
-        self.skip = 0;
+        self.pass_over(0, &[]);
         Replay::reset(&mut self.source, Some(source))
     }
 
@@ -172,6 +269,13 @@ impl<S: Node, R> FileSource<S, R> {
         self.budget.save(&mut out)?;
         if !self.resume_at.is_empty() {
             out.insert(RESUME_AT, &self.resume_at)?;
+        }
+        if self.skip > 0 {
+            out.insert(SKIP, self.skip)?;
+        }
+        if !self.ahead.is_empty() {
+            let ahead = self.ahead.iter().map(|at| at - self.read);
+            out.insert(AHEAD, ahead.collect::<Vec<u64>>())?;
         }
         Ok(out)
     }

@@ -223,7 +223,7 @@ where
         // The common case first: the current chunk holds a good item that
         // carries no snapshot and nothing waits before it.
         if let Phase::Running(pool) = &mut self.phase
-            && let Some((index, value)) = pool.take_plain()
+            && let Some((index, value)) = pool.take_plain(self.cursor.low())
         {
             self.cursor.deliver(index, None);
             self.count_handed_out(cx);

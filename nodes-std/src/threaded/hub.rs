@@ -45,11 +45,19 @@ pub(crate) type Items<U> = VecDeque<(u64, Slot<U>)>;
 #[derive(Debug)]
 pub(crate) struct Chunk<U> {
     pub(crate) items: Items<U>,
-    /// Source states, as `(position in items, state after that item)`.
-    pub(crate) snapshots: VecDeque<(usize, State)>,
+    /// Source states, as `(position in items, state after that item,
+    /// whether the source asked for it)`.
+    pub(crate) snapshots: VecDeque<(usize, State, bool)>,
     /// The pass ends after these items: the index after the last one. Set at
     /// the end of data, on a source that broke, and when a worker died.
     pub(crate) end: Option<u64>,
+    /// The last item before the first one at which the source asked for a
+    /// snapshot (a file reader opening a file), if it asked this pass. Out
+    /// of order, an item past such a point waits until everything before
+    /// the point was delivered (see `Pool::waits`).
+    pub(crate) fence: Option<u64>,
+    /// Items handed out of it, by the consumer.
+    pub(crate) handed: usize,
 }
 
 impl<U> Chunk<U> {
@@ -60,6 +68,8 @@ impl<U> Chunk<U> {
             items,
             snapshots: VecDeque::new(),
             end: None,
+            fence: None,
+            handed: 0,
         }
     }
 

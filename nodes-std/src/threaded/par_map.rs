@@ -37,7 +37,7 @@ type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 /// | option | default | meaning |
 /// | --- | --- | --- |
 /// | `num_workers` | (required) | worker threads; `0` maps inline on the caller's thread |
-/// | `in_order` | `true` | deliver in source order, or as items complete |
+/// | `in_order` | `true` | deliver in source order, or as items complete (over a file reader, a file's items after those of the files before it) |
 /// | `max_concurrent` | `32 * num_workers`, growing while the function is cheap (two adaptive chunks per worker) up to `512 * num_workers` (`2 * num_workers * k` with `prebatch(k)`) | items pulled from the source and not yet returned, at most |
 /// | `snapshot_frequency` | paced by the source's work | take a source snapshot every this many items |
 /// | `prebatch` | (adaptive) | items handed to a worker at once |
@@ -52,6 +52,11 @@ type MapFn<T, U> = dyn Fn(T) -> std::result::Result<U, BoxError> + Send + Sync;
 /// records that bound as `max_offset`. A source that counts its items (a
 /// wrapper over an iterator, a sampler) needs no snapshot between its
 /// items, and nothing is replayed over it.
+///
+/// Out of order, an item past a point where the source asked for a
+/// snapshot (a file reader does when it opens a file) waits until every
+/// item before that point and the point's own item are delivered, so the
+/// items a state counts past its snapshot come from one file.
 ///
 /// An explicit `snapshot_frequency(n)` takes a snapshot every `n` items
 /// instead, whatever the timing, and bounds the replay by `n +

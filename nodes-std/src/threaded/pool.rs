@@ -20,11 +20,12 @@ pub(crate) struct Pool<U> {
     pub(crate) workers: Vec<JoinHandle>,
     /// In order: chunks that arrived before their turn, by first index.
     reorder: BTreeMap<u64, Chunk<U>>,
-    /// The chunk being handed out (what is left of it).
+    /// The chunk being handed out (what is left of it). The credits of its
+    /// items go back to the hub with its last item.
     pub(crate) current: Chunk<U>,
-    /// Items of `current` handed out; their credits go back to the hub
-    /// with the chunk's last item (and the count starts over).
-    position: usize,
+    /// Out of order: chunks whose next item waits for the items before a
+    /// point the source asked for a snapshot at (see [`waits`]).
+    held: Vec<Chunk<U>>,
     /// The end of the pass, once a worker reported it.
     end_at: Option<u64>,
     /// Out of order: errors waiting for every item before them.
@@ -47,7 +48,7 @@ impl<U> Pool<U> {
             workers: Vec::new(),
             reorder: BTreeMap::new(),
             current: Chunk::with(VecDeque::new()),
-            position: 0,
+            held: Vec::new(),
             end_at: None,
             deferred: BTreeMap::new(),
             plan,
@@ -77,6 +78,7 @@ impl<U> Pool<U> {
     pub(crate) fn handed_back(&self) -> bool {
         self.handing_back
             && self.current.items.is_empty()
+            && self.held.is_empty()
             && self.current.end.is_none()
             && self.end_at.is_none()
             && self.hub.queued() == 0
@@ -84,18 +86,22 @@ impl<U> Pool<U> {
 
     /// Upper bound on the items pulled and not yet handed out.
     pub(crate) fn ahead(&self) -> usize {
-        self.hub.in_flight().saturating_sub(self.position)
+        self.hub.in_flight().saturating_sub(self.current.handed)
     }
 
     /// The front item of the current chunk if it can be handed out without
     /// more ado: a value, no snapshot after it, no deferred error waiting.
     #[inline]
-    pub(crate) fn take_plain(&mut self) -> Option<(u64, U)> {
+    pub(crate) fn take_plain(&mut self, low: u64) -> Option<(u64, U)> {
         let (_, Ok(_)) = self.current.items.front()? else {
             return None;
         };
         let next_snapshot = self.current.snapshots.front();
-        if !self.deferred.is_empty() || next_snapshot.is_some_and(|(at, _)| *at == self.position) {
+        let handed = self.current.handed;
+        if !self.deferred.is_empty()
+            || next_snapshot.is_some_and(|(at, _, _)| *at == handed)
+            || !self.plan.in_order && waits(&self.current, low)
+        {
             return None;
         }
         let (index, Ok(value), _) = self.pop_current()? else {
@@ -110,14 +116,18 @@ impl<U> Pool<U> {
     /// as the consumer holds none of its items.
     #[inline]
     fn pop_current(&mut self) -> Option<(u64, Slot<U>, Option<State>)> {
-        let (index, slot) = self.current.items.pop_front()?;
-        self.position += 1;
-        let snapshots = &mut self.current.snapshots;
-        let snapshot = snapshots.pop_front_if(|(at, _)| *at + 1 == self.position);
-        if self.current.items.is_empty() {
-            self.hub.release(std::mem::take(&mut self.position));
+        let current = &mut self.current;
+        let (index, slot) = current.items.pop_front()?;
+        if asked_at(current) {
+            current.fence = Some(index);
         }
-        Some((index, slot, snapshot.map(|(_, state)| state)))
+        current.handed += 1;
+        let handed = current.handed;
+        let snapshot = current.snapshots.pop_front_if(|(at, ..)| *at + 1 == handed);
+        if current.items.is_empty() {
+            self.hub.release(std::mem::take(&mut current.handed));
+        }
+        Some((index, slot, snapshot.map(|(_, state, _)| state)))
     }
 
     /// The next item in delivery order, recorded in `cursor`; `None` at the
@@ -139,6 +149,10 @@ impl<U> Pool<U> {
                 let (index, (value, snapshot)) = waiting.remove_entry();
                 break (index, value, snapshot);
             }
+            if !self.plan.in_order && waits(&self.current, cursor.low()) {
+                let waiting = std::mem::replace(&mut self.current, Chunk::with(VecDeque::new()));
+                self.held.push(waiting);
+            }
             if let Some((index, value, snapshot)) = self.pop_current() {
                 let value = value.map_err(|error| *error);
                 if !self.plan.in_order && value.is_err() && index > cursor.low() {
@@ -151,6 +165,10 @@ impl<U> Pool<U> {
                 break (index, value, snapshot);
             }
             self.end_at = self.current.end.take().or(self.end_at);
+            if let Some(at) = self.held.iter().position(|c| !waits(c, cursor.low())) {
+                self.current = self.held.swap_remove(at);
+                continue;
+            }
             if self.end_at.is_some_and(|end| cursor.low() >= end) {
                 return Ok(None);
             }
@@ -195,6 +213,29 @@ impl<U> Pool<U> {
             self.reorder.insert(chunk.first_index(), chunk);
         }
     }
+}
+
+/// Out of order, whether the next item of `chunk` must wait: it is past a
+/// point the source asked for a snapshot at (a file reader's first item of
+/// a file) while an item before that point is still out (`low`). Items
+/// delivered ahead of a gap then always lie after the snapshot a state
+/// names, in the one file it is in.
+fn waits<U>(chunk: &Chunk<U>, low: u64) -> bool {
+    let Some(&(index, _)) = chunk.items.front() else {
+        return false;
+    };
+    let fence = if asked_at(chunk) {
+        Some(index)
+    } else {
+        chunk.fence
+    };
+    fence.is_some_and(|fence| index != low && low <= fence)
+}
+
+/// Whether the source asked for a snapshot at the next item of `chunk`.
+fn asked_at<U>(chunk: &Chunk<U>) -> bool {
+    let front = chunk.snapshots.front();
+    front.is_some_and(|&(at, _, asked)| asked && at == chunk.handed)
 }
 
 impl<U> Drop for Pool<U> {

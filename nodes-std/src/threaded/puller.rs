@@ -68,6 +68,8 @@ pub(crate) struct Puller<N> {
     /// The source asked for a snapshot ([`Cx::request_snapshot`]): take it
     /// after the next item handed out.
     requested: bool,
+    /// The index of the last item the source asked for one at, this pass.
+    fence: Option<u64>,
     /// The last chunk filled in under [`QUICK_CHUNK`].
     quick: bool,
     /// When the last full chunk was finished.
@@ -110,6 +112,7 @@ impl<N: Node> Puller<N> {
             since_snapshot: 0,
             missed: false,
             requested: false,
+            fence: None,
             quick: false,
             chunk_clock: now,
         }
@@ -131,8 +134,10 @@ impl<N: Node> Puller<N> {
     }
 
     /// A new reader starts here, as if a snapshot had just been taken:
-    /// snapshots are paced from now, and quick chunks are earned again.
+    /// snapshots are paced from now, quick chunks are earned again, and no
+    /// item waits for one the source asked for before.
     pub(crate) fn restart_pacing(&mut self) {
+        self.fence = None;
         self.last_snapshot = self.clock.now();
         self.since_snapshot = 0;
         self.missed = false;
@@ -155,10 +160,12 @@ impl<N: Node> Puller<N> {
         // chunk is checked only when full.
         let started = (limit > 1 && !self.quick).then(|| self.clock.now());
         let mut chunk = Chunk::with(buffer);
+        chunk.fence = self.fence;
         chunk.items.reserve(limit.min(64));
         while chunk.items.len() < limit {
             let pulled = self.pull_one(cx);
-            self.requested |= cx.take_snapshot_request();
+            let requested = cx.take_snapshot_request();
+            self.requested |= requested;
             let (index, item) = match pulled {
                 Some(pulled) if !self.done => pulled,
                 last => {
@@ -168,6 +175,9 @@ impl<N: Node> Puller<N> {
                 }
             };
             let bad_record = item.is_err();
+            if requested {
+                self.fence = Some(index);
+            }
             chunk.items.push_back((index, item));
             let last = chunk.items.len() >= limit;
             // One clock read per full chunk, for the pace of snapshots and
@@ -276,7 +286,7 @@ impl<N: Node> Puller<N> {
         let started = (self.snapshots == Snapshots::Paced).then(|| self.clock.now());
         match catch(self.node, Some(index), || self.source.get_state(cx)) {
             Ok(state) => {
-                chunk.snapshots.push_back((at, state));
+                chunk.snapshots.push_back((at, state, self.requested));
                 self.since_snapshot = 0;
                 self.missed = false;
                 self.requested = false;

@@ -35,6 +35,8 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
             mut items,
             snapshots,
             end,
+            fence,
+            handed,
         } = pulled;
         out.clear();
         out.extend(items.drain(..).map(|(index, item)| {
@@ -46,6 +48,8 @@ pub(crate) trait Stage<T, U>: Send + Sync + 'static {
                 items: out,
                 snapshots,
                 end,
+                fence,
+                handed,
             },
             items,
         )

@@ -17,11 +17,18 @@
 //!           | interleave(1..=3, 1..=2, (read_jsonl | read_parquet) [prefetch(2)])
 //! record   := map | filter | filter_map | shuffle(1..=4) | try_map
 //!           | par_map(1..=2) | prefetch(1..=3) | flat_map | unbatch
+//!           | par_map(1..=2, out of order)
 //! group    := none | batch(1..=3) + concat | pack(4) | pack_exact(4)
 //!           | pack(4).with_segments()
 //! stage    := map | shuffle(1..=4) | par_map(1..=2) | prefetch(1..=3)
-//!           | flat_map | unbatch
+//!           | flat_map | unbatch | par_map(1..=2, out of order)
 //! ```
+//!
+//! An out-of-order `par_map` stands where `check` accepts one: over a file
+//! reader (not an interleave) with only maps, in-order threaded stages and
+//! batches between, and no threaded stage above it, nor a `flat_map` or
+//! `unbatch` (which the API refuses there); elsewhere the grammar makes it
+//! an in-order one (the refusals are tested in `elastic_files`).
 //!
 //! A `flat_map` splits a record into one record per token; an `unbatch`
 //! does the same (each token then made a record of its own).
@@ -36,8 +43,6 @@
 //! filter, `try_map`, shuffle, pack, mix or interleave, the states pass
 //! through `elastic::settle` before each reshard; elsewhere they reshard as
 //! saved (the readers pass over what a threaded node read ahead).
-//! `par_map`s here are in order: `check` refuses an out-of-order one above
-//! a reader (tested in `elastic_files`).
 
 use std::path::PathBuf;
 
@@ -116,7 +121,10 @@ impl Reader {
 
 impl Stage {
     fn threaded(self) -> bool {
-        matches!(self, Stage::ParMap(_) | Stage::Prefetch(_))
+        matches!(
+            self,
+            Stage::ParMap(_) | Stage::Unordered(_) | Stage::Prefetch(_)
+        )
     }
 
     /// Whether its items stand for a known number of its source's.
@@ -126,6 +134,39 @@ impl Stage {
 }
 
 impl Shape {
+    /// The shape with each out-of-order `par_map` made an in-order one
+    /// where `check` refuses it (above an interleave, a stage that does not
+    /// count its source's items, a mix or a pack, or below another threaded
+    /// stage) or the API does (below a `flat_map` or `unbatch`).
+    fn unordered_where_accepted(mut self) -> Shape {
+        let mut gap = matches!(self.reader, Reader::Interleave { .. });
+        let middle = !matches!(self.mix, Mix::None)
+            || matches!(
+                self.group,
+                Group::Pack | Group::PackExact | Group::PackSegments
+            );
+        let records = self.record.len();
+        // A threaded stage, or a flat_map or unbatch (which the API refuses
+        // over an out-of-order par_map: they pull their item again).
+        let threaded: Vec<bool> = self
+            .record
+            .iter()
+            .chain(&self.after)
+            .map(|s| s.threaded() || matches!(s, Stage::FlatMap | Stage::Unbatch))
+            .collect();
+        let stages = self.record.iter_mut().chain(self.after.iter_mut());
+        for (k, stage) in stages.enumerate() {
+            gap |= k == records && middle;
+            if let Stage::Unordered(workers) = *stage
+                && (gap || threaded[k + 1..].iter().any(|&t| t))
+            {
+                *stage = Stage::ParMap(workers);
+            }
+            gap |= !stage.counts();
+        }
+        self
+    }
+
     /// Whether a threaded stage stands above an interleave, filter,
     /// `try_map`, shuffle, pack or mix: its states then need
     /// `elastic::settle` before a reshard.
@@ -182,6 +223,8 @@ enum Stage {
     TryMap,
     Shuffle(usize),
     ParMap(usize),
+    /// Out of order, slow on some records so that it delivers ahead of a gap.
+    Unordered(usize),
     Prefetch(usize),
     FlatMap,
     Unbatch,
@@ -231,6 +274,20 @@ fn tokens(line: String) -> Vec<String> {
     (0..3).map(|t| format!("{line}#{t}")).collect()
 }
 
+/// Identity, slow on every third call, so that an out-of-order `par_map`
+/// delivers records ahead of a gap.
+fn uneven(record: Vec<String>) -> std::result::Result<Vec<String>, nodes_std::BoxError> {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    if CALLS
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .is_multiple_of(3)
+    {
+        // Load only: the test's assertions hold in any completion order.
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    Ok(record)
+}
+
 fn stage(node: Boxed<Vec<String>>, stage: Stage) -> Boxed<Vec<String>> {
     match stage {
         Stage::Map => node.map(|r: Vec<String>| r).boxed(),
@@ -244,6 +301,10 @@ fn stage(node: Boxed<Vec<String>>, stage: Stage) -> Boxed<Vec<String>> {
         Stage::Shuffle(buffer) => node.shuffle(buffer, 9).unwrap().boxed(),
         Stage::ParMap(workers) => node
             .par_map(Ok, ParallelOptions::new(workers))
+            .unwrap()
+            .boxed(),
+        Stage::Unordered(workers) => node
+            .par_map(uneven, ParallelOptions::new(workers).in_order(false))
             .unwrap()
             .boxed(),
         Stage::Prefetch(n) => node.prefetch(n).unwrap().boxed(),
@@ -528,6 +589,7 @@ fn record() -> impl Strategy<Value = Stage> {
     ];
     let threaded = prop_oneof![
         (1usize..=2).prop_map(Stage::ParMap),
+        (1usize..=2).prop_map(Stage::Unordered),
         (1usize..=3).prop_map(Stage::Prefetch),
     ];
     prop_oneof![3 => plain, 1 => threaded]
@@ -536,6 +598,7 @@ fn record() -> impl Strategy<Value = Stage> {
 fn after() -> impl Strategy<Value = Stage> {
     let threaded = prop_oneof![
         (1usize..=2).prop_map(Stage::ParMap),
+        (1usize..=2).prop_map(Stage::Unordered),
         (1usize..=3).prop_map(Stage::Prefetch),
     ];
     let plain = prop_oneof![
@@ -573,12 +636,15 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::collection::vec(record(), 0..=3),
         prop::collection::vec(after(), 0..=2),
     );
-    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, after))| Shape {
-        reader,
-        record,
-        mix,
-        group,
-        after,
+    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, after))| {
+        Shape {
+            reader,
+            record,
+            mix,
+            group,
+            after,
+        }
+        .unordered_where_accepted()
     })
 }
 
