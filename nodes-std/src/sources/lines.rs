@@ -152,6 +152,14 @@ where
                         let message = format!("line longer than {} bytes", self.max_line_bytes);
                         return Err(self.bad_line(self.line, message));
                     }
+                    // The file was shorter than what another rank read of it.
+                    Ok(None) if self.files.passing() => {
+                        let err = self.bad_line(self.line, self.files.ended_early());
+                        self.files.pass_over(0, &[]);
+                        self.files.unskippable = true;
+                        self.close();
+                        return Err(err);
+                    }
                     Ok(None) => self.close(),
                     #[cfg(feature = "zstd")]
                     Err(e) if super::zstd::is_damaged(&e) => {
@@ -169,12 +177,6 @@ where
                         return Err(err);
                     }
                 }
-            }
-            if self.files.passing() {
-                // The file was shorter than what another rank read of it.
-                self.files.unskippable = true;
-                let why = self.files.ended_early();
-                return Err(self.bad_line(self.line, why));
             }
             let Some((item, before, _pulling)) = self.files.pull(cx)? else {
                 return Ok(None);

@@ -138,7 +138,7 @@ impl<S, R> FileSource<S, R> {
     /// Why the open file ended while items remained to be passed over.
     pub(crate) fn ended_early(&self) -> String {
         let left = self.skip + self.ahead.len() as u64;
-        format!("the file ended before {left} items another rank had delivered from it")
+        format!("the file ended {left} item(s) short of what another rank delivered from it")
     }
 
     /// What `made` comes to under the error policy: `None` for a bad record

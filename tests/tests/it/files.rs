@@ -122,6 +122,60 @@ fn restore_starts_at_the_saved_byte_offset() -> Result<()> {
     Ok(())
 }
 
+/// A state whose reader is to pass over items another rank delivered
+/// (`skip`, then `ahead`) passes over exactly those; one that names more
+/// than the file holds is an error naming the file, once, and the reader
+/// goes on with the next file. Malformed lists are refused at their key.
+#[test]
+fn items_another_rank_delivered_are_passed_over_and_a_file_too_short_is_named() -> Result<()> {
+    let dir = TempDir::new("files-pass-over");
+    dir.write("a.txt", "a0\na1\na2\na3\na4\na5\n");
+    dir.write("b.txt", "b0\nb1\n");
+    let build = || Files::in_dir(dir.path()).map(NodeExt::read_lines);
+    let mut running = build()?.start()?;
+    running.next().transpose()?;
+    let at_a1 = running.get_state()?;
+    let passing = at_a1.clone().with("skip", 1u64)?.with("ahead", [2u64, 4])?;
+    let rest: Vec<String> = build()?.start_from(&passing)?.collect::<Result<_>>()?;
+    assert_eq!(rest, ["a2", "a4", "b0", "b1"]);
+    // A state taken while passing keeps what is left to pass over.
+    let mut resumed = build()?.start_from(&passing)?;
+    assert_eq!(resumed.next().transpose()?.as_deref(), Some("a2"));
+    let later = resumed.get_state()?;
+    // a3 and a5 are still to pass over: the next item and the third.
+    assert_eq!(later.get::<Vec<u64>>("ahead")?, [0, 2]);
+    let rest: Vec<String> = build()?.start_from(&later)?.collect::<Result<_>>()?;
+    assert_eq!(rest, ["a4", "b0", "b1"]);
+    let too_many = at_a1.clone().with("ahead", [2u64, 9])?;
+    // Bounded: a reader that reported the same error forever would fail here.
+    let got: Vec<Result<String>> = build()?.start_from(&too_many)?.take(20).collect();
+    let errors: Vec<String> = got
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(errors.len(), 1, "{got:?}");
+    assert!(errors[0].contains("a.txt:6:"), "{}", errors[0]);
+    assert!(
+        errors[0].contains("ended 1 item(s) short of what another rank delivered"),
+        "{}",
+        errors[0]
+    );
+    let lines: Vec<&String> = got.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(lines, ["a1", "a2", "a4", "a5", "b0", "b1"]);
+    for (bad, key) in [
+        (
+            at_a1.clone().with("skip", 3u64)?.with("ahead", [1u64])?,
+            "ahead",
+        ),
+        (at_a1.clone().with("ahead", [4u64, 2])?, "ahead"),
+    ] {
+        let err = build()?.start_from(&bad).unwrap_err();
+        assert_eq!(err.state_path(), Some(&*format!("/{key}")), "{err}");
+    }
+    Ok(())
+}
+
 #[test]
 fn malformed_lines_are_errors_with_path_and_line() -> Result<()> {
     let dir = TempDir::new("files-malformed");
