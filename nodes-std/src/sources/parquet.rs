@@ -314,12 +314,6 @@ where
                 open.decoded = None;
             }
             if self.row_group >= open.groups.end {
-                if self.files.passing() {
-                    let why = self.files.ended_early();
-                    let error = record_error(self.files.name, &open.path, None, why);
-                    self.close();
-                    return Err(error);
-                }
                 self.close();
                 continue;
             }

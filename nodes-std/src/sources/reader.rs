@@ -135,12 +135,6 @@ impl<S, R> FileSource<S, R> {
         passed
     }
 
-    /// Why the open file ended while items remained to be passed over.
-    pub(crate) fn ended_early(&self) -> String {
-        let left = self.skip + self.ahead.len() as u64;
-        format!("the file ended {left} item(s) short of what another rank delivered from it")
-    }
-
     /// What `made` comes to under the error policy: `None` for a bad record
     /// skipped (the reader makes the next item), else what to return. An
     /// error made while `unskippable` is set is returned whatever the
