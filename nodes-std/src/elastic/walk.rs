@@ -139,21 +139,21 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
     }
 }
 
-/// What stands above a node, for [`check`]: nothing threaded; a threaded
-/// node, in order; an out-of-order `par_map` with only nodes that count
-/// their child's items in between, and nothing threaded above it (a file
+/// What stands above a node, for [`check`]: no out-of-order `par_map`;
+/// one with only nodes that count their child's items in between (a file
 /// reader below can pass over what it delivered ahead of a gap); or one
 /// where no state of the files below shows the gap.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Above {
     InOrder,
-    Threaded,
     OutOfOrder,
     GapHidden,
 }
 
 /// Checks a pipeline's description against [`refusal`]: `path` is where
-/// the node's state is; `above`: what stands above it.
+/// the node's state is; `above`: what stands above it. (A threaded node
+/// above an out-of-order one takes its state with every item, see
+/// `threaded::plan`: it counts nothing past it.)
 pub(crate) fn check(desc: &Description, path: &str, above: Above) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
@@ -169,7 +169,6 @@ pub(crate) fn check(desc: &Description, path: &str, above: Above) -> Result<usiz
     let above = match (desc.resume(), above) {
         (Resume::ReadsAhead { in_order: false }, Above::InOrder) => Above::OutOfOrder,
         (Resume::ReadsAhead { in_order: false }, _) => Above::GapHidden,
-        (Resume::ReadsAhead { in_order: true }, Above::InOrder) => Above::Threaded,
         (resume, Above::OutOfOrder) if !resume.counts_positions() => Above::GapHidden,
         (_, above) => above,
     };
@@ -201,7 +200,7 @@ fn files_below(
 ) -> std::result::Result<[(&str, &Description); 2], &'static str> {
     if gap {
         return Err(
-            "an out-of-order par_map above delivers items past a gap that no state shows here (it stands above an interleave, a filter, try_map, shuffle, pack, mix or flat_map, or below another threaded node): use an in-order par_map, or put the out-of-order one right above the file reader (maps and batches may stand between) with no threaded node above it",
+            "an out-of-order par_map above delivers items past a gap that no state shows here (it stands above an interleave, a filter, try_map, shuffle, pack, mix, flat_map or another out-of-order par_map): use an in-order par_map, or put the out-of-order one right above the file reader (maps, batches and in-order threaded nodes may stand between)",
         );
     }
     fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {

@@ -26,9 +26,9 @@
 //!
 //! An out-of-order `par_map` stands where `check` accepts one: over a file
 //! reader (not an interleave) with only maps, in-order threaded stages and
-//! batches between, and no threaded stage above it, nor a `flat_map` or
-//! `unbatch` (which the API refuses there); elsewhere the grammar makes it
-//! an in-order one (the refusals are tested in `elastic_files`).
+//! batches between, and no out-of-order `par_map`, `flat_map` or `unbatch`
+//! above it (the API refuses the last two there); elsewhere the grammar
+//! makes it an in-order one (the refusals are tested in `elastic_files`).
 //!
 //! A `flat_map` splits a record into one record per token; an `unbatch`
 //! does the same (each token then made a record of its own).
@@ -136,8 +136,8 @@ impl Stage {
 impl Shape {
     /// The shape with each out-of-order `par_map` made an in-order one
     /// where `check` refuses it (above an interleave, a stage that does not
-    /// count its source's items, a mix or a pack, or below another threaded
-    /// stage) or the API does (below a `flat_map` or `unbatch`).
+    /// count its source's items, a mix or a pack, or below another
+    /// out-of-order one) or the API does (below a `flat_map` or `unbatch`).
     fn unordered_where_accepted(mut self) -> Shape {
         let mut gap = matches!(self.reader, Reader::Interleave { .. });
         let middle = !matches!(self.mix, Mix::None)
@@ -146,19 +146,20 @@ impl Shape {
                 Group::Pack | Group::PackExact | Group::PackSegments
             );
         let records = self.record.len();
-        // A threaded stage, or a flat_map or unbatch (which the API refuses
-        // over an out-of-order par_map: they pull their item again).
-        let threaded: Vec<bool> = self
+        // Another out-of-order par_map, or a flat_map or unbatch (which the
+        // API refuses over an out-of-order par_map: they pull their item
+        // again).
+        let above: Vec<bool> = self
             .record
             .iter()
             .chain(&self.after)
-            .map(|s| s.threaded() || matches!(s, Stage::FlatMap | Stage::Unbatch))
+            .map(|s| matches!(s, Stage::Unordered(_) | Stage::FlatMap | Stage::Unbatch))
             .collect();
         let stages = self.record.iter_mut().chain(self.after.iter_mut());
         for (k, stage) in stages.enumerate() {
             gap |= k == records && middle;
             if let Stage::Unordered(workers) = *stage
-                && (gap || threaded[k + 1..].iter().any(|&t| t))
+                && (gap || above[k + 1..].iter().any(|&t| t))
             {
                 *stage = Stage::ParMap(workers);
             }
