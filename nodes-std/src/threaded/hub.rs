@@ -51,10 +51,10 @@ pub(crate) struct Chunk<U> {
     /// The pass ends after these items: the index after the last one. Set at
     /// the end of data, on a source that broke, and when a worker died.
     pub(crate) end: Option<u64>,
-    /// The last item before the first one at which the source asked for a
-    /// snapshot (a file reader opening a file), if it asked this pass. Out
-    /// of order, an item past such a point waits until everything before
-    /// the point was delivered (see `Pool::waits`).
+    /// The last item, up to the next one handed out, at which the source
+    /// asked for a snapshot this pass (a file reader opening a file), if it
+    /// did. Out of order, an item past such a point waits until everything
+    /// up to the point was delivered (see `Pool::waits`).
     pub(crate) fence: Option<u64>,
     /// Items handed out of it, by the consumer.
     pub(crate) handed: usize,

@@ -19,6 +19,7 @@ use nodes_std::prelude::*;
 use nodes_std::{ElasticSampler, IterableWrapper, elastic};
 use proptest::prelude::*;
 
+use crate::support::faulty::uneven;
 use crate::support::watch::config;
 
 /// A source's items: `base + index`.
@@ -32,18 +33,6 @@ fn source(
     let data: Vec<u32> = (0..len as u32).map(|i| base + i).collect();
     let sampler = ElasticSampler::new(RandomSampler::new(len, seed), rank, world)?;
     Ok(MapStyleWrapper::new(data, sampler))
-}
-
-/// Identity, slow for some items, so that workers finish out of order and
-/// out-of-order maps deliver items ahead of a gap.
-fn uneven<T>(x: T) -> std::result::Result<T, nodes_std::BoxError> {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if call.is_multiple_of(3) {
-        // Load only: the test's assertions hold in any completion order.
-        std::thread::sleep(std::time::Duration::from_micros(150));
-    }
-    Ok(x)
 }
 
 fn keep(x: &u32) -> bool {

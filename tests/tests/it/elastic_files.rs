@@ -16,6 +16,7 @@ use nodes_std::{
 };
 use proptest::prelude::*;
 
+use crate::support::faulty::uneven;
 use crate::support::watch::config;
 
 /// What stands above the reader.
@@ -107,18 +108,6 @@ fn kept(line: &str) -> bool {
 /// Two workers that deliver as they finish.
 fn unordered() -> ParallelOptions {
     ParallelOptions::new(2).in_order(false)
-}
-
-/// Identity, slow on every third call, so that an out-of-order `par_map`
-/// delivers items ahead of a gap.
-fn uneven<T>(x: T) -> std::result::Result<T, nodes_std::BoxError> {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if call.is_multiple_of(3) {
-        // Load only: the test's assertions hold in any completion order.
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    Ok(x)
 }
 
 /// A line's tokens, for the packers.

@@ -54,6 +54,7 @@ use nodes_std::{
 use proptest::prelude::*;
 
 use crate::elastic_files::{Corpus, generation};
+use crate::support::faulty::uneven;
 use crate::support::watch::config;
 
 type Boxed<T> = Box<dyn Node<Item = T>>;
@@ -273,20 +274,6 @@ fn kept(record: &[String]) -> bool {
 fn tokens(line: String) -> Vec<String> {
     let line = line.trim_matches('"');
     (0..3).map(|t| format!("{line}#{t}")).collect()
-}
-
-/// Identity, slow on every third call, so that an out-of-order `par_map`
-/// delivers records ahead of a gap.
-fn uneven(record: Vec<String>) -> std::result::Result<Vec<String>, nodes_std::BoxError> {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    if CALLS
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        .is_multiple_of(3)
-    {
-        // Load only: the test's assertions hold in any completion order.
-        std::thread::sleep(std::time::Duration::from_micros(100));
-    }
-    Ok(record)
 }
 
 fn stage(node: Boxed<Vec<String>>, stage: Stage) -> Boxed<Vec<String>> {

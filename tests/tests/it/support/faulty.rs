@@ -204,3 +204,14 @@ pub(crate) fn quiet_injected_panics() {
         }));
     });
 }
+
+/// Identity, slow on every third call, so that workers finish out of
+/// order and an out-of-order `par_map` delivers items ahead of a gap.
+pub(crate) fn uneven<T>(x: T) -> std::result::Result<T, nodes_std::BoxError> {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    if CALLS.fetch_add(1, Ordering::Relaxed).is_multiple_of(3) {
+        // Load only: the tests' assertions hold in any completion order.
+        std::thread::sleep(Duration::from_micros(150));
+    }
+    Ok(x)
+}
