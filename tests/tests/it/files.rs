@@ -12,6 +12,7 @@ use nodes_std::{Files, ParallelOptions, RecordError, testing};
 use serde::Deserialize;
 
 use crate::support::corpus::TempDir;
+use crate::support::faulty::uneven;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Row {
@@ -486,13 +487,19 @@ fn describe_shows_the_readers_and_files() -> Result<()> {
     Ok(())
 }
 
+/// `files` JSONL files in `dir`, file `f` holding the numbers `100 f`,
+/// `100 f + 1`, ... (`lines` of them), one per line.
+fn numbered_jsonl(dir: &TempDir, files: u64, lines: u64) {
+    for f in 0..files {
+        let text: String = (0..lines).map(|i| format!("{}\n", f * 100 + i)).collect();
+        dir.write(&format!("{f}.jsonl"), text);
+    }
+}
+
 #[test]
 fn read_jsonl_under_an_out_of_order_par_map_resumes_exactly_once() -> Result<()> {
     let dir = TempDir::new("files-par-map");
-    for f in 0..4u64 {
-        let lines: String = (0..7).map(|i| format!("{}\n", f * 100 + i)).collect();
-        dir.write(&format!("{f}.jsonl"), lines);
-    }
+    numbered_jsonl(&dir, 4, 7);
     let build = || -> Result<_> {
         Files::in_dir(dir.path())?
             .read_jsonl::<u64>()
@@ -547,18 +554,10 @@ fn read_jsonl_under_an_out_of_order_par_map_resumes_exactly_once() -> Result<()>
 #[test]
 fn an_out_of_order_par_map_finishes_each_file_before_the_next() -> Result<()> {
     let dir = TempDir::new("files-fence");
-    for f in 0..6u64 {
-        let lines: String = (0..9).map(|i| format!("{}\n", f * 100 + i)).collect();
-        dir.write(&format!("{f}.jsonl"), lines);
-    }
-    let mapped = Files::in_dir(dir.path())?.read_jsonl::<u64>().par_map(
-        |x| {
-            // Jitter only: what is asserted holds in any completion order.
-            std::thread::sleep(std::time::Duration::from_micros((x * 37) % 300));
-            Ok(x)
-        },
-        ParallelOptions::new(3).in_order(false),
-    )?;
+    numbered_jsonl(&dir, 6, 9);
+    let mapped = Files::in_dir(dir.path())?
+        .read_jsonl::<u64>()
+        .par_map(uneven, ParallelOptions::new(3).in_order(false))?;
     let got: Vec<u64> = mapped.start()?.collect::<Result<_>>()?;
     assert_eq!(got.len(), 54);
     for (file, lines) in got.chunks(9).enumerate() {
