@@ -119,6 +119,9 @@ macro_rules! stateful_by_sources {
             for (node, state) in self.sources.nodes.iter().zip(&checked.states) {
                 node.check_state(state)?;
             }
+            for (node, end) in self.sources.nodes.iter().zip(&checked.first_ends) {
+                end.as_ref().map_or(Ok(()), |end| node.check_state(end))?;
+            }
             self.sources.keep_checked(state, checked);
             Ok(())
         }
@@ -257,6 +260,18 @@ pub(crate) const DATASET_KEYS: &str = "dataset_keys";
 pub(crate) const NODE_STATES: &str = "dataset_node_states";
 pub(crate) const EXHAUSTED: &str = "datasets_exhausted";
 pub(crate) const EMPTY: &str = "datasets_empty";
+/// Written only while a source has restarted in the pass (see
+/// [`Sources::first_ends`]).
+pub(crate) const FIRST_ENDS: &str = "dataset_first_pass_ends";
+
+/// Checks that `state` has exactly a sampler's `keys`, and the optional
+/// [`FIRST_ENDS`] after them.
+pub(crate) fn expect_keys(state: &State, node: &str, keys: &[&str]) -> Result<()> {
+    if !state.contains(FIRST_ENDS) {
+        return state.expect_keys(node, keys);
+    }
+    state.expect_keys(node, &[keys, &[FIRST_ENDS]].concat())
+}
 
 /// The named sources of a sampler, their per-pass flags, indexed by
 /// position (the hot path never compares names), and when the pass ends.
@@ -279,6 +294,12 @@ pub(crate) struct Sources<N> {
     /// Signalled its end again right after a restart: nothing to draw from
     /// for the rest of this pass.
     pub(crate) empty: Vec<bool>,
+    /// Each restarted source's state where its first run in this pass
+    /// ended. The next pass resets the source from there, so that it starts
+    /// the run after its first, as on every other rank, however often this
+    /// rank restarted it (a sharded, seeded file order then stays the same
+    /// on every rank).
+    first_ends: Vec<Option<State>>,
     /// How many sources are active, and how many of them are exhausted and
     /// empty.
     num_active: usize,
@@ -317,6 +338,7 @@ pub(crate) struct Checked<T> {
     exhausted: Vec<bool>,
     empty: Vec<bool>,
     states: Vec<State>,
+    first_ends: Vec<Option<State>>,
 }
 
 impl<T> Checked<T> {
@@ -382,6 +404,7 @@ impl<N: Node> Sources<N> {
             active: vec![true; len],
             exhausted: vec![false; len],
             empty: vec![false; len],
+            first_ends: vec![None; len],
             num_active: len,
             num_exhausted: 0,
             num_empty: 0,
@@ -423,13 +446,22 @@ impl<N: Node> Sources<N> {
     }
 
     /// After source `i` signalled its end: marks it exhausted and, if the
-    /// stop criterion restarts sources and the pass goes on, restarts it and
-    /// returns its first item (none: it is marked empty). An error while
-    /// restarting is returned; the source stays marked as ended.
+    /// stop criterion restarts sources, keeps where its first run ended and,
+    /// if the pass goes on, restarts it and returns its first item (none: it
+    /// is marked empty). An error while restarting is returned; the source
+    /// stays marked as ended.
     pub(crate) fn source_ended(&mut self, i: usize, cx: &mut Cx) -> Result<Option<N::Item>> {
-        self.num_exhausted += usize::from(self.active[i] && !self.exhausted[i]);
+        let first_end = !self.exhausted[i];
+        self.num_exhausted += usize::from(self.active[i] && first_end);
         self.exhausted[i] = true;
-        if !self.stop.restarts() || self.is_over() {
+        if !self.stop.restarts() {
+            return Ok(None);
+        }
+        // Retried at the next end if taking the state failed.
+        if self.first_ends[i].is_none() {
+            self.first_ends[i] = Some(self.nodes[i].get_state(cx)?);
+        }
+        if self.is_over() {
             return Ok(None);
         }
         self.nodes[i].reset(None)?;
@@ -479,11 +511,15 @@ impl<N: Node> Sources<N> {
         checked.downcast().ok().map(|c| *c)
     }
 
-    /// Resets every source to its beginning and clears the flags.
+    /// Resets every source to the beginning of its next run after its
+    /// first in this pass, and clears the flags.
     pub(crate) fn reset_all(&mut self) -> Result<()> {
-        self.nodes
-            .iter_mut()
-            .try_for_each(|node| node.reset(None))?;
+        for (node, first_end) in self.nodes.iter_mut().zip(&mut self.first_ends) {
+            if let Some(end) = first_end.take() {
+                node.reset(Some(&end))?;
+            }
+            node.reset(None)?;
+        }
         self.exhausted.fill(false);
         self.empty.fill(false);
         self.recount();
@@ -527,12 +563,48 @@ impl<N: Node> Sources<N> {
             .iter()
             .map(|name| nested.child(name))
             .collect::<Result<_>>()?;
+        let first_ends = self.decode_first_ends(state, &exhausted)?;
         Ok(Checked {
             own,
             exhausted,
             empty,
             states,
+            first_ends,
         })
+    }
+
+    /// Decodes [`FIRST_ENDS`]: under a criterion that restarts sources,
+    /// exactly the exhausted sources have a first run end; else none does.
+    fn decode_first_ends(&self, state: &State, exhausted: &[bool]) -> Result<Vec<Option<State>>> {
+        let mut ends = vec![None; self.len()];
+        if state.contains(FIRST_ENDS) {
+            let saved = state.child(FIRST_ENDS)?;
+            for key in saved.keys() {
+                let Some(i) = self.names.iter().position(|name| **name == *key) else {
+                    let why = "not a source of this sampler";
+                    return Err(Error::bad_state(saved.path_of(key), why));
+                };
+                ends[i] = Some(saved.child(key)?);
+            }
+        }
+        let restarts = self.stop.restarts();
+        let Some(i) = (0..self.len()).find(|&i| ends[i].is_some() != (restarts && exhausted[i]))
+        else {
+            return Ok(ends);
+        };
+        let (name, stop) = (&self.names[i], self.stop);
+        let path = match state.contains(FIRST_ENDS) {
+            true => state.child(FIRST_ENDS)?.path_of(name),
+            false => state.path_of(FIRST_ENDS),
+        };
+        let why = match (restarts, exhausted[i]) {
+            (false, _) => format!("{stop} never restarts a source, so no first run of one ends"),
+            (true, false) => {
+                format!("source {name} has not ended in this pass, so its first run has not")
+            }
+            (true, true) => format!("source {name} ended, but its first run's end is missing"),
+        };
+        Err(Error::bad_state(path, why))
     }
 
     /// Resets every source from its decoded state, then adopts the flags;
@@ -543,6 +615,7 @@ impl<N: Node> Sources<N> {
         }
         self.exhausted = decoded.exhausted;
         self.empty = decoded.empty;
+        self.first_ends = decoded.first_ends;
         self.recount();
         // A source that ended and was not restarted stands at its end.
         let at_end = |i: usize| !self.exhausted[i] || self.nodes[i].size_hint().lower == 0;
@@ -590,6 +663,16 @@ impl<N: Node> Sources<N> {
             Ok(())
         })?;
         out.child(NODE_STATES, states);
+        if self.first_ends.iter().any(Option::is_some) {
+            let ends = Fields::build(0, |ends| {
+                let named = self.names.iter().zip(&self.first_ends);
+                for (name, end) in named.filter_map(|(n, e)| Some((n, e.as_ref()?))) {
+                    ends.child(String::from(&**name), end.clone());
+                }
+                Ok(())
+            })?;
+            out.child(FIRST_ENDS, ends);
+        }
         Ok(())
     }
 

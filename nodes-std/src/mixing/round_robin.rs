@@ -194,7 +194,7 @@ impl<N: Node, O> MultiNodeRoundRobinSampler<N, O> {
     /// Checks the sampler's own part of `state` (the cursor) and decodes
     /// it, without applying anything.
     fn check(&self, state: &State) -> Result<Checked<usize>> {
-        state.expect_keys(NAME, &KEYS)?;
+        super::expect_keys(state, NAME, &KEYS)?;
         let cursor: usize = state.get(CURSOR)?;
         let checked = self.sources.decode(state, cursor)?;
         let n = self.sources.len();

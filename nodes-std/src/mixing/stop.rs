@@ -15,6 +15,14 @@ use nodes_core::{Error, Param, Result};
 /// *empty*: the cycling criteria stop drawing from it for the rest of the pass
 /// (the Python original ends the whole pass there instead).
 ///
+/// A restart is a `reset(None)` of the source: a seeded source (shuffled
+/// `Files`, a sampler) moves to its next epoch's order. Each rank restarts
+/// its sources as often as its own draws make it, so the sampler's next
+/// pass resets each restarted source from where its *first* run of the
+/// pass ended (saved in the state as `dataset_first_pass_ends`): every pass
+/// then starts each source at the same epoch on every rank, and a sharded
+/// file list is split the same way on all of them.
+///
 /// The string forms are torchdata's constants (`"CYCLE_UNTIL_ALL_DATASETS_EXHAUSTED"`,
 /// ...), for configuration files:
 ///

@@ -460,7 +460,7 @@ impl<N: Node, O> MultiNodeWeightedSampler<N, O> {
     /// Checks the sampler's own part of `state` and decodes it, without
     /// applying anything.
     fn check(&self, state: &State) -> Result<Checked<Own>> {
-        state.expect_keys(NAME, &KEYS)?;
+        super::expect_keys(state, NAME, &KEYS)?;
         let epoch: u64 = state.get(EPOCH)?;
         let num_yielded: u64 = state.get(NUM_YIELDED)?;
         let started: bool = state.get(STARTED)?;

@@ -193,7 +193,8 @@ fn state_layout_and_progress() {
             "ds0": {"num_yielded": 1},
             "ds1": {"num_yielded": 1},
             "ds2": {"num_yielded": 1}
-        }
+        },
+        "dataset_first_pass_ends": {"ds0": {"num_yielded": 1}}
     });
     assert_eq!(state, State::from_value(want).unwrap());
     run.reset(None).unwrap();

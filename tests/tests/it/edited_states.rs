@@ -110,12 +110,6 @@ const UNDETECTABLE: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "round_robin",
-        "/root/source/source/datasets_exhausted/z",
-        "true",
-        TURNS,
-    ),
-    (
-        "round_robin",
         "/root/source/source/dataset_node_states/x/num_yielded",
         "4",
         TURNS,

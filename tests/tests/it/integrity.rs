@@ -409,9 +409,10 @@ fn a_wide_pipeline_checks_its_fields_then_its_checksum() {
 
     let mut target = Loader::new(build());
     // In range and consistent with the rest (a cycling source may have
-    // ended once), so only the checksum tells.
+    // ended once, its first run's end saved), so only the checksum tells.
     let damaged = edited(&json, |m| {
         m["root"]["datasets_exhausted"]["s123"] = json!(true);
+        m["root"]["dataset_first_pass_ends"] = json!({"s123": {"num_yielded": 20}});
     });
     let err = target.load_state_dict(&damaged).unwrap_err();
     assert_eq!(err.state_path(), Some("/checksum"), "{err}");

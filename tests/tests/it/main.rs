@@ -9,6 +9,7 @@ mod support;
 mod adaptive;
 mod bad_states;
 mod contract;
+mod cycling;
 mod derive;
 mod describe;
 mod edited_states;
