@@ -119,8 +119,11 @@ macro_rules! stateful_by_sources {
             for (node, state) in self.sources.nodes.iter().zip(&checked.states) {
                 node.check_state(state)?;
             }
-            for (node, end) in self.sources.nodes.iter().zip(&checked.first_ends) {
-                end.as_ref().map_or(Ok(()), |end| node.check_state(end))?;
+            let names = self.sources.names.iter();
+            for (node, name) in self.sources.nodes.iter().zip(names) {
+                if checked.first_ends.contains(name) {
+                    node.check_state(&checked.first_ends.child(name)?)?;
+                }
             }
             self.sources.keep_checked(state, checked);
             Ok(())
@@ -295,11 +298,11 @@ pub(crate) struct Sources<N> {
     /// for the rest of this pass.
     pub(crate) empty: Vec<bool>,
     /// Each restarted source's state where its first run in this pass
-    /// ended. The next pass resets the source from there, so that it starts
-    /// the run after its first, as on every other rank, however often this
-    /// rank restarted it (a sharded, seeded file order then stays the same
-    /// on every rank).
-    first_ends: Vec<Option<State>>,
+    /// ended, by source name (saved as it is). The next pass resets the
+    /// source from there, so that it starts the run after its first, as on
+    /// every other rank, however often this rank restarted it (a sharded,
+    /// seeded file order then stays the same on every rank).
+    first_ends: State,
     /// How many sources are active, and how many of them are exhausted and
     /// empty.
     num_active: usize,
@@ -338,7 +341,7 @@ pub(crate) struct Checked<T> {
     exhausted: Vec<bool>,
     empty: Vec<bool>,
     states: Vec<State>,
-    first_ends: Vec<Option<State>>,
+    first_ends: State,
 }
 
 impl<T> Checked<T> {
@@ -404,7 +407,7 @@ impl<N: Node> Sources<N> {
             active: vec![true; len],
             exhausted: vec![false; len],
             empty: vec![false; len],
-            first_ends: vec![None; len],
+            first_ends: State::new(),
             num_active: len,
             num_exhausted: 0,
             num_empty: 0,
@@ -458,8 +461,10 @@ impl<N: Node> Sources<N> {
             return Ok(None);
         }
         // Retried at the next end if taking the state failed.
-        if self.first_ends[i].is_none() {
-            self.first_ends[i] = Some(self.nodes[i].get_state(cx)?);
+        let name = &self.names[i];
+        if !self.first_ends.contains(name) {
+            let end = self.nodes[i].get_state(cx)?;
+            self.first_ends.insert_child(String::from(&**name), end);
         }
         if self.is_over() {
             return Ok(None);
@@ -514,9 +519,10 @@ impl<N: Node> Sources<N> {
     /// Resets every source to the beginning of its next run after its
     /// first in this pass, and clears the flags.
     pub(crate) fn reset_all(&mut self) -> Result<()> {
-        for (node, first_end) in self.nodes.iter_mut().zip(&mut self.first_ends) {
-            if let Some(end) = first_end.take() {
-                node.reset(Some(&end))?;
+        let ends = std::mem::take(&mut self.first_ends);
+        for (node, name) in self.nodes.iter_mut().zip(&self.names) {
+            if ends.contains(name) {
+                node.reset(Some(&ends.child(name)?))?;
             }
             node.reset(None)?;
         }
@@ -575,26 +581,30 @@ impl<N: Node> Sources<N> {
 
     /// Decodes [`FIRST_ENDS`]: under a criterion that restarts sources,
     /// exactly the exhausted sources have a first run end; else none does.
-    fn decode_first_ends(&self, state: &State, exhausted: &[bool]) -> Result<Vec<Option<State>>> {
-        let mut ends = vec![None; self.len()];
-        if state.contains(FIRST_ENDS) {
-            let saved = state.child(FIRST_ENDS)?;
-            for key in saved.keys() {
-                let Some(i) = self.names.iter().position(|name| **name == *key) else {
-                    let why = "not a source of this sampler";
-                    return Err(Error::bad_state(saved.path_of(key), why));
-                };
-                ends[i] = Some(saved.child(key)?);
-            }
+    fn decode_first_ends(&self, state: &State, exhausted: &[bool]) -> Result<State> {
+        let saved = match state.contains(FIRST_ENDS) {
+            true => state.child(FIRST_ENDS)?,
+            false => State::new(),
+        };
+        if let Some(key) = saved
+            .keys()
+            .find(|key| !self.names.iter().any(|n| **n == **key))
+        {
+            let why = "not a source of this sampler";
+            return Err(Error::bad_state(saved.path_of(key), why));
         }
         let restarts = self.stop.restarts();
-        let Some(i) = (0..self.len()).find(|&i| ends[i].is_some() != (restarts && exhausted[i]))
-        else {
-            return Ok(ends);
+        let has = |i: usize| saved.contains(&self.names[i]);
+        let Some(i) = (0..self.len()).find(|&i| has(i) != (restarts && exhausted[i])) else {
+            // Each entry is a state (refused here, not at the next pass).
+            for key in saved.keys() {
+                saved.child(key)?;
+            }
+            return Ok(saved);
         };
         let (name, stop) = (&self.names[i], self.stop);
         let path = match state.contains(FIRST_ENDS) {
-            true => state.child(FIRST_ENDS)?.path_of(name),
+            true => saved.path_of(name),
             false => state.path_of(FIRST_ENDS),
         };
         let why = match (restarts, exhausted[i]) {
@@ -663,15 +673,8 @@ impl<N: Node> Sources<N> {
             Ok(())
         })?;
         out.child(NODE_STATES, states);
-        if self.first_ends.iter().any(Option::is_some) {
-            let ends = Fields::build(0, |ends| {
-                let named = self.names.iter().zip(&self.first_ends);
-                for (name, end) in named.filter_map(|(n, e)| Some((n, e.as_ref()?))) {
-                    ends.child(String::from(&**name), end.clone());
-                }
-                Ok(())
-            })?;
-            out.child(FIRST_ENDS, ends);
+        if !self.first_ends.is_empty() {
+            out.child(FIRST_ENDS, self.first_ends.clone());
         }
         Ok(())
     }

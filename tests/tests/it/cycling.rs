@@ -12,6 +12,8 @@ use nodes_std::{
     testing,
 };
 
+use serde_json::json;
+
 use crate::support::corpus::TempDir;
 
 #[derive(Clone, Copy, Debug)]
@@ -146,35 +148,38 @@ fn a_damaged_first_run_end_is_refused_at_its_key() -> Result<()> {
         .clone();
     // An edited state: its checksum no longer matches, which is not what this tests.
     let mut loader = Loader::new(mix(&dir, Mix::RoundRobin, 0, 2)).verify_checksum(false);
-    let edits: [(&str, &str, &str); 3] = [
+    // (source, its new first run end or none, what the error says)
+    let edits = [
+        ("c", Some(&end_of_a), "not a source of this sampler"),
+        ("b", Some(&end_of_a), "source b has not ended in this pass"),
         (
-            "c",
-            "dataset_first_pass_ends/c",
-            "not a source of this sampler",
-        ),
-        (
-            "b",
-            "dataset_first_pass_ends/b",
-            "source b has not ended in this pass",
+            "a",
+            None,
+            "source a ended, but its first run's end is missing",
         ),
         (
             "a",
-            "dataset_first_pass_ends/a",
-            "source a ended, but its first run's end is missing",
+            Some(&json!(5)),
+            "expected a nested state (object), found",
         ),
     ];
-    for (key, at, why) in edits {
+    for (key, end, why) in edits {
         let mut edited = state.clone();
         let saved = edited.pointer_mut(ends).unwrap().as_object_mut().unwrap();
-        match key {
-            "a" => saved.remove("a"),
-            _ => saved.insert(key.into(), end_of_a.clone()),
+        match end {
+            None => saved.remove(key),
+            Some(end) => saved.insert(key.into(), end.clone()),
         };
+        // By a reset alone, as by a loader (which checks the state first).
+        let mut sampler = mix(&dir, Mix::RoundRobin, 0, 2);
+        let root = State::from_value(edited["root"].clone())?;
+        let alone = sampler.reset(Some(&root)).unwrap_err().to_string();
+        assert!(alone.contains(why), "{alone}");
         let err = loader
             .load_state_dict(&State::from_value(edited)?)
             .unwrap_err();
         let err = err.to_string();
-        assert!(err.contains(&format!("/root/{at}")), "{err}");
+        assert!(err.contains(&format!("{ends}/{key}:")), "{err}");
         assert!(err.contains(why), "{err}");
     }
     Ok(())
