@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use nodes_std::prelude::*;
 use nodes_std::{
-    Files, IterableWrapper, MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, StopCriteria,
-    testing,
+    Files, IterableWrapper, MultiNodeRoundRobinSampler, MultiNodeWeightedSampler, ParallelOptions,
+    StopCriteria, testing,
 };
 
 use serde_json::json;
@@ -20,6 +20,8 @@ use crate::support::corpus::TempDir;
 enum Mix {
     Weighted,
     RoundRobin,
+    /// Weighted, the files read under a `par_map` and a `prefetch`.
+    Threaded,
 }
 
 /// `files` files of one line each, the line naming its file.
@@ -35,11 +37,20 @@ fn corpus(files: usize) -> TempDir {
 /// and 23 lines of its own (`b`), restarting each when it ends.
 fn mix(dir: &TempDir, kind: Mix, rank: u64, world: u64) -> Box<dyn Node<Item = String>> {
     let files = Files::in_dir(dir.path()).unwrap().shuffle_files(5);
-    let a = files.shard(rank, world).unwrap().read_lines().boxed();
+    let lines = files.shard(rank, world).unwrap().read_lines();
+    let a = match kind {
+        Mix::Threaded => lines
+            .par_map(Ok, ParallelOptions::new(2))
+            .unwrap()
+            .prefetch(2)
+            .unwrap()
+            .boxed(),
+        _ => lines.boxed(),
+    };
     let b = IterableWrapper::new((0..23).map(|i| format!("b{i}")).collect::<Vec<_>>()).boxed();
     let stop = StopCriteria::CycleUntilAllDatasetsExhausted;
     match kind {
-        Mix::Weighted => {
+        Mix::Weighted | Mix::Threaded => {
             MultiNodeWeightedSampler::new([("a", a), ("b", b)], [("a", 0.6), ("b", 0.4)])
                 .unwrap()
                 .stop_criteria(stop)
@@ -59,7 +70,7 @@ fn mix(dir: &TempDir, kind: Mix, rank: u64, world: u64) -> Box<dyn Node<Item = S
 fn every_epoch_starts_the_same_file_order_on_every_rank() -> Result<()> {
     for (files, world) in [(5, 2), (7, 3), (3, 2), (8, 3)] {
         let dir = corpus(files);
-        for kind in [Mix::Weighted, Mix::RoundRobin] {
+        for kind in [Mix::Weighted, Mix::RoundRobin, Mix::Threaded] {
             // Per epoch, how often each file is in a rank's first run.
             let mut first_runs: BTreeMap<u64, BTreeMap<String, u32>> = BTreeMap::new();
             let mut restarted = 0;
@@ -118,7 +129,7 @@ fn the_next_epochs_first_run_has_the_order_of_this_epochs_second() -> Result<()>
 #[test]
 fn a_resume_after_a_restart_keeps_the_next_epochs_order() {
     let dir = corpus(5);
-    for kind in [Mix::Weighted, Mix::RoundRobin] {
+    for kind in [Mix::Weighted, Mix::RoundRobin, Mix::Threaded] {
         for rank in 0..2 {
             // Cuts before, at and after the first restarts of the files.
             for midpoint in [0, 2, 4, 9, 17, 30] {
