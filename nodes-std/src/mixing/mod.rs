@@ -263,8 +263,8 @@ pub(crate) const DATASET_KEYS: &str = "dataset_keys";
 pub(crate) const NODE_STATES: &str = "dataset_node_states";
 pub(crate) const EXHAUSTED: &str = "datasets_exhausted";
 pub(crate) const EMPTY: &str = "datasets_empty";
-/// Written only while a source has restarted in the pass (see
-/// [`Sources::first_ends`]).
+/// Written only once a source has ended in the pass under a criterion
+/// that restarts sources (see [`Sources::first_ends`]).
 pub(crate) const FIRST_ENDS: &str = "dataset_first_pass_ends";
 
 /// Checks that `state` has exactly a sampler's `keys`, and the optional
@@ -519,13 +519,15 @@ impl<N: Node> Sources<N> {
     /// Resets every source to the beginning of its next run after its
     /// first in this pass, and clears the flags.
     pub(crate) fn reset_all(&mut self) -> Result<()> {
-        let ends = std::mem::take(&mut self.first_ends);
+        // Kept until every source is reset: a reset tried again after an
+        // error still rewinds.
         for (node, name) in self.nodes.iter_mut().zip(&self.names) {
-            if ends.contains(name) {
-                node.reset(Some(&ends.child(name)?))?;
+            if self.first_ends.contains(name) {
+                node.reset(Some(&self.first_ends.child(name)?))?;
             }
             node.reset(None)?;
         }
+        self.first_ends = State::new();
         self.exhausted.fill(false);
         self.empty.fill(false);
         self.recount();
@@ -586,15 +588,16 @@ impl<N: Node> Sources<N> {
             true => state.child(FIRST_ENDS)?,
             false => State::new(),
         };
-        if let Some(key) = saved
-            .keys()
-            .find(|key| !self.names.iter().any(|n| **n == **key))
-        {
-            let why = "not a source of this sampler";
-            return Err(Error::bad_state(saved.path_of(key), why));
+        let has = |i: usize| saved.contains(&self.names[i]);
+        // Keys are unique: a count short of the saved ones means a stranger.
+        if (0..self.len()).filter(|&i| has(i)).count() != saved.len() {
+            let names: HashSet<&str> = self.names.iter().map(|n| &**n).collect();
+            if let Some(key) = saved.keys().find(|key| !names.contains(key)) {
+                let why = "not a source of this sampler";
+                return Err(Error::bad_state(saved.path_of(key), why));
+            }
         }
         let restarts = self.stop.restarts();
-        let has = |i: usize| saved.contains(&self.names[i]);
         let Some(i) = (0..self.len()).find(|&i| has(i) != (restarts && exhausted[i])) else {
             // Each entry is a state (refused here, not at the next pass).
             for key in saved.keys() {

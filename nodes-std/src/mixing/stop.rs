@@ -22,11 +22,11 @@ use nodes_core::{Error, Param, Result};
 /// pass ended (saved in the state as `dataset_first_pass_ends`): every pass
 /// then starts each source at the same epoch on every rank, and a sharded
 /// file list is split the same way on all of them. The price is for the
-/// sources that restarted: the next pass's first run has the order of this
-/// pass's second, so a source restarted `k` times repeats up to `k` of its orders
-/// from one pass to the next, each one run later. (Advancing past the
-/// orders every rank used would take the largest restart count of all
-/// ranks, which no rank knows.)
+/// sources that restarted: the next pass's first run has the order of
+/// this pass's second, so a source restarted `k` times repeats up to `k`
+/// of its orders from one pass to the next, each one run later. (Advancing
+/// past the orders every rank used would take the largest restart count
+/// of all ranks, which no rank knows.)
 ///
 /// The string forms are torchdata's constants (`"CYCLE_UNTIL_ALL_DATASETS_EXHAUSTED"`,
 /// ...), for configuration files:
