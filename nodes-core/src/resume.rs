@@ -67,12 +67,18 @@ pub enum Resume {
     /// Its output order can differ between two runs from the same state, so
     /// a node above cannot restore by pulling it again.
     VaryingOrder,
-    /// Draws from several children (the weighted and round-robin mixes);
-    /// `each_once` when a pass reads each child at most once (their
-    /// `AllDatasetsExhausted` stop criterion).
+    /// Draws from several children (the weighted and round-robin mixes).
+    /// With neither flag, a child that ends is restarted, and the next pass
+    /// resets it from where its first run ended (the `CYCLE_*` stop
+    /// criteria): every rank starts each pass's first runs in one epoch.
     Mixes {
-        /// Whether a pass reads each child at most once.
+        /// Whether a pass reads each child exactly once
+        /// (`AllDatasetsExhausted`).
         each_once: bool,
+        /// Whether a pass ends when its first child ends, leaving the other
+        /// children's rest unread (`FirstDatasetExhausted`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stops_at_first_end: bool,
     },
     /// A sampler over global positions whose unread rest can be dealt to
     /// another number of ranks (`ElasticSampler`).

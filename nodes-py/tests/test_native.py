@@ -213,6 +213,36 @@ def test_an_out_of_order_par_map_over_a_reader_reshards_exactly_once(tmp_path: P
     assert len(counts) == 210 and max(counts.values()) == 1
 
 
+def test_a_cycling_mix_reshards_each_first_run(tmp_path: Path) -> None:
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.mkdir()
+    small.mkdir()
+    write_corpus(big, files=7, records=30)
+    write_corpus(small, files=2, records=2)
+
+    def loader(rank: int, world: int) -> nr.Loader[Any]:
+        def files(d: Path, seed: int) -> nr.Pipeline:
+            return nr.Files.in_dir(str(d)).shuffle_files(seed=seed).shard(rank, world).read_jsonl()
+
+        a = files(big, 5)
+        b = files(small, 6).map(lambda r: {"id": 100_000 + r["id"]})
+        weights = {"a": 0.5, "b": 0.5}
+        cycling = "CYCLE_UNTIL_ALL_DATASETS_EXHAUSTED"
+        mix = nr.weighted({"a": a, "b": b}, weights, seed=3, stop_criteria=cycling, rank=rank, world_size=world)
+        return nr.Loader(mix.batch(4))
+
+    loader(0, 3).check_elastic()
+    with pytest.raises(ValueError, match="both rank and world_size"):
+        nr.weighted({"a": nr.Files.in_dir(str(big)).read_jsonl()}, {"a": 1.0}, rank=0)
+    counts, states = ids_over_two_then_three_ranks(loader, lambda rank: 5 + 2 * rank)
+    # The small source ended and restarted on the old ranks; the big one
+    # never ends before the pass does, so its first run is all it reads.
+    assert all("dataset_first_pass_ends" in json.dumps(s) for s in states)
+    big_ids = [i for i in counts if i < 100_000]
+    assert len(big_ids) == 210 and max(counts[i] for i in big_ids) == 1
+    assert {i - 100_000 for i in counts if i >= 100_000} == {0, 1, 1000, 1001}
+
+
 def test_a_reshard_can_keep_the_global_batch(tmp_path: Path) -> None:
     write_corpus(tmp_path, files=7, records=30)
 

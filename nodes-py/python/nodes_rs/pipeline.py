@@ -189,12 +189,18 @@ def weighted(
     weights: Mapping[str, float],
     seed: int = 0,
     stop_criteria: str = "ALL_DATASETS_EXHAUSTED",
+    rank: Optional[int] = None,
+    world_size: Optional[int] = None,
 ) -> Pipeline:
     """Items of the named sources drawn by weight (a seeded stream per rank
-    and epoch)."""
+    and epoch). The rank is ``rank`` of ``world_size`` when both are given,
+    else read from ``RANK``/``WORLD_SIZE``; a pipeline that is resharded
+    passes them, as the files' ``shard`` does."""
+    if (rank is None) != (world_size is None):
+        raise ValueError("weighted: give both rank and world_size, or neither")
     natives: Dict[str, Any] = {k: native_source(v) for k, v in sources.items()}
     floats = {k: float(w) for k, w in weights.items()}
-    return Pipeline(_native.weighted(natives, floats, stop_criteria, None, None, seed))
+    return Pipeline(_native.weighted(natives, floats, stop_criteria, rank, world_size, seed))
 
 
 def round_robin(

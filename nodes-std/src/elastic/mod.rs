@@ -112,9 +112,16 @@
 //! that ends its share drops at most its short tail under `pack_exact`),
 //! `par_map` (in and out of order), `prefetch`, and a
 //! [`MultiNodeWeightedSampler`](crate::MultiNodeWeightedSampler) or
-//! [`MultiNodeRoundRobinSampler`](crate::MultiNodeRoundRobinSampler) with
-//! `StopCriteria::AllDatasetsExhausted` (each source exactly once), each
-//! source with its own global order and cursor.
+//! [`MultiNodeRoundRobinSampler`](crate::MultiNodeRoundRobinSampler), each
+//! source with its own global order and cursor. Under
+//! `StopCriteria::AllDatasetsExhausted` each source is read exactly once.
+//! Under a criterion that restarts sources (`CycleUntilAllDatasetsExhausted`,
+//! `CycleForever`) every rank starts a pass's first runs in one epoch, and
+//! those are dealt: a source an old rank had restarted is read from where
+//! its first run ended (nothing left), and what its restarts read is not
+//! dealt. The new ranks restart each source at one epoch past every epoch
+//! the old ranks' restarts read (its plan's `next_epoch`), so no record is
+//! repeated within a run, and the next pass starts there on every rank.
 //!
 //! Files: [`Files`](crate::Files) (maybe shuffled) under
 //! `shard(rank, world_size)`, read by `read_parquet` (a begun file resumes
@@ -183,7 +190,10 @@
 //!
 //! Pipelines whose position is not a function of global indices or files: an
 //! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
-//! [`ElasticSampler`]), a `Cycler`, `header`, `zip`, `shard` (but over `Files` read as above).
+//! [`ElasticSampler`]), a `Cycler`, `header`, `zip`, `shard` (but over `Files` read as above),
+//! a mix under `StopCriteria::FirstDatasetExhausted` (what a pass reads
+//! depends on the number of ranks), and a `flat_map` or `unbatch` above a
+//! mix that restarts its sources (its item may come from a restarted run).
 //! The error names the node and its path in the state; [`check`] gives it
 //! from a pipeline's description, before training. So
 //! are incomplete state sets (a rank missing or given twice), states of

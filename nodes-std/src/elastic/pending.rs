@@ -248,6 +248,7 @@ pub(super) fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
             id: 0,
             owed: rewind.positions.clone(),
             tail: rewind.len,
+            next_epoch: None,
         };
         let new = match &rewind.files {
             None => planned_sampler(node, &plan, rank, world)?,
@@ -300,6 +301,7 @@ fn rewind_files(
                 id: 0,
                 owed: vec![position],
                 tail: len,
+                next_epoch: None,
             };
             let slot = old.child(key)?;
             let source = planned(&slot.child("source")?, files_key, one, world)?;

@@ -64,7 +64,12 @@ impl Dealing {
             .unwrap_or_else(|| new_world - (count - m));
         // `deal` checked that every rank's tail fits.
         let (id, owed, tail) = (self.id, share(&self.holes, m, new_world), self.high + first);
-        Plan { id, owed, tail }
+        Plan {
+            id,
+            owed,
+            tail,
+            next_epoch: None,
+        }
     }
 }
 

@@ -13,9 +13,10 @@ use crate::elastic::pending::{
 };
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
-    Above, Begun, ByPath, Found, RESHARD, check as check_description, child_at, position_keys,
-    replace_at, walk,
+    Above, Begun, ByPath, Found, RESHARD, check as check_description, child_at, dealt_source,
+    position_keys, replace_at, walk,
 };
+use crate::mixing::FIRST_ENDS;
 use crate::policy::Counts;
 use crate::sources::reader::{AHEAD, SKIP};
 
@@ -36,6 +37,9 @@ struct Dealt {
     /// The items every old rank's `flat_map`s and `unbatch`es were part
     /// way through, in the order they are dealt.
     pending: BTreeMap<String, Vec<Pending>>,
+    /// The epoch each source under a restarting mix moves to at its next
+    /// restart: past every epoch any old rank's restarts read.
+    next_epochs: BTreeMap<String, u64>,
 }
 
 /// One old rank's loader state, read.
@@ -216,12 +220,18 @@ fn deal_all(olds: &mut [Old], new_world: u64) -> Result<Dealt> {
         let each = olds.iter().map(|o| o.found.skipped[s].1);
         skipped.insert(path.clone(), each.fold(0, u64::saturating_add));
     }
+    let mut next_epochs = BTreeMap::new();
+    for (path, next) in olds.iter().flat_map(|o| &o.found.next_epochs) {
+        let max = next_epochs.entry(path.clone()).or_insert(*next);
+        *max = (*max).max(*next);
+    }
     Ok(Dealt {
         plans,
         begun,
         buffers,
         skipped,
         pending,
+        next_epochs,
     })
 }
 
@@ -261,14 +271,16 @@ fn rebuild(
     }
     let mut out = template.clone();
     if *desc.resume() == Resume::Redistributable {
-        let plan = dealt.plans[template.path()].plan(rank, world);
+        let mut plan = dealt.plans[template.path()].plan(rank, world);
+        plan.next_epoch = dealt.next_epochs.get(template.path()).copied();
         return planned_sampler(out, &plan, rank, world);
     }
     if let Some(begun) = dealt.begun.get(template.path()) {
         out = rebuild_files(desc, out, share(begun, rank, world), rank, world, dealt)?;
     } else {
         for (key, child) in desc.children() {
-            let new = rebuild(child, &child_at(template, key)?, rank, world, dealt)?;
+            let source = dealt_source(desc, template, key)?;
+            let new = rebuild(child, &source, rank, world, dealt)?;
             out = replace_at(out, key, new)?;
         }
     }
@@ -305,6 +317,10 @@ fn rebuild(
             }
         }
         Resume::Mixes { .. } => {
+            // No source has ended in the new rank's pass.
+            if out.contains(FIRST_ENDS) {
+                out = without(&out, &[FIRST_ENDS])?;
+            }
             let mut flags = State::new();
             for key in out.get::<Vec<String>>("dataset_keys")? {
                 flags.insert(key, false)?;
@@ -353,6 +369,7 @@ fn rebuild_files(
     let files = child_at(&shard_state, files_key)?;
     let planned = |plan: Plan| planned(&shard_state, files_key, plan, world);
     let mut plan = dealt.plans[files.path()].plan(rank, world);
+    plan.next_epoch = dealt.next_epochs.get(files.path()).copied();
     if *desc.resume() == Resume::ReadsFiles {
         let reader = |(position, at)| match at {
             Begun::Reader(at) => (position, at),
@@ -391,6 +408,7 @@ fn rebuild_files(
             id: 0,
             owed: vec![position],
             tail: len,
+            next_epoch: None,
         };
         let mut slot = State::new().with("item", item)?;
         slot.insert_child("source", planned(one)?);

@@ -19,12 +19,18 @@ use crate::{Cx, Error, Hint, Init, Node, NodeId, NodeName, Result, State, Valida
 /// the holes it deals to this rank into `owed`, and its tail. `id` names the
 /// reshard that wrote the plan (0: a fresh epoch), so that the states of one
 /// job are recognised as such.
+///
+/// `next_epoch`, written by a reshard under a mix that restarts its
+/// sources, is the epoch the source's next restart moves to: past every
+/// epoch an old rank's restarts read, and the same on every new rank.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Plan {
     pub(crate) id: u64,
     pub(crate) owed: Vec<u64>,
     pub(crate) tail: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) next_epoch: Option<u64>,
 }
 
 impl Plan {
@@ -34,6 +40,7 @@ impl Plan {
             id: 0,
             owed: Vec::new(),
             tail: rank,
+            next_epoch: None,
         }
     }
 
@@ -41,6 +48,24 @@ impl Plan {
     pub(crate) fn len(&self, len: u64, world_size: u64) -> u64 {
         let tail = len.saturating_sub(self.tail).div_ceil(world_size);
         self.owed.len() as u64 + tail
+    }
+
+    /// The epoch a `reset(None)` moves to from `epoch`.
+    pub(crate) fn next_epoch(&self, epoch: u64, started: bool) -> u64 {
+        let after = crate::seed::epoch_after(epoch, started);
+        self.next_epoch.unwrap_or(after)
+    }
+
+    /// Refuses a `next_epoch` that is not after `epoch` (`at`: the plan's
+    /// path in the state).
+    pub(crate) fn check_next_epoch(&self, epoch: u64, at: impl FnOnce() -> String) -> Result<()> {
+        match self.next_epoch {
+            Some(next) if next <= epoch => {
+                let why = format!("the next epoch {next} is not after epoch {epoch}");
+                Err(Error::bad_state(at(), why))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The global position the plan reads at step `i` (no bound check).
@@ -107,9 +132,9 @@ pub struct ElasticSampler<S> {
     sampler: Described<S>,
     #[node(config)]
     ranks: Rank,
-    // The epoch a `reset(None)` moves to. Declared before `started`: its
-    // default reads the value `started` had before the reset.
-    #[node(state, default = crate::seed::epoch_after(self.epoch, self.started))]
+    // Declared before `started` and `plan`: its default reads their values
+    // from before the reset.
+    #[node(state, default = self.plan.next_epoch(self.epoch, self.started))]
     epoch: u64,
     #[node(state)]
     num_yielded: u64,
@@ -221,6 +246,7 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
             return Err(Error::bad_state(state.path_of("len"), why));
         }
         let plan: Plan = state.get("plan")?;
+        plan.check_next_epoch(state.get("epoch")?, || state.path_of("plan"))?;
         if let Some(p) = plan.owed.iter().find(|&&p| p >= len) {
             let why = format!("owed position {p} is past the order's end ({len})");
             return Err(Error::bad_state(state.path_of("plan"), why));
@@ -268,6 +294,7 @@ mod tests {
             id: 9,
             owed: vec![2, 5],
             tail: 8,
+            next_epoch: None,
         };
         assert_eq!(plan.len(12, 2), 4);
         assert_eq!(

@@ -79,6 +79,9 @@ pub(crate) struct Found {
     pub(super) cursors_only: bool,
     /// With `cursors_only`, the paths of the weighted mixes' states.
     pub(super) weighted: Vec<String>,
+    /// The epoch each sampler and `Files` under a mix that restarts its
+    /// sources moves to at its next restart, by the path of its state.
+    pub(crate) next_epochs: Vec<(String, u64)>,
 }
 
 /// The error for the node `name` whose state is at `path`.
@@ -122,13 +125,19 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::ReadsAhead { .. }
         | Resume::ReadsFiles
         | Resume::Interleaves
-        | Resume::Expands
-        | Resume::Mixes { each_once: true } => None,
+        | Resume::Mixes {
+            stops_at_first_end: false,
+            ..
+        } => None,
+        Resume::Expands if desc.subtree().any(restarts) => Some(
+            "it may be part way through an item drawn from a source that a mix below had restarted, which no reshard can draw again: put the flat_map or unbatch below the mix, or use StopCriteria::AllDatasetsExhausted",
+        ),
+        Resume::Expands => None,
         Resume::ListsFiles | Resume::Shards => Some(
             "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines`, `read_jsonl` or `read_parquet` right above",
         ),
-        Resume::Mixes { each_once: false } => Some(
-            "only StopCriteria::AllDatasetsExhausted reads each source exactly once (the other criteria restart sources, whose positions then belong to another epoch)",
+        Resume::Mixes { .. } => Some(
+            "StopCriteria::FirstDatasetExhausted ends each rank's pass at its first source's end, leaving the other sources' rest unread wherever its own draws stop: what a pass reads then depends on the number of ranks",
         ),
         Resume::CountsItems(_) => Some(
             "its position counts its own items, not global indices: read a MapStyleWrapper over an ElasticSampler (ShardedSampler -> ElasticSampler::new(inner, rank, world_size))",
@@ -137,6 +146,79 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
             "its state is not one a reshard can deal to other ranks: elastic resume supports a MapStyleWrapper over an ElasticSampler, or Files under shard read by read_lines, read_jsonl, read_parquet or interleave, with map, try_map, filter, filter_map, batch, shuffle, pack, par_map, prefetch and the weighted or round-robin mix above",
         ),
     }
+}
+
+/// Whether `desc` is a mix that restarts its sources (the `CYCLE_*` stop
+/// criteria).
+fn restarts(desc: &Description) -> bool {
+    *desc.resume()
+        == Resume::Mixes {
+            each_once: false,
+            stops_at_first_end: false,
+        }
+}
+
+/// The state a reshard deals the source under `key` of a mix (`desc`,
+/// `state`) from, at the source's path. Under a mix that restarts its
+/// sources, a source that ended in this pass is dealt from where its first
+/// run ended, with nothing left: only first runs read the pass's epoch on
+/// every rank, and the runs after them are not dealt.
+pub(crate) fn dealt_source(desc: &Description, state: &State, key: &str) -> Result<State> {
+    use crate::mixing::{EXHAUSTED, FIRST_ENDS, NODE_STATES};
+    let name = key
+        .strip_prefix(NODE_STATES)
+        .map(|k| k.trim_start_matches('/'));
+    let (true, Some(name)) = (restarts(desc), name) else {
+        return child_at(state, key);
+    };
+    let exhausted: bool = state.child(EXHAUSTED)?.get(name)?;
+    let ends = match state.contains(FIRST_ENDS) {
+        true => Some(state.child(FIRST_ENDS)?),
+        false => None,
+    };
+    match (exhausted, ends.filter(|ends| ends.contains(name))) {
+        (false, None) => child_at(state, key),
+        (true, Some(ends)) => {
+            let at_source = replace_at(state.clone(), key, ends.child(name)?)?;
+            child_at(&at_source, key)
+        }
+        (true, None) => {
+            let why =
+                format!("source {name} ended in this pass, but its first run's end is missing");
+            Err(Error::bad_state(state.path_of(FIRST_ENDS), why))
+        }
+        (false, Some(ends)) => {
+            let why = format!("source {name} has not ended in this pass, so its first run has not");
+            Err(Error::bad_state(ends.path_of(name), why))
+        }
+    }
+}
+
+/// Records, for each sampler and `Files` below `desc` (a restarting
+/// mix's source, as it stands now), the epoch its next restart moves to
+/// (the new rank's source counts as started, whatever the old one did).
+fn push_next_epochs(desc: &Description, state: &State, out: &mut Found) -> Result<()> {
+    match desc.resume() {
+        Resume::Redistributable => {
+            let plan: Plan = state.get("plan")?;
+            let next = plan.next_epoch(state.get("epoch")?, true);
+            out.next_epochs.push((state.path().to_owned(), next));
+        }
+        Resume::ListsFiles => {
+            let epoch = state.get("epoch")?;
+            let next = match state.get::<Option<RankPlan>>("plan")? {
+                Some(p) => p.plan.next_epoch(epoch, true),
+                None => crate::seed::epoch_after(epoch, true),
+            };
+            out.next_epochs.push((state.path().to_owned(), next));
+        }
+        _ => {
+            for (key, child) in desc.children() {
+                push_next_epochs(child, &child_at(state, key)?, out)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What stands above a node, for [`check`]: no out-of-order `par_map`;
@@ -523,7 +605,11 @@ pub(crate) fn walk(
                 out.weighted.push(state.path().to_owned());
             }
             for (key, child) in desc.children() {
-                walk(child, &child_at(state, key)?, relative, threaded_above, out)?;
+                let source = dealt_source(desc, state, key)?;
+                walk(child, &source, relative, threaded_above, out)?;
+                if restarts(desc) {
+                    push_next_epochs(child, &child_at(state, key)?, out)?;
+                }
             }
             return Ok(());
         }

@@ -151,11 +151,12 @@ macro_rules! stateful_by_sources {
             self.sources.nodes.iter_mut().for_each(Stateful::shutdown);
         }
 
-        /// Each source read at most once per pass only under
+        /// Each source read exactly once per pass only under
         /// `AllDatasetsExhausted`.
         fn resume(&self) -> $crate::Resume {
             $crate::Resume::Mixes {
                 each_once: self.sources.stop == StopCriteria::AllDatasetsExhausted,
+                stops_at_first_end: self.sources.stop == StopCriteria::FirstDatasetExhausted,
             }
         }
     };

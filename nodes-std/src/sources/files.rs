@@ -94,8 +94,8 @@ pub struct Files {
     /// `shuffle_files`' seed.
     #[node(param)]
     seed: Option<u64>,
-    // Declared before `started`: its default reads the value `started` had
-    // before the reset.
+    // Declared before `started` and `plan`: its default reads their values
+    // from before the reset.
     #[node(state, default = self.next_epoch())]
     epoch: u64,
     #[node(state)]
@@ -281,7 +281,10 @@ impl Files {
 
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
-        crate::seed::epoch_after(self.epoch, self.started)
+        match &self.plan {
+            Some(p) => p.plan.next_epoch(self.epoch, self.started),
+            None => crate::seed::epoch_after(self.epoch, self.started),
+        }
     }
 
     /// How many files this rank reads this epoch.
@@ -430,12 +433,15 @@ impl Validate for Files {
             );
             return Err(Error::bad_state(state.path_of("plan"), why));
         }
+        let epoch: u64 = state.get("epoch")?;
+        if let Some(p) = &plan {
+            p.plan.check_next_epoch(epoch, || state.path_of("plan"))?;
+        }
         let len = plan.as_ref().map_or(count, |p| p.len(count));
         if num_yielded > len {
             let why = format!("Files cannot resume after {num_yielded} files: it reads {len}");
             return Err(Error::bad_state(state.path_of("num_yielded"), why));
         }
-        let epoch: u64 = state.get("epoch")?;
         let position = |i| {
             plan.as_ref()
                 .map_or(i, |p| p.plan.position(i, p.world_size))

@@ -635,8 +635,9 @@ fn pipelines_not_indexed_by_global_positions_are_refused() {
         (
             MultiNodeWeightedSampler::new([("a", elastic_source())], [("a", 1.0)])
                 .unwrap()
+                .stop_criteria(StopCriteria::FirstDatasetExhausted)
                 .boxed(),
-            "only StopCriteria::AllDatasetsExhausted",
+            "FirstDatasetExhausted ends each rank's pass at its first source's end",
         ),
         (elastic_source().header(3).boxed(), "Header at /root"),
     ];

@@ -8,8 +8,9 @@
 //! ```text
 //! pipeline := sources group stage*            (0 to 2 stages after the group)
 //! sources  := source | mix(source, source)    (weighted or round-robin,
-//!                                              AllDatasetsExhausted, over
-//!                                              two files or more: one
+//!                                              AllDatasetsExhausted or
+//!                                              CycleUntilAllDatasetsExhausted,
+//!                                              over two files or more: one
 //!                                              source per half of them)
 //! source   := files reader record*            (0 to 3 record stages)
 //! files    := Files::list(..).shuffle_files(seed).shard(rank, world)
@@ -31,7 +32,15 @@
 //! makes it an in-order one (the refusals are tested in `elastic_files`).
 //!
 //! A `flat_map` splits a record into one record per token; an `unbatch`
-//! does the same (each token then made a record of its own).
+//! does the same (each token then made a record of its own). Above a mix
+//! that restarts its sources, `check` refuses both (they may be part way
+//! through an item of a restarted run; tested in `elastic_files`): there
+//! the grammar makes them maps.
+//!
+//! Under a mix that restarts its sources, each token carries the epoch of
+//! the `Files` run it was read in (see `elastic_cycling`), and the check is
+//! per source pass: the first run (epoch 0) delivers each of the source's
+//! tokens exactly once, and every later run each token at most once.
 //!
 //! The files are on disk, or with the `object-store` feature and an S3
 //! server (`NODES_S3_ENDPOINT`) uploaded there and read as `s3://` URLs
@@ -53,6 +62,7 @@ use nodes_std::{
 };
 use proptest::prelude::*;
 
+use crate::elastic_cycling::Tag;
 use crate::elastic_files::{Corpus, generation};
 use crate::support::faulty::uneven;
 use crate::support::watch::config;
@@ -169,6 +179,19 @@ impl Shape {
         self
     }
 
+    /// The shape with each `flat_map` and `unbatch` above a mix that
+    /// restarts its sources made a map, where `check` refuses them.
+    fn maps_above_restarts(mut self) -> Shape {
+        if self.cycling && !matches!(self.mix, Mix::None) {
+            for stage in &mut self.after {
+                if matches!(stage, Stage::FlatMap | Stage::Unbatch) {
+                    *stage = Stage::Map;
+                }
+            }
+        }
+        self
+    }
+
     /// Whether a threaded stage stands above an interleave, filter,
     /// `try_map`, shuffle, pack or mix: its states then need
     /// `elastic::settle` before a reshard.
@@ -253,6 +276,8 @@ struct Shape {
     reader: Reader,
     record: Vec<Stage>,
     mix: Mix,
+    /// The mix restarts its sources (`CycleUntilAllDatasetsExhausted`).
+    cycling: bool,
     group: Group,
     after: Vec<Stage>,
 }
@@ -366,11 +391,19 @@ fn build(
             .cloned()
             .collect::<Vec<_>>()
     };
-    let sources = || {
-        [
-            ("even", source(shape, half(0), place, rank, world)),
-            ("odd", source(shape, half(1), place, rank, world)),
-        ]
+    // Under a mix that restarts them, each token names its run's epoch.
+    let tagged = |files| -> Boxed<Vec<String>> {
+        let read = source(shape, files, place, rank, world);
+        if !shape.cycling {
+            return read;
+        }
+        let tag = |(e, r): (u64, Vec<String>)| r.into_iter().map(|t| format!("{e}|{t}")).collect();
+        Tag::new(read).map(tag).boxed()
+    };
+    let sources = || [("even", tagged(half(0))), ("odd", tagged(half(1)))];
+    let stop = match shape.cycling {
+        true => StopCriteria::CycleUntilAllDatasetsExhausted,
+        false => StopCriteria::AllDatasetsExhausted,
     };
     // A mix needs a file for each of its sources.
     let mix = if files.len() < 2 {
@@ -382,14 +415,14 @@ fn build(
         Mix::None => source(shape, files.to_vec(), place, rank, world),
         Mix::Weighted => MultiNodeWeightedSampler::new(sources(), [("even", 0.6), ("odd", 0.4)])
             .unwrap()
-            .stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .stop_criteria(stop)
             .seed(5)
             .rank(rank, world)
             .unwrap()
             .boxed(),
         Mix::RoundRobin => MultiNodeRoundRobinSampler::new(sources())
             .unwrap()
-            .stop_criteria(StopCriteria::AllDatasetsExhausted)
+            .stop_criteria(stop)
             .boxed(),
     };
     let grouped: Boxed<Vec<String>> = match shape.group {
@@ -532,6 +565,35 @@ fn s3() -> impl Strategy<Value = bool> {
     prop::sample::select(vec![false, false, false, server])
 }
 
+/// Checks the tokens delivered under a mix that restarts its sources
+/// (each `epoch|token`), per source (the files of one parity): those of
+/// the first run (epoch 0, on every rank) are the source's tokens, each at
+/// most once, and every later run delivers a token of the source at most
+/// once. Returns how many of the first run's tokens were not delivered.
+fn per_source_pass(delivered: &[String], expected: &[String]) -> Result<u64, String> {
+    let file = |token: &str| token.split(':').next().unwrap().parse::<usize>().unwrap();
+    let mut dropped = 0;
+    for parity in 0..2 {
+        let ours: Vec<&String> = expected.iter().filter(|t| file(t) % 2 == parity).collect();
+        let mut runs: Vec<(u64, &str)> = delivered
+            .iter()
+            .map(|t| t.split_once('|').expect("a token with its epoch"))
+            .filter(|(_, t)| file(t) % 2 == parity)
+            .map(|(e, t)| (e.parse().unwrap(), t))
+            .collect();
+        runs.sort();
+        if let Some(w) = runs.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("{:?} delivered twice in one run", w[0]));
+        }
+        if let Some(stray) = runs.iter().find(|(_, t)| !ours.iter().any(|o| o == t)) {
+            return Err(format!("{stray:?} is not a token of its source"));
+        }
+        let first = runs.iter().filter(|(e, _)| *e == 0).count();
+        dropped += (ours.len() - first) as u64;
+    }
+    Ok(dropped)
+}
+
 /// Every token the epoch delivers, sorted.
 fn expected(shape: &Shape, lines: &[u32]) -> Vec<String> {
     let filtered = shape
@@ -624,16 +686,20 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::collection::vec(record(), 0..=3),
         prop::collection::vec(after(), 0..=2),
     );
-    (reader, mix, group, stages).prop_map(|(reader, mix, group, (record, after))| {
-        Shape {
-            reader,
-            record,
-            mix,
-            group,
-            after,
-        }
-        .unordered_where_accepted()
-    })
+    (reader, mix, any::<bool>(), group, stages).prop_map(
+        |(reader, mix, cycling, group, (record, after))| {
+            Shape {
+                reader,
+                record,
+                mix,
+                cycling,
+                group,
+                after,
+            }
+            .unordered_where_accepted()
+            .maps_above_restarts()
+        },
+    )
 }
 
 proptest! {
@@ -668,7 +734,12 @@ proptest! {
         generation(&builder, Some(&second), k, None, &mut delivered, settle);
         delivered.sort();
         let expected = expected(&shape, &lines);
-        if matches!(shape.group, Group::PackExact) {
+        let exact = matches!(shape.group, Group::PackExact);
+        if shape.cycling && !matches!(shape.mix, Mix::None) && lines.len() >= 2 {
+            let dropped = per_source_pass(&delivered, &expected).map_err(TestCaseError::fail)?;
+            prop_assert!(exact || dropped == 0, "{dropped} tokens dropped");
+            prop_assert!(dropped <= 3 * (n + m + k), "{dropped} tokens dropped");
+        } else if exact {
             prop_assert!(delivered.windows(2).all(|w| w[0] != w[1]), "a token twice: {delivered:?}");
             prop_assert!(delivered.iter().all(|t| expected.binary_search(t).is_ok()), "a stray token");
             // A source of a mix ends its share on its own: its tail is the packer's.

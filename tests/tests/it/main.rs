@@ -15,6 +15,7 @@ mod describe;
 mod edited_states;
 mod elastic;
 mod elastic_batches;
+mod elastic_cycling;
 mod elastic_files;
 mod elastic_grammar;
 mod exactly_once;
