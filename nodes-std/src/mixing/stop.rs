@@ -26,7 +26,8 @@ use nodes_core::{Error, Param, Result};
 /// this pass's second, so a source restarted `k` times repeats up to `k`
 /// of its orders from one pass to the next, each one run later. (Advancing
 /// past the orders every rank used would take the largest restart count
-/// of all ranks, which no rank knows.)
+/// of all ranks, which no rank knows; a reshard, which reads every rank's
+/// state, does advance past them: see [`elastic`](crate::elastic).)
 ///
 /// The string forms are torchdata's constants (`"CYCLE_UNTIL_ALL_DATASETS_EXHAUSTED"`,
 /// ...), for configuration files:
