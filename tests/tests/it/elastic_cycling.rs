@@ -13,7 +13,7 @@ use nodes_std::{
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::elastic_files::stored;
+use crate::elastic_files::{load_share, stored};
 use crate::support::corpus::TempDir;
 use crate::support::watch::config;
 
@@ -218,13 +218,8 @@ fn generation(
     (0..world)
         .map(|rank| {
             let mut loader = Loader::new(build(rank, world));
-            match old {
-                Some(old) if settle => {
-                    let build = |r, w| Ok(build(r, w));
-                    elastic::load_resharded_with(&mut loader, build, old, rank, world).unwrap();
-                }
-                Some(old) => elastic::load_resharded(&mut loader, old, rank, world).unwrap(),
-                None => {}
+            if let Some(old) = old {
+                load_share(&mut loader, build, old, (rank, world), settle);
             }
             let mut state = None;
             for _ in 0..passes {

@@ -235,6 +235,23 @@ pub(crate) fn stored(state: &State) -> State {
     State::from_json(&state.to_json().unwrap()).unwrap()
 }
 
+/// Loads new rank `rank` of `world`'s share of `old` into `loader`,
+/// settling the states with `build` first where `settle` (in one call).
+pub(crate) fn load_share<N: Node, M: Node>(
+    loader: &mut Loader<N>,
+    build: &dyn Fn(u64, u64) -> M,
+    old: &[State],
+    (rank, world): (u64, u64),
+    settle: bool,
+) {
+    if settle {
+        let build = |r, w| Ok(build(r, w));
+        elastic::load_resharded_with(loader, build, old, rank, world).unwrap();
+    } else {
+        elastic::load_resharded(loader, old, rank, world).unwrap();
+    }
+}
+
 /// One generation of `world` ranks: each loads its share of `old` (or
 /// starts fresh), takes `take[rank]` items (all of them when `None`), and
 /// saves.
@@ -249,14 +266,8 @@ pub(crate) fn generation(
     (0..world)
         .map(|rank| {
             let mut loader = Loader::new(build(rank, world));
-            match old {
-                // Settled and loaded in one call.
-                Some(old) if settle => {
-                    let build = |r, w| Ok(build(r, w));
-                    elastic::load_resharded_with(&mut loader, build, old, rank, world).unwrap();
-                }
-                Some(old) => elastic::load_resharded(&mut loader, old, rank, world).unwrap(),
-                None => {}
+            if let Some(old) = old {
+                load_share(&mut loader, build, old, (rank, world), settle);
             }
             let mut epoch = loader.epoch();
             assert_eq!(epoch.index(), 0, "rank {rank} of {world} left the epoch");
