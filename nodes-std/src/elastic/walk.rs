@@ -164,7 +164,7 @@ fn restarts(desc: &Description) -> bool {
 /// run ended, with nothing left: only first runs read the pass's epoch on
 /// every rank, and the runs after them are not dealt.
 pub(crate) fn dealt_source(desc: &Description, state: &State, key: &str) -> Result<State> {
-    use crate::mixing::{EXHAUSTED, FIRST_ENDS, NODE_STATES};
+    use crate::mixing::{EXHAUSTED, FIRST_ENDS, NODE_STATES, first_end_mismatch};
     let name = key
         .strip_prefix(NODE_STATES)
         .map(|k| k.trim_start_matches('/'));
@@ -183,12 +183,11 @@ pub(crate) fn dealt_source(desc: &Description, state: &State, key: &str) -> Resu
             child_at(&at_source, key)
         }
         (true, None) => {
-            let why =
-                format!("source {name} ended in this pass, but its first run's end is missing");
+            let why = first_end_mismatch(name, true);
             Err(Error::bad_state(state.path_of(FIRST_ENDS), why))
         }
         (false, Some(ends)) => {
-            let why = format!("source {name} has not ended in this pass, so its first run has not");
+            let why = first_end_mismatch(name, false);
             Err(Error::bad_state(ends.path_of(name), why))
         }
     }
@@ -205,11 +204,8 @@ fn push_next_epochs(desc: &Description, state: &State, out: &mut Found) -> Resul
             out.next_epochs.push((state.path().to_owned(), next));
         }
         Resume::ListsFiles => {
-            let epoch = state.get("epoch")?;
-            let next = match state.get::<Option<RankPlan>>("plan")? {
-                Some(p) => p.plan.next_epoch(epoch, true),
-                None => crate::seed::epoch_after(epoch, true),
-            };
+            let plan: Option<RankPlan> = state.get("plan")?;
+            let next = RankPlan::next_epoch(plan.as_ref(), state.get("epoch")?, true);
             out.next_epochs.push((state.path().to_owned(), next));
         }
         _ => {

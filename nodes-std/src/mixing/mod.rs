@@ -268,6 +268,16 @@ pub(crate) const EMPTY: &str = "datasets_empty";
 /// that restarts sources (see [`Sources::first_ends`]).
 pub(crate) const FIRST_ENDS: &str = "dataset_first_pass_ends";
 
+/// Why source `name`'s first run end does not fit its flag, under a
+/// criterion that restarts sources: an end is kept exactly for the sources
+/// that `ended` in the pass. Said alike by a sampler and by a reshard.
+pub(crate) fn first_end_mismatch(name: &str, ended: bool) -> String {
+    match ended {
+        true => format!("source {name} ended, but its first run's end is missing"),
+        false => format!("source {name} has not ended in this pass, so its first run has not"),
+    }
+}
+
 /// Checks that `state` has exactly a sampler's `keys`, and the optional
 /// [`FIRST_ENDS`] after them.
 pub(crate) fn expect_keys(state: &State, node: &str, keys: &[&str]) -> Result<()> {
@@ -611,12 +621,9 @@ impl<N: Node> Sources<N> {
             true => saved.path_of(name),
             false => state.path_of(FIRST_ENDS),
         };
-        let why = match (restarts, exhausted[i]) {
-            (false, _) => format!("{stop} never restarts a source, so no first run of one ends"),
-            (true, false) => {
-                format!("source {name} has not ended in this pass, so its first run has not")
-            }
-            (true, true) => format!("source {name} ended, but its first run's end is missing"),
+        let why = match restarts {
+            false => format!("{stop} never restarts a source, so no first run of one ends"),
+            true => first_end_mismatch(name, exhausted[i]),
         };
         Err(Error::bad_state(path, why))
     }

@@ -133,6 +133,15 @@ pub(crate) struct RankPlan {
 }
 
 impl RankPlan {
+    /// The epoch a `reset(None)` of a `Files` with `plan` moves to from
+    /// `epoch`.
+    pub(crate) fn next_epoch(plan: Option<&RankPlan>, epoch: u64, started: bool) -> u64 {
+        match plan {
+            Some(p) => p.plan.next_epoch(epoch, started),
+            None => crate::seed::epoch_after(epoch, started),
+        }
+    }
+
     /// How many positions it reads of an order of `len`.
     fn len(&self, len: u64) -> u64 {
         self.plan.len(len, self.world_size)
@@ -281,10 +290,7 @@ impl Files {
 
     /// The epoch a `reset(None)` moves to (used by the derived reset).
     fn next_epoch(&self) -> u64 {
-        match &self.plan {
-            Some(p) => p.plan.next_epoch(self.epoch, self.started),
-            None => crate::seed::epoch_after(self.epoch, self.started),
-        }
+        RankPlan::next_epoch(self.plan.as_ref(), self.epoch, self.started)
     }
 
     /// How many files this rank reads this epoch.

@@ -355,6 +355,15 @@ fn edited(state: &State, edit: impl FnOnce(&mut Value)) -> State {
     State::from_value(value).unwrap()
 }
 
+/// `state` with its first mix that kept first run ends edited by `edit`.
+fn edited_mix(state: &State, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> State {
+    edited(state, |v| {
+        let mut mixes = Vec::new();
+        objects_with(v, "dataset_first_pass_ends", &mut mixes);
+        edit(mixes[0].as_object_mut().unwrap());
+    })
+}
+
 /// A reshard refuses old states whose first run ends do not match their
 /// exhausted flags, naming the key; a new rank refuses a restart epoch that
 /// is not after its epoch, naming the plan.
@@ -378,13 +387,8 @@ fn damaged_first_run_ends_and_restart_epochs_are_refused_at_their_keys() {
         objects_with(&mut value, "dataset_first_pass_ends", &mut ends);
         assert_eq!(ends.len(), 1, "{inside:?}: rank 0 restarted a source");
 
-        let without_ends = edited(&old[0], |v| {
-            let mut mixes = Vec::new();
-            objects_with(v, "dataset_first_pass_ends", &mut mixes);
-            mixes[0]
-                .as_object_mut()
-                .unwrap()
-                .remove("dataset_first_pass_ends");
+        let without_ends = edited_mix(&old[0], |mix| {
+            mix.remove("dataset_first_pass_ends");
         });
         let err = elastic::reshard(&[without_ends, old[1].clone()], 3)
             .unwrap_err()
@@ -398,10 +402,7 @@ fn damaged_first_run_ends_and_restart_epochs_are_refused_at_their_keys() {
             "{inside:?}: {err}"
         );
 
-        let not_exhausted = edited(&old[0], |v| {
-            let mut mixes = Vec::new();
-            objects_with(v, "dataset_first_pass_ends", &mut mixes);
-            let mix = mixes[0].as_object_mut().unwrap();
+        let not_exhausted = edited_mix(&old[0], |mix| {
             let name = mix["dataset_first_pass_ends"]
                 .as_object()
                 .unwrap()
