@@ -602,20 +602,6 @@ pub trait NodeExt: Node + Sized {
         ReadJsonl::with(self, decode)
     }
 
-    /// Lists the row groups of the Parquet files this node names, in turn
-    /// (from their footers), as [`RowGroup`](crate::RowGroup)s: shuffled or
-    /// sharded by rank before [`read_parquet`](NodeExt::read_parquet), the
-    /// row group is the unit (see
-    /// [`ParquetRowGroups`](crate::ParquetRowGroups)). With the `parquet`
-    /// feature.
-    #[cfg(feature = "parquet")]
-    fn parquet_row_groups(self) -> crate::ParquetRowGroups<Self>
-    where
-        Self::Item: AsRef<std::path::Path>,
-    {
-        crate::ParquetRowGroups::new(self)
-    }
-
     /// Reads the Parquet files (or [`RowGroup`](crate::RowGroup)s) this node
     /// names, in turn: one `T` per row, deserialised with serde from the
     /// Arrow arrays (see

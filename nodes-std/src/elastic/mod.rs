@@ -124,7 +124,9 @@
 //! repeated within a run, and the next pass starts there on every rank.
 //!
 //! Files: [`Files`](crate::Files) (maybe shuffled) under
-//! `shard(rank, world_size)`, read by `read_parquet` (a begun file resumes
+//! `shard(rank, world_size)` (or the row groups `Files::parquet_row_groups`
+//! lists, a list of units dealt like files), read by `read_parquet` (a
+//! begun file resumes
 //! at its row group and row) or by `read_lines` or `read_jsonl` (plain,
 //! gzip or zstd) right above, with the same nodes above the reader as above
 //! a `MapStyleWrapper`. An out-of-order `par_map` right above the reader
@@ -150,7 +152,9 @@
 //! they end. A `par_map` or `prefetch` above such an interleave, or above a
 //! filter, `try_map`, shuffle, pack or mix over a file reader, delivered
 //! items past its snapshot that no count of lines shows: [`settle`]
-//! replays them into the states first (see below).
+//! replays them into the states first (see below). An out-of-order
+//! `par_map` there runs in order: what it delivered past a gap would map
+//! onto no lines of the files.
 //!
 //! A `par_map`/`prefetch` over a `filter`, `try_map`, `shuffle` or mix that
 //! reads an [`ElasticSampler`] cannot count how many positions stand behind

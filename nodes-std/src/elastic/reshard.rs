@@ -13,7 +13,7 @@ use crate::elastic::pending::{
 };
 use crate::elastic::plan::{Dealing, OldRank, deal, share};
 use crate::elastic::walk::{
-    Above, Begun, ByPath, Found, RESHARD, check as check_description, child_at, dealt_source,
+    Begun, ByPath, Found, RESHARD, check as check_description, child_at, dealt_source,
     position_keys, replace_at, walk,
 };
 use crate::mixing::FIRST_ENDS;
@@ -652,7 +652,7 @@ impl<'s> Reshard<'s> {
 /// [`ElasticSampler`](crate::ElasticSampler) or a [`Files`](crate::Files)
 /// read through a shard.
 pub fn check(pipeline: &Description) -> Result<()> {
-    if check_description(pipeline, "/root", Above::InOrder)? == 0 {
+    if check_description(pipeline, "/root")? == 0 {
         return Err(invalid(format!(
             "the pipeline has no ElasticSampler and no Files read through a shard: {NO_SOURCE}"
         )));

@@ -217,45 +217,54 @@ fn push_next_epochs(desc: &Description, state: &State, out: &mut Found) -> Resul
     Ok(())
 }
 
-/// What stands above a node, for [`check`]: no out-of-order `par_map`;
-/// one with only nodes that count their child's items in between (a file
-/// reader below can pass over what it delivered ahead of a gap); or one
-/// where no state of the files below shows the gap.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Above {
-    InOrder,
-    OutOfOrder,
-    GapHidden,
-}
-
 /// Checks a pipeline's description against [`refusal`]: `path` is where
-/// the node's state is; `above`: what stands above it. (A threaded node
-/// above an out-of-order one takes its state with every item, see
-/// `threaded::plan`: it counts nothing past it.)
-pub(crate) fn check(desc: &Description, path: &str, above: Above) -> Result<usize> {
+/// the node's state is.
+pub(crate) fn check(desc: &Description, path: &str) -> Result<usize> {
     if let Some(why) = refusal(desc) {
         return Err(refuse(path, desc.name(), why));
     }
+    if *desc.resume() == (Resume::ReadsAhead { in_order: false })
+        && desc
+            .children()
+            .any(|(_, source)| hides_gaps_over_files(source))
+    {
+        // A threaded node runs in order over such a source (see
+        // `threaded::plan`): only an edited state says otherwise.
+        return Err(refuse(path, desc.name(), GAP));
+    }
     if matches!(desc.resume(), Resume::ReadsFiles | Resume::Interleaves) {
-        let reader = *desc.resume() == Resume::ReadsFiles;
-        let gap = above == Above::GapHidden || !reader && above == Above::OutOfOrder;
-        let below = files_below(desc, gap);
-        return below
+        return files_below(desc)
             .map_err(|why| refuse(path, desc.name(), why))
             .map(|_| 1);
     }
-    let above = match (desc.resume(), above) {
-        (Resume::ReadsAhead { in_order: false }, Above::InOrder) => Above::OutOfOrder,
-        (Resume::ReadsAhead { in_order: false }, _) => Above::GapHidden,
-        (resume, Above::OutOfOrder) if !resume.counts_positions() => Above::GapHidden,
-        (_, above) => above,
-    };
     let mut samplers = usize::from(*desc.resume() == Resume::Redistributable);
     for (key, child) in desc.children() {
         let at = nodes_core::__private::pointer_join(path, key);
-        samplers += check(child, &at, above)?;
+        samplers += check(child, &at)?;
     }
     Ok(samplers)
+}
+
+const GAP: &str = "it delivers out of order over a filter, try_map, shuffle, pack, mix, interleave, flat_map or another out-of-order par_map over files, where no state shows what it delivered past a gap: this library runs such a par_map in order, so the state was edited";
+
+/// Whether an out-of-order `par_map` over `source` would deliver items past
+/// a gap that no state of the files below shows: its items there do not
+/// map one to one onto a reader's lines (a node that does not count its
+/// source's items stands between, or an interleave reads the files). Right
+/// above a reader (maps, batches and in-order threaded nodes between), the
+/// reader passes over the lines delivered past a gap.
+pub(crate) fn hides_gaps_over_files(source: &Description) -> bool {
+    fn below(desc: &Description, hidden: bool) -> bool {
+        match desc.resume() {
+            Resume::ReadsFiles => hidden,
+            Resume::Interleaves => true,
+            resume => {
+                let hidden = hidden || !resume.counts_positions();
+                desc.children().any(|(_, child)| below(child, hidden))
+            }
+        }
+    }
+    below(source, false)
 }
 
 /// Whether a file reader or an interleave of files stands in the subtree.
@@ -270,17 +279,8 @@ pub(crate) fn reads_files(desc: &Description) -> bool {
 const UNSETTLED: &str = "a par_map or prefetch above delivered items past its snapshot that no count of lines shows (it stands above a filter, try_map, shuffle, pack, mix, interleave or flat_map): pass the states through `elastic::settle` first, which replays them into the states";
 
 /// The shard and the `Files` below a file reader or an interleave, with
-/// their keys, if the node can be resharded (`gap`: an out-of-order
-/// `par_map` above delivers items past a gap that no state below shows).
-fn files_below(
-    desc: &Description,
-    gap: bool,
-) -> std::result::Result<[(&str, &Description); 2], &'static str> {
-    if gap {
-        return Err(
-            "an out-of-order par_map above delivers items past a gap that no state shows here (it stands above an interleave, a filter, try_map, shuffle, pack, mix, flat_map or another out-of-order par_map): use an in-order par_map, or put the out-of-order one right above the file reader (maps, batches and in-order threaded nodes may stand between)",
-        );
-    }
+/// their keys, if the node can be resharded.
+fn files_below(desc: &Description) -> std::result::Result<[(&str, &Description); 2], &'static str> {
     fn only(d: &Description, resume: Resume) -> Option<(&str, &Description)> {
         let mut children = d.children();
         match (children.next(), children.next()) {
@@ -399,7 +399,7 @@ fn walk_files(desc: &Description, state: &State, relative: &[u64], out: &mut Fou
         return Err(refuse(state.path(), desc.name(), UNSETTLED));
     }
     let [(shard_key, shard), (files_key, _)] =
-        files_below(desc, false).map_err(|why| refuse(state.path(), desc.name(), why))?;
+        files_below(desc).map_err(|why| refuse(state.path(), desc.name(), why))?;
     push_skipped(state, out)?;
     let shard_state = child_at(state, shard_key)?;
     let files = child_at(&shard_state, files_key)?;

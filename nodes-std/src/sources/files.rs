@@ -283,6 +283,37 @@ impl Files {
         self.names.iter().map(|n| self.base.join(n))
     }
 
+    /// The names, relative to the listing's base, in list order.
+    pub(crate) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The row groups of these Parquet files, read from their footers now,
+    /// as a list of [`RowGroup`](crate::RowGroup) units to shuffle, shard
+    /// and read like files (see [`ParquetRowGroups`](crate::ParquetRowGroups)):
+    /// ranks may outnumber files. A `shuffle_files` seed carries over to
+    /// the units. URLs are read with [`Store::from_env`](crate::Store::from_env).
+    /// With the `parquet` feature.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming a file whose footer cannot be read
+    /// (missing, not Parquet). Files without rows have no row group, and
+    /// add no unit.
+    #[cfg(feature = "parquet")]
+    pub fn parquet_row_groups(self) -> Result<crate::ParquetRowGroups> {
+        crate::ParquetRowGroups::new(&self, &Default::default())
+    }
+
+    /// As [`parquet_row_groups`](Files::parquet_row_groups), reading URLs
+    /// through `store`.
+    #[cfg(all(feature = "parquet", feature = "object-store"))]
+    pub fn parquet_row_groups_in(self, store: &crate::Store) -> Result<crate::ParquetRowGroups> {
+        let opener = crate::sources::open::Opener {
+            store: store.clone(),
+        };
+        crate::ParquetRowGroups::new(&self, &opener)
+    }
+
     /// The current epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -396,24 +427,49 @@ impl Node for Files {
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<PathBuf>> {
         cx.observe(NodeId::of(self), Self::NAME, |_cx| {
-            self.started = true;
-            // `validate` checked that the positions fit in the list.
-            if self.num_yielded >= self.planned_len() {
-                return Ok(None);
-            }
-            let order = self.order.get()?.as_ref();
-            let index = Self::index_at(order, self.position(self.num_yielded));
-            let name = self.names[index].clone();
-            self.near.clear();
-            let before = index.checked_sub(1).map(|i| &self.names[i]);
-            self.near
-                .extend(before.into_iter().chain(self.names.get(index + 1)).cloned());
-            self.num_yielded += 1;
-            self.tally.moved(self);
-            let path = self.base.join(&name);
-            self.path = Some(name);
-            Ok(Some(path))
+            let index = self.advance()?;
+            Ok(index.map(|i| self.base.join(&self.names[i])))
         })
+    }
+}
+
+impl Files {
+    /// Moves to the next file of the pass: its index in the list.
+    pub(crate) fn advance(&mut self) -> Result<Option<usize>> {
+        self.started = true;
+        // `validate` checked that the positions fit in the list.
+        if self.num_yielded >= self.planned_len() {
+            return Ok(None);
+        }
+        let order = self.order.get()?.as_ref();
+        let index = Self::index_at(order, self.position(self.num_yielded));
+        self.near.clear();
+        let before = index.checked_sub(1).map(|i| &self.names[i]);
+        self.near
+            .extend(before.into_iter().chain(self.names.get(index + 1)).cloned());
+        self.num_yielded += 1;
+        self.tally.moved(self);
+        self.path = Some(self.names[index].clone());
+        Ok(Some(index))
+    }
+
+    /// A list of other entries under the same base and seed: `names`,
+    /// with `sizes`, and a digest that also covers `salt` (what else the
+    /// entries depend on, one string each), so a state taken over
+    /// entries whose salt changed is refused like one over another list.
+    pub(crate) fn relisted(
+        &self,
+        names: Vec<String>,
+        sizes: Option<Vec<u64>>,
+        salt: &[String],
+    ) -> Result<Files> {
+        let base = self.base.clone();
+        let mut files = Files::from_listing(Ok(glob::Listing { base, names, sizes }))?;
+        let digest = digest(&[&files.names[..], salt].concat());
+        files.summary.digest = digest.clone();
+        files.files.digest = digest;
+        files.seed = self.seed;
+        Ok(files)
     }
 }
 

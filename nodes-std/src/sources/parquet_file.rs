@@ -19,7 +19,7 @@ use crate::{Error, Result, State};
 
 /// What [`ReadParquet`](crate::ReadParquet) reads of an item of its
 /// source: a whole file (any path), or one row group of one ([`RowGroup`], from
-/// [`NodeExt::parquet_row_groups`](crate::NodeExt::parquet_row_groups)).
+/// [`Files::parquet_row_groups`](crate::Files::parquet_row_groups)).
 pub trait ParquetPart {
     /// The file.
     fn file(&self) -> &Path;
@@ -36,7 +36,7 @@ impl<P: AsRef<Path>> ParquetPart for P {
 }
 
 /// One row group of a Parquet file: the unit that
-/// [`parquet_row_groups`](crate::NodeExt::parquet_row_groups) lists, so
+/// [`parquet_row_groups`](crate::Files::parquet_row_groups) lists, so
 /// that shuffling and sharding by rank work per row group (ranks may
 /// outnumber files).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

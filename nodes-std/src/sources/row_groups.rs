@@ -1,202 +1,144 @@
-//! [`ParquetRowGroups`]: the row groups of each Parquet file a source
-//! names, as [`RowGroup`] units to shuffle and shard before reading.
+//! [`ParquetRowGroups`]: the row groups of the Parquet files of a
+//! [`Files`], listed once from their footers as a list of [`RowGroup`]
+//! units that `shuffle_files` and `shard` treat like files.
 
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use parquet::file::metadata::ParquetMetaDataReader;
 
 use crate::sources::open::Opener;
-use crate::sources::parquet::{Identity, NOT_UTF8, RowGroup, pulled_again};
+use crate::sources::parquet::RowGroup;
 use crate::sources::parquet_file::ParquetFile;
-use crate::sources::reader::file_state;
-use crate::sources::record::record_error;
-use crate::transforms::flat_map::replayable;
 use crate::{
-    Cx, Description, Error, Node, NodeId, NodeName, Replay, ResetFlag, Result, State, Stateful,
+    Cx, Description, Error, Files, Hint, Node, NodeId, NodeName, Result, Resume, State, Stateful,
 };
 
-const SOURCE: &str = "source";
-const PATH: &str = "path";
-const NEXT: &str = "next";
-const IDENTITY: &str = "identity";
-
-/// This struct is created by
-/// [`NodeExt::parquet_row_groups`](crate::NodeExt::parquet_row_groups).
-/// See its documentation for more.
+/// This struct is created by [`Files::parquet_row_groups`]. See its
+/// documentation for more.
 ///
-/// The row groups of each Parquet file its source names, in turn, as
-/// [`RowGroup`]s (path, index, rows): read from each file's footer only.
-/// [`read_parquet`](crate::NodeExt::read_parquet) over them reads each
-/// row group; a `shuffle` or `shard` between the two works per row group,
-/// so ranks may outnumber files.
+/// The row groups of the Parquet files of a [`Files`], as [`RowGroup`]
+/// units (path, index, rows), listed once from the files' footers when it
+/// is built. The units are a list like `Files`' (each named
+/// `file#index`): [`shuffle_files`](ParquetRowGroups::shuffle_files)
+/// shuffles them, [`shard`](crate::NodeExt::shard) deals them to the ranks
+/// (which may outnumber the files), and
+/// [`read_parquet`](crate::NodeExt::read_parquet) reads each.
+/// [`elastic`](crate::elastic) reshards them like files.
 ///
 /// # State
-/// `source` (from before the current file), `path` (its name, or `null`
-/// between files), `next` (the index of the next row group to yield),
-/// `identity` (the file's size and footer digest, as [`ReadParquet`]'s).
-/// A restore pulls the file again and reads its footer: a file changed
-/// since is an error naming it.
-///
-/// [`ReadParquet`]: crate::ReadParquet
+/// `Files`' state over the list of units: its digest covers each file's
+/// identity (size and footer digest, and ETag for an object) too, so a
+/// state taken before a file changed is refused at `files`.
 #[must_use = "nodes do nothing until started"]
-pub struct ParquetRowGroups<S> {
-    source: S,
-    /// The file being listed: its path, rows per row group, identity and
-    /// the source's state from before it.
-    open: Option<(PathBuf, Vec<u64>, Identity, State)>,
-    /// Where files are opened (and remote ones read).
-    opener: Opener,
-    next: usize,
-    flag: ResetFlag,
+pub struct ParquetRowGroups {
+    units: Files,
+    groups: Arc<[RowGroup]>,
 }
 
-impl<S> ParquetRowGroups<S> {
-    pub(crate) fn new(source: S) -> Self {
-        ParquetRowGroups {
-            source,
-            open: None,
-            opener: Opener::default(),
-            next: 0,
-            flag: ResetFlag::default(),
-        }
-    }
-
-    /// Reads remote files' footers (URLs) through `store` rather than
-    /// [`Store::from_env`](crate::Store::from_env).
-    #[cfg(feature = "object-store")]
-    pub fn store(mut self, store: crate::Store) -> Self {
-        self.opener.store = store;
-        self
-    }
-}
-
-impl<S> NodeName for ParquetRowGroups<S> {
+impl NodeName for ParquetRowGroups {
     const NAME: &'static str = "ParquetRowGroups";
 }
 
-/// The rows of each row group of `path`, and the file's identity.
-fn footer(opener: &Opener, path: &Path) -> std::result::Result<(Vec<u64>, Identity), String> {
+impl ParquetRowGroups {
+    pub(crate) fn new(files: &Files, opener: &Opener) -> Result<ParquetRowGroups> {
+        let (mut names, mut sizes, mut salt, mut groups) = (vec![], vec![], vec![], vec![]);
+        for (name, path) in files.names().iter().zip(files.paths()) {
+            let refuse = |why: String| {
+                let why = format!("cannot list the row groups of `{}`: {why}", path.display());
+                Error::invalid_argument(Self::NAME, why)
+            };
+            let (rows, identity) = footer(opener, &path).map_err(refuse)?;
+            salt.push(identity);
+            for (index, (rows, bytes)) in rows.into_iter().enumerate() {
+                names.push(format!("{name}#{index}"));
+                sizes.push(bytes);
+                let path = path.clone();
+                groups.push(RowGroup { path, index, rows });
+            }
+        }
+        Ok(ParquetRowGroups {
+            units: files.relisted(names, Some(sizes), &salt)?,
+            groups: groups.into(),
+        })
+    }
+
+    /// Yields the row groups in a random order seeded by `seed`, a new one
+    /// each epoch, as [`Files::shuffle_files`] does for files.
+    pub fn shuffle_files(mut self, seed: u64) -> ParquetRowGroups {
+        self.units = self.units.shuffle_files(seed);
+        self
+    }
+
+    /// The number of row groups.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Whether there is no row group (the files hold no rows).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+}
+
+/// The rows and compressed bytes of each row group of `path`, and the
+/// file's identity (as text, for the list's digest).
+fn footer(opener: &Opener, path: &Path) -> std::result::Result<(Vec<(u64, u64)>, String), String> {
     let file = ParquetFile::open(opener, path).map_err(|e| e.to_string())?;
     let identity = file.identity().map_err(|e| e.to_string())?;
     let metadata = ParquetMetaDataReader::new()
         .parse_and_finish(&file)
         .map_err(|e| e.to_string())?;
-    let rows = metadata.row_groups().iter().map(|g| g.num_rows() as u64);
-    Ok((rows.collect(), identity))
+    let groups = metadata.row_groups().iter();
+    let rows = groups.map(|g| (g.num_rows() as u64, g.compressed_size() as u64));
+    Ok((rows.collect(), identity.to_string()))
 }
 
-impl<S: Node> Node for ParquetRowGroups<S>
-where
-    S::Item: AsRef<Path>,
-{
+impl Node for ParquetRowGroups {
     type Item = RowGroup;
 
     fn next(&mut self, cx: &mut Cx) -> Result<Option<RowGroup>> {
-        cx.observe(NodeId::of(self), Self::NAME, |cx| {
-            self.flag.check(Self::NAME)?;
-            loop {
-                if let Some((path, rows, ..)) = &self.open {
-                    if let Some(&count) = rows.get(self.next) {
-                        let path = path.clone();
-                        let index = self.next;
-                        self.next += 1;
-                        return Ok(Some(RowGroup {
-                            path,
-                            index,
-                            rows: count,
-                        }));
-                    }
-                    (self.open, self.next) = (None, 0);
-                }
-                let before = self.source.get_state(cx)?;
-                let Some(item) = self.source.next(cx)? else {
-                    return Ok(None);
-                };
-                let path = item.as_ref();
-                if path.file_name().and_then(OsStr::to_str).is_none() {
-                    return Err(record_error(Self::NAME, path, None, NOT_UTF8.to_owned()));
-                }
-                // A file whose footer cannot be read is a bad record.
-                let (rows, identity) = footer(&self.opener, path)
-                    .map_err(|why| record_error(Self::NAME, path, None, why))?;
-                self.open = Some((path.to_path_buf(), rows, identity, before));
-            }
+        cx.observe(NodeId::of(self), Self::NAME, |_cx| {
+            let index = self.units.advance()?;
+            Ok(index.map(|i| self.groups[i].clone()))
         })
     }
 }
 
-impl<S: Node> Stateful for ParquetRowGroups<S>
-where
-    S::Item: AsRef<Path>,
-{
+/// `Files`' own, over the units (called by path: `Files`' inherent
+/// guards of an unstarted node share the names).
+impl Stateful for ParquetRowGroups {
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
-        replayable(&self.source, Self::NAME, Self::NAME)?;
-        (self.open, self.next) = (None, 0);
-        let Some(state) = state else {
-            self.source.reset(None)?;
-            self.flag.mark();
-            return Ok(());
-        };
-        state.expect_keys(Self::NAME, &[SOURCE, PATH, NEXT, IDENTITY])?;
-        let source = state.child(SOURCE)?;
-        let name: Option<String> = state.get(PATH)?;
-        let next: usize = state.get(NEXT)?;
-        let identity: Option<Identity> = state.get(IDENTITY)?;
-        let mut replay = Replay::reset(&mut self.source, Some(&source))?;
-        let Some(name) = name else {
-            self.flag.mark();
-            return Ok(());
-        };
-        let item = replay.next()?;
-        let path = pulled_again(Self::NAME, state, &name, item.as_ref())?.as_ref();
-        let at_path = |why: String| Error::bad_state(state.path_of(PATH), why);
-        let (rows, now) = footer(&self.opener, path)
-            .map_err(|why| at_path(format!("`{}`: {why}", path.display())))?;
-        if identity.as_ref() != Some(&now) {
-            let why = format!(
-                "{} cannot resume in `{}`: it changed since the state was saved",
-                Self::NAME,
-                path.display()
-            );
-            return Err(Error::bad_state(state.path_of(IDENTITY), why));
-        }
-        if next > rows.len() {
-            let why = format!("row group {next} of a file of {}", rows.len());
-            return Err(Error::bad_state(state.path_of(NEXT), why));
-        }
-        (self.open, self.next) = (Some((path.to_path_buf(), rows, now, source)), next);
-        self.flag.mark();
-        Ok(())
+        Stateful::reset(&mut self.units, state)
+    }
+
+    fn check_state(&self, state: &State) -> Result<()> {
+        Stateful::check_state(&self.units, state)
     }
 
     fn get_state(&self, cx: &Cx) -> Result<State> {
-        self.flag.check(Self::NAME)?;
-        let open = self.open.as_ref();
-        let before = open.map(|(path, _, _, before)| (before, path.as_path()));
-        let mut out = file_state(Self::NAME, &self.source, cx, before)?;
-        out.insert(IDENTITY, open.map(|(_, _, identity, _)| identity))?;
-        out.insert(NEXT, self.next)?;
-        Ok(out)
+        Stateful::get_state(&self.units, cx)
     }
 
     fn describe(&self) -> Description {
-        Description::new(Self::NAME).child(SOURCE, self.source.describe())
+        Stateful::describe(&self.units)
     }
 
-    fn shutdown(&mut self) {
-        self.source.shutdown();
+    fn resume(&self) -> Resume {
+        Stateful::resume(&self.units)
+    }
+
+    fn size_hint(&self) -> Hint {
+        Stateful::size_hint(&self.units)
     }
 }
 
-nodes_core::__started_guards!(impl[S] ParquetRowGroups<S>);
+nodes_core::__started_guards!(impl[] ParquetRowGroups);
 
-impl<S> std::fmt::Debug for ParquetRowGroups<S> {
+impl std::fmt::Debug for ParquetRowGroups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let path = self.open.as_ref().map(|(p, ..)| p);
         f.debug_struct(Self::NAME)
-            .field("path", &path)
-            .field("next", &self.next)
+            .field("units", &self.units)
             .finish_non_exhaustive()
     }
 }

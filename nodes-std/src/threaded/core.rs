@@ -117,11 +117,11 @@ impl<N: Node, S, U> Threaded<N, S, U> {
         description.with_resume(self.resume())
     }
 
-    /// Reads ahead; out of order only on workers, without them items come
-    /// in source order.
+    /// Reads ahead; out of order only on workers, and only where its plan
+    /// over this source keeps the order asked for.
     pub(crate) fn resume(&self) -> Resume {
         Resume::ReadsAhead {
-            in_order: self.plan.in_order || self.plan.workers == 0,
+            in_order: self.run.in_order || self.run.workers == 0,
         }
     }
 }

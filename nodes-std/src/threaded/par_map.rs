@@ -101,6 +101,13 @@ impl ParallelOptions {
     }
 
     /// Deliver in source order (`true`, the default) or in completion order.
+    ///
+    /// Over a filter, `try_map`, shuffle, pack, mix, `flat_map`,
+    /// `interleave` or out-of-order `par_map` that reads files, the node
+    /// delivers in source order whatever this says: what it delivered past
+    /// a gap there would be no position of the files, and its states could
+    /// not be [resharded](crate::elastic). Its description says which order
+    /// it keeps (`Resume::ReadsAhead`).
     pub fn in_order(mut self, in_order: bool) -> Self {
         self.in_order = in_order;
         self

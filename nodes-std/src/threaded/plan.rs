@@ -6,6 +6,7 @@ use nodes_core::{Description, Resume};
 
 use super::snapshot::MAX_PACED_STEPS;
 use super::sync::may_spin;
+use crate::elastic::walk::hides_gaps_over_files;
 use crate::policy::ErrorPolicy;
 
 /// Whether a threaded node over `source` must record the source's state
@@ -103,8 +104,10 @@ impl Plan {
             .clamp(self.min_in_flight.clamp(1, max), max)
     }
 
-    /// The plan run over `source`. Inline, the source's own state is exact
-    /// already. With workers, a source whose order varies between runs
+    /// The plan run over `source`. Over a source whose items past a gap no
+    /// state of its files would show (a filter, shuffle, pack, mix or
+    /// interleave over files, see `hides_gaps_over_files`), in order.
+    /// Inline, the source's own state is exact already. With workers, a source whose order varies between runs
     /// cannot be replayed, so every item carries its own snapshot and items
     /// are delivered in pull order, one per chunk: the state then never
     /// asks for a replay. When every item must carry its source's state, in
@@ -114,6 +117,9 @@ impl Plan {
         // Threads below share the cores: a polling thread would take turns
         // from them.
         self.spin = may_spin(self.workers) && !runs_threads(source);
+        // Out of order there, what it delivered past a gap would be no
+        // position of the files, and its states could not be resharded.
+        self.in_order |= hides_gaps_over_files(source);
         let varies = source.varying_order().is_some();
         if self.workers == 0 || !varies && !needs_exact_snapshots(source) {
             return self;

@@ -436,9 +436,9 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
 
 /// `check` accepts the pipeline, with a `par_map` or `prefetch` above an
 /// interleave of files or above a filter over a reader too, and an
-/// out-of-order `par_map` right above a reader, and names what it cannot
-/// reshard: an out-of-order `par_map` where no state shows its gap, a mix
-/// that restarts its sources.
+/// out-of-order `par_map` anywhere (where no state would show its gap, it
+/// runs in order), and names what it cannot reshard: a state that says an
+/// out-of-order `par_map` ran there, a mix that stops at its first end.
 #[test]
 fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     let corpus = Corpus::new("check", &[2, 2]);
@@ -463,15 +463,17 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     // stand between): the reader passes over what it delivered ahead of a
     // gap.
     let ahead = sharded().par_map(|l: String| Ok(l), unordered()).unwrap();
+    let out_of_order = Resume::ReadsAhead { in_order: false };
+    assert_eq!(*ahead.describe().resume(), out_of_order);
     elastic::check(&ahead.describe()).unwrap();
     let batched = sharded().map(|l: String| l).batch(2).unwrap();
     elastic::check(&batched.par_map(Ok, unordered()).unwrap().describe()).unwrap();
     // A threaded node above it takes its state with every item.
     let ahead = sharded().par_map(|l: String| Ok(l), unordered()).unwrap();
     elastic::check(&ahead.prefetch(2).unwrap().describe()).unwrap();
-    // Where no state of the files shows its gap: above a filter, an
-    // interleave or another out-of-order par_map.
-    let gap = "an out-of-order par_map above delivers items past a gap";
+    // Where no state of the files would show its gap (above a filter, an
+    // interleave or another out-of-order par_map), it runs in order, says
+    // so, and reshards as an in-order one.
     let filtered = sharded().filter(|l: &String| kept(l));
     let over_filter = filtered.par_map(|l: String| Ok(l), unordered()).unwrap();
     let files = Files::in_dir(&corpus.dir).unwrap().shard(0, 2).unwrap();
@@ -479,13 +481,23 @@ fn check_accepts_a_sharded_file_reader_and_names_what_it_cannot_reshard() {
     let over_interleave = interleaved.par_map(|l: String| Ok(l), unordered()).unwrap();
     let ahead = sharded().par_map(|l: String| Ok(l), unordered()).unwrap();
     let twice = ahead.par_map(|l: String| Ok(l), unordered()).unwrap();
+    let in_order = Resume::ReadsAhead { in_order: true };
     for (what, desc) in [
         ("over a filter", over_filter.describe()),
         ("over an interleave", over_interleave.describe()),
         ("over another", twice.describe()),
     ] {
-        let err = elastic::check(&desc).unwrap_err().to_string();
-        assert!(err.contains(gap), "{what}: {err}");
+        assert_eq!(*desc.resume(), in_order, "{what}");
+        elastic::check(&desc).unwrap();
+        // A state edited to say it ran out of order there is refused.
+        let mut edited = serde_json::to_value(&desc).unwrap();
+        edited["resume"]["reads_ahead"]["in_order"] = false.into();
+        let edited: Description = serde_json::from_value(edited).unwrap();
+        let err = elastic::check(&edited).unwrap_err().to_string();
+        assert!(
+            err.contains("where no state shows what it delivered past a gap"),
+            "{what}: {err}"
+        );
     }
     let interleave = || {
         let files = Files::in_dir(&corpus.dir).unwrap().shard(0, 2).unwrap();

@@ -16,6 +16,9 @@
 //! files    := Files::list(..).shuffle_files(seed).shard(rank, world)
 //! reader   := read_lines | read_jsonl | read_parquet
 //!           | interleave(1..=3, 1..=2, (read_jsonl | read_parquet) [prefetch(2)])
+//!           | read_parquet over the row groups of the files
+//!             (Files::list(..).parquet_row_groups().shuffle_files(seed)
+//!              .shard(rank, world) in place of `files`)
 //! record   := map | filter | filter_map | shuffle(1..=4) | try_map
 //!           | par_map(1..=2) | prefetch(1..=3) | flat_map | unbatch
 //!           | par_map(1..=2, out of order)
@@ -25,11 +28,12 @@
 //!           | flat_map | unbatch | par_map(1..=2, out of order)
 //! ```
 //!
-//! An out-of-order `par_map` stands where `check` accepts one: over a file
-//! reader (not an interleave) with only maps, in-order threaded stages and
-//! batches between, and no out-of-order `par_map`, `flat_map` or `unbatch`
-//! above it (the API refuses the last two there); elsewhere the grammar
-//! makes it an in-order one (the refusals are tested in `elastic_files`).
+//! An out-of-order `par_map` stands anywhere but below a `flat_map` or
+//! `unbatch` where it runs out of order (the API refuses that: they pull
+//! their item again), where the grammar makes it an in-order one. Above an
+//! interleave, a stage that does not count its source's items, a mix or a
+//! pack it runs in order (no state could show its gaps there), and its
+//! states are settled like an in-order one's.
 //!
 //! A `flat_map` splits a record into one record per token; an `unbatch`
 //! does the same (each token then made a record of its own). Above a mix
@@ -111,6 +115,9 @@ enum Reader {
     Jsonl,
     /// `read_parquet` of files written as Parquet.
     Parquet,
+    /// `read_parquet` of their row groups (`parquet_row_groups`), which
+    /// are shuffled and sharded in place of the files.
+    RowGroups,
     Interleave {
         cycle: usize,
         block: usize,
@@ -125,7 +132,7 @@ impl Reader {
     fn parquet(self) -> bool {
         matches!(
             self,
-            Reader::Parquet | Reader::Interleave { parquet: true, .. }
+            Reader::Parquet | Reader::RowGroups | Reader::Interleave { parquet: true, .. }
         )
     }
 }
@@ -145,10 +152,11 @@ impl Stage {
 }
 
 impl Shape {
-    /// The shape with each out-of-order `par_map` made an in-order one
-    /// where `check` refuses it (above an interleave, a stage that does not
-    /// count its source's items, a mix or a pack, or below another
-    /// out-of-order one) or the API does (below a `flat_map` or `unbatch`).
+    /// The shape with an out-of-order `par_map` made an in-order one where
+    /// the API refuses it: below a `flat_map` or `unbatch` (they pull their
+    /// item again), where it does run out of order (not above an
+    /// interleave, a stage that does not count its source's items, a mix
+    /// or a pack: there it runs in order).
     fn unordered_where_accepted(mut self) -> Shape {
         let mut gap = matches!(self.reader, Reader::Interleave { .. });
         let middle = !matches!(self.mix, Mix::None)
@@ -157,20 +165,18 @@ impl Shape {
                 Group::Pack | Group::PackExact | Group::PackSegments
             );
         let records = self.record.len();
-        // Another out-of-order par_map, or a flat_map or unbatch (which the
-        // API refuses over an out-of-order par_map: they pull their item
-        // again).
-        let above: Vec<bool> = self
+        let expands: Vec<bool> = self
             .record
             .iter()
             .chain(&self.after)
-            .map(|s| matches!(s, Stage::Unordered(_) | Stage::FlatMap | Stage::Unbatch))
+            .map(|s| matches!(s, Stage::FlatMap | Stage::Unbatch))
             .collect();
         let stages = self.record.iter_mut().chain(self.after.iter_mut());
         for (k, stage) in stages.enumerate() {
             gap |= k == records && middle;
             if let Stage::Unordered(workers) = *stage
-                && (gap || above[k + 1..].iter().any(|&t| t))
+                && !gap
+                && expands[k + 1..].iter().any(|&e| e)
             {
                 *stage = Stage::ParMap(workers);
             }
@@ -230,6 +236,23 @@ where
 
 #[cfg(not(feature = "parquet"))]
 fn parquet_lines<S: Node>(_: S, _: &Place) -> Boxed<String> {
+    unreachable!("generated with the parquet feature only")
+}
+
+/// The row groups of the Parquet files `files` names, their footers read
+/// from the place.
+#[cfg(feature = "parquet")]
+fn row_groups(files: Files, place: &Place) -> nodes_std::ParquetRowGroups {
+    #[cfg(feature = "object-store")]
+    if let Some(store) = place {
+        return files.parquet_row_groups_in(store).unwrap();
+    }
+    let _ = place;
+    files.parquet_row_groups().unwrap()
+}
+
+#[cfg(not(feature = "parquet"))]
+fn row_groups(_: Files, _: &Place) -> Files {
     unreachable!("generated with the parquet feature only")
 }
 
@@ -336,12 +359,16 @@ fn source(
     rank: u64,
     world: u64,
 ) -> Boxed<Vec<String>> {
-    let files = Files::list(files)
-        .unwrap()
-        .shuffle_files(17)
-        .shard(rank, world)
-        .unwrap();
+    let files = Files::list(files).unwrap();
+    if let Reader::RowGroups = shape.reader {
+        let units = row_groups(files, place).shuffle_files(17);
+        let read = parquet_lines(units.shard(rank, world).unwrap(), place);
+        let read = read.map(tokens).boxed();
+        return shape.record.iter().fold(read, |node, &s| stage(node, s));
+    }
+    let files = files.shuffle_files(17).shard(rank, world).unwrap();
     let read: Boxed<Vec<String>> = match shape.reader {
+        Reader::RowGroups => unreachable!("read above"),
         Reader::Lines => placed!(files.read_lines(), place).map(tokens).boxed(),
         Reader::Jsonl => placed!(files.read_jsonl::<String>(), place)
             .map(tokens)
@@ -673,6 +700,7 @@ fn shape() -> impl Strategy<Value = Shape> {
             }
         ),
         parquet().prop_map(|p| if p { Reader::Parquet } else { Reader::Lines }),
+        parquet().prop_map(|p| if p { Reader::RowGroups } else { Reader::Jsonl }),
     ];
     let mix = prop_oneof![Just(Mix::None), Just(Mix::Weighted), Just(Mix::RoundRobin)];
     let group = prop_oneof![

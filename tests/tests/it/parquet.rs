@@ -351,6 +351,7 @@ fn row_groups_shard_across_more_ranks_than_files() {
     for rank in 0..4 {
         let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups();
         let mine: Vec<Row> = units
+            .unwrap()
             .shard(rank, 4)
             .unwrap()
             .read_parquet::<Row>()
@@ -373,7 +374,7 @@ fn shuffled_row_groups_resume_exactly() {
     let mut expected = corpus(&dir);
     let node = || {
         let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups();
-        let rows = units.shuffle(4, 5).unwrap().read_parquet::<Row>();
+        let rows = units.unwrap().shuffle_files(5).read_parquet::<Row>();
         rows.map(|r: Row| (r.id, r.text, r.tokens))
             .shuffle(16, 6)
             .unwrap()
@@ -387,28 +388,51 @@ fn shuffled_row_groups_resume_exactly() {
     }
 }
 
-/// The listing's state names its file's identity: a file rewritten between
-/// save and restore is refused there.
+/// The list's digest covers its files' identities: a file rewritten
+/// between save and restore (with as many row groups) is refused there.
 #[test]
 fn a_listed_file_that_changed_is_refused() {
     let dir = Dir::new("listed");
     let path = dir.0.join("a.parquet");
     write(&path, &rows(0, 40), 7);
-    let mut loader = Loader::new(Files::in_dir(&dir.0).unwrap().parquet_row_groups());
+    let units = || Files::in_dir(&dir.0).unwrap().parquet_row_groups().unwrap();
+    let mut loader = Loader::new(units());
     let mut epoch = loader.epoch();
-    let units: Vec<RowGroup> = epoch.by_ref().take(2).map(Result::unwrap).collect();
-    assert_eq!(units.iter().map(|u| u.index).collect::<Vec<_>>(), [0, 1]);
-    assert_eq!(units[0].rows, 7);
+    let got: Vec<RowGroup> = epoch.by_ref().take(2).map(Result::unwrap).collect();
+    assert_eq!(got.iter().map(|u| u.index).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!((got[0].rows, got[0].path.clone()), (7, path.clone()));
     let state = epoch.state_dict().unwrap();
     drop(epoch);
+    let mut same = Loader::new(units());
+    same.load_state_dict(&state).unwrap();
+    let rest: Vec<usize> = same.epoch().map(|u| u.unwrap().index).collect();
+    assert_eq!(rest, [2, 3, 4, 5]);
     write(&path, &rows(0, 41), 7);
-    let mut resumed = Loader::new(Files::in_dir(&dir.0).unwrap().parquet_row_groups());
+    let mut resumed = Loader::new(units());
     let err = resumed.load_state_dict(&state).unwrap_err().to_string();
     assert!(
-        err.contains("a.parquet") && err.contains("changed since the state was saved"),
+        err.contains("a.parquet#1") && err.contains("changed since the state was saved"),
         "{err}"
     );
-    assert!(err.contains("/root/identity"), "{err}");
+    assert!(err.contains("/root/files"), "{err}");
+}
+
+/// A file that is not Parquet is refused when the row groups are listed,
+/// by name.
+#[test]
+fn listing_row_groups_of_a_file_that_is_not_parquet_is_an_error() {
+    let dir = Dir::new("not-parquet");
+    write(&dir.0.join("a.parquet"), &rows(0, 4), 2);
+    std::fs::write(dir.0.join("b.parquet"), "not parquet").unwrap();
+    let err = Files::in_dir(&dir.0)
+        .unwrap()
+        .parquet_row_groups()
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("b.parquet") && message.contains("ParquetRowGroups"),
+        "{message}"
+    );
 }
 
 /// A file whose name is not UTF-8 cannot be named in a state: an error
@@ -429,13 +453,6 @@ fn a_file_name_that_is_not_utf8_is_an_error() {
         .collect();
     assert_eq!(items.len(), 3, "{items:?}");
     let err = items[0].as_ref().unwrap_err().to_string();
-    assert!(err.contains("not UTF-8"), "{err}");
-    let units: Vec<Result<RowGroup>> = IterableWrapper::new(vec![odd])
-        .parquet_row_groups()
-        .start()
-        .unwrap()
-        .collect();
-    let err = units[0].as_ref().unwrap_err().to_string();
     assert!(err.contains("not UTF-8"), "{err}");
 }
 
@@ -474,29 +491,49 @@ fn a_begun_file_that_no_longer_reads_is_an_error_and_the_next_resumes() {
     assert_eq!(ids, (1003..1010).collect::<Vec<_>>());
 }
 
-/// `elastic::check` accepts Parquet files read through a shard, and refuses
-/// the row-group units of `parquet_row_groups` by name (their list is not a
-/// `Files` whose positions a reshard deals).
+/// `elastic::check` accepts Parquet files and row groups read through a
+/// shard; one file's row groups read by four ranks, cut, reshard onto three
+/// (then one) and deliver every row exactly once.
 #[test]
-fn check_accepts_sharded_parquet_files_and_refuses_row_group_units() {
+fn row_groups_reshard_exactly_once() {
     let dir = Dir::new("check");
     corpus(&dir);
     let files = Files::in_dir(&dir.0).unwrap().shard(0, 2).unwrap();
     nodes_std::elastic::check(&files.read_parquet::<Row>().describe()).unwrap();
-    let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups();
-    let units = units.shard(0, 2).unwrap().read_parquet::<Row>();
-    let err = nodes_std::elastic::check(&units.describe())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("ReadParquet at /root cannot be resharded"),
-        "{err}"
-    );
-    assert!(err.contains("another source than `Files`"), "{err}");
+    let one = Dir::new("reshard-groups");
+    let all = rows(0, 40);
+    write(&one.0.join("a.parquet"), &all, 7);
+    let build = |rank, world| {
+        let units = Files::in_dir(&one.0).unwrap().parquet_row_groups().unwrap();
+        let shard = units.shuffle_files(3).shard(rank, world).unwrap();
+        shard.read_parquet::<Row>()
+    };
+    nodes_std::elastic::check(&build(0, 4).describe()).unwrap();
+    let mut seen = Vec::new();
+    let mut cut = |world: u64, take: usize, states: &[State]| -> Vec<State> {
+        (0..world)
+            .map(|rank| {
+                let mut loader = Loader::new(build(rank, world));
+                if !states.is_empty() {
+                    nodes_std::elastic::load_resharded(&mut loader, states, rank, world).unwrap();
+                }
+                let mut epoch = loader.epoch();
+                seen.extend(epoch.by_ref().take(take).map(|r| r.unwrap().id));
+                epoch.state_dict().unwrap()
+            })
+            .collect()
+    };
+    // Four ranks of six row groups of up to 7 rows: each stops part way
+    // through a row group, one has two.
+    let states = cut(4, 3, &[]);
+    let states = cut(3, 5, &states);
+    cut(1, usize::MAX, &states);
+    seen.sort_unstable();
+    assert_eq!(seen, all.iter().map(|r| r.id).collect::<Vec<_>>());
 }
 
 /// A restore whose source yields another file than the one the state is
-/// in is refused at `path`, for the reader and for the row-group listing.
+/// in is refused at `path`.
 #[test]
 fn a_restore_that_pulls_another_file_is_refused_at_path() {
     let dir = Dir::new("misnamed");
@@ -509,18 +546,6 @@ fn a_restore_that_pulls_another_file_is_refused_at_path() {
     let state = epoch.state_dict().unwrap();
     drop(epoch);
     let mut other = Loader::new(IterableWrapper::new(vec![b.clone()]).read_parquet::<Row>());
-    let err = other.load_state_dict(&state).unwrap_err().to_string();
-    assert!(
-        err.contains("/root/path") && err.contains("yields `"),
-        "{err}"
-    );
-
-    let mut loader = Loader::new(IterableWrapper::new(vec![a]).parquet_row_groups());
-    let mut epoch = loader.epoch();
-    epoch.next().unwrap().unwrap();
-    let state = epoch.state_dict().unwrap();
-    drop(epoch);
-    let mut other = Loader::new(IterableWrapper::new(vec![b]).parquet_row_groups());
     let err = other.load_state_dict(&state).unwrap_err().to_string();
     assert!(
         err.contains("/root/path") && err.contains("yields `"),

@@ -695,8 +695,9 @@ fn parquet_objects_read_resume_and_survive_faults() {
     // Row groups listed from the objects' footers, dealt to 3 ranks.
     let mut ids: Vec<i64> = (0..3)
         .flat_map(|rank| {
-            let groups = Files::remote(&store, &url).unwrap().parquet_row_groups();
-            let shard = groups.store(store.clone()).shard(rank, 3).unwrap();
+            let files = Files::remote(&store, &url).unwrap();
+            let groups = files.parquet_row_groups_in(&store).unwrap();
+            let shard = groups.shard(rank, 3).unwrap();
             let read = shard.read_parquet::<Row>().store(store.clone());
             read.start()
                 .unwrap()
