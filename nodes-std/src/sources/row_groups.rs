@@ -27,9 +27,11 @@ use crate::{
 /// [`elastic`](crate::elastic) reshards them like files.
 ///
 /// # State
-/// `Files`' state over the list of units: its digest covers each file's
-/// identity (size and footer digest, and ETag for an object) too, so a
-/// state taken before a file changed is refused at `files`.
+/// `Files`' state over the list of units (it describes itself as that
+/// `Files`): its digest covers each file's identity (size and footer
+/// digest, and ETag for an object) too, so a state taken before a file
+/// changed is refused at `files`. [`Epoch::progress`](crate::Epoch::progress)
+/// counts row groups as files and their compressed sizes as bytes.
 #[must_use = "nodes do nothing until started"]
 pub struct ParquetRowGroups {
     units: Files,
