@@ -119,6 +119,13 @@ pub(crate) struct Identity {
     etag: Option<String>,
 }
 
+impl Identity {
+    /// The file's size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+}
+
 impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "size {} and footer {}", self.size, self.footer)?;

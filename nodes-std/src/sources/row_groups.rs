@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use parquet::file::metadata::ParquetMetaDataReader;
+use parquet::file::metadata::{ParquetMetaDataReader, RowGroupMetaData};
 
 use crate::sources::open::Opener;
 use crate::sources::parquet::RowGroup;
@@ -83,16 +83,21 @@ impl ParquetRowGroups {
     }
 }
 
-/// The rows and compressed bytes of each row group of `path`, and the
-/// file's identity (as text, for the list's digest).
+/// The rows and size of each row group of `path` (its compressed bytes,
+/// or the file's size for its only one: what `read_parquet` counts as
+/// read), and the file's identity (as text, for the list's digest).
 fn footer(opener: &Opener, path: &Path) -> std::result::Result<(Vec<(u64, u64)>, String), String> {
     let file = ParquetFile::open(opener, path).map_err(|e| e.to_string())?;
     let identity = file.identity().map_err(|e| e.to_string())?;
     let metadata = ParquetMetaDataReader::new()
         .parse_and_finish(&file)
         .map_err(|e| e.to_string())?;
-    let groups = metadata.row_groups().iter();
-    let rows = groups.map(|g| (g.num_rows() as u64, g.compressed_size() as u64));
+    let groups = metadata.row_groups();
+    let size = |g: &RowGroupMetaData| match groups.len() {
+        1 => identity.size(),
+        _ => u64::try_from(g.compressed_size()).unwrap_or(0),
+    };
+    let rows = groups.iter().map(|g| (g.num_rows() as u64, size(g)));
     Ok((rows.collect(), identity.to_string()))
 }
 

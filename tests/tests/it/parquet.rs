@@ -651,6 +651,47 @@ fn error_policies_skip_or_stop_on_bad_files_and_rows() {
     }
 }
 
+/// Over row groups, progress counts each as a file, and ends at the bytes
+/// it counted for them; a file of one row group counts its whole size.
+#[test]
+fn progress_over_row_groups_ends_where_it_counted() {
+    let dir = Dir::new("progress-groups");
+    corpus(&dir);
+    write(&dir.0.join("3.parquet"), &rows(3, 3000), 3000);
+    let units = Files::in_dir(&dir.0).unwrap().parquet_row_groups().unwrap();
+    let count = units.len() as u64;
+    assert_eq!(count, 4 + 6 + 1);
+    let mut loader = Loader::new(units.read_parquet::<Row>());
+    let mut epoch = loader.epoch();
+    let start = epoch.progress();
+    assert_eq!((start.files_done, start.files_total), (0, Some(count)));
+    let mut last = 0;
+    while let Some(row) = epoch.next() {
+        let id = row.unwrap().id;
+        let progress = epoch.progress();
+        assert!(progress.bytes_read >= last, "{progress:?}");
+        last = progress.bytes_read;
+        // Within the last file, of one row group (decoded 1,024 rows at a
+        // time): its size, part read.
+        if id == 3000 {
+            assert!(
+                progress.bytes_read < progress.bytes_total.unwrap(),
+                "{progress:?}"
+            );
+        }
+    }
+    let progress = epoch.progress();
+    assert_eq!(
+        (progress.files_done, progress.files_total),
+        (count, Some(count))
+    );
+    assert_eq!(
+        Some(progress.bytes_read),
+        progress.bytes_total,
+        "{progress:?}"
+    );
+}
+
 #[test]
 fn progress_moves_by_row_group_and_ends_at_the_files_sizes() {
     let dir = Dir::new("progress");
