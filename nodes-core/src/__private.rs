@@ -18,8 +18,9 @@ pub mod trace {
     pub use crate::trace::*;
 }
 
-/// Writes a loader state from its parts (for `nodes_std::elastic`).
-pub use crate::loader::assemble_state as loader_state;
+/// Writes a loader state from its parts, and checks one against its
+/// checksum (for `nodes_std::elastic`).
+pub use crate::loader::{assemble_state as loader_state, verify_checksum};
 
 /// What a `#[node(lazy)]` field must be: a [`Lazy`] slot.
 pub trait LazySlot {

@@ -458,34 +458,13 @@ impl<N: Node> Loader<N> {
         }
         state.require_keys("Loader", &[EPOCH_INDEX, FINGERPRINT, PIPELINE])?;
         if self.verify_checksum && !state.contains(CHECKSUM) {
-            let why = "missing key for Loader: it guards against a damaged checkpoint (load a state edited by hand with `Loader::verify_checksum(false)`)";
-            return Err(Error::bad_state(state.path_of(CHECKSUM), why));
+            return Err(missing_checksum(state, LOADER_SKIPS));
         }
         state.get_opt::<String>(VERSION)?;
         if self.verify_checksum && !state.has_checksum_slot() && state.contains(CHECKSUM) {
             state.get::<String>(CHECKSUM)?;
         }
         Ok(())
-    }
-
-    /// Compares a state read back with the checksum written with it.
-    fn verify_content(state: &State) -> Result<()> {
-        let saved: String = state.get(CHECKSUM)?;
-        let computed = state.checksum();
-        if saved == computed {
-            return Ok(());
-        }
-        let message = match saved.split_once(':') {
-            Some((other, _)) if other != "mx64" => format!(
-                "checksum algorithm {other:?} is not supported (this build writes and reads \"mx64\")"
-            ),
-            _ => format!(
-                "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
-                 the checkpoint was damaged after it was written, or edited by hand \
-                 (load an edited state with `Loader::verify_checksum(false)`)"
-            ),
-        };
-        Err(Error::bad_state(state.path_of(CHECKSUM), message))
     }
 
     /// Where the root's state counts its items (a sampler under maps), that
@@ -638,7 +617,7 @@ impl<N: Node> Loader<N> {
         self.root.check_state(&root_state)?;
         self.check_count(state, &root_state, num_yielded)?;
         if self.verify_checksum && state.contains(CHECKSUM) && !state.has_checksum_slot() {
-            Self::verify_content(state)?;
+            verify_content(state, LOADER_SKIPS)?;
         }
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
@@ -681,6 +660,50 @@ impl<'a, N: Node> IntoIterator for &'a mut Loader<N> {
     fn into_iter(self) -> Epoch<'a, N> {
         self.epoch()
     }
+}
+
+/// How a loader is told to take a state edited by hand.
+const LOADER_SKIPS: &str = "`Loader::verify_checksum(false)`";
+
+fn missing_checksum(state: &State, skips: &str) -> Error {
+    let why = format!(
+        "missing key for Loader: it guards against a damaged checkpoint (load a state edited by hand with {skips})"
+    );
+    Error::bad_state(state.path_of(CHECKSUM), why)
+}
+
+/// Checks a loader state against its checksum, as a loader that verifies
+/// checksums does, for readers of states that do not load them
+/// (`nodes_std::elastic::reshard`): the key must be there, and a state read
+/// back must match it. `skips` names the option that turns this off.
+pub fn verify_checksum(state: &State, skips: &str) -> Result<()> {
+    if !state.contains(CHECKSUM) {
+        return Err(missing_checksum(state, skips));
+    }
+    if state.has_checksum_slot() {
+        return Ok(());
+    }
+    verify_content(state, skips)
+}
+
+/// Compares a state read back with the checksum written with it.
+fn verify_content(state: &State, skips: &str) -> Result<()> {
+    let saved: String = state.get(CHECKSUM)?;
+    let computed = state.checksum();
+    if saved == computed {
+        return Ok(());
+    }
+    let message = match saved.split_once(':') {
+        Some((other, _)) if other != "mx64" => format!(
+            "checksum algorithm {other:?} is not supported (this build writes and reads \"mx64\")"
+        ),
+        _ => format!(
+            "the state does not match its checksum (saved {saved:?}, its content gives {computed:?}): \
+             the checkpoint was damaged after it was written, or edited by hand \
+             (load an edited state with {skips})"
+        ),
+    };
+    Err(Error::bad_state(state.path_of(CHECKSUM), message))
 }
 
 #[cfg(test)]

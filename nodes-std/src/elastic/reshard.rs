@@ -468,12 +468,25 @@ fn rebuild_expands(
 }
 
 /// Reads the old states and checks that they are one job's, in rank order.
-fn read_set(old_states: &[State], new_world: u64) -> Result<Vec<Old>> {
+fn read_set(old_states: &[State], new_world: u64, verify: bool) -> Result<Vec<Old>> {
     crate::rank::Rank::new(RESHARD, 0, new_world)?;
     if old_states.is_empty() {
         return Err(invalid("no states given".to_owned()));
     }
-    let olds = old_states.iter().enumerate().map(|(i, s)| read(i, s));
+    let olds = old_states.iter().enumerate().map(|(i, s)| {
+        let old = read(i, s)?;
+        // After the walk's checks, which name a damaged value at its path.
+        if verify {
+            let skips = "`Reshard::verify_checksum(false)`";
+            nodes_core::__private::verify_checksum(s, skips).map_err(|e| match e {
+                Error::BadState { path, message } => {
+                    Error::bad_state(path, format!("state #{i}: {message}"))
+                }
+                e => e,
+            })?;
+        }
+        Ok(old)
+    });
     check_set(olds.collect::<Result<_>>()?)
 }
 
@@ -486,8 +499,8 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(old_states: &[State], new_world: u64) -> Result<Prepared> {
-        let mut olds = read_set(old_states, new_world)?;
+    fn new(old_states: &[State], new_world: u64, verify: bool) -> Result<Prepared> {
+        let mut olds = read_set(old_states, new_world, verify)?;
         let dealt = deal_all(&mut olds, new_world)?;
         let globals = batches::globals(olds.iter().map(|o| &o.pipeline));
         Ok(Prepared {
@@ -541,6 +554,7 @@ impl Prepared {
 pub struct Reshard<'s> {
     old_states: &'s [State],
     batch_sizes: BatchSizes,
+    verify_checksum: bool,
 }
 
 impl<'s> Reshard<'s> {
@@ -549,7 +563,18 @@ impl<'s> Reshard<'s> {
         Reshard {
             old_states,
             batch_sizes: BatchSizes::PerRank,
+            verify_checksum: true,
         }
+    }
+
+    /// Checks each old state against its checksum, as
+    /// [`Loader::verify_checksum`] does (the default): a checkpoint damaged
+    /// or edited after it was written is refused at its `/checksum`, naming
+    /// it (`state #i`), rather than dealt to the new ranks. Turn it off to
+    /// reshard states edited by hand.
+    pub fn verify_checksum(mut self, verify: bool) -> Self {
+        self.verify_checksum = verify;
+        self
     }
 
     /// Sets what happens to the size of every `batch` (see [`BatchSizes`];
@@ -573,7 +598,7 @@ impl<'s> Reshard<'s> {
                 "new_world_size {new_world_size} is more than the 2^20 states `reshard` writes at once: call `reshard_rank` on each new rank"
             )));
         }
-        let prepared = Prepared::new(self.old_states, new_world_size)?;
+        let prepared = Prepared::new(self.old_states, new_world_size, self.verify_checksum)?;
         (0..new_world_size)
             .map(|m| prepared.state_for(self.batch_sizes, m, new_world_size))
             .collect()
@@ -587,7 +612,7 @@ impl<'s> Reshard<'s> {
     /// the new ranks cannot keep (see [`BatchSizes`]).
     pub fn rank_state(&self, rank: u64, new_world_size: u64) -> Result<State> {
         crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
-        let prepared = Prepared::new(self.old_states, new_world_size)?;
+        let prepared = Prepared::new(self.old_states, new_world_size, self.verify_checksum)?;
         prepared.state_for(self.batch_sizes, rank, new_world_size)
     }
 
@@ -615,7 +640,7 @@ impl<'s> Reshard<'s> {
     /// As [`rank_state`](Self::rank_state).
     pub fn new_batch_size(&self, rank: u64, new_world_size: u64) -> Result<Option<usize>> {
         crate::rank::Rank::new(RESHARD, rank, new_world_size)?;
-        let olds = read_set(self.old_states, new_world_size)?;
+        let olds = read_set(self.old_states, new_world_size, self.verify_checksum)?;
         let globals = batches::globals(olds.iter().map(|o| &o.pipeline));
         let sizes = self
             .batch_sizes
@@ -676,7 +701,9 @@ pub fn check(pipeline: &Description) -> Result<()> {
 /// the states through [`settle`](crate::elastic::settle) first); and a
 /// `new_world_size` above 2^20 (one state per new rank: use
 /// [`reshard_rank`] on each rank). A state that does not parse as
-/// a loader state is an [`Error::BadState`] at its path.
+/// a loader state, or that does not match its checksum (damaged or edited
+/// after it was written; see [`Reshard::verify_checksum`]), is an
+/// [`Error::BadState`] at its path.
 pub fn reshard(old_states: &[State], new_world_size: u64) -> Result<Vec<State>> {
     Reshard::new(old_states).states(new_world_size)
 }

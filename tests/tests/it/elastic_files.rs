@@ -434,6 +434,58 @@ fn a_begun_file_that_changed_is_refused_where_it_resumes() {
     );
 }
 
+/// A checkpoint damaged after it was written is refused by the reshard at
+/// its checksum, naming it, where no other check would see the damage (the
+/// files next to the last one yielded, `near`, serve only messages); with
+/// `verify_checksum(false)` it reshards.
+#[test]
+fn a_damaged_old_state_is_refused_at_its_checksum() {
+    fn damage(value: &mut serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(near) = map.get_mut("near") {
+                    *near = serde_json::json!(["elsewhere.txt"]);
+                    return true;
+                }
+                map.values_mut().any(damage)
+            }
+            _ => false,
+        }
+    }
+    let corpus = Corpus::new("damaged", &[4, 4, 4]);
+    let old = generation(
+        &|r, w| build(&corpus.dir, Above::Nothing, r, w),
+        None,
+        2,
+        Some(&[2, 2]),
+        &mut Vec::new(),
+        false,
+    );
+    let mut value: serde_json::Value = serde_json::from_str(&old[1].to_json().unwrap()).unwrap();
+    assert!(damage(&mut value));
+    let damaged = [
+        old[0].clone(),
+        State::from_json(&value.to_string()).unwrap(),
+    ];
+    let err = elastic::reshard(&damaged, 3).unwrap_err();
+    let message = err.to_string();
+    assert_eq!(err.state_path(), Some("/checksum"), "{message}");
+    assert!(
+        message.contains("state #1") && message.contains("does not match its checksum"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Reshard::verify_checksum(false)"),
+        "{message}"
+    );
+    let states = elastic::Reshard::new(&damaged)
+        .verify_checksum(false)
+        .states(3)
+        .unwrap();
+    assert_eq!(states.len(), 3);
+    elastic::reshard(&old, 3).unwrap();
+}
+
 /// `check` accepts the pipeline, with a `par_map` or `prefetch` above an
 /// interleave of files or above a filter over a reader too, and an
 /// out-of-order `par_map` anywhere (where no state would show its gap, it
