@@ -126,10 +126,9 @@
 //! Files: [`Files`](crate::Files) (maybe shuffled) under
 //! `shard(rank, world_size)` (or the row groups `Files::parquet_row_groups`
 //! lists, a list of units dealt like files), read by `read_parquet` (a
-//! begun file resumes
-//! at its row group and row) or by `read_lines` or `read_jsonl` (plain,
-//! gzip or zstd) right above, with the same nodes above the reader as above
-//! a `MapStyleWrapper`. An out-of-order `par_map` right above the reader
+//! begun file resumes at its row group and row) or by `read_lines` or
+//! `read_jsonl` (plain, gzip or zstd) right above, with the same nodes
+//! above the reader as above a `MapStyleWrapper`. An out-of-order `par_map` right above the reader
 //! (maps, batches and in-order threaded nodes may stand between) delivers
 //! a file's items only after those of the files before it, so
 //! the lines it delivered past a gap are in one file, and the new rank that
