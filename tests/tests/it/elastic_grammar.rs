@@ -359,14 +359,13 @@ fn source(
     rank: u64,
     world: u64,
 ) -> Boxed<Vec<String>> {
-    let files = Files::list(files).unwrap();
+    let listed = Files::list(files).unwrap();
     if let Reader::RowGroups = shape.reader {
-        let units = row_groups(files, place).shuffle_files(17);
+        let units = row_groups(listed, place).shuffle_files(17);
         let read = parquet_lines(units.shard(rank, world).unwrap(), place);
-        let read = read.map(tokens).boxed();
-        return shape.record.iter().fold(read, |node, &s| stage(node, s));
+        return staged(shape, read.map(tokens).boxed());
     }
-    let files = files.shuffle_files(17).shard(rank, world).unwrap();
+    let files = listed.shuffle_files(17).shard(rank, world).unwrap();
     let read: Boxed<Vec<String>> = match shape.reader {
         Reader::RowGroups => unreachable!("read above"),
         Reader::Lines => placed!(files.read_lines(), place).map(tokens).boxed(),
@@ -400,6 +399,11 @@ fn source(
             .map(tokens)
             .boxed(),
     };
+    staged(shape, read)
+}
+
+/// `read` with the shape's record stages above it.
+fn staged(shape: &Shape, read: Boxed<Vec<String>>) -> Boxed<Vec<String>> {
     shape.record.iter().fold(read, |node, &s| stage(node, s))
 }
 
