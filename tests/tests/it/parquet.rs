@@ -523,8 +523,8 @@ fn row_groups_reshard_exactly_once() {
             })
             .collect()
     };
-    // Four ranks of six row groups of up to 7 rows: each stops part way
-    // through a row group, one has two.
+    // Four ranks of six row groups of up to 7 rows (two ranks have two):
+    // each stops part way through its first.
     let states = cut(4, 3, &[]);
     let states = cut(3, 5, &states);
     cut(1, usize::MAX, &states);
