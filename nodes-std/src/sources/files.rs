@@ -284,6 +284,7 @@ impl Files {
     }
 
     /// The names, relative to the listing's base, in list order.
+    #[cfg(feature = "parquet")]
     pub(crate) fn names(&self) -> &[String] {
         &self.names
     }
@@ -457,6 +458,7 @@ impl Files {
     /// with `sizes`, and a digest that also covers `salt` (what else the
     /// entries depend on, one string each), so a state taken over
     /// entries whose salt changed is refused like one over another list.
+    #[cfg(feature = "parquet")]
     pub(crate) fn relisted(
         &self,
         names: Vec<String>,
