@@ -612,12 +612,12 @@ impl<N: Node> Loader<N> {
         }
         // Every check that names a field, then the checksum (so a damaged
         // value is named at its own path), and only then is anything
-        // applied. A state taken in this process (an unfilled slot) or one
-        // without the key (refused by the key check) has nothing to verify.
+        // applied. A state taken in this process (an unfilled slot) has
+        // nothing to verify.
         self.root.check_state(&root_state)?;
         self.check_count(state, &root_state, num_yielded)?;
-        if self.verify_checksum && state.contains(CHECKSUM) && !state.has_checksum_slot() {
-            verify_content(state, LOADER_SKIPS)?;
+        if self.verify_checksum {
+            verify_checksum(state, LOADER_SKIPS)?;
         }
         // On failure the root is rolled back to its own position, which is
         // after any peeked item: the cached peek stays valid as it is.
