@@ -128,8 +128,9 @@
 //! lists, a list of units dealt like files), read by `read_parquet` (a
 //! begun file resumes at its row group and row) or by `read_lines` or
 //! `read_jsonl` (plain, gzip or zstd) right above, with the same nodes
-//! above the reader as above a `MapStyleWrapper`. An out-of-order `par_map` right above the reader
-//! (maps, batches and in-order threaded nodes may stand between) delivers
+//! above the reader as above a `MapStyleWrapper`. An out-of-order
+//! `par_map` right above the reader (maps, batches and in-order threaded
+//! nodes may stand between) delivers
 //! a file's items only after those of the files before it, so
 //! the lines it delivered past a gap are in one file, and the new rank that
 //! finishes the file passes over them. A file's position in the

@@ -107,8 +107,8 @@ impl Plan {
     /// The plan run over `source`. Over a source whose items past a gap no
     /// state of its files would show (a filter, shuffle, pack, mix or
     /// interleave over files, see `hides_gaps_over_files`), in order.
-    /// Inline, the source's own state is exact already. With workers, a source whose order varies between runs
-    /// cannot be replayed, so every item carries its own snapshot and items
+    /// Inline, the source's own state is exact already. With workers, a
+    /// source whose order varies between runs cannot be replayed, so every item carries its own snapshot and items
     /// are delivered in pull order, one per chunk: the state then never
     /// asks for a replay. When every item must carry its source's state, in
     /// source order ([`needs_exact_snapshots`], e.g. for
