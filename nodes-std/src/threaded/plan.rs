@@ -108,9 +108,9 @@ impl Plan {
     /// state of its files would show (a filter, shuffle, pack, mix or
     /// interleave over files, see `hides_gaps_over_files`), in order.
     /// Inline, the source's own state is exact already. With workers, a
-    /// source whose order varies between runs cannot be replayed, so every item carries its own snapshot and items
-    /// are delivered in pull order, one per chunk: the state then never
-    /// asks for a replay. When every item must carry its source's state, in
+    /// source whose order varies between runs cannot be replayed, so every
+    /// item carries its own snapshot and items are delivered in pull order,
+    /// one per chunk: the state then never asks for a replay. When every item must carry its source's state, in
     /// source order ([`needs_exact_snapshots`], e.g. for
     /// `elastic::reshard`), the state never counts items past its snapshot.
     pub(crate) fn over(mut self, source: &Description) -> Plan {
