@@ -611,7 +611,7 @@ pub trait NodeExt: Node + Sized {
     fn read_parquet<T>(self) -> crate::ReadParquet<Self, T>
     where
         Self::Item: crate::ParquetPart,
-        T: DeserializeOwned,
+        T: DeserializeOwned + Send,
     {
         crate::ReadParquet::new(self)
     }

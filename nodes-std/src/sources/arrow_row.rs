@@ -89,6 +89,7 @@ impl Rows {
     }
 
     /// Row `row`, as a `T`.
+    #[inline]
     pub(crate) fn row<T: de::DeserializeOwned>(&self, row: usize) -> Result<T, DeError> {
         T::deserialize(Row { rows: self, row })
     }
@@ -125,6 +126,7 @@ impl<'de> Deserializer<'de> for Row<'_> {
         self.rows.fields(self.row).deserialize_any(visitor)
     }
 
+    #[inline]
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
@@ -139,7 +141,7 @@ impl<'de> Deserializer<'de> for Row<'_> {
                 row: self.row,
                 next: 0,
             }),
-            None => rows.fields(self.row).deserialize_any(visitor),
+            None => self.by_name(visitor),
         }
     }
 
@@ -147,6 +149,15 @@ impl<'de> Deserializer<'de> for Row<'_> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map enum identifier ignored_any
+    }
+}
+
+impl Row<'_> {
+    /// The row as a map by column name: out of line, so that a struct read
+    /// in order inlines only that path.
+    #[inline(never)]
+    fn by_name<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.rows.fields(self.row).deserialize_any(visitor)
     }
 }
 
@@ -378,7 +389,7 @@ impl TypedCell<'_> {
 impl<'de> Deserializer<'de> for TypedCell<'_> {
     type Error = DeError;
 
-    #[inline]
+    #[inline(never)]
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         if self.is_null() {
             return visitor.visit_unit();
@@ -406,6 +417,7 @@ impl<'de> Deserializer<'de> for TypedCell<'_> {
         }
     }
 
+    #[inline]
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         if self.is_null() {
             visitor.visit_none()
@@ -414,12 +426,39 @@ impl<'de> Deserializer<'de> for TypedCell<'_> {
         }
     }
 
+    // The hinted type first: a row then inlines one arm per field.
+    hinted! {
+        deserialize_bool: Bool => visit_bool,
+        deserialize_i64: I64 => visit_i64,
+        deserialize_u64: U64 => visit_u64,
+        deserialize_f64: F64 => visit_f64,
+        deserialize_str: Str => visit_str,
+        deserialize_string: Str => visit_str,
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        i8 i16 i32 i128 u8 u16 u32 u128 f32 char
         bytes byte_buf unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum identifier ignored_any
     }
 }
+
+/// `deserialize_*` methods that read a column of the hinted type without
+/// the general match (a null cell, or another type, takes it).
+macro_rules! hinted {
+    ($($method:ident: $variant:ident => $visit:ident),* $(,)?) => {
+        $(
+            #[inline]
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+                match &self.column.values {
+                    Values::$variant(a) if !self.column.has_nulls => visitor.$visit(a.value(self.row)),
+                    _ => self.deserialize_any(visitor),
+                }
+            }
+        )*
+    };
+}
+use hinted;
 
 fn downcast<T: 'static>(a: &dyn Array) -> Result<&T, DeError> {
     a.as_any()

@@ -2,8 +2,8 @@
 //! file a source names, as serde types or as Arrow `RecordBatch` slices,
 //! resumed at a (row group, row) through the page index.
 
+use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -247,20 +247,22 @@ where
         Err(self.bad(&open.path, why))
     }
 
-    /// The next row of the decoded batch, when it holds one and nothing is
-    /// to be passed over: most rows, without the general path.
-    #[inline]
-    fn next_decoded_row(&mut self) -> Option<usize> {
-        if self.files.passing() {
-            return None;
+    /// Takes back [`deliver_decoded`](Self::deliver_decoded) (of a row
+    /// still in the decoded batch).
+    fn undeliver_decoded(&mut self) {
+        if let Some((_, first)) = self.open.as_mut().and_then(|o| o.decoded.as_mut()) {
+            *first -= 1;
+            self.row -= 1;
         }
-        let (batch, first) = self.open.as_mut()?.decoded.as_mut()?;
-        let at = *first;
-        (at < batch.num_rows()).then(|| {
+    }
+
+    /// Counts the decoded batch's next row as delivered.
+    #[inline]
+    fn deliver_decoded(&mut self) {
+        if let Some((_, first)) = self.open.as_mut().and_then(|o| o.decoded.as_mut()) {
             *first += 1;
             self.row += 1;
-            at
-        })
+        }
     }
 
     /// The next item's rows (at most `want`), past the items another rank
@@ -455,7 +457,9 @@ where
 /// arrays: a row is a map from column names to cells; integers, floats,
 /// booleans, strings, binaries, dates and timestamps (as their stored
 /// numbers), lists and structs are read, a null cell is `None`.
-/// [`columns`](ReadParquet::columns) reads only the named columns.
+/// [`columns`](ReadParquet::columns) reads only the named columns. The
+/// rows of a decoded batch (1,024) are read as `T`s together, in one tight
+/// loop, ahead of their delivery.
 ///
 /// # State
 /// `source`: the source's state from just before it yielded the file being
@@ -515,7 +519,23 @@ where
 #[must_use = "nodes do nothing until started"]
 pub struct ReadParquet<S, T> {
     inner: ParquetReader<S>,
-    row: PhantomData<fn() -> T>,
+    ahead: Ahead<T>,
+}
+
+/// The decoded batch's next rows, read as `T`s with the first of them (a
+/// tight loop, where most of a row's cost goes), and why the row after
+/// them is not a `T`. The reader's position counts only the rows
+/// delivered, so this is a cache: a reset or shutdown empties it.
+struct Ahead<T> {
+    rows: VecDeque<T>,
+    not_a_row: Option<serde::de::value::Error>,
+}
+
+impl<T> Ahead<T> {
+    fn clear(&mut self) {
+        self.rows.clear();
+        self.not_a_row = None;
+    }
 }
 
 /// This struct is created by
@@ -538,7 +558,10 @@ where
     pub(crate) fn new(source: S) -> Self {
         ReadParquet {
             inner: ParquetReader::new(Self::NAME, source, DECODE_ROWS, true),
-            row: PhantomData,
+            ahead: Ahead {
+                rows: VecDeque::new(),
+                not_a_row: None,
+            },
         }
     }
 }
@@ -566,33 +589,83 @@ impl<S> NodeName for ReadParquetBatches<S> {
     const NAME: &'static str = "ReadParquetBatches";
 }
 
-impl<S: Node, T: DeserializeOwned> Node for ReadParquet<S, T>
+impl<S: Node, T: DeserializeOwned + Send> Node for ReadParquet<S, T>
 where
     S::Item: ParquetPart,
 {
     type Item = T;
 
+    #[inline]
     fn next(&mut self, cx: &mut Cx) -> Result<Option<T>> {
         cx.observe(NodeId::of(self), Self::NAME, |cx| {
-            self.inner.judged(cx, |inner, cx| {
-                inner.files.flag.check(inner.files.name)?;
-                let at = match inner.next_decoded_row() {
-                    Some(at) => at,
-                    None => match inner.next_rows(cx, 1)? {
-                        Some((at, _)) => at,
-                        None => return Ok(None),
-                    },
-                };
-                // The decoded batch's rows, downcast (`serde_rows`).
-                let rows = inner.open.as_ref().and_then(|o| o.rows.as_ref());
-                let rows = rows.expect("rows were just returned");
-                rows.row(at).map(Some).map_err(|e| {
-                    let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
-                    let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
-                    inner.bad(open, at)
-                })
-            })
+            while self.ahead.rows.is_empty() {
+                if !self.go_on(cx)? {
+                    return Ok(None);
+                }
+            }
+            self.inner.deliver_decoded();
+            Ok(self.ahead.rows.pop_front())
         })
+    }
+}
+
+impl<S: Node, T: DeserializeOwned + Send> ReadParquet<S, T>
+where
+    S::Item: ParquetPart,
+{
+    /// Past the rows read ahead: the row that is not a `T` (its error,
+    /// unless the policy skips it), else the rest of the decoded batch
+    /// read ahead; whether the pass goes on.
+    #[inline(never)]
+    fn go_on(&mut self, cx: &mut Cx) -> Result<bool> {
+        let Some(e) = self.ahead.not_a_row.take() else {
+            return self.read_ahead(cx);
+        };
+        let inner = &mut self.inner;
+        inner.deliver_decoded();
+        let open = inner.open.as_ref().map_or(Path::new(""), |o| &o.path);
+        let at = format!("row group {}, row {}: {e}", inner.row_group, inner.row - 1);
+        let error = inner.bad(open, at);
+        match inner.files.judge::<()>(Err(error), cx) {
+            Some(Err(e)) => Err(e),
+            _ => Ok(true),
+        }
+    }
+
+    /// Reads the decoded batch's next rows as `T`s, up to one that is not
+    /// (decoding the next batch first when this one is used up); whether
+    /// there was a row.
+    fn read_ahead(&mut self, cx: &mut Cx) -> Result<bool> {
+        let ahead = &mut self.ahead;
+        let read = self.inner.judged(cx, |inner, cx| {
+            inner.files.flag.check(inner.files.name)?;
+            let Some((at, _)) = inner.next_rows(cx, 1)? else {
+                return Ok(None);
+            };
+            let open = inner.open.as_ref().expect("rows were just returned");
+            let rows = open.rows.as_ref().zip(open.decoded.as_ref());
+            let (rows, (batch, _)) = rows.expect("rows were just returned");
+            // Rows passed over after a reshard are counted one by one.
+            let end = match inner.files.passing() {
+                true => at + 1,
+                false => batch.num_rows(),
+            };
+            for at in at..end {
+                match rows.row(at) {
+                    Ok(row) => ahead.rows.push_back(row),
+                    Err(e) => {
+                        ahead.not_a_row = Some(e);
+                        break;
+                    }
+                }
+            }
+            Ok(Some(()))
+        })?;
+        // `next_rows` counted the first row: it counts when delivered.
+        if read.is_some() {
+            self.inner.undeliver_decoded();
+        }
+        Ok(read.is_some())
     }
 }
 
@@ -623,7 +696,7 @@ where
 }
 
 macro_rules! parquet_stateful {
-    ($ty:ident [$($gen:ident),*]) => {
+    ($ty:ident [$($gen:ident),*] $(, ahead: $ahead:ident)?) => {
         impl<S $(, $gen)*> $ty<S $(, $gen)*> {
             /// Reads only these columns (by their top-level names); a file
             /// without one of them is an `Err` naming the column and the file.
@@ -639,9 +712,15 @@ macro_rules! parquet_stateful {
         where
             S::Item: ParquetPart,
         {
-            crate::delegate::delegate_stateful!(inner: check_state, reset, get_state, describe);
+            crate::delegate::delegate_stateful!(inner: check_state, get_state, describe);
+
+            fn reset(&mut self, state: Option<&State>) -> Result<()> {
+                $(self.$ahead.clear();)?
+                self.inner.reset(state)
+            }
 
             fn shutdown(&mut self) {
+                $(self.$ahead.clear();)?
                 self.inner.files.shutdown();
             }
         }
@@ -658,7 +737,7 @@ macro_rules! parquet_stateful {
     };
 }
 
-parquet_stateful!(ReadParquet[T]);
+parquet_stateful!(ReadParquet[T], ahead: ahead);
 parquet_stateful!(ReadParquetBatches []);
 
 impl crate::sources::reader::Passing for Resumed {

@@ -143,6 +143,26 @@ fn a_state_after_any_row_resumes_exactly() {
     }
 }
 
+/// The same running pipeline, reset mid-batch (to a state, or to the
+/// start), reads from where it was told, not from rows it had read ahead.
+#[test]
+fn a_reset_mid_batch_reads_from_where_it_was_told() {
+    let dir = Dir::new("reset");
+    let expected: Vec<i64> = corpus(&dir).iter().map(|r| r.id).collect();
+    let mut running = read(&dir.0).start().unwrap();
+    let ids = |running: &mut nodes_std::Running<_>, n| -> Vec<i64> {
+        let rows = running.by_ref().take(n).map(|r: Result<Row>| r.unwrap().id);
+        rows.collect()
+    };
+    assert_eq!(ids(&mut running, 3), expected[..3]);
+    let state = running.get_state().unwrap();
+    assert_eq!(ids(&mut running, 5), expected[3..8]);
+    running.reset(Some(&state)).unwrap();
+    assert_eq!(ids(&mut running, 4), expected[3..7]);
+    running.reset(None).unwrap();
+    assert_eq!(ids(&mut running, 100), expected);
+}
+
 fn ids_of<N: Node<Item = RecordBatch>>(loader: &mut Loader<N>) -> Vec<i64> {
     loader
         .epoch()
@@ -648,6 +668,56 @@ fn error_policies_skip_or_stop_on_bad_files_and_rows() {
     assert_eq!(at_most.len(), 4, "{at_most:?}");
     for cut in 0..=5 {
         nodes_std::testing::assert_save_load(|| build(ErrorPolicy::Skip).map(|r: Row| r.id), cut);
+    }
+}
+
+/// Rows that are not a `T` amid rows that are (every fifth text is null,
+/// and `text` is not optional): each is an `Err` naming its row, between
+/// the rows around it, or skipped; a resume at every cut goes on exactly.
+#[test]
+fn a_row_that_does_not_fit_amid_rows_that_do_is_an_error_in_its_place() {
+    use nodes_std::ErrorPolicy;
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Texted {
+        id: i64,
+        text: String,
+        tokens: Vec<i64>,
+    }
+    let dir = Dir::new("amid");
+    let expected = corpus(&dir);
+    let build = |policy| {
+        Files::in_dir(&dir.0)
+            .unwrap()
+            .read_parquet::<Texted>()
+            .on_error(policy)
+    };
+    let items: Vec<Result<Texted>> = build(ErrorPolicy::Deliver).start().unwrap().collect();
+    assert_eq!(items.len(), expected.len());
+    for (item, row) in items.iter().zip(&expected) {
+        match (item, &row.text) {
+            (Ok(got), Some(text)) => assert_eq!((got.id, &got.text), (row.id, text)),
+            (Err(e), None) => {
+                let (file, at) = (row.id / 1000, row.id % 1000);
+                let named = format!("{file}.parquet: row group {}, row {}", at / 7, at % 7);
+                let e = e.to_string();
+                assert!(e.contains(&named) && e.contains("column `text`"), "{e}");
+            }
+            (item, _) => panic!("row {}: {item:?}", row.id),
+        }
+    }
+    let fit: Vec<i64> = expected
+        .iter()
+        .filter(|r| r.text.is_some())
+        .map(|r| r.id)
+        .collect();
+    let skipped = build(ErrorPolicy::Skip).map(|r: Texted| r.id);
+    let got: Vec<i64> = skipped.start().unwrap().map(Result::unwrap).collect();
+    assert_eq!(got, fit);
+    for cut in [0, 1, 3, 4, 5, 17, 18, 19, 40, fit.len()] {
+        nodes_std::testing::assert_save_load(
+            || build(ErrorPolicy::Skip).map(|r: Texted| r.id),
+            cut,
+        );
     }
 }
 
