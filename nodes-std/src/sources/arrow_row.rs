@@ -141,7 +141,7 @@ impl<'de> Deserializer<'de> for Row<'_> {
                 row: self.row,
                 next: 0,
             }),
-            None => self.by_name(visitor),
+            None => rows.fields(self.row).deserialize_any(visitor),
         }
     }
 
@@ -149,15 +149,6 @@ impl<'de> Deserializer<'de> for Row<'_> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map enum identifier ignored_any
-    }
-}
-
-impl Row<'_> {
-    /// The row as a map by column name: out of line, so that a struct read
-    /// in order inlines only that path.
-    #[inline(never)]
-    fn by_name<'de, V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        self.rows.fields(self.row).deserialize_any(visitor)
     }
 }
 
