@@ -522,10 +522,10 @@ pub struct ReadParquet<S, T> {
     ahead: Ahead<T>,
 }
 
-/// The decoded batch's next rows, read as `T`s with the first of them (a
-/// tight loop, where most of a row's cost goes), and why the row after
-/// them is not a `T`. The reader's position counts only the rows
-/// delivered, so this is a cache: a reset or shutdown empties it.
+/// The decoded batch's next rows, read as `T`s in one tight loop when the
+/// first of them was asked for, and why the row after them is not a `T`.
+/// The reader's position counts only the rows delivered, so this is a
+/// cache: a reset or shutdown empties it.
 struct Ahead<T> {
     rows: VecDeque<T>,
     not_a_row: Option<serde::de::value::Error>,
