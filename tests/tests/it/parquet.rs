@@ -1,6 +1,7 @@
 //! `read_parquet` and `read_parquet_batches` over files written by the
 //! arrow-rs writer: every row once and in order across files and row
-//! groups, as serde rows and as slices; column projection; a state after
+//! groups, as serde rows (of every column type) and as slices; column
+//! projection; a state after
 //! every row resumes exactly; a changed file and an edited position are
 //! refused by name; bad files and rows are errors naming them.
 
@@ -631,6 +632,215 @@ fn rows_fit_structs_by_column_name_in_any_field_order() {
         err.contains("column `id`") && err.contains("row 0"),
         "{err}"
     );
+}
+
+/// Every column type the rows read: booleans, signed and unsigned
+/// integers of each width, floats, strings, binaries, dates, timestamps,
+/// lists and structs, with nulls as `None`; a narrower column read into a
+/// wider field; the same rows by column order and by name (an extra
+/// column); and a column of the wrong type is an error naming it.
+#[test]
+fn every_column_type_reads_into_its_serde_type() {
+    use arrow_array::{
+        BinaryArray, BooleanArray, Date32Array, Float32Array, Float64Array, Int8Array, Int16Array,
+        Int32Array, LargeStringArray, StructArray, TimestampMillisecondArray, UInt8Array,
+        UInt16Array, UInt32Array, UInt64Array,
+    };
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Typed {
+        flag: Option<bool>,
+        i8: i8,
+        i16: i16,
+        i32: i64,
+        u8: u8,
+        u16: u16,
+        u32: u64,
+        u64: u64,
+        f32: f64,
+        f64: Option<f64>,
+        large: String,
+        #[serde(with = "serde_bytes_as_vec")]
+        bytes: Vec<u8>,
+        day: i32,
+        at: i64,
+        list: Vec<i64>,
+        pair: Pair,
+    }
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Pair {
+        a: i64,
+        s: Option<String>,
+    }
+    /// Bytes from a serde `bytes` value.
+    mod serde_bytes_as_vec {
+        pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+            d: D,
+        ) -> Result<Vec<u8>, D::Error> {
+            struct Bytes;
+            impl serde::de::Visitor<'_> for Bytes {
+                type Value = Vec<u8>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("bytes")
+                }
+                fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                    Ok(v.to_vec())
+                }
+            }
+            d.deserialize_bytes(Bytes)
+        }
+    }
+    let pair = StructArray::try_from(vec![
+        ("a", Arc::new(Int64Array::from(vec![7, -7, 70])) as ArrayRef),
+        (
+            "s",
+            Arc::new(StringArray::from(vec![Some("x"), None, Some("z")])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let list = ListArray::from_iter_primitive::<arrow_array::types::Int64Type, _, _>([
+        Some(vec![Some(1), Some(2)]),
+        Some(vec![]),
+        Some(vec![Some(-3)]),
+    ]);
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        (
+            "flag",
+            Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)])),
+        ),
+        ("i8", Arc::new(Int8Array::from(vec![-128, 0, 127]))),
+        ("i16", Arc::new(Int16Array::from(vec![-300, 0, 300]))),
+        (
+            "i32",
+            Arc::new(Int32Array::from(vec![i32::MIN, 0, i32::MAX])),
+        ),
+        ("u8", Arc::new(UInt8Array::from(vec![0, 1, 255]))),
+        ("u16", Arc::new(UInt16Array::from(vec![0, 1, 65535]))),
+        ("u32", Arc::new(UInt32Array::from(vec![0, 1, u32::MAX]))),
+        ("u64", Arc::new(UInt64Array::from(vec![0, 1, u64::MAX]))),
+        ("f32", Arc::new(Float32Array::from(vec![0.5, -1.5, 2.25]))),
+        (
+            "f64",
+            Arc::new(Float64Array::from(vec![Some(0.125), None, Some(-8.0)])),
+        ),
+        (
+            "large",
+            Arc::new(LargeStringArray::from(vec!["a", "", "ccc"])),
+        ),
+        (
+            "bytes",
+            Arc::new(BinaryArray::from(vec![&b"\x00\x01"[..], b"", b"z"])),
+        ),
+        ("day", Arc::new(Date32Array::from(vec![0, 19_000, -1]))),
+        (
+            "at",
+            Arc::new(TimestampMillisecondArray::from(vec![
+                0,
+                1_700_000_000_000,
+                -5,
+            ])),
+        ),
+        ("list", Arc::new(list)),
+        ("pair", Arc::new(pair)),
+    ];
+    let want = vec![
+        Typed {
+            flag: Some(true),
+            i8: -128,
+            i16: -300,
+            i32: i32::MIN.into(),
+            u8: 0,
+            u16: 0,
+            u32: 0,
+            u64: 0,
+            f32: 0.5,
+            f64: Some(0.125),
+            large: "a".into(),
+            bytes: vec![0, 1],
+            day: 0,
+            at: 0,
+            list: vec![1, 2],
+            pair: Pair {
+                a: 7,
+                s: Some("x".into()),
+            },
+        },
+        Typed {
+            flag: None,
+            i8: 0,
+            i16: 0,
+            i32: 0,
+            u8: 1,
+            u16: 1,
+            u32: 1,
+            u64: 1,
+            f32: -1.5,
+            f64: None,
+            large: String::new(),
+            bytes: vec![],
+            day: 19_000,
+            at: 1_700_000_000_000,
+            list: vec![],
+            pair: Pair { a: -7, s: None },
+        },
+        Typed {
+            flag: Some(false),
+            i8: 127,
+            i16: 300,
+            i32: i32::MAX.into(),
+            u8: 255,
+            u16: 65535,
+            u32: u32::MAX.into(),
+            u64: u64::MAX,
+            f32: 2.25,
+            f64: Some(-8.0),
+            large: "ccc".into(),
+            bytes: b"z".to_vec(),
+            day: -1,
+            at: -5,
+            list: vec![-3],
+            pair: Pair {
+                a: 70,
+                s: Some("z".into()),
+            },
+        },
+    ];
+    let dir = Dir::new("types");
+    let write = |name: &str, columns: Vec<(&str, ArrayRef)>| {
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let file = std::fs::File::create(dir.0.join(name)).unwrap();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    };
+    let read = |name: &str| -> Vec<Result<Typed>> {
+        let files = Files::list([dir.0.join(name)]).unwrap();
+        files.read_parquet::<Typed>().start().unwrap().collect()
+    };
+    write("in_order.parquet", columns.clone());
+    let rows: Vec<Typed> = read("in_order.parquet")
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows, want, "by column order");
+    let mut named = columns.clone();
+    named.reverse();
+    named.push(("extra", Arc::new(Int64Array::from(vec![1, 2, 3]))));
+    write("by_name.parquet", named);
+    let rows: Vec<Typed> = read("by_name.parquet")
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows, want, "by name");
+    let mut wrong = columns;
+    wrong[0].1 = Arc::new(Int64Array::from(vec![1, 2, 3]));
+    write("wrong.parquet", wrong);
+    for row in read("wrong.parquet") {
+        let e = row.unwrap_err().to_string();
+        assert!(
+            e.contains("wrong.parquet") && e.contains("column `flag`"),
+            "{e}"
+        );
+    }
 }
 
 /// Bad records (a file that is not Parquet, a row that does not fit) under
