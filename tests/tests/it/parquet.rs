@@ -1,9 +1,9 @@
 //! `read_parquet` and `read_parquet_batches` over files written by the
 //! arrow-rs writer: every row once and in order across files and row
 //! groups, as serde rows (of every column type) and as slices; column
-//! projection; a state after
-//! every row resumes exactly; a changed file and an edited position are
-//! refused by name; bad files and rows are errors naming them.
+//! projection; a state after every row resumes exactly; a changed file and
+//! an edited position are refused by name; bad files and rows are errors
+//! naming them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
