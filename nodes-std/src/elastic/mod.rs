@@ -130,19 +130,18 @@
 //! `read_jsonl` (plain, gzip or zstd) right above, with the same nodes
 //! above the reader as above a `MapStyleWrapper`. An out-of-order
 //! `par_map` right above the reader (maps, batches and in-order threaded
-//! nodes may stand between) delivers
-//! a file's items only after those of the files before it, so
-//! the lines it delivered past a gap are in one file, and the new rank that
-//! finishes the file passes over them. A file's position in the
-//! epoch's order is dealt like a sampler's position; a file a rank began
-//! is a consumed position whose rest is dealt whole, in old rank order, the
-//! `j`-th to new rank `j mod M`, which reads it first: from its saved
-//! offset (a compressed file is decompressed from its start), after
-//! checking its name and identity there, passing over the lines a threaded
-//! node above had delivered past that offset. Those lines all come from the
-//! one file: a file reader asks the threaded node above for a snapshot at
-//! each file it opens. The shard of a new rank passes on every file of its
-//! plan.
+//! nodes may stand between) delivers a file's items only after those of
+//! the files before it, so the lines it delivered past a gap are in one
+//! file, and the new rank that finishes the file passes over them. A
+//! file's position in the epoch's order is dealt like a sampler's
+//! position; a file a rank began is a consumed position whose rest is
+//! dealt whole, in old rank order, the `j`-th to new rank `j mod M`, which
+//! reads it first: from its saved offset (a compressed file is
+//! decompressed from its start), after checking its name and identity
+//! there, passing over the lines a threaded node above had delivered past
+//! that offset. Those lines all come from the one file: a file reader asks
+//! the threaded node above for a snapshot at each file it opens. The shard
+//! of a new rank passes on every file of its plan.
 //!
 //! An `interleave` may read the files in place of the reader (its function
 //! makes the inner node of one path, e.g. `read_lines` over a one-path

@@ -377,6 +377,22 @@ impl TypedCell<'_> {
     }
 }
 
+/// `deserialize_*` methods that read a column of the hinted type without
+/// the general match (a null cell, or another type, takes it).
+macro_rules! hinted {
+    ($($method:ident: $variant:ident => $visit:ident),* $(,)?) => {
+        $(
+            #[inline]
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+                match &self.column.values {
+                    Values::$variant(a) if !self.column.has_nulls => visitor.$visit(a.value(self.row)),
+                    _ => self.deserialize_any(visitor),
+                }
+            }
+        )*
+    };
+}
+
 impl<'de> Deserializer<'de> for TypedCell<'_> {
     type Error = DeError;
 
@@ -433,23 +449,6 @@ impl<'de> Deserializer<'de> for TypedCell<'_> {
         tuple_struct map struct enum identifier ignored_any
     }
 }
-
-/// `deserialize_*` methods that read a column of the hinted type without
-/// the general match (a null cell, or another type, takes it).
-macro_rules! hinted {
-    ($($method:ident: $variant:ident => $visit:ident),* $(,)?) => {
-        $(
-            #[inline]
-            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-                match &self.column.values {
-                    Values::$variant(a) if !self.column.has_nulls => visitor.$visit(a.value(self.row)),
-                    _ => self.deserialize_any(visitor),
-                }
-            }
-        )*
-    };
-}
-use hinted;
 
 fn downcast<T: 'static>(a: &dyn Array) -> Result<&T, DeError> {
     a.as_any()

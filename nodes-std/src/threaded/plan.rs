@@ -110,9 +110,10 @@ impl Plan {
     /// Inline, the source's own state is exact already. With workers, a
     /// source whose order varies between runs cannot be replayed, so every
     /// item carries its own snapshot and items are delivered in pull order,
-    /// one per chunk: the state then never asks for a replay. When every item must carry its source's state, in
-    /// source order ([`needs_exact_snapshots`], e.g. for
-    /// `elastic::reshard`), the state never counts items past its snapshot.
+    /// one per chunk: the state then never asks for a replay. When every
+    /// item must carry its source's state, in source order
+    /// ([`needs_exact_snapshots`], e.g. for `elastic::reshard`), the state
+    /// never counts items past its snapshot.
     pub(crate) fn over(mut self, source: &Description) -> Plan {
         // Threads below share the cores: a polling thread would take turns
         // from them.

@@ -812,12 +812,12 @@ fn every_column_type_reads_into_its_serde_type() {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
     };
-    let read = |name: &str| -> Vec<Result<Typed>> {
+    let rows_in = |name: &str| -> Vec<Result<Typed>> {
         let files = Files::list([dir.0.join(name)]).unwrap();
         files.read_parquet::<Typed>().start().unwrap().collect()
     };
     write("in_order.parquet", columns.clone());
-    let rows: Vec<Typed> = read("in_order.parquet")
+    let rows: Vec<Typed> = rows_in("in_order.parquet")
         .into_iter()
         .map(Result::unwrap)
         .collect();
@@ -826,7 +826,7 @@ fn every_column_type_reads_into_its_serde_type() {
     named.reverse();
     named.push(("extra", Arc::new(Int64Array::from(vec![1, 2, 3]))));
     write("by_name.parquet", named);
-    let rows: Vec<Typed> = read("by_name.parquet")
+    let rows: Vec<Typed> = rows_in("by_name.parquet")
         .into_iter()
         .map(Result::unwrap)
         .collect();
@@ -834,7 +834,7 @@ fn every_column_type_reads_into_its_serde_type() {
     let mut wrong = columns;
     wrong[0].1 = Arc::new(Int64Array::from(vec![1, 2, 3]));
     write("wrong.parquet", wrong);
-    for row in read("wrong.parquet") {
+    for row in rows_in("wrong.parquet") {
         let e = row.unwrap_err().to_string();
         assert!(
             e.contains("wrong.parquet") && e.contains("column `flag`"),
