@@ -180,6 +180,9 @@
 //! old rank's state from before it, made to read only the records the item
 //! came from; a weighted mix there draws on the old rank's stream again),
 //! which that rank pulls again at restore, passing over what was returned.
+//! Above a mix that restarts its sources, the item may span restarts: the
+//! pending plan also lists the positions each later run read of the old
+//! rank's share (`then`), and the replay's restarts follow it.
 //!
 //! `batch(n)` stays a per-rank batch of `n` by default: the job's global
 //! batch is `n × world_size`, and changes with the number of ranks.
@@ -194,9 +197,8 @@
 //! Pipelines whose position is not a function of global indices or files: an
 //! [`IterableWrapper`](crate::IterableWrapper), a `SamplerWrapper` (use an
 //! [`ElasticSampler`]), a `Cycler`, `header`, `zip`, `shard` (but over `Files` read as above),
-//! a mix under `StopCriteria::FirstDatasetExhausted` (what a pass reads
-//! depends on the number of ranks), and a `flat_map` or `unbatch` above a
-//! mix that restarts its sources (its item may come from a restarted run).
+//! and a mix under `StopCriteria::FirstDatasetExhausted` (what a pass reads
+//! depends on the number of ranks).
 //! The error names the node and its path in the state; [`check`] gives it
 //! from a pipeline's description, before training. So
 //! are incomplete state sets (a rank missing or given twice), states of

@@ -3,12 +3,17 @@
 //! after the item, the item kept as a [`Pending`]), and each rewound into a
 //! state of the new rank's pipeline that yields it again.
 
+use std::ops::Range;
+
 use nodes_core::{Description, Error, Result, Resume, State};
 use serde_json::Value;
 
 use crate::elastic::Plan;
-use crate::elastic::walk::{Begun, ByPath, Cut, Found, child_at, refuse, replace_at, walk};
+use crate::elastic::walk::{
+    Begun, ByPath, Cut, Found, child_at, refuse, replace_at, restarts, walk,
+};
 use crate::sources::files::RankPlan;
+use crate::transforms::shard::PLANNED;
 
 /// An item an old rank's `flat_map` (or `unbatch`) was part way through:
 /// `before`, a state of its source that yields the item first once the
@@ -46,6 +51,11 @@ pub(crate) struct Rewind {
     pub(crate) files: Option<FilesAt>,
     /// The positions to read, in order.
     pub(crate) positions: Vec<u64>,
+    /// Those of each run after it, where a mix restarted the source while
+    /// it read the item.
+    pub(crate) then: Vec<Vec<u64>>,
+    /// The epoch the first restart moves to, as the old rank's plan said.
+    pub(crate) next_epoch: Option<u64>,
     /// The positions of an interleave's open slots, in slot order.
     pub(crate) slots: Vec<u64>,
     /// The length of the epoch's order.
@@ -84,10 +94,25 @@ pub(super) fn walk_expands(
         return walk(child, &before, &[], false, out);
     }
     let first = out.cuts.len();
-    walk(child, &walked_source(state, key)?, &[], threaded_above, out)?;
+    let source = walked_source(state, key)?;
+    walk(child, &source, &[], threaded_above, out)?;
     if idx > 0 {
-        let item = rewound(child, before, idx, Some(&out.cuts[first..]))?;
-        pending.push(item);
+        let raw;
+        let after = match child.subtree().any(restarts) {
+            // The item may span restarts: where the sources stand, not
+            // where their first runs ended (which the dealing reads).
+            true => {
+                let mut found = Found {
+                    raw_restarts: true,
+                    ..Found::default()
+                };
+                walk(child, &source, &[], threaded_above, &mut found)?;
+                raw = found.cuts;
+                &raw[..]
+            }
+            false => &out.cuts[first..],
+        };
+        pending.push(rewound(child, before, idx, Some(after))?);
     }
     out.pending.push((state.path().to_owned(), pending));
     Ok(())
@@ -100,6 +125,7 @@ pub(super) fn walk_expands(
 fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) -> Result<Pending> {
     let mut found = Found {
         cursors_only: true,
+        raw_restarts: true,
         ..Found::default()
     };
     walk(desc, &before, &[], false, &mut found)?;
@@ -115,14 +141,17 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
     let replays = found.weighted.iter().map(|path| relative(path)).collect();
     let mut rewinds = Vec::new();
     for (i, cut) in found.cuts.iter().enumerate() {
-        let (plan, world) = (&cut.old.plan, cut.world_size);
-        let end = match after.map(|cuts| cuts.get(i)) {
-            Some(Some(after)) => after.through,
+        let plan = &cut.old.plan;
+        let (positions, then) = match after.map(|cuts| cuts.get(i)) {
+            Some(Some(after)) => spans(cut, after)?,
             Some(None) => {
                 let why = "the source's state after the item has fewer sources than before it";
                 return Err(Error::bad_state(base, why));
             }
-            None => plan.len(cut.len, world),
+            None => (
+                read(cut, plan, cut.from..plan.len(cut.len, cut.world_size)),
+                plan.then.clone(),
+            ),
         };
         let slots = found
             .begun
@@ -134,7 +163,9 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
         rewinds.push(Rewind {
             at: relative(&cut.node_path),
             files: cut.files.clone(),
-            positions: (cut.from..end).map(|s| plan.position(s, world)).collect(),
+            positions,
+            then,
+            next_epoch: plan.next_epoch,
             slots: slots.collect(),
             len: cut.len,
         });
@@ -146,6 +177,46 @@ fn rewound(desc: &Description, before: State, skip: u64, after: Option<&[Cut]>) 
         nested,
         replays,
     })
+}
+
+/// The positions of `plan` (of `cut`'s source) at `steps`.
+fn read(cut: &Cut, plan: &Plan, steps: Range<u64>) -> Vec<u64> {
+    steps.map(|s| plan.position(s, cut.world_size)).collect()
+}
+
+/// The most positions a pending item's later runs may list: what an edited
+/// state can make a reshard allocate (a real item spans about one run per
+/// record it holds).
+const MAX_LATER_POSITIONS: u64 = 1 << 24;
+
+/// The positions a pending item's source read, from where it stood before
+/// the item (`cut`) to where it stood after (`after`): those of its run,
+/// then, for each restart a mix made while it read the item, those of the
+/// old rank's share of the new run it read (every run in full but the last).
+fn spans(cut: &Cut, after: &Cut) -> Result<(Vec<u64>, Vec<Vec<u64>>)> {
+    let plan = &cut.old.plan;
+    if after.epoch == cut.epoch {
+        return Ok((read(cut, plan, cut.from..after.through), Vec::new()));
+    }
+    // The first restart moves to the epoch the plan says, the next ones
+    // each to the epoch after.
+    let restart = plan.next_epoch(cut.epoch, true);
+    let fresh = Plan::fresh(cut.old.rank);
+    let share = fresh.len(cut.len, cut.world_size);
+    let full = after.epoch.checked_sub(restart);
+    let total = full.and_then(|n| n.checked_mul(share)?.checked_add(after.through));
+    let Some(full) = full.filter(|_| total.is_some_and(|t| t <= MAX_LATER_POSITIONS)) else {
+        let why = format!(
+            "the source is in epoch {} after the item and in epoch {} before it (restarting from epoch {restart}): not the runs of one item",
+            after.epoch, cut.epoch
+        );
+        return Err(Error::bad_state(after.path.clone(), why));
+    };
+    let all = read(cut, &fresh, 0..share);
+    let mut then = vec![all; full as usize];
+    then.push(read(cut, &after.old.plan, 0..after.through));
+    let first = read(cut, plan, cut.from..plan.len(cut.len, cut.world_size));
+    Ok((first, then))
 }
 
 /// The state a reshard reads a `flat_map`'s or `unbatch`'s source from,
@@ -226,6 +297,7 @@ pub(super) fn planned(
 ) -> Result<State> {
     let mut files = child_at(shard_state, files_key)?;
     let world_size = world;
+    let runs = 1 + plan.then.len() as u64;
     files.insert("plan", RankPlan { plan, world_size })?;
     files.insert("num_yielded", 0u64)?;
     files.insert("started", true)?;
@@ -233,7 +305,7 @@ pub(super) fn planned(
     files.insert("near", Vec::<String>::new())?;
     let mut shard_state = replace_at(shard_state.clone(), files_key, files)?;
     shard_state.insert("seen", 0u64)?;
-    shard_state.insert("planned", true)?;
+    shard_state.insert(PLANNED, runs)?;
     Ok(shard_state)
 }
 
@@ -245,10 +317,9 @@ pub(super) fn rewind(item: &Pending, rank: u64, world: u64) -> Result<State> {
     for rewind in &item.rewinds {
         let node = child_at(&state, &rewind.at)?;
         let plan = Plan {
-            id: 0,
-            owed: rewind.positions.clone(),
-            tail: rewind.len,
-            next_epoch: None,
+            next_epoch: rewind.next_epoch,
+            then: rewind.then.clone(),
+            ..Plan::only(rewind.positions.clone(), rewind.len)
         };
         let new = match &rewind.files {
             None => planned_sampler(node, &plan, rank, world)?,
@@ -297,12 +368,7 @@ fn rewind_files(
         let old = node.child("slots")?;
         let mut new = State::new();
         for (key, &position) in old.keys().zip(slots) {
-            let one = Plan {
-                id: 0,
-                owed: vec![position],
-                tail: len,
-                next_epoch: None,
-            };
+            let one = Plan::only(vec![position], len);
             let slot = old.child(key)?;
             let source = planned(&slot.child("source")?, files_key, one, world)?;
             new.insert_child(key.to_owned(), replace_at(slot, "source", source)?);

@@ -69,6 +69,7 @@ impl Dealing {
             owed,
             tail,
             next_epoch: None,
+            then: Vec::new(),
         }
     }
 }

@@ -404,12 +404,7 @@ fn rebuild_files(
         let Begun::Slot { item, inner } = at else {
             unreachable!("an interleave's cut")
         };
-        let one = Plan {
-            id: 0,
-            owed: vec![position],
-            tail: len,
-            next_epoch: None,
-        };
+        let one = Plan::only(vec![position], len);
         let mut slot = State::new().with("item", item)?;
         slot.insert_child("source", planned(one)?);
         slot.insert_child("state", inner);

@@ -23,6 +23,12 @@ use crate::{Cx, Error, Hint, Init, Node, NodeId, NodeName, Result, State, Valida
 /// `next_epoch`, written by a reshard under a mix that restarts its
 /// sources, is the epoch the source's next restart moves to: past every
 /// epoch an old rank's restarts read, and the same on every new rank.
+///
+/// `then`, written by a reshard only into the source of an item an old
+/// rank's `flat_map` was part way through (see `elastic::pending`), lists
+/// the positions each of the next runs reads, one list per restart: such
+/// an item may span restarts of a source under a `CYCLE_*` mix, and its
+/// old rank read those runs as its own share.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Plan {
@@ -31,6 +37,8 @@ pub(crate) struct Plan {
     pub(crate) tail: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) next_epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) then: Vec<Vec<u64>>,
 }
 
 impl Plan {
@@ -41,7 +49,36 @@ impl Plan {
             owed: Vec::new(),
             tail: rank,
             next_epoch: None,
+            then: Vec::new(),
         }
+    }
+
+    /// The plan of a run that reads exactly `owed`, of an order of `len`.
+    pub(crate) fn only(owed: Vec<u64>, len: u64) -> Plan {
+        Plan {
+            id: 0,
+            owed,
+            tail: len,
+            next_epoch: None,
+            then: Vec::new(),
+        }
+    }
+
+    /// The plan a restart moves to: the first run of `then`, if any.
+    pub(crate) fn restarted(&self, len: u64) -> Option<Plan> {
+        let (first, rest) = self.then.split_first()?;
+        let then = rest.to_vec();
+        Some(Plan {
+            then,
+            ..Plan::only(first.clone(), len)
+        })
+    }
+
+    /// A listed position (of `owed` or `then`) past the end of an order of
+    /// `len`, if there is one.
+    pub(crate) fn outside(&self, len: u64) -> Option<u64> {
+        let listed = self.owed.iter().chain(self.then.iter().flatten());
+        listed.copied().find(|&p| p >= len)
     }
 
     /// How many positions the plan reads from an order of `len` positions.
@@ -99,7 +136,9 @@ impl Plan {
 /// `epoch`, `num_yielded`, `started` (as [`SamplerWrapper`](crate::SamplerWrapper)),
 /// `rank`, `world_size`, `len` (of the global order), and `plan`: `{id,
 /// owed, tail}`, the positions this rank reads this epoch (`owed`, then
-/// `tail`, `tail + world_size`, ...). Restore is O(1) plus the size of
+/// `tail`, `tail + world_size`, ...; where a reshard wrote them,
+/// `next_epoch`, the epoch of its next restart, and `then`, the positions
+/// of the runs after this one). Restore is O(1) plus the size of
 /// `owed`.
 ///
 /// The rank and world size are not part of the pipeline's description (so a
@@ -147,7 +186,7 @@ pub struct ElasticSampler<S> {
     // Set by `new`; a restore checks it against the order.
     #[node(state, default = self.order_len())]
     len: u64,
-    #[node(state, default = Plan::fresh(self.ranks.rank))]
+    #[node(state, default = self.restarted_plan())]
     plan: Plan,
 }
 
@@ -205,6 +244,13 @@ impl<S> ElasticSampler<S> {
     fn order_len(&self) -> u64 {
         self.len
     }
+
+    /// The plan of the run a `reset(None)` starts: the next one a pending
+    /// item's plan lists (see [`Plan`]), else a fresh one.
+    fn restarted_plan(&self) -> Plan {
+        let next = self.plan.restarted(self.len);
+        next.unwrap_or_else(|| Plan::fresh(self.ranks.rank))
+    }
 }
 
 impl<S: Sampler> Node for ElasticSampler<S> {
@@ -247,8 +293,8 @@ impl<S: Sampler> Validate for ElasticSampler<S> {
         }
         let plan: Plan = state.get("plan")?;
         plan.check_next_epoch(state.get("epoch")?, || state.path_of("plan"))?;
-        if let Some(p) = plan.owed.iter().find(|&&p| p >= len) {
-            let why = format!("owed position {p} is past the order's end ({len})");
+        if let Some(p) = plan.outside(len) {
+            let why = format!("planned position {p} is past the order's end ({len})");
             return Err(Error::bad_state(state.path_of("plan"), why));
         }
         let num_yielded: u64 = state.get("num_yielded")?;
@@ -295,6 +341,7 @@ mod tests {
             owed: vec![2, 5],
             tail: 8,
             next_epoch: None,
+            then: Vec::new(),
         };
         assert_eq!(plan.len(12, 2), 4);
         assert_eq!(

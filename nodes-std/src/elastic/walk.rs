@@ -77,6 +77,10 @@ pub(crate) struct Found {
     /// Only the cursors are wanted: items a threaded node delivered past
     /// its snapshot are not counted (a pending item's state replays them).
     pub(super) cursors_only: bool,
+    /// Sources under a mix that restarts them are read where they stand,
+    /// not from where their first runs ended: for the positions a pending
+    /// item read, which may span restarts.
+    pub(super) raw_restarts: bool,
     /// With `cursors_only`, the paths of the weighted mixes' states.
     pub(super) weighted: Vec<String>,
     /// The epoch each sampler and `Files` under a mix that restarts its
@@ -125,14 +129,11 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
         | Resume::ReadsAhead { .. }
         | Resume::ReadsFiles
         | Resume::Interleaves
+        | Resume::Expands
         | Resume::Mixes {
             stops_at_first_end: false,
             ..
         } => None,
-        Resume::Expands if desc.subtree().any(restarts) => Some(
-            "it may be part way through an item drawn from a source that a mix below had restarted, which no reshard can draw again: put the flat_map or unbatch below the mix, or use StopCriteria::AllDatasetsExhausted",
-        ),
-        Resume::Expands => None,
         Resume::ListsFiles | Resume::Shards => Some(
             "a list of files or a shard reshards only as `Files` (maybe shuffled) under `shard(rank, world_size)`, read by `read_lines`, `read_jsonl` or `read_parquet` right above",
         ),
@@ -150,7 +151,7 @@ pub(crate) fn refusal(desc: &Description) -> Option<&'static str> {
 
 /// Whether `desc` is a mix that restarts its sources (the `CYCLE_*` stop
 /// criteria).
-fn restarts(desc: &Description) -> bool {
+pub(super) fn restarts(desc: &Description) -> bool {
     *desc.resume()
         == Resume::Mixes {
             each_once: false,
@@ -601,7 +602,10 @@ pub(crate) fn walk(
                 out.weighted.push(state.path().to_owned());
             }
             for (key, child) in desc.children() {
-                let source = dealt_source(desc, state, key)?;
+                let source = match out.raw_restarts {
+                    true => child_at(state, key)?,
+                    false => dealt_source(desc, state, key)?,
+                };
                 walk(child, &source, relative, threaded_above, out)?;
                 if restarts(desc) {
                     push_next_epochs(child, &child_at(state, key)?, out)?;

@@ -43,7 +43,8 @@ use nodes_core::{Count, Listed, Tally};
 /// `plan`: `null`, or in a state [`elastic`](crate::elastic) wrote, the
 /// positions of the epoch's order this rank reads (`owed`, then `tail`,
 /// `tail + world_size`, ...; a [`shard`](crate::NodeExt::shard) above then
-/// passes them all on). Restore is O(1) (but for the plan's `owed` list): a
+/// passes them all on; in the source of an item a reshard replays, `then`
+/// lists those of the runs after it). Restore is O(1) (but for the plan's `owed` list): a
 /// comparison with that digest and one index computation.
 ///
 /// # Errors
@@ -112,7 +113,7 @@ pub struct Files {
     files: ListSummary,
     /// The positions of the epoch's order this rank reads, when a reshard
     /// dealt them (see [`elastic`](crate::elastic)); `None`: every position.
-    #[node(state)]
+    #[node(state, default = self.restarted_plan())]
     plan: Option<RankPlan>,
     /// The epoch's order, when shuffled.
     #[node(lazy)]
@@ -325,6 +326,15 @@ impl Files {
         RankPlan::next_epoch(self.plan.as_ref(), self.epoch, self.started)
     }
 
+    /// The plan of the run a `reset(None)` starts: the next one a pending
+    /// item's plan lists (see [`Plan`]), else none.
+    fn restarted_plan(&self) -> Option<RankPlan> {
+        let p = self.plan.as_ref()?;
+        let plan = p.plan.restarted(self.names.len() as u64)?;
+        let world_size = p.world_size;
+        Some(RankPlan { plan, world_size })
+    }
+
     /// How many files this rank reads this epoch.
     fn planned_len(&self) -> u64 {
         let len = self.names.len() as u64;
@@ -490,7 +500,7 @@ impl Validate for Files {
         let count = self.names.len() as u64;
         let plan: Option<RankPlan> = state.get("plan")?;
         if let Some(p) = &plan
-            && (p.world_size == 0 || p.plan.owed.iter().any(|&o| o >= count))
+            && (p.world_size == 0 || p.plan.outside(count).is_some())
         {
             let why = format!(
                 "Files: a plan of positions outside the list of {count} files, or of 0 ranks"

@@ -22,9 +22,10 @@ use crate::{Cx, Error, Hint, Node, NodeId, NodeName, Result, State};
 ///
 /// # State
 /// `source` (the source's state), `seen` (items, bad records included,
-/// read from the source) and `planned` (set in a state
-/// [`elastic`](crate::elastic) wrote: the source already yields only this
-/// rank's share, and every item is kept). Restoring is the source's restore.
+/// read from the source) and `planned_runs` (0, or in a state
+/// [`elastic`](crate::elastic) wrote, the runs, this one and the restarts
+/// after it, in which the source yields only this rank's share and every
+/// item is kept). Restoring is the source's restore.
 #[derive(Debug, crate::Node)]
 #[node(validate, size_hint, resume = crate::Resume::Shards)]
 #[must_use = "nodes do nothing until started"]
@@ -37,10 +38,11 @@ pub struct Sharder<S> {
     world_size: u64,
     #[node(state)]
     seen: u64,
-    /// Set by a reshard: the source yields only this rank's share already
-    /// (a [`Files`](crate::Files) with a plan), and every item is kept.
-    #[node(state)]
-    planned: bool,
+    /// Set by a reshard: in this many runs (this one and the next ones)
+    /// the source yields only this rank's share already (a
+    /// [`Files`](crate::Files) with a plan), and every item is kept.
+    #[node(state, default = self.planned_runs.saturating_sub(1))]
+    planned_runs: u64,
 }
 
 impl<S> Sharder<S> {
@@ -51,7 +53,7 @@ impl<S> Sharder<S> {
             rank,
             world_size,
             seen: 0,
-            planned: false,
+            planned_runs: 0,
         })
     }
 }
@@ -69,7 +71,7 @@ impl<S: Node> Node for Sharder<S> {
                 let position = self.seen;
                 // Wrapping: a restored state may hold any count.
                 self.seen = self.seen.wrapping_add(1);
-                if self.planned || position % self.world_size == self.rank {
+                if self.planned_runs > 0 || position % self.world_size == self.rank {
                     return item;
                 }
             }
@@ -77,23 +79,31 @@ impl<S: Node> Node for Sharder<S> {
     }
 }
 
-/// `planned` and a reshard's plan in the source come together (see
-/// [`elastic`](crate::elastic)): either one alone would drop or repeat
-/// files.
+/// `planned_runs` and a reshard's plan in the source come together (see
+/// [`elastic`](crate::elastic)): a plan of `n` runs (its own and `then`'s)
+/// with `n` planned runs; either one alone would drop or repeat files.
 impl<S> crate::Validate for Sharder<S> {
     fn validate(&self, state: &State) -> Result<()> {
-        let planned: bool = state.get("planned")?;
+        let planned: u64 = state.get(PLANNED)?;
         let source = state.child("source")?;
-        let plan = source.get_opt::<serde_json::Value>("plan")?;
-        let world = plan.and_then(|plan| plan.get("world_size")?.as_u64());
-        let why = match (planned, world) {
-            (true, None) => {
-                "`planned` is set, but the source holds no plan of a reshard".to_owned()
+        let plan = source
+            .get_opt::<serde_json::Value>("plan")?
+            .filter(|p| !p.is_null());
+        let world = plan
+            .as_ref()
+            .and_then(|plan| plan.get("world_size")?.as_u64());
+        let then = plan
+            .as_ref()
+            .and_then(|plan| plan.get("then")?.as_array().map(Vec::len));
+        let runs = plan.as_ref().map_or(0, |_| 1 + then.unwrap_or(0) as u64);
+        let why = match world {
+            None if planned != 0 => {
+                format!("`{PLANNED}` is {planned}, but the source holds no plan of a reshard")
             }
-            (false, Some(_)) => {
-                "the source holds a reshard's plan, but `planned` is not set".to_owned()
+            _ if planned != runs => {
+                format!("`{PLANNED}` is {planned}, but the source's plan is of {runs} runs")
             }
-            (true, Some(w)) if w != self.world_size => {
+            Some(w) if w != self.world_size => {
                 format!(
                     "the source's plan is for {w} ranks, the shard is one of {}",
                     self.world_size
@@ -102,11 +112,14 @@ impl<S> crate::Validate for Sharder<S> {
             _ => return Ok(()),
         };
         Err(Error::bad_state(
-            state.path_of("planned"),
+            state.path_of(PLANNED),
             format!("Sharder: {why}"),
         ))
     }
 }
+
+/// The key of [`Sharder`]'s planned runs in its state.
+pub(crate) const PLANNED: &str = "planned_runs";
 
 /// Of the source's remaining items (an error is one, at its position), the
 /// positions that fall to this rank: exact when the source's count is.
@@ -124,7 +137,7 @@ impl<S: Node> crate::SizeHint for Sharder<S> {
 impl<S> Sharder<S> {
     /// How many of the next `n` positions (from `seen` on) are this rank's.
     fn mine(&self, n: u64) -> u64 {
-        if self.planned {
+        if self.planned_runs > 0 {
             return n;
         }
         // Positions below `x` that are this rank's.

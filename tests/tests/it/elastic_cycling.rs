@@ -126,6 +126,9 @@ enum Above {
     Batch,
     /// A `prefetch`: its states need `elastic::settle` before a reshard.
     Prefetch,
+    /// Batches of 3 split again by an `unbatch`, which may be part way
+    /// through a batch drawn across a restart.
+    Unbatch,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -200,6 +203,12 @@ fn build(shape: Shape, dir: &TempDir, rank: u64, world: u64) -> Box<dyn Node<Ite
         Above::None => mixed.map(|t: Tagged| vec![t]).boxed(),
         Above::Batch => mixed.batch(2).unwrap().boxed(),
         Above::Prefetch => mixed.map(|t: Tagged| vec![t]).prefetch(2).unwrap().boxed(),
+        Above::Unbatch => mixed
+            .batch(3)
+            .unwrap()
+            .unbatch()
+            .map(|t: Tagged| vec![t])
+            .boxed(),
     }
 }
 
@@ -279,12 +288,17 @@ fn shape() -> impl Strategy<Value = Shape> {
         Just(Inside::Shuffle),
         Just(Inside::Filter)
     ];
-    let above = prop_oneof![Just(Above::None), Just(Above::Batch), Just(Above::Prefetch)];
+    let above = prop_oneof![
+        Just(Above::None),
+        Just(Above::Batch),
+        Just(Above::Prefetch),
+        Just(Above::Unbatch)
+    ];
     (mix, inside, above).prop_map(|(mix, inside, above)| Shape { mix, inside, above })
 }
 
 proptest! {
-    #![proptest_config(config(96, 0x0c1c_1e5e))]
+    #![proptest_config(config(512, 0x0c1c_1e5e))]
 
     #[test]
     fn a_cycling_mix_reshards_each_first_run_exactly_once(

@@ -12,7 +12,7 @@
 //!                                              CycleUntilAllDatasetsExhausted,
 //!                                              over two files or more: one
 //!                                              source per half of them)
-//! source   := files reader record*            (0 to 3 record stages)
+//! source   := files reader record* sgroup     (0 to 3 record stages)
 //! files    := Files::list(..).shuffle_files(seed).shard(rank, world)
 //! reader   := read_lines | read_jsonl | read_parquet
 //!           | interleave(1..=3, 1..=2, (read_jsonl | read_parquet) [prefetch(2)])
@@ -24,6 +24,7 @@
 //!           | par_map(1..=2, out of order)
 //! group    := none | batch(1..=3) + concat | pack(4) | pack_exact(4)
 //!           | pack(4).with_segments()
+//! sgroup   := none | batch(1..=3) + concat | pack(4)   (each source's own)
 //! stage    := map | shuffle(1..=4) | par_map(1..=2) | prefetch(1..=3)
 //!           | flat_map | unbatch | par_map(1..=2, out of order)
 //! ```
@@ -36,10 +37,7 @@
 //! states are settled like an in-order one's.
 //!
 //! A `flat_map` splits a record into one record per token; an `unbatch`
-//! does the same (each token then made a record of its own). Above a mix
-//! that restarts its sources, `check` refuses both (they may be part way
-//! through an item of a restarted run; tested in `elastic_files`): there
-//! the grammar makes them maps.
+//! does the same (each token then made a record of its own).
 //!
 //! Under a mix that restarts its sources, each token carries the epoch of
 //! the `Files` run it was read in (see `elastic_cycling`), and the check is
@@ -159,11 +157,7 @@ impl Shape {
     /// or a pack: there it runs in order).
     fn unordered_where_accepted(mut self) -> Shape {
         let mut gap = matches!(self.reader, Reader::Interleave { .. });
-        let middle = !matches!(self.mix, Mix::None)
-            || matches!(
-                self.group,
-                Group::Pack | Group::PackExact | Group::PackSegments
-            );
+        let middle = !matches!(self.mix, Mix::None) || self.packs();
         let records = self.record.len();
         let expands: Vec<bool> = self
             .record
@@ -185,17 +179,12 @@ impl Shape {
         self
     }
 
-    /// The shape with each `flat_map` and `unbatch` above a mix that
-    /// restarts its sources made a map, where `check` refuses them.
-    fn maps_above_restarts(mut self) -> Shape {
-        if self.cycling && !matches!(self.mix, Mix::None) {
-            for stage in &mut self.after {
-                if matches!(stage, Stage::FlatMap | Stage::Unbatch) {
-                    *stage = Stage::Map;
-                }
-            }
-        }
-        self
+    /// Whether a pack stands between the record stages and the stages
+    /// after the group.
+    fn packs(&self) -> bool {
+        [self.source_group, self.group]
+            .iter()
+            .any(|g| matches!(g, Group::Pack | Group::PackExact | Group::PackSegments))
     }
 
     /// Whether a threaded stage stands above an interleave, filter,
@@ -211,11 +200,7 @@ impl Shape {
         for stage in &self.record {
             place(stage, &mut gap);
         }
-        gap |= !matches!(self.mix, Mix::None)
-            || matches!(
-                self.group,
-                Group::Pack | Group::PackExact | Group::PackSegments
-            );
+        gap |= !matches!(self.mix, Mix::None) || self.packs();
         for stage in &self.after {
             place(stage, &mut gap);
         }
@@ -298,6 +283,9 @@ enum Mix {
 struct Shape {
     reader: Reader,
     record: Vec<Stage>,
+    /// Each source's own group, above its record stages: none, a batch or
+    /// a pack (which drop nothing).
+    source_group: Group,
     mix: Mix,
     /// The mix restarts its sources (`CycleUntilAllDatasetsExhausted`).
     cycling: bool,
@@ -402,9 +390,30 @@ fn source(
     staged(shape, read)
 }
 
-/// `read` with the shape's record stages above it.
+/// `read` with the shape's record stages and its sources' group above it.
 fn staged(shape: &Shape, read: Boxed<Vec<String>>) -> Boxed<Vec<String>> {
-    shape.record.iter().fold(read, |node, &s| stage(node, s))
+    let staged = shape.record.iter().fold(read, |node, &s| stage(node, s));
+    grouped(staged, shape.source_group)
+}
+
+/// `node` grouped as `group` says.
+fn grouped(node: Boxed<Vec<String>>, group: Group) -> Boxed<Vec<String>> {
+    match group {
+        Group::None => node,
+        Group::Batch(n) => node
+            .batch(n)
+            .unwrap()
+            .map(|b: Vec<Vec<String>>| b.concat())
+            .boxed(),
+        Group::Pack => node.pack(4).unwrap().boxed(),
+        Group::PackExact => node.pack_exact(4).unwrap().boxed(),
+        Group::PackSegments => node
+            .pack(4)
+            .unwrap()
+            .with_segments()
+            .map(|p: nodes_std::Packed<String>| p.tokens)
+            .boxed(),
+    }
 }
 
 fn build(
@@ -456,22 +465,7 @@ fn build(
             .stop_criteria(stop)
             .boxed(),
     };
-    let grouped: Boxed<Vec<String>> = match shape.group {
-        Group::None => mixed,
-        Group::Batch(n) => mixed
-            .batch(n)
-            .unwrap()
-            .map(|b: Vec<Vec<String>>| b.concat())
-            .boxed(),
-        Group::Pack => mixed.pack(4).unwrap().boxed(),
-        Group::PackExact => mixed.pack_exact(4).unwrap().boxed(),
-        Group::PackSegments => mixed
-            .pack(4)
-            .unwrap()
-            .with_segments()
-            .map(|p: nodes_std::Packed<String>| p.tokens)
-            .boxed(),
-    };
+    let grouped = grouped(mixed, shape.group);
     shape.after.iter().fold(grouped, |node, &s| stage(node, s))
 }
 
@@ -714,22 +708,28 @@ fn shape() -> impl Strategy<Value = Shape> {
         Just(Group::PackExact),
         Just(Group::PackSegments),
     ];
+    let source_group = prop_oneof![
+        2 => Just(Group::None),
+        1 => (1usize..=3).prop_map(Group::Batch),
+        1 => Just(Group::Pack),
+    ];
     let stages = (
         prop::collection::vec(record(), 0..=3),
+        source_group,
         prop::collection::vec(after(), 0..=2),
     );
     (reader, mix, any::<bool>(), group, stages).prop_map(
-        |(reader, mix, cycling, group, (record, after))| {
+        |(reader, mix, cycling, group, (record, source_group, after))| {
             Shape {
                 reader,
                 record,
+                source_group,
                 mix,
                 cycling,
                 group,
                 after,
             }
             .unordered_where_accepted()
-            .maps_above_restarts()
         },
     )
 }
@@ -749,6 +749,11 @@ proptest! {
     ) {
         let corpus = Corpus::empty("grammar");
         let (lines, packing): (Vec<u32>, Vec<Packing>) = files.into_iter().unzip();
+        // A mix needs a file for each of its sources (see `build`).
+        let shape = match lines.len() {
+            0 | 1 => Shape { mix: Mix::None, ..shape }.unordered_where_accepted(),
+            _ => shape,
+        };
         let paths = if shape.reader.parquet() {
             write_parquet(&corpus, &lines)
         } else {
