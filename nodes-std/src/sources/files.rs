@@ -44,8 +44,8 @@ use nodes_core::{Count, Listed, Tally};
 /// positions of the epoch's order this rank reads (`owed`, then `tail`,
 /// `tail + world_size`, ...; a [`shard`](crate::NodeExt::shard) above then
 /// passes them all on; in the source of an item a reshard replays, `then`
-/// lists those of the runs after it). Restore is O(1) (but for the plan's `owed` list): a
-/// comparison with that digest and one index computation.
+/// lists those of the runs after it). Restore is O(1) (but for the plan's
+/// lists): a comparison with that digest and one index computation.
 ///
 /// # Errors
 /// The constructors return [`Error::InvalidArgument`] when the directory

@@ -696,4 +696,26 @@ fn a_plan_without_planned_or_planned_without_a_plan_is_refused() {
         // Unedited, it loads.
         Loader::new(build(0, world)).load_state_dict(state).unwrap();
     }
+    // The runs after a planned one (`then`, which a reshard writes into a
+    // replayed item's source) count among the planned runs, and their
+    // positions are checked against the list like the plan's own.
+    for (then, runs, at) in [(3, 2, "/plan"), (0, 1, "/planned_runs")] {
+        let mut value = with_planned(&resharded, runs).to_value();
+        let plan = first_plan(&mut value).expect("a Files with a plan");
+        plan["then"] = serde_json::json!([[then]]);
+        let edited = State::from_value(value).unwrap();
+        let mut loader = Loader::new(build(0, 3)).verify_checksum(false);
+        let err = loader.load_state_dict(&edited).unwrap_err();
+        assert!(err.is_bad_state(), "{err}");
+        assert!(err.to_string().contains(at), "{at}: {err}");
+    }
+}
+
+/// The first plan in `value` that is not null.
+fn first_plan(value: &mut serde_json::Value) -> Option<&mut serde_json::Value> {
+    let map = value.as_object_mut()?;
+    if map.get("plan").is_some_and(|p| !p.is_null()) {
+        return map.get_mut("plan");
+    }
+    map.values_mut().find_map(first_plan)
 }
