@@ -12,6 +12,12 @@
 //!                                              CycleUntilAllDatasetsExhausted,
 //!                                              over two files or more: one
 //!                                              source per half of them)
+//!           | mix(source, mix(source, source))
+//!                                             (weighted over a round-robin,
+//!                                              the same criterion, over four
+//!                                              files or more: the even
+//!                                              files, and each half of the
+//!                                              odd ones)
 //! source   := files reader record* sgroup     (0 to 3 record stages)
 //! files    := Files::list(..).shuffle_files(seed).shard(rank, world)
 //! reader   := read_lines | read_jsonl | read_parquet
@@ -277,6 +283,8 @@ enum Mix {
     None,
     Weighted,
     RoundRobin,
+    /// A weighted mix of a source and a round-robin mix of two.
+    Nested,
 }
 
 #[derive(Clone, Debug)]
@@ -441,15 +449,23 @@ fn build(
         Tag::new(read).map(tag).boxed()
     };
     let sources = || [("even", tagged(half(0))), ("odd", tagged(half(1)))];
+    // Every other one of the odd files.
+    let quarter = |skip: usize| {
+        half(1)
+            .into_iter()
+            .skip(skip)
+            .step_by(2)
+            .collect::<Vec<_>>()
+    };
     let stop = match shape.cycling {
         true => StopCriteria::CycleUntilAllDatasetsExhausted,
         false => StopCriteria::AllDatasetsExhausted,
     };
     // A mix needs a file for each of its sources.
-    let mix = if files.len() < 2 {
-        Mix::None
-    } else {
-        shape.mix
+    let mix = match files.len() {
+        0 | 1 => Mix::None,
+        2 | 3 if matches!(shape.mix, Mix::Nested) => Mix::Weighted,
+        _ => shape.mix,
     };
     let mixed: Boxed<Vec<String>> = match mix {
         Mix::None => source(shape, files.to_vec(), place, rank, world),
@@ -464,6 +480,21 @@ fn build(
             .unwrap()
             .stop_criteria(stop)
             .boxed(),
+        Mix::Nested => {
+            let odd = [("odd_a", tagged(quarter(0))), ("odd_b", tagged(quarter(1)))];
+            let odd = MultiNodeRoundRobinSampler::new(odd)
+                .unwrap()
+                .stop_criteria(stop)
+                .boxed();
+            let sources = [("even", tagged(half(0))), ("odd", odd)];
+            MultiNodeWeightedSampler::new(sources, [("even", 0.6), ("odd", 0.4)])
+                .unwrap()
+                .stop_criteria(stop)
+                .seed(5)
+                .rank(rank, world)
+                .unwrap()
+                .boxed()
+        }
     };
     let grouped = grouped(mixed, shape.group);
     shape.after.iter().fold(grouped, |node, &s| stage(node, s))
@@ -593,9 +624,19 @@ fn s3() -> impl Strategy<Value = bool> {
 /// Checks the tokens delivered under a mix that restarts its sources
 /// (each `epoch|token`), per source (the files of one parity): those of
 /// the first run (epoch 0, on every rank) are the source's tokens, each at
-/// most once, and every later run delivers a token of the source at most
-/// once. Returns how many of the first run's tokens were not delivered.
-fn per_source_pass(delivered: &[String], expected: &[String]) -> Result<u64, String> {
+/// most once, and, where `later_once`, every later run delivers a token of
+/// the source at most once. Returns how many of the first run's tokens
+/// were not delivered.
+///
+/// Under nested mixes that restart their sources, a restart of the inner
+/// mix starts its sources at the epoch after their first runs, which their
+/// own restarts in the pass before had read already: only the first runs
+/// are told apart by their epochs there.
+fn per_source_pass(
+    delivered: &[String],
+    expected: &[String],
+    later_once: bool,
+) -> Result<u64, String> {
     let file = |token: &str| token.split(':').next().unwrap().parse::<usize>().unwrap();
     let mut dropped = 0;
     for parity in 0..2 {
@@ -607,7 +648,8 @@ fn per_source_pass(delivered: &[String], expected: &[String]) -> Result<u64, Str
             .map(|(e, t)| (e.parse().unwrap(), t))
             .collect();
         runs.sort();
-        if let Some(w) = runs.windows(2).find(|w| w[0] == w[1]) {
+        let checked = |w: &&[(u64, &str)]| later_once || w[0].0 == 0;
+        if let Some(w) = runs.windows(2).filter(checked).find(|w| w[0] == w[1]) {
             return Err(format!("{:?} delivered twice in one run", w[0]));
         }
         if let Some(stray) = runs.iter().find(|(_, t)| !ours.iter().any(|o| o == t)) {
@@ -700,7 +742,12 @@ fn shape() -> impl Strategy<Value = Shape> {
         parquet().prop_map(|p| if p { Reader::Parquet } else { Reader::Lines }),
         parquet().prop_map(|p| if p { Reader::RowGroups } else { Reader::Jsonl }),
     ];
-    let mix = prop_oneof![Just(Mix::None), Just(Mix::Weighted), Just(Mix::RoundRobin)];
+    let mix = prop_oneof![
+        Just(Mix::None),
+        Just(Mix::Weighted),
+        Just(Mix::RoundRobin),
+        Just(Mix::Nested)
+    ];
     let group = prop_oneof![
         Just(Group::None),
         (1usize..=3).prop_map(Group::Batch),
@@ -752,6 +799,7 @@ proptest! {
         // A mix needs a file for each of its sources (see `build`).
         let shape = match lines.len() {
             0 | 1 => Shape { mix: Mix::None, ..shape }.unordered_where_accepted(),
+            2 | 3 if matches!(shape.mix, Mix::Nested) => Shape { mix: Mix::Weighted, ..shape },
             _ => shape,
         };
         let paths = if shape.reader.parquet() {
@@ -773,7 +821,9 @@ proptest! {
         let expected = expected(&shape, &lines);
         let exact = matches!(shape.group, Group::PackExact);
         if shape.cycling && !matches!(shape.mix, Mix::None) && lines.len() >= 2 {
-            let dropped = per_source_pass(&delivered, &expected).map_err(TestCaseError::fail)?;
+            let later_once = !matches!(shape.mix, Mix::Nested);
+            let dropped = per_source_pass(&delivered, &expected, later_once)
+                .map_err(TestCaseError::fail)?;
             prop_assert!(exact || dropped == 0, "{dropped} tokens dropped");
             prop_assert!(dropped <= 3 * (n + m + k), "{dropped} tokens dropped");
         } else if exact {
