@@ -4,7 +4,10 @@
 //!
 //! - `read_parquet_rows`: `read_parquet::<Row>()` against a hand-written
 //!   arrow-rs loop (`ParquetRecordBatchReader`, batches of 1,024, columns
-//!   downcast once per batch) building the same owned `Row`s; target 0.9.
+//!   downcast once per batch) building the same owned `Row`s, texts of
+//!   about 24 bytes (where the per-row cost shows most); target 0.9.
+//! - `read_parquet_rows_documents`: the same over texts of about 3 KB, the
+//!   size of a pretraining document; target 0.9.
 //! - `read_parquet_batches`: `read_parquet_batches(1024)` against the same
 //!   reader's batches of 1,024 rows; target 0.9.
 //! - `restore_parquet`: a fresh `read_parquet_batches` pipeline restored
@@ -79,8 +82,17 @@ fn cases(dir: &Path, quick: bool) -> Res<()> {
     let path = dir.join("rows.parquet");
     let rows = if quick { 100_000 } else { 1_000_000 };
     let bytes = write(&path, rows, 24)?;
-    read_rows(&path, rows as u64, bytes)?;
+    read_rows("read_parquet_rows", &path, rows as u64, (bytes, 24))?;
     read_batches(&path, rows as u64, bytes)?;
+    let documents = dir.join("documents.parquet");
+    let rows = if quick { 3_000 } else { 30_000 };
+    let bytes = write(&documents, rows, 3_000)?;
+    read_rows(
+        "read_parquet_rows_documents",
+        &documents,
+        rows as u64,
+        (bytes, 3_000),
+    )?;
     let big = dir.join("big.parquet");
     let bytes = write(&big, 1_000_000, 216)?;
     restore(&big, bytes)
@@ -91,7 +103,8 @@ fn hand_reader(path: &Path) -> Res<parquet::arrow::arrow_reader::ParquetRecordBa
     Ok(builder.with_batch_size(1024).build()?)
 }
 
-fn read_rows(path: &Path, rows: u64, bytes: u64) -> Res<()> {
+/// `case`: rows of `path` (`bytes` long, texts of about `text` bytes).
+fn read_rows(case: &str, path: &Path, rows: u64, (bytes, text): (u64, usize)) -> Res<()> {
     let framework = || -> Res<(u64, u64)> {
         let mut running = Files::list([path])?.read_parquet::<Row>().start()?;
         let (mut n, mut sum) = (0u64, 0u64);
@@ -131,12 +144,12 @@ fn read_rows(path: &Path, rows: u64, bytes: u64) -> Res<()> {
     assert_eq!(f_out, b_out, "both sides must read the same rows");
     assert_eq!(f_out.0, rows);
     emit(
-        "read_parquet_rows",
+        case,
         rows,
         f_took,
         b_took,
         0.9,
-        json!({ "file_bytes": bytes, "baseline": "arrow-rs reader, batches of 1024, rows built by hand" }),
+        json!({ "file_bytes": bytes, "text_bytes": text, "baseline": "arrow-rs reader, batches of 1024, rows built by hand" }),
     );
     Ok(())
 }

@@ -55,6 +55,11 @@ struct Resumed {
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
 
+/// Rows read as `T` at a time, ahead of their delivery: enough to keep
+/// the general path off most rows, few enough that large rows (documents)
+/// are still in cache when delivered.
+const AHEAD_ROWS: usize = 32;
+
 /// The open file: its reader's metadata, identity and row groups' sizes.
 struct Open {
     path: PathBuf,
@@ -313,7 +318,8 @@ where
                     self.row += take as u64;
                     return Ok(Some(out));
                 }
-                open.decoded = None;
+                // Its arrays are freed before the next batch is decoded.
+                (open.decoded, open.rows) = (None, None);
             }
             if self.row_group >= open.groups.end {
                 self.close();
@@ -457,8 +463,8 @@ where
 /// arrays: a row is a map from column names to cells; integers, floats,
 /// booleans, strings, binaries, dates and timestamps (as their stored
 /// numbers), lists and structs are read, a null cell is `None`.
-/// [`columns`](ReadParquet::columns) reads only the named columns. The
-/// rows of a decoded batch (1,024) are read as `T`s together, in one tight
+/// [`columns`](ReadParquet::columns) reads only the named columns. Rows
+/// are decoded 1,024 at a time and read as `T`s 32 at a time, in one tight
 /// loop, ahead of their delivery.
 ///
 /// # State
@@ -522,10 +528,10 @@ pub struct ReadParquet<S, T> {
     ahead: Ahead<T>,
 }
 
-/// The decoded batch's next rows, read as `T`s in one tight loop when the
-/// first of them was asked for, and why the row after them is not a `T`.
-/// The reader's position counts only the rows delivered, so this is a
-/// cache: a reset or shutdown empties it.
+/// The decoded batch's next rows (at most [`AHEAD_ROWS`]), read as `T`s
+/// in one tight loop when the first of them was asked for, and why the row
+/// after them is not a `T`. The reader's position counts only the rows
+/// delivered, so this is a cache: a reset or shutdown empties it.
 struct Ahead<T> {
     rows: VecDeque<T>,
     not_a_row: Option<serde::de::value::Error>,
@@ -648,7 +654,7 @@ where
             // Rows passed over after a reshard are counted one by one.
             let end = match inner.files.passing() {
                 true => at + 1,
-                false => batch.num_rows(),
+                false => batch.num_rows().min(at + AHEAD_ROWS),
             };
             for at in at..end {
                 match rows.row(at) {

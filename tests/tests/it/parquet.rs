@@ -931,6 +931,63 @@ fn a_row_that_does_not_fit_amid_rows_that_do_is_an_error_in_its_place() {
     }
 }
 
+/// Rows are read as `T` a few dozen at a time, ahead of their delivery,
+/// from a decoded batch of up to 1,024: over a row group of 150 rows, rows
+/// that do not fit past the first few dozen are errors in their place, and
+/// a state or reset at any row around those chunks goes on exactly.
+#[test]
+fn rows_read_ahead_of_a_large_row_group_resume_exactly() {
+    use nodes_std::ErrorPolicy;
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Texted {
+        id: i64,
+        text: String,
+    }
+    let dir = Dir::new("ahead");
+    let mut rows = rows(0, 150);
+    let unfit = [40, 100];
+    for row in &mut rows {
+        row.text = (!unfit.contains(&row.id)).then(|| format!("text {}", row.id));
+    }
+    write(&dir.0.join("0.parquet"), &rows, 1024);
+    let build = |policy| {
+        Files::in_dir(&dir.0)
+            .unwrap()
+            .read_parquet::<Texted>()
+            .columns(["id", "text"])
+            .on_error(policy)
+    };
+    let items: Vec<Result<Texted>> = build(ErrorPolicy::Deliver).start().unwrap().collect();
+    assert_eq!(items.len(), rows.len());
+    for (id, item) in (0..).zip(&items) {
+        match item {
+            Ok(got) => assert_eq!((got.id, got.text.clone()), (id, format!("text {id}"))),
+            Err(e) => {
+                let e = e.to_string();
+                let named = format!("row group 0, row {id}: column `text`");
+                assert!(unfit.contains(&id) && e.contains(&named), "row {id}: {e}");
+            }
+        }
+    }
+    for cut in [
+        0, 1, 31, 32, 33, 39, 40, 41, 63, 64, 65, 72, 73, 96, 97, 98, 147, 148,
+    ] {
+        assert_save_load(|| build(ErrorPolicy::Skip).map(|r: Texted| r.id), cut);
+    }
+    let mut running = build(ErrorPolicy::Skip)
+        .map(|r: Texted| r.id)
+        .start()
+        .unwrap();
+    let ids = |running: &mut nodes_std::Running<_>, n| -> Vec<i64> {
+        running.by_ref().take(n).map(Result::unwrap).collect()
+    };
+    assert_eq!(ids(&mut running, 35), (0..35).collect::<Vec<_>>());
+    let state = running.get_state().unwrap();
+    assert_eq!(ids(&mut running, 8), [35, 36, 37, 38, 39, 41, 42, 43]);
+    running.reset(Some(&state)).unwrap();
+    assert_eq!(ids(&mut running, 6), [35, 36, 37, 38, 39, 41]);
+}
+
 /// Over row groups, progress counts each as a file, and ends at the bytes
 /// it counted for them; a file of one row group counts its whole size.
 #[test]
