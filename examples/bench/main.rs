@@ -25,8 +25,9 @@
 //! - `read_jsonl`, `restore_in_file`: the file-reading nodes against a
 //!   hand-written `BufReader` + `serde_json` loop, and a restore at the end
 //!   of a 100 MB file (`files.rs`).
-//! - `read_parquet_rows`, `read_parquet_batches`, `restore_parquet`
-//!   (`parquet.rs`, `--features parquet`) and `read_jsonl_s3`, `restore_s3`
+//! - `read_parquet_rows`, `read_parquet_rows_documents`,
+//!   `read_parquet_batches`, `restore_parquet` (`parquet.rs`, `--features
+//!   parquet`) and `read_jsonl_s3`, `restore_s3`
 //!   (`s3.rs`, `--features object-store`, against `NODES_S3_ENDPOINT`).
 //!
 //! Lines that depend on parallel CPU carry `effective_cores` (`cores.rs`),
