@@ -156,6 +156,24 @@ impl Stage {
 }
 
 impl Shape {
+    /// The shape over `files` files: a mix needs a file for each of its
+    /// sources (a nested one, four), and with no mix a `par_map` may run
+    /// out of order in more places.
+    fn fitted(self, files: usize) -> Shape {
+        match files {
+            0 | 1 => Shape {
+                mix: Mix::None,
+                ..self
+            }
+            .unordered_where_accepted(),
+            2 | 3 if matches!(self.mix, Mix::Nested) => Shape {
+                mix: Mix::Weighted,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// The shape with an out-of-order `par_map` made an in-order one where
     /// the API refuses it: below a `flat_map` or `unbatch` (they pull their
     /// item again), where it does run out of order (not above an
@@ -461,13 +479,8 @@ fn build(
         true => StopCriteria::CycleUntilAllDatasetsExhausted,
         false => StopCriteria::AllDatasetsExhausted,
     };
-    // A mix needs a file for each of its sources.
-    let mix = match files.len() {
-        0 | 1 => Mix::None,
-        2 | 3 if matches!(shape.mix, Mix::Nested) => Mix::Weighted,
-        _ => shape.mix,
-    };
-    let mixed: Boxed<Vec<String>> = match mix {
+    // The shape was fitted to the files (`Shape::fitted`).
+    let mixed: Boxed<Vec<String>> = match shape.mix {
         Mix::None => source(shape, files.to_vec(), place, rank, world),
         Mix::Weighted => MultiNodeWeightedSampler::new(sources(), [("even", 0.6), ("odd", 0.4)])
             .unwrap()
@@ -796,12 +809,7 @@ proptest! {
     ) {
         let corpus = Corpus::empty("grammar");
         let (lines, packing): (Vec<u32>, Vec<Packing>) = files.into_iter().unzip();
-        // A mix needs a file for each of its sources (see `build`).
-        let shape = match lines.len() {
-            0 | 1 => Shape { mix: Mix::None, ..shape }.unordered_where_accepted(),
-            2 | 3 if matches!(shape.mix, Mix::Nested) => Shape { mix: Mix::Weighted, ..shape },
-            _ => shape,
-        };
+        let shape = shape.fitted(lines.len());
         let paths = if shape.reader.parquet() {
             write_parquet(&corpus, &lines)
         } else {
