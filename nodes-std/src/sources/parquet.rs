@@ -55,6 +55,13 @@ struct Resumed {
 /// Rows decoded at a time when items are rows.
 const DECODE_ROWS: usize = 1024;
 
+/// The bytes of a decoded batch when items are rows, by the row group's
+/// uncompressed size of the columns read: small enough to stay in a core's
+/// cache while its rows are read, and to bound what large rows hold. Rows
+/// of 500 bytes or less are decoded 1,024 at a time, of 3 KB about 170, of
+/// a megabyte one at a time.
+const DECODE_BYTES: u64 = 512 << 10;
+
 /// Rows read as `T` at a time, ahead of their delivery: enough to keep
 /// the general path off most rows, few enough that large rows (documents)
 /// are still in cache when delivered.
@@ -222,9 +229,34 @@ where
             ])),
         };
         builder
-            .with_batch_size(self.decode_rows)
+            .with_batch_size(self.rows_per_decode(open, group))
             .build()
             .map_err(|e| self.bad(&open.path, e))
+    }
+
+    /// Rows of row group `group` decoded at a time: for rows read as `T`,
+    /// as many as [`DECODE_BYTES`] holds (at least one, at most
+    /// `decode_rows`); for slices, the slice's rows.
+    fn rows_per_decode(&self, open: &Open, group: usize) -> usize {
+        if !self.serde_rows {
+            return self.decode_rows;
+        }
+        let group = open.metadata.metadata().row_group(group);
+        let read = |c: &&parquet::file::metadata::ColumnChunkMetaData| {
+            let root = c.column_path().parts().first();
+            self.columns.is_empty() || self.columns.iter().any(|n| Some(n) == root)
+        };
+        let bytes: u64 = group
+            .columns()
+            .iter()
+            .filter(read)
+            .map(|c| u64::try_from(c.uncompressed_size()).unwrap_or(0))
+            .sum();
+        let rows = u64::try_from(group.num_rows()).unwrap_or(0).max(1);
+        let per_row = (bytes / rows).max(1);
+        usize::try_from(DECODE_BYTES / per_row)
+            .unwrap_or(usize::MAX)
+            .clamp(1, self.decode_rows)
     }
 
     /// Checks that `open` is the file another rank stopped in at `at`: the
@@ -464,8 +496,10 @@ where
 /// booleans, strings, binaries, dates and timestamps (as their stored
 /// numbers), lists and structs are read, a null cell is `None`.
 /// [`columns`](ReadParquet::columns) reads only the named columns. Rows
-/// are decoded 1,024 at a time and read as `T`s 32 at a time, in one tight
-/// loop, ahead of their delivery.
+/// are decoded about 512 KB at a time (by the row group's uncompressed size
+/// of the columns read; at most 1,024 rows, at least one), so large rows
+/// hold little memory, and read as `T`s 32 at a time, in one tight loop,
+/// ahead of their delivery.
 ///
 /// # State
 /// `source`: the source's state from just before it yielded the file being

@@ -988,6 +988,79 @@ fn rows_read_ahead_of_a_large_row_group_resume_exactly() {
     assert_eq!(ids(&mut running, 6), [35, 36, 37, 38, 39, 41]);
 }
 
+/// Rows of large cells are decoded a few at a time, as many as about half a
+/// megabyte of the columns read holds, not 1,024 at a time: after the first
+/// row of a row group of 48 rows with 64 KB texts, progress counts a part
+/// of it; read through `id` alone (8 bytes a row), all of it. Every row
+/// arrives, in order, and a state at any row around the decoded batches
+/// resumes exactly.
+#[test]
+fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Doc {
+        id: i64,
+        text: String,
+    }
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Id {
+        id: i64,
+    }
+    // Letters that neither compress nor repeat (so no dictionary holds them).
+    let text = |id: i64| -> String {
+        let mut x = id as u64 + 1;
+        (0..65_536)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                char::from(b'a' + (x >> 59) as u8 % 26)
+            })
+            .collect()
+    };
+    let dir = Dir::new("large-cells");
+    let ids: Vec<i64> = (0..48).collect();
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+        (
+            "text",
+            Arc::new(StringArray::from_iter_values(ids.iter().map(|&i| text(i)))) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(dir.0.join("0.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let docs = || Files::in_dir(&dir.0).unwrap().read_parquet::<Doc>();
+    // The bytes read after the first row, and the file's size.
+    fn after_first<N: Node>(node: N) -> (u64, u64) {
+        let mut loader = Loader::new(node);
+        let mut epoch = loader.epoch();
+        epoch.next().unwrap().unwrap();
+        let progress = epoch.progress();
+        (progress.bytes_read, progress.bytes_total.unwrap())
+    }
+    let (read, size) = after_first(docs());
+    assert!(read > 0 && read * 4 <= size, "{read} of {size} bytes");
+    let only_ids = Files::in_dir(&dir.0)
+        .unwrap()
+        .read_parquet::<Id>()
+        .columns(["id"]);
+    assert_eq!(after_first(only_ids), (size, size));
+    let mut running = docs().start().unwrap();
+    for id in &ids {
+        let doc = running.next().unwrap().unwrap();
+        assert!(doc.id == *id && doc.text == text(*id), "row {id}");
+    }
+    assert!(running.next().is_none());
+    for cut in [0, 1, 5, 6, 7, 8, 9, 15, 16, 17, 47] {
+        assert_save_load(
+            || docs().map(move |d: Doc| (d.id, d.text == text(d.id))),
+            cut,
+        );
+    }
+}
+
 /// Over row groups, progress counts each as a file, and ends at the bytes
 /// it counted for them; a file of one row group counts its whole size.
 #[test]
@@ -1008,8 +1081,8 @@ fn progress_over_row_groups_ends_where_it_counted() {
         let progress = epoch.progress();
         assert!(progress.bytes_read >= last, "{progress:?}");
         last = progress.bytes_read;
-        // Within the last file, of one row group (decoded 1,024 rows at a
-        // time): its size, part read.
+        // Within the last file, of one row group (of small rows, decoded
+        // 1,024 at a time): its size, part read.
         if id == 3000 {
             assert!(
                 progress.bytes_read < progress.bytes_total.unwrap(),
