@@ -1053,7 +1053,8 @@ fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
         assert!(doc.id == *id && doc.text == text(*id), "row {id}");
     }
     assert!(running.next().is_none());
-    for cut in [0, 1, 5, 6, 7, 8, 9, 15, 16, 17, 47] {
+    // About 8 rows hold 512 KB: every cut through the first few batches.
+    for cut in (0..=16).chain([47]) {
         assert_save_load(
             || docs().map(move |d: Doc| (d.id, d.text == text(d.id))),
             cut,
