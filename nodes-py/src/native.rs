@@ -70,9 +70,10 @@ pub(crate) enum Sharding {
 /// `parquet`), rank-sharded by file when `shard` is given; with
 /// `cycle_length` set, `cycle_length` files are read at a time,
 /// `block_length` records from each in turn. With `field`, a JSON record
-/// is the text at that field, parsed in the one pass over the line.
+/// is the text at that field, parsed in the one pass over the line. With
+/// `columns`, a Parquet row holds only those top-level columns.
 #[pyfunction]
-#[pyo3(signature = (kind, paths, reader, shuffle_seed=None, shard=None, on_error="deliver", max_errors=None, cycle_length=None, block_length=1, field=None))]
+#[pyo3(signature = (kind, paths, reader, shuffle_seed=None, shard=None, on_error="deliver", max_errors=None, cycle_length=None, block_length=1, field=None, columns=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn read_files(
     kind: &str,
@@ -85,8 +86,10 @@ pub(crate) fn read_files(
     cycle_length: Option<usize>,
     block_length: usize,
     field: Option<String>,
+    columns: Option<Vec<String>>,
 ) -> PyResult<Pipeline> {
     let policy = policy(on_error, max_errors)?;
+    let reader = Reader::named(reader, field, columns)?;
     let files = files(kind, paths, shuffle_seed)?;
     let files: Box<dyn Node<Item = PathBuf>> = match shard {
         None => Box::new(files),
@@ -102,7 +105,6 @@ pub(crate) fn read_files(
             )));
         }
     };
-    let reader = Reader::named(reader, field)?;
     match cycle_length {
         None => Ok(Pipeline::new(reader.read(files, policy))),
         Some(cycle_length) => {
@@ -122,21 +124,29 @@ enum Reader {
     Lines,
     /// Whole records, or the text at one field of each.
     Jsonl(Option<String>),
-    Parquet,
+    /// Every column, or only these.
+    Parquet(Vec<String>),
 }
 
 impl Reader {
-    fn named(name: &str, field: Option<String>) -> PyResult<Reader> {
-        match (name, field) {
-            ("lines", None) => Ok(Reader::Lines),
-            ("jsonl", field) => Ok(Reader::Jsonl(field)),
-            ("parquet", None) => Ok(Reader::Parquet),
-            ("lines" | "parquet", Some(_)) => Err(PyValueError::new_err(format!(
+    fn named(name: &str, field: Option<String>, columns: Option<Vec<String>>) -> PyResult<Reader> {
+        let bad = |why: String| Err(PyValueError::new_err(why));
+        match (name, field, columns) {
+            ("lines" | "parquet", Some(_), _) => bad(format!(
                 "field goes with the \"jsonl\" reader, not {name:?}"
-            ))),
-            (other, _) => Err(PyValueError::new_err(format!(
+            )),
+            ("lines" | "jsonl", _, Some(_)) => bad(format!(
+                "columns goes with the \"parquet\" reader, not {name:?}"
+            )),
+            ("parquet", None, Some(columns)) if columns.is_empty() => {
+                bad("columns: name at least one column, or pass None for all".to_owned())
+            }
+            ("lines", None, None) => Ok(Reader::Lines),
+            ("jsonl", field, None) => Ok(Reader::Jsonl(field)),
+            ("parquet", None, columns) => Ok(Reader::Parquet(columns.unwrap_or_default())),
+            (other, _, _) => bad(format!(
                 "unknown reader {other:?}: expected \"lines\", \"jsonl\" or \"parquet\""
-            ))),
+            )),
         }
     }
 
@@ -151,9 +161,10 @@ impl Reader {
                 let text = files.read_jsonl_with(move |line| TextField(&field).deserialize(line));
                 Box::new(text.on_error(policy))
             }
-            Reader::Parquet => Box::new(
+            Reader::Parquet(columns) => Box::new(
                 files
                     .read_parquet::<Value>()
+                    .columns(columns)
                     .on_error(policy)
                     .map(|row| Item::Json(Box::new(row))),
             ),

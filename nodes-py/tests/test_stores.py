@@ -78,6 +78,28 @@ def test_a_parquet_file_changed_under_a_saved_state_is_named(
         next(iter(resumed))
 
 
+def test_parquet_columns_are_the_only_ones_read(tmp_path: Path, parquet_dir: Dict[int, Dict[str, Any]]) -> None:
+    files = nr.Files.in_dir(str(tmp_path))
+    rows = list(files.read_parquet(columns=["text", "id"]))
+    assert rows == [{"id": i, "text": parquet_dir[i]["text"]} for i in sorted(parquet_dir)]
+    scores = list(nr.Files.in_dir(str(tmp_path)).interleave("parquet", cycle_length=3, columns=("score",)))
+    assert all(row.keys() == {"score"} for row in scores)
+    assert sorted(scores, key=repr) == sorted(({"score": row["score"]} for row in parquet_dir.values()), key=repr)
+
+
+def test_parquet_columns_that_do_not_fit_are_named(tmp_path: Path, parquet_dir: Dict[int, Dict[str, Any]]) -> None:
+    missing = nr.Files.in_dir(str(tmp_path)).read_parquet(columns=["id", "title"])
+    with pytest.raises(nr.NodesError, match=r"part0\.parquet.*no column `title`"):
+        next(iter(missing))
+    files = nr.Files.in_dir(str(tmp_path))
+    with pytest.raises(TypeError, match="not the string 'text'"):
+        files.read_parquet(columns="text")
+    with pytest.raises(ValueError, match="at least one column"):
+        files.read_parquet(columns=[])
+    with pytest.raises(ValueError, match='columns goes with the "parquet" reader'):
+        files.interleave("jsonl", columns=["text"])
+
+
 def test_parquet_on_two_ranks_resumes_on_three_exactly_once(tmp_path: Path) -> None:
     for f in range(7):
         write_parquet(tmp_path / f"part{f}.parquet", rows_of(f, 30), row_group_size=8)

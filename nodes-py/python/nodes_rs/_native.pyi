@@ -82,6 +82,7 @@ def read_files(
     cycle_length: Optional[int] = None,
     block_length: int = 1,
     field: Optional[str] = None,
+    columns: Optional[List[str]] = None,
 ) -> Pipeline: ...
 def tokenize(
     source_node: Any, field: str = "text", tokenizer: str = "words", vocab_size: int = 50257

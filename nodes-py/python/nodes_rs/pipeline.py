@@ -101,6 +101,14 @@ def source(node: BaseNode[Any]) -> Pipeline:
     return Pipeline(_native.python_node(node))
 
 
+def _names(columns: Optional[Iterable[str]]) -> Optional[List[str]]:
+    """Column names as a list; one string is refused (it would be read as
+    its letters)."""
+    if isinstance(columns, str):
+        raise TypeError(f"columns is a list of names, not the string {columns!r}: try [{columns!r}]")
+    return None if columns is None else list(columns)
+
+
 class Files:
     """A list of files: a directory (``in_dir``), a glob, or explicit paths;
     local paths, or ``s3://``, ``gs://``, ``az://`` and ``http(s)://`` URLs
@@ -163,9 +171,13 @@ class Files:
         (a record without it is a bad record)."""
         return self._read("jsonl", on_error, max_errors, field=field)
 
-    def read_parquet(self, on_error: str = "deliver", max_errors: Optional[int] = None) -> Pipeline:
-        """The rows of each Parquet file, as dicts."""
-        return self._read("parquet", on_error, max_errors)
+    def read_parquet(
+        self, on_error: str = "deliver", max_errors: Optional[int] = None, columns: Optional[Iterable[str]] = None
+    ) -> Pipeline:
+        """The rows of each Parquet file, as dicts; with ``columns``, of only
+        those top-level columns (the others are not read; a file without one
+        of them is a bad record naming the column and the file)."""
+        return self._read("parquet", on_error, max_errors, columns=_names(columns))
 
     def interleave(
         self,
@@ -175,12 +187,19 @@ class Files:
         on_error: str = "deliver",
         max_errors: Optional[int] = None,
         field: Optional[str] = None,
+        columns: Optional[Iterable[str]] = None,
     ) -> Pipeline:
         """``cycle_length`` files read at a time, ``block_length`` records from
         each in turn, by ``reader`` (``"lines"``, ``"jsonl"``, ``"parquet"``;
-        ``field`` as for ``read_jsonl``)."""
+        ``field`` as for ``read_jsonl``, ``columns`` as for ``read_parquet``)."""
         return self._read(
-            reader, on_error, max_errors, cycle_length=cycle_length, block_length=block_length, field=field
+            reader,
+            on_error,
+            max_errors,
+            cycle_length=cycle_length,
+            block_length=block_length,
+            field=field,
+            columns=_names(columns),
         )
 
 
