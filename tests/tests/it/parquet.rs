@@ -1005,7 +1005,7 @@ fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
     struct Id {
         id: i64,
     }
-    // Letters that neither compress nor repeat (so no dictionary holds them).
+    // Letters that neither compress nor repeat: stored at full size.
     let text = |id: i64| -> String {
         let mut x = id as u64 + 1;
         (0..65_536)
