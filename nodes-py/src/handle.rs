@@ -165,8 +165,17 @@ pub(crate) fn forked(pid: u32) -> Error {
 /// Drops `owned` (a pipeline, maybe with worker threads to join) without
 /// holding the GIL, which those threads may be waiting for. While the
 /// interpreter shuts down they can never get it: then `owned` is leaked
-/// instead of joined.
-pub(crate) fn release_while<T: Send>(owned: T) {
+/// instead of joined. On a thread of nodes' own (Python's garbage collector
+/// runs wherever Python code does, a pipeline's worker too), `owned` is
+/// dropped on a thread of its own: a worker cannot join itself, nor wait
+/// for the others while it holds their source.
+pub(crate) fn release_while<T: Send + 'static>(owned: T) {
+    if std::thread::current()
+        .name()
+        .is_some_and(|name| name.starts_with("nodes-"))
+    {
+        return reap_apart(owned);
+    }
     let mut owned = Some(owned);
     Python::try_attach(|py| {
         let owned = owned.take();
@@ -174,6 +183,23 @@ pub(crate) fn release_while<T: Send>(owned: T) {
     });
     if let Some(owned) = owned {
         std::mem::forget(owned);
+    }
+}
+
+/// Drops `owned` on a thread started for it; leaks it if none can start
+/// (dropping it here could wait for this very thread).
+fn reap_apart<T: Send + 'static>(owned: T) {
+    let (send, receive) = std::sync::mpsc::channel::<T>();
+    let reaper = std::thread::Builder::new()
+        .name("nodes-reaper".to_owned())
+        .spawn(move || drop(receive.recv()));
+    match reaper {
+        Ok(_) => {
+            if let Err(std::sync::mpsc::SendError(owned)) = send.send(owned) {
+                std::mem::forget(owned);
+            }
+        }
+        Err(_) => std::mem::forget(owned),
     }
 }
 

@@ -122,3 +122,55 @@ def test_importing_the_package_starts_no_thread() -> None:
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"
+
+
+DROPPED_ON_ITS_WORKER = textwrap.dedent(
+    """
+    import gc, os, sys, threading
+    import nodes_rs.torchdata as tn
+
+    armed, holder, unraisable = threading.Event(), {}, []
+    sys.unraisablehook = lambda u: unraisable.append(repr(u.exc_value))
+
+    def items():
+        yield 0
+        armed.wait()  # a worker pulling the source, which it holds
+        holder.clear()  # the pipeline's last references
+        gc.collect()  # so it is dropped here, on its own worker
+        yield from range(1, 10**6)
+
+    def pipeline_threads():
+        names = []
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/comm") as comm:
+                    names.append(comm.read().strip())
+            except OSError:  # it ended meanwhile
+                pass
+        return [n for n in names if n.startswith(("nodes-par-map", "nodes-reaper"))]
+
+    node = tn.ParallelMapper(tn.IterableWrapper(items()), lambda x: x, num_workers=2)
+    it = iter(node)
+    print(next(it), bool(pipeline_threads()), flush=True)
+    holder["refs"] = (node, it)
+    del node, it
+    armed.set()
+    # Every thread the pipeline started ends: its workers, and whatever
+    # joins them.
+    while pipeline_threads():
+        pass
+    print(unraisable, flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+def test_a_pipeline_dropped_on_its_own_worker_neither_hangs_nor_panics() -> None:
+    """Python's garbage collector runs wherever Python code does: here it
+    drops a pipeline on one of that pipeline's workers, inside its source."""
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED_ON_ITS_WORKER], capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["0 True", "[]"]
