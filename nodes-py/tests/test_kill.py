@@ -53,6 +53,10 @@ def test_sigkilled_training_loop_resumes_exactly(tmp_path: Path) -> None:
     assert run(data, reference)
     expected: List[str] = (reference / "out.txt").read_text().splitlines()
     assert len(expected) == 600 and len(set(expected)) == 600
+    # Its last checkpoint is the one a kill just before "done" leaves: a
+    # restart from it finishes the epoch, with nothing added.
+    assert run(data, reference)
+    assert (reference / "out.txt").read_text().splitlines() == expected
 
     work = tmp_path / "killed"
     work.mkdir()
