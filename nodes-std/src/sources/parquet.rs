@@ -214,6 +214,7 @@ where
             let descr = builder.parquet_schema();
             ProjectionMask::columns(descr, self.columns.iter().map(String::as_str))
         };
+        let batch_rows = self.rows_per_decode(open, group, &mask);
         let rows = open.metadata.metadata().row_group(group).num_rows();
         let skip = usize::try_from(skip).unwrap_or(usize::MAX);
         let rest = usize::try_from(rows)
@@ -229,28 +230,22 @@ where
             ])),
         };
         builder
-            .with_batch_size(self.rows_per_decode(open, group))
+            .with_batch_size(batch_rows)
             .build()
             .map_err(|e| self.bad(&open.path, e))
     }
 
     /// Rows of row group `group` decoded at a time: for rows read as `T`,
-    /// as many as [`DECODE_BYTES`] holds (at least one, at most
-    /// `decode_rows`); for slices, the slice's rows.
-    fn rows_per_decode(&self, open: &Open, group: usize) -> usize {
+    /// as many as [`DECODE_BYTES`] of the columns `mask` reads holds (at
+    /// least one, at most `decode_rows`); for slices, the slice's rows.
+    fn rows_per_decode(&self, open: &Open, group: usize, mask: &ProjectionMask) -> usize {
         if !self.serde_rows {
             return self.decode_rows;
         }
         let group = open.metadata.metadata().row_group(group);
-        let read = |c: &&parquet::file::metadata::ColumnChunkMetaData| {
-            let root = c.column_path().parts().first();
-            self.columns.is_empty() || self.columns.iter().any(|n| Some(n) == root)
-        };
-        let bytes: u64 = group
-            .columns()
-            .iter()
-            .filter(read)
-            .map(|c| u64::try_from(c.uncompressed_size()).unwrap_or(0))
+        let bytes: u64 = (group.columns().iter().enumerate())
+            .filter(|&(leaf, _)| mask.leaf_included(leaf))
+            .map(|(_, c)| u64::try_from(c.uncompressed_size()).unwrap_or(0))
             .sum();
         let rows = u64::try_from(group.num_rows()).unwrap_or(0).max(1);
         let per_row = (bytes / rows).max(1);
