@@ -566,4 +566,41 @@ mod tests {
         assert_eq!((count.pulling, count.open_files), (0, 0));
         assert_eq!((count.finished_files, count.finished_bytes), (1, 10));
     }
+
+    /// Run by CI without nodes-std's features (`cargo test -p nodes-std --lib`).
+    #[cfg(not(all(feature = "gzip", feature = "zstd")))]
+    #[test]
+    fn compressed_files_without_their_feature_are_errors_naming_it() {
+        use crate::prelude::*;
+        let dir = std::env::temp_dir().join(format!("nodes-no-feature-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut files = vec![("a.txt", None)];
+        if cfg!(not(feature = "gzip")) {
+            files.push(("b.txt.gz", Some("gzip")));
+        }
+        if cfg!(not(feature = "zstd")) {
+            files.push(("c.txt.zst", Some("zstd")));
+        }
+        for (name, _) in &files {
+            std::fs::write(dir.join(name), "plain\n").unwrap();
+        }
+        let items: Vec<_> = (crate::Files::in_dir(&dir).unwrap().read_lines().start())
+            .unwrap()
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(items.len(), files.len());
+        for (item, (name, feature)) in items.iter().zip(&files) {
+            match (item, feature) {
+                (Ok(line), None) => assert_eq!(line, "plain"),
+                (Err(e), Some(feature)) => {
+                    let text = e.to_string();
+                    let why = format!(
+                        "{feature} support is not compiled in: enable the `{feature}` feature"
+                    );
+                    assert!(text.contains(&why) && text.contains(name), "{text}");
+                }
+                _ => panic!("{name}: {item:?}"),
+            }
+        }
+    }
 }

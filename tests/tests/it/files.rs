@@ -855,33 +855,6 @@ fn a_damaged_zstd_file_never_gives_changed_lines_without_an_error() -> Result<()
     Ok(())
 }
 
-#[cfg(not(all(feature = "gzip", feature = "zstd")))]
-#[test]
-fn compressed_files_without_their_feature_are_errors_naming_it() -> Result<()> {
-    let dir = TempDir::new("files-no-feature");
-    dir.write("a.txt", "plain\n");
-    #[cfg(not(feature = "gzip"))]
-    dir.write("b.txt.gz", "whatever");
-    #[cfg(not(feature = "zstd"))]
-    dir.write("c.txt.zst", "whatever");
-    let items: Vec<Result<String>> = Files::in_dir(dir.path())?.read_lines().start()?.collect();
-    let text = messages(&items);
-    assert!(!text.is_empty());
-    for message in &text {
-        assert!(
-            message.contains("support is not compiled in: enable the"),
-            "{message}"
-        );
-    }
-    let by_value: std::collections::BTreeMap<bool, usize> =
-        items.iter().fold(Default::default(), |mut m, r| {
-            *m.entry(r.is_ok()).or_default() += 1;
-            m
-        });
-    assert_eq!(by_value.get(&true), Some(&1));
-    Ok(())
-}
-
 /// Restores `state` into `read_lines` over `files`, expecting a bad state
 /// at `key` whose message has each of `words`.
 fn refused(files: Files, state: &State, key: &str, words: &[&str]) {
