@@ -125,7 +125,7 @@ enum Reader {
     /// Whole records, or the text at one field of each.
     Jsonl(Option<String>),
     /// Every column, or only these.
-    Parquet(Vec<String>),
+    Parquet(Option<Vec<String>>),
 }
 
 impl Reader {
@@ -143,7 +143,7 @@ impl Reader {
             }
             ("lines", None, None) => Ok(Reader::Lines),
             ("jsonl", field, None) => Ok(Reader::Jsonl(field)),
-            ("parquet", None, columns) => Ok(Reader::Parquet(columns.unwrap_or_default())),
+            ("parquet", None, columns) => Ok(Reader::Parquet(columns)),
             (other, _, _) => bad(format!(
                 "unknown reader {other:?}: expected \"lines\", \"jsonl\" or \"parquet\""
             )),
@@ -161,13 +161,14 @@ impl Reader {
                 let text = files.read_jsonl_with(move |line| TextField(&field).deserialize(line));
                 Box::new(text.on_error(policy))
             }
-            Reader::Parquet(columns) => Box::new(
-                files
-                    .read_parquet::<Value>()
-                    .columns(columns)
-                    .on_error(policy)
-                    .map(|row| Item::Json(Box::new(row))),
-            ),
+            Reader::Parquet(columns) => {
+                let rows = files.read_parquet::<Value>();
+                let rows = match columns {
+                    Some(columns) => rows.columns(columns),
+                    None => rows,
+                };
+                Box::new(rows.on_error(policy).map(|row| Item::Json(Box::new(row))))
+            }
         }
     }
 }

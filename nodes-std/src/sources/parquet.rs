@@ -102,8 +102,8 @@ impl Open {
 /// paths, the open file and the position in it.
 struct ParquetReader<S> {
     files: FileSource<S, Resumed>,
-    /// Root columns to read (all when empty).
-    columns: Vec<String>,
+    /// Root columns to read (all when `None`).
+    columns: Option<Vec<String>>,
     /// Rows per decoded batch.
     decode_rows: usize,
     /// Whether items are rows read as serde types (else batch slices).
@@ -125,7 +125,7 @@ where
     fn new(name: &'static str, source: S, decode_rows: usize, serde_rows: bool) -> Self {
         ParquetReader {
             files: FileSource::new(name, source),
-            columns: Vec::new(),
+            columns: None,
             decode_rows,
             serde_rows,
             open: None,
@@ -177,6 +177,7 @@ where
         if let Some(missing) = self
             .columns
             .iter()
+            .flatten()
             .find(|c| schema.column_with_name(c).is_none())
         {
             let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
@@ -208,11 +209,12 @@ where
         let file = open.file.try_clone().map_err(|e| self.bad(&open.path, e))?;
         let builder =
             ParquetRecordBatchReaderBuilder::new_with_metadata(file, open.metadata.clone());
-        let mask = if self.columns.is_empty() {
-            ProjectionMask::all()
-        } else {
-            let descr = builder.parquet_schema();
-            ProjectionMask::columns(descr, self.columns.iter().map(String::as_str))
+        let mask = match &self.columns {
+            None => ProjectionMask::all(),
+            Some(columns) => {
+                let descr = builder.parquet_schema();
+                ProjectionMask::columns(descr, columns.iter().map(String::as_str))
+            }
         };
         let batch_rows = self.rows_per_decode(open, group, &mask);
         let rows = open.metadata.metadata().row_group(group).num_rows();
@@ -409,6 +411,11 @@ where
     }
 
     fn reset(&mut self, state: Option<&State>) -> Result<()> {
+        if self.columns.as_ref().is_some_and(Vec::is_empty) {
+            let why =
+                "columns must name at least one column (leave `columns` out to read them all)";
+            return Err(Error::invalid_argument(self.files.name, why));
+        }
         self.files.replayable()?;
         let Some(state) = state else {
             self.close();
@@ -475,9 +482,9 @@ where
     }
 
     fn describe(&self) -> Description {
-        self.files.describe(|desc| match self.columns.is_empty() {
-            true => desc,
-            false => desc.param("columns", self.columns.join(",")),
+        self.files.describe(|desc| match &self.columns {
+            None => desc,
+            Some(columns) => desc.param("columns", columns.join(",")),
         })
     }
 }
@@ -734,9 +741,10 @@ macro_rules! parquet_stateful {
     ($ty:ident [$($gen:ident),*] $(, ahead: $ahead:ident)?) => {
         impl<S $(, $gen)*> $ty<S $(, $gen)*> {
             /// Reads only these columns (by their top-level names); a file
-            /// without one of them is an `Err` naming the column and the file.
+            /// without one of them is an `Err` naming the column and the file,
+            /// and an empty list makes `start` an `Err`.
             pub fn columns<I: IntoIterator<Item = C>, C: Into<String>>(mut self, columns: I) -> Self {
-                self.inner.columns = columns.into_iter().map(Into::into).collect();
+                self.inner.columns = Some(columns.into_iter().map(Into::into).collect());
                 self
             }
         }

@@ -218,6 +218,22 @@ fn columns_reads_only_the_named_ones_and_names_a_missing_one() {
         err.contains("no column `idx`") && err.contains("0.parquet"),
         "{err}"
     );
+    // An empty list asks for nothing: an error at start, not every column.
+    let none: [&str; 0] = [];
+    let files = || Files::in_dir(&dir.0).unwrap();
+    let rows = files().read_parquet::<Id>().columns(none).start();
+    let batches = files().read_parquet_batches(100).unwrap().columns(none);
+    for (err, node) in [
+        (rows.err(), "ReadParquet"),
+        (batches.start().err(), "ReadParquetBatches"),
+    ] {
+        let err = err.expect("an empty list of columns must not start");
+        assert!(
+            matches!(err, Error::InvalidArgument { node: n, .. } if n == node),
+            "{err}"
+        );
+        assert!(err.to_string().contains("at least one column"), "{err}");
+    }
 }
 
 #[test]
