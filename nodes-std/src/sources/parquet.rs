@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::sources::arrow_row;
 use crate::sources::open::{IDENTITY, is_zero};
 pub(crate) use crate::sources::parquet_file::{Identity, NOT_UTF8, pulled_again};
-use crate::sources::parquet_file::{ParquetFile, read_at};
+use crate::sources::parquet_file::{ParquetFile, decoded_size, read_at};
 pub use crate::sources::parquet_file::{ParquetPart, RowGroup};
 use crate::sources::reader::{FileSource, Saved, file_reader_builders};
 use crate::sources::record::record_error;
@@ -56,7 +56,7 @@ struct Resumed {
 const DECODE_ROWS: usize = 1024;
 
 /// The bytes of a decoded batch when items are rows, by the row group's
-/// uncompressed size of the columns read: small enough to stay in a core's
+/// decoded size of the columns read ([`decoded_size`]): small enough to stay in a core's
 /// cache while its rows are read, and to bound what large rows hold. Rows
 /// of 512 bytes or less are decoded 1,024 at a time, of 3 KB about 170, of
 /// a megabyte one at a time.
@@ -247,7 +247,7 @@ where
         let group = open.metadata.metadata().row_group(group);
         let bytes: u64 = (group.columns().iter().enumerate())
             .filter(|&(leaf, _)| mask.leaf_included(leaf))
-            .map(|(_, c)| u64::try_from(c.uncompressed_size()).unwrap_or(0))
+            .map(|(_, c)| decoded_size(c))
             .sum();
         let rows = u64::try_from(group.num_rows()).unwrap_or(0).max(1);
         let per_row = (bytes / rows).max(1);

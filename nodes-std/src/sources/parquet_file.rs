@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use parquet::file::metadata::ParquetMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::reader::{ChunkReader, Length};
 use serde::{Deserialize, Serialize};
 
@@ -104,6 +104,28 @@ pub(crate) fn read_at(
     };
     let read = u128::from(done) * u128::from(size) / u128::from(data.max(1));
     (size, u64::try_from(read).unwrap_or(size))
+}
+
+/// A column chunk's size once decoded into Arrow, as far as its metadata
+/// tells: its uncompressed size, or where more, its values at their
+/// physical width (an offset for a byte array) plus the bytes of its byte
+/// arrays. Encoded sizes alone undercount dictionary-encoded columns: a
+/// long text repeated in every row is stored once but decoded per row.
+pub(crate) fn decoded_size(column: &ColumnChunkMetaData) -> u64 {
+    use parquet::basic::Type as Physical;
+    let width: i64 = match column.column_type() {
+        Physical::BOOLEAN => 1,
+        Physical::INT32 | Physical::FLOAT | Physical::BYTE_ARRAY => 4,
+        Physical::INT64 | Physical::DOUBLE => 8,
+        Physical::INT96 => 12,
+        Physical::FIXED_LEN_BYTE_ARRAY => column.column_descr().type_length().into(),
+    };
+    let bytes = column.unencoded_byte_array_data_bytes().unwrap_or(0);
+    let decoded = column
+        .num_values()
+        .saturating_mul(width)
+        .saturating_add(bytes);
+    u64::try_from(decoded.max(column.uncompressed_size())).unwrap_or(0)
 }
 
 /// What a state records of the file it is in, checked on restore: the

@@ -1004,6 +1004,72 @@ fn rows_read_ahead_of_a_large_row_group_resume_exactly() {
     assert_eq!(ids(&mut running, 6), [35, 36, 37, 38, 39, 41]);
 }
 
+/// The bytes read after a node's first item (its decoded rows, for a
+/// Parquet reader), and the file's size.
+fn after_first<N: Node>(node: N) -> (u64, u64) {
+    let mut loader = Loader::new(node);
+    let mut epoch = loader.epoch();
+    epoch.next().unwrap().unwrap();
+    let progress = epoch.progress();
+    (progress.bytes_read, progress.bytes_total.unwrap())
+}
+
+/// A text that neither compresses nor repeats within itself: 64 KB of
+/// letters drawn from `seed`.
+fn random_text(seed: i64) -> String {
+    let mut x = seed as u64 + 1;
+    (0..65_536)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'a' + (x >> 59) as u8 % 26)
+        })
+        .collect()
+}
+
+/// One 64 KB text in each of 48 rows is stored once (the writer's
+/// dictionary) but decoded once per row: the reader sizes its decoded
+/// batches by the bytes decoded (the footer's count of the texts' bytes),
+/// so it decodes a few rows at a time, not all 48 (3 MB) at once.
+#[test]
+fn a_large_text_repeated_in_every_row_is_decoded_a_few_rows_at_a_time() {
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Doc {
+        id: i64,
+        text: String,
+    }
+    let dir = Dir::new("repeated-cells");
+    let text = random_text(7);
+    let batch = RecordBatch::try_from_iter([
+        (
+            "id",
+            Arc::new(Int64Array::from_iter_values(0..48)) as ArrayRef,
+        ),
+        (
+            "text",
+            Arc::new(StringArray::from_iter_values((0..48).map(|_| &text))) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let path = dir.0.join("0.parquet");
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < 2 * 65_536, "the text is stored once: {size} bytes");
+    let docs = || Files::in_dir(&dir.0).unwrap().read_parquet::<Doc>();
+    let (read, total) = after_first(docs());
+    assert!(read > 0 && read * 4 <= total, "{read} of {total} bytes");
+    let mut running = docs().start().unwrap();
+    for id in 0..48 {
+        let doc = running.next().unwrap().unwrap();
+        assert!(doc.id == id && doc.text == text, "row {id}");
+    }
+    assert!(running.next().is_none());
+}
+
 /// Rows of large cells are decoded a few at a time, as many as about half a
 /// megabyte of the columns read holds, not 1,024 at a time: after the first
 /// row of a row group of 48 rows with 64 KB texts, progress counts a part
@@ -1022,17 +1088,7 @@ fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
         id: i64,
     }
     // Letters that neither compress nor repeat: stored at full size.
-    let text = |id: i64| -> String {
-        let mut x = id as u64 + 1;
-        (0..65_536)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                char::from(b'a' + (x >> 59) as u8 % 26)
-            })
-            .collect()
-    };
+    let text = random_text;
     let dir = Dir::new("large-cells");
     let ids: Vec<i64> = (0..48).collect();
     let batch = RecordBatch::try_from_iter([
@@ -1048,14 +1104,6 @@ fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
     writer.write(&batch).unwrap();
     writer.close().unwrap();
     let docs = || Files::in_dir(&dir.0).unwrap().read_parquet::<Doc>();
-    // The bytes read after the first row, and the file's size.
-    fn after_first<N: Node>(node: N) -> (u64, u64) {
-        let mut loader = Loader::new(node);
-        let mut epoch = loader.epoch();
-        epoch.next().unwrap().unwrap();
-        let progress = epoch.progress();
-        (progress.bytes_read, progress.bytes_total.unwrap())
-    }
     let (read, size) = after_first(docs());
     assert!(read > 0 && read * 4 <= size, "{read} of {size} bytes");
     let only_ids = Files::in_dir(&dir.0)
