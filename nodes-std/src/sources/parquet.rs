@@ -56,10 +56,10 @@ struct Resumed {
 const DECODE_ROWS: usize = 1024;
 
 /// The bytes of a decoded batch when items are rows, by the row group's
-/// decoded size of the columns read ([`decoded_size`]): small enough to stay in a core's
-/// cache while its rows are read, and to bound what large rows hold. Rows
-/// of 512 bytes or less are decoded 1,024 at a time, of 3 KB about 170, of
-/// a megabyte one at a time.
+/// decoded size of the columns read ([`decoded_size`]): small enough to
+/// stay in a core's cache while its rows are read, and to bound what large
+/// rows hold. Rows of 512 bytes or less are decoded 1,024 at a time, of
+/// 3 KB about 170, of a megabyte one at a time.
 const DECODE_BYTES: u64 = 512 << 10;
 
 /// Rows read as `T` at a time, ahead of their delivery: enough to keep
