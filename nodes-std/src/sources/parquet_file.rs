@@ -109,8 +109,9 @@ pub(crate) fn read_at(
 /// A column chunk's size once decoded into Arrow, as far as its metadata
 /// tells: its uncompressed size, or where more, its values at their
 /// physical width (an offset for a byte array) plus the bytes of its byte
-/// arrays. Encoded sizes alone undercount dictionary-encoded columns: a
-/// long text repeated in every row is stored once but decoded per row.
+/// arrays (which arrow-rs and pyarrow write into the footer). Encoded
+/// sizes alone undercount dictionary-encoded columns: a long text
+/// repeated in every row is stored once but decoded per row.
 pub(crate) fn decoded_size(column: &ColumnChunkMetaData) -> u64 {
     use parquet::basic::Type as Physical;
     let width: i64 = match column.column_type() {
