@@ -822,11 +822,10 @@ fn every_column_type_reads_into_its_serde_type() {
     ];
     let dir = Dir::new("types");
     let write = |name: &str, columns: Vec<(&str, ArrayRef)>| {
-        let batch = RecordBatch::try_from_iter(columns).unwrap();
-        let file = std::fs::File::create(dir.0.join(name)).unwrap();
-        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+        write_batch(
+            &dir.0.join(name),
+            &RecordBatch::try_from_iter(columns).unwrap(),
+        );
     };
     let rows_in = |name: &str| -> Vec<Result<Typed>> {
         let files = Files::list([dir.0.join(name)]).unwrap();
@@ -1028,35 +1027,45 @@ fn random_text(seed: i64) -> String {
         .collect()
 }
 
+/// A row of an id and a text.
+#[derive(Debug, PartialEq, Deserialize)]
+struct Doc {
+    id: i64,
+    text: String,
+}
+
+/// Writes one batch with the writer's defaults to `path`.
+fn write_batch(path: &Path, batch: &RecordBatch) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// Writes 48 [`Doc`]s (ids 0 to 47, texts by id from `text`) as
+/// `0.parquet` in `dir`, with the writer's defaults; returns its path.
+fn write_docs(dir: &Dir, text: impl Fn(i64) -> String) -> PathBuf {
+    let ids = Int64Array::from_iter_values(0..48);
+    let texts = StringArray::from_iter_values(ids.values().iter().map(|&i| text(i)));
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(ids) as ArrayRef),
+        ("text", Arc::new(texts) as ArrayRef),
+    ])
+    .unwrap();
+    let path = dir.0.join("0.parquet");
+    write_batch(&path, &batch);
+    path
+}
+
 /// One 64 KB text in each of 48 rows is stored once (the writer's
 /// dictionary) but decoded once per row: the reader sizes its decoded
 /// batches by the bytes decoded (the footer's count of the texts' bytes),
 /// so it decodes a few rows at a time, not all 48 (3 MB) at once.
 #[test]
 fn a_large_text_repeated_in_every_row_is_decoded_a_few_rows_at_a_time() {
-    #[derive(Debug, PartialEq, Deserialize)]
-    struct Doc {
-        id: i64,
-        text: String,
-    }
     let dir = Dir::new("repeated-cells");
     let text = random_text(7);
-    let batch = RecordBatch::try_from_iter([
-        (
-            "id",
-            Arc::new(Int64Array::from_iter_values(0..48)) as ArrayRef,
-        ),
-        (
-            "text",
-            Arc::new(StringArray::from_iter_values((0..48).map(|_| &text))) as ArrayRef,
-        ),
-    ])
-    .unwrap();
-    let path = dir.0.join("0.parquet");
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    let path = write_docs(&dir, |_| text.clone());
     let size = std::fs::metadata(&path).unwrap().len();
     assert!(size < 2 * 65_536, "the text is stored once: {size} bytes");
     let docs = || Files::in_dir(&dir.0).unwrap().read_parquet::<Doc>();
@@ -1079,30 +1088,13 @@ fn a_large_text_repeated_in_every_row_is_decoded_a_few_rows_at_a_time() {
 #[test]
 fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
     #[derive(Debug, PartialEq, Deserialize)]
-    struct Doc {
-        id: i64,
-        text: String,
-    }
-    #[derive(Debug, PartialEq, Deserialize)]
     struct Id {
         id: i64,
     }
     // Letters that neither compress nor repeat: stored at full size.
     let text = random_text;
     let dir = Dir::new("large-cells");
-    let ids: Vec<i64> = (0..48).collect();
-    let batch = RecordBatch::try_from_iter([
-        ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
-        (
-            "text",
-            Arc::new(StringArray::from_iter_values(ids.iter().map(|&i| text(i)))) as ArrayRef,
-        ),
-    ])
-    .unwrap();
-    let file = std::fs::File::create(dir.0.join("0.parquet")).unwrap();
-    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_docs(&dir, text);
     let docs = || Files::in_dir(&dir.0).unwrap().read_parquet::<Doc>();
     let (read, size) = after_first(docs());
     assert!(read > 0 && read * 4 <= size, "{read} of {size} bytes");
@@ -1112,9 +1104,9 @@ fn rows_of_large_cells_are_decoded_a_few_at_a_time() {
         .columns(["id"]);
     assert_eq!(after_first(only_ids), (size, size));
     let mut running = docs().start().unwrap();
-    for id in &ids {
+    for id in 0..48 {
         let doc = running.next().unwrap().unwrap();
-        assert!(doc.id == *id && doc.text == text(*id), "row {id}");
+        assert!(doc.id == id && doc.text == text(id), "row {id}");
     }
     assert!(running.next().is_none());
     // About 8 rows hold 512 KB: every cut through the first few batches.
